@@ -1,0 +1,239 @@
+# tram — a continuous-batching LLM inference server daemon.
+#
+#   make            build build/tram (CUDA objects too when nvcc is found)
+#   make run        set up everything, then serve the default model
+#   make test       set up everything, then run every test suite
+#   make sanitize   build everything with ASan + UBSan into build/san/
+#   make model      fetch and verify the default model into models/
+#
+# Knobs: V=1 (echo commands), CUDA=auto|0|1, SANITIZER=address,undefined,
+# ARCH_FLAGS (default -march=native), BUILD (output folder), PREFIX, DESTDIR.
+
+.DEFAULT_GOAL := all
+.SECONDARY:
+.DELETE_ON_ERROR:
+SHELL := /bin/bash
+
+BUILD      ?= build
+V          ?= 0
+CUDA       ?= auto
+SANITIZER  ?=
+ARCH_FLAGS ?= -march=native
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+VENV       ?= .venv
+PYTHON     ?= python3
+DEFAULT_MODEL := models/SmolLM2-135M-Instruct.Q4_1.gguf
+MODEL      ?= $(DEFAULT_MODEL)
+
+ifeq ($(V),1)
+  Q :=
+  say = @true
+else
+  Q := @
+  say = @printf '  %-6s %s\n' $(1) $(2)
+endif
+
+# --- Debian packages: installed once by scripts/setup.sh, before pkg-config
+# is asked anything (a fresh machine has none of them). -----------------------
+DEPS_STAMP := build/.deps-ok
+NO_DEPS_GOALS := clean distclean help
+ifneq ($(filter-out $(NO_DEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
+  ifeq ($(wildcard $(DEPS_STAMP)),)
+    $(info setup: checking Debian packages (scripts/setup.sh))
+    DEPS_OUT := $(shell scripts/setup.sh $(DEPS_STAMP) >&2; echo $$?)
+    ifneq ($(DEPS_OUT),0)
+      $(error scripts/setup.sh failed; see the messages above)
+    endif
+  endif
+endif
+
+PKGS       := libuv libcjson libpcre2-8 libsystemd
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
+
+LLHTTP_SRC := /usr/share/llhttp
+LLHTTP_INC := /usr/share/include/llhttp
+
+# --- CUDA: auto builds the .cu objects when nvcc is found. -------------------
+NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+ifeq ($(CUDA),auto)
+  CUDA_ON := $(if $(NVCC),1,0)
+else ifeq ($(CUDA),1)
+  ifeq ($(NVCC),)
+    $(error CUDA=1 but nvcc was not found (put it on PATH or set NVCC=))
+  endif
+  CUDA_ON := 1
+else
+  CUDA_ON := 0
+endif
+ifneq ($(SANITIZER),)
+  CUDA_ON := 0   # the CUDA runtime and ASan do not mix; sanitize the CPU build
+endif
+ifeq ($(wildcard kernels/cuda/*.cu),)
+  CUDA_ON := 0   # no CUDA sources yet
+endif
+CUDA_HOME  := $(if $(NVCC),$(realpath $(dir $(realpath $(NVCC)))/..))
+CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 \
+              -gencode arch=compute_90,code=sm_90 \
+              -gencode arch=compute_90,code=compute_90
+
+# --- flags ------------------------------------------------------------------
+CSTD     := -std=gnu11
+WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+CPPFLAGS := -I. -I$(LLHTTP_INC) $(PKG_CFLAGS) -D_GNU_SOURCE -MMD -MP
+CFLAGS   ?= -O2 -g
+CFLAGS   += $(CSTD) $(WARN) $(ARCH_FLAGS) -pthread -fno-strict-aliasing
+LDFLAGS  += -pthread
+LDLIBS   := $(PKG_LIBS) -lm
+NVFLAGS  ?= -O2 -g -lineinfo
+NVFLAGS  += -std=c++17 $(CUDA_ARCHS) -I. -Xcompiler -Wall,-Wextra,-Wno-unused-parameter \
+            --Werror all-warnings -MMD -MP
+
+ifneq ($(SANITIZER),)
+  SAN_FLAGS := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
+  CFLAGS  += $(SAN_FLAGS)
+  LDFLAGS += $(SAN_FLAGS)
+endif
+
+ifeq ($(CUDA_ON),1)
+  CPPFLAGS += -DTRAM_CUDA=1
+  LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+endif
+
+# --- sources ----------------------------------------------------------------
+# Every .c in these folders is part of the library; server/main.c is the
+# program. New files need no Makefile change.
+SRC_DIRS := server scheduler attention cache kernels kernels/cpu model config
+MAIN_SRC := server/main.c
+LIB_SRCS := $(filter-out $(MAIN_SRC),$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+CU_SRCS  := $(if $(filter 1,$(CUDA_ON)),$(wildcard kernels/cuda/*.cu))
+CU_OBJS  := $(CU_SRCS:%.cu=$(BUILD)/obj/%.o)
+LIB      := $(BUILD)/libtram.a
+LLHTTP_OBJS := $(addprefix $(BUILD)/llhttp/,llhttp.o api.o http.o)
+LLHTTP_LIB  := $(BUILD)/libllhttp.a
+TRAM     := $(BUILD)/tram
+
+# C unit tests: one cmocka binary per tests/unit/test_*.c; other .c files in
+# tests/unit/ are shared test support linked into every test binary.
+UNIT_SRCS    := $(wildcard tests/unit/test_*.c)
+UNIT_BINS    := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+UNIT_SUPPORT := $(filter-out $(UNIT_SRCS),$(wildcard tests/unit/*.c))
+UNIT_SUPPORT_OBJS := $(UNIT_SUPPORT:%.c=$(BUILD)/obj/%.o)
+
+# Benchmarks written in C (bench/*.c), each its own program.
+BENCH_SRCS := $(wildcard bench/*.c)
+BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+
+ALL_OBJS := $(LIB_OBJS) $(CU_OBJS) $(BUILD)/obj/$(MAIN_SRC:.c=.o) \
+            $(UNIT_BINS:$(BUILD)/tests/%=$(BUILD)/obj/tests/unit/%.o) $(UNIT_SUPPORT_OBJS) \
+            $(BENCH_BINS:$(BUILD)/bench/%=$(BUILD)/obj/bench/%.o)
+
+# --- build rules ------------------------------------------------------------
+.PHONY: all unit-tests benches sanitize test test-unit test-python run model venv \
+        deps clean distclean install uninstall compile_commands.json cuda-check help
+
+all: $(TRAM) unit-tests benches
+
+$(BUILD)/obj/%.o: %.c
+	$(call say,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu
+	$(call say,NVCC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(BUILD)/llhttp/%.o: $(LLHTTP_SRC)/%.c
+	$(call say,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) -I$(LLHTTP_INC) -O2 -g $(ARCH_FLAGS) $(SAN_FLAGS) -c $< -o $@
+
+$(LLHTTP_LIB): $(LLHTTP_OBJS)
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(LIB): $(LIB_OBJS) $(CU_OBJS)
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(TRAM): $(BUILD)/obj/$(MAIN_SRC:.c=.o) $(LIB) $(LLHTTP_LIB)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) $< $(LIB) $(LLHTTP_LIB) $(LDLIBS) -o $@
+
+unit-tests: $(UNIT_BINS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(UNIT_SUPPORT_OBJS) $(LIB) $(LLHTTP_LIB)
+	$(call say,LINK,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) $< $(UNIT_SUPPORT_OBJS) $(LIB) $(LLHTTP_LIB) $(LDLIBS) $(CMOCKA_LIBS) -o $@
+
+benches: $(BENCH_BINS)
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB) $(LLHTTP_LIB)
+	$(call say,LINK,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) $< $(LIB) $(LLHTTP_LIB) $(LDLIBS) -o $@
+
+# Compiles every CUDA source (CI runs this where nvcc exists; no GPU needed).
+cuda-check:
+	$(Q)if [ -z "$(wildcard kernels/cuda/*.cu)" ]; then echo "cuda-check: no CUDA sources yet"; \
+	else $(MAKE) --no-print-directory CUDA=1 $(TRAM); fi
+
+sanitize:
+	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/san SANITIZER=address,undefined CUDA=0 \
+		$(BUILD)/san/tram unit-tests
+
+# --- set-up: Python tools, the model ----------------------------------------
+deps:
+	$(Q)scripts/setup.sh $(DEPS_STAMP)
+
+venv: $(VENV)/.stamp
+$(VENV)/.stamp: tests/requirements.txt
+	@echo "setup: Python tools into $(VENV)/ (tests/requirements.txt)"
+	$(Q)test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(Q)$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+	$(Q)touch $@
+
+model: $(DEFAULT_MODEL)
+$(DEFAULT_MODEL):
+	$(Q)scripts/fetch-model.sh
+
+# --- run and test -----------------------------------------------------------
+run: model $(TRAM)
+	$(TRAM) serve -m $(MODEL)
+
+test: venv model
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory sanitize
+	$(Q)BUILD=$(BUILD) VENV=$(VENV) MODEL=$(MODEL) scripts/run-tests.sh
+
+test-unit: all
+	$(Q)scripts/run-unit-tests.sh $(BUILD)/tests
+
+test-python: venv model $(TRAM)
+	$(Q)TRAM_BIN=$(TRAM) TRAM_MODEL=$(MODEL) $(VENV)/bin/pytest $(wildcard tests/integration tests/reference)
+
+compile_commands.json:
+	bear -- $(MAKE) -B all
+
+# --- install ----------------------------------------------------------------
+install: $(TRAM)
+	install -Dm755 $(TRAM) $(DESTDIR)$(PREFIX)/bin/tram
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/tram
+
+clean:
+	rm -rf $(BUILD)
+
+distclean: clean
+	rm -rf $(VENV) models
+
+help:
+	@sed -n '2,12p' Makefile | sed 's/^# \{0,1\}//'
+
+-include $(ALL_OBJS:.o=.d) $(LLHTTP_OBJS:.o=.d)

@@ -1,0 +1,64 @@
+/* kernels/cpu/cpu_backend.c — the CPU backend's table (see cpu_backend.h).
+ * Memory is host memory: upload and download are copies. */
+#include "kernels/cpu/cpu_backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/log.h"
+
+static void *cpu_alloc(kern_backend_t *be, size_t bytes) {
+  (void)be;
+  void *p = NULL;
+  if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) return NULL;
+  return p;
+}
+
+static void cpu_free(kern_backend_t *be, void *buf) {
+  (void)be;
+  free(buf);
+}
+
+static void cpu_copy(kern_backend_t *be, void *dst, const void *src, size_t bytes) {
+  (void)be;
+  if (bytes) memmove(dst, src, bytes);
+}
+
+static void cpu_sync(kern_backend_t *be) { (void)be; }
+
+static void cpu_destroy(kern_backend_t *be) {
+  kern_cpu_t *cpu = kern_cpu(be);
+  kern_pool_destroy(cpu->pool);
+  free(cpu);
+}
+
+static const kern_backend_t cpu_table = {
+    .name = "cpu",
+    .kv_type = KERN_F32,
+    .destroy = cpu_destroy,
+
+    /* memory */
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .sync = cpu_sync,
+
+    /* weights and dense operations: kernels/cpu/ matmul and ops files */
+
+    /* KV cache and attention: kernels/cpu/ attention files */
+};
+
+kern_backend_t *kern_cpu_create(int n_threads) {
+  kern_cpu_t *cpu = calloc(1, sizeof *cpu);
+  if (!cpu) abort();
+  cpu->base = cpu_table;
+  cpu->pool = kern_pool_create(n_threads);
+  if (!cpu->pool) {
+    log_error("kern_cpu_create: cannot start the thread pool");
+    free(cpu);
+    return NULL;
+  }
+  cpu->n_threads = kern_pool_size(cpu->pool);
+  return &cpu->base;
+}

@@ -1,0 +1,25 @@
+/* kernels/cpu/cpu_backend.h — the CPU backend: host memory, the persistent
+ * thread pool, and the CPU kernels behind the kern_backend_t table.
+ *
+ * The kernels live in their own files (one family each) and take the
+ * kern_cpu_t, which gives them the pool and per-thread scratch. */
+#ifndef TRAM_KERN_CPU_BACKEND_H
+#define TRAM_KERN_CPU_BACKEND_H
+
+#include "kernels/cpu/pool.h"
+#include "kernels/kern.h"
+
+typedef struct kern_cpu {
+  kern_backend_t base; /* must stay first: a kern_backend_t * is a kern_cpu_t * */
+  kern_pool_t *pool;   /* owned */
+  int n_threads;
+} kern_cpu_t;
+
+/* Creates the CPU backend with n_threads threads (<= 0: one per online CPU).
+ * Returns NULL after logging why. Destroy with kern_backend_destroy(). */
+kern_backend_t *kern_cpu_create(int n_threads);
+
+/* The kern_cpu_t behind a CPU backend. */
+static inline kern_cpu_t *kern_cpu(kern_backend_t *be) { return (kern_cpu_t *)be; }
+
+#endif

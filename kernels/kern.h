@@ -1,0 +1,172 @@
+/* kernels/kern.h — the compute backend interface.
+ *
+ * The model forward, the paged attention forward and the KV cache are written
+ * against this table of operations; the CPU backend (kernels/cpu/) and the
+ * CUDA backend (kernels/cuda/) implement it. Picking one is a start-up choice
+ * (`--device cpu|cuda`); nothing above this line knows which runs.
+ *
+ * Memory. Every tensor pointer an operation takes is a *device buffer*: memory
+ * from be->alloc() (for the CPU backend, ordinary host memory). Code above the
+ * backend never dereferences device buffers; it moves bytes with upload() and
+ * download(). Activations are f32; the KV cache holds be->kv_type elements.
+ *
+ * Ordering. Operations run in the order they are issued (a CUDA backend puts
+ * them on one stream). download() and sync() wait for everything before them.
+ *
+ * Errors. Operations do not fail on valid arguments; arguments are the
+ * caller's responsibility (the model and attention code validate input before
+ * it gets here). A backend aborts, with the statement, file and line, on an
+ * internal failure it cannot recover from (a sticky CUDA error).
+ *
+ * Determinism and batch invariance. The result for one row (a token, or one
+ * query row of attention) must depend only on that row's inputs — never on
+ * the other rows in the call, the number of threads or the scheduling — and
+ * be bitwise reproducible. In particular attn_decode, attn_varlen_paged and
+ * attn_varlen give the same bits for the same query row and keys. The
+ * scheduler relies on this: a request's greedy output does not depend on what
+ * else is in its batch, on chunked prefill, or on preemption.
+ *
+ * Shapes are written [outer, ..., inner], row-major, innermost contiguous. */
+#ifndef TRAM_KERN_H
+#define TRAM_KERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kern_types.h"
+
+typedef struct kern_backend kern_backend_t;
+
+/* A weight matrix of `rows` output features × `cols` input features (GGUF
+ * dims ne[0] = cols, ne[1] = rows), in whatever form its backend chose at
+ * load: views into the model file's mapping, a repacked copy, or device
+ * memory. */
+typedef struct kern_weight {
+  kern_type_t type; /* the type the file stores (public, read-only) */
+  int64_t rows;     /* output features */
+  int64_t cols;     /* input features; a multiple of the type's block size */
+  void *impl;       /* backend-private */
+} kern_weight_t;
+
+/* Arguments of the three attention kernels (one layer, one batch).
+ *
+ * Sequence b of the batch has q_len = cu_seq_lens_q[b+1] - cu_seq_lens_q[b]
+ * query rows and attends over k_len keys; query row i (0-based within the
+ * sequence) sees keys j <= i + k_len - q_len (causal, aligned bottom-right).
+ * A row that sees no key outputs zeros. Query head h reads KV head
+ * h / (n_heads / n_kv_heads). Scores are scaled by `scale`; softmax in f32.
+ *
+ * The paged KV layout of one layer: k_cache, v_cache are
+ * [num_blocks, block_size, n_kv_heads, head_dim]; key j of sequence b is at
+ * block block_table[b * max_blocks_per_seq + j / block_size], offset
+ * j % block_size. Unused block-table entries are -1. */
+typedef struct kern_attn_args {
+  int n_seqs;
+  int n_heads;    /* query heads */
+  int n_kv_heads; /* key/value heads; divides n_heads */
+  int head_dim;
+  float scale;    /* usually 1 / sqrt(head_dim) */
+  const float *q; /* [total_q, n_heads, head_dim] */
+  float *out;     /* [total_q, n_heads, head_dim] */
+
+  /* varlen paths: sequence b owns query rows [cu_seq_lens_q[b], cu_seq_lens_q[b+1])
+   * and keys [cu_seq_lens_k[b], cu_seq_lens_k[b+1]) of the packed K/V. */
+  const int32_t *cu_seq_lens_q; /* [n_seqs + 1], first entry 0 */
+  const int32_t *cu_seq_lens_k; /* [n_seqs + 1], first entry 0 */
+  int max_seqlen_q;             /* max q_len over the batch */
+  int max_seqlen_k;             /* max k_len over the batch */
+  const void *k;                /* attn_varlen only: [total_k, n_kv_heads, head_dim] kv_type */
+  const void *v;                /* attn_varlen only: [total_k, n_kv_heads, head_dim] kv_type */
+
+  /* paged paths (attn_varlen_paged, attn_decode) */
+  void *k_cache;              /* [num_blocks, block_size, n_kv_heads, head_dim] kv_type */
+  void *v_cache;              /* same */
+  int block_size;             /* tokens per block */
+  const int32_t *block_table; /* [n_seqs, max_blocks_per_seq], -1 = unallocated */
+  int max_blocks_per_seq;
+
+  /* decode path: every sequence has one query row (total_q == n_seqs);
+   * k_new/v_new are written at position cache_seqlens[b] of sequence b, in
+   * place, then the row attends over cache_seqlens[b] + 1 keys. */
+  const int32_t *cache_seqlens; /* [n_seqs] tokens cached before this step */
+  const float *k_new;           /* [n_seqs, n_kv_heads, head_dim] */
+  const float *v_new;           /* [n_seqs, n_kv_heads, head_dim] */
+} kern_attn_args_t;
+
+struct kern_backend {
+  const char *name;    /* "cpu", "cuda" (public, read-only) */
+  kern_type_t kv_type; /* element type of KV cache storage (KERN_F32 on CPU) */
+
+  /* Frees the backend and everything it allocated. */
+  void (*destroy)(kern_backend_t *be);
+
+  /* --- device memory ------------------------------------------------------ */
+  /* 64-byte aligned, uninitialised; NULL when out of memory (not fatal). */
+  void *(*alloc)(kern_backend_t *be, size_t bytes);
+  void (*free)(kern_backend_t *be, void *buf); /* NULL is a no-op */
+  void (*upload)(kern_backend_t *be, void *dst, const void *src, size_t bytes);
+  void (*download)(kern_backend_t *be, void *dst, const void *src, size_t bytes);
+  void (*sync)(kern_backend_t *be);
+
+  /* --- weights ------------------------------------------------------------- */
+  /* Prepares w (rows × cols of `type`) from `data`, host memory holding the
+   * GGUF layout (rows × kern_type_row_bytes(type, cols) bytes) that stays
+   * valid and unchanged until weight_release (the model file's mapping).
+   * Returns 0, or a negative errno (-ENOMEM, -EINVAL for a type the backend
+   * cannot compute with) after logging why. */
+  int (*weight_init)(kern_backend_t *be, kern_weight_t *w, kern_type_t type, int64_t rows,
+                     int64_t cols, const void *data);
+  void (*weight_release)(kern_backend_t *be, kern_weight_t *w);
+
+  /* --- dense operations ---------------------------------------------------- */
+  /* y[n, w->rows] = x[n, w->cols] · wᵀ. */
+  void (*matmul)(kern_backend_t *be, float *y, const float *x, const kern_weight_t *w, int n);
+  /* y[i, :] = row ids[i] of w, as f32: y [n, w->cols]; ids [n] in [0, w->rows). */
+  void (*embed)(kern_backend_t *be, float *y, const kern_weight_t *w, const int32_t *ids, int n);
+  /* y[i, :] = x[i, :] / sqrt(mean(x[i, :]²) + eps) * weight; x, y [n, dim],
+   * weight [dim]; y may alias x. */
+  void (*rmsnorm)(kern_backend_t *be, float *y, const float *x, const float *weight, int n,
+                  int dim, float eps);
+  /* Rotates x [n, n_heads, head_dim] in place at positions pos [n]: pair p
+   * (p < rot_dim / 2) turns by angle pos * inv_freq[p]. neox = 0 pairs
+   * elements (2p, 2p + 1) (GGUF `llama`); neox = 1 pairs (p, p + rot_dim / 2)
+   * (`qwen2`). Elements past rot_dim are left alone. */
+  void (*rope)(kern_backend_t *be, float *x, const int32_t *pos, int n, int n_heads, int head_dim,
+               int rot_dim, const float *inv_freq, int neox);
+  /* y[i] = silu(gate[i]) * up[i] over `count` elements; y may alias gate. */
+  void (*swiglu)(kern_backend_t *be, float *y, const float *gate, const float *up, int64_t count);
+  /* y[i] = a[i] + b[i]; y may alias a or b. */
+  void (*add)(kern_backend_t *be, float *y, const float *a, const float *b, int64_t count);
+  /* y[i, :] += bias for each of n rows of dim (Q/K/V biases of qwen2). */
+  void (*add_bias)(kern_backend_t *be, float *y, const float *bias, int n, int dim);
+  /* y[i, :] = x[idx[i], :]: y [n_idx, dim]; picks the rows that need logits. */
+  void (*gather_rows)(kern_backend_t *be, float *y, const float *x, const int32_t *idx, int n_idx,
+                      int dim);
+
+  /* --- KV cache and attention (called by cache/ and attention/) ----------- */
+  /* Writes k[i], v[i] ([n, kv_dim] f32) to cache row slots[i] (slot =
+   * block * block_size + offset; cache viewed as [num_slots, kv_dim] of
+   * kv_type). A slot of -1 is skipped. */
+  void (*kv_write)(kern_backend_t *be, void *k_cache, void *v_cache, const float *k, const float *v,
+                   const int32_t *slots, int n, int kv_dim);
+  /* The gather of the reference varlen path: copies each sequence's k_len
+   * keys, read through a's block table, into k_out and v_out
+   * ([total_k, n_kv_heads, head_dim] kv_type) packed along cu_seq_lens_k. */
+  void (*kv_gather)(kern_backend_t *be, void *k_out, void *v_out, const kern_attn_args_t *a);
+  /* Varlen attention over packed K/V (a->k, a->v): the reference path. */
+  void (*attn_varlen)(kern_backend_t *be, const kern_attn_args_t *a);
+  /* Varlen attention reading K/V through the block table (no gather copy). */
+  void (*attn_varlen_paged)(kern_backend_t *be, const kern_attn_args_t *a);
+  /* Decode attention: one query per sequence, new K/V appended in place. */
+  void (*attn_decode)(kern_backend_t *be, const kern_attn_args_t *a);
+};
+
+/* Creates the backend named `device` ("cpu" or "cuda") with `n_threads` CPU
+ * threads (<= 0: one per online CPU; the CUDA backend ignores it). Returns
+ * NULL after logging why (unknown name, no CUDA support built in, no GPU). */
+kern_backend_t *kern_backend_create(const char *device, int n_threads);
+
+/* be->destroy(be); NULL is a no-op. */
+void kern_backend_destroy(kern_backend_t *be);
+
+#endif

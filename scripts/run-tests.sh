@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The body of `make test`, after the Makefile has built everything: the C unit
+# tests (plain and under ASan/UBSan), then the pytest suites against the real
+# model. Runs every stage even when an earlier one fails, then prints a summary
+# and exits non-zero if anything failed.
+set -uo pipefail
+
+BUILD=${BUILD:-build}
+VENV=${VENV:-.venv}
+MODEL=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
+results=()
+status=0
+
+stage() {
+  local name=$1; shift
+  echo
+  echo "=================== $name ==================="
+  local t0=$SECONDS
+  "$@"
+  local rc=$?
+  local dt=$((SECONDS - t0))
+  if [ $rc -eq 0 ]; then results+=("PASS  $name (${dt}s)"); else results+=("FAIL  $name (${dt}s, exit $rc)"); status=1; fi
+}
+
+# ASan: report leaks too; UBSan: stop at the first error with a trace.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+stage "C unit tests" scripts/run-unit-tests.sh "$BUILD/tests"
+stage "C unit tests under ASan+UBSan" scripts/run-unit-tests.sh "$BUILD/san/tests"
+# pytest exits 5 when it collects nothing: that is a failure here too.
+stage "pytest" env TRAM_BIN="$BUILD/tram" TRAM_SAN_BIN="$BUILD/san/tram" TRAM_MODEL="$MODEL" \
+  "$VENV/bin/pytest" -q -p no:cacheprovider $(ls -d tests/integration tests/reference 2>/dev/null)
+
+echo
+echo "=================== summary ==================="
+printf '%s\n' "${results[@]}"
+exit $status

@@ -1,0 +1,35 @@
+"""Shared fixtures for the pytest suites.
+
+Environment (set by `make test` / scripts/run-tests.sh):
+  TRAM_BIN     the tram binary under test (default build/tram)
+  TRAM_MODEL   the default model (default models/SmolLM2-135M-Instruct.Q4_1.gguf)
+"""
+import os
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def root():
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def tram_bin():
+    path = pathlib.Path(os.environ.get("TRAM_BIN", ROOT / "build" / "tram"))
+    if not path.is_absolute():
+        path = ROOT / path
+    assert path.exists(), f"{path} is missing: run `make` first"
+    return path
+
+
+@pytest.fixture(scope="session")
+def model_path():
+    path = pathlib.Path(os.environ.get("TRAM_MODEL", ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    if not path.is_absolute():
+        path = ROOT / path
+    assert path.exists(), f"{path} is missing: run `make model` first"
+    return path

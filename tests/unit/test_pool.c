@@ -1,0 +1,101 @@
+/* tests/unit/test_pool.c — the CPU backend's persistent thread pool. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/cpu/pool.h"
+
+typedef struct {
+  _Atomic int *hits; /* [n] times each item ran */
+  _Atomic int max_tid;
+  int n_threads;
+} visit_ctx_t;
+
+static void visit(void *arg, int64_t begin, int64_t end, int tid) {
+  visit_ctx_t *c = arg;
+  assert_true(begin < end);
+  assert_true(tid >= 0 && tid < c->n_threads);
+  int m = atomic_load(&c->max_tid);
+  while (tid > m && !atomic_compare_exchange_weak(&c->max_tid, &m, tid)) {
+  }
+  for (int64_t i = begin; i < end; i++) atomic_fetch_add(&c->hits[i], 1);
+}
+
+/* Every item of every job runs exactly once, for many sizes and grains. */
+static void every_item_once(void **state) {
+  (void)state;
+  const int thread_counts[] = {1, 2, 3, 8};
+  for (size_t t = 0; t < sizeof thread_counts / sizeof *thread_counts; t++) {
+    kern_pool_t *pool = kern_pool_create(thread_counts[t]);
+    assert_non_null(pool);
+    assert_int_equal(kern_pool_size(pool), thread_counts[t]);
+    const int64_t sizes[] = {1, 2, 7, 64, 1000, 4097};
+    const int64_t grains[] = {0, 1, 3, 64, 100000};
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+      for (size_t g = 0; g < sizeof grains / sizeof *grains; g++) {
+        int64_t n = sizes[s];
+        visit_ctx_t c = {.n_threads = thread_counts[t]};
+        c.hits = calloc((size_t)n, sizeof *c.hits);
+        kern_pool_for(pool, n, grains[g], visit, &c);
+        for (int64_t i = 0; i < n; i++) assert_int_equal(atomic_load(&c.hits[i]), 1);
+        free(c.hits);
+      }
+    }
+    kern_pool_destroy(pool);
+  }
+}
+
+/* Thousands of tiny back-to-back jobs (the engine's pattern): none is lost or
+ * run twice, and workers do take part. */
+static void many_small_jobs(void **state) {
+  (void)state;
+  kern_pool_t *pool = kern_pool_create(2); /* no more threads than this machine has cores */
+  assert_non_null(pool);
+  enum { N = 16, JOBS = 20000 };
+  _Atomic int hits[N];
+  memset(hits, 0, sizeof hits);
+  visit_ctx_t c = {.hits = hits, .n_threads = 2};
+  for (int j = 0; j < JOBS; j++) kern_pool_for(pool, N, 1, visit, &c);
+  for (int i = 0; i < N; i++) assert_int_equal(atomic_load(&hits[i]), JOBS);
+  kern_pool_destroy(pool);
+}
+
+/* Jobs after the workers have gone to sleep still run, and destroying a pool
+ * whose workers sleep returns. */
+static void wakes_sleeping_workers(void **state) {
+  (void)state;
+  kern_pool_t *pool = kern_pool_create(3);
+  assert_non_null(pool);
+  for (int round = 0; round < 3; round++) {
+    usleep(50 * 1000); /* well past the spin phase */
+    _Atomic int hits[100];
+    memset(hits, 0, sizeof hits);
+    visit_ctx_t c = {.hits = hits, .n_threads = 3};
+    kern_pool_for(pool, 100, 1, visit, &c);
+    for (int i = 0; i < 100; i++) assert_int_equal(atomic_load(&hits[i]), 1);
+  }
+  usleep(50 * 1000);
+  kern_pool_destroy(pool);
+}
+
+static void destroy_null_is_noop(void **state) {
+  (void)state;
+  kern_pool_destroy(NULL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(every_item_once),
+      cmocka_unit_test(many_small_jobs),
+      cmocka_unit_test(wakes_sleeping_workers),
+      cmocka_unit_test(destroy_null_is_noop),
+  };
+  return cmocka_run_group_tests_name("pool", tests, NULL, NULL);
+}
