@@ -5,6 +5,7 @@
 #   make test       set up everything, then run every test suite
 #   make sanitize   build everything with ASan + UBSan into build/san/
 #   make model      fetch and verify the default model into models/
+#   make fuzz       build the libFuzzer targets (clang) into build/fuzz/
 #
 # Knobs: V=1 (echo commands), CUDA=auto|0|1, SANITIZER=address,undefined,
 # ARCH_FLAGS (default -march=native), BUILD (output folder), PREFIX, DESTDIR.
@@ -18,6 +19,7 @@ BUILD      ?= build
 V          ?= 0
 CUDA       ?= auto
 SANITIZER  ?=
+FUZZ       ?= 0
 ARCH_FLAGS ?= -march=native
 PREFIX     ?= /usr/local
 DESTDIR    ?=
@@ -91,6 +93,9 @@ NVFLAGS  ?= -O2 -g -lineinfo
 NVFLAGS  += -std=c++17 $(CUDA_ARCHS) -I. -Xcompiler -Wall,-Wextra,-Wno-unused-parameter \
             --Werror all-warnings -MMD -MP
 
+ifeq ($(FUZZ),1)
+  CFLAGS += -fsanitize=fuzzer-no-link
+endif
 ifneq ($(SANITIZER),)
   SAN_FLAGS := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
   CFLAGS  += $(SAN_FLAGS)
@@ -123,16 +128,23 @@ UNIT_BINS    := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 UNIT_SUPPORT := $(filter-out $(UNIT_SRCS),$(wildcard tests/unit/*.c))
 UNIT_SUPPORT_OBJS := $(UNIT_SUPPORT:%.c=$(BUILD)/obj/%.o)
 
+# libFuzzer targets: tests/fuzz/fuzz_*.c, built by `make fuzz` with clang,
+# ASan and UBSan into build/fuzz/ (the library is instrumented too).
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/%)
+
 # Benchmarks written in C (bench/*.c), each its own program.
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
 ALL_OBJS := $(LIB_OBJS) $(CU_OBJS) $(BUILD)/obj/$(MAIN_SRC:.c=.o) \
             $(UNIT_BINS:$(BUILD)/tests/%=$(BUILD)/obj/tests/unit/%.o) $(UNIT_SUPPORT_OBJS) \
-            $(BENCH_BINS:$(BUILD)/bench/%=$(BUILD)/obj/bench/%.o)
+            $(BENCH_BINS:$(BUILD)/bench/%=$(BUILD)/obj/bench/%.o) \
+            $(FUZZ_BINS:$(BUILD)/%=$(BUILD)/obj/tests/fuzz/%.o)
 
 # --- build rules ------------------------------------------------------------
-.PHONY: all unit-tests benches sanitize test test-unit test-python run model venv \
+
+.PHONY: fuzz fuzzers all unit-tests benches sanitize test test-unit test-python run model venv \
         deps clean distclean install uninstall compile_commands.json cuda-check help
 
 all: $(TRAM) unit-tests benches
@@ -177,6 +189,16 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB) $(LLHTTP_LIB)
 	$(call say,LINK,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(LDFLAGS) $< $(LIB) $(LLHTTP_LIB) $(LDLIBS) -o $@
+
+fuzz:
+	$(Q)$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang FUZZ=1 SANITIZER=address,undefined \
+		CUDA=0 fuzzers
+
+fuzzers: $(FUZZ_BINS)
+
+$(BUILD)/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(LIB) $(LLHTTP_LIB)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) -fsanitize=fuzzer $< $(LIB) $(LLHTTP_LIB) $(LDLIBS) -o $@
 
 # Compiles every CUDA source (CI runs this where nvcc exists; no GPU needed).
 cuda-check:
@@ -234,6 +256,6 @@ distclean: clean
 	rm -rf $(VENV) models
 
 help:
-	@sed -n '2,12p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
 
 -include $(ALL_OBJS:.o=.d) $(LLHTTP_OBJS:.o=.d)
