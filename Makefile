@@ -128,6 +128,11 @@ UNIT_BINS    := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 UNIT_SUPPORT := $(filter-out $(UNIT_SRCS),$(wildcard tests/unit/*.c))
 UNIT_SUPPORT_OBJS := $(UNIT_SUPPORT:%.c=$(BUILD)/obj/%.o)
 
+# Test tools: small programs the pytest suites drive (tests/tools/*.c), e.g.
+# to compare tram's tokenizer or dequantization with a Python reference.
+TOOL_SRCS := $(wildcard tests/tools/*.c)
+TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tests/tools/%)
+
 # libFuzzer targets: tests/fuzz/fuzz_*.c, built by `make fuzz` with clang,
 # ASan and UBSan into build/fuzz/ (the library is instrumented too).
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
@@ -140,14 +145,15 @@ BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 ALL_OBJS := $(LIB_OBJS) $(CU_OBJS) $(BUILD)/obj/$(MAIN_SRC:.c=.o) \
             $(UNIT_BINS:$(BUILD)/tests/%=$(BUILD)/obj/tests/unit/%.o) $(UNIT_SUPPORT_OBJS) \
             $(BENCH_BINS:$(BUILD)/bench/%=$(BUILD)/obj/bench/%.o) \
-            $(FUZZ_BINS:$(BUILD)/%=$(BUILD)/obj/tests/fuzz/%.o)
+            $(FUZZ_BINS:$(BUILD)/%=$(BUILD)/obj/tests/fuzz/%.o) \
+            $(TOOL_BINS:$(BUILD)/tests/tools/%=$(BUILD)/obj/tests/tools/%.o)
 
 # --- build rules ------------------------------------------------------------
 
-.PHONY: fuzz fuzzers all unit-tests benches sanitize test test-unit test-python run model venv \
+.PHONY: tools fuzz fuzzers all unit-tests benches sanitize test test-unit test-python run model venv \
         deps clean distclean install uninstall compile_commands.json cuda-check help
 
-all: $(TRAM) unit-tests benches
+all: $(TRAM) unit-tests benches tools
 
 $(BUILD)/obj/%.o: %.c
 	$(call say,CC,$<)
@@ -183,6 +189,13 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(UNIT_SUPPORT_OBJS) $(LIB) $(LLHT
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(LDFLAGS) $< $(UNIT_SUPPORT_OBJS) $(LIB) $(LLHTTP_LIB) $(LDLIBS) $(CMOCKA_LIBS) -o $@
 
+tools: $(TOOL_BINS)
+
+$(BUILD)/tests/tools/%: $(BUILD)/obj/tests/tools/%.o $(LIB) $(LLHTTP_LIB)
+	$(call say,LINK,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) $< $(LIB) $(LLHTTP_LIB) $(LDLIBS) -o $@
+
 benches: $(BENCH_BINS)
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB) $(LLHTTP_LIB)
@@ -207,7 +220,7 @@ cuda-check:
 
 sanitize:
 	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/san SANITIZER=address,undefined CUDA=0 \
-		$(BUILD)/san/tram unit-tests
+		$(BUILD)/san/tram unit-tests tools
 
 # --- set-up: Python tools, the model ----------------------------------------
 deps:
@@ -237,7 +250,7 @@ test-unit: all
 	$(Q)scripts/run-unit-tests.sh $(BUILD)/tests
 
 test-python: venv model $(TRAM)
-	$(Q)TRAM_BIN=$(TRAM) TRAM_MODEL=$(MODEL) $(VENV)/bin/pytest $(wildcard tests/integration tests/reference)
+	$(Q)TRAM_BUILD=$(BUILD) TRAM_BIN=$(TRAM) TRAM_MODEL=$(MODEL) $(VENV)/bin/pytest $(wildcard tests/integration tests/reference)
 
 compile_commands.json:
 	bear -- $(MAKE) -B all

@@ -29,7 +29,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 stage "C unit tests" scripts/run-unit-tests.sh "$BUILD/tests"
 stage "C unit tests under ASan+UBSan" scripts/run-unit-tests.sh "$BUILD/san/tests"
 # pytest exits 5 when it collects nothing: that is a failure here too.
-stage "pytest" env TRAM_BIN="$BUILD/tram" TRAM_SAN_BIN="$BUILD/san/tram" TRAM_MODEL="$MODEL" \
+stage "pytest" env TRAM_BUILD="$BUILD" TRAM_BIN="$BUILD/tram" TRAM_SAN_BIN="$BUILD/san/tram" TRAM_MODEL="$MODEL" \
   "$VENV/bin/pytest" -q -p no:cacheprovider $(ls -d tests/integration tests/reference 2>/dev/null)
 
 echo

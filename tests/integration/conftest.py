@@ -1,6 +1,7 @@
 """Shared fixtures for the pytest suites.
 
 Environment (set by `make test` / scripts/run-tests.sh):
+  TRAM_BUILD   the build folder (default build); test tools are in TRAM_BUILD/tests/tools
   TRAM_BIN     the tram binary under test (default build/tram)
   TRAM_MODEL   the default model (default models/SmolLM2-135M-Instruct.Q4_1.gguf)
 """
@@ -33,3 +34,21 @@ def model_path():
         path = ROOT / path
     assert path.exists(), f"{path} is missing: run `make model` first"
     return path
+
+
+@pytest.fixture(scope="session")
+def build_dir():
+    path = pathlib.Path(os.environ.get("TRAM_BUILD", ROOT / "build"))
+    return path if path.is_absolute() else ROOT / path
+
+
+@pytest.fixture(scope="session")
+def tool(build_dir):
+    """tool("name") -> path of build/tests/tools/name (built by `make`)."""
+
+    def find(name):
+        path = build_dir / "tests" / "tools" / name
+        assert path.exists(), f"{path} is missing: run `make`"
+        return path
+
+    return find
