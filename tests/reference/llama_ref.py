@@ -1,0 +1,126 @@
+"""An independent numpy implementation of the Llama-family forward pass.
+
+It reads a GGUF file with the `gguf` Python package (weights dequantized by
+gguf.quants.dequantize, never by tram's code) and computes logits in float64,
+one sequence at a time, with plain dense causal attention — no paged cache, no
+batching, no chunking. tram's forward must agree with it (tests/reference/).
+
+GGUF conventions it relies on (from the GGUF/llama.cpp format, not from tram):
+- tensors are stored [rows = out features, cols = in features]; y = x @ W.T
+- for `general.architecture = llama`, the converter permutes Q and K so that
+  RoPE rotates adjacent pairs (2i, 2i+1); `qwen2` keeps the halves layout and
+  rotates (i, i + d/2) ("neox")
+- no output.weight means the output projection is tied to token_embd
+"""
+import math
+
+import gguf
+import numpy as np
+from gguf import quants
+
+
+class LlamaRef:
+    def __init__(self, path, dtype=np.float64):
+        self.reader = gguf.GGUFReader(str(path))
+        self.dtype = dtype
+        f = self.reader.fields
+        self.arch = f["general.architecture"].contents()
+        a = self.arch
+        get = lambda k, d=None: f[k].contents() if k in f else d
+        self.n_layers = get(f"{a}.block_count")
+        self.dim = get(f"{a}.embedding_length")
+        self.n_heads = get(f"{a}.attention.head_count")
+        self.n_kv_heads = get(f"{a}.attention.head_count_kv", self.n_heads)
+        self.head_dim = self.dim // self.n_heads
+        self.rot_dim = get(f"{a}.rope.dimension_count", self.head_dim)
+        self.eps = float(get(f"{a}.attention.layer_norm_rms_epsilon"))
+        self.theta = float(get(f"{a}.rope.freq_base", 10000.0))
+        self.neox = a == "qwen2"
+        self.tensors = {t.name: t for t in self.reader.tensors}
+        self._cache = {}
+        self.inv_freq = self._inv_freq(get)
+
+    def _inv_freq(self, get):
+        a = self.arch
+        half = self.rot_dim // 2
+        inv = 1.0 / (self.theta ** (np.arange(half, dtype=np.float64) * 2.0 / self.rot_dim))
+        if get(f"{a}.rope.scaling.type") == "llama3" or f"{a}.rope.scaling.factor" in self.reader.fields:
+            # Llama 3.1 frequency scaling
+            factor = float(get(f"{a}.rope.scaling.factor", 8.0))
+            lo = float(get(f"{a}.rope.scaling.low_freq_factor", 1.0))
+            hi = float(get(f"{a}.rope.scaling.high_freq_factor", 4.0))
+            old_ctx = float(get(f"{a}.rope.scaling.original_context_length", 8192))
+            wavelen = 2 * math.pi / inv
+            smooth = (old_ctx / wavelen - lo) / (hi - lo)
+            scaled = np.where(wavelen > old_ctx / lo, inv / factor, inv)
+            mid = (wavelen <= old_ctx / lo) & (wavelen >= old_ctx / hi)
+            inv = np.where(mid, (1 - smooth) * inv / factor + smooth * inv, scaled)
+        return inv
+
+    def w(self, name):
+        """The named tensor dequantized, shape (rows, cols), in self.dtype."""
+        if name not in self._cache:
+            t = self.tensors[name]
+            x = quants.dequantize(t.data, t.tensor_type)
+            self._cache[name] = np.asarray(x, dtype=self.dtype)
+        return self._cache[name]
+
+    def has(self, name):
+        return name in self.tensors
+
+    def rmsnorm(self, x, weight):
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * weight
+
+    def rope(self, x, positions):
+        """x: (n, heads, head_dim); rotates the first rot_dim dims of each head."""
+        ang = positions[:, None].astype(np.float64) * self.inv_freq[None, :]  # (n, half)
+        cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+        out = x.copy()
+        half = self.rot_dim // 2
+        if self.neox:
+            a, b = x[..., :half], x[..., half : 2 * half]
+            out[..., :half] = a * cos - b * sin
+            out[..., half : 2 * half] = a * sin + b * cos
+        else:
+            a, b = x[..., 0 : 2 * half : 2], x[..., 1 : 2 * half : 2]
+            out[..., 0 : 2 * half : 2] = a * cos - b * sin
+            out[..., 1 : 2 * half : 2] = a * sin + b * cos
+        return out
+
+    def forward(self, tokens):
+        """Logits (len(tokens), vocab) for one sequence starting at position 0."""
+        tokens = np.asarray(tokens, dtype=np.int64)
+        n = len(tokens)
+        pos = np.arange(n)
+        x = self.w("token_embd.weight")[tokens]
+        H, KV, D = self.n_heads, self.n_kv_heads, self.head_dim
+        group = H // KV
+        mask = np.triu(np.full((n, n), -np.inf), k=1)
+        for l in range(self.n_layers):
+            p = f"blk.{l}."
+            h = self.rmsnorm(x, self.w(p + "attn_norm.weight"))
+            q = h @ self.w(p + "attn_q.weight").T
+            k = h @ self.w(p + "attn_k.weight").T
+            v = h @ self.w(p + "attn_v.weight").T
+            if self.has(p + "attn_q.bias"):
+                q = q + self.w(p + "attn_q.bias")
+                k = k + self.w(p + "attn_k.bias")
+                v = v + self.w(p + "attn_v.bias")
+            q = self.rope(q.reshape(n, H, D), pos)
+            k = self.rope(k.reshape(n, KV, D), pos)
+            v = v.reshape(n, KV, D)
+            att = np.empty((n, H, D), dtype=self.dtype)
+            for hh in range(H):
+                kv = hh // group
+                s = q[:, hh, :] @ k[:, kv, :].T / math.sqrt(D) + mask
+                s = s - s.max(axis=-1, keepdims=True)
+                e = np.exp(s)
+                att[:, hh, :] = (e / e.sum(axis=-1, keepdims=True)) @ v[:, kv, :]
+            x = x + att.reshape(n, H * D) @ self.w(p + "attn_output.weight").T
+            h = self.rmsnorm(x, self.w(p + "ffn_norm.weight"))
+            g = h @ self.w(p + "ffn_gate.weight").T
+            u = h @ self.w(p + "ffn_up.weight").T
+            x = x + (g / (1.0 + np.exp(-g)) * u) @ self.w(p + "ffn_down.weight").T
+        x = self.rmsnorm(x, self.w("output_norm.weight"))
+        out = self.w("output.weight") if self.has("output.weight") else self.w("token_embd.weight")
+        return x @ out.T
