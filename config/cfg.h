@@ -19,7 +19,7 @@
  *   duration  an integer with an optional unit ms, s, m or h; no unit means
  *             seconds, e.g. 30s, 500ms, 10m
  *   bool      true/false, yes/no, on/off, 1/0; a bare flag --x means true
- *             and --no-x false
+ *             and --no-x false; a flag value only as --x=VALUE
  *   enum      one of the listed choices
  *   list      comma-separated (flags may also repeat)
  * In the config file, ints are JSON integers, sizes JSON integers or strings,

@@ -89,8 +89,10 @@ void cfg_print_help(FILE *out, const char *prog) {
     }
     char fl[64], env[64], type[160];
     cfg_flag_name((cfg_key_t)k, fl, sizeof fl);
-    if (s->short_flag) fprintf(out, "  -%c, %s %s\n", s->short_flag, fl, s->meta);
-    else fprintf(out, "  %s %s\n", fl, s->meta);
+    if (s->short_flag) fprintf(out, "  -%c, ", s->short_flag);
+    else fprintf(out, "  ");
+    if (s->type == CFG_T_BOOL) fprintf(out, "%s, --no-%s\n", fl, fl + 2);
+    else fprintf(out, "%s %s\n", fl, s->meta);
     wrap(out, s->help, 6);
     fprintf(out, "      default %s; %s\n", default_text((cfg_key_t)k), cfg__type_text(k, type, sizeof type));
     if (s->flags & CFG_F_NOFILE)
@@ -114,7 +116,8 @@ void cfg_print_markdown(FILE *out) {
     cfg_flag_name((cfg_key_t)k, fl, sizeof fl);
     if (s->flags & CFG_F_NOFILE) snprintf(key, sizeof key, "(none)");
     else snprintf(key, sizeof key, "`%s`", s->name);
-    fprintf(out, "| %s | `%s %s`", key, fl, s->meta);
+    if (s->type == CFG_T_BOOL) fprintf(out, "| %s | `%s`, `--no-%s`", key, fl, fl + 2);
+    else fprintf(out, "| %s | `%s %s`", key, fl, s->meta);
     if (s->short_flag) fprintf(out, ", `-%c`", s->short_flag);
     fprintf(out, " | `%s` | %s | %s%s%s | %s |\n", cfg_env_name((cfg_key_t)k, env, sizeof env),
             cfg__type_text((cfg_key_t)k, type, sizeof type), s->def[0] ? "`" : "", default_text((cfg_key_t)k),

@@ -66,7 +66,7 @@ def help_entries(text):
     """{name: {"flag", "short", "default", "type", "env", "key"}} from --help."""
     entries, cur = {}, None
     for line in text.splitlines():
-        m = re.match(r"^  (?:-(\w), )?--([a-z-]+) \S+$", line)
+        m = re.match(r"^  (?:-(\w), )?--([a-z-]+)(?: \S+|, --no-\2)$", line)
         if m:
             cur = {"short": m[1], "flag": "--" + m[2]}
             entries[m[2].replace("-", "_")] = cur
