@@ -256,11 +256,27 @@ compile_commands.json:
 	bear -- $(MAKE) -B all
 
 # --- install ----------------------------------------------------------------
+# The program, the systemd units (ExecStart and Documentation pointed at the
+# installed files), the example config and the docs. /etc/tram/tram.json is
+# the operator's: copy it from $(DOCDIR)/tram.json (docs/deployment.md).
+# uninstall removes exactly these files (and $(DOCDIR) once empty).
+UNITDIR      ?= $(PREFIX)/lib/systemd/system
+DOCDIR       ?= $(PREFIX)/share/doc/tram
+INSTALL_DOCS := deploy/tram.json docs/configuration.md docs/deployment.md
+
 install: $(TRAM)
 	install -Dm755 $(TRAM) $(DESTDIR)$(PREFIX)/bin/tram
+	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
+	sed -e 's|/usr/local/bin/tram|$(PREFIX)/bin/tram|g' -e 's|/usr/local/share/doc/tram|$(DOCDIR)|g' \
+		deploy/tram.service > $(DESTDIR)$(UNITDIR)/tram.service
+	sed -e 's|/usr/local/share/doc/tram|$(DOCDIR)|g' deploy/tram.socket > $(DESTDIR)$(UNITDIR)/tram.socket
+	chmod 644 $(DESTDIR)$(UNITDIR)/tram.service $(DESTDIR)$(UNITDIR)/tram.socket
+	install -m644 $(INSTALL_DOCS) $(DESTDIR)$(DOCDIR)/
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/tram
+	rm -f $(DESTDIR)$(PREFIX)/bin/tram $(DESTDIR)$(UNITDIR)/tram.service $(DESTDIR)$(UNITDIR)/tram.socket \
+		$(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(INSTALL_DOCS)))
+	rmdir --ignore-fail-on-non-empty $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 
 clean:
 	rm -rf $(BUILD)

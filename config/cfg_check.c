@@ -1,0 +1,165 @@
+/* config/cfg_check.c — the checks that span settings or look at the files
+ * they name, run once every source is applied (see cfg.h): the model file,
+ * exclusive settings, budget relations, the API keys and their file, the log
+ * file. Each error names the setting and where its value came from. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "config/cfg_internal.h"
+
+/* A regular file we can open for reading; else an error naming `what`. */
+static int check_readable(const cfg_t *cfg, cfg_key_t k, const char *path, const char *what,
+                          cfg__err_t *e) {
+  char where[600];
+  cfg__where(cfg, k, where, sizeof where);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return cfg__fail(e, "%s: cannot open %s \"%s\": %s", where, what, path, strerror(errno));
+  struct stat st;
+  int rc = fstat(fd, &st);
+  close(fd);
+  if (rc != 0 || !S_ISREG(st.st_mode))
+    return cfg__fail(e, "%s: %s \"%s\" is not a regular file", where, what, path);
+  return 0;
+}
+
+/* An API key: printable ASCII without spaces (the token of a Bearer header). */
+static bool key_ok(const char *key) {
+  if (!*key) return false;
+  for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+    if (*p <= 0x20 || *p >= 0x7f) return false;
+  return true;
+}
+
+/* Appends the keys of api_key_file to cfg->api_keys. */
+static int read_key_file(cfg_t *cfg, cfg__err_t *e) {
+  char where[600], what[700];
+  cfg__where(cfg, CFG_API_KEY_FILE, where, sizeof where);
+  snprintf(what, sizeof what, "%s: API key file \"%s\"", where, cfg->api_key_file);
+  char *text;
+  size_t len;
+  int rc = cfg__read_file(cfg->api_key_file, &text, &len, e, what);
+  if (rc) return rc;
+  if (strlen(text) != len) {
+    free(text);
+    return cfg__fail(e, "%s: contains a NUL byte", what);
+  }
+  int line = 0, found = 0;
+  char *save = NULL;
+  for (char *p = text; rc == 0 && p; p = save) {
+    line++;
+    save = strchr(p, '\n');
+    if (save) *save++ = '\0';
+    while (*p == ' ' || *p == '\t') p++;
+    size_t n = strlen(p);
+    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\r')) p[--n] = '\0';
+    if (n == 0 || p[0] == '#') continue;
+    if (!key_ok(p)) {
+      rc = cfg__fail(e, "%s: line %d: an API key must be printable ASCII without spaces", what, line);
+    } else {
+      cfg__list_push(&cfg->api_keys, p);
+      found++;
+    }
+  }
+  free(text);
+  if (rc == 0 && found == 0)
+    rc = cfg__fail(e, "%s: holds no API key (an empty file would turn authentication off)", what);
+  return rc;
+}
+
+/* The model file's name without folders and ".gguf". */
+static char *model_name(const char *path) {
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  size_t n = strlen(base);
+  if (n > 5 && strcmp(base + n - 5, ".gguf") == 0) n -= 5;
+  char *name = strndup(base, n);
+  if (!name) abort();
+  return name;
+}
+
+static int check_log_file(const cfg_t *cfg, cfg__err_t *e) {
+  const char *path = cfg->log_file;
+  char where[600];
+  cfg__where(cfg, CFG_LOG_FILE, where, sizeof where);
+  struct stat st;
+  if (stat(path, &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return cfg__fail(e, "%s: log file \"%s\" is a directory", where, path);
+    if (access(path, W_OK) != 0)
+      return cfg__fail(e, "%s: cannot write log file \"%s\": %s", where, path, strerror(errno));
+    return 0;
+  }
+  char *copy = cfg__strdup(path);
+  const char *dir = dirname(copy);
+  int rc = 0;
+  if (access(dir, W_OK) != 0)
+    rc = cfg__fail(e, "%s: cannot create log file \"%s\": %s", where, path, strerror(errno));
+  free(copy);
+  return rc;
+}
+
+int cfg__check(cfg_t *cfg, cfg__err_t *e) {
+  char where[600], other[600];
+
+  /* model: required, readable */
+  if (!cfg->model)
+    return cfg__fail(e, "model: no model file given (use --model PATH, TRAM_MODEL or the "
+                        "\"model\" key of the config file)");
+  int rc = check_readable(cfg, CFG_MODEL, cfg->model, "model file", e);
+  if (rc) return rc;
+  if (!cfg->served_model_name) cfg->served_model_name = model_name(cfg->model);
+
+#ifndef TRAM_CUDA
+  if (cfg->device == CFG_DEVICE_CUDA)
+    return cfg__fail(e, "%s: this tram was built without CUDA; use cpu (or rebuild with CUDA=1)",
+                     cfg__where(cfg, CFG_DEVICE, where, sizeof where));
+#endif
+
+  /* listening */
+  if (!cfg->host)
+    return cfg__fail(e, "%s: must not be empty", cfg__where(cfg, CFG_HOST, where, sizeof where));
+  for (const char *p = cfg->host; *p; p++) {
+    if (!(strchr("0123456789.:-_%", *p) || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+      return cfg__fail(e, "%s: expected an IPv4 or IPv6 address or a host name, got \"%.80s\"",
+                       cfg__where(cfg, CFG_HOST, where, sizeof where), cfg->host);
+  }
+  if (cfg->unix_socket && strlen(cfg->unix_socket) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+    return cfg__fail(e, "%s: a Unix socket path has at most %zu bytes",
+                     cfg__where(cfg, CFG_UNIX_SOCKET, where, sizeof where),
+                     sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+
+  /* engine */
+  if (cfg->kv_cache_blocks != 0) {
+    if (cfg->source[CFG_KV_CACHE_BYTES] != CFG_SRC_DEFAULT)
+      return cfg__fail(e, "kv_cache_bytes (%s) and kv_cache_blocks (%s) are exclusive: set only one",
+                       cfg__where(cfg, CFG_KV_CACHE_BYTES, where, sizeof where),
+                       cfg__where(cfg, CFG_KV_CACHE_BLOCKS, other, sizeof other));
+    cfg->kv_cache_bytes = 0;
+  }
+  if (cfg->max_batch_tokens < cfg->max_seqs) {
+    cfg_key_t blame = cfg->source[CFG_MAX_BATCH_TOKENS] != CFG_SRC_DEFAULT ? CFG_MAX_BATCH_TOKENS
+                                                                           : CFG_MAX_SEQS;
+    char src_b[600], src_s[600];
+    return cfg__fail(e, "%s: max_batch_tokens (%d, %s) must be at least max_seqs (%d, %s): each "
+                        "step gives every running sequence a token",
+                     cfg__where(cfg, blame, where, sizeof where), cfg->max_batch_tokens,
+                     cfg_source_describe(cfg, CFG_MAX_BATCH_TOKENS, src_b, sizeof src_b),
+                     cfg->max_seqs, cfg_source_describe(cfg, CFG_MAX_SEQS, src_s, sizeof src_s));
+  }
+
+  /* auth */
+  for (int i = 0; i < cfg->api_keys.n; i++) {
+    if (!key_ok(cfg->api_keys.items[i]))
+      return cfg__fail(e, "%s: API key %d of %d must be printable ASCII without spaces",
+                       cfg__where(cfg, CFG_API_KEYS, where, sizeof where), i + 1, cfg->api_keys.n);
+  }
+  if (cfg->api_key_file && (rc = read_key_file(cfg, e))) return rc;
+
+  if (cfg->log_file && (rc = check_log_file(cfg, e))) return rc;
+  return 0;
+}

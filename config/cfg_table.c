@@ -1,0 +1,154 @@
+/* config/cfg_table.c — the table of every setting (see cfg.h).
+ *
+ * Adding a setting: a cfg_key_t value in cfg.h, a field in cfg_t, a row
+ * here; --help, the docs table (`tram --help-markdown`), the file keys, the
+ * environment variable and the flag follow. Cross-setting rules live in
+ * cfg_load.c (validate). The defaults are written in flag syntax and go
+ * through the same parser as user values (a unit test checks each one).
+ *
+ * CPU defaults, chosen for a small machine (2 cores, a few GB of memory,
+ * the 135M-parameter default model); docs/configuration.md explains them. */
+#include <stddef.h>
+
+#include "config/cfg.h"
+
+#define MS(s) ((int64_t)(s) * 1000)
+#define KiB ((int64_t)1 << 10)
+#define MiB ((int64_t)1 << 20)
+#define GiB ((int64_t)1 << 30)
+#define TiB ((int64_t)1 << 40)
+#define OFF(field) offsetof(cfg_t, field)
+
+static const char *const devices[] = {"cpu", "cuda", NULL};
+static const char *const levels[] = {"error", "warn", "info", "debug", NULL}; /* log_level_t */
+static const char *const formats[] = {"text", "json", NULL};                 /* log_format_t */
+
+const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
+    [CFG_CONFIG] = {"config", CFG_T_PATH, "General", "", 'c', 0, 0, NULL, "FILE", CFG_F_NOFILE,
+                    "JSON config file to read (an object of the keys below). Values from the "
+                    "environment and flags override it.",
+                    OFF(config)},
+
+    [CFG_MODEL] = {"model", CFG_T_PATH, "Model", "", 'm', 0, 0, NULL, "PATH", 0,
+                   "Model file to serve (GGUF). Required.", OFF(model)},
+    [CFG_SERVED_MODEL_NAME] = {"served_model_name", CFG_T_STRING, "Model", "", 0, 0, 0, NULL,
+                               "NAME", 0,
+                               "Model name in the API (/v1/models, the \"model\" field). Empty: "
+                               "the model file's name without \".gguf\".",
+                               OFF(served_model_name)},
+    [CFG_DEVICE] = {"device", CFG_T_ENUM, "Model", "cpu", 0, 0, 0, devices, "DEVICE", 0,
+                    "Compute backend. cuda needs a build with CUDA and a GPU.", OFF(device)},
+    [CFG_THREADS] = {"threads", CFG_T_INT, "Model", "0", 't', 0, 1024, NULL, "N", 0,
+                     "CPU compute threads. 0: one per online core.", OFF(threads)},
+    [CFG_MAX_MODEL_LEN] = {"max_model_len", CFG_T_INT, "Model", "0", 0, 0, 1 << 24, NULL, "N", 0,
+                           "Longest sequence, prompt plus output, in tokens. 0: the model's "
+                           "context length.",
+                           OFF(max_model_len)},
+
+    [CFG_HOST] = {"host", CFG_T_STRING, "Network", "127.0.0.1", 0, 0, 0, NULL, "ADDR", 0,
+                  "Address to listen on: an IPv4 or IPv6 address or a host name. 0.0.0.0 or :: "
+                  "for every interface.",
+                  OFF(host)},
+    [CFG_PORT] = {"port", CFG_T_INT, "Network", "8080", 'p', 0, 65535, NULL, "N", 0,
+                  "TCP port to listen on. 0: any free port (the log says which).", OFF(port)},
+    [CFG_UNIX_SOCKET] = {"unix_socket", CFG_T_PATH, "Network", "", 0, 0, 0, NULL, "PATH", 0,
+                         "Listen on this Unix socket instead of host:port (e.g. behind nginx "
+                         "on the same machine).",
+                         OFF(unix_socket)},
+    [CFG_MAX_CONNECTIONS] = {"max_connections", CFG_T_INT, "Network", "256", 0, 1, 1000000,
+                             NULL, "N", 0,
+                             "Open client connections at most; further connections are "
+                             "closed at once.",
+                             OFF(max_connections)},
+
+    [CFG_KV_CACHE_BYTES] = {"kv_cache_bytes", CFG_T_SIZE, "Engine", "512M", 0, MiB, 64 * TiB,
+                            NULL, "SIZE", 0,
+                            "Memory for the paged KV cache. Exclusive with kv_cache_blocks.",
+                            OFF(kv_cache_bytes)},
+    [CFG_KV_CACHE_BLOCKS] = {"kv_cache_blocks", CFG_T_INT, "Engine", "0", 0, 0, 1 << 30, NULL,
+                             "N", 0,
+                             "KV cache size in blocks of block_size tokens, instead of "
+                             "kv_cache_bytes. 0: use kv_cache_bytes.",
+                             OFF(kv_cache_blocks)},
+    [CFG_BLOCK_SIZE] = {"block_size", CFG_T_INT, "Engine", "32", 0, 8, 256, NULL, "N", CFG_F_POW2,
+                        "Tokens per KV cache block: a power of two.", OFF(block_size)},
+    [CFG_MAX_BATCH_TOKENS] = {"max_batch_tokens", CFG_T_INT, "Engine", "256", 0, 1, 1 << 20, NULL,
+                              "N", 0,
+                              "Tokens one engine step processes at most (decodes first, then "
+                              "prompt chunks). At least max_seqs.",
+                              OFF(max_batch_tokens)},
+    [CFG_MAX_SEQS] = {"max_seqs", CFG_T_INT, "Engine", "16", 0, 1, 65536, NULL, "N", 0,
+                      "Sequences running at once at most.", OFF(max_seqs)},
+    [CFG_MAX_WAITING] = {"max_waiting", CFG_T_INT, "Engine", "128", 0, 0, 1 << 24, NULL, "N", 0,
+                         "Requests waiting for a running slot at most; beyond that, new "
+                         "requests get 429 Too Many Requests.",
+                         OFF(max_waiting)},
+
+    [CFG_MAX_BODY_SIZE] = {"max_body_size", CFG_T_SIZE, "Limits and timeouts", "2M", 0, KiB, GiB,
+                           NULL, "SIZE", 0,
+                           "Largest request body; larger requests get 413.", OFF(max_body_size)},
+    [CFG_MAX_HEADER_SIZE] = {"max_header_size", CFG_T_SIZE, "Limits and timeouts", "16K", 0, KiB,
+                             MiB, NULL, "SIZE", 0,
+                             "Largest request line plus headers; larger requests get 431.",
+                             OFF(max_header_size)},
+    [CFG_REQUEST_TIMEOUT] = {"request_timeout", CFG_T_DURATION, "Limits and timeouts", "10m", 0,
+                             0, MS(7 * 86400), NULL, "DURATION", 0,
+                             "Longest a request may take, arrival to last byte; then it ends "
+                             "with what it has. 0: no limit.",
+                             OFF(request_timeout_ms)},
+    [CFG_IDLE_TIMEOUT] = {"idle_timeout", CFG_T_DURATION, "Limits and timeouts", "60s", 0, MS(1),
+                          MS(86400), NULL, "DURATION", 0,
+                          "How long a keep-alive connection may wait for its next request.",
+                          OFF(idle_timeout_ms)},
+    [CFG_SLOW_CLIENT_TIMEOUT] = {"slow_client_timeout", CFG_T_DURATION, "Limits and timeouts",
+                                 "30s", 0, MS(1), MS(86400), NULL, "DURATION", 0,
+                                 "How long a client may take to send a whole request, or stall "
+                                 "while reading a response, before it is disconnected.",
+                                 OFF(slow_client_timeout_ms)},
+    [CFG_DRAIN_TIMEOUT] = {"drain_timeout", CFG_T_DURATION, "Limits and timeouts", "30s", 0, 0,
+                           MS(3600), NULL, "DURATION", 0,
+                           "On SIGTERM, how long in-flight requests may run on before they are "
+                           "ended. Keep it below systemd's TimeoutStopSec.",
+                           OFF(drain_timeout_ms)},
+
+    [CFG_API_KEYS] = {"api_keys", CFG_T_LIST, "Security", "", 0, 0, 0, NULL, "KEY,...",
+                      CFG_F_SECRET,
+                      "API keys accepted as \"Authorization: Bearer KEY\". None (and no "
+                      "api_key_file): no authentication. Prefer api_key_file: flags and the "
+                      "environment are visible to other local users.",
+                      OFF(api_keys)},
+    [CFG_API_KEY_FILE] = {"api_key_file", CFG_T_PATH, "Security", "", 0, 0, 0, NULL, "PATH", 0,
+                          "File of further API keys, one per line; blank lines and lines "
+                          "starting with # are skipped.",
+                          OFF(api_key_file)},
+
+    [CFG_LOG_LEVEL] = {"log_level", CFG_T_ENUM, "Logging and metrics", "info", 0, 0, 0, levels,
+                       "LEVEL", 0, "Most verbose log level written.", OFF(log_level)},
+    [CFG_LOG_FORMAT] = {"log_format", CFG_T_ENUM, "Logging and metrics", "text", 0, 0, 0, formats,
+                        "FORMAT", 0, "Log line format: text lines or JSON objects, one per line.",
+                        OFF(log_format)},
+    [CFG_LOG_FILE] = {"log_file", CFG_T_PATH, "Logging and metrics", "", 0, 0, 0, NULL, "PATH", 0,
+                      "Append log lines to this file (reopened on SIGHUP) instead of stderr.",
+                      OFF(log_file)},
+    [CFG_METRICS] = {"metrics", CFG_T_BOOL, "Logging and metrics", "true", 0, 0, 0, NULL, "BOOL", 0,
+                     "Serve Prometheus metrics at GET /metrics.", OFF(metrics)},
+};
+
+char *cfg_env_name(cfg_key_t key, char *buf, size_t len) {
+  const char *n = cfg_settings[key].name;
+  size_t i = 0;
+  const char *pre = "TRAM_";
+  for (; *pre && i + 1 < len; pre++) buf[i++] = *pre;
+  for (; *n && i + 1 < len; n++) buf[i++] = (*n >= 'a' && *n <= 'z') ? (char)(*n - 32) : *n;
+  buf[i] = '\0';
+  return buf;
+}
+
+char *cfg_flag_name(cfg_key_t key, char *buf, size_t len) {
+  const char *n = cfg_settings[key].name;
+  size_t i = 0;
+  for (int k = 0; k < 2 && i + 1 < len; k++) buf[i++] = '-';
+  for (; *n && i + 1 < len; n++) buf[i++] = *n == '_' ? '-' : *n;
+  buf[i] = '\0';
+  return buf;
+}
