@@ -205,4 +205,4 @@ static const struct {
 
 const char *gguf_type_name(uint32_t type) { return type < GGUF_TYPE_COUNT ? value_types[type].name : "?"; }
 
-uint64_t gguf__type_size(uint32_t type) { return type < GGUF_TYPE_COUNT ? value_types[type].size : 0; }
+uint64_t gguf_type_size(uint32_t type) { return type < GGUF_TYPE_COUNT ? value_types[type].size : 0; }

@@ -159,5 +159,8 @@ int gguf_arr_f32(const gguf_kv_t *kv, uint64_t i, float *out);   /* f32 or f64 e
 
 /* The name of a value type ("uint32", "string", ...), or "?" */
 const char *gguf_type_name(uint32_t type);
+/* Bytes of one value of a numeric type (bool: 1); 0 for string, array and
+ * unknown types. Numeric array element i is at (char *)kv->data + i * size. */
+uint64_t gguf_type_size(uint32_t type);
 
 #endif

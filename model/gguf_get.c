@@ -136,7 +136,7 @@ int64_t gguf_get_arr_n(const gguf_ctx_t *ctx, const char *key, gguf_type_t *elem
 /* Element i of a numeric array, or NULL with *rc set. */
 static const void *element(const gguf_kv_t *kv, uint64_t i, int *rc) {
   *rc = !kv ? -ENOENT : kv->type != GGUF_TYPE_ARRAY || kv->arr_type == GGUF_TYPE_STRING || i >= kv->n ? -EINVAL : 0;
-  return *rc ? NULL : (const uint8_t *)kv->data + i * gguf__type_size(kv->arr_type);
+  return *rc ? NULL : (const uint8_t *)kv->data + i * gguf_type_size(kv->arr_type);
 }
 
 int gguf_arr_i64(const gguf_kv_t *kv, uint64_t i, int64_t *out) {

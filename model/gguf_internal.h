@@ -57,8 +57,4 @@ int64_t gguf__index_find(const gguf__index_t *ix, const char *name, uint64_t len
 int gguf__parse(gguf_ctx_t *ctx, char *err, size_t err_len);
 void gguf__free_parsed(gguf_ctx_t *ctx);
 
-/* Bytes of one element of a numeric value type (0 for string, array, and
- * unknown types). */
-uint64_t gguf__type_size(uint32_t type);
-
 #endif

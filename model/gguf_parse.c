@@ -181,7 +181,7 @@ static int parse_header(cursor_t *c, uint64_t *n_tensors, uint64_t *n_kv) {
 
 /* Reads n numeric values of `type` (not string or array) as a view. */
 static int parse_numbers(cursor_t *c, gguf_kv_t *kv, uint32_t type, uint64_t n) {
-  uint64_t esz = gguf__type_size(type);
+  uint64_t esz = gguf_type_size(type);
   if (n > (c->size - c->off) / esz)
     return fail(c, "%" PRIu64 " %s value(s) of %" PRIu64 " bytes at byte %" PRIu64
                    " run past the end of the file (%" PRIu64 " bytes)",

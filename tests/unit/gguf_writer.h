@@ -50,7 +50,7 @@ void gw_kv_str(gw_t *w, const char *key, const char *s);
 /* The same with an explicit byte length (strings with NULs, empty keys). */
 void gw_kv_strn(gw_t *w, const char *key, size_t key_len, const char *s, size_t len);
 /* An array of n numeric values of elem_type, elems[] in host (little-endian)
- * layout, gguf__type_size(elem_type) bytes each. */
+ * layout, gguf_type_size(elem_type) bytes each. */
 void gw_kv_arr(gw_t *w, const char *key, gguf_type_t elem_type, uint64_t n, const void *elems);
 void gw_kv_arr_str(gw_t *w, const char *key, uint64_t n, const char *const *strs);
 /* A key, the type id `type` (any u32), then `len` raw bytes as the value. */
