@@ -5,10 +5,10 @@
  *   1. magic "GGUF" (4 bytes), version (u32), tensor_count (u64),
  *      kv_count (u64). (Version 1 used u32 counts and is rejected.)
  *   2. kv_count key/value pairs: key (string), value type (u32), value.
- *      A string is a u64 length followed by that many bytes (UTF-8, not
- *      NUL-terminated). Value types: 0 u8, 1 i8, 2 u16, 3 i16, 4 u32, 5 i32,
- *      6 f32, 7 bool (one byte, 0 or 1), 8 string, 9 array, 10 u64, 11 i64,
- *      12 f64. An array is an element type (u32), a count (u64), then the
+ *      A string is a u64 length followed by that many bytes (UTF-8 by the
+ *      spec, not validated here; not NUL-terminated). Value types: 0 u8,
+ *      1 i8, 2 u16, 3 i16, 4 u32, 5 i32, 6 f32, 7 bool (one byte, 0 or 1),
+ *      8 string, 9 array, 10 u64, 11 i64, 12 f64. An array is an element type (u32), a count (u64), then the
  *      elements back to back (arrays of arrays are allowed by the format; tram
  *      rejects them).
  *   3. tensor_count tensor infos: name (string), n_dims (u32, 1..4), n_dims
@@ -38,7 +38,7 @@
  * gguf_close(). Views are NOT NUL-terminated. The mapping is read-only and
  * private; a file truncated by someone else while mapped raises SIGBUS (as
  * with any mmap reader). Contexts are immutable once open: any number of
- * threads may read one at a time. */
+ * threads may read one context at the same time. */
 #ifndef TRAM_GGUF_H
 #define TRAM_GGUF_H
 
