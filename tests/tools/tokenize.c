@@ -1,0 +1,316 @@
+/* tests/tools/tokenize.c — tram's tokenizer on the command line, for the
+ * parity tests (tests/integration/test_tokenizer.py) and by hand.
+ *
+ *   tokenize (-m MODEL.gguf | -v VOCAB.json) [options] [FILE|-]
+ *
+ * Encodes the text read from FILE (default stdin) and prints its ids as one
+ * JSON array. With --hex-lines each input line is the hex of one text and
+ * each output line that text's ids, so one process serves a whole corpus.
+ *
+ *   --special       parse control tokens in the text (TOK_ENC_PARSE_SPECIAL)
+ *   --add-special   BOS/EOS as the model says (TOK_ENC_ADD_SPECIAL)
+ *   --strict        invalid UTF-8 is an error (exit 3) instead of U+FFFD
+ *   --decode        input lines are JSON arrays of ids; prints each decoded
+ *                   text as hex (or raw bytes without --hex-lines)
+ *   --stream        like --decode, through the streaming detokenizer, one
+ *                   token at a time, then flushed
+ *   --render-special, --strip-prefix, --valid-utf8   decode flags
+ *   --info          prints the special ids as JSON
+ *
+ * VOCAB.json holds what the GGUF keys hold: {"model": "gpt2"|"llama",
+ * "pre": ..., "tokens": [...], "types": [...], "scores": [...], "merges":
+ * [...], "bos": id, "eos": id, "eot": id, "unk": id, "add_bos": 0|1,
+ * "add_space_prefix": 0|1}. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/tokenizer.h"
+
+static char *read_all(FILE *f, size_t *len) {
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  size_t k;
+  while (buf && (k = fread(buf + n, 1, cap - n, f)) > 0) {
+    n += k;
+    if (n == cap) buf = realloc(buf, cap *= 2);
+  }
+  if (!buf) abort();
+  *len = n;
+  return buf;
+}
+
+static int hexval(int c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+static void print_hex(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) printf("%02x", (unsigned char)s[i]);
+  putchar('\n');
+}
+
+/* ---- a tokenizer from a JSON vocabulary ------------------------------------------- */
+
+static int32_t json_int(const cJSON *o, const char *key, int32_t dflt) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? (int32_t)v->valuedouble : dflt;
+}
+
+static gguf_str_t *json_strs(const cJSON *arr, int32_t *n) {
+  *n = cJSON_GetArraySize(arr);
+  gguf_str_t *s = calloc((size_t)*n + 1, sizeof *s);
+  int32_t i = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, arr) {
+    s[i].ptr = cJSON_IsString(e) ? e->valuestring : "";
+    s[i].len = strlen(s[i].ptr);
+    i++;
+  }
+  return s;
+}
+
+/* The numbers of a JSON array of exactly n numbers, or NULL. */
+static double *json_nums(const cJSON *arr, int32_t n) {
+  if (cJSON_GetArraySize(arr) != n || n < 1) return NULL;
+  double *v = calloc((size_t)n, sizeof *v);
+  int32_t i = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, arr) v[i++] = e->valuedouble;
+  return v;
+}
+
+static tok_t *from_json(const char *path, char *err, size_t err_len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(err, err_len, "%s: %s", path, strerror(errno));
+    return NULL;
+  }
+  size_t len;
+  char *text = read_all(f, &len);
+  fclose(f);
+  cJSON *root = cJSON_ParseWithLength(text, len);
+  free(text);
+  if (!root) {
+    snprintf(err, err_len, "%s: not JSON", path);
+    return NULL;
+  }
+  tok_spec_t s = tok_spec_default();
+  const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+  const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre");
+  s.model = cJSON_IsString(model) && strcmp(model->valuestring, "llama") == 0 ? TOK_MODEL_SPM
+                                                                              : TOK_MODEL_BPE;
+  s.pre = cJSON_IsString(pre) ? pre->valuestring : NULL;
+  gguf_str_t *toks = json_strs(cJSON_GetObjectItemCaseSensitive(root, "tokens"), &s.n_tokens);
+  s.tokens = toks;
+  int32_t n_merges = 0;
+  gguf_str_t *merges = json_strs(cJSON_GetObjectItemCaseSensitive(root, "merges"), &n_merges);
+  s.merges = merges;
+  s.n_merges = n_merges;
+  int32_t *types = NULL;
+  float *scores = NULL;
+  double *jt = json_nums(cJSON_GetObjectItemCaseSensitive(root, "types"), s.n_tokens);
+  double *js = json_nums(cJSON_GetObjectItemCaseSensitive(root, "scores"), s.n_tokens);
+  if (jt) {
+    types = calloc((size_t)s.n_tokens, sizeof *types);
+    for (int32_t i = 0; i < s.n_tokens; i++) types[i] = (int32_t)jt[i];
+    s.types = types;
+  }
+  if (js) {
+    scores = calloc((size_t)s.n_tokens, sizeof *scores);
+    for (int32_t i = 0; i < s.n_tokens; i++) scores[i] = (float)js[i];
+    s.scores = scores;
+  }
+  free(jt);
+  free(js);
+  s.bos_id = json_int(root, "bos", -1);
+  s.eos_id = json_int(root, "eos", -1);
+  s.eot_id = json_int(root, "eot", -1);
+  s.unk_id = json_int(root, "unk", -1);
+  s.add_bos = json_int(root, "add_bos", -1);
+  s.add_eos = json_int(root, "add_eos", -1);
+  s.add_space_prefix = json_int(root, "add_space_prefix", -1);
+  tok_t *tok = tok_create(&s, err, err_len);
+  free(toks);
+  free(merges);
+  free(types);
+  free(scores);
+  cJSON_Delete(root);
+  return tok;
+}
+
+/* ---- the modes ----------------------------------------------------------------------- */
+
+static int encode_one(const tok_t *tok, const char *s, size_t n, int flags) {
+  size_t cap = n + 16;
+  int32_t *ids = malloc(cap * sizeof *ids);
+  int64_t k = tok_encode(tok, s, n, flags, ids, cap);
+  if (k > (int64_t)cap) {
+    ids = realloc(ids, (size_t)k * sizeof *ids);
+    k = tok_encode(tok, s, n, flags, ids, (size_t)k);
+  }
+  if (k < 0) {
+    fprintf(stderr, "tokenize: encode failed: %s\n", strerror((int)-k));
+    free(ids);
+    return 3;
+  }
+  putchar('[');
+  for (int64_t i = 0; i < k; i++) printf(i ? ", %d" : "%d", ids[i]);
+  printf("]\n");
+  free(ids);
+  return 0;
+}
+
+static int decode_one(const tok_t *tok, const char *line, int flags, int stream, int hex) {
+  cJSON *arr = cJSON_Parse(line);
+  if (!cJSON_IsArray(arr)) {
+    fprintf(stderr, "tokenize: not a JSON array of ids: %.60s\n", line);
+    cJSON_Delete(arr);
+    return 2;
+  }
+  int n = cJSON_GetArraySize(arr);
+  int32_t *ids = calloc((size_t)n + 1, sizeof *ids);
+  int i = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, arr) ids[i++] = (int32_t)e->valuedouble;
+  cJSON_Delete(arr);
+  char *out = NULL;
+  int64_t len = 0;
+  int rc = 0;
+  if (stream) {
+    tok_stream_t st;
+    tok_stream_init(&st, tok, flags);
+    size_t step = tok_stream_max_out(tok);
+    out = malloc(step * ((size_t)n + 1));
+    for (i = 0; i < n && rc == 0; i++) {
+      int w = tok_stream_push(&st, ids[i], out + len, step);
+      if (w < 0) rc = 3;
+      else len += w;
+    }
+    if (rc == 0) len += tok_stream_flush(&st, out + len, step);
+  } else {
+    len = tok_decode(tok, ids, (size_t)n, flags, NULL, 0);
+    if (len < 0) {
+      rc = 3;
+    } else {
+      out = malloc((size_t)len + 1);
+      tok_decode(tok, ids, (size_t)n, flags, out, (size_t)len + 1);
+    }
+  }
+  if (rc) {
+    fprintf(stderr, "tokenize: decode failed (bad id?)\n");
+  } else if (hex) {
+    print_hex(out, (size_t)len);
+  } else {
+    fwrite(out, 1, (size_t)len, stdout);
+  }
+  free(out);
+  free(ids);
+  return rc;
+}
+
+static void print_info(const tok_t *tok) {
+  const int32_t *eog;
+  int32_t n = tok_eog_ids(tok, &eog);
+  printf("{\"n_vocab\": %d, \"bos\": %d, \"eos\": %d, \"eot\": %d, \"add_bos\": %d, \"eog\": [",
+         tok_n_vocab(tok), tok_bos(tok), tok_eos(tok), tok_eot(tok), tok_adds_bos(tok));
+  for (int32_t i = 0; i < n; i++) printf(i ? ", %d" : "%d", eog[i]);
+  printf("]}\n");
+}
+
+static void usage(void) {
+  fprintf(stderr, "usage: tokenize (-m MODEL.gguf | -v VOCAB.json) [--special] [--add-special] "
+                  "[--strict] [--hex-lines] [--decode|--stream] [--render-special] "
+                  "[--strip-prefix] [--valid-utf8] [--info] [FILE|-]\n");
+}
+
+int main(int argc, char **argv) {
+  const char *model = NULL, *vocab = NULL, *input = "-";
+  int enc = 0, dec = 0, hex = 0, decode = 0, stream = 0, info = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "-m") == 0 && i + 1 < argc) model = argv[++i];
+    else if (strcmp(a, "-v") == 0 && i + 1 < argc) vocab = argv[++i];
+    else if (strcmp(a, "--special") == 0) enc |= TOK_ENC_PARSE_SPECIAL;
+    else if (strcmp(a, "--add-special") == 0) enc |= TOK_ENC_ADD_SPECIAL;
+    else if (strcmp(a, "--strict") == 0) enc |= TOK_ENC_STRICT;
+    else if (strcmp(a, "--render-special") == 0) dec |= TOK_DEC_SPECIAL;
+    else if (strcmp(a, "--strip-prefix") == 0) dec |= TOK_DEC_STRIP_PREFIX;
+    else if (strcmp(a, "--valid-utf8") == 0) dec |= TOK_DEC_VALID_UTF8;
+    else if (strcmp(a, "--hex-lines") == 0) hex = 1;
+    else if (strcmp(a, "--decode") == 0) decode = 1;
+    else if (strcmp(a, "--stream") == 0) stream = 1;
+    else if (strcmp(a, "--info") == 0) info = 1;
+    else if (a[0] != '-' || strcmp(a, "-") == 0) input = a;
+    else {
+      usage();
+      return 2;
+    }
+  }
+  if (!model == !vocab) {
+    usage();
+    return 2;
+  }
+  char err[512];
+  tok_t *tok;
+  if (model) {
+    snprintf(err, sizeof err, "-m needs the GGUF reader (model/gguf.c), not built yet");
+    tok = NULL;
+  } else {
+    tok = from_json(vocab, err, sizeof err);
+  }
+  if (!tok) {
+    fprintf(stderr, "tokenize: %s\n", err);
+    return 1;
+  }
+  if (info) {
+    print_info(tok);
+    tok_destroy(tok);
+    return 0;
+  }
+  FILE *f = strcmp(input, "-") == 0 ? stdin : fopen(input, "rb");
+  if (!f) {
+    fprintf(stderr, "tokenize: %s: %s\n", input, strerror(errno));
+    tok_destroy(tok);
+    return 1;
+  }
+  size_t len;
+  char *text = read_all(f, &len);
+  if (f != stdin) fclose(f);
+  int rc = 0;
+  if (!hex && !decode && !stream) {
+    rc = encode_one(tok, text, len, enc);
+  } else {
+    /* one item per line */
+    char *p = text, *end = text + len;
+    char *buf = malloc(len + 1);
+    while (p < end && rc == 0) {
+      char *nl = memchr(p, '\n', (size_t)(end - p));
+      size_t n = (size_t)((nl ? nl : end) - p);
+      if (decode || stream) {
+        memcpy(buf, p, n);
+        buf[n] = 0;
+        rc = decode_one(tok, buf, dec, stream, hex);
+      } else {
+        size_t k = 0;
+        for (size_t i = 0; i + 1 < n; i += 2) {
+          int hi = hexval(p[i]), lo = hexval(p[i + 1]);
+          if (hi < 0 || lo < 0) {
+            fprintf(stderr, "tokenize: bad hex line\n");
+            rc = 2;
+            break;
+          }
+          buf[k++] = (char)(hi * 16 + lo);
+        }
+        if (rc == 0) rc = encode_one(tok, buf, k, enc);
+      }
+      p += n + 1;
+    }
+    free(buf);
+  }
+  free(text);
+  tok_destroy(tok);
+  return rc;
+}
