@@ -21,6 +21,18 @@ static int32_t special_at(const tok_t *tok, const uint8_t *s, size_t n, int flag
   return -1;
 }
 
+/* A direct-mapped cache of short words and their ids, for one encode call:
+ * text repeats its words, and merging is most of the cost. A word's ids do
+ * not depend on its neighbours, so a hit is exact. */
+enum { CACHE_SLOTS = 4096, CACHE_WORD = 22, CACHE_IDS = 6 };
+
+typedef struct tok__wslot {
+  uint8_t len;   /* word bytes; 0: empty */
+  uint8_t n_ids;
+  char word[CACHE_WORD];
+  int32_t ids[CACHE_IDS];
+} wslot_t;
+
 typedef struct word_ctx {
   const tok_t *tok;
   tok__scratch_t *sc;
@@ -29,7 +41,29 @@ typedef struct word_ctx {
 
 static int on_word(void *arg, const uint8_t *w, size_t n) {
   word_ctx_t *c = arg;
-  tok__bpe_word(c->tok, c->sc, w, n, c->out);
+  if (n < 2 || n > CACHE_WORD || !c->sc->cache) {
+    tok__bpe_word(c->tok, c->sc, w, n, c->out);
+    return 0;
+  }
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++) h = (h ^ w[i]) * 16777619u;
+  wslot_t *slot = &c->sc->cache[(h ^ (h >> 15)) & (CACHE_SLOTS - 1)];
+  if (slot->len == n && memcmp(slot->word, w, n) == 0) {
+    for (int i = 0; i < slot->n_ids; i++) tok__emit(c->out, slot->ids[i]);
+    return 0;
+  }
+  int32_t ids[CACHE_IDS];
+  tok__out_t mine = {ids, CACHE_IDS, 0};
+  tok__bpe_word(c->tok, c->sc, w, n, &mine);
+  if (mine.n > CACHE_IDS) { /* too many to keep: encode into the real output */
+    tok__bpe_word(c->tok, c->sc, w, n, c->out);
+    return 0;
+  }
+  for (int64_t i = 0; i < mine.n; i++) tok__emit(c->out, ids[i]);
+  slot->len = (uint8_t)n;
+  slot->n_ids = (uint8_t)mine.n;
+  memcpy(slot->word, w, n);
+  memcpy(slot->ids, ids, (size_t)mine.n * sizeof *ids);
   return 0;
 }
 
@@ -63,6 +97,10 @@ int64_t tok_encode(const tok_t *tok, const char *text, size_t len, int flags, in
   tok__out_t out = {ids, cap, 0};
   tok__scratch_t sc;
   memset(&sc, 0, sizeof sc);
+  if (tok->model == TOK_MODEL_BPE && len >= 256) { /* worth its setup */
+    sc.cache = calloc(CACHE_SLOTS, sizeof *sc.cache);
+    if (!sc.cache) abort();
+  }
   int rc = 0;
   if ((flags & TOK_ENC_ADD_SPECIAL) && tok->add_bos) tok__emit(&out, tok->bos);
 
@@ -89,6 +127,7 @@ int64_t tok_encode(const tok_t *tok, const char *text, size_t len, int flags, in
   if (rc == 0) rc = fragment(tok, &sc, s + start, len - start, after_special, &out);
   if ((flags & TOK_ENC_ADD_SPECIAL) && tok->add_eos) tok__emit(&out, tok->eos);
 
+  free(sc.cache);
   free(sc.sym);
   free(sc.heap);
   free(sc.buf);

@@ -155,6 +155,7 @@ typedef struct tok__scratch {
   size_t heap_cap;
   char *buf;     /* a word in stored form (BPE) or the escaped fragment (SPM) */
   size_t buf_cap;
+  struct tok__wslot *cache; /* words already encoded in this call (tok_encode.c) */
 } tok__scratch_t;
 
 /* Grows *p to hold n elements of size sz (never shrinks). Aborts on OOM. */

@@ -274,6 +274,48 @@ static void bpe_matches_naive_reference(void **state) {
   }
 }
 
+/* Long texts go through a cache of words already encoded in the call: the
+ * result must equal encoding each word on its own. */
+static void word_cache_is_exact(void **state) {
+  (void)state;
+  tu_rng_t r;
+  tu_rng_init(&r, tu_seed() + 4);
+  vb_t v = {0};
+  vb_bytes(&v);
+  const char *pairs[][2] = {{"a", "b"}, {bl(" "), "a"}, {"ab", "c"}, {bl(" a"), "b"},
+                            {"c", "c"}, {bl(" ab"), "c"}, {"cc", "a"}};
+  for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
+    char l[16], rr[16];
+    snprintf(l, sizeof l, "%s", pairs[i][0]);
+    snprintf(rr, sizeof rr, "%s", pairs[i][1]);
+    vb_merge(&v, l, rr);
+  }
+  tok_t *tok = vb_build(&v, TOK_MODEL_BPE, "gpt2", NULL);
+  for (int round = 0; round < 20; round++) {
+    char text[4096];
+    size_t n = 0;
+    int32_t want[4096];
+    int64_t nw = 0;
+    while (n < 3000) { /* " word" pieces: each is one pre-token */
+      char w[40];
+      size_t k = 0;
+      w[k++] = ' ';
+      size_t len = 1 + tu_below(&r, 30);
+      for (size_t i = 0; i < len; i++) w[k++] = "abc"[tu_below(&r, 3)];
+      int64_t m = tok_encode(tok, w, k, 0, want + nw, 4096 - (size_t)nw);
+      assert_true(m > 0);
+      nw += m;
+      memcpy(text + n, w, k);
+      n += k;
+    }
+    int32_t got[4096];
+    assert_int_equal(tok_encode(tok, text, n, 0, got, 4096), nw);
+    assert_memory_equal(got, want, (size_t)nw * sizeof(int32_t));
+  }
+  tok_destroy(tok);
+  vb_free(&v);
+}
+
 static void pre_tokenizers_split_as_named(void **state) {
   (void)state;
   vb_t v = {0};
@@ -811,6 +853,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(bpe_merges_by_rank),
       cmocka_unit_test(bpe_matches_naive_reference),
+      cmocka_unit_test(word_cache_is_exact),
       cmocka_unit_test(pre_tokenizers_split_as_named),
       cmocka_unit_test(llama3_ignores_merges_for_whole_words),
       cmocka_unit_test(bytes_without_tokens_are_dropped),
