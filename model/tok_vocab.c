@@ -324,14 +324,17 @@ tok_t *tok_create(const tok_spec_t *spec, char *err, size_t err_len) {
       return NULL;
     }
     tok->ignore_merges = info.ignore_merges;
+    char list[256 * 5 + 1] = "";
     int missing = 0;
     for (int b = 0; b < 256; b++) {
       tok->byte_id[b] = tok__strmap_get(tok, tok->byte_text[b], tok->byte_text_len[b]);
-      missing += tok->byte_id[b] < 0;
+      /* C0, C1 and F5..FF never occur in UTF-8: no token needed */
+      if (tok->byte_id[b] < 0 && b != 0xC0 && b != 0xC1 && b < 0xF5)
+        snprintf(list + 5 * missing++, 6, " 0x%02X", b);
     }
     if (missing)
-      log_info("tokenizer: %d of the 256 bytes have no token; they are dropped from the input, "
-               "as Hugging Face tokenizers drops them", missing);
+      log_info("tokenizer: %d byte values have no token and are dropped from input, as Hugging "
+               "Face tokenizers drops them:%s", missing, list);
   } else {
     info.add_bos = 1;
     for (int b = 0; b < 256; b++) {

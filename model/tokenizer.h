@@ -75,7 +75,7 @@ typedef struct tok_spec {
   int32_t bos_id, eos_id, eot_id, eom_id, unk_id, pad_id; /* -1: none */
   int add_bos;               /* 1/0, or -1: the model's default */
   int add_eos;               /* 1/0, or -1: 0 */
-  int add_space_prefix;      /* 1/0, or -1: the model's default (SPM 1, BPE 0) */
+  int add_space_prefix;      /* SPM only: 1/0, or -1: 1 */
 } tok_spec_t;
 
 /* A spec with no tokens, every id -1 and every flag -1 (the defaults). */
