@@ -81,16 +81,30 @@ def smol(model_path):
     return read_vocab(model_path)
 
 
-def vocab_file(tmp_path, vocab, name, **over):
-    """tram's -v input: the arrays the GGUF keys hold."""
-    d = {k: v for k, v in vocab.items() if v is not None}
-    d.update(over)
-    for k in ("add_bos", "add_space_prefix"):
-        if k in d:
-            d[k] = int(d[k])
-    p = tmp_path / name
-    p.write_text(json.dumps(d))
-    return p
+def write_gguf(path, vocab, **over):
+    """A GGUF holding only tokenizer keys (no tensors), written with the gguf
+    package: what tram reads with -m."""
+    d = {**vocab, **over}
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_tokenizer_model(d["model"])
+    if d.get("pre"):
+        w.add_tokenizer_pre(d["pre"])
+    w.add_token_list(d["tokens"])
+    w.add_token_types(d["types"])
+    if d.get("scores") is not None:
+        w.add_token_scores(d["scores"])
+    if d.get("merges"):
+        w.add_token_merges(d["merges"])
+    for key, add in (("bos", w.add_bos_token_id), ("eos", w.add_eos_token_id),
+                     ("unk", w.add_unk_token_id), ("add_bos", w.add_add_bos_token),
+                     ("add_space_prefix", w.add_add_space_prefix)):
+        if d.get(key) is not None:
+            add(d[key])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
 
 
 # ---- running tram --------------------------------------------------------------------
@@ -157,8 +171,8 @@ def assert_same(texts, got, want, what):
 # ---- the default model ---------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def smol_src(smol, tmp_path_factory):
-    return ["-v", vocab_file(tmp_path_factory.mktemp("tok"), smol, "smol.json")]
+def smol_src(model_path):
+    return ["-m", model_path]
 
 
 @pytest.fixture(scope="module")
@@ -240,7 +254,7 @@ def test_default_model_special_ids(tool, smol_src, smol):
                                                      ("qwen2", QWEN2_RE, False),
                                                      ("gpt2", GPT2_RE, False)])
 def test_split_regex_matches_hf(tool, smol, tmp_path, texts, pre, regex, ignore_merges):
-    src = ["-v", vocab_file(tmp_path, smol, f"{pre}.json", pre=pre, add_bos=0)]
+    src = ["-m", write_gguf(tmp_path / f"{pre}.gguf", smol, pre=pre, add_bos=False)]
     hf = hf_bytelevel(smol, split_pre(regex), ignore_merges=ignore_merges)
     assert_same(texts, tram_encode(tool, src, texts, "--special"), hf_encode(hf, texts), pre)
 
@@ -270,28 +284,14 @@ def spm_model(tmp_path_factory):
              "scores": [sp.get_score(i) for i in range(n)], "types": types, "merges": [],
              "bos": sp.bos_id(), "eos": sp.eos_id(), "unk": sp.unk_id(), "add_bos": True,
              "add_space_prefix": True}
-    w = gguf.GGUFWriter(str(d / "spm.gguf"), "llama")
-    w.add_tokenizer_model("llama")
-    w.add_token_list(vocab["tokens"])
-    w.add_token_scores(vocab["scores"])
-    w.add_token_types(types)
-    w.add_bos_token_id(vocab["bos"])
-    w.add_eos_token_id(vocab["eos"])
-    w.add_unk_token_id(vocab["unk"])
-    w.add_add_bos_token(True)
-    w.add_add_space_prefix(True)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    write_gguf(d / "spm.gguf", vocab)
     return sp, d / "spm.gguf"
 
 
 def test_sentencepiece_matches_the_sentencepiece_package(tool, spm_model, tmp_path, texts):
     sp, path = spm_model
-    vocab = read_vocab(path)  # what the GGUF holds, read back with the gguf package
-    assert vocab["model"] == "llama"
-    src = ["-v", vocab_file(tmp_path, vocab, "spm.json")]
+    assert read_vocab(path)["model"] == "llama"
+    src = ["-m", path]
     want = [sp.encode(t) for t in texts]
     assert_same(texts, tram_encode(tool, src, texts), want, "sentencepiece")
     # BOS per add_bos_token; decode(encode(x)) == x with the dummy prefix dropped

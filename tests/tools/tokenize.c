@@ -1,7 +1,7 @@
 /* tests/tools/tokenize.c — tram's tokenizer on the command line, for the
  * parity tests (tests/integration/test_tokenizer.py) and by hand.
  *
- *   tokenize (-m MODEL.gguf | -v VOCAB.json) [options] [FILE|-]
+ *   tokenize -m MODEL.gguf [options] [FILE|-]
  *
  * Encodes the text read from FILE (default stdin) and prints its ids as one
  * JSON array. With --hex-lines each input line is the hex of one text and
@@ -17,10 +17,8 @@
  *   --render-special, --strip-prefix, --valid-utf8   decode flags
  *   --info          prints the special ids as JSON
  *
- * VOCAB.json holds what the GGUF keys hold: {"model": "gpt2"|"llama",
- * "pre": ..., "tokens": [...], "types": [...], "scores": [...], "merges":
- * [...], "bos": id, "eos": id, "eot": id, "unk": id, "add_bos": 0|1,
- * "add_space_prefix": 0|1}. */
+ * Only the GGUF's tokenizer.ggml.* keys are read (a file without tensors
+ * will do). */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
@@ -50,95 +48,6 @@ static int hexval(int c) {
 static void print_hex(const char *s, size_t n) {
   for (size_t i = 0; i < n; i++) printf("%02x", (unsigned char)s[i]);
   putchar('\n');
-}
-
-/* ---- a tokenizer from a JSON vocabulary ------------------------------------------- */
-
-static int32_t json_int(const cJSON *o, const char *key, int32_t dflt) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-  return cJSON_IsNumber(v) ? (int32_t)v->valuedouble : dflt;
-}
-
-static gguf_str_t *json_strs(const cJSON *arr, int32_t *n) {
-  *n = cJSON_GetArraySize(arr);
-  gguf_str_t *s = calloc((size_t)*n + 1, sizeof *s);
-  int32_t i = 0;
-  const cJSON *e;
-  cJSON_ArrayForEach(e, arr) {
-    s[i].ptr = cJSON_IsString(e) ? e->valuestring : "";
-    s[i].len = strlen(s[i].ptr);
-    i++;
-  }
-  return s;
-}
-
-/* The numbers of a JSON array of exactly n numbers, or NULL. */
-static double *json_nums(const cJSON *arr, int32_t n) {
-  if (cJSON_GetArraySize(arr) != n || n < 1) return NULL;
-  double *v = calloc((size_t)n, sizeof *v);
-  int32_t i = 0;
-  const cJSON *e;
-  cJSON_ArrayForEach(e, arr) v[i++] = e->valuedouble;
-  return v;
-}
-
-static tok_t *from_json(const char *path, char *err, size_t err_len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(err, err_len, "%s: %s", path, strerror(errno));
-    return NULL;
-  }
-  size_t len;
-  char *text = read_all(f, &len);
-  fclose(f);
-  cJSON *root = cJSON_ParseWithLength(text, len);
-  free(text);
-  if (!root) {
-    snprintf(err, err_len, "%s: not JSON", path);
-    return NULL;
-  }
-  tok_spec_t s = tok_spec_default();
-  const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-  const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre");
-  s.model = cJSON_IsString(model) && strcmp(model->valuestring, "llama") == 0 ? TOK_MODEL_SPM
-                                                                              : TOK_MODEL_BPE;
-  s.pre = cJSON_IsString(pre) ? pre->valuestring : NULL;
-  gguf_str_t *toks = json_strs(cJSON_GetObjectItemCaseSensitive(root, "tokens"), &s.n_tokens);
-  s.tokens = toks;
-  int32_t n_merges = 0;
-  gguf_str_t *merges = json_strs(cJSON_GetObjectItemCaseSensitive(root, "merges"), &n_merges);
-  s.merges = merges;
-  s.n_merges = n_merges;
-  int32_t *types = NULL;
-  float *scores = NULL;
-  double *jt = json_nums(cJSON_GetObjectItemCaseSensitive(root, "types"), s.n_tokens);
-  double *js = json_nums(cJSON_GetObjectItemCaseSensitive(root, "scores"), s.n_tokens);
-  if (jt) {
-    types = calloc((size_t)s.n_tokens, sizeof *types);
-    for (int32_t i = 0; i < s.n_tokens; i++) types[i] = (int32_t)jt[i];
-    s.types = types;
-  }
-  if (js) {
-    scores = calloc((size_t)s.n_tokens, sizeof *scores);
-    for (int32_t i = 0; i < s.n_tokens; i++) scores[i] = (float)js[i];
-    s.scores = scores;
-  }
-  free(jt);
-  free(js);
-  s.bos_id = json_int(root, "bos", -1);
-  s.eos_id = json_int(root, "eos", -1);
-  s.eot_id = json_int(root, "eot", -1);
-  s.unk_id = json_int(root, "unk", -1);
-  s.add_bos = json_int(root, "add_bos", -1);
-  s.add_eos = json_int(root, "add_eos", -1);
-  s.add_space_prefix = json_int(root, "add_space_prefix", -1);
-  tok_t *tok = tok_create(&s, err, err_len);
-  free(toks);
-  free(merges);
-  free(types);
-  free(scores);
-  cJSON_Delete(root);
-  return tok;
 }
 
 /* ---- the modes ----------------------------------------------------------------------- */
@@ -221,18 +130,17 @@ static void print_info(const tok_t *tok) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: tokenize (-m MODEL.gguf | -v VOCAB.json) [--special] [--add-special] "
+  fprintf(stderr, "usage: tokenize -m MODEL.gguf [--special] [--add-special] "
                   "[--strict] [--hex-lines] [--decode|--stream] [--render-special] "
                   "[--strip-prefix] [--valid-utf8] [--info] [FILE|-]\n");
 }
 
 int main(int argc, char **argv) {
-  const char *model = NULL, *vocab = NULL, *input = "-";
+  const char *model = NULL, *input = "-";
   int enc = 0, dec = 0, hex = 0, decode = 0, stream = 0, info = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "-m") == 0 && i + 1 < argc) model = argv[++i];
-    else if (strcmp(a, "-v") == 0 && i + 1 < argc) vocab = argv[++i];
     else if (strcmp(a, "--special") == 0) enc |= TOK_ENC_PARSE_SPECIAL;
     else if (strcmp(a, "--add-special") == 0) enc |= TOK_ENC_ADD_SPECIAL;
     else if (strcmp(a, "--strict") == 0) enc |= TOK_ENC_STRICT;
@@ -249,18 +157,15 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (!model == !vocab) {
+  if (!model) {
     usage();
     return 2;
   }
   char err[512];
   tok_t *tok;
-  if (model) {
-    snprintf(err, sizeof err, "-m needs the GGUF reader (model/gguf.c), not built yet");
-    tok = NULL;
-  } else {
-    tok = from_json(vocab, err, sizeof err);
-  }
+  gguf_ctx_t *g = gguf_open(model, err, sizeof err);
+  tok = g ? tok_create_from_gguf(g, err, sizeof err) : NULL;
+  gguf_close(g); /* the tokenizer keeps copies */
   if (!tok) {
     fprintf(stderr, "tokenize: %s\n", err);
     return 1;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "model/tokenizer.h"
+#include "tests/unit/gguf_writer.h"
 #include "tests/unit/testutil.h"
 
 /* ---- building vocabularies -------------------------------------------------------- */
@@ -849,6 +850,100 @@ static void decode_is_snprintf_like(void **state) {
   vb_free(&v);
 }
 
+/* ---- from GGUF metadata ------------------------------------------------------------- */
+
+typedef enum breakage {
+  OK_BPE, OK_SPM, NO_MODEL, BERT_MODEL, UNKNOWN_PRE, TOKENS_NOT_STRINGS, TYPES_SHORT,
+  SCORES_NOT_NUMBERS, BOS_NOT_INT, BOS_OUT_OF_RANGE, ADD_BOS_NOT_BOOL, MERGES_NOT_STRINGS,
+} breakage_t;
+
+/* A GGUF image with only tokenizer keys: the 256 byte tokens (byte-level or
+ * <0xXX>), "ab", and control <s> </s>; broken as asked. */
+static tok_t *from_gguf(breakage_t b, char *err, size_t err_len) {
+  int spm = b == OK_SPM;
+  const char *toks[259];
+  char storage[256][8];
+  int32_t types[259];
+  float scores[259];
+  for (int i = 0; i < 256; i++) {
+    if (spm) snprintf(storage[i], sizeof storage[i], "<0x%02X>", i);
+    else storage[i][put_utf8(gpt2_cp(i), storage[i])] = 0;
+    toks[i] = storage[i];
+    types[i] = spm ? 6 : 1;
+    scores[i] = 0;
+  }
+  toks[256] = "<s>";
+  toks[257] = "</s>";
+  toks[258] = spm ? "\xE2\x96\x81" : "ab";
+  types[256] = types[257] = 3;
+  types[258] = 1;
+  scores[256] = scores[257] = 0;
+  scores[258] = -1;
+  gw_t *w = gw_new();
+  if (b != NO_MODEL) gw_kv_str(w, "tokenizer.ggml.model", b == BERT_MODEL ? "bert" : spm ? "llama" : "gpt2");
+  if (!spm) gw_kv_str(w, "tokenizer.ggml.pre", b == UNKNOWN_PRE ? "klingon" : "smollm");
+  if (b == TOKENS_NOT_STRINGS) gw_kv_arr(w, "tokenizer.ggml.tokens", GGUF_TYPE_INT32, 259, types);
+  else gw_kv_arr_str(w, "tokenizer.ggml.tokens", 259, toks);
+  gw_kv_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, b == TYPES_SHORT ? 258 : 259, types);
+  if (spm) gw_kv_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, 259, scores);
+  if (b == SCORES_NOT_NUMBERS) gw_kv_arr_str(w, "tokenizer.ggml.scores", 259, toks);
+  const char *merges[] = {"a b"};
+  if (!spm) {
+    if (b == MERGES_NOT_STRINGS) gw_kv_arr(w, "tokenizer.ggml.merges", GGUF_TYPE_INT32, 1, types);
+    else gw_kv_arr_str(w, "tokenizer.ggml.merges", 1, merges);
+  }
+  if (b == BOS_NOT_INT) gw_kv_str(w, "tokenizer.ggml.bos_token_id", "256");
+  else gw_kv_u32(w, "tokenizer.ggml.bos_token_id", b == BOS_OUT_OF_RANGE ? 259 : 256);
+  gw_kv_u32(w, "tokenizer.ggml.eos_token_id", 257);
+  if (b == ADD_BOS_NOT_BOOL) gw_kv_u32(w, "tokenizer.ggml.add_bos_token", 1);
+  else gw_kv_bool(w, "tokenizer.ggml.add_bos_token", 1);
+  size_t size;
+  uint8_t *img = gw_finish(w, &size);
+  gw_free(w);
+  gguf_ctx_t *g = gguf_open_buffer(img, size, err, err_len);
+  assert_non_null(g);
+  tok_t *tok = tok_create_from_gguf(g, err, err_len);
+  gguf_close(g); /* the tokenizer keeps nothing of the file */
+  free(img);
+  return tok;
+}
+
+static void creates_from_gguf_metadata(void **state) {
+  (void)state;
+  char err[256];
+  tok_t *tok = from_gguf(OK_BPE, err, sizeof err);
+  assert_non_null(tok);
+  assert_int_equal(tok_model(tok), TOK_MODEL_BPE);
+  assert_int_equal(tok_n_vocab(tok), 259);
+  expect_ids(tok, "ab c", 4, TOK_ENC_ADD_SPECIAL, IDS(256, 258, ' ', 'c'));
+  assert_true(tok_is_eog(tok, 257));
+  tok_destroy(tok);
+
+  tok = from_gguf(OK_SPM, err, sizeof err);
+  assert_non_null(tok);
+  assert_int_equal(tok_model(tok), TOK_MODEL_SPM);
+  /* "▁" then bytes: the prefix space is a piece, "a" falls back to <0x61> */
+  expect_ids(tok, "a", 1, TOK_ENC_ADD_SPECIAL, IDS(256, 258, 'a'));
+  tok_destroy(tok);
+
+  static const struct {
+    breakage_t b;
+    const char *says;
+  } bad[] = {
+      {NO_MODEL, "tokenizer.ggml.model"},     {BERT_MODEL, "bert"},
+      {UNKNOWN_PRE, "klingon"},               {TOKENS_NOT_STRINGS, "tokenizer.ggml.tokens"},
+      {TYPES_SHORT, "token_type"},            {SCORES_NOT_NUMBERS, "scores"},
+      {BOS_NOT_INT, "bos_token_id"},          {BOS_OUT_OF_RANGE, "bos_token_id"},
+      {ADD_BOS_NOT_BOOL, "add_bos_token"},    {MERGES_NOT_STRINGS, "merges"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    err[0] = 0;
+    assert_null(from_gguf(bad[i].b, err, sizeof err));
+    if (!strstr(err, bad[i].says)) fprintf(stderr, "case %zu: \"%s\"\n", i, err);
+    assert_non_null(strstr(err, bad[i].says));
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(bpe_merges_by_rank),
@@ -866,6 +961,7 @@ int main(void) {
       cmocka_unit_test(stream_replaces_what_cannot_complete),
       cmocka_unit_test(invalid_utf8_is_replaced_or_refused),
       cmocka_unit_test(decode_is_snprintf_like),
+      cmocka_unit_test(creates_from_gguf_metadata),
   };
   return cmocka_run_group_tests_name("tokenizer", tests, NULL, NULL);
 }
