@@ -67,13 +67,15 @@ static int on_word(void *arg, const uint8_t *w, size_t n) {
   return 0;
 }
 
-/* Encodes plain text s[n]; after_special: it follows a special token (or
- * starts the input), where SentencePiece puts its space prefix. */
+/* Encodes plain text s[n]. *prefix: SentencePiece's space prefix is due
+ * (at the start, and after a control token as llama.cpp does); the text
+ * takes it. */
 static int fragment(const tok_t *tok, tok__scratch_t *sc, const uint8_t *s, size_t n,
-                    int after_special, tok__out_t *out) {
+                    int *prefix, tok__out_t *out) {
   if (n == 0) return 0;
   if (tok->model == TOK_MODEL_SPM) {
-    tok__spm_fragment(tok, sc, s, n, tok->add_space_prefix && after_special, out);
+    tok__spm_fragment(tok, sc, s, n, tok->add_space_prefix && *prefix, out);
+    *prefix = 0;
     return 0;
   }
   word_ctx_t c = {tok, sc, out};
@@ -105,7 +107,7 @@ int64_t tok_encode(const tok_t *tok, const char *text, size_t len, int flags, in
   if ((flags & TOK_ENC_ADD_SPECIAL) && tok->add_bos) tok__emit(&out, tok->bos);
 
   size_t start = 0; /* of the plain text not yet encoded */
-  int after_special = 1;
+  int prefix = 1;
   for (size_t i = 0; i < len && rc == 0;) {
     if (tok->special_at[s[i]] == tok->special_at[s[i] + 1]) { /* no special starts with s[i] */
       i++;
@@ -116,15 +118,23 @@ int64_t tok_encode(const tok_t *tok, const char *text, size_t len, int flags, in
       i++;
       continue;
     }
-    rc = fragment(tok, &sc, s + start, i - start, after_special, &out);
+    rc = fragment(tok, &sc, s + start, i - start, &prefix, &out);
+    if (tok->types[id] == TOK_TYPE_USER_DEFINED) {
+      /* part of the text, as in SentencePiece: a prefix still due goes
+       * before it, and the text after it gets none */
+      if (tok->model == TOK_MODEL_SPM && tok->add_space_prefix && prefix)
+        tok__spm_fragment(tok, &sc, s, 0, 1, &out);
+      prefix = 0;
+    } else {
+      prefix = 1;
+    }
     tok__emit(&out, id);
-    after_special = 1;
     size_t tlen;
     tok__text(tok, id, &tlen);
     i += tlen;
     start = i;
   }
-  if (rc == 0) rc = fragment(tok, &sc, s + start, len - start, after_special, &out);
+  if (rc == 0) rc = fragment(tok, &sc, s + start, len - start, &prefix, &out);
   if ((flags & TOK_ENC_ADD_SPECIAL) && tok->add_eos) tok__emit(&out, tok->eos);
 
   free(sc.cache);

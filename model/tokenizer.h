@@ -18,7 +18,14 @@
  * Special and added tokens (token types 3 control, 4 user-defined, 2
  * unknown): user-defined tokens are always recognised in the text; control
  * and unknown ones only with TOK_ENC_PARSE_SPECIAL (the chat template's
- * output), else they are plain text. Matching is leftmost-longest.
+ * output), else they are plain text. Matching is leftmost-longest (as HF's
+ * added tokens). For "llama" models the space prefix goes at the start of
+ * the text and after each control token (as llama.cpp does), not after a
+ * user-defined token (as SentencePiece does).
+ *
+ * Bytes the vocabulary has no token for (SmolLM2 lacks 0x04 0x06 0x13 0x14
+ * 0x16 0x1D, and the unassigned-plane lead bytes F1 F2) are dropped, so
+ * decode(encode(x)) == x holds for text without them; tok_create logs them.
  *
  * Input that is not valid UTF-8: each maximal ill-formed subsequence is
  * replaced by U+FFFD (the same result as Python's

@@ -261,10 +261,14 @@ def test_split_regex_matches_hf(tool, smol, tmp_path, texts, pre, regex, ignore_
 
 # ---- SentencePiece ------------------------------------------------------------------
 
+USER_SYMBOLS = ["<tool>", "[[x]]"]
+
+
 @pytest.fixture(scope="module")
 def spm_model(tmp_path_factory):
     """A small BPE model trained on the corpus, like Llama 2's: byte fallback,
-    no normalization, spaces kept, a dummy prefix."""
+    no normalization, spaces kept, a dummy prefix; plus two user-defined
+    symbols (always matched, type 4 in the GGUF)."""
     d = tmp_path_factory.mktemp("spm")
     lines = [line for t in CORPUS for line in t.split("\n") if line.strip()]
     (d / "train.txt").write_text("\n".join(lines * 3) + "\n", encoding="utf-8")
@@ -272,13 +276,14 @@ def spm_model(tmp_path_factory):
         input=str(d / "train.txt"), model_prefix=str(d / "m"), model_type="bpe", vocab_size=800,
         byte_fallback=True, normalization_rule_name="identity", remove_extra_whitespaces=False,
         add_dummy_prefix=True, split_digits=True, character_coverage=0.98,
-        allow_whitespace_only_pieces=True, minloglevel=2, num_threads=1)
+        allow_whitespace_only_pieces=True, user_defined_symbols=USER_SYMBOLS, minloglevel=2,
+        num_threads=1)
     sp = spm.SentencePieceProcessor(model_file=str(d / "m.model"))
     n = sp.get_piece_size()
     types = []
     for i in range(n):
         types.append(2 if sp.is_unknown(i) else 3 if sp.is_control(i) else 6 if sp.is_byte(i)
-                     else 5 if sp.is_unused(i) else 1)
+                     else 5 if sp.is_unused(i) else 4 if sp.id_to_piece(i) in USER_SYMBOLS else 1)
     vocab = {"model": "llama", "pre": None,
              "tokens": [sp.id_to_piece(i) for i in range(n)],
              "scores": [sp.get_score(i) for i in range(n)], "types": types, "merges": [],
@@ -292,6 +297,8 @@ def test_sentencepiece_matches_the_sentencepiece_package(tool, spm_model, tmp_pa
     sp, path = spm_model
     assert read_vocab(path)["model"] == "llama"
     src = ["-m", path]
+    texts = texts + ["<tool>start", "mid<tool>dle [[x]]<tool> x", "end [[x]]", "<tool>", " <tool>",
+                     "[[x]][[x]]<tool>x"]
     want = [sp.encode(t) for t in texts]
     assert_same(texts, tram_encode(tool, src, texts), want, "sentencepiece")
     # BOS per add_bos_token; decode(encode(x)) == x with the dummy prefix dropped
