@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/log.h"
 #include "model/tok_internal.h"
 
 /* An optional token id key: -1 when absent. 0, or -EINVAL with err written. */
@@ -79,6 +80,8 @@ tok_t *tok_create_from_gguf(const gguf_ctx_t *g, char *err, size_t err_len) {
     goto out;
   }
   spec.pre = pre;
+  if (spec.model == TOK_MODEL_BPE && !pre)
+    log_warn("tokenizer: no tokenizer.ggml.pre; using llama.cpp's \"default\" pre-tokenizer");
 
   int64_t n = gguf_get_arr_str(g, "tokenizer.ggml.tokens", &spec.tokens);
   if (n < 1 || n > INT32_MAX) {
