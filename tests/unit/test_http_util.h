@@ -159,7 +159,7 @@ typedef struct tc_resp {
   char headers[4096]; /* "name: value\n" lines, names lower-cased */
   size_t headers_len;
   char *body; /* malloc'd, NUL-terminated */
-  size_t body_len;
+  size_t body_len, body_cap;
   bool keep_alive;
   bool complete;
 } tc_resp_t;
@@ -194,7 +194,10 @@ static inline int tc__on_value_done(llhttp_t *p) { return tc__append_hdr(p, "\n"
 static inline int tc__on_body(llhttp_t *p, const char *at, size_t n) {
   tc_client_t *c = p->data;
   tc_resp_t *r = c->cur;
-  r->body = realloc(r->body, r->body_len + n + 1);
+  if (r->body_len + n + 1 > r->body_cap) {
+    r->body_cap = 2 * (r->body_len + n + 1);
+    r->body = realloc(r->body, r->body_cap);
+  }
   memcpy(r->body + r->body_len, at, n);
   r->body_len += n;
   r->body[r->body_len] = '\0';
@@ -306,8 +309,10 @@ static inline int tc_read_response(tc_client_t *c, tc_resp_t *out) {
     }
     ssize_t r = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len, 0);
     if (r <= 0) {
-      if (r == 0 && llhttp_message_needs_eof(&c->parser) && llhttp_finish(&c->parser) == HPE_OK)
-        return out->complete || out->status ? 0 : -1;
+      if (r == 0 && llhttp_message_needs_eof(&c->parser)) {
+        llhttp_finish(&c->parser); /* the close ends the body */
+        return out->complete ? 0 : -1;
+      }
       return -1;
     }
     c->len += (size_t)r;
