@@ -1,0 +1,130 @@
+/* server/http_route.c — the route table (method + exact path → handler) and
+ * API-key authentication, applied to each request before its handler runs. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config/log.h"
+#include "server/http_internal.h"
+
+int http_server_route(http_server_t *srv, llhttp_method_t method, const char *path,
+                      http_handler_fn handler, void *ctx, int flags) {
+  if (!path || path[0] != '/' || !handler) return -EINVAL;
+  for (int i = 0; i < srv->n_routes; i++)
+    if (srv->routes[i].method == method && strcmp(srv->routes[i].path, path) == 0) return -EEXIST;
+  http__reserve(&srv->routes, &srv->cap_routes, (size_t)srv->n_routes + 1, sizeof *srv->routes);
+  char *p = strdup(path);
+  if (!p) http__oom();
+  srv->routes[srv->n_routes++] =
+      (http__route_t){.method = method, .path = p, .handler = handler, .ctx = ctx, .flags = flags};
+  return 0;
+}
+
+void http__routes_free(http_server_t *srv) {
+  for (int i = 0; i < srv->n_routes; i++) free(srv->routes[i].path);
+  free(srv->routes);
+  srv->routes = NULL;
+  srv->n_routes = srv->cap_routes = 0;
+}
+
+int http_server_set_api_keys(http_server_t *srv, const char *const *keys, int n) {
+  for (int i = 0; i < n; i++)
+    if (!keys[i] || !keys[i][0]) return -EINVAL;
+  for (int i = 0; i < srv->n_keys; i++) free(srv->keys[i]);
+  free(srv->keys);
+  free(srv->key_lens);
+  srv->keys = NULL;
+  srv->key_lens = NULL;
+  srv->n_keys = 0;
+  if (n <= 0) return 0;
+  srv->keys = calloc((size_t)n, sizeof *srv->keys);
+  srv->key_lens = calloc((size_t)n, sizeof *srv->key_lens);
+  if (!srv->keys || !srv->key_lens) http__oom();
+  for (int i = 0; i < n; i++) {
+    srv->keys[i] = strdup(keys[i]);
+    if (!srv->keys[i]) http__oom();
+    srv->key_lens[i] = strlen(keys[i]);
+  }
+  srv->n_keys = n;
+  return 0;
+}
+
+/* 1 if given[0..glen) equals key[0..klen). The time taken depends on klen
+ * only, never on where the strings first differ. */
+static int key_equal(const char *key, size_t klen, const char *given, size_t glen) {
+  volatile unsigned char diff = (unsigned char)(klen != glen);
+  for (size_t i = 0; i < klen; i++) {
+    unsigned char g = glen ? (unsigned char)given[i % glen] : 0;
+    diff |= (unsigned char)((unsigned char)key[i] ^ g);
+  }
+  return diff == 0;
+}
+
+/* Whether the request carries `Authorization: Bearer <one of the keys>`. Every
+ * key is compared, so the time does not say which one matched. */
+static bool authorized(const http_server_t *srv, const http_req_t *req) {
+  const char *auth = http_req_header(req, "authorization");
+  if (!auth || strncasecmp(auth, "Bearer ", 7) != 0) return false;
+  const char *tok = auth + 7;
+  while (*tok == ' ') tok++;
+  size_t len = strlen(tok);
+  while (len && tok[len - 1] == ' ') len--;
+  int ok = 0;
+  for (int i = 0; i < srv->n_keys; i++) ok |= key_equal(srv->keys[i], srv->key_lens[i], tok, len);
+  return ok;
+}
+
+const char *http_req_header(const http_req_t *req, const char *name) {
+  for (int i = 0; i < req->n_headers; i++)
+    if (strcasecmp(req->headers[i].name, name) == 0) return req->headers[i].value;
+  return NULL;
+}
+
+void http__route_dispatch(http_server_t *srv, http_res_t *res) {
+  http_req_t *req = &res->req;
+  llhttp_method_t method = req->method;
+  if (method == HTTP_HEAD) {
+    res->is_head = true;
+    method = HTTP_GET;
+  }
+  const http__route_t *match = NULL;
+  bool path_known = false;
+  char allow[128] = "";
+  size_t allow_len = 0;
+  for (int i = 0; i < srv->n_routes; i++) {
+    const http__route_t *r = &srv->routes[i];
+    if (strcmp(r->path, req->path) != 0) continue;
+    path_known = true;
+    if (r->method == method) match = r;
+    const char *name = llhttp_method_name(r->method);
+    if (allow_len + strlen(name) + 3 < sizeof allow)
+      allow_len += (size_t)snprintf(allow + allow_len, sizeof allow - allow_len, "%s%s",
+                                    allow_len ? ", " : "", name);
+  }
+  if (srv->n_keys > 0 && !(match && (match->flags & HTTP_ROUTE_PUBLIC)) &&
+      !authorized(srv, req)) {
+    log_info("http: %s: %s %s: missing or wrong API key (401)", req->peer, req->method_name,
+             req->path);
+    http_res_header(res, "WWW-Authenticate", "Bearer");
+    http_res_send_error(res, 401, NULL, "Incorrect or missing API key (Authorization: Bearer <key>)",
+                        NULL, "invalid_api_key");
+    return;
+  }
+  if (!path_known) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "no such route: %.150s", req->path);
+    http_res_send_error(res, 404, NULL, msg, NULL, "not_found");
+    return;
+  }
+  if (!match) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "method %s not allowed on %.100s (allowed: %s)", req->method_name,
+             req->path, allow);
+    http_res_header(res, "Allow", allow);
+    http_res_send_error(res, 405, NULL, msg, NULL, "method_not_allowed");
+    return;
+  }
+  match->handler(req, res, match->ctx);
+}

@@ -1,0 +1,187 @@
+/* server/oai_fields.c — typed access to request JSON fields (see
+ * oai_fields.h). */
+#include "server/oai_fields.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define INT_EXACT_MAX 9007199254740992.0 /* 2^53: larger doubles are not exact integers */
+
+int oai__fail(oai__ctx_t *c, const char *code, const char *param, const char *fmt, ...) {
+  oai_error_t *e = c->err;
+  e->status = 400;
+  e->type = "invalid_request_error";
+  e->code = code;
+  snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->message, sizeof e->message, fmt, ap);
+  va_end(ap);
+  return -EINVAL;
+}
+
+const char *oai__type_name(const cJSON *x) {
+  if (!x || cJSON_IsNull(x)) return "null";
+  if (cJSON_IsBool(x)) return "a boolean";
+  if (cJSON_IsNumber(x)) return "a number";
+  if (cJSON_IsString(x)) return "a string";
+  if (cJSON_IsArray(x)) return "an array";
+  if (cJSON_IsObject(x)) return "an object";
+  return "an invalid value";
+}
+
+const cJSON *oai__get(const cJSON *obj, const char *key) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(obj, key);
+  return x && !cJSON_IsNull(x) ? x : NULL;
+}
+
+/* The field (NULL when absent or null: nothing to check) and, in *name, what
+ * errors call it: "key" or "prefix.key" (nb holds 160 bytes). */
+static const cJSON *field(const oai__ctx_t *c, const cJSON *obj, const char *key, bool *given,
+                          char *nb, const char **name) {
+  const cJSON *x = oai__get(obj, key);
+  if (given) *given = x != NULL;
+  *name = key;
+  if (c->prefix) {
+    snprintf(nb, 160, "%s.%s", c->prefix, key);
+    *name = nb;
+  }
+  return x;
+}
+
+int oai__get_bool(oai__ctx_t *c, const cJSON *obj, const char *key, bool *out, bool *given) {
+  char nb[160];
+  const char *name;
+  const cJSON *x = field(c, obj, key, given, nb, &name);
+  if (!x) return 0;
+  if (!cJSON_IsBool(x))
+    return oai__fail(c, "invalid_type", name, "%s must be a boolean, got %s", name, oai__type_name(x));
+  *out = cJSON_IsTrue(x);
+  return 0;
+}
+
+int oai__get_float(oai__ctx_t *c, const cJSON *obj, const char *key, double lo, double hi,
+                   bool lo_open, bool hi_open, float *out, bool *given) {
+  char nb[160];
+  const char *name;
+  const cJSON *x = field(c, obj, key, given, nb, &name);
+  if (!x) return 0;
+  if (!cJSON_IsNumber(x))
+    return oai__fail(c, "invalid_type", name, "%s must be a number, got %s", name, oai__type_name(x));
+  double v = x->valuedouble;
+  if (!isfinite(v) || (lo_open ? v <= lo : v < lo) || (hi_open ? v >= hi : v > hi))
+    return oai__fail(c, "invalid_value", name, "%s must be in %s%g, %g%s, got %g", name,
+                     lo_open ? "(" : "[", lo, hi, hi_open ? ")" : "]", v);
+  *out = (float)v;
+  return 0;
+}
+
+/* Whether x is a number holding an exact integer in [lo, hi]. */
+static bool int_in(const cJSON *x, int64_t lo, int64_t hi, int64_t *out) {
+  if (!cJSON_IsNumber(x)) return false;
+  double v = x->valuedouble;
+  if (!isfinite(v) || v != floor(v) || fabs(v) > INT_EXACT_MAX) return false;
+  if (v < (double)lo || v > (double)hi) return false;
+  *out = (int64_t)v;
+  return true;
+}
+
+int oai__get_int(oai__ctx_t *c, const cJSON *obj, const char *key, int64_t lo, int64_t hi,
+                 int64_t *out, bool *given) {
+  char nb[160];
+  const char *name;
+  const cJSON *x = field(c, obj, key, given, nb, &name);
+  if (!x) return 0;
+  if (!cJSON_IsNumber(x))
+    return oai__fail(c, "invalid_type", name, "%s must be an integer, got %s", name, oai__type_name(x));
+  if (x->valuedouble != floor(x->valuedouble))
+    return oai__fail(c, "invalid_type", name, "%s must be an integer, got %g", name, x->valuedouble);
+  if (!int_in(x, lo, hi, out))
+    return oai__fail(c, "invalid_value", name, "%s must be between %lld and %lld, got %g", name,
+                     (long long)lo, (long long)hi, x->valuedouble);
+  return 0;
+}
+
+int oai__get_string(oai__ctx_t *c, const cJSON *obj, const char *key, const char **out,
+                    size_t *len, bool *given) {
+  char nb[160];
+  const char *name;
+  const cJSON *x = field(c, obj, key, given, nb, &name);
+  if (!x) return 0;
+  if (!cJSON_IsString(x))
+    return oai__fail(c, "invalid_type", name, "%s must be a string, got %s", name, oai__type_name(x));
+  size_t n = strlen(x->valuestring);
+  *out = http_arena_strndup(c->arena, x->valuestring, n);
+  if (len) *len = n;
+  return 0;
+}
+
+int oai__token_id(oai__ctx_t *c, const cJSON *x, const char *param, int32_t *out) {
+  int64_t hi = c->lim->vocab_size > 0 ? c->lim->vocab_size - 1 : INT32_MAX;
+  int64_t v;
+  if (!int_in(x, 0, hi, &v)) {
+    if (!cJSON_IsNumber(x))
+      return oai__fail(c, "invalid_type", param, "%s must be a token id (an integer), got %s", param,
+                       oai__type_name(x));
+    return oai__fail(c, "invalid_value", param, "%s: token id %g is not in [0, %lld]", param,
+                     x->valuedouble, (long long)hi);
+  }
+  *out = (int32_t)v;
+  return 0;
+}
+
+int oai__token_array(oai__ctx_t *c, const cJSON *arr, const char *param, int32_t **out,
+                     int32_t *n) {
+  if (!cJSON_IsArray(arr))
+    return oai__fail(c, "invalid_type", param, "%s must be an array of token ids, got %s", param,
+                     oai__type_name(arr));
+  int count = cJSON_GetArraySize(arr);
+  if (count == 0) return oai__fail(c, "invalid_value", param, "%s must not be empty", param);
+  int32_t *ids = http_arena_array(c->arena, (size_t)count, sizeof *ids);
+  int i = 0;
+  const cJSON *x;
+  cJSON_ArrayForEach(x, arr) {
+    char p[160];
+    snprintf(p, sizeof p, "%s[%d]", param, i);
+    if (oai__token_id(c, x, p, &ids[i])) return -EINVAL;
+    i++;
+  }
+  *out = ids;
+  *n = count;
+  return 0;
+}
+
+int oai__parse_object(oai__ctx_t *c, const char *body, size_t len, cJSON **root) {
+  *root = NULL;
+  size_t start = 0;
+  while (start < len && (body[start] == ' ' || body[start] == '\t' || body[start] == '\r' ||
+                         body[start] == '\n'))
+    start++;
+  if (start == len)
+    return oai__fail(c, "invalid_json", NULL, "the request body is empty; expected a JSON object");
+  const char *end = NULL;
+  cJSON *x = cJSON_ParseWithLengthOpts(body, len, &end, false);
+  if (!x) {
+    size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+    return oai__fail(c, "invalid_json", NULL, "the request body is not valid JSON (error at byte %zu)", at);
+  }
+  /* Only whitespace may follow the value. */
+  size_t pos = end ? (size_t)(end - body) : len;
+  while (pos < len && (body[pos] == ' ' || body[pos] == '\t' || body[pos] == '\r' || body[pos] == '\n'))
+    pos++;
+  if (pos < len) {
+    cJSON_Delete(x);
+    return oai__fail(c, "invalid_json", NULL, "the request body has data after the JSON value (byte %zu)", pos);
+  }
+  if (!cJSON_IsObject(x)) {
+    int r = oai__fail(c, "invalid_type", NULL, "the request body must be a JSON object, got %s",
+                      oai__type_name(x));
+    cJSON_Delete(x);
+    return r;
+  }
+  *root = x;
+  return 0;
+}

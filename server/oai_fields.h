@@ -1,0 +1,59 @@
+/* server/oai_fields.h — internal: typed, range-checked access to the fields
+ * of a request's JSON object, for oai_request.c. Each getter returns 0 when
+ * the field is absent or null (leaving *out alone, *given false), 0 with *out
+ * set when it is valid, or -EINVAL after writing an error that names the
+ * field and says what was expected and what came. */
+#ifndef TRAM_OAI_FIELDS_H
+#define TRAM_OAI_FIELDS_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "server/http_arena.h"
+#include "server/oai_request.h"
+
+typedef struct oai__ctx {
+  http_arena_t *arena;
+  const oai_limits_t *lim;
+  oai_error_t *err;
+  const char *prefix; /* getters name fields "<prefix>.<key>" when set */
+} oai__ctx_t;
+
+/* Fills the error (400, invalid_request_error) and returns -EINVAL. param is
+ * printed as is; the message is formatted. */
+int oai__fail(oai__ctx_t *c, const char *code, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* "a string", "an array", ... for messages. */
+const char *oai__type_name(const cJSON *x);
+
+/* The field, or NULL when it is absent or JSON null. */
+const cJSON *oai__get(const cJSON *obj, const char *key);
+
+int oai__get_bool(oai__ctx_t *c, const cJSON *obj, const char *key, bool *out, bool *given);
+
+/* A finite number in [lo, hi]; lo_open/hi_open exclude the bound. */
+int oai__get_float(oai__ctx_t *c, const cJSON *obj, const char *key, double lo, double hi,
+                   bool lo_open, bool hi_open, float *out, bool *given);
+
+/* An integral number in [lo, hi] (1.0 counts as 1). */
+int oai__get_int(oai__ctx_t *c, const cJSON *obj, const char *key, int64_t lo, int64_t hi,
+                 int64_t *out, bool *given);
+
+/* A string, copied into the arena. */
+int oai__get_string(oai__ctx_t *c, const cJSON *obj, const char *key, const char **out,
+                    size_t *len, bool *given);
+
+/* x as a token id (integral, >= 0, < vocab_size when known); param names it. */
+int oai__token_id(oai__ctx_t *c, const cJSON *x, const char *param, int32_t *out);
+
+/* A non-empty array of token ids, copied into the arena. */
+int oai__token_array(oai__ctx_t *c, const cJSON *arr, const char *param, int32_t **out,
+                     int32_t *n);
+
+/* Parses body into an object; on failure fills the error (invalid_json or a
+ * body that is not an object). */
+int oai__parse_object(oai__ctx_t *c, const char *body, size_t len, cJSON **root);
+
+#endif

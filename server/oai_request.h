@@ -1,0 +1,149 @@
+/* server/oai_request.h — OpenAI request parsing and validation.
+ *
+ * Pure functions from a JSON body to an engine-independent request: the
+ * prompt (text or token ids) or chat messages, sampling parameters
+ * (samp_params_t), limits, stop conditions and streaming options. Nothing
+ * here knows the model beyond the limits passed in (vocab size for token-id
+ * checks); tokenizing, the chat template and the context-length check are the
+ * integration's. Every string and array of the result lives in the arena the
+ * caller passes (the request's arena in the server); the JSON tree itself is
+ * freed before returning.
+ *
+ * Unknown fields are ignored (as OpenAI does); null means "not given" for
+ * every optional field. On bad input the functions return -EINVAL and fill an
+ * oai_error_t naming the field ("temperature", "messages[2].content[0].type",
+ * "logit_bias.50256") and the reason, for a 400 with an OpenAI error object.
+ *
+ * Accepted values (OpenAI's ranges unless said otherwise):
+ *   max_tokens >= 1 (completions default 16, chat default: up to the
+ *   context); chat max_completion_tokens wins over max_tokens;
+ *   temperature 0..2; top_p (0, 1]; top_k -1, 0 (off) or >= 1; min_p 0..1;
+ *   seed any integer within +-2^53 (taken modulo 2^64); presence_penalty and
+ *   frequency_penalty -2..2; repetition_penalty (0, 10];
+ *   stop: a string or an array of up to limits.max_stop non-empty strings of
+ *   at most limits.max_stop_len bytes each; stop_token_ids: up to
+ *   limits.max_stop_token_ids token ids;
+ *   logit_bias: up to limits.max_logit_bias entries "<token id>": -100..100;
+ *   completions logprobs 0..20 (return the chosen token's logprob and that
+ *   many alternatives); chat logprobs true/false, top_logprobs 0..20 (needs
+ *   logprobs true);
+ *   n 1..limits.max_n; best_of absent or equal to n; stream bool;
+ *   stream_options {include_usage: bool} only with stream true;
+ *   ignore_eos bool; echo bool (completions); user ignored;
+ *   suffix, tools, functions, tool_choice (other than "none"), and
+ *   response_format other than {"type": "text"} are refused (400) rather
+ *   than silently ignored. */
+#ifndef TRAM_OAI_REQUEST_H
+#define TRAM_OAI_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/sampler.h"
+#include "server/http_arena.h"
+
+typedef struct oai_limits {
+  int32_t vocab_size;         /* token ids must be < this; 0: only >= 0 is checked */
+  int32_t max_n;              /* n; default 16 */
+  int32_t max_prompts;        /* prompts in one completions request; default 64 */
+  int32_t max_stop;           /* stop strings; default 16 */
+  int32_t max_stop_len;       /* bytes per stop string; default 512 */
+  int32_t max_stop_token_ids; /* default 64 */
+  int32_t max_logit_bias;     /* entries; default 1024 */
+  int32_t max_messages;       /* chat messages; default 4096 */
+} oai_limits_t;
+
+oai_limits_t oai_limits_default(void);
+
+typedef struct oai_error {
+  int status;          /* HTTP status: 400 */
+  const char *type;    /* "invalid_request_error" */
+  const char *code;    /* "invalid_value", "invalid_type", "missing_required_parameter",
+                          "unsupported_parameter", "invalid_json"; NULL: null */
+  char param[128];     /* the field; "" when none (null) */
+  char message[512];
+} oai_error_t;
+
+/* One prompt: text, or token ids (exactly one of the two). */
+typedef struct oai_prompt {
+  const char *text; /* NUL-terminated UTF-8 (may hold NUL bytes up to text_len) */
+  size_t text_len;
+  const int32_t *tokens; /* [n_tokens] */
+  int32_t n_tokens;
+} oai_prompt_t;
+
+/* What both endpoints share: sampling, limits, stop conditions, output. */
+typedef struct oai_gen {
+  samp_params_t samp;  /* logit_bias points into the arena */
+  int32_t max_tokens;  /* -1: until the context is full */
+  int32_t n;           /* choices per prompt */
+  const char *const *stop; /* [n_stop] NUL-terminated strings */
+  int32_t n_stop;
+  const int32_t *stop_token_ids; /* [n_stop_token_ids] */
+  int32_t n_stop_token_ids;
+  bool ignore_eos;
+  bool stream;
+  bool include_usage; /* stream_options.include_usage */
+  bool echo;          /* completions: output starts with the prompt */
+} oai_gen_t;
+
+typedef struct oai_completion_req {
+  const char *model; /* NULL when absent */
+  oai_prompt_t *prompts; /* [n_prompts] >= 1 */
+  int32_t n_prompts;
+  oai_gen_t gen;
+} oai_completion_req_t;
+
+typedef struct oai_message {
+  const char *role;    /* "system" ("developer" maps here), "user" or "assistant" */
+  const char *content; /* text parts joined with "\n"; "" for none */
+  size_t content_len;
+  const char *name;    /* NULL when absent */
+} oai_message_t;
+
+typedef struct oai_chat_req {
+  const char *model;
+  oai_message_t *messages; /* [n_messages] >= 1 */
+  int32_t n_messages;
+  bool add_generation_prompt; /* vLLM extension; default true */
+  oai_gen_t gen;
+} oai_chat_req_t;
+
+/* vLLM /tokenize: {"prompt": text} or {"messages": [...]}, with
+ * add_special_tokens (default true for prompt, false for messages) and
+ * add_generation_prompt (default true). */
+typedef struct oai_tokenize_req {
+  const char *model;
+  const char *prompt; /* NULL when messages are given */
+  size_t prompt_len;
+  oai_message_t *messages;
+  int32_t n_messages;
+  bool add_special_tokens;
+  bool add_generation_prompt;
+} oai_tokenize_req_t;
+
+/* vLLM /detokenize: {"tokens": [ids]}. */
+typedef struct oai_detokenize_req {
+  const char *model;
+  const int32_t *tokens;
+  int32_t n_tokens;
+} oai_detokenize_req_t;
+
+/* Each parses body[0..len) (need not be NUL-terminated) into *out, allocating
+ * from arena. Returns 0, or -EINVAL with *err filled (out is then partly
+ * filled and must not be used). lim NULL: oai_limits_default(). */
+int oai_parse_completion(const char *body, size_t len, const oai_limits_t *lim,
+                         http_arena_t *arena, oai_completion_req_t *out, oai_error_t *err);
+int oai_parse_chat(const char *body, size_t len, const oai_limits_t *lim, http_arena_t *arena,
+                   oai_chat_req_t *out, oai_error_t *err);
+int oai_parse_tokenize(const char *body, size_t len, const oai_limits_t *lim,
+                       http_arena_t *arena, oai_tokenize_req_t *out, oai_error_t *err);
+int oai_parse_detokenize(const char *body, size_t len, const oai_limits_t *lim,
+                         http_arena_t *arena, oai_detokenize_req_t *out, oai_error_t *err);
+
+/* The sampling defaults the parsers start from: the values
+ * samp_params_default() documents (greedy, every filter off). */
+samp_params_t oai_samp_defaults(void);
+
+#endif

@@ -1,0 +1,435 @@
+/* tests/unit/test_openai_request.c — OpenAI request validation: every field's
+ * accepted and refused values, with the exact field named in the error, and
+ * the values that reach the request struct. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "server/oai_request.h"
+
+enum { COMPL, CHAT, TOKENIZE, DETOKENIZE };
+
+/* Parses body for endpoint `ep` under lim (NULL: defaults). */
+static int parse(int ep, const char *body, const oai_limits_t *lim, http_arena_t *a, void *out,
+                 oai_error_t *err) {
+  size_t n = strlen(body);
+  switch (ep) {
+  case COMPL: return oai_parse_completion(body, n, lim, a, out, err);
+  case CHAT: return oai_parse_chat(body, n, lim, a, out, err);
+  case TOKENIZE: return oai_parse_tokenize(body, n, lim, a, out, err);
+  default: return oai_parse_detokenize(body, n, lim, a, out, err);
+  }
+}
+
+typedef union {
+  oai_completion_req_t c;
+  oai_chat_req_t h;
+  oai_tokenize_req_t t;
+  oai_detokenize_req_t d;
+} any_req_t;
+
+typedef struct {
+  int ep;
+  const char *body;
+  const char *param; /* NULL: must parse; else the field the error names ("" = none) */
+  const char *code;  /* NULL: any */
+} case_t;
+
+#define P "\"prompt\":\"hi\""
+#define M "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+
+static const case_t cases[] = {
+    /* the body itself */
+    {COMPL, "", "", "invalid_json"},
+    {COMPL, "   ", "", "invalid_json"},
+    {COMPL, "{", "", "invalid_json"},
+    {COMPL, "{\"prompt\":\"a\",}", "", "invalid_json"},
+    {COMPL, "[1,2]", "", "invalid_type"},
+    {COMPL, "\"prompt\"", "", "invalid_type"},
+    {COMPL, "{" P "} x", "", "invalid_json"},
+    {COMPL, "{" P "}\n", NULL, NULL},
+    {COMPL, "{" P ",\"unknown_field\":{\"x\":[1]},\"user\":\"u1\"}", NULL, NULL},
+    /* prompt */
+    {COMPL, "{}", "prompt", "missing_required_parameter"},
+    {COMPL, "{\"prompt\":null}", "prompt", "missing_required_parameter"},
+    {COMPL, "{\"prompt\":\"\"}", "prompt", "invalid_value"},
+    {COMPL, "{\"prompt\":[]}", "prompt", "invalid_value"},
+    {COMPL, "{\"prompt\":5}", "prompt", "invalid_type"},
+    {COMPL, "{\"prompt\":{\"a\":1}}", "prompt", "invalid_type"},
+    {COMPL, "{\"prompt\":[\"a\",\"b\"]}", NULL, NULL},
+    {COMPL, "{\"prompt\":[\"a\",3]}", "prompt[1]", "invalid_type"},
+    {COMPL, "{\"prompt\":[\"a\",\"\"]}", "prompt[1]", "invalid_value"},
+    {COMPL, "{\"prompt\":[1,2,3]}", NULL, NULL},
+    {COMPL, "{\"prompt\":[1,-2,3]}", "prompt[1]", "invalid_value"},
+    {COMPL, "{\"prompt\":[1,2.5]}", "prompt[1]", "invalid_value"},
+    {COMPL, "{\"prompt\":[1,\"x\"]}", "prompt[1]", "invalid_type"},
+    {COMPL, "{\"prompt\":[1,49152]}", "prompt[1]", "invalid_value"}, /* vocab 49152 */
+    {COMPL, "{\"prompt\":[[1,2],[3]]}", NULL, NULL},
+    {COMPL, "{\"prompt\":[[1,2],[]]}", "prompt[1]", "invalid_value"},
+    {COMPL, "{\"prompt\":[[1,2],[3,\"a\"]]}", "prompt[1][1]", "invalid_type"},
+    {COMPL, "{\"prompt\":[[1,2],5]}", "prompt[1]", "invalid_type"},
+    /* model */
+    {COMPL, "{" P ",\"model\":\"m\"}", NULL, NULL},
+    {COMPL, "{" P ",\"model\":7}", "model", "invalid_type"},
+    /* sampling */
+    {COMPL, "{" P ",\"temperature\":0}", NULL, NULL},
+    {COMPL, "{" P ",\"temperature\":2}", NULL, NULL},
+    {COMPL, "{" P ",\"temperature\":2.01}", "temperature", "invalid_value"},
+    {COMPL, "{" P ",\"temperature\":-0.1}", "temperature", "invalid_value"},
+    {COMPL, "{" P ",\"temperature\":\"0.5\"}", "temperature", "invalid_type"},
+    {COMPL, "{" P ",\"temperature\":1e999}", "temperature", "invalid_value"},
+    {COMPL, "{" P ",\"temperature\":null}", NULL, NULL},
+    {COMPL, "{" P ",\"top_p\":1}", NULL, NULL},
+    {COMPL, "{" P ",\"top_p\":0}", "top_p", "invalid_value"},
+    {COMPL, "{" P ",\"top_p\":1.5}", "top_p", "invalid_value"},
+    {COMPL, "{" P ",\"top_p\":true}", "top_p", "invalid_type"},
+    {COMPL, "{" P ",\"top_k\":-1}", NULL, NULL},
+    {COMPL, "{" P ",\"top_k\":40}", NULL, NULL},
+    {COMPL, "{" P ",\"top_k\":-2}", "top_k", "invalid_value"},
+    {COMPL, "{" P ",\"top_k\":4.5}", "top_k", "invalid_type"},
+    {COMPL, "{" P ",\"min_p\":0.05}", NULL, NULL},
+    {COMPL, "{" P ",\"min_p\":1.01}", "min_p", "invalid_value"},
+    {COMPL, "{" P ",\"seed\":-5}", NULL, NULL},
+    {COMPL, "{" P ",\"seed\":1.5}", "seed", "invalid_type"},
+    {COMPL, "{" P ",\"seed\":1e300}", "seed", "invalid_value"},
+    {COMPL, "{" P ",\"seed\":\"42\"}", "seed", "invalid_type"},
+    {COMPL, "{" P ",\"presence_penalty\":-2}", NULL, NULL},
+    {COMPL, "{" P ",\"presence_penalty\":2.5}", "presence_penalty", "invalid_value"},
+    {COMPL, "{" P ",\"frequency_penalty\":-2.5}", "frequency_penalty", "invalid_value"},
+    {COMPL, "{" P ",\"repetition_penalty\":1.1}", NULL, NULL},
+    {COMPL, "{" P ",\"repetition_penalty\":0}", "repetition_penalty", "invalid_value"},
+    {COMPL, "{" P ",\"repetition_penalty\":11}", "repetition_penalty", "invalid_value"},
+    {COMPL, "{" P ",\"logit_bias\":{\"5\":-100,\"7\":100,\"9\":0.5}}", NULL, NULL},
+    {COMPL, "{" P ",\"logit_bias\":{}}", NULL, NULL},
+    {COMPL, "{" P ",\"logit_bias\":{\"5\":101}}", "logit_bias.5", "invalid_value"},
+    {COMPL, "{" P ",\"logit_bias\":{\"5\":\"1\"}}", "logit_bias.5", "invalid_type"},
+    {COMPL, "{" P ",\"logit_bias\":{\"x5\":1}}", "logit_bias.x5", "invalid_value"},
+    {COMPL, "{" P ",\"logit_bias\":{\"-5\":1}}", "logit_bias.-5", "invalid_value"},
+    {COMPL, "{" P ",\"logit_bias\":{\"\":1}}", "logit_bias.", "invalid_value"},
+    {COMPL, "{" P ",\"logit_bias\":{\"99999999999\":1}}", "logit_bias.99999999999", "invalid_value"},
+    {COMPL, "{" P ",\"logit_bias\":{\"49152\":1}}", "logit_bias.49152", "invalid_value"},
+    {COMPL, "{" P ",\"logit_bias\":[1]}", "logit_bias", "invalid_type"},
+    /* limits and counts */
+    {COMPL, "{" P ",\"max_tokens\":1}", NULL, NULL},
+    {COMPL, "{" P ",\"max_tokens\":0}", "max_tokens", "invalid_value"},
+    {COMPL, "{" P ",\"max_tokens\":-1}", "max_tokens", "invalid_value"},
+    {COMPL, "{" P ",\"max_tokens\":3000000000}", "max_tokens", "invalid_value"},
+    {COMPL, "{" P ",\"max_tokens\":\"10\"}", "max_tokens", "invalid_type"},
+    {COMPL, "{" P ",\"n\":16}", NULL, NULL},
+    {COMPL, "{" P ",\"n\":17}", "n", "invalid_value"},
+    {COMPL, "{" P ",\"n\":0}", "n", "invalid_value"},
+    {COMPL, "{" P ",\"n\":2,\"best_of\":2}", NULL, NULL},
+    {COMPL, "{" P ",\"n\":2,\"best_of\":3}", "best_of", "unsupported_parameter"},
+    /* stop conditions */
+    {COMPL, "{" P ",\"stop\":\"\\n\"}", NULL, NULL},
+    {COMPL, "{" P ",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", NULL, NULL},
+    {COMPL, "{" P ",\"stop\":[]}", NULL, NULL},
+    {COMPL, "{" P ",\"stop\":\"\"}", "stop", "invalid_value"},
+    {COMPL, "{" P ",\"stop\":[\"a\",\"\"]}", "stop[1]", "invalid_value"},
+    {COMPL, "{" P ",\"stop\":[\"a\",1]}", "stop[1]", "invalid_type"},
+    {COMPL, "{" P ",\"stop\":5}", "stop", "invalid_type"},
+    {COMPL, "{" P ",\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\",\"11\",\"12\",\"13\",\"14\","
+            "\"15\",\"16\",\"17\"]}", "stop", "invalid_value"},
+    {COMPL, "{" P ",\"stop_token_ids\":[2,0]}", NULL, NULL},
+    {COMPL, "{" P ",\"stop_token_ids\":[]}", NULL, NULL},
+    {COMPL, "{" P ",\"stop_token_ids\":[2,-1]}", "stop_token_ids[1]", "invalid_value"},
+    {COMPL, "{" P ",\"stop_token_ids\":7}", "stop_token_ids", "invalid_type"},
+    {COMPL, "{" P ",\"ignore_eos\":true}", NULL, NULL},
+    {COMPL, "{" P ",\"ignore_eos\":1}", "ignore_eos", "invalid_type"},
+    /* output */
+    {COMPL, "{" P ",\"logprobs\":0}", NULL, NULL},
+    {COMPL, "{" P ",\"logprobs\":20}", NULL, NULL},
+    {COMPL, "{" P ",\"logprobs\":21}", "logprobs", "invalid_value"},
+    {COMPL, "{" P ",\"logprobs\":true}", "logprobs", "invalid_type"},
+    {COMPL, "{" P ",\"echo\":true}", NULL, NULL},
+    {COMPL, "{" P ",\"echo\":\"yes\"}", "echo", "invalid_type"},
+    {COMPL, "{" P ",\"stream\":true}", NULL, NULL},
+    {COMPL, "{" P ",\"stream\":\"true\"}", "stream", "invalid_type"},
+    {COMPL, "{" P ",\"stream\":true,\"stream_options\":{\"include_usage\":true}}", NULL, NULL},
+    {COMPL, "{" P ",\"stream_options\":{\"include_usage\":true}}", "stream_options", "invalid_value"},
+    {COMPL, "{" P ",\"stream\":true,\"stream_options\":[]}", "stream_options", "invalid_type"},
+    {COMPL, "{" P ",\"stream\":true,\"stream_options\":{\"include_usage\":1}}", "stream_options.include_usage",
+     "invalid_type"},
+    {COMPL, "{" P ",\"suffix\":\"end\"}", "suffix", "unsupported_parameter"},
+    {COMPL, "{" P ",\"suffix\":\"\"}", NULL, NULL},
+    /* chat: messages */
+    {CHAT, "{" M "}", NULL, NULL},
+    {CHAT, "{}", "messages", "missing_required_parameter"},
+    {CHAT, "{\"messages\":[]}", "messages", "invalid_value"},
+    {CHAT, "{\"messages\":{}}", "messages", "invalid_type"},
+    {CHAT, "{\"messages\":[\"hi\"]}", "messages[0]", "invalid_type"},
+    {CHAT, "{\"messages\":[{\"content\":\"hi\"}]}", "messages[0].role", "missing_required_parameter"},
+    {CHAT, "{\"messages\":[{\"role\":5,\"content\":\"hi\"}]}", "messages[0].role", "invalid_type"},
+    {CHAT, "{\"messages\":[{\"role\":\"robot\",\"content\":\"hi\"}]}", "messages[0].role", "invalid_value"},
+    {CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"tool\",\"content\":\"x\"}]}",
+     "messages[1].role", "unsupported_value"},
+    {CHAT, "{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content", "missing_required_parameter"},
+    {CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":null}]}", NULL,
+     NULL},
+    {CHAT, "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"x\"}]}]}",
+     "messages[0].tool_calls", "unsupported_parameter"},
+    {CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "messages[0].content", "invalid_type"},
+    {CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"}]}]}", NULL, NULL},
+    {CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{}}]}]}",
+     "messages[0].content[0].type", "unsupported_value"},
+    {CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"text\":\"b\"}]}]}",
+     "messages[0].content[1].type", "invalid_type"},
+    {CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":3}]}]}",
+     "messages[0].content[0].text", "invalid_type"},
+    {CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[\"a\"]}]}", "messages[0].content[0]", "invalid_type"},
+    {CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"name\":1}]}", "messages[0].name", "invalid_type"},
+    /* chat: options */
+    {CHAT, "{" M ",\"max_tokens\":5,\"max_completion_tokens\":7}", NULL, NULL},
+    {CHAT, "{" M ",\"max_completion_tokens\":0}", "max_completion_tokens", "invalid_value"},
+    {CHAT, "{" M ",\"logprobs\":true,\"top_logprobs\":20}", NULL, NULL},
+    {CHAT, "{" M ",\"logprobs\":true,\"top_logprobs\":21}", "top_logprobs", "invalid_value"},
+    {CHAT, "{" M ",\"top_logprobs\":2}", "top_logprobs", "invalid_value"},
+    {CHAT, "{" M ",\"logprobs\":false,\"top_logprobs\":2}", "top_logprobs", "invalid_value"},
+    {CHAT, "{" M ",\"logprobs\":3}", "logprobs", "invalid_type"},
+    {CHAT, "{" M ",\"temperature\":3}", "temperature", "invalid_value"},
+    {CHAT, "{" M ",\"stop\":[\"x\"],\"seed\":1,\"n\":3,\"stream\":true}", NULL, NULL},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\"}]}", "tools", "unsupported_parameter"},
+    {CHAT, "{" M ",\"tools\":[]}", NULL, NULL},
+    {CHAT, "{" M ",\"tool_choice\":\"none\"}", NULL, NULL},
+    {CHAT, "{" M ",\"tool_choice\":\"required\"}", "tool_choice", "unsupported_parameter"},
+    {CHAT, "{" M ",\"response_format\":{\"type\":\"text\"}}", NULL, NULL},
+    {CHAT, "{" M ",\"response_format\":{\"type\":\"json_object\"}}", "response_format", "unsupported_parameter"},
+    {CHAT, "{" M ",\"add_generation_prompt\":\"no\"}", "add_generation_prompt", "invalid_type"},
+    {CHAT, "{" M ",\"echo\":\"ignored for chat\"}", NULL, NULL},
+    /* tokenize / detokenize */
+    {TOKENIZE, "{\"prompt\":\"hello\"}", NULL, NULL},
+    {TOKENIZE, "{" M "}", NULL, NULL},
+    {TOKENIZE, "{}", "prompt", "missing_required_parameter"},
+    {TOKENIZE, "{\"prompt\":\"a\"," M "}", "prompt", "invalid_value"},
+    {TOKENIZE, "{\"prompt\":[1]}", "prompt", "invalid_type"},
+    {TOKENIZE, "{\"prompt\":\"a\",\"add_special_tokens\":0}", "add_special_tokens", "invalid_type"},
+    {DETOKENIZE, "{\"tokens\":[1,2]}", NULL, NULL},
+    {DETOKENIZE, "{\"tokens\":[]}", NULL, NULL},
+    {DETOKENIZE, "{}", "tokens", "missing_required_parameter"},
+    {DETOKENIZE, "{\"tokens\":\"abc\"}", "tokens", "invalid_type"},
+    {DETOKENIZE, "{\"tokens\":[1,-1]}", "tokens[1]", "invalid_value"},
+};
+
+/* Every case: success or the named field and code, a message that names it. */
+static void field_table(void **state) {
+  oai_limits_t lim = oai_limits_default();
+  lim.vocab_size = 49152;
+  int failed = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    const case_t *t = &cases[i];
+    http_arena_t a;
+    http_arena_init(&a);
+    any_req_t out;
+    oai_error_t err;
+    int r = parse(t->ep, t->body, &lim, &a, &out, &err);
+    bool ok;
+    if (!t->param) {
+      ok = r == 0;
+    } else {
+      ok = r == -EINVAL && err.status == 400 && strcmp(err.param, t->param) == 0 &&
+           strcmp(err.type, "invalid_request_error") == 0 && (!t->code || (err.code && strcmp(err.code, t->code) == 0)) &&
+           err.message[0] && (!t->param[0] || strstr(err.message, t->param) || strstr(err.message, "logit_bias"));
+    }
+    if (!ok) {
+      fprintf(stderr, "case %zu: %s\n  want %s%s%s, got r=%d param=\"%s\" code=%s message=\"%s\"\n", i, t->body,
+              t->param ? "error on \"" : "success", t->param ? t->param : "", t->param ? "\"" : "", r,
+              r ? err.param : "", r && err.code ? err.code : "-", r ? err.message : "");
+      failed++;
+    }
+    http_arena_free(&a);
+  }
+  assert_int_equal(failed, 0);
+}
+
+/* The values of a full completions request reach the struct. */
+static void completion_values(void **state) {
+  const char *body =
+      "{\"model\":\"smol\",\"prompt\":[[1,2,3],[4]],\"max_tokens\":32,\"temperature\":0.7,\"top_p\":0.9,"
+      "\"top_k\":-1,\"min_p\":0.05,\"seed\":-3,\"stop\":[\"\\n\\n\",\"END\"],\"presence_penalty\":0.5,"
+      "\"frequency_penalty\":-0.5,\"repetition_penalty\":1.2,\"logit_bias\":{\"50\":-100,\"7\":2.5},"
+      "\"logprobs\":3,\"n\":2,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+      "\"ignore_eos\":true,\"stop_token_ids\":[0,2],\"echo\":true,\"user\":\"u\"}";
+  http_arena_t a;
+  http_arena_init(&a);
+  oai_completion_req_t r;
+  oai_error_t err;
+  assert_int_equal(oai_parse_completion(body, strlen(body), NULL, &a, &r, &err), 0);
+  assert_string_equal(r.model, "smol");
+  assert_int_equal(r.n_prompts, 2);
+  assert_null(r.prompts[0].text);
+  assert_int_equal(r.prompts[0].n_tokens, 3);
+  assert_int_equal(r.prompts[0].tokens[2], 3);
+  assert_int_equal(r.prompts[1].n_tokens, 1);
+  assert_int_equal(r.prompts[1].tokens[0], 4);
+  const oai_gen_t *g = &r.gen;
+  assert_int_equal(g->max_tokens, 32);
+  assert_float_equal(g->samp.temperature, 0.7f, 0);
+  assert_float_equal(g->samp.top_p, 0.9f, 0);
+  assert_int_equal(g->samp.top_k, 0);
+  assert_float_equal(g->samp.min_p, 0.05f, 0);
+  assert_int_equal(g->samp.has_seed, 1);
+  assert_true(g->samp.seed == (uint64_t)(int64_t)-3);
+  assert_float_equal(g->samp.presence_penalty, 0.5f, 0);
+  assert_float_equal(g->samp.frequency_penalty, -0.5f, 0);
+  assert_float_equal(g->samp.repetition_penalty, 1.2f, 0);
+  assert_int_equal(g->samp.n_logit_bias, 2);
+  assert_int_equal(g->samp.logit_bias[0].token, 50);
+  assert_float_equal(g->samp.logit_bias[0].bias, -100.0f, 0);
+  assert_int_equal(g->samp.logit_bias[1].token, 7);
+  assert_float_equal(g->samp.logit_bias[1].bias, 2.5f, 0);
+  assert_int_equal(g->samp.logprobs, 1);
+  assert_int_equal(g->samp.top_logprobs, 3);
+  assert_int_equal(g->n, 2);
+  assert_true(g->stream && g->include_usage && g->ignore_eos && g->echo);
+  assert_int_equal(g->n_stop, 2);
+  assert_string_equal(g->stop[0], "\n\n");
+  assert_string_equal(g->stop[1], "END");
+  assert_int_equal(g->n_stop_token_ids, 2);
+  assert_int_equal(g->stop_token_ids[1], 2);
+  http_arena_free(&a);
+
+  /* defaults: OpenAI's (temperature 1, max_tokens 16 for completions) */
+  http_arena_init(&a);
+  assert_int_equal(oai_parse_completion("{\"prompt\":\"hi\"}", 15, NULL, &a, &r, &err), 0);
+  assert_null(r.model);
+  assert_int_equal(r.n_prompts, 1);
+  assert_string_equal(r.prompts[0].text, "hi");
+  assert_int_equal(r.prompts[0].text_len, 2);
+  assert_int_equal(r.gen.max_tokens, 16);
+  assert_int_equal(r.gen.n, 1);
+  assert_float_equal(r.gen.samp.temperature, 1.0f, 0);
+  assert_float_equal(r.gen.samp.top_p, 1.0f, 0);
+  assert_float_equal(r.gen.samp.repetition_penalty, 1.0f, 0);
+  assert_int_equal(r.gen.samp.has_seed, 0);
+  assert_int_equal(r.gen.samp.logprobs, 0);
+  assert_int_equal(r.gen.n_stop, 0);
+  assert_false(r.gen.stream || r.gen.include_usage || r.gen.ignore_eos || r.gen.echo);
+  http_arena_free(&a);
+  /* a body that is not NUL-terminated: only len bytes are read */
+  http_arena_init(&a);
+  char buf[32];
+  memcpy(buf, "{\"prompt\":\"abc\"}GARBAGE", 23);
+  assert_int_equal(oai_parse_completion(buf, 16, NULL, &a, &r, &err), 0);
+  assert_string_equal(r.prompts[0].text, "abc");
+  http_arena_free(&a);
+}
+
+static void chat_values(void **state) {
+  const char *body =
+      "{\"messages\":[{\"role\":\"developer\",\"content\":\"be brief\"},"
+      "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"one\"},{\"type\":\"text\",\"text\":\"two\"}],"
+      "\"name\":\"bob\"},{\"role\":\"assistant\",\"content\":null},{\"role\":\"user\",\"content\":\"\"}],"
+      "\"max_tokens\":5,\"max_completion_tokens\":9,\"logprobs\":true,\"top_logprobs\":4,"
+      "\"add_generation_prompt\":false,\"stream\":true}";
+  http_arena_t a;
+  http_arena_init(&a);
+  oai_chat_req_t r;
+  oai_error_t err;
+  assert_int_equal(oai_parse_chat(body, strlen(body), NULL, &a, &r, &err), 0);
+  assert_int_equal(r.n_messages, 4);
+  assert_string_equal(r.messages[0].role, "system");
+  assert_string_equal(r.messages[0].content, "be brief");
+  assert_string_equal(r.messages[1].role, "user");
+  assert_string_equal(r.messages[1].content, "one\ntwo");
+  assert_int_equal(r.messages[1].content_len, 7);
+  assert_string_equal(r.messages[1].name, "bob");
+  assert_null(r.messages[0].name);
+  assert_string_equal(r.messages[2].role, "assistant");
+  assert_string_equal(r.messages[2].content, "");
+  assert_string_equal(r.messages[3].content, "");
+  assert_int_equal(r.gen.max_tokens, 9);
+  assert_int_equal(r.gen.samp.logprobs, 1);
+  assert_int_equal(r.gen.samp.top_logprobs, 4);
+  assert_false(r.add_generation_prompt);
+  assert_true(r.gen.stream);
+  assert_false(r.gen.include_usage);
+  http_arena_free(&a);
+  /* defaults: to the end of the context, add the generation prompt */
+  http_arena_init(&a);
+  const char *b2 = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+  assert_int_equal(oai_parse_chat(b2, strlen(b2), NULL, &a, &r, &err), 0);
+  assert_int_equal(r.gen.max_tokens, -1);
+  assert_true(r.add_generation_prompt);
+  assert_int_equal(r.gen.samp.logprobs, 0);
+  http_arena_free(&a);
+}
+
+static void tokenize_values(void **state) {
+  http_arena_t a;
+  http_arena_init(&a);
+  oai_tokenize_req_t t;
+  oai_error_t err;
+  const char *b = "{\"model\":\"m\",\"prompt\":\"Hello\"}";
+  assert_int_equal(oai_parse_tokenize(b, strlen(b), NULL, &a, &t, &err), 0);
+  assert_string_equal(t.prompt, "Hello");
+  assert_int_equal(t.prompt_len, 5);
+  assert_true(t.add_special_tokens);
+  b = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"add_generation_prompt\":false}";
+  assert_int_equal(oai_parse_tokenize(b, strlen(b), NULL, &a, &t, &err), 0);
+  assert_null(t.prompt);
+  assert_int_equal(t.n_messages, 1);
+  assert_false(t.add_special_tokens);
+  assert_false(t.add_generation_prompt);
+  oai_detokenize_req_t d;
+  b = "{\"tokens\":[5,6,7]}";
+  assert_int_equal(oai_parse_detokenize(b, strlen(b), NULL, &a, &d, &err), 0);
+  assert_int_equal(d.n_tokens, 3);
+  assert_int_equal(d.tokens[2], 7);
+  http_arena_free(&a);
+}
+
+/* The caps in oai_limits_t are honoured at and past the edge. */
+static void caps(void **state) {
+  oai_limits_t lim = oai_limits_default();
+  lim.max_prompts = 2;
+  lim.max_messages = 1;
+  lim.max_logit_bias = 1;
+  lim.max_stop_len = 3;
+  lim.max_stop_token_ids = 1;
+  lim.max_n = 4;
+  const case_t capped[] = {
+      {COMPL, "{\"prompt\":[\"a\",\"b\"]}", NULL, NULL},
+      {COMPL, "{\"prompt\":[\"a\",\"b\",\"c\"]}", "prompt", "invalid_value"},
+      {COMPL, "{\"prompt\":[1,2,3,4,5,6,7,8,9]}", NULL, NULL}, /* one prompt of ids */
+      {CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":\"a\"}]}",
+       "messages", "invalid_value"},
+      {COMPL, "{" P ",\"logit_bias\":{\"1\":1,\"2\":2}}", "logit_bias", "invalid_value"},
+      {COMPL, "{" P ",\"stop\":\"abc\"}", NULL, NULL},
+      {COMPL, "{" P ",\"stop\":\"abcd\"}", "stop", "invalid_value"},
+      {COMPL, "{" P ",\"stop_token_ids\":[1,2]}", "stop_token_ids", "invalid_value"},
+      {COMPL, "{" P ",\"n\":4}", NULL, NULL},
+      {COMPL, "{" P ",\"n\":5}", "n", "invalid_value"},
+  };
+  for (size_t i = 0; i < sizeof capped / sizeof *capped; i++) {
+    http_arena_t a;
+    http_arena_init(&a);
+    any_req_t out;
+    oai_error_t err;
+    int r = parse(capped[i].ep, capped[i].body, &lim, &a, &out, &err);
+    if (capped[i].param) {
+      assert_int_equal(r, -EINVAL);
+      assert_string_equal(err.param, capped[i].param);
+    } else {
+      assert_int_equal(r, 0);
+    }
+    http_arena_free(&a);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(field_table),
+      cmocka_unit_test(completion_values),
+      cmocka_unit_test(chat_values),
+      cmocka_unit_test(tokenize_values),
+      cmocka_unit_test(caps),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
