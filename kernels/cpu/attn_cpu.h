@@ -48,13 +48,23 @@ void kern_cpu_attn_decode(kern_backend_t *be, const kern_attn_args_t *a);
 /* Sets a state to empty (no key seen). */
 void kern_cpu__attn_empty(float *st, int head_dim);
 
-/* The partial of query q [head_dim] over n keys (1 <= n <= KERN_ATTN_TILE):
- * key j is krows[j] + kv_off, value j is vrows[j] + kv_off (each head_dim
- * f32). krows and vrows hold at least n rounded up to a multiple of 8
- * pointers; those past n must be readable (they are computed, then ignored).
- * Writes part [KERN_ATTN_PART(head_dim)]. Scores are q·k * scale. */
-void kern_cpu__attn_tile(const float *q, const float *const *krows, const float *const *vrows,
-                         int kv_off, int n, int head_dim, float scale, float *part);
+/* A tile's keys: key j is krows[j] + g * head_dim and value j is
+ * vrows[j] + g * head_dim for KV head g (rows of [n_kv_heads, head_dim]
+ * f32). The arrays hold at least n rounded up to a multiple of 8 pointers;
+ * those past n must be readable (computed, then ignored). */
+typedef struct kern_cpu__attn_keys {
+  const float *const *krows;
+  const float *const *vrows;
+  int n; /* 0..KERN_ATTN_TILE */
+} kern_cpu__attn_keys_t;
+
+/* The partials of one query row, q [n_heads, head_dim], over the n keys of
+ * one tile (1 <= n): head h reads KV head h / group. Writes
+ * part [n_heads, KERN_ATTN_PART(head_dim)]. Scores are q·k * scale. A
+ * head's partial depends only on its query vector and the n keys, never on
+ * the other heads. */
+void kern_cpu__attn_tile(const float *q, int n_heads, int group, int head_dim, float scale,
+                         const kern_cpu__attn_keys_t *keys, float *part);
 
 /* Folds state src into dst (dst := dst ∘ src, in that order); an empty src
  * leaves dst alone, an empty dst becomes a copy of src. */

@@ -96,13 +96,21 @@ static inline float hmax8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-/* acc[0..w*8) += sum_j p[j] * v_j[0..w*8), v_j = vrows[j] + off; w <= 8.
- * Every element is one FMA chain over j in order, whatever w is. */
-static inline void accumulate_v(float *acc, const float *p, const float *const *vrows, int off,
-                                int n, int w) {
+/* acc[0..w*8) += sum_{j0 <= j < j1} p[j] * v_j[0..w*8), v_j = vrows[j] + off,
+ * w <= 8, starting from zeros when `init`. Every element is one FMA chain
+ * over j in order, however the keys are split into calls and whatever w is. */
+static inline void accumulate_v(float *acc, const float *p, const float *const *vrows, int off, int j0, int j1,
+                                int w, int init) {
   if (w == 8) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    for (int j = 0; j < n; j++) {
+    __m256 a0, a1, a2, a3, a4, a5, a6, a7;
+    if (init) {
+      a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = _mm256_setzero_ps();
+    } else {
+      a0 = _mm256_loadu_ps(acc + 0), a1 = _mm256_loadu_ps(acc + 8), a2 = _mm256_loadu_ps(acc + 16);
+      a3 = _mm256_loadu_ps(acc + 24), a4 = _mm256_loadu_ps(acc + 32), a5 = _mm256_loadu_ps(acc + 40);
+      a6 = _mm256_loadu_ps(acc + 48), a7 = _mm256_loadu_ps(acc + 56);
+    }
+    for (int j = j0; j < j1; j++) {
       const float *v = vrows[j] + off;
       __m256 pj = _mm256_broadcast_ss(&p[j]);
       a0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 0), a0);
@@ -125,76 +133,94 @@ static inline void accumulate_v(float *acc, const float *p, const float *const *
     return;
   }
   for (int c = 0; c < w; c++) {
-    __m256 a = _mm256_setzero_ps();
-    for (int j = 0; j < n; j++)
+    __m256 a = init ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + 8 * c);
+    for (int j = j0; j < j1; j++)
       a = _mm256_fmadd_ps(_mm256_broadcast_ss(&p[j]), _mm256_loadu_ps(vrows[j] + off + 8 * c), a);
     _mm256_storeu_ps(acc + 8 * c, a);
   }
 }
 
-static void tile_avx2(const float *q, const float *const *krows, const float *const *vrows,
-                      int kv_off, int n, int hd, float scale, float *part) {
-  float p[KERN_ATTN_TILE] __attribute__((aligned(32)));
-  const int nc = (n + 7) / 8; /* chunks of 8 keys */
+/* The key loop runs in groups of 8 keys, every head of the row per group,
+ * so the tile's K (then V) rows are read front to back once, each KV head's
+ * slice serving its `group` query heads from L1. */
+static void tile_avx2(const float *q, int n_heads, int group, int hd, float scale, const kern_cpu__attn_keys_t *keys,
+                      float *part) {
+  const int n = keys->n, nc = (n + 7) / 8, n_kv = n_heads / group, P = KERN_ATTN_PART(hd);
+  const float *const *krows = keys->krows, *const *vrows = keys->vrows;
+  float p[n_heads][KERN_ATTN_TILE]; /* scores, then exp(score - m) */
+  __m256 vmax[n_heads];
   const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
-  __m256 vmax = _mm256_set1_ps(-INFINITY);
+  for (int h = 0; h < n_heads; h++) vmax[h] = _mm256_set1_ps(-INFINITY);
 
   /* scores, 8 keys at a time: one FMA chain per key over head_dim */
   for (int c = 0; c < nc; c++) {
     const float *const *kr = krows + 8 * c;
-    const float *k0 = kr[0] + kv_off, *k1 = kr[1] + kv_off, *k2 = kr[2] + kv_off,
-                *k3 = kr[3] + kv_off, *k4 = kr[4] + kv_off, *k5 = kr[5] + kv_off,
-                *k6 = kr[6] + kv_off, *k7 = kr[7] + kv_off;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    for (int d = 0; d < hd; d += 8) {
-      __m256 qd = _mm256_loadu_ps(q + d);
-      a0 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k0 + d), a0);
-      a1 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k1 + d), a1);
-      a2 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k2 + d), a2);
-      a3 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k3 + d), a3);
-      a4 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k4 + d), a4);
-      a5 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k5 + d), a5);
-      a6 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k6 + d), a6);
-      a7 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k7 + d), a7);
+    const __m256 valid = _mm256_cmp_ps(lane, _mm256_set1_ps((float)(n - 8 * c)), _CMP_LT_OQ);
+    for (int g = 0; g < n_kv; g++) {
+      const int off = g * hd;
+      const float *k0 = kr[0] + off, *k1 = kr[1] + off, *k2 = kr[2] + off, *k3 = kr[3] + off,
+                  *k4 = kr[4] + off, *k5 = kr[5] + off, *k6 = kr[6] + off, *k7 = kr[7] + off;
+      for (int h = g * group; h < (g + 1) * group; h++) {
+        const float *qh = q + (size_t)h * hd;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+        for (int d = 0; d < hd; d += 8) {
+          __m256 qd = _mm256_loadu_ps(qh + d);
+          a0 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k0 + d), a0);
+          a1 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k1 + d), a1);
+          a2 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k2 + d), a2);
+          a3 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k3 + d), a3);
+          a4 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k4 + d), a4);
+          a5 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k5 + d), a5);
+          a6 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k6 + d), a6);
+          a7 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k7 + d), a7);
+        }
+        __m256 sc = _mm256_mul_ps(hsum8x8(a0, a1, a2, a3, a4, a5, a6, a7), _mm256_set1_ps(scale));
+        sc = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sc, valid); /* keys past n add nothing */
+        _mm256_storeu_ps(&p[h][8 * c], sc);
+        vmax[h] = _mm256_max_ps(vmax[h], sc);
+      }
     }
-    __m256 s = _mm256_mul_ps(hsum8x8(a0, a1, a2, a3, a4, a5, a6, a7), _mm256_set1_ps(scale));
-    /* lanes past n: -inf, so they add nothing below */
-    __m256 valid = _mm256_cmp_ps(lane, _mm256_set1_ps((float)(n - 8 * c)), _CMP_LT_OQ);
-    s = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), s, valid);
-    _mm256_store_ps(p + 8 * c, s);
-    vmax = _mm256_max_ps(vmax, s);
   }
-  const float m = hmax8(vmax);
 
-  /* p = exp(s - m) and l = sum p */
-  const __m256 vm = _mm256_set1_ps(m);
-  __m256 vl = _mm256_setzero_ps();
+  /* p = exp(s - m) and l = sum p, per head */
+  for (int h = 0; h < n_heads; h++) {
+    const float m = hmax8(vmax[h]);
+    const __m256 vm = _mm256_set1_ps(m);
+    __m256 vl = _mm256_setzero_ps();
+    for (int c = 0; c < nc; c++) {
+      __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(&p[h][8 * c]), vm));
+      _mm256_storeu_ps(&p[h][8 * c], e);
+      vl = _mm256_add_ps(vl, e);
+    }
+    part[(size_t)h * P + hd] = m;
+    part[(size_t)h * P + hd + 1] = hsum8(vl);
+  }
+
+  /* acc = sum p_j v_j, 8 keys at a time, 64 dimensions per pass */
   for (int c = 0; c < nc; c++) {
-    __m256 e = exp8(_mm256_sub_ps(_mm256_load_ps(p + 8 * c), vm));
-    _mm256_store_ps(p + 8 * c, e);
-    vl = _mm256_add_ps(vl, e);
+    const int j0 = 8 * c, j1 = j0 + 8 < n ? j0 + 8 : n;
+    for (int h = 0; h < n_heads; h++) {
+      float *acc = part + (size_t)h * P;
+      const int off = (h / group) * hd;
+      for (int d0 = 0; d0 < hd; d0 += 64)
+        accumulate_v(acc + d0, p[h], vrows, off + d0, j0, j1, (hd - d0 < 64 ? hd - d0 : 64) / 8, c == 0);
+    }
   }
-
-  /* acc = sum p_j v_j, 64 dimensions per pass */
-  for (int d0 = 0; d0 < hd; d0 += 64) {
-    int w = (hd - d0 < 64 ? hd - d0 : 64) / 8;
-    accumulate_v(part + d0, p, vrows, kv_off + d0, n, w);
-  }
-  part[hd] = m;
-  part[hd + 1] = hsum8(vl);
 }
 #endif
 
-__attribute__((noinline)) void kern_cpu__attn_tile(const float *q, const float *const *krows,
-                                                   const float *const *vrows, int kv_off, int n,
-                                                   int head_dim, float scale, float *part) {
+__attribute__((noinline)) void kern_cpu__attn_tile(const float *q, int n_heads, int group, int head_dim,
+                                                   float scale, const kern_cpu__attn_keys_t *keys,
+                                                   float *part) {
 #if ATTN_SIMD
   if (head_dim % 8 == 0) {
-    tile_avx2(q, krows, vrows, kv_off, n, head_dim, scale, part);
+    tile_avx2(q, n_heads, group, head_dim, scale, keys, part);
     return;
   }
 #endif
-  tile_scalar(q, krows, vrows, kv_off, n, head_dim, scale, part);
+  for (int h = 0; h < n_heads; h++)
+    tile_scalar(q + (size_t)h * head_dim, keys->krows, keys->vrows, (h / group) * head_dim, keys->n, head_dim, scale,
+                part + (size_t)h * KERN_ATTN_PART(head_dim));
 }
 
 __attribute__((noinline)) void kern_cpu__attn_merge(float *dst, const float *src, int head_dim) {

@@ -67,6 +67,25 @@ static const float *key_row(const job_t *j, const float *packed, const float *ca
   return cache + ((int64_t)blk * a->block_size + pos % a->block_size) * j->kv_dim;
 }
 
+/* Points krows/vrows at the keys of tile t of sequence b up to max_vis
+ * (padded to a multiple of 8 with the last one) and describes them in keys. */
+static void load_tile(const job_t *j, int b, int t, int max_vis, const float **krows, const float **vrows,
+                      kern_cpu__attn_keys_t *keys) {
+  const kern_attn_args_t *a = j->a;
+  const float *kp = a->k, *vp = a->v, *kc = j->paged ? a->k_cache : NULL, *vc = j->paged ? a->v_cache : NULL;
+  const int base = t * KERN_ATTN_TILE;
+  const int nk = max_vis - base < KERN_ATTN_TILE ? max_vis - base : KERN_ATTN_TILE;
+  for (int i = 0; i < nk; i++) {
+    krows[i] = key_row(j, kp, kc, b, base + i);
+    vrows[i] = key_row(j, vp, vc, b, base + i);
+  }
+  for (int i = nk; i < ((nk + 7) & ~7); i++) {
+    krows[i] = krows[nk - 1];
+    vrows[i] = vrows[nk - 1];
+  }
+  *keys = (kern_cpu__attn_keys_t){krows, vrows, nk};
+}
+
 /* Runs segments [s0, s1) of unit u: folds tiles into segment states, then
  * either folds those into row states and writes the output (a whole unit) or
  * stores them in the unit's scratch (a split unit). */
@@ -77,8 +96,6 @@ static void run_piece(const job_t *j, const piece_t *pc, float *ws) {
   const int q_len = seq_q_len(j, b), k_len = seq_k_len(j, b), q0 = seq_q0(j, b) + u->r0;
   const int nq = u->n_rows * H;
   float *row_st = ws, *seg_st = ws + (size_t)nq * P, *part = ws + (size_t)2 * nq * P;
-  const float *kc = j->paged ? a->k_cache : NULL, *vc = j->paged ? a->v_cache : NULL;
-  const float *const kp = a->k, *const vp = a->v;
   const float *krows[KERN_ATTN_TILE], *vrows[KERN_ATTN_TILE];
   int vis[MAX_ROWS]; /* keys each row of the unit sees */
 
@@ -89,29 +106,18 @@ static void run_piece(const job_t *j, const piece_t *pc, float *ws) {
   }
   const int max_vis = vis[u->n_rows - 1];
   for (int s = pc->s0; s < pc->s1; s++) {
-    int t_end = (s + 1) * KERN_ATTN_SEG_TILES < u->n_tiles ? (s + 1) * KERN_ATTN_SEG_TILES : u->n_tiles;
+    const int t_end = (s + 1) * KERN_ATTN_SEG_TILES < u->n_tiles ? (s + 1) * KERN_ATTN_SEG_TILES : u->n_tiles;
     for (int t = s * KERN_ATTN_SEG_TILES; t < t_end; t++) {
       const int base = t * KERN_ATTN_TILE;
-      const int nk = max_vis - base < KERN_ATTN_TILE ? max_vis - base : KERN_ATTN_TILE;
-      for (int i = 0; i < nk; i++) {
-        krows[i] = key_row(j, kp, kc, b, base + i);
-        vrows[i] = key_row(j, vp, vc, b, base + i);
-      }
-      for (int i = nk; i < ((nk + 7) & ~7); i++) { /* readable padding the tile ignores */
-        krows[i] = krows[nk - 1];
-        vrows[i] = vrows[nk - 1];
-      }
-      for (int g = 0; g < a->n_kv_heads; g++) {
-        for (int r = 0; r < u->n_rows; r++) {
-          int n = vis[r] - base;
-          if (n <= 0) continue;
-          if (n > KERN_ATTN_TILE) n = KERN_ATTN_TILE;
-          for (int h = g * j->group; h < (g + 1) * j->group; h++) {
-            const float *q = a->q + ((int64_t)(q0 + r) * H + h) * hd;
-            kern_cpu__attn_tile(q, krows, vrows, g * hd, n, hd, a->scale, part);
-            kern_cpu__attn_merge(seg_st + (size_t)(r * H + h) * P, part, hd);
-          }
-        }
+      kern_cpu__attn_keys_t tile;
+      load_tile(j, b, t, max_vis, krows, vrows, &tile);
+      for (int r = 0; r < u->n_rows; r++) {
+        kern_cpu__attn_keys_t k = tile;
+        k.n = vis[r] - base < KERN_ATTN_TILE ? vis[r] - base : KERN_ATTN_TILE;
+        if (k.n <= 0) continue;
+        kern_cpu__attn_tile(a->q + (int64_t)(q0 + r) * H * hd, H, j->group, hd, a->scale, &k, part);
+        for (int h = 0; h < H; h++)
+          kern_cpu__attn_merge(seg_st + (size_t)(r * H + h) * P, part + (size_t)h * P, hd);
       }
     }
     /* end of segment s */
@@ -237,7 +243,7 @@ static void run(kern_backend_t *be, const kern_attn_args_t *a, int decode, int p
   }
   qsort(j.pieces, (size_t)np, sizeof *j.pieces, by_cost_desc);
 
-  j.ws_floats = (size_t)(2 * rows * a->n_heads + 1) * j.part;
+  j.ws_floats = (size_t)(2 * rows + 1) * a->n_heads * j.part;
   j.ws = xmalloc((size_t)threads * j.ws_floats * sizeof(float));
   kern_pool_for(cpu->pool, np, 1, pieces_fn, &j);
   if (ns) kern_pool_for(cpu->pool, ns, 1, combine_fn, &j);
