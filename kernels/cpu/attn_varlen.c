@@ -16,7 +16,8 @@
 #include "kernels/cpu/attn_cpu.h"
 #include "kernels/cpu/cpu_backend.h"
 
-#define MAX_ROWS 16 /* query rows per unit */
+#define MAX_ROWS 16              /* query rows per unit */
+#define STATE_BYTES (128 * 1024) /* at most this much softmax state per unit (unless one row needs more) */
 
 typedef struct unit {
   int seq;           /* sequence index b */
@@ -184,9 +185,10 @@ static void run(kern_backend_t *be, const kern_attn_args_t *a, int decode, int p
   j.group = a->n_heads / a->n_kv_heads;
   j.part = KERN_ATTN_PART(a->head_dim);
 
-  /* rows per unit: enough query vectors to reuse a tile from cache, few
-   * enough states to stay small; never more than the longest query */
-  int rows = 64 / a->n_heads, max_q = 0;
+  /* rows per unit: as many as keep the unit's states (row and segment,
+   * STATE_BYTES in all) in L2, so each tile read serves many rows; never
+   * more than the longest query */
+  int rows = (int)(STATE_BYTES / ((size_t)2 * a->n_heads * j.part * sizeof(float))), max_q = 0;
   for (int b = 0; b < a->n_seqs; b++) max_q = seq_q_len(&j, b) > max_q ? seq_q_len(&j, b) : max_q;
   rows = rows < 1 ? 1 : rows > MAX_ROWS ? MAX_ROWS : rows;
   rows = rows > max_q ? max_q : rows;
