@@ -6,12 +6,17 @@
  *            read / time, and that as a share of the machine's read
  *            bandwidth (bench/membw's "read:" line, run from this program's
  *            folder, or --read-gbs). Goal: >= 50%.
- *   varlen   a prefill-like batch through the paged varlen kernel (default)
+ *   varlen   prefill-like batches through the paged varlen kernel (default)
  *            and through the reference gather + attn_varlen: times and the
- *            speed ratio, for whole prefills and for chunks over a long context.
+ *            speed ratio, for whole prefills, chunks over a long context, and
+ *            a continuous-batching step (decodes with one prefill chunk, which
+ *            takes the varlen path).
  *
  * Usage: attn_bench [-t threads] [-i iterations] [--read-gbs X] [--decode-only]
- * Times are the median of the iterations (after one warm-up); GB = 1e9 bytes. */
+ * Times are the median of the iterations (after one warm-up); GB = 1e9 bytes.
+ * Each is given as wall time and as cpu-time (process CPU time / threads:
+ * what the call takes on cores it has to itself; on a shared machine the
+ * cpu-time ratios are the meaningful ones). */
 #include <errno.h>
 #include <libgen.h>
 #include <stdint.h>
@@ -26,9 +31,9 @@
 
 enum { N_HEADS = 9, N_KV_HEADS = 3, HEAD_DIM = 64, BLOCK = 32 };
 
-static double now(void) {
+static double clock_s(clockid_t id) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(id, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -49,20 +54,21 @@ static void fill(float *x, size_t n) {
   for (size_t i = 0; i < n; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f + 1e-3f;
 }
 
-/* The read bandwidth from bench/membw next to this program, or 0. */
-static double probe_read_gbs(const char *argv0, int threads) {
+/* The read bandwidth (wall, cpu-time) from bench/membw next to this
+ * program; 0 when it cannot be run. */
+static void probe_read_gbs(const char *argv0, int threads, double *wall, double *cpu) {
   char path[4096], cmd[4300], line[256];
   snprintf(path, sizeof path, "%s", argv0);
   snprintf(cmd, sizeof cmd, "'%s/membw' -t %d -m 256", dirname(path), threads);
+  *wall = *cpu = 0;
   FILE *f = popen(cmd, "r");
-  if (!f) return 0;
-  double gbs = 0;
+  if (!f) return;
   while (fgets(line, sizeof line, f)) {
     fputs(line, stdout);
-    if (sscanf(line, "read: %lf", &gbs) == 1) continue;
+    double w, c;
+    if (sscanf(line, "read: %lf GB/s (cpu-time %lf", &w, &c) == 2) *wall = w, *cpu = c;
   }
   pclose(f);
-  return gbs;
 }
 
 typedef struct bench {
@@ -112,19 +118,21 @@ static void bench_free(bench_t *b) {
   kv_cache_destroy(b->cache);
 }
 
-/* Median seconds of one attn_layer_forward over `iters` runs of the step in
- * which every sequence adds q_len tokens (after one warm-up). */
-static double time_step(bench_t *b, int q_len, int gather, int iters, attn_path_t *path) {
+/* Median wall seconds of one attn_layer_forward over `iters` runs of the
+ * step in which every sequence adds q_len tokens but the last, which adds
+ * last_q (after one warm-up); *cpu gets the median process CPU seconds
+ * divided by the thread count. */
+static double time_step(bench_t *b, int q_len, int last_q, int gather, int iters, attn_path_t *path, double *cpu) {
   kern_backend_t *be = b->be;
-  const int n = b->n_seqs, total = n * q_len;
+  const int n = b->n_seqs, total = (n - 1) * q_len + last_q;
   int64_t max_len = 0;
   const kv_seq_t **sp = malloc((size_t)n * sizeof *sp);
   int32_t *ql = malloc((size_t)n * sizeof *ql);
   for (int i = 0; i < n; i++) {
-    if (kv_seq_reserve(b->cache->alloc, &b->seqs[i], q_len) != 0) exit(1);
+    ql[i] = i == n - 1 ? last_q : q_len;
+    if (kv_seq_reserve(b->cache->alloc, &b->seqs[i], ql[i]) != 0) exit(1);
     sp[i] = &b->seqs[i];
-    ql[i] = q_len;
-    if (b->seqs[i].n_tokens + q_len > max_len) max_len = b->seqs[i].n_tokens + q_len;
+    if (b->seqs[i].n_tokens + ql[i] > max_len) max_len = b->seqs[i].n_tokens + ql[i];
   }
   attn_config_t ac = {.n_heads = N_HEADS, .max_seqs = n, .max_tokens = total, .max_seq_len = (int)max_len,
                       .gather = gather, .max_kv_tokens = (int64_t)n * max_len};
@@ -138,16 +146,19 @@ static double time_step(bench_t *b, int q_len, int gather, int iters, attn_path_
   fill(q, qn);
   fill(k, kn);
   fill(v, kn);
-  double *t = malloc((size_t)iters * sizeof *t);
+  double *t = malloc((size_t)iters * 2 * sizeof *t), *c = t + iters;
   attn_layer_forward(at, 0, q, k, v, o); /* warm-up */
   for (int i = 0; i < iters; i++) {
-    double t0 = now();
+    double w0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     attn_layer_forward(at, 0, q, k, v, o);
     be->sync(be);
-    t[i] = now() - t0;
+    t[i] = clock_s(CLOCK_MONOTONIC) - w0;
+    c[i] = (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / kern_cpu(be)->n_threads;
   }
   qsort(t, (size_t)iters, sizeof *t, cmp_double);
+  qsort(c, (size_t)iters, sizeof *c, cmp_double);
   double med = t[iters / 2];
+  *cpu = c[iters / 2];
   be->free(be, q), be->free(be, k), be->free(be, v), be->free(be, o);
   free(t);
   free(sp);
@@ -157,20 +168,22 @@ static double time_step(bench_t *b, int q_len, int gather, int iters, attn_path_
   return med;
 }
 
-static void varlen_case(kern_backend_t *be, const char *what, int n, int cached, int q_len, int iters) {
+static void varlen_case(kern_backend_t *be, const char *what, int n, int cached, int q_len, int last_q, int iters) {
   bench_t b;
-  bench_init(&b, be, n, cached + q_len, cached);
+  bench_init(&b, be, n, cached + (q_len > last_q ? q_len : last_q), cached);
   attn_path_t p1, p2;
-  double tp = time_step(&b, q_len, 0, iters, &p1);
-  double tg = time_step(&b, q_len, 1, iters, &p2);
-  printf("varlen %-34s paged %8.2f ms   gather %8.2f ms   gather/paged %.2fx\n", what, tp * 1e3, tg * 1e3, tg / tp);
+  double cp, cg;
+  double tp = time_step(&b, q_len, last_q, 0, iters, &p1, &cp);
+  double tg = time_step(&b, q_len, last_q, 1, iters, &p2, &cg);
+  printf("varlen %-34s paged %8.2f ms  gather %8.2f ms  gather/paged %.2fx  (cpu-time %.2f / %.2f ms, %.2fx)\n",
+         what, tp * 1e3, tg * 1e3, tg / tp, cp * 1e3, cg * 1e3, cg / cp);
   if (p1 != ATTN_PATH_VARLEN || p2 != ATTN_PATH_VARLEN) printf("  (unexpected path)\n");
   bench_free(&b);
 }
 
 int main(int argc, char **argv) {
   int threads = 0, iters = 20, decode_only = 0;
-  double read_gbs = 0;
+  double read_gbs = 0, read_cpu_gbs = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-t") && i + 1 < argc) threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "-i") && i + 1 < argc) iters = atoi(argv[++i]);
@@ -185,22 +198,29 @@ int main(int argc, char **argv) {
   kern_backend_t *be = kern_backend_create("cpu", threads);
   if (!be) return 1;
   threads = kern_cpu(be)->n_threads;
-  if (read_gbs <= 0) read_gbs = probe_read_gbs(argv[0], threads);
+  if (read_gbs <= 0) probe_read_gbs(argv[0], threads, &read_gbs, &read_cpu_gbs);
 
   /* decode: 32 x 2,048 cached, the new token appended in place */
   enum { N = 32, CACHED = 2048 };
   bench_t b;
   bench_init(&b, be, N, CACHED + 1, CACHED);
   attn_path_t path;
-  double t = time_step(&b, 1, 0, iters, &path);
+  double c;
+  double t = time_step(&b, 1, 1, 0, iters, &path, &c);
   const double bytes = (double)N * (CACHED + 1) * N_KV_HEADS * HEAD_DIM * sizeof(float) * 2;
-  const double gbs = bytes / t / 1e9;
-  printf("decode %d seqs x %d cached, %d/%d heads, head_dim %d, %d threads: %.3f ms, K/V %.1f MB -> %.2f GB/s",
-         N, CACHED, N_HEADS, N_KV_HEADS, HEAD_DIM, threads, t * 1e3, bytes / 1e6, gbs);
+  const double gbs = bytes / t / 1e9, cpu_gbs = bytes / c / 1e9;
+  printf("decode %d seqs x %d cached, %d/%d heads, head_dim %d, %d threads: K/V %.1f MB\n", N, CACHED, N_HEADS,
+         N_KV_HEADS, HEAD_DIM, threads, bytes / 1e6);
+  printf("decode wall     %8.3f ms -> %6.2f GB/s", t * 1e3, gbs);
   if (read_gbs > 0)
-    printf(" = %.0f%% of read bandwidth %.2f GB/s (goal >= 50%%)\n", 100.0 * gbs / read_gbs, read_gbs);
+    printf(" = %3.0f%% of read %.2f GB/s (goal >= 50%%)\n", 100.0 * gbs / read_gbs, read_gbs);
   else
     printf(" (no bandwidth probe)\n");
+  printf("decode cpu-time %8.3f ms -> %6.2f GB/s", c * 1e3, cpu_gbs);
+  if (read_cpu_gbs > 0)
+    printf(" = %3.0f%% of read cpu-time %.2f GB/s\n", 100.0 * cpu_gbs / read_cpu_gbs, read_cpu_gbs);
+  else
+    printf("\n");
   if (path != ATTN_PATH_DECODE) printf("  (unexpected path)\n");
   bench_free(&b);
 
@@ -209,9 +229,10 @@ int main(int argc, char **argv) {
     kern_backend_destroy(be);
     return 0;
   }
-  varlen_case(be, "prefill 4 x 512 (q = k)", 4, 0, 512, iters / 4 + 1);
-  varlen_case(be, "chunk 4 x 256 over 2,048 cached", 4, 2048, 256, iters / 4 + 1);
-  varlen_case(be, "chunk 16 x 16 over 2,048 cached", 16, 2048, 16, iters);
+  varlen_case(be, "prefill 4 x 512 (q = k)", 4, 0, 512, 512, iters / 4 + 1);
+  varlen_case(be, "chunk 4 x 256 over 2,048 cached", 4, 2048, 256, 256, iters / 4 + 1);
+  varlen_case(be, "chunk 16 x 16 over 2,048 cached", 16, 2048, 16, 16, iters);
+  varlen_case(be, "mixed 31 decodes + 1 x 256, 2,048 cached", 32, 2048, 1, 256, iters);
   kern_backend_destroy(be);
   return 0;
 }

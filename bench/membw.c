@@ -9,8 +9,10 @@
  *         (bytes read + bytes written) / s
  *
  * Usage: membw [-t threads] [-m MiB per buffer] [-r runs]
- * Prints "read: X GB/s" and "copy: Y GB/s" lines (bench/attn_bench.c reads
- * the first). GB = 1e9 bytes. */
+ * Prints "read: X GB/s (cpu-time Y GB/s)" and "copy: ..." lines
+ * (bench/attn_bench.c reads the first). X is bytes / wall time; Y is bytes /
+ * (process CPU time / threads), what the probe gets from the cores it
+ * actually ran on: on a shared machine, compare Y with Y. GB = 1e9 bytes. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,9 +35,9 @@ typedef struct {
   double sums[256]; /* per-thread sink, so the reads are not optimized away */
 } probe_t;
 
-static double now(void) {
+static double clock_s(clockid_t id) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(id, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -91,16 +93,18 @@ static void fill_fn(void *ctx, int64_t begin, int64_t end, int tid) {
   memset(p->dst + (size_t)begin * CHUNK, 0, (size_t)(end - begin) * CHUNK);
 }
 
-/* Best seconds of `runs` runs of fn over the buffer. */
-static double best_of(kern_pool_t *pool, probe_t *p, kern_pool_fn fn, int runs) {
-  double best = 1e30;
+/* Best wall seconds of `runs` runs of fn over the buffer, and the best
+ * process CPU seconds divided by the thread count (what the run would take
+ * on otherwise idle cores: robust to other load, not to memory contention). */
+static void best_of(kern_pool_t *pool, probe_t *p, kern_pool_fn fn, int runs, double *wall, double *cpu) {
+  *wall = *cpu = 1e30;
   for (int r = 0; r < runs; r++) {
-    double t0 = now();
+    double w0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     kern_pool_for(pool, (int64_t)(p->bytes / CHUNK), 1, fn, p);
-    double dt = now() - t0;
-    if (dt < best) best = dt;
+    double w = clock_s(CLOCK_MONOTONIC) - w0, c = (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / kern_pool_size(pool);
+    if (w < *wall) *wall = w;
+    if (c < *cpu) *cpu = c;
   }
-  return best;
 }
 
 int main(int argc, char **argv) {
@@ -131,14 +135,16 @@ int main(int argc, char **argv) {
   p.dst = dst;
   kern_pool_for(pool, (int64_t)(p.bytes / CHUNK), 1, fill_fn, &p); /* fault the pages in */
 
-  double t_read = best_of(pool, &p, read_fn, runs);
-  double t_copy = best_of(pool, &p, copy_fn, runs);
+  double t_read, c_read, t_copy, c_copy;
+  best_of(pool, &p, read_fn, runs, &t_read, &c_read);
+  best_of(pool, &p, copy_fn, runs, &t_copy, &c_copy);
   double sink = 0;
   for (int i = 0; i < 256; i++) sink += p.sums[i];
   printf("membw: %d threads, 2 x %d MiB buffers, best of %d runs (checksum %.0f)\n", kern_pool_size(pool), mib,
          runs, sink);
-  printf("read: %.2f GB/s\n", (double)p.bytes / t_read / 1e9);
-  printf("copy: %.2f GB/s (bytes read + bytes written)\n", 2.0 * (double)p.bytes / t_copy / 1e9);
+  printf("read: %.2f GB/s (cpu-time %.2f GB/s)\n", (double)p.bytes / t_read / 1e9, (double)p.bytes / c_read / 1e9);
+  printf("copy: %.2f GB/s (cpu-time %.2f GB/s; bytes read + bytes written)\n", 2.0 * (double)p.bytes / t_copy / 1e9,
+         2.0 * (double)p.bytes / c_copy / 1e9);
   free(src);
   free(dst);
   kern_pool_destroy(pool);

@@ -61,24 +61,32 @@ static int visible(int r, int q_len, int k_len) {
   return n < 0 ? 0 : n > k_len ? k_len : n;
 }
 
-static const float *key_row(const job_t *j, const float *packed, const float *cache, int b, int pos) {
-  const kern_attn_args_t *a = j->a;
-  if (!j->paged) return packed + ((int64_t)a->cu_seq_lens_k[b] + pos) * j->kv_dim;
-  int32_t blk = a->block_table[(int64_t)b * a->max_blocks_per_seq + pos / a->block_size];
-  return cache + ((int64_t)blk * a->block_size + pos % a->block_size) * j->kv_dim;
-}
-
 /* Points krows/vrows at the keys of tile t of sequence b up to max_vis
- * (padded to a multiple of 8 with the last one) and describes them in keys. */
+ * (padded to a multiple of 8 with the last one) and describes them in keys.
+ * Paged keys are walked a block at a time (one table lookup per run). */
 static void load_tile(const job_t *j, int b, int t, int max_vis, const float **krows, const float **vrows,
                       kern_cpu__attn_keys_t *keys) {
   const kern_attn_args_t *a = j->a;
-  const float *kp = a->k, *vp = a->v, *kc = j->paged ? a->k_cache : NULL, *vc = j->paged ? a->v_cache : NULL;
+  const int64_t kv_dim = j->kv_dim;
   const int base = t * KERN_ATTN_TILE;
   const int nk = max_vis - base < KERN_ATTN_TILE ? max_vis - base : KERN_ATTN_TILE;
-  for (int i = 0; i < nk; i++) {
-    krows[i] = key_row(j, kp, kc, b, base + i);
-    vrows[i] = key_row(j, vp, vc, b, base + i);
+  for (int i = 0; i < nk;) {
+    const int pos = base + i;
+    int run = nk - i;
+    int64_t row; /* index of key pos's row in its K/V tensor */
+    if (j->paged) {
+      const int bs = a->block_size, off = pos % bs;
+      row = (int64_t)a->block_table[(int64_t)b * a->max_blocks_per_seq + pos / bs] * bs + off;
+      if (run > bs - off) run = bs - off;
+    } else {
+      row = (int64_t)a->cu_seq_lens_k[b] + pos;
+    }
+    const float *k = (const float *)(j->paged ? a->k_cache : a->k) + row * kv_dim;
+    const float *v = (const float *)(j->paged ? a->v_cache : a->v) + row * kv_dim;
+    for (int r = 0; r < run; r++, i++) {
+      krows[i] = k + r * kv_dim;
+      vrows[i] = v + r * kv_dim;
+    }
   }
   for (int i = nk; i < ((nk + 7) & ~7); i++) {
     krows[i] = krows[nk - 1];
