@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "config/log.h"
+#include "kernels/cpu/attn_cpu.h"
 
 static void *cpu_alloc(kern_backend_t *be, size_t bytes) {
   (void)be;
@@ -46,7 +47,12 @@ static const kern_backend_t cpu_table = {
 
     /* weights and dense operations: kernels/cpu/ matmul and ops files */
 
-    /* KV cache and attention: kernels/cpu/ attention files */
+    /* KV cache and attention: kernels/cpu/attn_*.c */
+    .kv_write = kern_cpu_kv_write,
+    .kv_gather = kern_cpu_kv_gather,
+    .attn_varlen = kern_cpu_attn_varlen,
+    .attn_varlen_paged = kern_cpu_attn_varlen_paged,
+    .attn_decode = kern_cpu_attn_decode,
 };
 
 kern_backend_t *kern_cpu_create(int n_threads) {

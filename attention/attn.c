@@ -1,0 +1,247 @@
+/* attention/attn.c — the paged attention forward (see attn.h). */
+#include "attention/attn.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "config/log.h"
+
+struct attn {
+  kern_backend_t *be;  /* not owned */
+  kv_cache_t *cache;   /* not owned */
+  attn_config_t cfg;
+  int max_blocks_per_seq; /* block-table row capacity */
+
+  /* device buffers, sized at creation */
+  int32_t *cu_q, *cu_k;       /* [max_seqs + 1] */
+  int32_t *block_table;       /* [max_seqs, max_blocks_per_seq] */
+  int32_t *cache_seqlens;     /* [max_seqs] */
+  int32_t *slots;             /* [max_tokens] */
+  void *k_gather, *v_gather;  /* gather only: [max_kv_tokens, n_kv_heads, head_dim] kv_type */
+  int32_t *host_slots;        /* [max_tokens] host staging for derived slots */
+
+  /* the active step */
+  attn_path_t path;
+  int n_tokens;
+  kern_attn_args_t args; /* everything but q, out, the layer's cache and k/v */
+
+  _Atomic uint64_t decode_steps, varlen_steps, decode_tokens, varlen_tokens;
+};
+
+static void *dev_alloc(attn_t *at, size_t bytes, int *failed) {
+  void *p = at->be->alloc(at->be, bytes);
+  if (!p) *failed = 1;
+  return p;
+}
+
+attn_t *attn_create(kern_backend_t *be, kv_cache_t *cache, const attn_config_t *cfg) {
+  const int64_t cache_slots = (int64_t)cache->num_blocks * cache->block_size;
+  if (cfg->n_heads < 1 || cfg->n_heads % cache->n_kv_heads != 0 || cfg->max_seqs < 1 || cfg->max_tokens < 1 ||
+      cfg->max_seq_len < 0 || cfg->max_kv_tokens < 0 || !(cfg->scale >= 0.0f)) {
+    log_error("attn_create: bad configuration: %d query heads for %d KV heads, %d sequences, %d tokens, "
+              "max_seq_len %d, max_kv_tokens %lld, scale %g",
+              cfg->n_heads, cache->n_kv_heads, cfg->max_seqs, cfg->max_tokens, cfg->max_seq_len,
+              (long long)cfg->max_kv_tokens, cfg->scale);
+    return NULL;
+  }
+  attn_t *at = calloc(1, sizeof *at);
+  if (!at) abort();
+  at->be = be;
+  at->cache = cache;
+  at->cfg = *cfg;
+  if (at->cfg.scale == 0.0f) at->cfg.scale = 1.0f / sqrtf((float)cache->head_dim);
+  int64_t max_len = cfg->max_seq_len ? cfg->max_seq_len : cache_slots;
+  int64_t mbps = (max_len + cache->block_size - 1) / cache->block_size;
+  at->max_blocks_per_seq = (int)(mbps < cache->num_blocks ? mbps : cache->num_blocks);
+  if (at->cfg.max_kv_tokens == 0) at->cfg.max_kv_tokens = cache_slots;
+
+  int failed = 0;
+  at->cu_q = dev_alloc(at, ((size_t)cfg->max_seqs + 1) * sizeof(int32_t), &failed);
+  at->cu_k = dev_alloc(at, ((size_t)cfg->max_seqs + 1) * sizeof(int32_t), &failed);
+  at->block_table = dev_alloc(at, (size_t)cfg->max_seqs * at->max_blocks_per_seq * sizeof(int32_t), &failed);
+  at->cache_seqlens = dev_alloc(at, (size_t)cfg->max_seqs * sizeof(int32_t), &failed);
+  at->slots = dev_alloc(at, (size_t)cfg->max_tokens * sizeof(int32_t), &failed);
+  if (cfg->gather) {
+    size_t bytes = (size_t)at->cfg.max_kv_tokens * cache->kv_dim * cache->elem_bytes;
+    at->k_gather = dev_alloc(at, bytes, &failed);
+    at->v_gather = dev_alloc(at, bytes, &failed);
+  }
+  at->host_slots = malloc((size_t)cfg->max_tokens * sizeof(int32_t));
+  if (!at->host_slots) abort();
+  if (failed) {
+    log_error("attn_create: the %s backend is out of memory for the metadata buffers (%d sequences, "
+              "%d tokens, %d blocks per sequence%s)",
+              be->name, cfg->max_seqs, cfg->max_tokens, at->max_blocks_per_seq, cfg->gather ? ", gather" : "");
+    attn_destroy(at);
+    return NULL;
+  }
+  return at;
+}
+
+void attn_destroy(attn_t *at) {
+  if (!at) return;
+  kern_backend_t *be = at->be;
+  be->free(be, at->cu_q);
+  be->free(be, at->cu_k);
+  be->free(be, at->block_table);
+  be->free(be, at->cache_seqlens);
+  be->free(be, at->slots);
+  be->free(be, at->k_gather);
+  be->free(be, at->v_gather);
+  free(at->host_slots);
+  free(at);
+}
+
+/* Checks a batch against the capacities and the cache; fills host_slots
+ * when the batch has none. Returns 0, -E2BIG or -EINVAL (logged). */
+static int check_batch(attn_t *at, const attn_batch_t *bt) {
+  const kv_cache_t *c = at->cache;
+  const int bs = c->block_size;
+  if (bt->n_seqs < 1 || bt->n_seqs > at->cfg.max_seqs || bt->n_tokens < 1 || bt->n_tokens > at->cfg.max_tokens ||
+      bt->max_blocks_per_seq < 1 || bt->max_blocks_per_seq > at->max_blocks_per_seq) {
+    log_error("attn_step_begin: %d sequences, %d tokens, %d blocks per sequence: outside 1..%d, 1..%d, 1..%d",
+              bt->n_seqs, bt->n_tokens, bt->max_blocks_per_seq, at->cfg.max_seqs, at->cfg.max_tokens,
+              at->max_blocks_per_seq);
+    return -E2BIG;
+  }
+  const int32_t *cq = bt->cu_seq_lens_q, *ck = bt->cu_seq_lens_k;
+  if (cq[0] != 0 || ck[0] != 0 || cq[bt->n_seqs] != bt->n_tokens) {
+    log_error("attn_step_begin: cu_seq_lens must start at 0 and cu_seq_lens_q end at n_tokens (%d, %d, %d vs %d)",
+              cq[0], ck[0], cq[bt->n_seqs], bt->n_tokens);
+    return -EINVAL;
+  }
+  if (at->cfg.gather && ck[bt->n_seqs] > at->cfg.max_kv_tokens) {
+    log_error("attn_step_begin: %d keys to gather, room for %lld", ck[bt->n_seqs], (long long)at->cfg.max_kv_tokens);
+    return -E2BIG;
+  }
+  for (int b = 0; b < bt->n_seqs; b++) {
+    const int q_len = cq[b + 1] - cq[b], k_len = ck[b + 1] - ck[b], cached = bt->cache_seqlens[b];
+    if (q_len < 0 || cached < 0 || (int64_t)k_len != (int64_t)cached + q_len || q_len > bt->max_seqlen_q || k_len > bt->max_seqlen_k) {
+      log_error("attn_step_begin: sequence %d: q_len %d, k_len %d, %d cached (maxima %d, %d): want "
+                "k_len = cached + q_len within the maxima",
+                b, q_len, k_len, cached, bt->max_seqlen_q, bt->max_seqlen_k);
+      return -EINVAL;
+    }
+    const int32_t *row = bt->block_table + (int64_t)b * bt->max_blocks_per_seq;
+    const int64_t n_blocks = ((int64_t)k_len + bs - 1) / bs;
+    if (n_blocks > bt->max_blocks_per_seq) {
+      log_error("attn_step_begin: sequence %d needs %lld blocks, the table has %d per sequence", b,
+                (long long)n_blocks, bt->max_blocks_per_seq);
+      return -EINVAL;
+    }
+    for (int64_t i = 0; i < n_blocks; i++) {
+      if (row[i] < 0 || row[i] >= c->num_blocks) {
+        log_error("attn_step_begin: sequence %d, block %lld of its %d keys is %d (cache blocks 0..%d)", b,
+                  (long long)i, k_len, row[i], c->num_blocks - 1);
+        return -EINVAL;
+      }
+    }
+    for (int i = 0; i < q_len; i++) {
+      const int pos = cached + i;
+      const int32_t slot = row[pos / bs] * bs + pos % bs;
+      if (!bt->slots) {
+        at->host_slots[cq[b] + i] = slot;
+      } else if (bt->slots[cq[b] + i] != slot) {
+        log_error("attn_step_begin: sequence %d, token %d: slot %d, but its block table puts it at %d", b, pos,
+                  bt->slots[cq[b] + i], slot);
+        return -EINVAL;
+      }
+    }
+  }
+  return 0;
+}
+
+int attn_step_begin(attn_t *at, const attn_batch_t *bt) {
+  at->path = ATTN_PATH_NONE;
+  int rc = check_batch(at, bt);
+  if (rc != 0) return rc;
+  kern_backend_t *be = at->be;
+  const int n = bt->n_seqs;
+  const size_t i32 = sizeof(int32_t);
+  be->upload(be, at->cu_q, bt->cu_seq_lens_q, ((size_t)n + 1) * i32);
+  be->upload(be, at->cu_k, bt->cu_seq_lens_k, ((size_t)n + 1) * i32);
+  be->upload(be, at->block_table, bt->block_table, (size_t)n * bt->max_blocks_per_seq * i32);
+  be->upload(be, at->cache_seqlens, bt->cache_seqlens, (size_t)n * i32);
+  be->upload(be, at->slots, bt->slots ? bt->slots : at->host_slots, (size_t)bt->n_tokens * i32);
+
+  at->path = bt->n_tokens == n ? ATTN_PATH_DECODE : ATTN_PATH_VARLEN; /* q_len >= 0 each, sum n: all 1 */
+  for (int b = 0; b < n && at->path == ATTN_PATH_DECODE; b++)
+    if (bt->cu_seq_lens_q[b + 1] - bt->cu_seq_lens_q[b] != 1) at->path = ATTN_PATH_VARLEN;
+  at->n_tokens = bt->n_tokens;
+  const kv_cache_t *c = at->cache;
+  at->args = (kern_attn_args_t){
+      .n_seqs = n,
+      .n_heads = at->cfg.n_heads,
+      .n_kv_heads = c->n_kv_heads,
+      .head_dim = c->head_dim,
+      .scale = at->cfg.scale,
+      .cu_seq_lens_q = at->cu_q,
+      .cu_seq_lens_k = at->cu_k,
+      .max_seqlen_q = bt->max_seqlen_q,
+      .max_seqlen_k = bt->max_seqlen_k,
+      .k = at->k_gather,
+      .v = at->v_gather,
+      .block_size = c->block_size,
+      .block_table = at->block_table,
+      .max_blocks_per_seq = bt->max_blocks_per_seq,
+      .cache_seqlens = at->cache_seqlens,
+  };
+  if (at->path == ATTN_PATH_DECODE) {
+    atomic_fetch_add_explicit(&at->decode_steps, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&at->decode_tokens, (uint64_t)bt->n_tokens, memory_order_relaxed);
+  } else {
+    atomic_fetch_add_explicit(&at->varlen_steps, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&at->varlen_tokens, (uint64_t)bt->n_tokens, memory_order_relaxed);
+  }
+  return 0;
+}
+
+attn_path_t attn_step_path(const attn_t *at) { return at->path; }
+
+int attn_layer_forward(attn_t *at, int layer, const float *q, const float *k, const float *v, float *out) {
+  kv_cache_t *c = at->cache;
+  if (at->path == ATTN_PATH_NONE || layer < 0 || layer >= c->n_layers) {
+    log_error("attn_layer_forward: %s (layer %d of %d)", at->path == ATTN_PATH_NONE ? "no step begun" : "bad layer",
+              layer, c->n_layers);
+    return -EINVAL;
+  }
+  kern_backend_t *be = at->be;
+  kern_attn_args_t a = at->args;
+  a.q = q;
+  a.out = out;
+  a.k_cache = kv_cache_k(c, layer);
+  a.v_cache = kv_cache_v(c, layer);
+  if (at->path == ATTN_PATH_DECODE) {
+    a.k_new = k;
+    a.v_new = v;
+    be->attn_decode(be, &a);
+    return 0;
+  }
+  kv_update_t u = {
+      .k = k,
+      .v = v,
+      .slots = at->slots,
+      .n_tokens = at->n_tokens,
+      .k_out = at->cfg.gather ? at->k_gather : NULL,
+      .v_out = at->v_gather,
+      .n_seqs = a.n_seqs,
+      .cu_seq_lens_k = at->cu_k,
+      .block_table = at->block_table,
+      .max_blocks_per_seq = a.max_blocks_per_seq,
+  };
+  kv_cache_update(c, layer, &u);
+  if (at->cfg.gather)
+    be->attn_varlen(be, &a);
+  else
+    be->attn_varlen_paged(be, &a);
+  return 0;
+}
+
+void attn_get_stats(const attn_t *at, attn_stats_t *out) {
+  out->decode_steps = atomic_load_explicit(&at->decode_steps, memory_order_relaxed);
+  out->varlen_steps = atomic_load_explicit(&at->varlen_steps, memory_order_relaxed);
+  out->decode_tokens = atomic_load_explicit(&at->decode_tokens, memory_order_relaxed);
+  out->varlen_tokens = atomic_load_explicit(&at->varlen_tokens, memory_order_relaxed);
+}

@@ -1,0 +1,97 @@
+/* cache/kv_alloc.h — the KV cache's block allocator and per-sequence block
+ * tables. Pure bookkeeping: no device memory, no backend (cache/kv_cache.h
+ * owns the storage the block ids index).
+ *
+ * Blocks. The cache is cut into num_blocks blocks of block_size tokens; a
+ * block id is an index in [0, num_blocks). Every block has a reference count:
+ * a block is *free* at 0 and sits on the free list. kv_block_alloc() hands out
+ * the block at the head of the free list (the least recently freed one) with
+ * one reference; kv_block_unref() puts a block whose count drops to 0 at the
+ * tail. kv_block_ref() on a free block takes it off the list wherever it is.
+ * All three are O(1): the free list is doubly linked through per-block
+ * metadata.
+ *
+ * Sequences. A kv_seq_t is a sequence's block table, owned by its caller
+ * (the scheduler embeds one per request): the ids of its blocks in token
+ * order, grown on demand by kv_seq_reserve(), which either gets every block
+ * it needs or changes nothing and returns -ENOSPC (so the scheduler can
+ * preempt). Token `pos` of a sequence lives at slot
+ * blocks[pos / block_size] * block_size + pos % block_size.
+ *
+ * Running out is a normal return, never an abort. Misuse (an id out of range,
+ * unref of a free block, committing tokens that were not reserved) is a
+ * programmer error and aborts with a message.
+ *
+ * Not thread-safe: the engine thread owns the allocator and its sequences. */
+#ifndef TRAM_KV_ALLOC_H
+#define TRAM_KV_ALLOC_H
+
+#include <stdint.h>
+
+typedef struct kv_alloc kv_alloc_t;
+
+/* Creates an allocator of num_blocks (>= 1) blocks of block_size (>= 1)
+ * tokens, all free, with num_blocks * block_size <= INT32_MAX (slots are
+ * int32). Returns NULL after logging why. */
+kv_alloc_t *kv_alloc_create(int32_t num_blocks, int32_t block_size);
+
+/* Frees the allocator (not the sequences' block arrays). NULL is a no-op. */
+void kv_alloc_destroy(kv_alloc_t *a);
+
+int32_t kv_alloc_num_blocks(const kv_alloc_t *a);
+int32_t kv_alloc_block_size(const kv_alloc_t *a);
+/* Blocks on the free list, and the others (num_blocks - free). */
+int32_t kv_alloc_free_blocks(const kv_alloc_t *a);
+int32_t kv_alloc_used_blocks(const kv_alloc_t *a);
+
+/* Takes the block at the head of the free list and returns its id, with a
+ * reference count of 1; -ENOSPC when no block is free. */
+int32_t kv_block_alloc(kv_alloc_t *a);
+
+/* Adds a reference to `block`. A free block is taken off the free list (it is
+ * then in use with a count of 1). */
+void kv_block_ref(kv_alloc_t *a, int32_t block);
+
+/* Drops a reference to `block` (which must be in use); at 0 the block goes
+ * to the tail of the free list. */
+void kv_block_unref(kv_alloc_t *a, int32_t block);
+
+/* The reference count of `block` (0 when free). */
+int32_t kv_block_refs(const kv_alloc_t *a, int32_t block);
+
+/* A sequence's block table. Fields are read-only to callers; only the
+ * kv_seq_* functions change them. */
+typedef struct kv_seq {
+  int32_t *blocks;  /* [n_blocks] block ids in token order (owned; malloc'd) */
+  int32_t n_blocks; /* blocks held: room for n_blocks * block_size tokens */
+  int32_t cap;      /* entries allocated in `blocks` (private) */
+  int64_t n_tokens; /* tokens whose K/V are in the cache (committed) */
+} kv_seq_t;
+
+/* Makes s an empty sequence (no blocks, no tokens). */
+void kv_seq_init(kv_seq_t *s);
+
+/* Blocks that kv_seq_reserve(a, s, n_new) would take: enough for
+ * s->n_tokens + n_new tokens minus those s holds (0 if it has room). */
+int32_t kv_seq_blocks_needed(const kv_alloc_t *a, const kv_seq_t *s, int64_t n_new);
+
+/* Makes room for n_new more tokens after s->n_tokens: takes the missing
+ * blocks from the allocator, all or nothing. Returns 0; -ENOSPC when fewer
+ * blocks are free than needed (s and the allocator unchanged); -EINVAL when
+ * n_new < 0 or the sequence would pass INT32_MAX tokens. */
+int kv_seq_reserve(kv_alloc_t *a, kv_seq_t *s, int64_t n_new);
+
+/* Records that n more tokens of s now have their K/V in the cache
+ * (s->n_tokens += n), after the step that wrote them. They must have been
+ * reserved. */
+void kv_seq_commit(const kv_alloc_t *a, kv_seq_t *s, int64_t n);
+
+/* The cache slot of token `pos` of s (block * block_size + offset), or -1
+ * when s holds no block for it. */
+int32_t kv_seq_slot(const kv_alloc_t *a, const kv_seq_t *s, int64_t pos);
+
+/* Drops s's reference on each of its blocks, last block first (the ones no
+ * one else holds become free in that order), frees its block array and makes it empty again. */
+void kv_seq_free(kv_alloc_t *a, kv_seq_t *s);
+
+#endif

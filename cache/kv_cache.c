@@ -1,0 +1,127 @@
+/* cache/kv_cache.c — the KV arena and `update` (see kv_cache.h). */
+#include "cache/kv_cache.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "config/log.h"
+
+static int config_block_size(const kv_cache_config_t *cfg) {
+  return cfg->block_size ? cfg->block_size : KV_DEFAULT_BLOCK_SIZE;
+}
+
+/* Bytes of one element of kv_type (0 for a type the cache cannot hold). */
+static size_t elem_bytes(kern_type_t t) {
+  return kern_type_block_elems(t) == 1 ? (size_t)kern_type_block_bytes(t) : 0;
+}
+
+size_t kv_cache_block_bytes(const kv_cache_config_t *cfg, kern_type_t kv_type) {
+  return (size_t)cfg->n_layers * 2 * (size_t)config_block_size(cfg) * (size_t)cfg->n_kv_heads *
+         (size_t)cfg->head_dim * elem_bytes(kv_type);
+}
+
+kv_cache_t *kv_cache_create(kern_backend_t *be, const kv_cache_config_t *cfg) {
+  const int bs = config_block_size(cfg);
+  const size_t eb = elem_bytes(be->kv_type);
+  if (cfg->n_layers <= 0 || cfg->n_kv_heads <= 0 || cfg->head_dim <= 0 || bs <= 0 || cfg->num_blocks < 0 ||
+      eb == 0) {
+    log_error("kv_cache_create: bad geometry: %d layers, %d KV heads, head_dim %d, block size %d, "
+              "%lld blocks, KV type %s",
+              cfg->n_layers, cfg->n_kv_heads, cfg->head_dim, bs, (long long)cfg->num_blocks,
+              kern_type_name(be->kv_type) ? kern_type_name(be->kv_type) : "?");
+    return NULL;
+  }
+  /* every product below stays far from overflow once these hold */
+  if (cfg->n_layers > 4096 || cfg->n_kv_heads > 4096 || cfg->head_dim > 4096 || bs > 65536) {
+    log_error("kv_cache_create: geometry too large: %d layers, %d KV heads, head_dim %d, block size %d",
+              cfg->n_layers, cfg->n_kv_heads, cfg->head_dim, bs);
+    return NULL;
+  }
+  const size_t block_bytes = kv_cache_block_bytes(cfg, be->kv_type);
+  int64_t n = cfg->num_blocks;
+  const int64_t max_blocks = INT32_MAX / bs; /* slots are int32 */
+  if (n == 0) {
+    n = (int64_t)(cfg->budget_bytes / block_bytes);
+    if (n < 1) {
+      log_error("kv_cache_create: a budget of %zu bytes holds no block (one block is %zu bytes: "
+                "%d layers x K,V x %d tokens x %d heads x %d dims x %zu bytes)",
+                cfg->budget_bytes, block_bytes, cfg->n_layers, bs, cfg->n_kv_heads, cfg->head_dim, eb);
+      return NULL;
+    }
+    if (n > max_blocks) {
+      log_info("kv_cache_create: the budget holds %lld blocks; using %lld (int32 slots)", (long long)n,
+               (long long)max_blocks);
+      n = max_blocks;
+    }
+  } else if (n > max_blocks) {
+    log_error("kv_cache_create: %lld blocks of %d tokens exceed %d slots", (long long)n, bs, INT32_MAX);
+    return NULL;
+  }
+  if ((size_t)n > SIZE_MAX / block_bytes) {
+    log_error("kv_cache_create: %lld blocks of %zu bytes overflow the address space", (long long)n, block_bytes);
+    return NULL;
+  }
+
+  kv_cache_t *c = calloc(1, sizeof *c);
+  if (!c) abort();
+  c->be = be;
+  c->n_layers = cfg->n_layers;
+  c->n_kv_heads = cfg->n_kv_heads;
+  c->head_dim = cfg->head_dim;
+  c->kv_dim = cfg->n_kv_heads * cfg->head_dim;
+  c->block_size = bs;
+  c->num_blocks = (int32_t)n;
+  c->kv_type = be->kv_type;
+  c->elem_bytes = eb;
+  c->tensor_bytes = (size_t)n * (size_t)bs * (size_t)c->kv_dim * eb;
+  c->alloc = kv_alloc_create(c->num_blocks, bs);
+  if (!c->alloc) {
+    free(c);
+    return NULL;
+  }
+  c->arena = be->alloc(be, (size_t)n * block_bytes);
+  if (!c->arena) {
+    log_error("kv_cache_create: the %s backend cannot allocate %zu bytes for %lld blocks", be->name,
+              (size_t)n * block_bytes, (long long)n);
+    kv_alloc_destroy(c->alloc);
+    free(c);
+    return NULL;
+  }
+  log_debug("kv cache: %d blocks x %d tokens, %d layers, %zu bytes", c->num_blocks, bs, c->n_layers,
+            (size_t)n * block_bytes);
+  return c;
+}
+
+void kv_cache_destroy(kv_cache_t *c) {
+  if (!c) return;
+  c->be->free(c->be, c->arena);
+  kv_alloc_destroy(c->alloc);
+  free(c);
+}
+
+void *kv_cache_k(const kv_cache_t *c, int layer) {
+  return (char *)c->arena + (size_t)layer * 2 * c->tensor_bytes;
+}
+
+void *kv_cache_v(const kv_cache_t *c, int layer) {
+  return (char *)c->arena + ((size_t)layer * 2 + 1) * c->tensor_bytes;
+}
+
+void kv_cache_update(kv_cache_t *c, int layer, const kv_update_t *u) {
+  kern_backend_t *be = c->be;
+  void *kc = kv_cache_k(c, layer), *vc = kv_cache_v(c, layer);
+  if (u->n_tokens > 0) be->kv_write(be, kc, vc, u->k, u->v, u->slots, u->n_tokens, c->kv_dim);
+  if (!u->k_out) return;
+  kern_attn_args_t a = {
+      .n_seqs = u->n_seqs,
+      .n_kv_heads = c->n_kv_heads,
+      .head_dim = c->head_dim,
+      .cu_seq_lens_k = u->cu_seq_lens_k,
+      .k_cache = kc,
+      .v_cache = vc,
+      .block_size = c->block_size,
+      .block_table = u->block_table,
+      .max_blocks_per_seq = u->max_blocks_per_seq,
+  };
+  be->kv_gather(be, u->k_out, u->v_out, &a);
+}
