@@ -106,6 +106,9 @@ struct kern_backend {
   void (*free)(kern_backend_t *be, void *buf); /* NULL is a no-op */
   void (*upload)(kern_backend_t *be, void *dst, const void *src, size_t bytes);
   void (*download)(kern_backend_t *be, void *dst, const void *src, size_t bytes);
+  /* device → device, ordered with the operations (e.g. copying a KV block
+   * when a sequence forks); the ranges must not overlap. */
+  void (*copy)(kern_backend_t *be, void *dst, const void *src, size_t bytes);
   void (*sync)(kern_backend_t *be);
 
   /* --- weights ------------------------------------------------------------- */

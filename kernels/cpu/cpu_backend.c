@@ -43,6 +43,7 @@ static const kern_backend_t cpu_table = {
     .free = cpu_free,
     .upload = cpu_copy,
     .download = cpu_copy,
+    .copy = cpu_copy,
     .sync = cpu_sync,
 
     /* weights and dense operations: kernels/cpu/ matmul and ops files */
