@@ -107,6 +107,7 @@ static void append(char **out, size_t *len, size_t *cap, const char *p, size_t n
 
 /* Releases the first n held bytes. */
 static void release(sched_stop_state_t *st, size_t n, char **out, size_t *out_len, size_t *out_cap) {
+  if (n == 0) return;
   append(out, out_len, out_cap, st->held, n);
   memmove(st->held, st->held + n, st->n_held - n);
   st->n_held -= n;

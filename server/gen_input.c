@@ -85,7 +85,7 @@ static const char *item_from_json(gen_item_t *it, const cJSON *o, const gen_defa
 #define NUM(key, lo, hi, integral, dst)                                         \
   if ((rc = num_field(o, key, lo, hi, integral, &v)) < 0) return "\"" key "\": bad value"; \
   if (rc > 0) dst = v
-  NUM("max_tokens", 1, 1 << 24, 1, p->max_tokens);
+  NUM("max_tokens", 0, 1 << 24, 1, p->max_tokens); /* 0: up to the context length */
   NUM("n", 1, SCHED_MAX_N, 1, p->n);
   NUM("temperature", 0, 100, 0, s->temperature);
   NUM("top_k", -1, 1 << 24, 1, s->top_k);
@@ -97,8 +97,17 @@ static const char *item_from_json(gen_item_t *it, const cJSON *o, const gen_defa
   NUM("arrive_step", 0, 1e12, 1, it->arrive_step);
   NUM("cancel_after", 1, 1 << 24, 1, it->cancel_after);
 #undef NUM
-  if ((rc = num_field(o, "seed", 0, 18446744073709551615.0, 1, &v)) < 0) return "\"seed\": bad value";
-  if (rc > 0) {
+  /* seed: an integer (exact up to 2^53), or a decimal string for all 64 bits */
+  const cJSON *sd = cJSON_GetObjectItemCaseSensitive(o, "seed");
+  if (cJSON_IsString(sd)) {
+    char *end;
+    errno = 0;
+    s->seed = strtoull(sd->valuestring, &end, 10);
+    if (errno || end == sd->valuestring || *end || sd->valuestring[0] == '-') return "\"seed\": bad value";
+    s->has_seed = 1;
+  } else if ((rc = num_field(o, "seed", 0, 9007199254740992.0, 1, &v)) < 0) {
+    return "\"seed\": an integer up to 2^53, or a decimal string";
+  } else if (rc > 0) {
     s->seed = (uint64_t)v;
     s->has_seed = 1;
   }

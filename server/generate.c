@@ -30,7 +30,8 @@ static const char USAGE[] =
     "                          stop, stop_token_ids, ignore_eos, repetition_penalty,\n"
     "                          presence_penalty, frequency_penalty, chat; for tests of the\n"
     "                          scheduler also arrive_step and cancel_after\n"
-    "  -n, --max-tokens N      tokens to generate at most per completion (default 128)\n"
+    "  -n, --max-tokens N      tokens to generate at most per completion (default 128;\n"
+    "                          0: up to the context length)\n"
     "  --temperature T         0 (default): greedy\n"
     "  --top-k K, --top-p P, --min-p P, --repetition-penalty R\n"
     "  --seed S                the sampler's seed\n"
@@ -111,7 +112,7 @@ static int parse_opts(int argc, char **argv, gen_opts_t *o, char **rest, int *n_
       if (r < 0) return -1;
       o->stop[o->d.n_stop++] = v;
     } else if ((r = opt(argc, argv, &i, "--max-tokens", "-n", &v))) {
-      if (r < 0 || number("--max-tokens", v, 1, 1 << 24, &x)) return -1;
+      if (r < 0 || number("--max-tokens", v, 0, 1 << 24, &x)) return -1;
       o->d.p.max_tokens = (int32_t)x;
     } else if ((r = opt(argc, argv, &i, "--temperature", NULL, &v))) {
       if (r < 0 || number("--temperature", v, 0, 100, &x)) return -1;
@@ -240,9 +241,14 @@ static void run(sched_engine_t *e, gen_item_t *items, int n, waker_t *w) {
     if (n_submitted < n) {
       sched_stats_t st;
       sched_get_stats(e, &st);
+      /* an idle engine runs no more steps: the next arrivals come now */
+      uint64_t now = st.steps, next = UINT64_MAX;
+      for (int i = 0; i < n; i++)
+        if (!items[i].submitted && (uint64_t)items[i].arrive_step < next) next = (uint64_t)items[i].arrive_step;
+      if (n_done == n_submitted && next > now) now = next;
       for (int i = 0; i < n; i++) {
         gen_item_t *it = &items[i];
-        if (it->submitted || (uint64_t)it->arrive_step > st.steps) continue;
+        if (it->submitted || (uint64_t)it->arrive_step > now) continue;
         it->submitted = 1;
         n_submitted++;
         char err[512];

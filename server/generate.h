@@ -6,7 +6,8 @@
  *   tram generate -m MODEL --prompts FILE [OPTIONS] [SETTINGS]
  *
  * FILE holds one prompt per line, or JSON lines with per-prompt parameters
- * (prompt, max_tokens, temperature, top_k, top_p, min_p, seed, n, stop,
+ * (prompt, max_tokens, temperature, top_k, top_p, min_p, seed (an integer,
+ * or a decimal string for all 64 bits), n, stop,
  * stop_token_ids, ignore_eos, repetition_penalty, presence_penalty,
  * frequency_penalty, chat), where the command line's options are the
  * defaults. Two more keys help test scheduling: arrive_step (submit the
