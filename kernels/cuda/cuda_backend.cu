@@ -73,6 +73,13 @@ static void cuda_download(kern_backend_t *be, void *dst, const void *src, size_t
   CUDA_CHECK(cudaStreamSynchronize(cu->stream));
 }
 
+static void cuda_copy(kern_backend_t *be, void *dst, const void *src, size_t bytes) {
+  if (!bytes) return;
+  kern_cuda_t *cu = kern_cuda(be);
+  kern_cuda__enter(cu);
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cu->stream));
+}
+
 static void cuda_sync(kern_backend_t *be) {
   kern_cuda_t *cu = kern_cuda(be);
   kern_cuda__enter(cu);
@@ -103,6 +110,7 @@ static const kern_backend_t cuda_table = {
     .free = cuda_free,
     .upload = cuda_upload,
     .download = cuda_download,
+    .copy = cuda_copy,
     .sync = cuda_sync,
 
     .weight_init = kern_cuda__weight_init,
