@@ -39,7 +39,7 @@ endif
 # --- Debian packages: installed once by scripts/setup.sh, before pkg-config
 # is asked anything (a fresh machine has none of them). -----------------------
 DEPS_STAMP := build/.deps-ok
-NO_DEPS_GOALS := clean distclean help
+NO_DEPS_GOALS := clean distclean help gpu-tests
 ifneq ($(filter-out $(NO_DEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
   ifeq ($(wildcard $(DEPS_STAMP)),)
     $(info setup: checking Debian packages (scripts/setup.sh))
@@ -213,10 +213,39 @@ $(BUILD)/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(LIB) $(LLHTTP_LIB)
 	$(call say,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -fsanitize=fuzzer $< $(LIB) $(LLHTTP_LIB) $(LDLIBS) -o $@
 
-# Compiles every CUDA source (CI runs this where nvcc exists; no GPU needed).
+# --- CUDA ---------------------------------------------------------------------
+# cuda-check compiles every CUDA source and the GPU test program (CI runs it
+# where nvcc exists; no GPU needed). gpu-tests builds tests/gpu/ into
+# $(BUILD)/tests/gpu/gpu_check with nvcc and the CUDA toolkit alone (no Debian
+# libraries: a bare GPU machine builds it; it needs no set-up), linking only
+# the sources the checks use. tests/gpu/run-on-device.sh builds, checks and
+# times on a GPU machine.
+GPU_CU_SRCS   := $(wildcard kernels/cuda/*.cu) $(wildcard tests/gpu/*.cu)
+GPU_C_SRCS    := kernels/kern_types.c config/log.c tests/unit/testutil.c
+GPU_TEST_OBJS := $(GPU_CU_SRCS:%.cu=$(BUILD)/obj/%.o) $(GPU_C_SRCS:%.c=$(BUILD)/obj/gpu/%.o)
+GPU_CHECK     := $(BUILD)/tests/gpu/gpu_check
+
+.PHONY: gpu-tests
 cuda-check:
 	$(Q)if [ -z "$(wildcard kernels/cuda/*.cu)" ]; then echo "cuda-check: no CUDA sources yet"; \
-	else $(MAKE) --no-print-directory CUDA=1 $(TRAM); fi
+	else $(MAKE) --no-print-directory CUDA=1 $(TRAM) gpu-tests; fi
+
+gpu-tests: $(GPU_CHECK)
+
+$(GPU_CHECK): $(GPU_TEST_OBJS)
+	$(if $(NVCC),,$(error gpu-tests: nvcc not found (put it on PATH or set NVCC=)))
+	$(call say,LINK,$@)
+	@mkdir -p $(@D)
+	$(Q)$(NVCC) $(CUDA_ARCHS) $^ -lcublas -o $@
+
+# The C support files, compiled without the Debian packages' flags.
+$(BUILD)/obj/gpu/%.o: %.c
+	$(call say,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) -I. -D_GNU_SOURCE -MMD -MP $(CSTD) $(WARN) -O2 -g -pthread -c $< -o $@
+
+-include $(GPU_TEST_OBJS:.o=.d)
+# --- end of CUDA ---------------------------------------------------------------
 
 sanitize:
 	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/san SANITIZER=address,undefined CUDA=0 \

@@ -1,0 +1,213 @@
+/* kernels/cuda/attn_decode.cu — paged decode attention with split-K (see
+ * attn_decode.cuh and, for the computation, attn_tile.cuh). */
+#include "kernels/cuda/attn_decode.cuh"
+#include "kernels/cuda/attn_tile.cuh"
+#include "kernels/cuda/attn_varlen.cuh"
+
+#define DC_WARPS 4
+#define DC_THREADS (32 * DC_WARPS)
+#define DC_STAGES 3
+#define DC_ROWS 16 /* query heads per block: one MMA fragment */
+
+typedef struct decode_params {
+  const float *q;                       /* [n_seqs, n_heads, D] */
+  const __nv_bfloat16 *k_cache, *v_cache; /* [slots, n_kv_heads, D] */
+  const int32_t *cache_seqlens;         /* [n_seqs] */
+  const int32_t *block_table;           /* [n_seqs, mbps] */
+  float *part_acc; /* [chunk, n_heads, max_splits, D] unnormalised split outputs */
+  float *part_ml;  /* [chunk, n_heads, max_splits, 2] split max (log2 domain) and sum */
+  int seq0;        /* first sequence of this chunk */
+  int block_size, mbps, n_heads, n_kv_heads, group, hgroups, max_splits;
+  float scale_log2;
+} decode_params;
+
+/* Writes k_new[b], v_new[b] ([n_kv_heads * D] f32) at position
+ * cache_seqlens[b] of sequence b. grid = n_seqs. */
+static __global__ void attn_append_kernel(__nv_bfloat16 *kc, __nv_bfloat16 *vc, const float *k_new,
+                                          const float *v_new, const int32_t *cache_seqlens,
+                                          const int32_t *block_table, int mbps, int bs,
+                                          int kv_dim) {
+  const int64_t b = blockIdx.x;
+  const int pos = cache_seqlens[b];
+  const int64_t slot = (int64_t)block_table[b * mbps + pos / bs] * bs + pos % bs;
+  for (int c = threadIdx.x; c < kv_dim; c += blockDim.x) {
+    kc[slot * kv_dim + c] = kern_cuda__bf16(k_new[b * kv_dim + c]);
+    vc[slot * kv_dim + c] = kern_cuda__bf16(v_new[b * kv_dim + c]);
+  }
+}
+
+/* grid = (max_splits, n_kv_heads * hgroups, sequences of the chunk). */
+template <int D>
+static __global__ void __launch_bounds__(DC_THREADS) attn_split_kernel(const decode_params p) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __nv_bfloat16 *smem = (__nv_bfloat16 *)smem_raw;
+  using G = attn_geom<D>;
+  constexpr int NDT = D / 8 / DC_WARPS; /* dim-tiles of 8 per warp */
+  static_assert(NDT % 2 == 0, "each warp owns an even number of dim-tiles");
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t = lane & 3;
+  const int s = blockIdx.x;
+  const int kvh = blockIdx.y / p.hgroups, hg = blockIdx.y % p.hgroups;
+  const int bl = blockIdx.z, b = p.seq0 + bl;
+  const int L = p.cache_seqlens[b] + 1; /* keys, the new one included */
+  if (s * ATTN_SPLIT >= L) return;      /* the whole block: no barrier reached yet */
+  const int h0 = kvh * p.group + hg * DC_ROWS;
+  const int nrows = min(DC_ROWS, p.group - hg * DC_ROWS);
+
+  uint32_t qf[D / 16][4];
+  {
+    const float *q_lo = g < nrows ? p.q + ((int64_t)b * p.n_heads + h0 + g) * D : nullptr;
+    const float *q_hi = g + 8 < nrows ? p.q + ((int64_t)b * p.n_heads + h0 + g + 8) * D : nullptr;
+    attn_load_q<D>(qf, q_lo, q_hi, t);
+  }
+  float acc[NDT][4];
+#pragma unroll
+  for (int j = 0; j < NDT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const int lim[2] = {L, L};
+  const int dim0 = warp * (D / DC_WARPS);
+
+  const int32_t *bt = p.block_table + (int64_t)b * p.mbps;
+  const int bs = p.block_size;
+  auto row_of = [=](int j) -> int64_t { return (int64_t)bt[j / bs] * bs + j % bs; };
+  const int64_t row_stride = (int64_t)p.n_kv_heads * D, head_off = (int64_t)kvh * D;
+
+  const int t_begin = s * ATTN_TILES_PER_SPLIT;
+  const int t_end = min(t_begin + ATTN_TILES_PER_SPLIT, (L + ATTN_TILE - 1) / ATTN_TILE);
+  const int n = t_end - t_begin; /* >= 1 */
+#pragma unroll
+  for (int st = 0; st < DC_STAGES - 1; st++) {
+    if (st < n) {
+      __nv_bfloat16 *ks = smem + st * 2 * G::TILE_ELEMS;
+      attn_load_tile<D>(ks, ks + G::TILE_ELEMS, p.k_cache, p.v_cache, (t_begin + st) * ATTN_TILE,
+                        L, row_of, row_stride, head_off, tid, DC_THREADS);
+    }
+    attn_cp_commit();
+  }
+  for (int it = 0; it < n; it++) {
+    if (it + DC_STAGES - 1 < n) {
+      __nv_bfloat16 *ks = smem + ((it + DC_STAGES - 1) % DC_STAGES) * 2 * G::TILE_ELEMS;
+      attn_load_tile<D>(ks, ks + G::TILE_ELEMS, p.k_cache, p.v_cache,
+                        (t_begin + it + DC_STAGES - 1) * ATTN_TILE, L, row_of, row_stride,
+                        head_off, tid, DC_THREADS);
+    }
+    attn_cp_commit();
+    attn_cp_wait<DC_STAGES - 1>();
+    __syncthreads();
+    const __nv_bfloat16 *ks = smem + (it % DC_STAGES) * 2 * G::TILE_ELEMS;
+    float sc[ATTN_TILE / 8][4], corr[2];
+    attn_qk<D>(sc, qf, ks, lane); /* every warp: the full scores (cheap) */
+    attn_softmax(sc, m, l, corr, (t_begin + it) * ATTN_TILE + 2 * t, lim, p.scale_log2);
+    attn_pv<D, NDT>(acc, sc, corr, ks + G::TILE_ELEMS, dim0, lane);
+    __syncthreads(); /* the stage is free for the next load into it */
+  }
+
+#pragma unroll
+  for (int ri = 0; ri < 2; ri++) {
+    const int r = g + 8 * ri;
+    if (r >= nrows) continue;
+    const int64_t idx = ((int64_t)bl * p.n_heads + h0 + r) * p.max_splits + s;
+    float *o = p.part_acc + idx * D + dim0 + 2 * t;
+#pragma unroll
+    for (int j = 0; j < NDT; j++) *(float2 *)(o + 8 * j) = make_float2(acc[j][2 * ri], acc[j][2 * ri + 1]);
+    if (warp == 0 && t == 0) *(float2 *)(p.part_ml + 2 * idx) = make_float2(m[ri], l[ri]);
+  }
+}
+
+/* Merges each head's splits in order. grid = (n_heads, sequences of the
+ * chunk), one thread per output element of head_dim. */
+template <int D>
+static __global__ void __launch_bounds__(D) attn_combine_kernel(const decode_params p, float *out) {
+  const int h = blockIdx.x, bl = blockIdx.y, b = p.seq0 + bl, d = threadIdx.x;
+  const int L = p.cache_seqlens[b] + 1;
+  const int ns = (L + ATTN_SPLIT - 1) / ATTN_SPLIT;
+  const int64_t base = ((int64_t)bl * p.n_heads + h) * p.max_splits;
+  float M = -INFINITY, Ls = 0.f, A = 0.f;
+  for (int s = 0; s < ns; s++) {
+    const float2 ml = *(const float2 *)(p.part_ml + 2 * (base + s));
+    float Mn, wa, wb;
+    attn_merge_weights(M, ml.x, &Mn, &wa, &wb);
+    Ls = attn_merge(Ls, wa, ml.y, wb);
+    A = attn_merge(A, wa, p.part_acc[(base + s) * D + d], wb);
+    M = Mn;
+  }
+  out[((int64_t)b * p.n_heads + h) * D + d] = attn_finish(A, Ls);
+}
+
+template <int D>
+static constexpr int split_smem() {
+  return DC_STAGES * attn_geom<D>::STAGE_BYTES;
+}
+
+template <int D>
+static void decode_launch(kern_cuda_t *cu, decode_params p, const kern_attn_args_t *a) {
+  /* Workspace floats per sequence: (D + 2) per head and split. */
+  const int64_t per_seq = (int64_t)a->n_heads * p.max_splits * (D + 2);
+  int64_t chunk = (int64_t)(KERN_CUDA_ATTN_WS_BYTES / sizeof(float)) / per_seq;
+  if (chunk < 1) {
+    log_error("attn_decode: %d blocks of %d tokens per sequence is too long for the attention "
+              "workspace",
+              a->max_blocks_per_seq, a->block_size);
+    abort();
+  }
+  if (chunk > 65535) chunk = 65535; /* grid.z limit */
+  for (int seq0 = 0; seq0 < a->n_seqs; seq0 += (int)chunk) {
+    const int nc = (int)(a->n_seqs - seq0 < chunk ? a->n_seqs - seq0 : chunk);
+    p.seq0 = seq0;
+    p.part_acc = cu->attn_ws;
+    p.part_ml = cu->attn_ws + (int64_t)nc * a->n_heads * p.max_splits * D;
+    dim3 grid(p.max_splits, p.n_kv_heads * p.hgroups, nc);
+    attn_split_kernel<D><<<grid, DC_THREADS, split_smem<D>(), cu->stream>>>(p);
+    CUDA_CHECK_LAUNCH();
+    attn_combine_kernel<D><<<dim3(a->n_heads, nc), D, 0, cu->stream>>>(p, a->out);
+    CUDA_CHECK_LAUNCH();
+  }
+}
+
+void kern_cuda__attn_decode(kern_backend_t *be, const kern_attn_args_t *a) {
+  if (a->n_seqs <= 0) return;
+  kern_cuda__attn_check(a, "attn_decode");
+  kern_cuda_t *cu = kern_cuda(be);
+  kern_cuda__enter(cu);
+  if (!kern_cuda__aligned16(a->k_cache, a->v_cache) || !kern_cuda__aligned16(a->q, a->out)) {
+    log_error("attn_decode: K/V cache, Q and out must be 16-byte aligned device buffers");
+    abort();
+  }
+  const int kv_dim = a->n_kv_heads * a->head_dim;
+  attn_append_kernel<<<a->n_seqs, 256, 0, cu->stream>>>(
+      (__nv_bfloat16 *)a->k_cache, (__nv_bfloat16 *)a->v_cache, a->k_new, a->v_new,
+      a->cache_seqlens, a->block_table, a->max_blocks_per_seq, a->block_size, kv_dim);
+  CUDA_CHECK_LAUNCH();
+
+  decode_params p;
+  p.q = a->q;
+  p.k_cache = (const __nv_bfloat16 *)a->k_cache;
+  p.v_cache = (const __nv_bfloat16 *)a->v_cache;
+  p.cache_seqlens = a->cache_seqlens;
+  p.block_table = a->block_table;
+  p.part_acc = p.part_ml = nullptr;
+  p.seq0 = 0;
+  p.block_size = a->block_size;
+  p.mbps = a->max_blocks_per_seq;
+  p.n_heads = a->n_heads;
+  p.n_kv_heads = a->n_kv_heads;
+  p.group = a->n_heads / a->n_kv_heads;
+  p.hgroups = (p.group + DC_ROWS - 1) / DC_ROWS;
+  /* Upper bound of any sequence's keys: its blocks. */
+  p.max_splits = (int)(((int64_t)a->max_blocks_per_seq * a->block_size + ATTN_SPLIT - 1) / ATTN_SPLIT);
+  p.scale_log2 = a->scale * ATTN_LOG2E;
+  if ((int64_t)p.n_kv_heads * p.hgroups > 65535) {
+    log_error("attn_decode: too many KV heads (%d)", p.n_kv_heads);
+    abort();
+  }
+  if (a->head_dim == 64)
+    decode_launch<64>(cu, p, a);
+  else
+    decode_launch<128>(cu, p, a);
+}
+
+void kern_cuda__attn_decode_init(void) {
+  CUDA_CHECK(cudaFuncSetAttribute(attn_split_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  split_smem<64>()));
+  CUDA_CHECK(cudaFuncSetAttribute(attn_split_kernel<128>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, split_smem<128>()));
+}

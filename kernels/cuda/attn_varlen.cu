@@ -1,0 +1,203 @@
+/* kernels/cuda/attn_varlen.cu — varlen prefill attention over packed or
+ * paged K/V (see attn_varlen.cuh and, for the computation, attn_tile.cuh). */
+#include "kernels/cuda/attn_tile.cuh"
+#include "kernels/cuda/attn_varlen.cuh"
+
+#define PF_WARPS 4
+#define PF_THREADS (32 * PF_WARPS)
+#define PF_ROWS (16 * PF_WARPS) /* query rows per thread block */
+#define PF_STAGES 2
+
+typedef struct prefill_params {
+  const float *q; /* [total_q, n_heads, D] */
+  float *out;     /* [total_q, n_heads, D] */
+  const __nv_bfloat16 *k, *v; /* packed [total_k, n_kv_heads, D] or cache [slots, n_kv_heads, D] */
+  const int32_t *cu_q, *cu_k; /* [n_seqs + 1] */
+  const int32_t *block_table; /* paged: [n_seqs, mbps] */
+  int block_size, mbps;
+  int n_heads, n_kv_heads, group; /* group = n_heads / n_kv_heads */
+  float scale_log2;               /* scale * log2(e) */
+} prefill_params;
+
+/* grid = (query-row blocks over max_seqlen_q, n_heads, n_seqs). Blocks are
+ * taken last rows first: under the causal mask they have the most keys. */
+template <int D, bool PAGED>
+static __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(const prefill_params p) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __nv_bfloat16 *smem = (__nv_bfloat16 *)smem_raw;
+  using G = attn_geom<D>;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t = lane & 3;
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int q0 = p.cu_q[b], q_len = p.cu_q[b + 1] - q0;
+  const int r0 = (int)(gridDim.x - 1 - blockIdx.x) * PF_ROWS;
+  if (r0 >= q_len) return; /* the whole block: no barrier reached yet */
+  const int k0 = p.cu_k[b], k_len = p.cu_k[b + 1] - k0;
+  const int off = k_len - q_len; /* row i sees keys j < i + off + 1 */
+  const int kvh = h / p.group;
+
+  /* Keys this block needs: those its last row sees. */
+  const int kmax = max(0, min(min(r0 + PF_ROWS, q_len) + off, k_len));
+  const int wr0 = r0 + 16 * warp;
+  const bool active = wr0 < q_len;
+  const int warp_kmax = active ? max(0, min(min(wr0 + 16, q_len) + off, k_len)) : 0;
+  const int row[2] = {wr0 + g, wr0 + g + 8};
+  const int lim[2] = {min(row[0] + off + 1, k_len), min(row[1] + off + 1, k_len)};
+
+  uint32_t qf[D / 16][4];
+  {
+    const float *q_lo =
+        row[0] < q_len ? p.q + ((int64_t)(q0 + row[0]) * p.n_heads + h) * D : nullptr;
+    const float *q_hi =
+        row[1] < q_len ? p.q + ((int64_t)(q0 + row[1]) * p.n_heads + h) * D : nullptr;
+    attn_load_q<D>(qf, q_lo, q_hi, t);
+  }
+
+  /* The split's state in registers; the merged state's accumulator (touched
+   * once per split) in shared memory, each thread its own slots. */
+  float acc[D / 8][4];
+  float *ACC = (float *)(smem_raw + PF_STAGES * G::STAGE_BYTES) + warp * (D / 8) * 4 * 32 + lane;
+#pragma unroll
+  for (int j = 0; j < D / 8; j++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      acc[j][e] = 0.f;
+      ACC[(4 * j + e) * 32] = 0.f;
+    }
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  float M[2] = {-INFINITY, -INFINITY}, L[2] = {0.f, 0.f};
+
+  const int32_t *bt = PAGED ? p.block_table + (int64_t)b * p.mbps : nullptr;
+  const int bs = p.block_size;
+  auto row_of = [=](int j) -> int64_t {
+    if (PAGED) return (int64_t)bt[j / bs] * bs + j % bs;
+    return (int64_t)k0 + j;
+  };
+  const int64_t row_stride = (int64_t)p.n_kv_heads * D, head_off = (int64_t)kvh * D;
+
+  const int n_tiles = (kmax + ATTN_TILE - 1) / ATTN_TILE;
+  if (n_tiles > 0)
+    attn_load_tile<D>(smem, smem + G::TILE_ELEMS, p.k, p.v, 0, kmax, row_of, row_stride, head_off,
+                      tid, PF_THREADS);
+  attn_cp_commit();
+  for (int it = 0; it < n_tiles; it++) {
+    if (it + 1 < n_tiles) {
+      __nv_bfloat16 *ks = smem + ((it + 1) % PF_STAGES) * 2 * G::TILE_ELEMS;
+      attn_load_tile<D>(ks, ks + G::TILE_ELEMS, p.k, p.v, (it + 1) * ATTN_TILE, kmax, row_of,
+                        row_stride, head_off, tid, PF_THREADS);
+    }
+    attn_cp_commit();
+    attn_cp_wait<1>(); /* this thread's copies of tile `it` have landed */
+    __syncthreads();   /* ... and everyone else's */
+    const __nv_bfloat16 *ks = smem + (it % PF_STAGES) * 2 * G::TILE_ELEMS;
+    if (active && it * ATTN_TILE < warp_kmax) {
+      float s[ATTN_TILE / 8][4], corr[2];
+      attn_qk<D>(s, qf, ks, lane);
+      attn_softmax(s, m, l, corr, it * ATTN_TILE + 2 * t, lim, p.scale_log2);
+      attn_pv<D, D / 8>(acc, s, corr, ks + G::TILE_ELEMS, 0, lane);
+    }
+    if (active && ((it + 1) % ATTN_TILES_PER_SPLIT == 0 || it + 1 == n_tiles)) {
+      /* End of a split: fold it into the running state, start the next. */
+#pragma unroll
+      for (int ri = 0; ri < 2; ri++) {
+        float Mn, wa, wb;
+        attn_merge_weights(M[ri], m[ri], &Mn, &wa, &wb);
+        L[ri] = attn_merge(L[ri], wa, l[ri], wb);
+        M[ri] = Mn;
+#pragma unroll
+        for (int j = 0; j < D / 8; j++) {
+#pragma unroll
+          for (int e = 2 * ri; e < 2 * ri + 2; e++) {
+            float *X = ACC + (4 * j + e) * 32;
+            *X = attn_merge(*X, wa, acc[j][e], wb);
+            acc[j][e] = 0.f;
+          }
+        }
+        m[ri] = -INFINITY;
+        l[ri] = 0.f;
+      }
+    }
+    __syncthreads(); /* the stage is free for the load two tiles ahead */
+  }
+
+#pragma unroll
+  for (int ri = 0; ri < 2; ri++) {
+    if (row[ri] >= q_len) continue;
+    float *o = p.out + ((int64_t)(q0 + row[ri]) * p.n_heads + h) * D + 2 * t;
+#pragma unroll
+    for (int j = 0; j < D / 8; j++)
+      *(float2 *)(o + 8 * j) = make_float2(attn_finish(ACC[(4 * j + 2 * ri) * 32], L[ri]),
+                                           attn_finish(ACC[(4 * j + 2 * ri + 1) * 32], L[ri]));
+  }
+}
+
+template <int D, bool PAGED>
+static constexpr int prefill_smem() {
+  /* K/V stages, then each warp's merged accumulator [D / 8][4][32 lanes] f32 */
+  return PF_STAGES * attn_geom<D>::STAGE_BYTES + PF_WARPS * (D / 8) * 4 * 32 * (int)sizeof(float);
+}
+
+void kern_cuda__attn_check(const kern_attn_args_t *a, const char *what) {
+  if ((a->head_dim != 64 && a->head_dim != 128) || a->n_kv_heads <= 0 ||
+      a->n_heads % a->n_kv_heads != 0 || a->n_seqs > 65535 || a->n_heads > 65535) {
+    log_error("%s: unsupported layout (head_dim %d, %d heads, %d KV heads, %d sequences); the "
+              "CUDA backend supports head_dim 64 and 128, n_heads a multiple of n_kv_heads",
+              what, a->head_dim, a->n_heads, a->n_kv_heads, a->n_seqs);
+    abort();
+  }
+}
+
+template <int D, bool PAGED>
+static void prefill_launch(kern_cuda_t *cu, const prefill_params &p, const kern_attn_args_t *a) {
+  dim3 grid((a->max_seqlen_q + PF_ROWS - 1) / PF_ROWS, a->n_heads, a->n_seqs);
+  attn_prefill_kernel<D, PAGED><<<grid, PF_THREADS, prefill_smem<D, PAGED>(), cu->stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+static void varlen(kern_backend_t *be, const kern_attn_args_t *a, bool paged) {
+  if (a->n_seqs <= 0 || a->max_seqlen_q <= 0) return;
+  kern_cuda__attn_check(a, paged ? "attn_varlen_paged" : "attn_varlen");
+  kern_cuda_t *cu = kern_cuda(be);
+  kern_cuda__enter(cu);
+  prefill_params p;
+  p.q = a->q;
+  p.out = a->out;
+  p.k = (const __nv_bfloat16 *)(paged ? a->k_cache : a->k);
+  p.v = (const __nv_bfloat16 *)(paged ? a->v_cache : a->v);
+  if (!kern_cuda__aligned16(p.k, p.v) || !kern_cuda__aligned16(p.q, p.out)) {
+    log_error("attention: K/V, Q and out must be 16-byte aligned device buffers");
+    abort();
+  }
+  p.cu_q = a->cu_seq_lens_q;
+  p.cu_k = a->cu_seq_lens_k;
+  p.block_table = paged ? a->block_table : nullptr;
+  p.block_size = paged ? a->block_size : 1;
+  p.mbps = paged ? a->max_blocks_per_seq : 0;
+  p.n_heads = a->n_heads;
+  p.n_kv_heads = a->n_kv_heads;
+  p.group = a->n_heads / a->n_kv_heads;
+  p.scale_log2 = a->scale * ATTN_LOG2E;
+  if (a->head_dim == 64)
+    paged ? prefill_launch<64, true>(cu, p, a) : prefill_launch<64, false>(cu, p, a);
+  else
+    paged ? prefill_launch<128, true>(cu, p, a) : prefill_launch<128, false>(cu, p, a);
+}
+
+void kern_cuda__attn_varlen(kern_backend_t *be, const kern_attn_args_t *a) { varlen(be, a, false); }
+
+void kern_cuda__attn_varlen_paged(kern_backend_t *be, const kern_attn_args_t *a) {
+  varlen(be, a, true);
+}
+
+template <int D, bool PAGED>
+static void raise_smem_limit() {
+  CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<D, PAGED>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  prefill_smem<D, PAGED>()));
+}
+
+void kern_cuda__attn_varlen_init(void) {
+  raise_smem_limit<64, false>();
+  raise_smem_limit<64, true>();
+  raise_smem_limit<128, false>();
+  raise_smem_limit<128, true>();
+}

@@ -1,0 +1,31 @@
+/* kernels/cuda/attn_varlen.cuh — varlen (prefill) attention: the spec's
+ * varlen path (cu_seq_lens_q/k, causal aligned bottom-right, GQA), reading
+ * K/V either packed (attn_varlen, after kv_gather) or straight from the paged
+ * bf16 cache through the block table (attn_varlen_paged, no gather copy).
+ *
+ * One thread block of 4 warps takes 64 query rows of one head of one
+ * sequence (16 rows per warp); K/V tiles of 64 keys stream through shared
+ * memory (cp.async, double-buffered) and every warp folds them into its rows
+ * with the shared tile code of attn_tile.cuh, which makes the result of a
+ * query row bitwise the same as attn_decode's for the same keys.
+ * Supported head_dim: 64 and 128 (others abort: a programmer error). */
+#ifndef TRAM_KERN_CUDA_ATTN_VARLEN_CUH
+#define TRAM_KERN_CUDA_ATTN_VARLEN_CUH
+
+#include "kernels/cuda/cuda_common.cuh"
+
+/* kern.h attn_varlen: q, out, cu_seq_lens_q/k, max_seqlen_q, k, v. */
+void kern_cuda__attn_varlen(kern_backend_t *be, const kern_attn_args_t *a);
+
+/* kern.h attn_varlen_paged: as attn_varlen with k_cache, v_cache,
+ * block_size, block_table, max_blocks_per_seq in place of k, v. */
+void kern_cuda__attn_varlen_paged(kern_backend_t *be, const kern_attn_args_t *a);
+
+/* Raises the kernels' dynamic shared-memory limit; once, at creation. */
+void kern_cuda__attn_varlen_init(void);
+
+/* Checks the head layout every attention kernel supports; aborts with a
+ * message naming `what` otherwise (programmer error). */
+void kern_cuda__attn_check(const kern_attn_args_t *a, const char *what);
+
+#endif

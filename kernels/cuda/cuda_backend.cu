@@ -1,0 +1,213 @@
+/* kernels/cuda/cuda_backend.cu — the CUDA backend's table, creation and
+ * memory operations (see cuda_backend.h). The operations live one per file
+ * in this folder. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/cuda/add.cuh"
+#include "kernels/cuda/attn_decode.cuh"
+#include "kernels/cuda/attn_varlen.cuh"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/embed.cuh"
+#include "kernels/cuda/gather_rows.cuh"
+#include "kernels/cuda/kv_gather.cuh"
+#include "kernels/cuda/kv_write.cuh"
+#include "kernels/cuda/matmul.cuh"
+#include "kernels/cuda/rmsnorm.cuh"
+#include "kernels/cuda/rope.cuh"
+#include "kernels/cuda/swiglu.cuh"
+#include "kernels/cuda/weights.cuh"
+
+void kern_cuda__fail(const char *stmt, const char *file, int line, cudaError_t err) {
+  log_error("CUDA error %s (%s) at %s:%d: %s", cudaGetErrorName(err), cudaGetErrorString(err),
+            file, line, stmt);
+  abort();
+}
+
+void kern_cuda__fail_cublas(const char *stmt, const char *file, int line, cublasStatus_t st) {
+  log_error("cuBLAS error %s (%s) at %s:%d: %s", cublasGetStatusName(st), cublasGetStatusString(st),
+            file, line, stmt);
+  abort();
+}
+
+void kern_cuda__enter(kern_cuda_t *cu) { CUDA_CHECK(cudaSetDevice(cu->device)); }
+
+/* --- memory ---------------------------------------------------------------- */
+
+static void *cuda_alloc(kern_backend_t *be, size_t bytes) {
+  kern_cuda_t *cu = kern_cuda(be);
+  kern_cuda__enter(cu);
+  void *p = NULL;
+  /* cudaMalloc returns 256-byte aligned memory (kern.h asks for 64). */
+  cudaError_t err = cudaMalloc(&p, bytes ? bytes : 256);
+  if (err == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError(); /* not sticky: clear it */
+    return NULL;
+  }
+  CUDA_CHECK(err);
+  return p;
+}
+
+static void cuda_free(kern_backend_t *be, void *buf) {
+  if (!buf) return;
+  kern_cuda_t *cu = kern_cuda(be);
+  kern_cuda__enter(cu);
+  /* Work queued on the stream may still read buf: let it finish first. */
+  CUDA_CHECK(cudaStreamSynchronize(cu->stream));
+  CUDA_CHECK(cudaFree(buf));
+}
+
+/* From pageable host memory, cudaMemcpyAsync returns once src has been
+ * consumed, so the caller may reuse src when upload returns. */
+static void cuda_upload(kern_backend_t *be, void *dst, const void *src, size_t bytes) {
+  if (!bytes) return;
+  kern_cuda_t *cu = kern_cuda(be);
+  kern_cuda__enter(cu);
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cu->stream));
+}
+
+static void cuda_download(kern_backend_t *be, void *dst, const void *src, size_t bytes) {
+  kern_cuda_t *cu = kern_cuda(be);
+  kern_cuda__enter(cu);
+  if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cu->stream));
+  CUDA_CHECK(cudaStreamSynchronize(cu->stream));
+}
+
+static void cuda_copy(kern_backend_t *be, void *dst, const void *src, size_t bytes) {
+  if (!bytes) return;
+  kern_cuda_t *cu = kern_cuda(be);
+  kern_cuda__enter(cu);
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cu->stream));
+}
+
+static void cuda_sync(kern_backend_t *be) {
+  kern_cuda_t *cu = kern_cuda(be);
+  kern_cuda__enter(cu);
+  CUDA_CHECK(cudaStreamSynchronize(cu->stream));
+}
+
+/* Frees what create took; tolerates a half-built backend. Errors here are
+ * not fatal (the context may already be gone at exit). */
+static void cuda_release(kern_cuda_t *cu) {
+  (void)cudaSetDevice(cu->device);
+  if (cu->stream) (void)cudaStreamSynchronize(cu->stream);
+  if (cu->cublas) (void)cublasDestroy(cu->cublas);
+  if (cu->cublas_ws) (void)cudaFree(cu->cublas_ws);
+  if (cu->work) (void)cudaFree(cu->work);
+  if (cu->attn_ws) (void)cudaFree(cu->attn_ws);
+  if (cu->stream) (void)cudaStreamDestroy(cu->stream);
+  free(cu);
+}
+
+static void cuda_destroy(kern_backend_t *be) { cuda_release(kern_cuda(be)); }
+
+static const kern_backend_t cuda_table = {
+    .name = "cuda",
+    .kv_type = KERN_BF16,
+    .destroy = cuda_destroy,
+
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .copy = cuda_copy,
+    .sync = cuda_sync,
+
+    .weight_init = kern_cuda__weight_init,
+    .weight_release = kern_cuda__weight_release,
+
+    .matmul = kern_cuda__matmul,
+    .embed = kern_cuda__embed,
+    .rmsnorm = kern_cuda__rmsnorm,
+    .rope = kern_cuda__rope,
+    .swiglu = kern_cuda__swiglu,
+    .add = kern_cuda__add,
+    .add_bias = kern_cuda__add_bias,
+    .gather_rows = kern_cuda__gather_rows,
+
+    .kv_write = kern_cuda__kv_write,
+    .kv_gather = kern_cuda__kv_gather,
+    .attn_varlen = kern_cuda__attn_varlen,
+    .attn_varlen_paged = kern_cuda__attn_varlen_paged,
+    .attn_decode = kern_cuda__attn_decode,
+};
+
+/* cudaMalloc for create: logs and returns -1 on failure. */
+static int create_alloc(void **p, size_t bytes, const char *what) {
+  cudaError_t err = cudaMalloc(p, bytes);
+  if (err != cudaSuccess) {
+    log_error("kern_cuda_create: cannot allocate the %s (%zu MiB): %s", what, bytes >> 20,
+              cudaGetErrorString(err));
+    *p = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+kern_backend_t *kern_cuda_create(int device) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    log_error("kern_cuda_create: no usable CUDA driver or device (%s: %s)", cudaGetErrorName(err),
+              cudaGetErrorString(err));
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  if (device < 0 || device >= count) {
+    log_error("kern_cuda_create: no CUDA device %d (%d found)", device, count);
+    return NULL;
+  }
+  cudaDeviceProp prop;
+  err = cudaGetDeviceProperties(&prop, device);
+  if (err != cudaSuccess) {
+    log_error("kern_cuda_create: cannot read device %d: %s", device, cudaGetErrorString(err));
+    return NULL;
+  }
+  if (prop.major < 8) {
+    log_error("kern_cuda_create: %s has compute capability %d.%d; tram needs 8.0 or newer (bf16 "
+              "tensor cores)",
+              prop.name, prop.major, prop.minor);
+    return NULL;
+  }
+  err = cudaSetDevice(device);
+  if (err != cudaSuccess) {
+    log_error("kern_cuda_create: cannot use device %d: %s", device, cudaGetErrorString(err));
+    return NULL;
+  }
+
+  kern_cuda_t *cu = (kern_cuda_t *)calloc(1, sizeof *cu);
+  if (!cu) abort();
+  cu->base = cuda_table;
+  cu->device = device;
+  cu->n_sm = prop.multiProcessorCount;
+
+  err = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking);
+  if (err != cudaSuccess) {
+    log_error("kern_cuda_create: cannot create a stream: %s", cudaGetErrorString(err));
+    cu->stream = NULL;
+    cuda_release(cu);
+    return NULL;
+  }
+  if (create_alloc(&cu->cublas_ws, KERN_CUDA_CUBLAS_WS_BYTES, "cuBLAS workspace") ||
+      create_alloc(&cu->work, KERN_CUDA_WORK_BYTES, "scratch workspace") ||
+      create_alloc((void **)&cu->attn_ws, KERN_CUDA_ATTN_WS_BYTES, "attention workspace")) {
+    cuda_release(cu);
+    return NULL;
+  }
+  cublasStatus_t st = cublasCreate(&cu->cublas);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    log_error("kern_cuda_create: cublasCreate failed: %s", cublasGetStatusString(st));
+    cu->cublas = NULL;
+    cuda_release(cu);
+    return NULL;
+  }
+  CUBLAS_CHECK(cublasSetStream(cu->cublas, cu->stream));
+  CUBLAS_CHECK(cublasSetWorkspace(cu->cublas, cu->cublas_ws, KERN_CUDA_CUBLAS_WS_BYTES));
+  CUBLAS_CHECK(cublasSetPointerMode(cu->cublas, CUBLAS_POINTER_MODE_HOST));
+  kern_cuda__attn_varlen_init();
+  kern_cuda__attn_decode_init();
+
+  log_info("cuda: %s (compute %d.%d, %d SMs, %.1f GiB), device %d", prop.name, prop.major,
+           prop.minor, prop.multiProcessorCount, (double)prop.totalGlobalMem / (1 << 30), device);
+  return &cu->base;
+}
