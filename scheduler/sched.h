@@ -198,7 +198,7 @@ void sched_engine_set_notify(sched_engine_t *e, void (*fn)(void *arg), void *arg
  * (answer 429); -EINVAL when it can never run, with the reason in
  * err[err_len] (sampling parameters out of range; the prompt, or prompt plus
  * max_tokens, longer than max_model_len; more KV blocks than the whole
- * cache holds); -ESHUTDOWN after sched_engine_drain. */
+ * cache holds; n above max_seqs); -ESHUTDOWN after sched_engine_drain. */
 int sched_submit(sched_engine_t *e, sched_req_t *r, char *err, size_t err_len);
 
 /* Stops admitting new requests (sched_submit returns -ESHUTDOWN); what is
@@ -219,7 +219,8 @@ void sched_engine_destroy(sched_engine_t *e);
 typedef struct sched_stats {
   /* now */
   int32_t running;             /* sequences admitted and not finished */
-  int32_t waiting;             /* sequences waiting for admission (requests + preempted) */
+  int32_t waiting;             /* sequences waiting for admission: new requests (queued or
+                                * listed) and preempted sequences */
   int32_t kv_blocks_total, kv_blocks_used, kv_blocks_free;
   int32_t kv_blocks_cached;    /* blocks holding a prefix-cache entry (in use or free) */
   int32_t block_size;
@@ -237,7 +238,10 @@ typedef struct sched_stats {
   int32_t last_step_tokens, last_step_seqs;
   int64_t last_step_ns;          /* wall time of the whole step */
   int64_t last_forward_ns;       /* of which model_forward */
-  uint64_t busy_ns, forward_ns;  /* summed over steps */
+  uint64_t busy_ns;              /* summed over steps that ran: the whole step */
+  uint64_t forward_ns;           /* of which model_forward */
+  uint64_t plan_ns;              /* of which before it: inbox, cancellations, plan, batch and metadata */
+  uint64_t output_ns;            /* of which after it: commit, sampling, detokenizing, stops, events */
   int64_t last_progress;         /* CLOCK_MONOTONIC ns of the last step that ran (0: none yet);
                                   * with waiting + running > 0 and an old value, the engine is stuck */
 } sched_stats_t;

@@ -150,9 +150,12 @@ static void *engine_main(void *arg) {
 }
 
 static void update_idle_stats(sched_engine_t *e) {
+  pthread_mutex_lock(&e->mu);
+  const int32_t inbox = e->n_inbox;
+  pthread_mutex_unlock(&e->mu);
   pthread_mutex_lock(&e->st_mu);
   e->stats.running = e->core.running.n;
-  e->stats.waiting = e->core.waiting.n;
+  e->stats.waiting = e->core.waiting.n + inbox;
   pthread_mutex_unlock(&e->st_mu);
 }
 
@@ -212,6 +215,10 @@ int sched_submit(sched_engine_t *e, sched_req_t *r, char *err, size_t err_len) {
       return -EINVAL;
     }
   if ((rc = check_lengths(e, r, err, err_len)) != 0) return rc;
+  if (r->p.n > e->cfg.max_seqs) {
+    snprintf(err, err_len, "n = %d completions cannot run at once: max_seqs is %d", r->p.n, e->cfg.max_seqs);
+    return -EINVAL;
+  }
 
   r->seqs = xcalloc((size_t)r->p.n, sizeof *r->seqs);
   for (int32_t i = 0; i < r->p.n; i++) {
@@ -253,10 +260,12 @@ int sched_submit(sched_engine_t *e, sched_req_t *r, char *err, size_t err_len) {
   else
     e->inbox_head = r;
   e->inbox_tail = r;
+  e->n_inbox++;
   pthread_cond_signal(&e->cv);
   pthread_mutex_unlock(&e->mu);
   pthread_mutex_lock(&e->st_mu);
   e->stats.requests_submitted++;
+  e->stats.waiting++; /* until the engine's next snapshot counts it */
   pthread_mutex_unlock(&e->st_mu);
   return 0;
 }

@@ -80,6 +80,7 @@ struct sched_engine {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   sched_req_t *inbox_head, *inbox_tail;
+  int32_t n_inbox;
   int wake;                   /* a cancel or abort is pending */
   int draining, aborting, stopping;
   int32_t n_waiting_reqs;     /* submitted and not yet admitted (for max_waiting) */

@@ -200,6 +200,7 @@ static void take_inbox(sched_engine_t *e) {
   pthread_mutex_lock(&e->mu);
   sched_req_t *list = e->inbox_head;
   e->inbox_head = e->inbox_tail = NULL;
+  e->n_inbox = 0;
   const int abort_all = e->aborting;
   if (!e->stopping) e->aborting = 0;
   e->wake = 0;
@@ -273,7 +274,7 @@ int sched__step(sched_engine_t *e) {
   take_inbox(e);
   reap_cancelled(e);
   const int n = sched_core_plan(&e->core);
-  int64_t t_fwd = 0;
+  int64_t t_fwd = 0, t1 = t0, t2 = t0;
   uint64_t prompt_tokens = 0;
   if (n > 0) {
     e->step_no++;
@@ -289,9 +290,10 @@ int sched__step(sched_engine_t *e) {
           .n_logits = n_logits,
           .logit_rows = e->logit_rows,
       };
-      const int64_t t1 = sched_now_ns();
+      t1 = sched_now_ns();
       rc = model_forward(e->runner, &b, e->logits);
-      t_fwd = sched_now_ns() - t1;
+      t2 = sched_now_ns();
+      t_fwd = t2 - t1;
     }
     if (rc != 0) {
       fail_step(e, rc);
@@ -305,10 +307,13 @@ int sched__step(sched_engine_t *e) {
   attn_stats_t as;
   attn_get_stats(model_runner_attn(e->runner), &as);
   const kv_alloc_t *a = e->cache->alloc;
+  pthread_mutex_lock(&e->mu);
+  const int32_t inbox = e->n_inbox;
+  pthread_mutex_unlock(&e->mu);
   pthread_mutex_lock(&e->st_mu);
   sched_stats_t *st = &e->stats;
   st->running = e->core.running.n;
-  st->waiting = e->core.waiting.n;
+  st->waiting = e->core.waiting.n + inbox;
   st->kv_blocks_used = kv_alloc_used_blocks(a);
   st->kv_blocks_free = kv_alloc_free_blocks(a);
   st->kv_blocks_cached = kv_alloc_published_blocks(a);
@@ -331,6 +336,8 @@ int sched__step(sched_engine_t *e) {
     st->last_forward_ns = t_fwd;
     st->busy_ns += (uint64_t)(t_end - t0);
     st->forward_ns += (uint64_t)t_fwd;
+    st->plan_ns += (uint64_t)(t1 - t0);
+    st->output_ns += (uint64_t)(t_end - t2);
     st->last_progress = t_end;
   }
   pthread_mutex_unlock(&e->st_mu);

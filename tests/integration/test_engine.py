@@ -20,8 +20,9 @@ import subprocess
 import time
 
 import gguf
+import jinja2
 import pytest
-from tokenizers import AddedToken, Tokenizer, decoders, models
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
 WORDS = ("the a of and to in is was for on that with as by at from his her it an were are which this be "
          "river mountain city music garden winter engine library ocean market bridge story number "
@@ -66,16 +67,29 @@ def ids_of(res):
 
 @pytest.fixture(scope="module")
 def hf(model_path):
-    """A byte-level BPE decoder over the model's vocabulary; control tokens
-    are special (skipped when decoding, as tram's output skips them)."""
+    """SmolLM2's byte-level BPE tokenizer rebuilt from the vocabulary and
+    merges in the model file (pre-tokenized as its tokenizer.json says);
+    control tokens are special (skipped when decoding, as tram's output
+    skips them). tk.chat_template is the file's template."""
     r = gguf.GGUFReader(str(model_path))
     tokens = r.fields["tokenizer.ggml.tokens"].contents()
     types = r.fields["tokenizer.ggml.token_type"].contents()
     merges = [tuple(m.split(" ", 1)) for m in r.fields["tokenizer.ggml.merges"].contents()]
     tk = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges))
+    tk.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
     tk.decoder = decoders.ByteLevel()
     tk.add_special_tokens([AddedToken(t, special=True) for t, ty in zip(tokens, types) if ty == 3])
+    tk.chat_template = r.fields["tokenizer.chat_template"].contents()
     return tk
+
+
+def hf_chat_ids(hf, text):
+    """The chat prompt as transformers renders and tokenizes it."""
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+    rendered = env.from_string(hf.chat_template).render(messages=[{"role": "user", "content": text}],
+                                                        add_generation_prompt=True)
+    return hf.encode(rendered, add_special_tokens=False).ids
 
 
 def random_prompt(rng, lo, hi):
@@ -246,6 +260,7 @@ def test_stop_token_ids_eos_and_length(tram_bin, model_path, tmp_path, story, hf
     assert s["text"] == hf.decode(ids[:first])        # the stop token's text is not returned
     assert m["finish_reason"] == "length" and m["token_ids"] == ids[:7] and m["text"] == hf.decode(ids[:7])
     assert out[1]["usage"]["completion_tokens"] == 7
+    assert out[2]["prompt_tokens"] == len(hf_chat_ids(hf, chat))   # --chat / "chat": the template's prompt
     eog = e["token_ids"][-1]
     assert e["finish_reason"] == "stop" and e["stop_token"] == eog and len(e["token_ids"]) < 40
     assert e["text"] == hf.decode(e["token_ids"][:-1]) and "4" in e["text"]
