@@ -30,7 +30,17 @@ static void cpu_sync(kern_backend_t *be) { (void)be; }
 static void cpu_destroy(kern_backend_t *be) {
   kern_cpu_t *cpu = kern_cpu(be);
   kern_pool_destroy(cpu->pool);
+  free(cpu->scratch);
   free(cpu);
+}
+
+void *kern_cpu_scratch(kern_cpu_t *cpu, size_t bytes) {
+  if (bytes <= cpu->scratch_bytes) return cpu->scratch;
+  free(cpu->scratch);
+  cpu->scratch = NULL;
+  if (posix_memalign(&cpu->scratch, 64, bytes) != 0) abort();
+  cpu->scratch_bytes = bytes;
+  return cpu->scratch;
 }
 
 static const kern_backend_t cpu_table = {
