@@ -1,0 +1,193 @@
+/* kernels/cpu/matmul.c — weights and the matmul driver (see matmul_cpu.h).
+ *
+ * Work split. The weight rows form panels of KERN_CPU_MM_PANEL rows; the
+ * activation rows form row blocks small enough to stay in L2 (MM_XBLOCK_BYTES).
+ * One work item is (row block, panel), numbered row-block-major, handed out
+ * by the pool: a thread dequantizes its panel into its own slice of the
+ * backend scratch, then multiplies every row of the block by it, three rows
+ * at a time. With one row block (decode steps) every weight byte is read
+ * exactly once per call, whatever n. */
+#include "kernels/cpu/matmul_cpu.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/log.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/matmul_tile.h"
+
+#define MM_XBLOCK_BYTES (256 * 1024)
+
+int kern_cpu_weight_init(kern_backend_t *be, kern_weight_t *w, kern_type_t type, int64_t rows, int64_t cols,
+                         const void *data) {
+  (void)be;
+  const char *name = kern_type_name(type);
+  if (!kern_type_is_weight(type)) {
+    log_error("weight_init: type %s (%d) is not a weight type the CPU backend computes with",
+              name ? name : "unknown", (int)type);
+    return -EINVAL;
+  }
+  int64_t row_bytes = kern_type_row_bytes(type, cols);
+  if (rows <= 0 || cols <= 0 || row_bytes < 0 || rows > INT64_MAX / row_bytes || cols > INT32_MAX) {
+    log_error("weight_init: bad %s shape %lld x %lld (block of %lld elements)", name, (long long)rows,
+              (long long)cols, (long long)kern_type_block_elems(type));
+    return -EINVAL;
+  }
+  if (!data) {
+    log_error("weight_init: no data for a %s weight %lld x %lld", name, (long long)rows, (long long)cols);
+    return -EINVAL;
+  }
+  w->type = type;
+  w->rows = rows;
+  w->cols = cols;
+  w->impl = (void *)data; /* a view: the caller keeps the data valid */
+  return 0;
+}
+
+void kern_cpu_weight_release(kern_backend_t *be, kern_weight_t *w) {
+  (void)be;
+  w->impl = NULL;
+}
+
+float kern_cpu__mm_dot_scalar(const float *x, const float *w, int64_t kp) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t k = 0; k < kp; k += 8)
+    for (int j = 0; j < 8; j++) acc[j] = fmaf(w[k + j], x[k + j], acc[j]);
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+void kern_cpu__mm_tile_scalar(int R, int C, const float *x, int64_t ldx, const float *w, int64_t kp,
+                              float *out) {
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < C; c++) out[r * KERN_CPU_MM_PANEL + c] = kern_cpu__mm_dot_scalar(x + r * ldx, w + c * kp, kp);
+}
+
+static inline void run_tile(int R, int C, const float *x, int64_t ldx, const float *w, int64_t kp, float *out) {
+#ifdef KERN_CPU_AVX2
+  kern_cpu__mm_tile_avx2(R, C, x, ldx, w, kp, out);
+#else
+  kern_cpu__mm_tile_scalar(R, C, x, ldx, w, kp, out);
+#endif
+}
+
+typedef struct {
+  float *y;          /* [n, rows] */
+  const float *x;    /* [n, ldx], zero-padded to kp when cols < kp */
+  int64_t ldx;       /* floats between activation rows */
+  const uint8_t *wd; /* [rows, row_bytes] the weight as stored */
+  kern_type_t type;
+  int64_t rows, cols, kp, row_bytes;
+  int n;
+  int rb_rows;       /* activation rows per row block */
+  int64_t n_panels;
+  float *panels;     /* [threads, KERN_CPU_MM_PANEL, kp] */
+} mm_job_t;
+
+/* Dequantizes weight rows [c0, c0 + PANEL) into panel [PANEL, kp]; rows past
+ * the end and the padding columns are zero. */
+static void load_panel(const mm_job_t *j, int64_t c0, float *panel) {
+  for (int c = 0; c < KERN_CPU_MM_PANEL; c++) {
+    float *dst = panel + c * j->kp;
+    if (c0 + c < j->rows) {
+      kern_cpu_dequant_row(j->type, j->wd + (c0 + c) * j->row_bytes, dst, j->cols);
+      memset(dst + j->cols, 0, (size_t)(j->kp - j->cols) * sizeof(float));
+    } else {
+      memset(dst, 0, (size_t)j->kp * sizeof(float));
+    }
+  }
+}
+
+/* y rows [r0, r1) × panel columns [c0, c0 + PANEL), keeping the valid ones. */
+static void panel_rows(const mm_job_t *j, const float *panel, int64_t c0, int r0, int r1) {
+  const int P = KERN_CPU_MM_PANEL;
+  int valid = j->rows - c0 < P ? (int)(j->rows - c0) : P;
+  float out[3 * KERN_CPU_MM_PANEL];
+  for (int r = r0; r < r1;) {
+    int R = r1 - r >= 3 ? 3 : r1 - r;
+    const float *x = j->x + (int64_t)r * j->ldx;
+    if (R == 1) {
+      run_tile(1, 8, x, j->ldx, panel, j->kp, out);
+    } else {
+      run_tile(R, 4, x, j->ldx, panel, j->kp, out);
+      if (valid > 4) run_tile(R, 4, x, j->ldx, panel + 4 * j->kp, j->kp, out + 4);
+    }
+    for (int i = 0; i < R; i++) memcpy(j->y + (int64_t)(r + i) * j->rows + c0, out + i * P, (size_t)valid * sizeof(float));
+    r += R;
+  }
+}
+
+/* The fused tiles for all j->n (<= 2) rows of a full panel; 0 if none. */
+static int fused_rows(const mm_job_t *j, int64_t c0) {
+#ifdef KERN_CPU_AVX2
+  const int P = KERN_CPU_MM_PANEL;
+  if (j->n > 2 || c0 + P > j->rows) return 0;
+  float out[2 * KERN_CPU_MM_PANEL];
+  const uint8_t *w = j->wd + c0 * j->row_bytes;
+  if (!kern_cpu__mm_fused_avx2(j->type, j->n, j->x, j->ldx, w, j->row_bytes, j->cols, out)) return 0;
+  if (j->n == 2) kern_cpu__mm_fused_avx2(j->type, 2, j->x, j->ldx, w + 4 * j->row_bytes, j->row_bytes, j->cols, out + 4);
+  for (int i = 0; i < j->n; i++) memcpy(j->y + (int64_t)i * j->rows + c0, out + i * P, (size_t)P * sizeof(float));
+  return 1;
+#else
+  (void)j;
+  (void)c0;
+  return 0;
+#endif
+}
+
+static void mm_task(void *ctx, int64_t begin, int64_t end, int tid) {
+  const mm_job_t *j = ctx;
+  float *panel = j->panels + (int64_t)tid * KERN_CPU_MM_PANEL * j->kp;
+  for (int64_t item = begin; item < end; item++) {
+    int64_t rb = item / j->n_panels, p = item % j->n_panels;
+    int64_t c0 = p * KERN_CPU_MM_PANEL;
+    if (fused_rows(j, c0)) continue;
+    int r0 = (int)rb * j->rb_rows;
+    int r1 = r0 + j->rb_rows < j->n ? r0 + j->rb_rows : j->n;
+    load_panel(j, c0, panel);
+    panel_rows(j, panel, c0, r0, r1);
+  }
+}
+
+void kern_cpu_matmul(kern_backend_t *be, float *y, const float *x, const kern_weight_t *w, int n) {
+  if (n <= 0) return;
+  kern_cpu_t *cpu = kern_cpu(be);
+  mm_job_t j = {.y = y, .x = x, .wd = w->impl, .type = w->type, .rows = w->rows, .cols = w->cols, .n = n};
+  j.kp = (w->cols + 7) / 8 * 8;
+  j.row_bytes = kern_type_row_bytes(w->type, w->cols);
+  j.n_panels = (w->rows + KERN_CPU_MM_PANEL - 1) / KERN_CPU_MM_PANEL;
+  size_t xpad = j.kp != w->cols ? (size_t)n * (size_t)j.kp : 0;
+  size_t panel = (size_t)KERN_CPU_MM_PANEL * (size_t)j.kp;
+  float *scratch = kern_cpu_scratch(cpu, (xpad + (size_t)cpu->n_threads * panel) * sizeof(float));
+  j.panels = scratch + xpad;
+  j.ldx = w->cols;
+  if (xpad) { /* only float weights can have cols % 8 != 0 */
+    for (int i = 0; i < n; i++) {
+      memcpy(scratch + (size_t)i * j.kp, x + (size_t)i * w->cols, (size_t)w->cols * sizeof(float));
+      memset(scratch + (size_t)i * j.kp + w->cols, 0, (size_t)(j.kp - w->cols) * sizeof(float));
+    }
+    j.x = scratch;
+    j.ldx = j.kp;
+  }
+  int64_t rb_max = MM_XBLOCK_BYTES / (j.kp * (int64_t)sizeof(float));
+  if (rb_max < 3) rb_max = 3;
+  int64_t n_rb = (n + rb_max - 1) / rb_max;
+  j.rb_rows = (int)((n + n_rb - 1) / n_rb);
+  kern_pool_for(cpu->pool, n_rb * j.n_panels, 0, mm_task, &j);
+}
+
+void kern_cpu_matmul_ref(float *y, const float *x, const kern_weight_t *w, int n) {
+  int64_t kp = (w->cols + 7) / 8 * 8, row_bytes = kern_type_row_bytes(w->type, w->cols);
+  float *wr = calloc((size_t)kp, sizeof(float)), *xr = calloc((size_t)kp, sizeof(float));
+  if (!wr || !xr) abort();
+  for (int64_t c = 0; c < w->rows; c++) {
+    kern_cpu_dequant_row_scalar(w->type, (const uint8_t *)w->impl + c * row_bytes, wr, w->cols);
+    for (int i = 0; i < n; i++) {
+      memcpy(xr, x + (int64_t)i * w->cols, (size_t)w->cols * sizeof(float));
+      y[(int64_t)i * w->rows + c] = kern_cpu__mm_dot_scalar(xr, wr, kp);
+    }
+  }
+  free(wr);
+  free(xr);
+}
