@@ -126,7 +126,6 @@ static int fused_rows(const mm_job_t *j, int64_t c0) {
   float out[2 * KERN_CPU_MM_PANEL];
   const uint8_t *w = j->wd + c0 * j->row_bytes;
   if (!kern_cpu__mm_fused_avx2(j->type, j->n, j->x, j->ldx, w, j->row_bytes, j->cols, out)) return 0;
-  if (j->n == 2) kern_cpu__mm_fused_avx2(j->type, 2, j->x, j->ldx, w + 4 * j->row_bytes, j->row_bytes, j->cols, out + 4);
   for (int i = 0; i < j->n; i++) memcpy(j->y + (int64_t)i * j->rows + c0, out + i * P, (size_t)P * sizeof(float));
   return 1;
 #else

@@ -65,15 +65,15 @@ typedef void (*unit_fn)(const uint8_t *p, int s, __m256 v[4]);
 static inline __attribute__((always_inline)) void fused(unit_fn fn, int64_t bb, int units, int R, int C,
                                                         const float *x, int64_t ldx, const uint8_t *w,
                                                         int64_t row_bytes, int64_t nb, float *out) {
-  __m256 acc[2][8];
+  __m256 acc[2][4]; /* R <= 2, C <= 4 */
 #pragma GCC unroll 2
   for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     for (int s = 0; s < units; s++) {
       const float *xb = x + (b * units + s) * 32;
-#pragma GCC unroll 8
+#pragma GCC unroll 4
       for (int c = 0; c < C; c++) {
         __m256 v[4];
         fn(w + c * row_bytes + b * bb, s, v);
@@ -86,15 +86,22 @@ static inline __attribute__((always_inline)) void fused(unit_fn fn, int64_t bb, 
   }
 #pragma GCC unroll 2
   for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int c = 0; c < C; c++) out[r * KERN_CPU_MM_PANEL + c] = hsum(acc[r][c]);
 }
 
-/* The 1×8 and 2×4 fused tiles of one type. */
+/* The fused tiles of one type over a whole panel: 1 row × 4 weight rows,
+ * or 2 × 2 (few accumulators, so the dequantized unit and the constants
+ * stay in registers too). */
 #define FUSED_TYPE(fn, bb, units)                                                                         \
   do {                                                                                                    \
-    if (R == 1) fused(fn, bb, units, 1, 8, x, ldx, w, row_bytes, nb, out);                                \
-    else fused(fn, bb, units, 2, 4, x, ldx, w, row_bytes, nb, out);                                       \
+    if (R == 1) {                                                                                         \
+      for (int c = 0; c < KERN_CPU_MM_PANEL; c += 4)                                                      \
+        fused(fn, bb, units, 1, 4, x, ldx, w + c * row_bytes, row_bytes, nb, out + c);                    \
+    } else {                                                                                              \
+      for (int c = 0; c < KERN_CPU_MM_PANEL; c += 2)                                                      \
+        fused(fn, bb, units, 2, 2, x, ldx, w + c * row_bytes, row_bytes, nb, out + c);                    \
+    }                                                                                                     \
   } while (0)
 
 int kern_cpu__mm_fused_avx2(kern_type_t type, int R, const float *x, int64_t ldx, const uint8_t *w,

@@ -8,14 +8,15 @@
  * input width) into the backend's scratch, exactly (dequant.h), and runs
  * every activation row of its row block against that panel in register
  * tiles of up to 3 activation rows × 4 or 8 weight rows: many rows share one
- * pass over the weights. The activations are not quantized: int8 activation
+ * pass over the weights. With 1 or 2 rows there is nothing to amortize the
+ * panel over: fused tiles dequantize into registers and multiply at once. The activations are not quantized: int8 activation
  * blocks (GGML's Q8 path) change the default model's logits by up to 12 %
  * (rel L2), int16 by 6e-4, against the 1e-3 the forward must meet; see
  * docs/benchmarks/matmul.md.
  *
  * Arithmetic of one output y[i, c] (the same whatever n, the other rows, the
  * tiling or the thread count; bitwise batch invariant): with K = cols
- * rounded up to 32 and both rows zero-padded to K, eight f32 lanes
+ * rounded up to 8 and both rows zero-padded to K, eight f32 lanes
  * acc[j] = fma(w[8t + j], x[8t + j], acc[j]) for t = 0, 1, ..., K/8 - 1,
  * starting from +0, then y = ((acc0 + acc4) + (acc2 + acc6)) +
  * ((acc1 + acc5) + (acc3 + acc7)). kern_cpu_matmul_ref computes the same
@@ -33,7 +34,9 @@ int kern_cpu_weight_init(kern_backend_t *be, kern_weight_t *w, kern_type_t type,
 /* be->weight_release: forgets the view (the data is the caller's). */
 void kern_cpu_weight_release(kern_backend_t *be, kern_weight_t *w);
 
-/* be->matmul: y[n, w->rows] = x[n, w->cols] · wᵀ on the pool's threads. */
+/* be->matmul: y[n, w->rows] = x[n, w->cols] · wᵀ on the pool's threads; y
+ * must not overlap x. Scratch: KERN_CPU_MM_PANEL·cols floats per thread
+ * (plus a zero-padded copy of x when cols % 8 != 0) from kern_cpu_scratch. */
 void kern_cpu_matmul(kern_backend_t *be, float *y, const float *x, const kern_weight_t *w, int n);
 
 /* The same result, bit for bit, from portable scalar code on the calling

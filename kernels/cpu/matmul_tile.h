@@ -22,9 +22,9 @@ void kern_cpu__mm_tile_scalar(int R, int C, const float *x, int64_t ldx, const f
 #ifdef KERN_CPU_AVX2
 void kern_cpu__mm_tile_avx2(int R, int C, const float *x, int64_t ldx, const float *w, int64_t kp, float *out);
 
-/* The same outputs as the tiles for R = 1 (C = 8) or R = 2 (two calls of
- * C = 4 weight rows), computed straight from the stored weight rows
- * w + c·row_bytes without a panel. Returns 0 (and does nothing) when it has
+/* The same outputs as the tiles, for R = 1 or 2 activation rows and the
+ * KERN_CPU_MM_PANEL weight rows w + c·row_bytes, computed straight from the
+ * stored weights without a panel. Returns 0 (and does nothing) when it has
  * no such tile: cols not a multiple of 32, R > 2, or not a weight type. */
 int kern_cpu__mm_fused_avx2(kern_type_t type, int R, const float *x, int64_t ldx, const uint8_t *w,
                             int64_t row_bytes, int64_t cols, float *out);
