@@ -2,7 +2,7 @@
  * at the default model's shapes, and the decode / prefill proxies of
  * issue 4; results recorded in docs/benchmarks/matmul.md.
  *
- *   build/bench/matmul_bench [-t threads] [--quick]
+ *   build/bench/matmul_bench [-t threads] [--quick] [--model-only]
  *
  * 1. Memory bandwidth: a read of 256 MiB through the pool (the decode bound's
  *    denominator; bench/membw.c is the dedicated probe).
@@ -20,7 +20,8 @@
  *    the one row that needs logits.
  * Every time is the best of repeated runs (other processes share this
  * machine; the best run is the one they disturbed least). --quick runs
- * fewer repetitions and only the Q4_1 / Q8_0 rows of table 2. */
+ * fewer repetitions and only the Q4_1 / Q8_0 rows of table 2; --model-only
+ * skips table 2. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,12 +216,13 @@ static double model_step(kern_backend_t *be, model_t *m, const float *x, float *
 }
 
 int main(int argc, char **argv) {
-  int threads = 0, quick = 0;
+  int threads = 0, quick = 0, model_only = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "-t") == 0 && i + 1 < argc) threads = atoi(argv[++i]);
     else if (strcmp(argv[i], "--quick") == 0) quick = 1;
+    else if (strcmp(argv[i], "--model-only") == 0) model_only = 1;
     else {
-      fprintf(stderr, "usage: matmul_bench [-t threads] [--quick]\n");
+      fprintf(stderr, "usage: matmul_bench [-t threads] [--quick] [--model-only]\n");
       return 2;
     }
   }
@@ -235,7 +237,7 @@ int main(int argc, char **argv) {
   float *x = malloc(sizeof(float) * 512 * 1536), *y = malloc(sizeof(float) * 512 * 49152);
   if (!x || !y) abort();
   for (int i = 0; i < 512 * 1536; i++) x[i] = rnd_unit();
-  type_table(be, quick, x, y);
+  if (!model_only) type_table(be, quick, x, y);
 
   model_t *m = malloc(sizeof *m);
   if (!m) abort();

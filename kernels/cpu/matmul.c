@@ -4,8 +4,9 @@
  * activation rows form row blocks small enough to stay in L2 (MM_XBLOCK_BYTES).
  * One work item is (row block, panel), numbered row-block-major, handed out
  * by the pool: a thread dequantizes its panel into its own slice of the
- * backend scratch, then multiplies every row of the block by it, three rows
- * at a time. With one row block (decode steps) every weight byte is read
+ * backend scratch, then multiplies every row of the block by it, two rows
+ * by half a panel at a time, K in chunks of up to MM_KC_MAX so that the operands stay
+ * in L1 (the lanes of the outputs wait in the scratch between chunks). With one row block (decode steps) every weight byte is read
  * exactly once per call, whatever n. */
 #include "kernels/cpu/matmul_cpu.h"
 
@@ -19,6 +20,12 @@
 #include "kernels/cpu/matmul_tile.h"
 
 #define MM_XBLOCK_BYTES (256 * 1024)
+/* At most this many rows per block (bounds the per-thread lane state). */
+#define MM_XBLOCK_ROWS 256
+/* Longest K chunk: a chunk of half a panel (6 rows) and of two activation
+ * rows, at most 20 KiB, stays in L1 while the tiles walk down the row block.
+ * K is cut in equal chunks (multiples of 8) no longer than this. */
+#define MM_KC_MAX 640
 
 int kern_cpu_weight_init(kern_backend_t *be, kern_weight_t *w, kern_type_t type, int64_t rows, int64_t cols,
                          const void *data) {
@@ -51,24 +58,26 @@ void kern_cpu_weight_release(kern_backend_t *be, kern_weight_t *w) {
   w->impl = NULL;
 }
 
-float kern_cpu__mm_dot_scalar(const float *x, const float *w, int64_t kp) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int64_t k = 0; k < kp; k += 8)
-    for (int j = 0; j < 8; j++) acc[j] = fmaf(w[k + j], x[k + j], acc[j]);
-  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-}
-
-void kern_cpu__mm_tile_scalar(int R, int C, const float *x, int64_t ldx, const float *w, int64_t kp,
-                              float *out) {
+void kern_cpu__mm_tile_scalar(int R, int C, const float *x, int64_t ldx, const float *w, int64_t ldw, int64_t k0,
+                              int64_t k1, float *acc, int64_t ldacc, float *out) {
   for (int r = 0; r < R; r++)
-    for (int c = 0; c < C; c++) out[r * KERN_CPU_MM_PANEL + c] = kern_cpu__mm_dot_scalar(x + r * ldx, w + c * kp, kp);
+    for (int c = 0; c < C; c++) {
+      float *a = acc + r * ldacc + 8 * c;
+      if (k0 == 0)
+        for (int l = 0; l < 8; l++) a[l] = 0.0f;
+      const float *xr = x + r * ldx, *wr = w + c * ldw;
+      for (int64_t k = k0; k < k1; k += 8)
+        for (int l = 0; l < 8; l++) a[l] = fmaf(wr[k + l], xr[k + l], a[l]);
+      if (out) out[r * KERN_CPU_MM_PANEL + c] = kern_cpu__mm_hsum(a);
+    }
 }
 
-static inline void run_tile(int R, int C, const float *x, int64_t ldx, const float *w, int64_t kp, float *out) {
+static inline void run_tile(int R, int C, const float *x, int64_t ldx, const float *w, int64_t ldw, int64_t k0,
+                            int64_t k1, float *acc, int64_t ldacc, float *out) {
 #ifdef KERN_CPU_AVX2
-  kern_cpu__mm_tile_avx2(R, C, x, ldx, w, kp, out);
+  kern_cpu__mm_tile_avx2(R, C, x, ldx, w, ldw, k0, k1, acc, ldacc, out);
 #else
-  kern_cpu__mm_tile_scalar(R, C, x, ldx, w, kp, out);
+  kern_cpu__mm_tile_scalar(R, C, x, ldx, w, ldw, k0, k1, acc, ldacc, out);
 #endif
 }
 
@@ -82,7 +91,9 @@ typedef struct {
   int n;
   int rb_rows;       /* activation rows per row block */
   int64_t n_panels;
-  float *panels;     /* [threads, KERN_CPU_MM_PANEL, kp] */
+  int64_t kc;        /* K chunk */
+  float *scratch;    /* per thread: panel [PANEL, kp], then lanes [rb_rows, PANEL, 8] */
+  int64_t per_thread; /* floats of scratch per thread */
 } mm_job_t;
 
 /* Dequantizes weight rows [c0, c0 + PANEL) into panel [PANEL, kp]; rows past
@@ -99,22 +110,24 @@ static void load_panel(const mm_job_t *j, int64_t c0, float *panel) {
   }
 }
 
-/* y rows [r0, r1) × panel columns [c0, c0 + PANEL), keeping the valid ones. */
-static void panel_rows(const mm_job_t *j, const float *panel, int64_t c0, int r0, int r1) {
-  const int P = KERN_CPU_MM_PANEL;
+/* y rows [r0, r1) × panel columns [c0, c0 + PANEL), keeping the valid ones:
+ * K chunk by K chunk, two rows and half a panel per tile, the lanes of
+ * every output in `lanes` [r1 - r0, PANEL, 8] until the last chunk. */
+static void panel_rows(const mm_job_t *j, const float *panel, float *lanes, int64_t c0, int r0, int r1) {
+  const int P = KERN_CPU_MM_PANEL, H = KERN_CPU_MM_PANEL / 2;
   int valid = j->rows - c0 < P ? (int)(j->rows - c0) : P;
-  float out[3 * KERN_CPU_MM_PANEL];
-  for (int r = r0; r < r1;) {
-    int R = r1 - r >= 3 ? 3 : r1 - r;
-    const float *x = j->x + (int64_t)r * j->ldx;
-    if (R == 1) {
-      run_tile(1, 8, x, j->ldx, panel, j->kp, out);
-    } else {
-      run_tile(R, 4, x, j->ldx, panel, j->kp, out);
-      if (valid > 4) run_tile(R, 4, x, j->ldx, panel + 4 * j->kp, j->kp, out + 4);
+  float out[2 * KERN_CPU_MM_PANEL];
+  for (int64_t k0 = 0; k0 < j->kp; k0 += j->kc) {
+    int64_t k1 = k0 + j->kc < j->kp ? k0 + j->kc : j->kp;
+    for (int r = r0; r < r1; r += 2) {
+      int R = r1 - r >= 2 ? 2 : 1;
+      const float *x = j->x + (int64_t)r * j->ldx;
+      float *st = lanes + (int64_t)(r - r0) * P * 8;
+      for (int h = 0; h < valid; h += H)
+        run_tile(R, H, x, j->ldx, panel + h * j->kp, j->kp, k0, k1, st + 8 * h, P * 8, k1 == j->kp ? out + h : NULL);
+      if (k1 == j->kp)
+        for (int i = 0; i < R; i++) memcpy(j->y + (int64_t)(r + i) * j->rows + c0, out + i * P, (size_t)valid * sizeof(float));
     }
-    for (int i = 0; i < R; i++) memcpy(j->y + (int64_t)(r + i) * j->rows + c0, out + i * P, (size_t)valid * sizeof(float));
-    r += R;
   }
 }
 
@@ -137,7 +150,7 @@ static int fused_rows(const mm_job_t *j, int64_t c0) {
 
 static void mm_task(void *ctx, int64_t begin, int64_t end, int tid) {
   const mm_job_t *j = ctx;
-  float *panel = j->panels + (int64_t)tid * KERN_CPU_MM_PANEL * j->kp;
+  float *panel = j->scratch + tid * j->per_thread, *lanes = panel + KERN_CPU_MM_PANEL * j->kp;
   for (int64_t item = begin; item < end; item++) {
     int64_t rb = item / j->n_panels, p = item % j->n_panels;
     int64_t c0 = p * KERN_CPU_MM_PANEL;
@@ -145,7 +158,7 @@ static void mm_task(void *ctx, int64_t begin, int64_t end, int tid) {
     int r0 = (int)rb * j->rb_rows;
     int r1 = r0 + j->rb_rows < j->n ? r0 + j->rb_rows : j->n;
     load_panel(j, c0, panel);
-    panel_rows(j, panel, c0, r0, r1);
+    panel_rows(j, panel, lanes, c0, r0, r1);
   }
 }
 
@@ -156,10 +169,16 @@ void kern_cpu_matmul(kern_backend_t *be, float *y, const float *x, const kern_we
   j.kp = (w->cols + 7) / 8 * 8;
   j.row_bytes = kern_type_row_bytes(w->type, w->cols);
   j.n_panels = (w->rows + KERN_CPU_MM_PANEL - 1) / KERN_CPU_MM_PANEL;
+  int64_t n_kc = (j.kp + MM_KC_MAX - 1) / MM_KC_MAX;
+  j.kc = (j.kp / n_kc + 7) / 8 * 8;
+  int64_t rb_max = MM_XBLOCK_BYTES / (j.kp * (int64_t)sizeof(float));
+  rb_max = rb_max < 2 ? 2 : rb_max > MM_XBLOCK_ROWS ? MM_XBLOCK_ROWS : rb_max;
+  int64_t n_rb = (n + rb_max - 1) / rb_max;
+  j.rb_rows = (int)((n + n_rb - 1) / n_rb);
+  j.per_thread = KERN_CPU_MM_PANEL * (j.kp + 8 * (int64_t)j.rb_rows);
   size_t xpad = j.kp != w->cols ? (size_t)n * (size_t)j.kp : 0;
-  size_t panel = (size_t)KERN_CPU_MM_PANEL * (size_t)j.kp;
-  float *scratch = kern_cpu_scratch(cpu, (xpad + (size_t)cpu->n_threads * panel) * sizeof(float));
-  j.panels = scratch + xpad;
+  float *scratch = kern_cpu_scratch(cpu, (xpad + (size_t)cpu->n_threads * (size_t)j.per_thread) * sizeof(float));
+  j.scratch = scratch + xpad;
   j.ldx = w->cols;
   if (xpad) { /* only float weights can have cols % 8 != 0 */
     for (int i = 0; i < n; i++) {
@@ -169,22 +188,20 @@ void kern_cpu_matmul(kern_backend_t *be, float *y, const float *x, const kern_we
     j.x = scratch;
     j.ldx = j.kp;
   }
-  int64_t rb_max = MM_XBLOCK_BYTES / (j.kp * (int64_t)sizeof(float));
-  if (rb_max < 3) rb_max = 3;
-  int64_t n_rb = (n + rb_max - 1) / rb_max;
-  j.rb_rows = (int)((n + n_rb - 1) / n_rb);
   kern_pool_for(cpu->pool, n_rb * j.n_panels, 0, mm_task, &j);
 }
 
 void kern_cpu_matmul_ref(float *y, const float *x, const kern_weight_t *w, int n) {
   int64_t kp = (w->cols + 7) / 8 * 8, row_bytes = kern_type_row_bytes(w->type, w->cols);
-  float *wr = calloc((size_t)kp, sizeof(float)), *xr = calloc((size_t)kp, sizeof(float));
+  float *wr = calloc((size_t)kp, sizeof(float)), *xr = calloc((size_t)kp, sizeof(float)), lanes[8];
   if (!wr || !xr) abort();
   for (int64_t c = 0; c < w->rows; c++) {
     kern_cpu_dequant_row_scalar(w->type, (const uint8_t *)w->impl + c * row_bytes, wr, w->cols);
     for (int i = 0; i < n; i++) {
       memcpy(xr, x + (int64_t)i * w->cols, (size_t)w->cols * sizeof(float));
-      y[(int64_t)i * w->rows + c] = kern_cpu__mm_dot_scalar(xr, wr, kp);
+      float out;
+      kern_cpu__mm_tile_scalar(1, 1, xr, kp, wr, kp, 0, kp, lanes, 8, &out);
+      y[(int64_t)i * w->rows + c] = out;
     }
   }
   free(wr);

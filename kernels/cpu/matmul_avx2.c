@@ -3,9 +3,10 @@
  *
  * One 8-lane accumulator per (activation row, weight row); each step loads
  * 8 elements of each of the R activation rows once and of each of the C
- * weight rows once and issues R·C FMAs. 3×4 (12 accumulators) keeps enough
- * independent FMA chains in flight to hide the FMA latency; 1×8 and 2×4
- * serve the leftover rows with the very same per-output operations.
+ * weight rows once and issues R·C FMAs. 2×6: 12 accumulators (enough
+ * independent FMA chains to hide the FMA latency) and 8 loads per 12 FMAs
+ * (within two loads a cycle); 1×6 serves a leftover row with the very same
+ * per-output operations.
  *
  * The fused tiles (1 or 2 activation rows) skip the panel: they dequantize
  * each 32-element unit of C weight rows into registers and use it at once,
@@ -29,35 +30,39 @@ static inline float hsum(__m256 v) {
 }
 
 static inline __attribute__((always_inline)) void tile(int R, int C, const float *x, int64_t ldx, const float *w,
-                                                       int64_t kp, float *out) {
-  __m256 acc[3][8];
-#pragma GCC unroll 3
+                                                       int64_t ldw, int64_t k0, int64_t k1, float *st,
+                                                       int64_t ldst, float *out) {
+  __m256 acc[2][6];
+#pragma GCC unroll 2
   for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < kp; k += 8) {
-    __m256 xv[3];
-#pragma GCC unroll 3
+#pragma GCC unroll 6
+    for (int c = 0; c < C; c++) acc[r][c] = k0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(st + r * ldst + 8 * c);
+  for (int64_t k = k0; k < k1; k += 8) {
+    __m256 xv[2];
+#pragma GCC unroll 2
     for (int r = 0; r < R; r++) xv[r] = _mm256_loadu_ps(x + r * ldx + k);
-#pragma GCC unroll 8
+#pragma GCC unroll 6
     for (int c = 0; c < C; c++) {
-      __m256 wv = _mm256_loadu_ps(w + c * kp + k);
-#pragma GCC unroll 3
+      __m256 wv = _mm256_loadu_ps(w + c * ldw + k);
+      __asm__("" : "+x"(wv)); /* one load, kept in a register, for all R rows */
+#pragma GCC unroll 2
       for (int r = 0; r < R; r++) acc[r][c] = _mm256_fmadd_ps(wv, xv[r], acc[r][c]);
     }
   }
-#pragma GCC unroll 3
+#pragma GCC unroll 2
   for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; c++) out[r * KERN_CPU_MM_PANEL + c] = hsum(acc[r][c]);
+#pragma GCC unroll 6
+    for (int c = 0; c < C; c++) {
+      if (out) out[r * KERN_CPU_MM_PANEL + c] = hsum(acc[r][c]);
+      else _mm256_storeu_ps(st + r * ldst + 8 * c, acc[r][c]);
+    }
 }
 
-void kern_cpu__mm_tile_avx2(int R, int C, const float *x, int64_t ldx, const float *w, int64_t kp, float *out) {
-  if (R == 3 && C == 4) tile(3, 4, x, ldx, w, kp, out);
-  else if (R == 2 && C == 4) tile(2, 4, x, ldx, w, kp, out);
-  else if (R == 1 && C == 8) tile(1, 8, x, ldx, w, kp, out);
-  else if (R == 1 && C == 4) tile(1, 4, x, ldx, w, kp, out);
-  else kern_cpu__mm_tile_scalar(R, C, x, ldx, w, kp, out);
+void kern_cpu__mm_tile_avx2(int R, int C, const float *x, int64_t ldx, const float *w, int64_t ldw, int64_t k0,
+                            int64_t k1, float *acc, int64_t ldacc, float *out) {
+  if (R == 2 && C == 6) tile(2, 6, x, ldx, w, ldw, k0, k1, acc, ldacc, out);
+  else if (R == 1 && C == 6) tile(1, 6, x, ldx, w, ldw, k0, k1, acc, ldacc, out);
+  else kern_cpu__mm_tile_scalar(R, C, x, ldx, w, ldw, k0, k1, acc, ldacc, out);
 }
 
 typedef void (*unit_fn)(const uint8_t *p, int s, __m256 v[4]);

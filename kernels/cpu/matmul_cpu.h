@@ -4,14 +4,16 @@
  * mapping: nothing is copied or repacked, w->impl is the data pointer).
  *
  * The matmul computes on the quantized blocks as stored, with f32
- * activations. Each task dequantizes a panel of 8 weight rows (the whole
+ * activations. Each task dequantizes a panel of 12 weight rows (the whole
  * input width) into the backend's scratch, exactly (dequant.h), and runs
  * every activation row of its row block against that panel in register
- * tiles of up to 3 activation rows × 4 or 8 weight rows: many rows share one
- * pass over the weights. With 1 or 2 rows there is nothing to amortize the
- * panel over: fused tiles dequantize into registers and multiply at once. The activations are not quantized: int8 activation
+ * tiles of 2 activation rows × 6 weight rows (K in L1-sized chunks): many
+ * rows share one pass over the weights. With 1 or 2 rows there is nothing
+ * to amortize the panel over: fused tiles dequantize into registers and
+ * multiply at once. The activations are not quantized: int8 activation
  * blocks (GGML's Q8 path) change the default model's logits by up to 12 %
- * (rel L2), int16 by 6e-4, against the 1e-3 the forward must meet; see
+ * (rel L2), int16 by 6e-4, against the 1e-3 the forward must meet, and
+ * int16 is also slower here (bench/int16_vs_f32.c); see
  * docs/benchmarks/matmul.md.
  *
  * Arithmetic of one output y[i, c] (the same whatever n, the other rows, the
