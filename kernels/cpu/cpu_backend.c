@@ -7,6 +7,8 @@
 
 #include "config/log.h"
 #include "kernels/cpu/attn_cpu.h"
+#include "kernels/cpu/matmul_cpu.h"
+#include "kernels/cpu/ops_cpu.h"
 
 static void *cpu_alloc(kern_backend_t *be, size_t bytes) {
   (void)be;
@@ -30,7 +32,17 @@ static void cpu_sync(kern_backend_t *be) { (void)be; }
 static void cpu_destroy(kern_backend_t *be) {
   kern_cpu_t *cpu = kern_cpu(be);
   kern_pool_destroy(cpu->pool);
+  free(cpu->scratch);
   free(cpu);
+}
+
+void *kern_cpu_scratch(kern_cpu_t *cpu, size_t bytes) {
+  if (bytes <= cpu->scratch_bytes) return cpu->scratch;
+  free(cpu->scratch);
+  cpu->scratch = NULL;
+  if (posix_memalign(&cpu->scratch, 64, bytes) != 0) abort();
+  cpu->scratch_bytes = bytes;
+  return cpu->scratch;
 }
 
 static const kern_backend_t cpu_table = {
@@ -46,7 +58,17 @@ static const kern_backend_t cpu_table = {
     .copy = cpu_copy,
     .sync = cpu_sync,
 
-    /* weights and dense operations: kernels/cpu/ matmul and ops files */
+    /* weights and dense operations: kernels/cpu/matmul*.c, ops.c */
+    .weight_init = kern_cpu_weight_init,
+    .weight_release = kern_cpu_weight_release,
+    .matmul = kern_cpu_matmul,
+    .embed = kern_cpu_embed,
+    .rmsnorm = kern_cpu_rmsnorm,
+    .rope = kern_cpu_rope,
+    .swiglu = kern_cpu_swiglu,
+    .add = kern_cpu_add,
+    .add_bias = kern_cpu_add_bias,
+    .gather_rows = kern_cpu_gather_rows,
 
     /* KV cache and attention: kernels/cpu/attn_*.c */
     .kv_write = kern_cpu_kv_write,

@@ -13,11 +13,20 @@ typedef struct kern_cpu {
   kern_backend_t base; /* must stay first: a kern_backend_t * is a kern_cpu_t * */
   kern_pool_t *pool;   /* owned */
   int n_threads;
+  void *scratch;        /* owned: see kern_cpu_scratch() */
+  size_t scratch_bytes; /* its size */
 } kern_cpu_t;
 
 /* Creates the CPU backend with n_threads threads (<= 0: one per online CPU).
  * Returns NULL after logging why. Destroy with kern_backend_destroy(). */
 kern_backend_t *kern_cpu_create(int n_threads);
+
+/* A 64-byte aligned scratch buffer of at least `bytes` bytes, owned by the
+ * backend, valid until the next call (it grows, never shrinks, so steady state
+ * allocates nothing). One kernel uses it during its own call, on the engine
+ * thread, and splits it between pool threads itself. Aborts when out of
+ * memory. */
+void *kern_cpu_scratch(kern_cpu_t *cpu, size_t bytes);
 
 /* The kern_cpu_t behind a CPU backend. */
 static inline kern_cpu_t *kern_cpu(kern_backend_t *be) { return (kern_cpu_t *)be; }
