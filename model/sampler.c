@@ -1,6 +1,5 @@
 /* model/sampler.c — a request's sampler: parameters and their validation,
- * its random stream (xoshiro256** seeded through splitmix64, one draw per
- * sampled token), the token counts behind the penalties (an open-addressing
+ * its random stream (counter-based, one draw per sampled token), the token counts behind the penalties (an open-addressing
  * table of the distinct tokens seen, so a step costs O(distinct tokens), not
  * O(vocabulary)), the penalties themselves, and samp_sample() tying the
  * steps together. See sampler.h; the truncation steps are in
@@ -30,7 +29,7 @@ struct samp_state {
   samp_logit_bias_t *bias; /* [p.n_logit_bias], owned */
   int32_t n_vocab;
   uint64_t seed;
-  uint64_t rng[4];         /* xoshiro256** state */
+  uint64_t n_draws;        /* draws taken from the stream so far */
   samp_count_t *counts;    /* [n_counts] distinct tokens seen */
   uint32_t n_counts, cap_counts;
   uint32_t *slots;         /* [n_slots] index + 1 into counts, 0 = empty */
@@ -75,27 +74,24 @@ int samp_params_validate(const samp_params_t *p, int32_t n_vocab, char *err, siz
   return -EINVAL;
 }
 
-/* ---- random stream ------------------------------------------------------------ */
+/* ---- random stream ------------------------------------------------------------
+ *
+ * Counter-based: the draw for the request's i-th sampled token is
+ * mix(seed + (i + 1) * gamma), splitmix64's output function, so it depends on
+ * the seed and i alone (whatever the batch, the thread or a preemption). */
 
-static uint64_t splitmix64(uint64_t *x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+static uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
 
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static const uint64_t GAMMA = 0x9e3779b97f4a7c15ull;
 
-/* Uniform in [0, 1) with 53 random bits. */
-static double rng_uniform(uint64_t *s) {
-  uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = rotl(s[3], 45);
-  return (double)(r >> 11) * 0x1.0p-53;
+/* Uniform in [0, 1) with 53 random bits: the stream's next draw. */
+static double next_uniform(samp_state_t *s) {
+  s->n_draws++;
+  return (double)(mix64(s->seed + s->n_draws * GAMMA) >> 11) * 0x1.0p-53;
 }
 
 /* A seed for requests without one: distinct per call and per process. */
@@ -105,7 +101,7 @@ static uint64_t pick_seed(void) {
   clock_gettime(CLOCK_REALTIME, &ts);
   uint64_t x = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 40) ^
                (atomic_fetch_add(&counter, 1) * 0xd1342543de82ef95ull);
-  return splitmix64(&x);
+  return mix64(x + GAMMA);
 }
 
 /* ---- token counts ----------------------------------------------------------------- */
@@ -168,8 +164,6 @@ samp_state_t *samp_state_create(const samp_params_t *p, int32_t n_vocab, const i
   }
   s->p.logit_bias = s->bias;
   s->seed = p->has_seed ? p->seed : pick_seed();
-  uint64_t x = s->seed;
-  for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
   rehash(s, 64);
   for (size_t i = 0; i < n_prompt; i++)
     if (prompt[i] >= 0 && prompt[i] < n_vocab) count_of(s, prompt[i])->prompt = 1;
@@ -217,7 +211,7 @@ int samp_sample(samp_state_t *s, samp_ws_t *w, const float *logits, samp_result_
   const float *probs;
   int n = samp_candidates(&s->p, w, x, &ids, &probs);
   if (n < 0) return n;
-  int32_t token = samp__pick(ids, probs, n, rng_uniform(s->rng));
+  int32_t token = samp__pick(ids, probs, n, next_uniform(s));
   out->token = token;
   out->logprob = 0.0f;
   out->n_top = s->p.top_logprobs;
