@@ -116,28 +116,9 @@ static __m256 exp8(__m256 v) {
 }
 #endif
 
-/* sum of exp(x[i] - m) over x[n] (NaN counts 0), in double. */
-static double exp_sum(const float *x, int32_t n, float m) {
-  double sum = 0;
-  int32_t i = 0;
-#ifdef SAMP_AVX2
-  __m256 vm = _mm256_set1_ps(m);
-  __m256d acc = _mm256_setzero_pd();
-  for (; i + 8 <= n; i += 8) {
-    __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
-    acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-    acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
-  }
-  double lanes[4];
-  _mm256_storeu_pd(lanes, acc);
-  sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-#endif
-  for (; i < n; i++) sum += isnan(x[i]) ? 0.0 : exp((double)x[i] - m);
-  return sum;
-}
-
-/* w[i] = exp((x[i] - m) * inv_t), 0 for NaN or underflow; returns their sum
- * (in double). The vocabulary-sized pass every sampled token pays. */
+/* w[i] = exp((x[i] - m) * inv_t), 0 for NaN or underflow (w may be NULL:
+ * the sum only); returns their sum (in double). The vocabulary-sized pass
+ * every sampled token pays. */
 static double exp_weights(const float *x, int32_t n, float m, float inv_t, float *w) {
   double sum = 0;
   int32_t i = 0;
@@ -146,7 +127,7 @@ static double exp_weights(const float *x, int32_t n, float m, float inv_t, float
   __m256d acc = _mm256_setzero_pd();
   for (; i + 8 <= n; i += 8) {
     __m256 e = exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), vs));
-    _mm256_storeu_ps(w + i, e);
+    if (w) _mm256_storeu_ps(w + i, e);
     acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
     acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
   }
@@ -155,9 +136,10 @@ static double exp_weights(const float *x, int32_t n, float m, float inv_t, float
   sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
 #endif
   for (; i < n; i++) {
-    w[i] = expf((x[i] - m) * inv_t);
-    if (!(w[i] > 0)) w[i] = 0;
-    sum += w[i];
+    float e = expf((x[i] - m) * inv_t);
+    if (!(e > 0)) e = 0;
+    if (w) w[i] = e;
+    sum += e;
   }
   return sum;
 }
@@ -381,7 +363,7 @@ int samp_candidates(const samp_params_t *p, samp_ws_t *w, const float *x, const 
 void samp_logprobs(const float *x, int32_t n_vocab, int32_t token, int32_t n_top, float *logprob,
                    samp_logprob_t *top) {
   float m = max_of(x, n_vocab);
-  double lse = (double)m + log(isfinite(m) ? exp_sum(x, n_vocab, m) : 0.0);
+  double lse = (double)m + log(isfinite(m) ? exp_weights(x, n_vocab, m, 1.0f, NULL) : 0.0);
   float xt = token >= 0 && token < n_vocab && !isnan(x[token]) ? x[token] : -INFINITY;
   *logprob = (float)((double)xt - lse);
   if (n_top > SAMP_MAX_TOP_LOGPROBS) n_top = SAMP_MAX_TOP_LOGPROBS;
