@@ -129,7 +129,7 @@ int main(int argc, char **argv) {
     float *x = malloc(sizeof(float) * (size_t)(n * cols)), *y = malloc(sizeof(float) * (size_t)(n * rows));
     float *y16 = malloc(sizeof(float) * (size_t)(n * rows));
     act16_t *a = aligned_alloc(64, sizeof(act16_t) * (size_t)(n * nb));
-    for (int64_t i = 0; i < n * cols; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
+    for (int64_t i = 0; i < n * cols; i++) x[i] = (float)((double)rand() / RAND_MAX) - 0.5f;
     double best[2] = {1e9, 1e9};
     for (int v = 0; v < 2; v++) {
       double t0 = now();

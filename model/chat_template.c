@@ -45,7 +45,8 @@ chat_tmpl_t *chat_tmpl_compile(const char *src, size_t len, char *err, size_t er
   jinja_arena_init(&c->arena, (size_t)64 * MAX_SOURCE);
   c->jb = &jb;
   if (setjmp(jb)) {
-    log_error("chat template: %s", c->msg);
+    if (err) log_debug("chat template: %s", c->msg); /* the caller has the message */
+    else log_error("chat template: %s", c->msg);
     put_err(err, err_size, c->msg);
     jinja_arena_free(&c->arena);
     free(c);

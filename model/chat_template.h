@@ -41,9 +41,10 @@ extern const char CHAT_TMPL_CHATML[];
 #define CHAT_TMPL_MAX_STEPS 20000000u     /* statements + expressions evaluated */
 
 /* Compiles template source src[len] (UTF-8; need not be NUL-terminated).
- * Returns NULL on a syntax error or an unsupported construct, after logging
- * it and writing the message (with its line) to err[err_size] if err is not
- * NULL. The source is copied. */
+ * Returns NULL on a syntax error or an unsupported construct, with the
+ * message (and its line) in err[err_size] when err is not NULL (then logged
+ * at debug level only: the caller reports it), else logged as an error. The
+ * source is copied. */
 chat_tmpl_t *chat_tmpl_compile(const char *src, size_t len, char *err, size_t err_size);
 
 /* What the model loader calls with the GGUF's template: src NULL or empty

@@ -56,6 +56,8 @@ typedef struct jinja_ctx {
   int depth, max_depth;   /* nesting of evaluation and macro calls */
   int loop_ctl;           /* JINJA_LOOP_BREAK / _CONTINUE while unwinding */
   struct jinja_frame *globals; /* the render's variables */
+  struct jinja_frame *top;     /* the template body's own frame */
+  const struct jinja_node *root;
 } jinja_ctx_t;
 
 enum { JINJA_LOOP_NONE = 0, JINJA_LOOP_BREAK = 1, JINJA_LOOP_CONTINUE = 2 };
@@ -278,7 +280,9 @@ typedef enum jinja_op {
  *   SET a = b (a: NAME, TUPLE of NAMEs, or ATTR of a NAME)
  *   SET_BLOCK a = capture(items), then the filter chain c whose innermost a is NULL
  *   MACRO name(kw names, kw defaults (NULL: none)): items
- *   BLOCK items */
+ *   BLOCK items; the template's root BLOCK lists in kw_names the names its
+ *   body assigns unconditionally (set, block set, macro), which loop bodies
+ *   and macros see as Undefined until assigned, as in jinja2 */
 typedef struct jinja_node {
   uint8_t kind, op, flag;
   int16_t id;
@@ -364,6 +368,9 @@ jv_t jinja__strip(jv_t s, const jv_t *chars, int which);
 jv_t jinja__case(jinja_ctx_t *c, jv_t s, int mode);
 /* Python's str.replace(old, new, count) (count < 0: all). */
 jv_t jinja__replace(jinja_ctx_t *c, jv_t s, jv_t old, jv_t new_, int64_t count);
+/* Python's printf-style fmt % args (%s %r %d %i %f %e %g %x %o %c %%, flags,
+ * width, precision; no %(name)s). */
+jv_t jinja__format(jinja_ctx_t *c, jv_t fmt, jv_t args);
 /* Python's int(s, base) / float(s) on a string; 0 or -1 when it is not one. */
 int jinja__parse_number(jv_t s, int want_int, int base, jv_t *out);
 

@@ -51,10 +51,33 @@ void jinja_frame_set(jinja_ctx_t *c, jinja_frame_t *f, const char *name, size_t 
   f->n++;
 }
 
-static jv_t *frame_lookup(jinja_frame_t *f, const char *name, size_t n) {
-  for (; f; f = f->parent)
-    for (uint32_t i = f->n; i-- > 0;)
-      if (f->lens[i] == n && memcmp(f->names[i], name, n) == 0) return &f->vals[i];
+static jv_t *frame_find(jinja_frame_t *f, const char *name, size_t n) {
+  for (uint32_t i = f->n; i-- > 0;)
+    if (f->lens[i] == n && memcmp(f->names[i], name, n) == 0) return &f->vals[i];
+  return NULL;
+}
+
+/* A name declared by the template body: inner frames (loops, macros) do not
+ * see the render's variable of that name, only the body's own (jinja.h). */
+static int declared(const jinja_ctx_t *c, const char *name, size_t n) {
+  const jinja_node_t *root = c->root;
+  for (uint32_t i = 0; root && i < root->n_kw; i++)
+    if (root->kw_lens[i] == n && memcmp(root->kw_names[i], name, n) == 0) return 1;
+  return 0;
+}
+
+/* The variable `name` as seen from f, or NULL (*hidden: a declared name
+ * not yet assigned, which must not fall back to a global function). */
+static jv_t *frame_lookup(jinja_ctx_t *c, jinja_frame_t *f, const char *name, size_t n, int *hidden) {
+  *hidden = 0;
+  for (jinja_frame_t *fr = f; fr; fr = fr->parent) {
+    if (fr == c->globals && f != c->top && declared(c, name, n)) {
+      *hidden = 1;
+      return NULL;
+    }
+    jv_t *p = frame_find(fr, name, n);
+    if (p) return p;
+  }
   return NULL;
 }
 
@@ -138,6 +161,7 @@ jv_t jinja_getitem(jinja_ctx_t *c, jv_t obj, jv_t key) {
   return undef_index(c, obj, key);
 }
 
+/* A slice bound: *given 0 for none or absent, 1 for an int. */
 static int64_t slice_arg(jinja_ctx_t *c, const jinja_node_t *n, jinja_frame_t *f, int *given) {
   *given = 0;
   if (!n) return 0;
@@ -148,7 +172,7 @@ static int64_t slice_arg(jinja_ctx_t *c, const jinja_node_t *n, jinja_frame_t *f
     return v.kind == JK_INT ? v.i : v.b;
   }
   if (v.kind == JK_UNDEF) jinja_fail_undefined(c, v);
-  jinja_fail(c, -EINVAL, "slice indices must be integers or None");
+  jinja_fail(c, -EINVAL, "slice indices must be integers or None or have an __index__ method");
 }
 
 /* Python's slice arithmetic over `len` items; writes the start and step
@@ -180,6 +204,7 @@ static jv_t eval_slice(jinja_ctx_t *c, jinja_frame_t *f, const jinja_node_t *n) 
   jv_t obj = jinja_eval(c, f, n->a);
   if (obj.kind == JK_UNDEF) jinja_fail_undefined(c, obj);
   int64_t start, step, count;
+  if (obj.kind == JK_DICT) jinja_fail(c, -EINVAL, "unhashable type: 'slice'");
   if (obj.kind == JK_LIST) {
     count = slice_indices(c, f, n, obj.list->n, &start, &step);
     jinja_list_t *l = jinja_list_new(c, (uint32_t)count);
@@ -192,7 +217,7 @@ static jv_t eval_slice(jinja_ctx_t *c, jinja_frame_t *f, const jinja_node_t *n) 
     size_t len = jinja_utf8_count(obj.s, obj.n);
     if (len == obj.n) { /* ASCII: bytes are characters */
       count = slice_indices(c, f, n, (int64_t)len, &start, &step);
-      if (step == 1) return jv_strref(obj.s + start, (size_t)count);
+        if (step == 1) return jv_strref(obj.s + start, (size_t)count);
       char *p = jinja_alloc(c, (size_t)count + 1);
       for (int64_t k = 0; k < count; k++) p[k] = obj.s[start + k * step];
       return jv_strref(p, (size_t)count);
@@ -210,7 +235,10 @@ static jv_t eval_slice(jinja_ctx_t *c, jinja_frame_t *f, const jinja_node_t *n) 
     }
     return jv_strref(b.p ? b.p : "", b.n);
   }
-  return jv_undef_named("slice", 5, JU_PLAIN, obj.kind);
+  /* jinja2 compiles slices to plain Python subscripts, which fail here;
+   * but it folds a literal's slice through getitem, which gives Undefined */
+  if (n->a->kind == JN_CONST) return jv_undef_named("slice", 5, JU_PLAIN, obj.kind);
+  jinja_fail(c, -EINVAL, "'%s' object is not subscriptable", jinja_type_name(obj));
 }
 
 jinja_list_t *jinja_iterate(jinja_ctx_t *c, jv_t v) {
@@ -314,7 +342,7 @@ static jv_t arith(jinja_ctx_t *c, int op, jv_t a, jv_t b) {
     if ((a.kind == JK_STR || a.kind == JK_LIST) && is_int(b)) return repeat(c, a, as_int(b));
     if ((b.kind == JK_STR || b.kind == JK_LIST) && is_int(a)) return repeat(c, b, as_int(a));
   }
-  if (op == JO_MOD && a.kind == JK_STR) jinja_fail(c, -ENOTSUP, "'%%' string formatting is not supported");
+  if (op == JO_MOD && a.kind == JK_STR) return jinja__format(c, a, b);
   if (!is_num(a) || !is_num(b)) bad_operands(c, name, a, b);
   if (is_int(a) && is_int(b) && op != JO_DIV) {
     int64_t x = as_int(a), y = as_int(b), r = 0;
@@ -381,7 +409,10 @@ static int contains(jinja_ctx_t *c, jv_t item, jv_t seq) {
     for (uint32_t i = 0; i < seq.list->n; i++)
       if (jinja_equal(seq.list->v[i], item)) return 1;
     return 0;
-  case JK_DICT: return jinja_dict_get(seq.dict, item) != NULL;
+  case JK_DICT:
+    if ((item.kind == JK_LIST && !item.list->tuple) || item.kind == JK_DICT || item.kind == JK_NS)
+      jinja_fail(c, -EINVAL, "unhashable type: '%s'", jinja_type_name(item));
+    return jinja_dict_get(seq.dict, item) != NULL;
   default: jinja_fail(c, -EINVAL, "argument of type '%s' is not iterable", jinja_type_name(seq));
   }
 }
@@ -475,7 +506,13 @@ jv_t jinja_call_value(jinja_ctx_t *c, jv_t fn, const jinja_args_t *a) {
   }
 }
 
+static _Noreturn void unknown_name(jinja_ctx_t *c, const jinja_node_t *n) {
+  jinja_fail(c, -EINVAL, "line %d: No %s named '%.*s'.", n->line, n->kind == JN_FILTER ? "filter" : "test",
+             (int)n->name_len, n->name);
+}
+
 static jv_t apply_filter_node(jinja_ctx_t *c, jinja_frame_t *f, const jinja_node_t *n, jv_t arg) {
+  if (n->id < 0) unknown_name(c, n);
   jinja_args_t a;
   eval_args(c, f, n, &a);
   return jinja_apply_filter(c, n->id, arg, &a);
@@ -490,11 +527,12 @@ jv_t jinja_eval(jinja_ctx_t *c, jinja_frame_t *f, const jinja_node_t *n) {
   switch (n->kind) {
   case JN_CONST: r = n->value; break;
   case JN_NAME: {
-    jv_t *p = frame_lookup(f, n->name, n->name_len);
+    int hidden;
+    jv_t *p = frame_lookup(c, f, n->name, n->name_len, &hidden);
     if (p) {
       r = *p;
     } else {
-      int id = jinja_global_id(n->name, n->name_len);
+      int id = hidden ? -1 : jinja_global_id(n->name, n->name_len);
       if (id >= 0) {
         r = (jv_t){.kind = JK_FUNC};
         r.fn = id;
@@ -539,6 +577,7 @@ jv_t jinja_eval(jinja_ctx_t *c, jinja_frame_t *f, const jinja_node_t *n) {
   }
   case JN_FILTER: r = apply_filter_node(c, f, n, jinja_eval(c, f, n->a)); break;
   case JN_TEST: {
+    if (n->id < 0) unknown_name(c, n);
     jv_t v = jinja_eval(c, f, n->a);
     jinja_args_t a;
     eval_args(c, f, n, &a);
@@ -608,7 +647,8 @@ static void assign(jinja_ctx_t *c, jinja_frame_t *f, const jinja_node_t *target,
     return;
   }
   if (target->kind == JN_ATTR) {
-    jv_t *ns = frame_lookup(f, target->a->name, target->a->name_len);
+    int hidden;
+    jv_t *ns = frame_lookup(c, f, target->a->name, target->a->name_len, &hidden);
     if (!ns || ns->kind != JK_NS)
       jinja_fail(c, -EINVAL, "line %d: can't assign attribute on non-namespace object", target->line);
     jinja_dict_set(c, ns->dict, jv_strref(target->name, target->name_len), v);
@@ -703,5 +743,7 @@ static void exec_body(jinja_ctx_t *c, jinja_frame_t *f, jinja_node_t *const *ite
 
 void jinja_render(jinja_ctx_t *c, const jinja_node_t *root) {
   jinja_frame_t *f = jinja_frame_new(c, c->globals);
+  c->top = f;
+  c->root = root;
   exec_body(c, f, root->items, root->n_items);
 }

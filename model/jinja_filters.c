@@ -155,7 +155,6 @@ static jv_t get_attr_path(jinja_ctx_t *c, jv_t item, jv_t path) {
     int all_digits = len > 0;
     for (size_t k = 0; k < len; k++) all_digits &= part[k] >= '0' && part[k] <= '9';
     if (all_digits && len < 18) key = jv_int(strtoll(part, NULL, 10));
-    if (item.kind == JK_UNDEF) return item;
     item = jinja_getitem(c, item, key);
     start = i + 1;
   }
@@ -231,6 +230,7 @@ static jv_t do_unique(jinja_ctx_t *c, jv_t v, const jinja_args_t *a) {
 /* select/reject/selectattr/rejectattr: keep items whose (attribute's) test
  * result equals `want`; with no test name, the truth value. */
 static jv_t select_items(jinja_ctx_t *c, jv_t v, const jinja_args_t *a, int by_attr, int want) {
+  if (!jinja_truthy(v)) return jv_list(jinja_list_new(c, 0)); /* jinja2: `if value:` */
   jinja_list_t *src = jinja_iterate(c, v), *out = jinja_list_new(c, src->n);
   uint32_t first_test = by_attr ? 1 : 0;
   if (by_attr && a->n_pos < 1) jinja_fail(c, -EINVAL, "selectattr/rejectattr need an attribute name");
@@ -254,6 +254,7 @@ static jv_t select_items(jinja_ctx_t *c, jv_t v, const jinja_args_t *a, int by_a
 }
 
 static jv_t do_map(jinja_ctx_t *c, jv_t v, const jinja_args_t *a) {
+  if (!jinja_truthy(v)) return jv_list(jinja_list_new(c, 0)); /* jinja2: `if value:` */
   jinja_list_t *src = jinja_iterate(c, v), *out = jinja_list_new(c, src->n);
   jv_t *attr = jinja_arg(a, UINT32_MAX, "attribute");
   if (attr) {
@@ -391,6 +392,7 @@ jv_t jinja_apply_filter(jinja_ctx_t *c, int id, jv_t v, const jinja_args_t *a) {
     jv_t dflt = arg_or(a, 0, "default", want_int ? jv_int(0) : jv_float(0.0));
     jv_t base = arg_or(a, 1, "base", jv_int(10));
     jv_t out;
+    if (v.kind == JK_UNDEF) jinja_fail_undefined(c, v); /* int(Undefined) raises */
     if (v.kind == JK_INT || v.kind == JK_BOOL) {
       int64_t i = v.kind == JK_INT ? v.i : v.b;
       return want_int ? jv_int(i) : jv_float((double)i);
@@ -456,8 +458,22 @@ static int is_str_case(jinja_ctx_t *c, jv_t v, int upper) {
   return jinja_equal(same, s) && !jinja_equal(other, s);
 }
 
+/* Tests that take one argument besides the value; the others take none. */
+static int test_takes_arg(int id) {
+  switch (id) {
+  case T_DIVISIBLEBY: case T_EQ: case T_EQUALTO: case T_EQ2: case T_NE: case T_NE2: case T_LT: case T_LT2:
+  case T_LESSTHAN: case T_LE: case T_LE2: case T_GT: case T_GT2: case T_GREATERTHAN: case T_GE: case T_GE2:
+  case T_IN: case T_SAMEAS:
+    return 1;
+  default: return 0;
+  }
+}
+
 int jinja_apply_test(jinja_ctx_t *c, int id, jv_t v, const jinja_args_t *a) {
   const char *name = test_names[id];
+  if (a->n_pos + a->n_kw != (uint32_t)test_takes_arg(id))
+    jinja_fail(c, -EINVAL, "test '%s' takes %d argument(s), got %u", name, test_takes_arg(id) + 1,
+               a->n_pos + a->n_kw + 1);
   switch (id) {
   case T_BOOLEAN: return v.kind == JK_BOOL;
   case T_CALLABLE: return v.kind == JK_FUNC || v.kind == JK_METHOD || v.kind == JK_MACRO || v.kind == JK_LOOP;

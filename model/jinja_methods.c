@@ -12,6 +12,7 @@
 #include <locale.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -185,6 +186,99 @@ as_float:
   return 0;
 }
 
+/* ---- printf-style formatting (str % args) --------------------------------------- */
+
+static void pad_put(jinja_ctx_t *c, jinja_buf_t *b, const char *s, size_t n, long width, int left) {
+  long chars = (long)jinja_utf8_count(s, n);
+  if (!left)
+    for (long i = chars; i < width; i++) jinja_buf_putc(c, b, ' ');
+  jinja_buf_put(c, b, s, n);
+  if (left)
+    for (long i = chars; i < width; i++) jinja_buf_putc(c, b, ' ');
+}
+
+jv_t jinja__format(jinja_ctx_t *c, jv_t fmt, jv_t args) {
+  jinja_list_t one = {.n = 1, .cap = 1, .v = &args};
+  int is_tuple = args.kind == JK_LIST && args.list->tuple;
+  jinja_list_t *list = is_tuple ? args.list : &one;
+  /* a lone argument with __getitem__ (dict, list, Undefined) may go unused */
+  int mapping = !is_tuple && (args.kind == JK_DICT || args.kind == JK_LIST || args.kind == JK_UNDEF);
+  uint32_t next = 0;
+  jinja_buf_t b = {0};
+  for (size_t i = 0; i < fmt.n; i++) {
+    if (fmt.s[i] != '%') {
+      jinja_buf_putc(c, &b, fmt.s[i]);
+      continue;
+    }
+    char spec[32] = "%";
+    size_t k = 1;
+    int left = 0;
+    long width = 0;
+    i++;
+    while (i < fmt.n && strchr("-+ 0#", fmt.s[i]) && k < 8) {
+      if (fmt.s[i] == '-') left = 1;
+      spec[k++] = fmt.s[i++];
+    }
+    while (i < fmt.n && fmt.s[i] >= '0' && fmt.s[i] <= '9' && k < 16) width = width * 10 + (fmt.s[i] - '0'), spec[k++] = fmt.s[i++];
+    long prec = -1;
+    if (i < fmt.n && fmt.s[i] == '.') {
+      spec[k++] = fmt.s[i++];
+      prec = 0;
+      while (i < fmt.n && fmt.s[i] >= '0' && fmt.s[i] <= '9' && k < 24) prec = prec * 10 + (fmt.s[i] - '0'), spec[k++] = fmt.s[i++];
+    }
+    if (i >= fmt.n) jinja_fail(c, -EINVAL, "incomplete format");
+    char conv = fmt.s[i];
+    if (conv == '%') {
+      jinja_buf_putc(c, &b, '%');
+      continue;
+    }
+    if (conv == '(' || conv == '*') jinja_fail(c, -ENOTSUP, "'%%(name)' and '*' formats are not supported");
+    if (width > 4096 || prec > 4096) jinja_fail(c, -E2BIG, "format width too large");
+    if (next >= list->n) jinja_fail(c, -EINVAL, "not enough arguments for format string");
+    jv_t v = list->v[next++];
+    if (v.kind == JK_UNDEF) jinja_fail_undefined(c, v);
+    char tmp[4200];
+    if (conv == 's' || conv == 'r') {
+      jinja_buf_t t = {0};
+      if (conv == 's') jinja_str(c, &t, v);
+      else jinja_repr(c, &t, v);
+      size_t n = t.n;
+      if (prec >= 0) n = jinja_utf8_offset(t.p ? t.p : "", t.n, (size_t)prec);
+      pad_put(c, &b, t.p ? t.p : "", n, width, left);
+    } else if (strchr("diouxX", conv) && conv != 'u') {
+      int64_t x;
+      if (v.kind == JK_INT || v.kind == JK_BOOL) x = v.kind == JK_INT ? v.i : v.b;
+      else if (v.kind == JK_FLOAT && (conv == 'd' || conv == 'i') && fabs(v.f) < 9.2e18) x = (int64_t)v.f;
+      else jinja_fail(c, -EINVAL, "%%%c format: a number is required, not %s", conv, jinja_type_name(v));
+      spec[k++] = 'l';
+      spec[k++] = 'l';
+      spec[k++] = conv == 'i' ? 'd' : conv;
+      spec[k] = 0;
+      snprintf(tmp, sizeof tmp, spec, (long long)x);
+      jinja_buf_put(c, &b, tmp, strlen(tmp));
+    } else if (strchr("eEfFgG", conv)) {
+      double x;
+      if (v.kind == JK_FLOAT) x = v.f;
+      else if (v.kind == JK_INT || v.kind == JK_BOOL) x = v.kind == JK_INT ? (double)v.i : v.b;
+      else jinja_fail(c, -EINVAL, "must be real number, not %s", jinja_type_name(v));
+      spec[k++] = conv;
+      spec[k] = 0;
+      snprintf(tmp, sizeof tmp, spec, x);
+      jinja_buf_put(c, &b, tmp, strlen(tmp));
+    } else if (conv == 'c') {
+      jinja_buf_t t = {0};
+      if (v.kind == JK_INT && v.i >= 0 && v.i <= 0x10ffff) jinja_utf8_put(c, &t, (uint32_t)v.i);
+      else if (v.kind == JK_STR && jinja_utf8_count(v.s, v.n) == 1) jinja_buf_put(c, &t, v.s, v.n);
+      else jinja_fail(c, -EINVAL, "%%c requires int or char");
+      pad_put(c, &b, t.p, t.n, width, left);
+    } else {
+      jinja_fail(c, -EINVAL, "unsupported format character '%c'", conv);
+    }
+  }
+  if (next < list->n && !mapping) jinja_fail(c, -EINVAL, "not all arguments converted during string formatting");
+  return jv_strref(b.p ? b.p : "", b.n);
+}
+
 /* ---- methods ------------------------------------------------------------------ */
 
 static const char *const str_methods[] = {"strip", "lstrip", "rstrip", "split", "rsplit", "startswith",
@@ -291,10 +385,8 @@ static jv_t split(jinja_ctx_t *c, jv_t s, const jinja_args_t *a, int from_right)
     for (;;) {
       while (k < n && sp[k]) k++;
       if (k == n) break;
-      if (maxsplit >= 0 && done == maxsplit) {
-        size_t e = n;
-        while (e > k && sp[e - 1]) e--;
-        jinja_list_push(c, l, jv_strref(s.s + off[k], off[e] - off[k]));
+      if (maxsplit >= 0 && done == maxsplit) { /* the rest, trailing whitespace kept */
+        jinja_list_push(c, l, jv_strref(s.s + off[k], off[n] - off[k]));
         break;
       }
       size_t st = k;
@@ -309,10 +401,8 @@ static jv_t split(jinja_ctx_t *c, jv_t s, const jinja_args_t *a, int from_right)
   for (;;) {
     while (k > 0 && sp[k - 1]) k--;
     if (k == 0) break;
-    if (done == maxsplit) {
-      size_t st = 0;
-      while (st < k && sp[st]) st++;
-      jinja_list_push(c, rev, jv_strref(s.s + off[st], off[k] - off[st]));
+    if (done == maxsplit) { /* the rest, leading whitespace kept */
+      jinja_list_push(c, rev, jv_strref(s.s, off[k]));
       break;
     }
     size_t e = k;

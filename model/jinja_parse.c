@@ -6,8 +6,9 @@
  * Statements: if/elif/else, for (tuple targets, `if` filter, else), set
  * (names, tuples, namespace attributes, block form with filters), macro,
  * break/continue, and Hugging Face's {% generation %}. Anything else — a tag
- * such as extends/include/import/call/filter/with, an unknown filter or test,
- * `*args` — fails here with its line, so a model's template is rejected at
+ * such as extends/include/import/call/filter/with, an unknown filter or test
+ * (outside the conditional places where jinja2 defers that check to run
+ * time), `*args` — fails here with its line, so a model's template is rejected at
  * load time rather than at the first request. See jinja.h. */
 #include "model/jinja.h"
 
@@ -180,20 +181,28 @@ static void parse_call_args(parser_t *P, jinja_node_t *x) {
   }
 }
 
-/* A FILTER or TEST node over arg, named by the next token and checked
- * against the known filters or tests (jinja2 checks them at compile time). */
+/* A FILTER or TEST node over arg, named by the next tokens (dotted names
+ * such as `a.b` are one name, as in jinja2). An unknown name gets id -1;
+ * check_names() decides after parsing whether that is a compile error. */
 static jinja_node_t *named_node(parser_t *P, int kind, jinja_node_t *arg) {
-  const char *what = kind == JN_FILTER ? "filter" : "test";
   jinja_node_t *x = node(P, kind);
   x->a = arg;
   if (cur(P)->kind != JT_NAME) fail_at(P, kind == JN_FILTER ? "expected a filter name" : "expected a test name");
   jinja_tok_t *t = advance(P);
   x->name = t->s;
   x->name_len = t->n;
-  if (is_op(P, ".")) fail_at(P, "dotted filter and test names are not supported");
-  int id = kind == JN_FILTER ? jinja_filter_id(t->s, t->n) : jinja_test_id(t->s, t->n);
-  if (id < 0) jinja_fail(P->c, -EINVAL, "line %d: no %s named '%.*s'", x->line, what, (int)t->n, t->s);
-  x->id = (int16_t)id;
+  if (is_op(P, ".")) {
+    jinja_buf_t b = {0};
+    jinja_buf_put(P->c, &b, t->s, t->n);
+    while (skip_op(P, ".")) {
+      jinja_tok_t *part = expect_kind(P, JT_NAME, "expected a name after '.'");
+      jinja_buf_putc(P->c, &b, '.');
+      jinja_buf_put(P->c, &b, part->s, part->n);
+    }
+    x->name = b.p;
+    x->name_len = (uint32_t)b.n;
+  }
+  x->id = (int16_t)(kind == JN_FILTER ? jinja_filter_id(x->name, x->name_len) : jinja_test_id(x->name, x->name_len));
   return x;
 }
 
@@ -283,7 +292,16 @@ static jinja_node_t *parse_postfix(parser_t *P, jinja_node_t *x) {
       }
     } else if (skip_op(P, "[")) {
       x = parse_subscribed(P, x);
-      if (is_op(P, ",")) fail_at(P, "tuple subscripts are not supported");
+      if (is_op(P, ",")) { /* x[a, b]: the key is a tuple */
+        if (x->kind != JN_ITEM) fail_at(P, "slices in tuple subscripts are not supported");
+        nodevec_t keys = {0};
+        vec_push(P, &keys, x->b);
+        while (skip_op(P, ",") && !is_op(P, "]")) vec_push(P, &keys, parse_expression(P, 1));
+        jinja_node_t *tuple = node(P, JN_TUPLE);
+        tuple->items = keys.v;
+        tuple->n_items = keys.n;
+        x->b = tuple;
+      }
       expect_op(P, "]");
     } else if (is_op(P, "(")) {
       x = parse_call(P, x);
@@ -646,8 +664,10 @@ static void parse_body(parser_t *P, const char *const *ends, jinja_node_t ***ite
     jinja_tok_t *t = cur(P);
     if (t->kind == JT_EOF) {
       if (ends) {
-        char what[64];
-        snprintf(what, sizeof what, "unexpected end of template, expected '%s'", ends[0]);
+        char what[96] = "unexpected end of template, expected";
+        for (size_t k = 0; ends[k]; k++)
+          snprintf(what + strlen(what), sizeof what - strlen(what), "%s '%s'", k ? (ends[k + 1] ? "," : " or") : "",
+                   ends[k]);
         jinja_fail(P->c, -EINVAL, "%s", what);
       }
       break;
@@ -677,10 +697,58 @@ done:
   *n = body.n;
 }
 
+/* Unknown filters and tests are compile errors except where jinja2 defers
+ * them to run time: in if statements (test and branches) and in inline if
+ * expressions, though not inside a loop, macro or block set nested there. */
+static void check_names(jinja_ctx_t *c, const jinja_node_t *n, int soft) {
+  if (!n) return;
+  if ((n->kind == JN_FILTER || n->kind == JN_TEST) && n->id < 0 && !soft)
+    jinja_fail(c, -EINVAL, "line %d: no %s named '%.*s'", n->line, n->kind == JN_FILTER ? "filter" : "test",
+               (int)n->name_len, n->name);
+  int child = soft, body = soft;
+  if (n->kind == JN_IF || n->kind == JN_COND) child = body = 1;
+  else if (n->kind == JN_FOR) body = 0;
+  else if (n->kind == JN_MACRO || n->kind == JN_SET_BLOCK) child = body = 0;
+  check_names(c, n->a, child);
+  check_names(c, n->b, child);
+  check_names(c, n->c, child);
+  check_names(c, n->d, n->kind == JN_FOR ? body : child);
+  int is_stmt = n->kind >= JN_TEXT;
+  for (uint32_t i = 0; i < n->n_items; i++) check_names(c, n->items[i], is_stmt ? body : child);
+  if (n->vals)
+    for (uint32_t i = 0; i < n->n_items; i++) check_names(c, n->vals[i], child);
+  for (uint32_t i = 0; i < n->n_kw; i++) check_names(c, n->kw[i], child);
+}
+
 jinja_node_t *jinja_parse(jinja_ctx_t *c, const char *src, size_t len) {
   parser_t P = {.c = c};
   jinja_lex(c, src, len, &P.t, &P.n);
   jinja_node_t *root = node(&P, JN_BLOCK);
   parse_body(&P, NULL, &root->items, &root->n_items);
+  check_names(c, root, 0);
+  /* the names the body assigns unconditionally (see jinja.h) */
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < root->n_items; i++) {
+    const jinja_node_t *x = root->items[i];
+    if (x->kind == JN_MACRO) n++;
+    else if ((x->kind == JN_SET || x->kind == JN_SET_BLOCK) && x->a->kind == JN_NAME) n++;
+    else if (x->kind == JN_SET && x->a->kind == JN_TUPLE) n += x->a->n_items;
+  }
+  root->kw_names = jinja_alloc(c, (n + 1) * sizeof *root->kw_names);
+  root->kw_lens = jinja_alloc(c, (n + 1) * sizeof *root->kw_lens);
+  for (uint32_t i = 0; i < root->n_items; i++) {
+    const jinja_node_t *x = root->items[i];
+    if (x->kind == JN_MACRO) {
+      root->kw_names[root->n_kw] = x->name;
+      root->kw_lens[root->n_kw++] = x->name_len;
+    } else if ((x->kind == JN_SET || x->kind == JN_SET_BLOCK) && x->a->kind != JN_ATTR) {
+      uint32_t k = x->a->kind == JN_TUPLE ? x->a->n_items : 1;
+      for (uint32_t j = 0; j < k; j++) {
+        const jinja_node_t *t = x->a->kind == JN_TUPLE ? x->a->items[j] : x->a;
+        root->kw_names[root->n_kw] = t->name;
+        root->kw_lens[root->n_kw++] = t->name_len;
+      }
+    }
+  }
   return root;
 }

@@ -21,8 +21,8 @@ jv_t jv_undef_named(const char *name, size_t n, int sub, int obj_kind) {
 
 jinja_list_t *jinja_list_new(jinja_ctx_t *c, uint32_t cap) {
   jinja_list_t *l = jinja_alloc(c, sizeof *l);
-  l->cap = cap;
-  l->v = cap ? jinja_alloc(c, cap * sizeof *l->v) : NULL;
+  l->cap = cap ? cap : 1; /* never a NULL array, even empty */
+  l->v = jinja_alloc(c, l->cap * sizeof *l->v);
   return l;
 }
 
@@ -40,11 +40,9 @@ void jinja_list_push(jinja_ctx_t *c, jinja_list_t *l, jv_t v) {
 
 jinja_dict_t *jinja_dict_new(jinja_ctx_t *c, uint32_t cap) {
   jinja_dict_t *d = jinja_alloc(c, sizeof *d);
-  d->cap = cap;
-  if (cap) {
-    d->k = jinja_alloc(c, cap * sizeof *d->k);
-    d->v = jinja_alloc(c, cap * sizeof *d->v);
-  }
+  d->cap = cap ? cap : 1; /* never NULL arrays, even empty */
+  d->k = jinja_alloc(c, d->cap * sizeof *d->k);
+  d->v = jinja_alloc(c, d->cap * sizeof *d->v);
   return d;
 }
 

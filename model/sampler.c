@@ -205,13 +205,12 @@ int samp_sample(samp_state_t *s, samp_ws_t *w, const float *logits, samp_result_
   int32_t n_vocab = s->n_vocab;
   if (samp__ws_n_vocab(w) != n_vocab) abort(); /* programmer error */
   float *x = samp__ws_row(w);
-  for (int32_t i = 0; i < n_vocab; i++) x[i] = isnan(logits[i]) ? -INFINITY : logits[i];
+  memcpy(x, logits, (size_t)n_vocab * sizeof *x); /* every step reads NaN as -inf */
   samp_state_penalize(s, x);
-  const int32_t *ids;
-  const float *probs;
-  int n = samp_candidates(&s->p, w, x, &ids, &probs);
-  if (n < 0) return n;
-  int32_t token = samp__pick(ids, probs, n, next_uniform(s));
+  samp__cands_t cands;
+  int rc = samp__candidates(&s->p, w, x, &cands);
+  if (rc < 0) return rc;
+  int32_t token = samp__pick(&cands, next_uniform(s));
   out->token = token;
   out->logprob = 0.0f;
   out->n_top = s->p.top_logprobs;

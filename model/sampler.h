@@ -125,9 +125,9 @@ int samp_sample(samp_state_t *s, samp_ws_t *w, const float *logits, samp_result_
 void samp_state_penalize(const samp_state_t *s, float *logits);
 
 /* What is left to draw from after steps 4-6 on penalised logits[n_vocab]:
- * ids[n] and probabilities summing to 1, most likely first whenever top-k or
- * top-p applied (else in id order). The arrays live in w until its next use.
- * Returns n >= 1, or -EDOM when no logit is finite. */
+ * ids[n] and probabilities summing to 1, in the fixed order the draw walks
+ * (not necessarily by probability). The arrays live in w until its next
+ * use. Returns n >= 1, or -EDOM when no logit is finite. */
 int samp_candidates(const samp_params_t *p, samp_ws_t *w, const float *logits, const int32_t **ids,
                     const float **probs);
 

@@ -14,6 +14,7 @@ typedef void (*unit_fn)(const uint8_t *p, int s, __m256 v[4]);
 static inline __attribute__((always_inline)) void blocks(unit_fn fn, const uint8_t *p, float *y, int64_t nb,
                                                          int64_t bb, int units) {
   for (int64_t i = 0; i < nb; i++, p += bb) {
+    _mm_prefetch((const char *)p + 2048, _MM_HINT_T0); /* as the fused matmul tiles (matmul_avx2.c) */
     for (int s = 0; s < units; s++, y += 32) {
       __m256 v[4];
       fn(p, s, v);

@@ -67,6 +67,12 @@ void kern_cpu__mm_tile_avx2(int R, int C, const float *x, int64_t ldx, const flo
 
 typedef void (*unit_fn)(const uint8_t *p, int s, __m256 v[4]);
 
+/* How far ahead of its use the fused tiles prefetch each weight row, in
+ * bytes: measured on the 49152×576 Q8_0 output projection at n = 1, one
+ * thread, this doubles the weight GB/s (hardware prefetch alone leaves
+ * single-thread streaming latency-bound). */
+#define MM_PREFETCH 2048
+
 static inline __attribute__((always_inline)) void fused(unit_fn fn, int64_t bb, int units, int R, int C,
                                                         const float *x, int64_t ldx, const uint8_t *w,
                                                         int64_t row_bytes, int64_t nb, float *out) {
@@ -81,6 +87,7 @@ static inline __attribute__((always_inline)) void fused(unit_fn fn, int64_t bb, 
 #pragma GCC unroll 4
       for (int c = 0; c < C; c++) {
         __m256 v[4];
+        if (s == 0) _mm_prefetch((const char *)(w + c * row_bytes + b * bb) + MM_PREFETCH, _MM_HINT_T0);
         fn(w + c * row_bytes + b * bb, s, v);
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++)

@@ -1,9 +1,19 @@
 /* kernels/cpu/pool.c — persistent thread pool (see pool.h).
  *
  * A job is published by bumping `gen`; workers that are spinning see it at
- * once, sleeping ones are woken by a broadcast. Chunks are handed out by an
- * atomic counter, so uneven chunks balance themselves. The caller runs chunks
- * too, then waits for `busy` (workers still inside the job) to reach zero.
+ * once, sleeping ones are woken by a broadcast. Chunks are claimed one at a
+ * time from `claim`, which packs the job's generation (high 32 bits) with the
+ * next chunk index (low 32 bits), so a claim is a compare-and-swap that only
+ * succeeds for the current job. The caller claims chunks too and returns when
+ * `done` counts every chunk: it never waits for a worker that has not started
+ * (a worker descheduled by a busy machine simply finds nothing left to claim),
+ * only for chunks already running.
+ *
+ * Why a late worker is harmless: it reads the job fields after seeing the new
+ * generation; the caller rewrites them only after every chunk of that job is
+ * done. A worker whose claim succeeds therefore read the fields while the job
+ * was still incomplete, i.e. before any rewrite; one whose claim fails uses
+ * nothing it read. The fields are relaxed atomics so such reads are not races.
  *
  * The sleep handshake: a worker increments `sleepers` and re-reads `gen`
  * under the mutex before waiting; the caller bumps `gen` and then reads
@@ -44,15 +54,17 @@ struct kern_pool {
   int n_threads;     /* caller included */
   worker_t *workers; /* [n_threads - 1] */
 
-  /* the current job; written by the caller before `gen` is bumped */
-  kern_pool_fn fn;
-  void *ctx;
-  int64_t n, grain;
-  _Atomic int64_t next; /* first item not yet handed out */
+  /* the current job: written (relaxed) by the caller before `gen` is bumped,
+   * rewritten only once all its chunks are done */
+  _Atomic(kern_pool_fn) fn;
+  _Atomic(void *) ctx;
+  _Atomic int64_t n, grain;
+  _Atomic uint32_t n_chunks;
 
-  _Atomic uint64_t gen; /* job generation; bumped once per job */
-  _Atomic int busy;     /* workers that have not finished the current job */
-  _Atomic int sleepers; /* workers waiting (or about to wait) on `wake` */
+  _Atomic uint64_t claim; /* generation << 32 | next chunk index */
+  _Atomic uint32_t done;  /* chunks of the current job finished */
+  _Atomic uint32_t gen;   /* job generation; bumped once per job */
+  _Atomic int sleepers;   /* workers waiting (or about to wait) on `wake` */
   _Atomic int stop;
   int in_job; /* guards against nested use (programmer error) */
 
@@ -60,22 +72,34 @@ struct kern_pool {
   pthread_cond_t wake;
 };
 
-static void run_chunks(kern_pool_t *p, int tid) {
+/* Claims and runs chunks of job `g` until none is left (or the job is over). */
+static void run_chunks(kern_pool_t *p, uint32_t g, int tid) {
+  kern_pool_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
+  void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
+  int64_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
+  int64_t grain = atomic_load_explicit(&p->grain, memory_order_relaxed);
+  uint32_t n_chunks = atomic_load_explicit(&p->n_chunks, memory_order_relaxed);
+  uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
   for (;;) {
-    int64_t begin = atomic_fetch_add_explicit(&p->next, p->grain, memory_order_relaxed);
-    if (begin >= p->n) break;
-    int64_t end = begin + p->grain < p->n ? begin + p->grain : p->n;
-    p->fn(p->ctx, begin, end, tid);
+    if ((uint32_t)(c >> 32) != g || (uint32_t)c >= n_chunks) return;
+    if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel,
+                                               memory_order_acquire))
+      continue; /* c now holds the current value */
+    int64_t begin = (int64_t)(uint32_t)c * grain;
+    int64_t end = begin + grain < n ? begin + grain : n;
+    fn(ctx, begin, end, tid);
+    atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+    c = atomic_load_explicit(&p->claim, memory_order_acquire);
   }
 }
 
 static void *worker_main(void *arg) {
   worker_t *w = arg;
   kern_pool_t *p = w->pool;
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
     /* wait for a new generation: spin first, then sleep */
-    uint64_t g;
+    uint32_t g;
     int spins = 0;
     while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop)) {
       if (++spins < POOL_SPIN_ITERS) {
@@ -91,8 +115,7 @@ static void *worker_main(void *arg) {
     }
     if (atomic_load(&p->stop)) break;
     seen = g;
-    run_chunks(p, w->tid);
-    atomic_fetch_sub_explicit(&p->busy, 1, memory_order_release);
+    run_chunks(p, g, w->tid);
   }
   return NULL;
 }
@@ -152,23 +175,29 @@ void kern_pool_for(kern_pool_t *p, int64_t n, int64_t grain, kern_pool_fn fn, vo
     fn(ctx, 0, n, 0);
     return;
   }
-  if (p->in_job) abort(); /* nested kern_pool_for on one pool */
+  int64_t n_chunks = (n + grain - 1) / grain;
+  if (n_chunks > UINT32_MAX) abort(); /* programmer error: use a larger grain */
+  if (p->in_job) abort();             /* nested kern_pool_for on one pool */
   p->in_job = 1;
-  p->fn = fn;
-  p->ctx = ctx;
-  p->n = n;
-  p->grain = grain;
-  atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-  atomic_store(&p->busy, p->n_threads - 1);
-  atomic_fetch_add(&p->gen, 1); /* publishes the job (seq_cst) */
+  uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
+  if (g == 0) g = 1; /* 0 is the workers' initial "seen" */
+  atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
+  atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
+  atomic_store_explicit(&p->n, n, memory_order_relaxed);
+  atomic_store_explicit(&p->grain, grain, memory_order_relaxed);
+  atomic_store_explicit(&p->n_chunks, (uint32_t)n_chunks, memory_order_relaxed);
+  atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+  atomic_store_explicit(&p->claim, (uint64_t)g << 32, memory_order_release);
+  atomic_store(&p->gen, g); /* publishes the job (seq_cst) */
   if (atomic_load(&p->sleepers) > 0) {
     pthread_mutex_lock(&p->mu);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
   }
-  run_chunks(p, 0);
+  run_chunks(p, g, 0);
+  /* every chunk is claimed now; wait for those still running elsewhere */
   int spins = 0;
-  while (atomic_load_explicit(&p->busy, memory_order_acquire) > 0) {
+  while (atomic_load_explicit(&p->done, memory_order_acquire) < (uint32_t)n_chunks) {
     if (++spins < POOL_SPIN_ITERS) {
       cpu_relax();
     } else {
