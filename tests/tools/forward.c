@@ -15,6 +15,7 @@
  *                                      so sequences get scattered blocks
  *    "gather": false,                  the attention's reference varlen path
  *    "threads": 0,                     CPU threads (0: one per CPU)
+ *    "device": "cpu",                  the backend ("cpu" or "cuda")
  *    "out": "logits.f32"}              where the logits go
  *
  * Each step reserves the sequences' new tokens (kv_seq_reserve), builds the
@@ -156,7 +157,9 @@ int main(int argc, char **argv) {
   int *steps = parse_steps(plan, &r, &n_steps, &max_step);
   if (!steps) return die("\"steps\" must be arrays of n_seqs counts that consume every sequence exactly");
 
-  kern_backend_t *be = kern_backend_create("cpu", get_int(plan, "threads", 0));
+  const cJSON *device = cJSON_GetObjectItemCaseSensitive(plan, "device");
+  kern_backend_t *be = kern_backend_create(cJSON_IsString(device) ? device->valuestring : "cpu",
+                                           get_int(plan, "threads", 0));
   char err[512];
   model_t *m = be ? model_load(model_path->valuestring, be, err, sizeof err) : NULL;
   if (!m) return die(be ? err : "no backend");
