@@ -117,9 +117,9 @@ const char *model_chat_template(const model_t *m);
 /* RoPE inverse frequencies [rot_dim / 2], host memory owned by the model,
  * scaling applied: pair p turns by pos · inv_freq[p]. */
 const float *model_rope_inv_freq(const model_t *m);
-/* Bytes of weights a forward of one token reads: every matrix of every
- * layer and the output projection once, plus one embedding row (the
- * numerator of the decode bandwidth bound). */
+/* Bytes of weights, as the file stores them, that a forward of one token
+ * reads: every matrix of every layer and the output projection once, plus
+ * one embedding row (the numerator of the decode bandwidth bound). */
 int64_t model_step_weight_bytes(const model_t *m);
 
 /* The cache geometry the model needs: fills n_layers, n_kv_heads and
