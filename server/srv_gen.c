@@ -22,15 +22,15 @@ typedef struct prompt_in {
   char *echo_owned; /* malloc'd when decoded from token ids */
 } prompt_in_t;
 
-static void fail(const http_req_t *req, http_res_t *res, const char *endpoint, int status, const char *msg,
+static void fail(uint64_t rid, http_res_t *res, const char *endpoint, int status, const char *msg,
                  const char *param, const char *code) {
   http_res_send_error(res, status, NULL, msg, param, code);
-  srv__access(req, endpoint, status);
+  srv__access(rid, endpoint, status);
 }
 
 /* Tokenizes prompt i of the request into *p. Returns 0, or answers 400 and
  * returns -EINVAL. */
-static int encode_prompt(srv_t *s, const http_req_t *req, http_res_t *res, const char *endpoint,
+static int encode_prompt(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint,
                          const oai_completion_req_t *c, const oai_chat_req_t *ch, int32_t i, prompt_in_t *p) {
   char err[512], param[64];
   const bool chat = ch != NULL;
@@ -67,7 +67,7 @@ static int encode_prompt(srv_t *s, const http_req_t *req, http_res_t *res, const
     rc = -EINVAL;
   }
   if (rc != 0) {
-    fail(req, res, endpoint, 400, err, param, "invalid_value");
+    fail(rid, res, endpoint, 400, err, param, "invalid_value");
     return rc;
   }
   const oai_gen_t *g = chat ? &ch->gen : &c->gen;
@@ -84,39 +84,40 @@ static int encode_prompt(srv_t *s, const http_req_t *req, http_res_t *res, const
                "This model's maximum context length is %d tokens. However, your %s resulted in %d tokens, which "
                "leaves no room for the completion. Please reduce the length of the %s.",
                max, what, p->n, what);
-    fail(req, res, endpoint, 400, err, param, "context_length_exceeded");
+    fail(rid, res, endpoint, 400, err, param, "context_length_exceeded");
     return -EINVAL;
   }
   return 0;
 }
 
 /* Maps a refused submit to the client's answer. */
-static void submit_failed(const http_req_t *req, http_res_t *res, const char *endpoint, int rc, const char *err) {
+static void submit_failed(uint64_t rid, http_res_t *res, const char *endpoint, int rc, const char *err) {
   switch (rc) {
   case -EAGAIN:
     http_res_header(res, "Retry-After", "1");
-    fail(req, res, endpoint, 429, "the server is busy: its waiting queue is full (max_waiting); retry later", NULL,
+    fail(rid, res, endpoint, 429, "the server is busy: its waiting queue is full (max_waiting); retry later", NULL,
          "queue_full");
     break;
   case -EINVAL:
-    fail(req, res, endpoint, 400, err, NULL, "invalid_value");
+    fail(rid, res, endpoint, 400, err, NULL, "invalid_value");
     break;
   case -ESHUTDOWN:
     http_res_header(res, "Retry-After", "1");
-    fail(req, res, endpoint, 503, "the server is shutting down", NULL, "draining");
+    fail(rid, res, endpoint, 503, "the server is shutting down", NULL, "draining");
     break;
   default: {
     char msg[256];
     snprintf(msg, sizeof msg, "the engine refused the request: %s", strerror(-rc));
-    fail(req, res, endpoint, 500, msg, NULL, NULL);
+    fail(rid, res, endpoint, 500, msg, NULL, NULL);
   }
   }
 }
 
 static void handle(const http_req_t *req, http_res_t *res, srv_t *s, bool chat) {
   const char *endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
+  const uint64_t rid = req->id; /* req is freed once answered */
   if (!srv__serving(s, res)) {
-    srv__access(req, endpoint, 503);
+    srv__access(rid, endpoint, 503);
     return;
   }
   oai_completion_req_t c;
@@ -126,16 +127,16 @@ static void handle(const http_req_t *req, http_res_t *res, srv_t *s, bool chat) 
                 : oai_parse_completion(req->body, req->body_len, &s->oai_lim, req->arena, &c, &e);
   if (rc != 0) {
     srv__send_oai_error(res, &e);
-    srv__access(req, endpoint, e.status ? e.status : 400);
+    srv__access(rid, endpoint, e.status ? e.status : 400);
     return;
   }
   const oai_gen_t *g = chat ? &ch.gen : &c.gen;
   if (!srv__model_ok(s, res, chat ? ch.model : c.model)) {
-    srv__access(req, endpoint, 404);
+    srv__access(rid, endpoint, 404);
     return;
   }
   if (!chat && g->echo && g->samp.logprobs) {
-    fail(req, res, endpoint, 400, "echo with logprobs is not supported (prompt logprobs are not computed)", "echo",
+    fail(rid, res, endpoint, 400, "echo with logprobs is not supported (prompt logprobs are not computed)", "echo",
          "unsupported_parameter");
     return;
   }
@@ -143,7 +144,7 @@ static void handle(const http_req_t *req, http_res_t *res, srv_t *s, bool chat) 
   prompt_in_t *in = calloc((size_t)n_parts, sizeof *in);
   if (!in) http__oom();
   int32_t ok = 0;
-  while (ok < n_parts && encode_prompt(s, req, res, endpoint, chat ? NULL : &c, chat ? &ch : NULL, ok, &in[ok]) == 0)
+  while (ok < n_parts && encode_prompt(s, rid, res, endpoint, chat ? NULL : &c, chat ? &ch : NULL, ok, &in[ok]) == 0)
     ok++;
   srv_job_t *j = NULL;
   char err[512] = "";
@@ -183,7 +184,7 @@ static void handle(const http_req_t *req, http_res_t *res, srv_t *s, bool chat) 
         j->parts[i].req = NULL;
       }
     srv__job_cancel(j, "another prompt of the request was refused");
-    submit_failed(req, res, endpoint, rc, err);
+    submit_failed(rid, res, endpoint, rc, err);
     j->res = NULL;
     j->status = rc == -EAGAIN ? 429 : rc == -EINVAL ? 400 : rc == -ESHUTDOWN ? 503 : 500;
     srv__job_maybe_free(j);

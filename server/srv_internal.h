@@ -115,8 +115,9 @@ typedef struct srv {
 
 /* sd_notify(0, text) (a no-op without NOTIFY_SOCKET); logged at debug. */
 void srv__notify(const char *text);
-/* Sends STATUS=<line> if it differs from the last one. */
-void srv__status(srv_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Sends STATUS=<line> if it differs from the last one; with state (e.g.
+ * "READY=1") always, both in one message, state first. */
+void srv__status(srv_t *s, const char *state, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Whether the engine looks stuck: work queued or running and no step for
  * more than stall_ns (updates s->seen_*). false while loading. */
 bool srv__stalled(srv_t *s, int64_t stall_ns);
@@ -147,8 +148,9 @@ int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool a
                      bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len);
 /* Sends a malloc'd JSON body and frees it. */
 void srv__send_json(http_res_t *res, int status, char *json);
-/* Writes the access-log line of a request answered without the engine. */
-void srv__access(const http_req_t *req, const char *endpoint, int status);
+/* Writes the access-log line of a request answered without the engine; id
+ * is http_req_t.id (read it before answering: the request is freed then). */
+void srv__access(uint64_t id, const char *endpoint, int status);
 
 /* ---- srv_gen.c -------------------------------------------------------------- */
 

@@ -69,7 +69,7 @@ static void load_done(uv_work_t *w, int status) {
   s->loader_busy = false;
   if (!s->engine) {
     log_error("cannot serve %s: %s", s->cfg->model, s->load_err);
-    srv__status(s, "failed: %s", s->load_err);
+    srv__status(s, NULL, "failed: %s", s->load_err);
     s->exit_status = 1;
     s->state = SRV_DRAINING;
     s->http_drained = true; /* nothing ran: no connection needs to finish */
@@ -98,8 +98,7 @@ static void load_done(uv_work_t *w, int status) {
   s->state = SRV_READY; /* /health answers 200 from here on, before READY=1 goes out */
   log_info("ready: serving %s as \"%s\" on %s (context %d tokens)", s->cfg->model, s->cfg->served_model_name,
            s->url, s->max_model_len);
-  srv__notify("READY=1");
-  srv__status(s, "ready: 0 running, 0 waiting");
+  srv__status(s, "READY=1", "ready: 0 running, 0 waiting");
 }
 
 /* ---- stop ------------------------------------------------------------------------ */
@@ -154,8 +153,7 @@ static void on_drain_timer(uv_timer_t *t) {
 static void begin_drain(srv_t *s, const char *why) {
   const bool loading = s->state == SRV_LOADING;
   s->state = SRV_DRAINING;
-  srv__notify("STOPPING=1");
-  srv__status(s, "draining: %d requests in flight", s->n_jobs);
+  srv__status(s, "STOPPING=1", "draining: %d requests in flight", s->n_jobs);
   if (loading) log_info("%s while loading: stopping once the loader is done", why);
   else
     log_info("%s: draining (%d requests in flight, %.1f s at most)", why, s->n_jobs,
@@ -180,7 +178,7 @@ static void on_signal(uv_signal_t *h, int signum) {
   begin_drain(s, strsignal(signum));
 }
 
-/* ---- the tick -------------------------------------------------------------------- */
+/* ---- the tick: every second, or a quarter of the watchdog period if shorter ---------- */
 
 static void on_tick(uv_timer_t *t) {
   srv_t *s = t->data;
@@ -189,9 +187,9 @@ static void on_tick(uv_timer_t *t) {
   sched_stats_t st;
   sched_get_stats(s->engine, &st);
   if (s->state == SRV_READY)
-    srv__status(s, "ready: %d running, %d waiting", st.running, st.waiting);
+    srv__status(s, NULL, "ready: %d running, %d waiting", st.running, st.waiting);
   else if (s->state == SRV_DRAINING)
-    srv__status(s, "draining: %d requests in flight", s->n_jobs);
+    srv__status(s, NULL, "draining: %d requests in flight", s->n_jobs);
   const int64_t limit = s->cfg->request_timeout_ms * 1000000, now = sched_now_ns();
   if (limit <= 0) return;
   for (srv_job_t *j = s->jobs; j; j = j->next)
@@ -289,14 +287,17 @@ int srv_run(const cfg_t *cfg) {
   s->tick.data = s;
   uv_timer_init(&s->loop, &s->drain_timer);
   s->drain_timer.data = s;
-  if (sd_watchdog_enabled(0, &s->wd_usec) > 0)
+  uint64_t tick_ms = 1000;
+  if (sd_watchdog_enabled(0, &s->wd_usec) > 0) {
     log_info("systemd watchdog: pinging every %.1f s while the engine makes progress", (double)s->wd_usec / 2e6);
-  else
+    if (s->wd_usec / 4000 < tick_ms) tick_ms = s->wd_usec / 4000 > 10 ? s->wd_usec / 4000 : 10;
+  } else {
     s->wd_usec = 0;
-  uv_timer_start(&s->tick, on_tick, 1000, 1000);
+  }
+  uv_timer_start(&s->tick, on_tick, tick_ms, tick_ms);
 
   s->state = SRV_LOADING;
-  srv__status(s, "loading %s", cfg->model);
+  srv__status(s, NULL, "loading %s", cfg->model);
   s->load_work.data = s;
   s->loader_busy = true;
   uv_queue_work(&s->loop, &s->load_work, load_work, load_done);

@@ -16,16 +16,16 @@ void srv__notify(const char *text) {
   else if (r > 0) log_debug("sd_notify: %s", text);
 }
 
-void srv__status(srv_t *s, const char *fmt, ...) {
+void srv__status(srv_t *s, const char *state, const char *fmt, ...) {
   char line[sizeof s->status];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  if (strcmp(line, s->status) == 0) return;
+  if (!state && strcmp(line, s->status) == 0) return;
   memcpy(s->status, line, sizeof line);
-  char msg[sizeof line + 8];
-  snprintf(msg, sizeof msg, "STATUS=%s", line);
+  char msg[sizeof line + 64];
+  snprintf(msg, sizeof msg, "%s%sSTATUS=%s", state ? state : "", state ? "\n" : "", line);
   srv__notify(msg);
 }
 

@@ -21,9 +21,9 @@ void srv__send_oai_error(http_res_t *res, const oai_error_t *e) {
                       e->code);
 }
 
-void srv__access(const http_req_t *req, const char *endpoint, int status) {
+void srv__access(uint64_t req_id, const char *endpoint, int status) {
   char id[32];
-  snprintf(id, sizeof id, "http-%llu", (unsigned long long)req->id);
+  snprintf(id, sizeof id, "http-%llu", (unsigned long long)req_id);
   const log_access_t a = {.id = id, .endpoint = endpoint, .status = status, .prompt_tokens = 0,
                           .output_tokens = 0, .queue_ms = -1, .ttft_ms = -1, .total_ms = -1};
   log_access(&a);
@@ -110,17 +110,19 @@ int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool a
 
 static void h_health(const http_req_t *req, http_res_t *res, void *ctx) {
   srv_t *s = ctx;
+  const uint64_t rid = req->id; /* req is freed once answered */
   const char *status = "ok";
   int code = 200;
   if (s->state == SRV_LOADING) status = "loading", code = 503;
   else if (s->state != SRV_READY) status = "draining", code = 503;
   else if (srv__stalled(s, SRV_STALL_NS)) status = "stalled", code = 503;
   srv__send_json(res, code, oai_write_health(status));
-  if (code != 200 || log_get_level() >= LOG_LEVEL_DEBUG) srv__access(req, "/health", code);
+  if (code != 200 || log_get_level() >= LOG_LEVEL_DEBUG) srv__access(rid, "/health", code);
 }
 
 static void h_models(const http_req_t *req, http_res_t *res, void *ctx) {
   srv_t *s = ctx;
+  const uint64_t rid = req->id; /* req is freed once answered */
   if (!srv__serving(s, res)) return;
   const oai_model_t m = {
       .id = s->cfg->served_model_name,
@@ -130,11 +132,12 @@ static void h_models(const http_req_t *req, http_res_t *res, void *ctx) {
       .max_model_len = s->max_model_len,
   };
   srv__send_json(res, 200, oai_write_models(&m, 1));
-  srv__access(req, "/v1/models", 200);
+  srv__access(rid, "/v1/models", 200);
 }
 
 static void h_metrics(const http_req_t *req, http_res_t *res, void *ctx) {
   srv_t *s = ctx;
+  const uint64_t rid = req->id; /* req is freed once answered */
   if (!s->metrics) {
     http_res_send_error(res, 503, NULL, "the model is loading; metrics follow", NULL, "loading");
     return;
@@ -164,21 +167,22 @@ static void h_metrics(const http_req_t *req, http_res_t *res, void *ctx) {
   char *text = srv_metrics_render(m, &len);
   http_res_send(res, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
   free(text);
-  if (log_get_level() >= LOG_LEVEL_DEBUG) srv__access(req, "/metrics", 200);
+  if (log_get_level() >= LOG_LEVEL_DEBUG) srv__access(rid, "/metrics", 200);
 }
 
 static void h_tokenize(const http_req_t *req, http_res_t *res, void *ctx) {
   srv_t *s = ctx;
+  const uint64_t rid = req->id; /* req is freed once answered */
   if (!srv__serving(s, res)) return;
   oai_tokenize_req_t t;
   oai_error_t e;
   if (oai_parse_tokenize(req->body, req->body_len, &s->oai_lim, req->arena, &t, &e) != 0) {
     srv__send_oai_error(res, &e);
-    srv__access(req, "/tokenize", 400);
+    srv__access(rid, "/tokenize", 400);
     return;
   }
   if (!srv__model_ok(s, res, t.model)) {
-    srv__access(req, "/tokenize", 404);
+    srv__access(rid, "/tokenize", 404);
     return;
   }
   int32_t *ids = NULL, n = 0;
@@ -190,33 +194,34 @@ static void h_tokenize(const http_req_t *req, http_res_t *res, void *ctx) {
                                        t.add_special_tokens, &ids, &n, err, sizeof err);
   if (rc != 0) {
     http_res_send_error(res, 400, NULL, err, t.prompt ? "prompt" : "messages", "invalid_value");
-    srv__access(req, "/tokenize", 400);
+    srv__access(rid, "/tokenize", 400);
     return;
   }
   srv__send_json(res, 200, oai_write_tokenize(ids, n, s->max_model_len, NULL));
   free(ids);
-  srv__access(req, "/tokenize", 200);
+  srv__access(rid, "/tokenize", 200);
 }
 
 static void h_detokenize(const http_req_t *req, http_res_t *res, void *ctx) {
   srv_t *s = ctx;
+  const uint64_t rid = req->id; /* req is freed once answered */
   if (!srv__serving(s, res)) return;
   oai_detokenize_req_t d;
   oai_error_t e;
   if (oai_parse_detokenize(req->body, req->body_len, &s->oai_lim, req->arena, &d, &e) != 0) {
     srv__send_oai_error(res, &e);
-    srv__access(req, "/detokenize", 400);
+    srv__access(rid, "/detokenize", 400);
     return;
   }
   if (!srv__model_ok(s, res, d.model)) {
-    srv__access(req, "/detokenize", 404);
+    srv__access(rid, "/detokenize", 404);
     return;
   }
   const int flags = TOK_DEC_SPECIAL | TOK_DEC_STRIP_PREFIX;
   int64_t len = tok_decode(s->tok, d.tokens, (size_t)d.n_tokens, flags, NULL, 0);
   if (len < 0) { /* the parser checked the ids against the vocabulary */
     http_res_send_error(res, 400, NULL, "a token id is out of range", "tokens", "invalid_value");
-    srv__access(req, "/detokenize", 400);
+    srv__access(rid, "/detokenize", 400);
     return;
   }
   char *text = malloc((size_t)len + 1);
@@ -224,7 +229,7 @@ static void h_detokenize(const http_req_t *req, http_res_t *res, void *ctx) {
   tok_decode(s->tok, d.tokens, (size_t)d.n_tokens, flags, text, (size_t)len + 1);
   srv__send_json(res, 200, oai_write_detokenize(text, (size_t)len));
   free(text);
-  srv__access(req, "/detokenize", 200);
+  srv__access(rid, "/detokenize", 200);
 }
 
 void srv__routes(srv_t *s) {
