@@ -380,11 +380,15 @@ static void complete(srv_job_t *j) {
 void srv__on_wake(uv_async_t *h) {
   srv_t *s = h->data;
   if (s->engine) {
+    const int64_t t0 = sched_now_ns();
+    int64_t newest = 0, n_ev = 0; /* the latest event time */
     sched_event_t evs[128];
     srv_job_t *dirty = NULL;
     int k;
     while ((k = sched_poll_events(s->engine, evs, 128)) > 0) {
       for (int i = 0; i < k; i++) {
+        if (evs[i].time > newest) newest = evs[i].time;
+        n_ev++;
         on_event(s, &evs[i], &dirty);
         sched_req_t *done = evs[i].final ? evs[i].req : NULL;
         sched_event_release(&evs[i]);
@@ -405,6 +409,13 @@ void srv__on_wake(uv_async_t *h) {
         complete(j);
         srv__job_maybe_free(j);
       }
+    }
+    const int64_t t1 = sched_now_ns();
+    s->ev_count += (uint64_t)n_ev;
+    s->ev_loop_ns += (uint64_t)(t1 - t0);
+    if (n_ev) {
+      s->ev_wakes++;
+      s->ev_delay_ns += (uint64_t)(t1 - newest);
     }
   }
   srv__maybe_finish(s);

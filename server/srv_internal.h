@@ -100,6 +100,11 @@ typedef struct srv {
 
   /* counters the loop keeps (per finished sequence) */
   uint64_t finished_stop, finished_length, finished_abort;
+  /* what the loop adds to each engine event (logged at the end) */
+  uint64_t ev_count;     /* events handled */
+  uint64_t ev_loop_ns;   /* loop time in srv__on_wake: JSON, SSE, writes */
+  uint64_t ev_wakes;     /* srv__on_wake passes that handled events */
+  uint64_t ev_delay_ns;  /* summed over passes: the newest event's posting → the pass's writes done */
 
   /* progress: the engine's step count when last seen changing */
   uint64_t seen_steps;

@@ -119,7 +119,14 @@ void srv__maybe_finish(srv_t *s) {
   uv_close((uv_handle_t *)&s->sig_hup, on_closed);
   http_server_close(s->http, NULL, NULL);
   s->http = NULL;
-  log_info("stopped");
+  if (s->ev_count)
+    log_info("stopped; the loop handled %llu engine events in %llu wake-ups: %.1f us of loop time per event, "
+             "%.1f us on average from the newest event of a wake-up to the end of its writes",
+             (unsigned long long)s->ev_count, (unsigned long long)s->ev_wakes,
+             (double)s->ev_loop_ns / 1e3 / (double)s->ev_count,
+             (double)s->ev_delay_ns / 1e3 / (double)s->ev_wakes);
+  else
+    log_info("stopped");
 }
 
 static void on_http_drained(void *arg) {
