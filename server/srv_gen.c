@@ -67,7 +67,7 @@ static int encode_prompt(srv_t *s, uint64_t rid, http_res_t *res, const char *en
     rc = -EINVAL;
   }
   if (rc != 0) {
-    fail(rid, res, endpoint, 400, err, param, "invalid_value");
+    fail(rid, res, endpoint, rc == -ENOSYS ? 500 : 400, err, param, rc == -ENOSYS ? NULL : "invalid_value");
     return rc;
   }
   const oai_gen_t *g = chat ? &ch->gen : &c->gen;

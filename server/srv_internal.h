@@ -148,7 +148,8 @@ int srv__encode(srv_t *s, const char *text, size_t len, int flags, int32_t **ids
                 size_t err_len);
 /* Renders messages through the chat template and tokenizes the result
  * (special tokens parsed; BOS/EOS added only with add_special). Returns 0,
- * or -EINVAL with the reason in err (a template error, raise_exception). */
+ * -EINVAL with the reason in err (a template error, raise_exception), or
+ * -ENOSYS when the model's template did not compile (a 500). */
 int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool add_generation_prompt,
                      bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len);
 /* Sends a malloc'd JSON body and frees it. */

@@ -79,6 +79,10 @@ int srv__encode(srv_t *s, const char *text, size_t len, int flags, int32_t **ids
 
 int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool add_generation_prompt,
                      bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len) {
+  if (!s->tmpl) {
+    snprintf(err, err_len, "chat is not available: this model's chat template does not compile (see the server log)");
+    return -ENOSYS;
+  }
   cJSON *arr = cJSON_CreateArray();
   if (!arr) http__oom();
   for (int32_t i = 0; i < n_msgs; i++) {
@@ -193,8 +197,9 @@ static void h_tokenize(const http_req_t *req, http_res_t *res, void *ctx) {
                     : srv__encode_chat(s, t.messages, t.n_messages, t.add_generation_prompt,
                                        t.add_special_tokens, &ids, &n, err, sizeof err);
   if (rc != 0) {
-    http_res_send_error(res, 400, NULL, err, t.prompt ? "prompt" : "messages", "invalid_value");
-    srv__access(rid, "/tokenize", 400);
+    const int status = rc == -ENOSYS ? 500 : 400;
+    http_res_send_error(res, status, NULL, err, t.prompt ? "prompt" : "messages", "invalid_value");
+    srv__access(rid, "/tokenize", status);
     return;
   }
   srv__send_json(res, 200, oai_write_tokenize(ids, n, s->max_model_len, NULL));

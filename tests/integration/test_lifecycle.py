@@ -295,3 +295,24 @@ def test_sanitized_build(tmp_path):
     log = srv.log()
     assert not re.search(r"AddressSanitizer|LeakSanitizer|runtime error", log), log[-5000:]
     assert rc == 0, log[-3000:]
+
+
+def test_request_timeout(tmp_path):
+    """request_timeout ends a request with what it has (finish_reason
+    "abort"), streamed or whole; the server serves on."""
+    srv = start(tmp_path, "--request-timeout", "1s")
+    try:
+        t0 = time.monotonic()
+        out, threads = start_streams(srv, 1, 1000)
+        r = srv.post("/v1/completions", json={"prompt": "Once", "max_tokens": 1000, "ignore_eos": True})
+        for t in threads:
+            t.join(30)
+        assert time.monotonic() - t0 < 6
+        assert r.status_code == 200
+        c = r.json()["choices"][0]
+        assert c["finish_reason"] == "abort" and 0 < r.json()["usage"]["completion_tokens"] < 1000
+        assert out[0]["finish"] == "abort" and out[0]["done"], out
+        assert srv.get("/health").status_code == 200
+        assert "finish_reason=timeout" in srv.log()
+    finally:
+        assert srv.stop() == 0
