@@ -18,6 +18,7 @@
  * Ownership: a job lives until its response has ended (or its client left)
  * and every engine request has posted its final event; each engine request
  * is destroyed right after its final event is released. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,7 +381,7 @@ static void complete(srv_job_t *j) {
 void srv__on_wake(uv_async_t *h) {
   srv_t *s = h->data;
   if (s->engine) {
-    const int64_t t0 = sched_now_ns();
+    const int64_t t0 = sched_now_ns(), notified = atomic_exchange(&s->notified_ns, 0);
     int64_t newest = 0, n_ev = 0; /* the latest event time */
     sched_event_t evs[128];
     srv_job_t *dirty = NULL;
@@ -416,6 +417,7 @@ void srv__on_wake(uv_async_t *h) {
     if (n_ev) {
       s->ev_wakes++;
       s->ev_delay_ns += (uint64_t)(t1 - newest);
+      if (notified && notified <= t0) s->wake_ns += (uint64_t)(t0 - notified);
     }
   }
   srv__maybe_finish(s);

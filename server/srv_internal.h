@@ -104,6 +104,9 @@ typedef struct srv {
   uint64_t ev_count;     /* events handled */
   uint64_t ev_loop_ns;   /* loop time in srv__on_wake: JSON, SSE, writes */
   uint64_t ev_wakes;     /* srv__on_wake passes that handled events */
+  _Atomic int64_t notified_ns; /* set by the engine's notify hook (its first
+                                * since the loop last looked), taken by the loop */
+  uint64_t wake_ns;      /* summed: notify hook → srv__on_wake starts */
   uint64_t ev_delay_ns;  /* summed over passes: the newest event's posting → the pass's writes done */
 
   /* progress: the engine's step count when last seen changing */
