@@ -318,7 +318,6 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
 
 /* The whole (non-streamed) response. */
 static void send_whole(srv_job_t *j) {
-  srv_t *s = j->srv;
   const oai_meta_t m = meta(j);
   const oai_usage_t u = {(int32_t)j->prompt_tokens, (int32_t)j->completion_tokens};
   if (j->errored) {
@@ -341,7 +340,6 @@ static void send_whole(srv_job_t *j) {
                        : oai_write_completion(&m, cs, j->n_choices, &u);
   free(cs);
   j->status = 200;
-  (void)s;
   srv__send_json(j->res, 200, json);
 }
 

@@ -116,6 +116,7 @@ static void submit_failed(uint64_t rid, http_res_t *res, const char *endpoint, i
 static void handle(const http_req_t *req, http_res_t *res, srv_t *s, bool chat) {
   const char *endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
   const uint64_t rid = req->id; /* req is freed once answered */
+  const int64_t arrival = sched_now_ns();
   if (!srv__serving(s, res)) {
     srv__access(rid, endpoint, 503);
     return;
@@ -161,6 +162,7 @@ static void handle(const http_req_t *req, http_res_t *res, srv_t *s, bool chat) 
   p.n_stop_ids = g->n_stop_token_ids;
   j = srv__job_create(s, res, chat, g, n_parts);
   j->endpoint = endpoint;
+  j->arrival_ns = arrival; /* parsing and tokenizing count as the request's time */
   for (int32_t i = 0; i < n_parts; i++) {
     srv_part_t *part = &j->parts[i];
     part->prompt_tokens = in[i].n;
