@@ -188,9 +188,10 @@ void sched_event_release(sched_event_t *ev);
  * configuration, a cache that holds no block, out of memory). */
 sched_engine_t *sched_engine_create(const model_t *m, kern_backend_t *be, const sched_config_t *c);
 
-/* Called on the engine thread after each step that queued events, and once
- * when the engine thread ends; fn must be quick and thread-safe (the server
- * passes a function that calls uv_async_send). Set it before submitting. */
+/* fn(arg) is called on the engine thread after each step that queued
+ * events (never from sched_engine_destroy's final aborts); it must be quick
+ * and thread-safe (the server passes a function that calls uv_async_send).
+ * Set it before the first submit. */
 void sched_engine_set_notify(sched_engine_t *e, void (*fn)(void *arg), void *arg);
 
 /* Queues a request for admission. Thread-safe. Returns 0 (the engine owns
@@ -210,8 +211,12 @@ void sched_engine_drain(sched_engine_t *e);
 void sched_engine_abort_all(sched_engine_t *e);
 
 /* Aborts what is left, stops and joins the engine thread, and frees the
- * engine. Events not yet polled are released; requests they name are then
- * the submitter's to destroy (none is freed here). NULL is a no-op. */
+ * engine. Events not yet polled are released unseen: every submitted
+ * request whose final event the submitter has not polled is then its to
+ * destroy (the engine frees none). The orderly shutdown: sched_engine_drain,
+ * poll until running + waiting is 0 (or, past a deadline,
+ * sched_engine_abort_all and poll the final events), then destroy. NULL is
+ * a no-op. */
 void sched_engine_destroy(sched_engine_t *e);
 
 /* ---- statistics ------------------------------------------------------------ */

@@ -145,7 +145,6 @@ static void *engine_main(void *arg) {
     pthread_mutex_unlock(&e->mu);
   }
   update_idle_stats(e);
-  if (e->notify) e->notify(e->notify_arg);
   return NULL;
 }
 
