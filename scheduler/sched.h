@@ -177,6 +177,11 @@ typedef struct sched_event {
  * Any thread. Each must be passed to sched_event_release. */
 int sched_poll_events(sched_engine_t *e, sched_event_t *out, int max);
 
+/* Like sched_poll_events, but waits up to timeout_ns for the first event
+ * when none is queued (for programs without an event loop: tram generate,
+ * benchmarks, tests). Returns how many were moved (0 on timeout). */
+int sched_wait_events(sched_engine_t *e, sched_event_t *out, int max, int64_t timeout_ns);
+
 /* Frees an event's text, top logprobs and error. */
 void sched_event_release(sched_event_t *ev);
 
@@ -251,7 +256,9 @@ typedef struct sched_stats {
                                   * with waiting + running > 0 and an old value, the engine is stuck */
 } sched_stats_t;
 
-/* A consistent snapshot of the counters. Any thread. */
+/* A consistent snapshot of the counters, taken at the end of the engine's
+ * last step (plus the requests submitted since): an event already polled is
+ * always reflected in it. Any thread. */
 void sched_get_stats(sched_engine_t *e, sched_stats_t *out);
 
 /* The model's tokenizer (immutable; any thread), and the engine's effective
