@@ -3,10 +3,11 @@
  * scheduler, and runs one step at a time over every admitted request.
  *
  * Threads and the two queues. Any thread submits requests (sched_submit)
- * and cancels them (sched_req_cancel); the engine thread posts events
- * (tokens, finished, error) to an event queue, calls the notify hook once
- * per step after queueing them, and any thread drains the queue with
- * sched_poll_events. Nothing else is shared, except the request's atomic
+ * and cancels them (sched_req_cancel); at the end of each step the engine
+ * thread publishes the step's events (tokens, finished, error) to an event
+ * queue, after its statistics snapshot, and calls the notify hook; any
+ * thread drains the queue with sched_poll_events (or blocks in
+ * sched_wait_events). Nothing else is shared, except the request's atomic
  * cancellation flag and the statistics snapshot (sched_get_stats). No libuv
  * here: the server's notify hook does uv_async_send.
  *
