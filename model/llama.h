@@ -1,0 +1,179 @@
+/* model/llama.h — a Llama-family model: its hyper-parameters (from GGUF
+ * metadata), its weights prepared on a compute backend, its tokenizer, and
+ * the forward pass of one batch.
+ *
+ * Architectures (`general.architecture`):
+ *   llama  Llama 2 and 3, SmolLM, Mistral-style models. RoPE rotates adjacent
+ *          pairs (2p, 2p + 1): llama.cpp's converters permute the Q and K
+ *          rows of `llama` models so that this is the right pairing.
+ *   qwen2  the same block with Q/K/V biases, RoPE on (p, p + rot_dim / 2)
+ *          ("neox").
+ *
+ * A model_t owns the GGUF mapping for its whole life: on the CPU backend the
+ * weight matrices are views into it (other backends copy them to the device
+ * at load). Norm weights and biases are f32 device buffers. The model is
+ * immutable after model_load: any number of runners may share it.
+ *
+ * A model_runner_t is the per-engine state of the forward: the paged
+ * attention forward (attention/attn.h) over the engine's KV cache, and every
+ * activation buffer, sized once for the configured capacities (max_tokens
+ * per step, max_seqs, max_logits rows): model_forward() allocates nothing.
+ *
+ * One step, as the scheduler drives it (the model never sees requests):
+ *   kv_seq_reserve() each sequence's new tokens → attn_meta_build() →
+ *   model_forward(runner, &batch, logits) → sample → kv_seq_commit().
+ *
+ * The forward (model_forward), for the batch's n_tokens rows:
+ *   x = embed(tokens)
+ *   per layer:  h = rmsnorm(x) · attn_norm
+ *               q, k, v = h·Wqᵀ (+bq), h·Wkᵀ (+bk), h·Wvᵀ (+bv)
+ *               q, k = rope(q, k) at each token's own position
+ *               a = paged attention(q, k, v)     (writes k, v to the cache)
+ *               x = x + a·Woᵀ
+ *               h = rmsnorm(x) · ffn_norm
+ *               x = x + (silu(h·Wgateᵀ) ⊙ h·Wupᵀ)·Wdownᵀ
+ *   logits = rmsnorm(x[logit_rows]) · output_norm · Woutᵀ   (Wout: output.weight,
+ *            or token_embd.weight when the output is tied)
+ * Every kernel is batch invariant (kernels/kern.h), so a row's logits do not
+ * depend on the other rows of the batch, on chunked prefill, or on the
+ * attention path taken: bit for bit.
+ *
+ * Threads: the engine thread drives a runner; the model may be read from any
+ * thread. */
+#ifndef TRAM_MODEL_LLAMA_H
+#define TRAM_MODEL_LLAMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attention/attn.h"
+#include "cache/kv_cache.h"
+#include "kernels/kern.h"
+#include "model/tokenizer.h"
+
+typedef enum model_arch {
+  MODEL_ARCH_LLAMA = 0,
+  MODEL_ARCH_QWEN2 = 1,
+} model_arch_t;
+
+typedef enum model_rope_scaling {
+  MODEL_ROPE_SCALING_NONE = 0,
+  MODEL_ROPE_SCALING_LINEAR,     /* rope.scaling.type "linear": inv_freq / factor */
+  MODEL_ROPE_SCALING_LLAMA3,     /* rope.scaling.type "llama3": Llama 3.1's smooth band */
+  MODEL_ROPE_SCALING_FREQ_TENSOR /* a rope_freqs.weight tensor: inv_freq[p] / rope_freqs[p] */
+} model_rope_scaling_t;
+
+/* The hyper-parameters, as read from `<arch>.*` metadata (key names in the
+ * comments, relative to the architecture's prefix). */
+typedef struct model_hparams {
+  model_arch_t arch;
+  int n_layers;   /* block_count */
+  int dim;        /* embedding_length */
+  int ff_dim;     /* feed_forward_length */
+  int n_heads;    /* attention.head_count */
+  int n_kv_heads; /* attention.head_count_kv (default: n_heads); divides n_heads */
+  int head_dim;   /* attention.key_length (default: dim / n_heads) */
+  int q_dim;      /* n_heads * head_dim */
+  int kv_dim;     /* n_kv_heads * head_dim */
+  int n_vocab;    /* tokenizer.ggml.tokens count (or vocab_size, or token_embd's rows) */
+  int n_ctx;      /* context_length: the longest sequence the model was trained for */
+  float rms_eps;  /* attention.layer_norm_rms_epsilon */
+  /* RoPE */
+  float rope_base; /* rope.freq_base (default 10000) */
+  int rot_dim;     /* rope.dimension_count (default head_dim); even, <= head_dim */
+  int rope_neox;   /* 0: adjacent pairs (llama), 1: halves (qwen2) */
+  model_rope_scaling_t rope_scaling;
+  float rope_factor;          /* rope.scaling.factor (linear, llama3) */
+  float rope_low_freq_factor; /* rope.scaling.low_freq_factor (llama3; default 1) */
+  float rope_high_freq_factor;/* rope.scaling.high_freq_factor (llama3; default 4) */
+  int rope_orig_ctx;          /* rope.scaling.original_context_length (llama3; default 8192) */
+  /* tensors present */
+  int tied_output;  /* 1: no output.weight, the logits use token_embd.weight */
+  int qkv_bias;     /* 1: attn_{q,k,v}.bias (qwen2; optional for llama) */
+} model_hparams_t;
+
+typedef struct model model_t;
+
+/* Opens the GGUF file at `path`, reads and checks the hyper-parameters,
+ * checks every tensor the architecture needs (present, of a weight type,
+ * of the shape the hyper-parameters imply; no tensor left unused), prepares
+ * the weights on `be` (which must outlive the model) and builds the
+ * tokenizer. Returns NULL on failure and writes one line into err (err_len
+ * bytes, always terminated) naming the key or tensor at fault, e.g.
+ * "model.gguf: tensor 'blk.3.attn_k.weight' has shape [576, 256], the
+ * hyper-parameters need [576, 192]". Logs one line on success (the backend
+ * may log why it refused a weight). */
+model_t *model_load(const char *path, kern_backend_t *be, char *err, size_t err_len);
+
+/* Frees the weights, the tokenizer and the mapping. NULL is a no-op. */
+void model_destroy(model_t *m);
+
+const model_hparams_t *model_hparams(const model_t *m);
+/* The tokenizer (owned by the model): special ids, end-of-generation set. */
+const tok_t *model_tokenizer(const model_t *m);
+/* `tokenizer.chat_template` as a NUL-terminated string owned by the model,
+ * or NULL when the file has none. */
+const char *model_chat_template(const model_t *m);
+/* RoPE inverse frequencies [rot_dim / 2], host memory owned by the model,
+ * scaling applied: pair p turns by pos · inv_freq[p]. */
+const float *model_rope_inv_freq(const model_t *m);
+/* Bytes of weights, as the file stores them, that a forward of one token
+ * reads: every matrix of every layer and the output projection once, plus
+ * one embedding row (the numerator of the decode bandwidth bound). */
+int64_t model_step_weight_bytes(const model_t *m);
+
+/* The cache geometry the model needs: fills n_layers, n_kv_heads and
+ * head_dim of cfg, leaving the sizing fields (block_size, num_blocks,
+ * budget_bytes) as they are. */
+void model_kv_config(const model_t *m, kv_cache_config_t *cfg);
+
+/* ---- the runner --------------------------------------------------------- */
+
+typedef struct model_runner_config {
+  int max_tokens;  /* query tokens per step (>= 1) */
+  int max_seqs;    /* sequences per step (>= 1) */
+  int max_logits;  /* rows per step that need logits (<= max_tokens); 0: min(max_seqs, max_tokens) */
+  int max_seq_len; /* tokens one sequence may hold; 0: the model's n_ctx, capped by the cache's slots */
+  int gather;      /* 1: the attention's reference varlen path (attn_config_t.gather) */
+} model_runner_config_t;
+
+/* One step's batch, all host memory, borrowed for the call. Sequence b of
+ * the step owns rows [attn->cu_seq_lens_q[b], attn->cu_seq_lens_q[b + 1]). */
+typedef struct model_batch {
+  int n_tokens;               /* rows; equals attn->n_tokens */
+  const int32_t *tokens;      /* [n_tokens] token ids in [0, n_vocab) */
+  const int32_t *positions;   /* [n_tokens] each token's position in its sequence (>= 0) */
+  const attn_batch_t *attn;   /* from attn_meta_build(): lengths, block tables, slots */
+  int n_logits;               /* rows that need logits (0..max_logits) */
+  const int32_t *logit_rows;  /* [n_logits] row indices in [0, n_tokens), any order */
+} model_batch_t;
+
+typedef struct model_runner model_runner_t;
+
+/* Creates a runner of model m over `cache` (geometry from model_kv_config;
+ * same backend as the model), with device buffers for cfg's capacities. m
+ * and cache must outlive it. Returns NULL after logging why (bad
+ * capacities, a cache of another geometry or backend, out of device
+ * memory). */
+model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const model_runner_config_t *cfg);
+
+/* Frees the runner and its buffers. NULL is a no-op. */
+void model_runner_destroy(model_runner_t *r);
+
+/* The block-table row length the runner accepts: build the step's
+ * attn_meta_t with at most this max_blocks_per_seq
+ * (ceil(max_seq_len / block_size), capped by the cache's blocks). */
+int model_runner_max_blocks_per_seq(const model_runner_t *r);
+
+/* The attention forward the runner drives (for its path counters). */
+const attn_t *model_runner_attn(const model_runner_t *r);
+
+/* Runs the forward of one step: writes the K/V of every row into the cache
+ * at the batch's slots and writes logits [n_logits, n_vocab] (host memory,
+ * row i for row logit_rows[i]). Returns 0; -E2BIG when a capacity is
+ * exceeded; -EINVAL for an inconsistent batch (a token id out of range, a
+ * negative position, a logit row out of range, attention metadata that
+ * attn_step_begin rejects), logged, with nothing written to the cache. */
+int model_forward(model_runner_t *r, const model_batch_t *b, float *logits);
+
+#endif

@@ -1,0 +1,291 @@
+/* model/llama_hparams.c — a Llama-family model's hyper-parameters from GGUF
+ * metadata, checked, and its RoPE inverse frequencies (see llama.h).
+ *
+ * Keys are `<arch>.<name>` with <arch> the value of general.architecture.
+ * RoPE scaling follows llama.cpp's reading of the keys:
+ *   - rope.scaling.type "linear" (or no type but rope.scaling.factor, or the
+ *     older rope.scale_linear): every frequency divided by the factor;
+ *   - rope.scaling.type "llama3": Llama 3.1's band — wavelengths longer than
+ *     original_context_length / low_freq_factor are divided by the factor,
+ *     shorter than original_context_length / high_freq_factor kept, and
+ *     those between interpolated smoothly;
+ *   - a rope_freqs.weight tensor (what llama.cpp's converter writes for
+ *     Llama 3.1): frequency p divided by rope_freqs[p];
+ *   - "none", or nothing: unscaled. Any other type (yarn, longrope) is
+ *     refused. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/llama_internal.h"
+
+#define MAX_LAYERS 4096
+#define MAX_DIM (1 << 20)     /* embedding, MLP, head sizes */
+#define MAX_HEADS 4096
+#define MAX_VOCAB (1 << 24)
+
+/* An integer key `<arch>.<name>` into *out, in [lo, hi]. When absent: *out =
+ * def if def >= 0, else an error. 0, or -EINVAL with err written. */
+static int get_int(const gguf_ctx_t *g, const char *arch, const char *name, int64_t def, int64_t lo, int64_t hi,
+                   int *out, char *err, size_t err_len) {
+  char key[128];
+  snprintf(key, sizeof key, "%s.%s", arch, name);
+  int64_t v;
+  int rc = gguf_get_i64(g, key, &v);
+  if (rc == -ENOENT && def >= 0) {
+    *out = (int)def;
+    return 0;
+  }
+  if (rc == -ENOENT) {
+    snprintf(err, err_len, "key '%s' is missing", key);
+    return -EINVAL;
+  }
+  if (rc != 0) {
+    snprintf(err, err_len, "key '%s' is not an integer", key);
+    return -EINVAL;
+  }
+  if (v < lo || v > hi) {
+    snprintf(err, err_len, "key '%s' is %lld, outside %lld..%lld", key, (long long)v, (long long)lo, (long long)hi);
+    return -EINVAL;
+  }
+  *out = (int)v;
+  return 0;
+}
+
+/* A float key `<arch>.<name>`, finite and > 0; def when absent if def > 0,
+ * else an error. */
+static int get_pos_float(const gguf_ctx_t *g, const char *arch, const char *name, float def, float *out, char *err,
+                         size_t err_len) {
+  char key[128];
+  snprintf(key, sizeof key, "%s.%s", arch, name);
+  float v;
+  int rc = gguf_get_f32(g, key, &v);
+  if (rc == -ENOENT && def > 0) {
+    *out = def;
+    return 0;
+  }
+  if (rc != 0 || !(v > 0) || !isfinite(v)) {
+    snprintf(err, err_len, "key '%s' is %s", key,
+             rc == -ENOENT ? "missing" : rc != 0 ? "not a float" : "not a positive finite number");
+    return -EINVAL;
+  }
+  *out = v;
+  return 0;
+}
+
+/* Reads the RoPE scaling keys into hp. */
+static int read_rope_scaling(const gguf_ctx_t *g, const char *arch, model_hparams_t *hp, char *err, size_t err_len) {
+  char key[128];
+  gguf_str_t type = {"none", 4};
+  snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+  int rc = gguf_get_str(g, key, &type);
+  if (rc != 0 && rc != -ENOENT) {
+    snprintf(err, err_len, "key '%s' is not a string", key);
+    return -EINVAL;
+  }
+  int have_type = rc == 0;
+  snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
+  int have_factor = gguf_find_kv(g, key) != NULL;
+  snprintf(key, sizeof key, "%s.rope.scale_linear", arch);
+  int have_linear = gguf_find_kv(g, key) != NULL;
+
+  hp->rope_scaling = MODEL_ROPE_SCALING_NONE;
+  hp->rope_factor = 1.0f;
+  if (gguf_str_eq(type, "none") && !have_type && (have_factor || have_linear)) type = (gguf_str_t){"linear", 6};
+  if (gguf_str_eq(type, "none")) return 0;
+  if (gguf_str_eq(type, "linear")) {
+    rc = get_pos_float(g, arch, have_factor || !have_linear ? "rope.scaling.factor" : "rope.scale_linear", 0,
+                       &hp->rope_factor, err, err_len);
+    if (rc == 0 && hp->rope_factor != 1.0f) hp->rope_scaling = MODEL_ROPE_SCALING_LINEAR;
+    return rc;
+  }
+  if (gguf_str_eq(type, "llama3")) {
+    hp->rope_scaling = MODEL_ROPE_SCALING_LLAMA3;
+    rc = get_pos_float(g, arch, "rope.scaling.factor", 8.0f, &hp->rope_factor, err, err_len);
+    if (rc == 0)
+      rc = get_pos_float(g, arch, "rope.scaling.low_freq_factor", 1.0f, &hp->rope_low_freq_factor, err, err_len);
+    if (rc == 0)
+      rc = get_pos_float(g, arch, "rope.scaling.high_freq_factor", 4.0f, &hp->rope_high_freq_factor, err, err_len);
+    if (rc == 0)
+      rc = get_int(g, arch, "rope.scaling.original_context_length", 8192, 1, INT32_MAX, &hp->rope_orig_ctx, err,
+                   err_len);
+    if (rc == 0 && !(hp->rope_high_freq_factor > hp->rope_low_freq_factor)) {
+      snprintf(err, err_len, "key '%s.rope.scaling.high_freq_factor' (%g) must exceed low_freq_factor (%g)", arch,
+               hp->rope_high_freq_factor, hp->rope_low_freq_factor);
+      rc = -EINVAL;
+    }
+    return rc;
+  }
+  snprintf(err, err_len, "key '%s.rope.scaling.type' is \"%.*s\": tram supports none, linear and llama3", arch,
+           (int)(type.len > 32 ? 32 : type.len), type.ptr);
+  return -EINVAL;
+}
+
+/* Computes the inverse frequencies [rot_dim / 2] of hp (and rope_freqs, a
+ * tensor already checked, or NULL). */
+static float *inv_freq_compute(const model_hparams_t *hp, const gguf_tensor_t *rope_freqs) {
+  const int half = hp->rot_dim / 2;
+  float *out = malloc((size_t)half * sizeof *out);
+  if (!out) abort();
+  for (int p = 0; p < half; p++) {
+    double inv = 1.0 / pow((double)hp->rope_base, 2.0 * p / hp->rot_dim);
+    if (hp->rope_scaling == MODEL_ROPE_SCALING_LINEAR) {
+      inv /= hp->rope_factor;
+    } else if (hp->rope_scaling == MODEL_ROPE_SCALING_LLAMA3) {
+      const double wavelen = 2.0 * M_PI / inv, old_ctx = hp->rope_orig_ctx;
+      const double lo = hp->rope_low_freq_factor, hi = hp->rope_high_freq_factor, factor = hp->rope_factor;
+      if (wavelen > old_ctx / lo) {
+        inv /= factor;
+      } else if (wavelen >= old_ctx / hi) {
+        const double smooth = (old_ctx / wavelen - lo) / (hi - lo);
+        inv = (1 - smooth) * inv / factor + smooth * inv;
+      }
+    } else if (hp->rope_scaling == MODEL_ROPE_SCALING_FREQ_TENSOR) {
+      float f;
+      memcpy(&f, (const char *)rope_freqs->data + (size_t)p * sizeof f, sizeof f);
+      inv /= f;
+    }
+    out[p] = (float)inv;
+  }
+  return out;
+}
+
+/* Checks rope_freqs.weight, when present: F32 [rot_dim / 2], positive
+ * finite values, and no other scaling. *t = the tensor or NULL. */
+static int check_rope_freqs(const gguf_ctx_t *g, model_hparams_t *hp, const gguf_tensor_t **t, char *err,
+                            size_t err_len) {
+  *t = gguf_find_tensor(g, "rope_freqs.weight");
+  if (!*t) return 0;
+  const gguf_tensor_t *f = *t;
+  if (f->type != KERN_F32 || f->n_dims != 1 || f->ne[0] != hp->rot_dim / 2) {
+    snprintf(err, err_len, "tensor 'rope_freqs.weight' must be F32 [%d] (rope.dimension_count / 2)",
+             hp->rot_dim / 2);
+    return -EINVAL;
+  }
+  if (hp->rope_scaling != MODEL_ROPE_SCALING_NONE) {
+    snprintf(err, err_len, "tensor 'rope_freqs.weight' and rope.scaling.type given together");
+    return -EINVAL;
+  }
+  for (int64_t p = 0; p < f->ne[0]; p++) {
+    float v;
+    memcpy(&v, (const char *)f->data + p * (int64_t)sizeof v, sizeof v);
+    if (!(v > 0) || !isfinite(v)) {
+      snprintf(err, err_len, "tensor 'rope_freqs.weight': element %lld is %g, not a positive finite factor",
+               (long long)p, v);
+      return -EINVAL;
+    }
+  }
+  hp->rope_scaling = MODEL_ROPE_SCALING_FREQ_TENSOR;
+  return 0;
+}
+
+/* The vocabulary size: the tokenizer's token count, checked against
+ * vocab_size when both are given; token_embd's rows when neither is. */
+static int read_vocab(const gguf_ctx_t *g, const char *arch, model_hparams_t *hp, char *err, size_t err_len) {
+  const gguf_str_t *toks;
+  int64_t n = gguf_get_arr_str(g, "tokenizer.ggml.tokens", &toks);
+  if (n < 0 && n != -ENOENT) {
+    snprintf(err, err_len, "key 'tokenizer.ggml.tokens' is not an array of strings");
+    return -EINVAL;
+  }
+  int from_key = -1;
+  int rc = get_int(g, arch, "vocab_size", 0, 1, MAX_VOCAB, &from_key, err, err_len);
+  if (rc != 0) return rc;
+  if (n > 0 && from_key > 0 && n != from_key) {
+    snprintf(err, err_len, "key '%s.vocab_size' is %d but tokenizer.ggml.tokens holds %lld tokens", arch, from_key,
+             (long long)n);
+    return -EINVAL;
+  }
+  if (n <= 0) n = from_key;
+  if (n <= 0) {
+    const gguf_tensor_t *e = gguf_find_tensor(g, "token_embd.weight");
+    n = e ? e->ne[1] : 0;
+  }
+  if (n < 1 || n > MAX_VOCAB) {
+    snprintf(err, err_len, "vocabulary size %lld (tokenizer.ggml.tokens) outside 1..%d", (long long)n, MAX_VOCAB);
+    return -EINVAL;
+  }
+  hp->n_vocab = (int)n;
+  return 0;
+}
+
+int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_freq, char *err, size_t err_len) {
+  memset(hp, 0, sizeof *hp);
+  *inv_freq = NULL;
+  gguf_str_t a;
+  if (gguf_get_str(g, "general.architecture", &a) != 0) {
+    snprintf(err, err_len, "key 'general.architecture' is missing or not a string");
+    return -EINVAL;
+  }
+  const char *arch;
+  if (gguf_str_eq(a, "llama")) {
+    hp->arch = MODEL_ARCH_LLAMA;
+    arch = "llama";
+  } else if (gguf_str_eq(a, "qwen2")) {
+    hp->arch = MODEL_ARCH_QWEN2;
+    arch = "qwen2";
+  } else {
+    snprintf(err, err_len, "unsupported architecture \"%.*s\" (general.architecture): tram runs llama and qwen2",
+             (int)(a.len > 40 ? 40 : a.len), a.ptr);
+    return -EINVAL;
+  }
+  hp->rope_neox = hp->arch == MODEL_ARCH_QWEN2;
+
+  int rc = get_int(g, arch, "block_count", -1, 1, MAX_LAYERS, &hp->n_layers, err, err_len);
+  if (rc == 0) rc = get_int(g, arch, "embedding_length", -1, 1, MAX_DIM, &hp->dim, err, err_len);
+  if (rc == 0) rc = get_int(g, arch, "feed_forward_length", -1, 1, MAX_DIM, &hp->ff_dim, err, err_len);
+  if (rc == 0) rc = get_int(g, arch, "attention.head_count", -1, 1, MAX_HEADS, &hp->n_heads, err, err_len);
+  if (rc == 0)
+    rc = get_int(g, arch, "attention.head_count_kv", hp->n_heads, 1, hp->n_heads, &hp->n_kv_heads, err, err_len);
+  if (rc == 0) rc = get_int(g, arch, "context_length", -1, 1, INT32_MAX, &hp->n_ctx, err, err_len);
+  if (rc != 0) return rc;
+  if (hp->n_heads % hp->n_kv_heads != 0) {
+    snprintf(err, err_len, "key '%s.attention.head_count_kv' (%d) does not divide head_count (%d)", arch,
+             hp->n_kv_heads, hp->n_heads);
+    return -EINVAL;
+  }
+  /* head_dim: key_length, else dim / n_heads (which must then be whole) */
+  const int def_head = hp->dim % hp->n_heads == 0 ? hp->dim / hp->n_heads : -1;
+  rc = get_int(g, arch, "attention.key_length", def_head, 2, MAX_DIM, &hp->head_dim, err, err_len);
+  if (rc != 0) {
+    if (def_head < 0)
+      snprintf(err, err_len, "key '%s.attention.head_count' (%d) does not divide embedding_length (%d)", arch,
+               hp->n_heads, hp->dim);
+    return rc;
+  }
+  int v_dim;
+  rc = get_int(g, arch, "attention.value_length", hp->head_dim, 1, MAX_DIM, &v_dim, err, err_len);
+  if (rc != 0) return rc;
+  if (v_dim != hp->head_dim) {
+    snprintf(err, err_len, "key '%s.attention.value_length' (%d) differs from the key length (%d)", arch, v_dim,
+             hp->head_dim);
+    return -EINVAL;
+  }
+  if ((int64_t)hp->n_heads * hp->head_dim > MAX_DIM) {
+    snprintf(err, err_len, "%d heads of %d: query width past %d", hp->n_heads, hp->head_dim, MAX_DIM);
+    return -EINVAL;
+  }
+  hp->q_dim = hp->n_heads * hp->head_dim;
+  hp->kv_dim = hp->n_kv_heads * hp->head_dim;
+
+  rc = get_pos_float(g, arch, "attention.layer_norm_rms_epsilon", 0, &hp->rms_eps, err, err_len);
+  if (rc == 0) rc = get_pos_float(g, arch, "rope.freq_base", 10000.0f, &hp->rope_base, err, err_len);
+  if (rc == 0) rc = get_int(g, arch, "rope.dimension_count", hp->head_dim, 2, hp->head_dim, &hp->rot_dim, err, err_len);
+  if (rc != 0) return rc;
+  if (hp->rot_dim % 2 != 0) {
+    snprintf(err, err_len, "key '%s.rope.dimension_count' is %d, not even", arch, hp->rot_dim);
+    return -EINVAL;
+  }
+  const gguf_tensor_t *rope_freqs;
+  rc = read_rope_scaling(g, arch, hp, err, err_len);
+  if (rc == 0) rc = check_rope_freqs(g, hp, &rope_freqs, err, err_len);
+  if (rc == 0) rc = read_vocab(g, arch, hp, err, err_len);
+  if (rc != 0) return rc;
+
+  hp->tied_output = gguf_find_tensor(g, "output.weight") == NULL;
+  hp->qkv_bias = hp->arch == MODEL_ARCH_QWEN2 || gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
+  *inv_freq = inv_freq_compute(hp, rope_freqs);
+  return 0;
+}

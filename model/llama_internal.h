@@ -1,0 +1,53 @@
+/* model/llama_internal.h — the model's private structures, shared by
+ * llama_hparams.c (metadata), llama_load.c (tensors) and llama_runner.c (the
+ * forward). Not for use outside model/llama_*.c. */
+#ifndef TRAM_MODEL_LLAMA_INTERNAL_H
+#define TRAM_MODEL_LLAMA_INTERNAL_H
+
+#include "model/gguf.h"
+#include "model/llama.h"
+
+/* One transformer block. Matrices are [rows = out features, cols = in
+ * features]; vectors are f32 device buffers. */
+typedef struct model_layer {
+  float *attn_norm;      /* [dim] */
+  kern_weight_t wq;      /* [q_dim, dim] */
+  kern_weight_t wk;      /* [kv_dim, dim] */
+  kern_weight_t wv;      /* [kv_dim, dim] */
+  float *bq, *bk, *bv;   /* [q_dim], [kv_dim], [kv_dim]; NULL without qkv_bias */
+  kern_weight_t wo;      /* [dim, q_dim] */
+  float *ffn_norm;       /* [dim] */
+  kern_weight_t w_gate;  /* [ff_dim, dim] */
+  kern_weight_t w_up;    /* [ff_dim, dim] */
+  kern_weight_t w_down;  /* [dim, ff_dim] */
+} model_layer_t;
+
+struct model {
+  kern_backend_t *be;    /* not owned */
+  gguf_ctx_t *gguf;      /* owned: the mapping the weights view */
+  model_hparams_t hp;
+  tok_t *tok;            /* owned */
+  char *chat_template;   /* owned, NUL-terminated, or NULL */
+  float *inv_freq;       /* host [rot_dim / 2], owned */
+  float *inv_freq_dev;   /* device [rot_dim / 2] */
+
+  kern_weight_t tok_embd; /* [n_vocab, dim]: the embedding, and the output when tied */
+  kern_weight_t output;   /* [n_vocab, dim]: output.weight, unset (impl NULL) when tied */
+  float *output_norm;     /* device [dim] */
+  model_layer_t *layers;  /* [n_layers], owned */
+  int64_t step_bytes;     /* model_step_weight_bytes() */
+};
+
+/* Reads and checks the hyper-parameters from g's metadata into hp (tensor
+ * presence fields, tied_output and qkv_bias, included), and computes the
+ * RoPE inverse frequencies into a malloc'd [rot_dim / 2] array (*inv_freq,
+ * the caller's), applying the scaling (a rope_freqs.weight tensor included).
+ * Returns 0, or -EINVAL after writing one line naming the key into err. */
+int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_freq, char *err, size_t err_len);
+
+/* The output projection: output.weight, or token_embd.weight when tied. */
+static inline const kern_weight_t *model__output(const model_t *m) {
+  return m->hp.tied_output ? &m->tok_embd : &m->output;
+}
+
+#endif

@@ -1,0 +1,289 @@
+/* model/llama_load.c — model_load: the GGUF file's tensors checked against
+ * the hyper-parameters and prepared on the backend, the tokenizer, the chat
+ * template (see llama.h).
+ *
+ * Tensor names and shapes (GGUF dims, innermost first: [cols, rows]):
+ *   token_embd.weight          [dim, n_vocab]
+ *   output_norm.weight         [dim]                 F32
+ *   output.weight              [dim, n_vocab]        absent: tied to token_embd
+ *   rope_freqs.weight          [rot_dim / 2]         F32, optional (llama_hparams.c)
+ *   blk.N.attn_norm.weight     [dim]                 F32
+ *   blk.N.attn_q.weight        [dim, q_dim]
+ *   blk.N.attn_k.weight        [dim, kv_dim]
+ *   blk.N.attn_v.weight        [dim, kv_dim]
+ *   blk.N.attn_{q,k,v}.bias    [q_dim], [kv_dim]     F32; qwen2 (llama: all or none)
+ *   blk.N.attn_output.weight   [q_dim, dim]
+ *   blk.N.ffn_norm.weight      [dim]                 F32
+ *   blk.N.ffn_gate.weight      [dim, ff_dim]
+ *   blk.N.ffn_up.weight        [dim, ff_dim]
+ *   blk.N.ffn_down.weight      [ff_dim, dim]
+ * Any other tensor is an error: a weight tram would silently ignore means
+ * the file is not the architecture tram runs. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/log.h"
+#include "model/llama_internal.h"
+
+/* The state of one load: the tensors used so far, and the error line. */
+typedef struct loader {
+  model_t *m;
+  const gguf_tensor_t **used; /* [n_used] */
+  int64_t n_used, cap;
+  char *err;
+  size_t err_len;
+} loader_t;
+
+static void shape_str(const gguf_tensor_t *t, char *buf, size_t len) {
+  int k = snprintf(buf, len, "[%lld", (long long)t->ne[0]);
+  for (uint32_t d = 1; d < t->n_dims && k > 0 && (size_t)k < len; d++)
+    k += snprintf(buf + k, len - (size_t)k, ", %lld", (long long)t->ne[d]);
+  if (k > 0 && (size_t)k < len) snprintf(buf + k, len - (size_t)k, "]");
+}
+
+/* The tensor `name` of shape [ne0] (ne1 == 0) or [ne0, ne1], recorded as
+ * used. NULL when absent (an error if required) or of another shape (an
+ * error; *bad set). */
+static const gguf_tensor_t *find(loader_t *ld, const char *name, int64_t ne0, int64_t ne1, int required, int *bad) {
+  const gguf_tensor_t *t = gguf_find_tensor(ld->m->gguf, name);
+  if (!t) {
+    if (required) {
+      snprintf(ld->err, ld->err_len, "tensor '%s' is missing", name);
+      *bad = 1;
+    }
+    return NULL;
+  }
+  const int64_t rows = ne1 ? ne1 : 1;
+  if (t->ne[0] != ne0 || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1) {
+    char got[96];
+    shape_str(t, got, sizeof got);
+    if (ne1)
+      snprintf(ld->err, ld->err_len, "tensor '%s' has shape %s, the hyper-parameters need [%lld, %lld]", name, got,
+               (long long)ne0, (long long)ne1);
+    else
+      snprintf(ld->err, ld->err_len, "tensor '%s' has shape %s, the hyper-parameters need [%lld]", name, got,
+               (long long)ne0);
+    *bad = 1;
+    return NULL;
+  }
+  if (ld->n_used == ld->cap) {
+    ld->cap = ld->cap ? 2 * ld->cap : 64;
+    ld->used = realloc(ld->used, (size_t)ld->cap * sizeof *ld->used);
+    if (!ld->used) abort();
+  }
+  ld->used[ld->n_used++] = t;
+  return t;
+}
+
+/* A weight matrix of rows × cols, prepared on the backend. 0 or -EINVAL. */
+static int load_matrix(loader_t *ld, const char *name, int64_t rows, int64_t cols, kern_weight_t *w) {
+  int bad = 0;
+  const gguf_tensor_t *t = find(ld, name, cols, rows, 1, &bad);
+  if (!t) return -EINVAL;
+  kern_backend_t *be = ld->m->be;
+  int rc = be->weight_init(be, w, (kern_type_t)t->type, rows, cols, t->data);
+  if (rc != 0) {
+    memset(w, 0, sizeof *w);
+    const char *type = kern_type_name(t->type);
+    snprintf(ld->err, ld->err_len, "tensor '%s': the %s backend cannot use a %s weight of %lld x %lld (%s)", name,
+             be->name, type ? type : "?", (long long)rows, (long long)cols, strerror(-rc));
+    return -EINVAL;
+  }
+  ld->m->step_bytes += (int64_t)t->nbytes;
+  return 0;
+}
+
+/* An F32 vector of n elements copied into a new device buffer (*dst). A
+ * missing optional one leaves *dst NULL. 0 or -EINVAL (or -ENOMEM). */
+static int load_vector(loader_t *ld, const char *name, int64_t n, float **dst, int required) {
+  int bad = 0;
+  const gguf_tensor_t *t = find(ld, name, n, 0, required, &bad);
+  if (!t) return bad ? -EINVAL : 0;
+  if (t->type != KERN_F32) {
+    const char *type = kern_type_name(t->type);
+    snprintf(ld->err, ld->err_len, "tensor '%s' has type %s; norm weights and biases must be F32", name,
+             type ? type : "?");
+    return -EINVAL;
+  }
+  kern_backend_t *be = ld->m->be;
+  *dst = be->alloc(be, (size_t)n * sizeof(float));
+  if (!*dst) {
+    snprintf(ld->err, ld->err_len, "tensor '%s': the %s backend is out of memory", name, be->name);
+    return -ENOMEM;
+  }
+  be->upload(be, *dst, t->data, (size_t)n * sizeof(float));
+  return 0;
+}
+
+static int load_layer(loader_t *ld, int l) {
+  const model_hparams_t *hp = &ld->m->hp;
+  model_layer_t *L = &ld->m->layers[l];
+  char name[64];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
+  int rc = load_vector(ld, NAME("attn_norm.weight"), hp->dim, &L->attn_norm, 1);
+  if (rc == 0) rc = load_matrix(ld, NAME("attn_q.weight"), hp->q_dim, hp->dim, &L->wq);
+  if (rc == 0) rc = load_matrix(ld, NAME("attn_k.weight"), hp->kv_dim, hp->dim, &L->wk);
+  if (rc == 0) rc = load_matrix(ld, NAME("attn_v.weight"), hp->kv_dim, hp->dim, &L->wv);
+  if (rc == 0 && hp->qkv_bias) {
+    rc = load_vector(ld, NAME("attn_q.bias"), hp->q_dim, &L->bq, 1);
+    if (rc == 0) rc = load_vector(ld, NAME("attn_k.bias"), hp->kv_dim, &L->bk, 1);
+    if (rc == 0) rc = load_vector(ld, NAME("attn_v.bias"), hp->kv_dim, &L->bv, 1);
+  }
+  if (rc == 0) rc = load_matrix(ld, NAME("attn_output.weight"), hp->dim, hp->q_dim, &L->wo);
+  if (rc == 0) rc = load_vector(ld, NAME("ffn_norm.weight"), hp->dim, &L->ffn_norm, 1);
+  if (rc == 0) rc = load_matrix(ld, NAME("ffn_gate.weight"), hp->ff_dim, hp->dim, &L->w_gate);
+  if (rc == 0) rc = load_matrix(ld, NAME("ffn_up.weight"), hp->ff_dim, hp->dim, &L->w_up);
+  if (rc == 0) rc = load_matrix(ld, NAME("ffn_down.weight"), hp->dim, hp->ff_dim, &L->w_down);
+#undef NAME
+  return rc;
+}
+
+/* Every tensor of the file must have been used. */
+static int check_all_used(loader_t *ld) {
+  const gguf_ctx_t *g = ld->m->gguf;
+  const uint64_t n = gguf_tensor_count(g);
+  if ((uint64_t)ld->n_used == n) return 0;
+  for (uint64_t i = 0; i < n; i++) {
+    const gguf_tensor_t *t = gguf_tensor_at(g, i);
+    int64_t j = 0;
+    while (j < ld->n_used && ld->used[j] != t) j++;
+    if (j == ld->n_used) {
+      snprintf(ld->err, ld->err_len, "tensor '%.*s' is not part of the %s architecture as tram runs it",
+               (int)t->name.len, t->name.ptr, ld->m->hp.arch == MODEL_ARCH_QWEN2 ? "qwen2" : "llama");
+      return -EINVAL;
+    }
+  }
+  return 0;
+}
+
+static int load_tensors(loader_t *ld) {
+  model_t *m = ld->m;
+  const model_hparams_t *hp = &m->hp;
+  int bad = 0;
+  int rc = load_matrix(ld, "token_embd.weight", hp->n_vocab, hp->dim, &m->tok_embd);
+  if (rc == 0) rc = load_vector(ld, "output_norm.weight", hp->dim, &m->output_norm, 1);
+  if (rc == 0 && !hp->tied_output) rc = load_matrix(ld, "output.weight", hp->n_vocab, hp->dim, &m->output);
+  if (rc == 0 && hp->rope_scaling == MODEL_ROPE_SCALING_FREQ_TENSOR)
+    rc = find(ld, "rope_freqs.weight", hp->rot_dim / 2, 0, 1, &bad) ? 0 : -EINVAL;
+  if (rc != 0) return rc;
+  /* token_embd counts once as the output of a tied model; a decode step
+   * reads one embedding row of it */
+  if (!hp->tied_output) m->step_bytes -= (int64_t)gguf_find_tensor(m->gguf, "token_embd.weight")->nbytes;
+  m->step_bytes += kern_type_row_bytes(m->tok_embd.type, hp->dim);
+  m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
+  if (!m->layers) abort();
+  for (int l = 0; l < hp->n_layers && rc == 0; l++) rc = load_layer(ld, l);
+  return rc == 0 ? check_all_used(ld) : rc;
+}
+
+/* The RoPE frequencies on the device; the chat template as a C string. */
+static int load_extras(model_t *m, char *err, size_t err_len) {
+  kern_backend_t *be = m->be;
+  const size_t bytes = (size_t)(m->hp.rot_dim / 2) * sizeof(float);
+  m->inv_freq_dev = be->alloc(be, bytes);
+  if (!m->inv_freq_dev) {
+    snprintf(err, err_len, "the %s backend is out of memory", be->name);
+    return -ENOMEM;
+  }
+  be->upload(be, m->inv_freq_dev, m->inv_freq, bytes);
+  gguf_str_t t;
+  int rc = gguf_get_str(m->gguf, "tokenizer.chat_template", &t);
+  if (rc == -EINVAL) {
+    snprintf(err, err_len, "key 'tokenizer.chat_template' is not a string");
+    return rc;
+  }
+  if (rc == 0) {
+    m->chat_template = malloc((size_t)t.len + 1);
+    if (!m->chat_template) abort();
+    memcpy(m->chat_template, t.ptr, (size_t)t.len);
+    m->chat_template[t.len] = 0;
+  }
+  return 0;
+}
+
+model_t *model_load(const char *path, kern_backend_t *be, char *err, size_t err_len) {
+  gguf_ctx_t *g = gguf_open(path, err, err_len);
+  if (!g) return NULL;
+  model_t *m = calloc(1, sizeof *m);
+  if (!m) abort();
+  m->be = be;
+  m->gguf = g;
+  char msg[512] = "";
+  loader_t ld = {.m = m, .err = msg, .err_len = sizeof msg};
+  int rc = model__hparams_read(g, &m->hp, &m->inv_freq, msg, sizeof msg);
+  if (rc == 0) rc = load_tensors(&ld);
+  free(ld.used);
+  if (rc == 0) {
+    char tok_err[384];
+    m->tok = tok_create_from_gguf(g, tok_err, sizeof tok_err);
+    if (!m->tok) {
+      snprintf(msg, sizeof msg, "%s", tok_err);
+      rc = -EINVAL;
+    } else if (tok_n_vocab(m->tok) != m->hp.n_vocab) {
+      snprintf(msg, sizeof msg, "the tokenizer has %d tokens, the model %d", tok_n_vocab(m->tok), m->hp.n_vocab);
+      rc = -EINVAL;
+    }
+  }
+  if (rc == 0) rc = load_extras(m, msg, sizeof msg);
+  if (rc != 0) {
+    snprintf(err, err_len, "%s: %s", path, msg);
+    model_destroy(m);
+    return NULL;
+  }
+  const model_hparams_t *hp = &m->hp;
+  log_info("model: %s: %s, %d layers, dim %d, MLP %d, %d heads (%d KV) of %d, vocabulary %d, context %d, "
+           "%.1f MB read per token",
+           path, hp->arch == MODEL_ARCH_QWEN2 ? "qwen2" : "llama", hp->n_layers, hp->dim, hp->ff_dim, hp->n_heads,
+           hp->n_kv_heads, hp->head_dim, hp->n_vocab, hp->n_ctx, (double)m->step_bytes / 1e6);
+  return m;
+}
+
+static void release(kern_backend_t *be, kern_weight_t *w) {
+  if (w->rows > 0) be->weight_release(be, w);
+}
+
+void model_destroy(model_t *m) {
+  if (!m) return;
+  kern_backend_t *be = m->be;
+  if (m->layers) {
+    for (int l = 0; l < m->hp.n_layers; l++) {
+      model_layer_t *L = &m->layers[l];
+      be->free(be, L->attn_norm);
+      be->free(be, L->ffn_norm);
+      be->free(be, L->bq);
+      be->free(be, L->bk);
+      be->free(be, L->bv);
+      release(be, &L->wq);
+      release(be, &L->wk);
+      release(be, &L->wv);
+      release(be, &L->wo);
+      release(be, &L->w_gate);
+      release(be, &L->w_up);
+      release(be, &L->w_down);
+    }
+    free(m->layers);
+  }
+  release(be, &m->tok_embd);
+  release(be, &m->output);
+  be->free(be, m->output_norm);
+  be->free(be, m->inv_freq_dev);
+  free(m->inv_freq);
+  free(m->chat_template);
+  tok_destroy(m->tok);
+  gguf_close(m->gguf);
+  free(m);
+}
+
+const model_hparams_t *model_hparams(const model_t *m) { return &m->hp; }
+const tok_t *model_tokenizer(const model_t *m) { return m->tok; }
+const char *model_chat_template(const model_t *m) { return m->chat_template; }
+const float *model_rope_inv_freq(const model_t *m) { return m->inv_freq; }
+int64_t model_step_weight_bytes(const model_t *m) { return m->step_bytes; }
+
+void model_kv_config(const model_t *m, kv_cache_config_t *cfg) {
+  cfg->n_layers = m->hp.n_layers;
+  cfg->n_kv_heads = m->hp.n_kv_heads;
+  cfg->head_dim = m->hp.head_dim;
+}

@@ -1,0 +1,201 @@
+/* model/llama_runner.c — the per-engine runner and the forward pass of one
+ * batch (see llama.h). Every buffer is sized at creation; a step allocates
+ * nothing. T below is the step's token count, L its logit row count. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "config/log.h"
+#include "model/llama_internal.h"
+
+struct model_runner {
+  const model_t *m;     /* not owned */
+  kern_backend_t *be;   /* the model's */
+  kv_cache_t *cache;    /* not owned */
+  attn_t *attn;         /* owned */
+  model_runner_config_t cfg;
+  int max_blocks_per_seq;
+
+  /* device buffers, for up to max_tokens rows (max_logits for the last two) */
+  int32_t *ids;   /* [T] token ids */
+  int32_t *pos;   /* [T] positions */
+  int32_t *rows;  /* [L] rows that need logits */
+  float *x;       /* [T, dim] the residual stream */
+  float *h;       /* [T, dim] normed input of a sub-block */
+  float *proj;    /* [T, dim] a sub-block's output projection */
+  float *q;       /* [T, n_heads, head_dim] */
+  float *k;       /* [T, n_kv_heads, head_dim] */
+  float *v;       /* [T, n_kv_heads, head_dim] */
+  float *att;     /* [T, n_heads, head_dim] attention output */
+  float *gate;    /* [T, ff_dim] gate, then silu(gate) ⊙ up */
+  float *up;      /* [T, ff_dim] */
+  float *xl;      /* [L, dim] the rows that need logits, final-normed */
+  float *logits;  /* [L, n_vocab] */
+};
+
+model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const model_runner_config_t *cfg) {
+  const model_hparams_t *hp = &m->hp;
+  const int max_logits = cfg->max_logits                 ? cfg->max_logits
+                         : cfg->max_seqs < cfg->max_tokens ? cfg->max_seqs
+                                                           : cfg->max_tokens;
+  if (cfg->max_tokens < 1 || cfg->max_seqs < 1 || max_logits < 0 ||
+      max_logits > cfg->max_tokens || cfg->max_seq_len < 0) {
+    log_error("model_runner_create: bad capacities: %d tokens, %d sequences, %d logit rows, max_seq_len %d "
+              "(want them >= 1, logit rows <= tokens)",
+              cfg->max_tokens, cfg->max_seqs, max_logits, cfg->max_seq_len);
+    return NULL;
+  }
+  if (cache->be != m->be || cache->n_layers != hp->n_layers || cache->n_kv_heads != hp->n_kv_heads ||
+      cache->head_dim != hp->head_dim) {
+    log_error("model_runner_create: the cache (%s backend, %d layers, %d KV heads of %d) does not fit the model "
+              "(%s backend, %d layers, %d KV heads of %d)",
+              cache->be->name, cache->n_layers, cache->n_kv_heads, cache->head_dim, m->be->name, hp->n_layers,
+              hp->n_kv_heads, hp->head_dim);
+    return NULL;
+  }
+  model_runner_t *r = calloc(1, sizeof *r);
+  if (!r) abort();
+  r->m = m;
+  r->be = m->be;
+  r->cache = cache;
+  r->cfg = *cfg;
+  r->cfg.max_logits = max_logits;
+  const int64_t slots = (int64_t)cache->num_blocks * cache->block_size;
+  int64_t max_len = cfg->max_seq_len ? cfg->max_seq_len : hp->n_ctx;
+  if (max_len > slots) max_len = slots;
+  r->cfg.max_seq_len = (int)max_len;
+  const attn_config_t ac = {
+      .n_heads = hp->n_heads,
+      .max_seqs = cfg->max_seqs,
+      .max_tokens = cfg->max_tokens,
+      .max_seq_len = r->cfg.max_seq_len,
+      .gather = cfg->gather,
+  };
+  r->attn = attn_create(m->be, cache, &ac);
+  if (!r->attn) {
+    free(r);
+    return NULL;
+  }
+  r->max_blocks_per_seq = (int)((max_len + cache->block_size - 1) / cache->block_size);
+  if (r->max_blocks_per_seq > cache->num_blocks) r->max_blocks_per_seq = cache->num_blocks;
+
+  kern_backend_t *be = m->be;
+  const size_t T = (size_t)cfg->max_tokens, L = (size_t)(max_logits ? max_logits : 1), f = sizeof(float);
+  int failed = 0;
+#define ALLOC(ptr, bytes) (failed |= !((ptr) = be->alloc(be, (bytes))))
+  ALLOC(r->ids, T * sizeof(int32_t));
+  ALLOC(r->pos, T * sizeof(int32_t));
+  ALLOC(r->rows, L * sizeof(int32_t));
+  ALLOC(r->x, T * hp->dim * f);
+  ALLOC(r->h, T * hp->dim * f);
+  ALLOC(r->proj, T * hp->dim * f);
+  ALLOC(r->q, T * hp->q_dim * f);
+  ALLOC(r->k, T * hp->kv_dim * f);
+  ALLOC(r->v, T * hp->kv_dim * f);
+  ALLOC(r->att, T * hp->q_dim * f);
+  ALLOC(r->gate, T * hp->ff_dim * f);
+  ALLOC(r->up, T * hp->ff_dim * f);
+  ALLOC(r->xl, L * hp->dim * f);
+  ALLOC(r->logits, L * hp->n_vocab * f);
+#undef ALLOC
+  if (failed) {
+    log_error("model_runner_create: the %s backend is out of memory for the activations of %d tokens "
+              "(%d logit rows)",
+              be->name, cfg->max_tokens, max_logits);
+    model_runner_destroy(r);
+    return NULL;
+  }
+  return r;
+}
+
+void model_runner_destroy(model_runner_t *r) {
+  if (!r) return;
+  kern_backend_t *be = r->be;
+  void *bufs[] = {r->ids, r->pos,   r->rows, r->x,    r->h,  r->proj, r->q,
+                  r->k,   r->v,     r->att,  r->gate, r->up, r->xl,   r->logits};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(be, bufs[i]);
+  attn_destroy(r->attn);
+  free(r);
+}
+
+int model_runner_max_blocks_per_seq(const model_runner_t *r) { return r->max_blocks_per_seq; }
+const attn_t *model_runner_attn(const model_runner_t *r) { return r->attn; }
+
+/* Checks what the attention does not: capacities, ids, positions, rows. */
+static int check_batch(const model_runner_t *r, const model_batch_t *b) {
+  const model_hparams_t *hp = &r->m->hp;
+  if (b->n_tokens < 1 || b->n_tokens > r->cfg.max_tokens || b->n_logits < 0 || b->n_logits > r->cfg.max_logits) {
+    log_error("model_forward: %d tokens and %d logit rows, capacities %d and %d", b->n_tokens, b->n_logits,
+              r->cfg.max_tokens, r->cfg.max_logits);
+    return -E2BIG;
+  }
+  if (!b->attn || b->attn->n_tokens != b->n_tokens) {
+    log_error("model_forward: %d tokens but the attention batch has %d", b->n_tokens, b->attn ? b->attn->n_tokens : -1);
+    return -EINVAL;
+  }
+  for (int i = 0; i < b->n_tokens; i++) {
+    if (b->tokens[i] < 0 || b->tokens[i] >= hp->n_vocab || b->positions[i] < 0) {
+      log_error("model_forward: row %d: token %d (vocabulary %d), position %d", i, b->tokens[i], hp->n_vocab,
+                b->positions[i]);
+      return -EINVAL;
+    }
+  }
+  for (int i = 0; i < b->n_logits; i++) {
+    if (b->logit_rows[i] < 0 || b->logit_rows[i] >= b->n_tokens) {
+      log_error("model_forward: logit row %d is %d, outside 0..%d", i, b->logit_rows[i], b->n_tokens - 1);
+      return -EINVAL;
+    }
+  }
+  return 0;
+}
+
+int model_forward(model_runner_t *r, const model_batch_t *b, float *logits) {
+  int rc = check_batch(r, b);
+  if (rc == 0) rc = attn_step_begin(r->attn, b->attn);
+  if (rc != 0) return rc;
+  const model_t *m = r->m;
+  const model_hparams_t *hp = &m->hp;
+  kern_backend_t *be = r->be;
+  const int T = b->n_tokens, L = b->n_logits, dim = hp->dim;
+  be->upload(be, r->ids, b->tokens, (size_t)T * sizeof(int32_t));
+  be->upload(be, r->pos, b->positions, (size_t)T * sizeof(int32_t));
+
+  be->embed(be, r->x, &m->tok_embd, r->ids, T); /* x [T, dim] */
+  for (int l = 0; l < hp->n_layers; l++) {
+    const model_layer_t *w = &m->layers[l];
+    /* attention: x += attn(rmsnorm(x)) · Woᵀ */
+    be->rmsnorm(be, r->h, r->x, w->attn_norm, T, dim, hp->rms_eps);
+    be->matmul(be, r->q, r->h, &w->wq, T); /* q [T, q_dim] */
+    be->matmul(be, r->k, r->h, &w->wk, T); /* k [T, kv_dim] */
+    be->matmul(be, r->v, r->h, &w->wv, T); /* v [T, kv_dim] */
+    if (w->bq) {
+      be->add_bias(be, r->q, w->bq, T, hp->q_dim);
+      be->add_bias(be, r->k, w->bk, T, hp->kv_dim);
+      be->add_bias(be, r->v, w->bv, T, hp->kv_dim);
+    }
+    be->rope(be, r->q, r->pos, T, hp->n_heads, hp->head_dim, hp->rot_dim, m->inv_freq_dev, hp->rope_neox);
+    be->rope(be, r->k, r->pos, T, hp->n_kv_heads, hp->head_dim, hp->rot_dim, m->inv_freq_dev, hp->rope_neox);
+    rc = attn_layer_forward(r->attn, l, r->q, r->k, r->v, r->att); /* att [T, q_dim] */
+    if (rc != 0) return rc;
+    be->matmul(be, r->proj, r->att, &w->wo, T); /* proj [T, dim] */
+    be->add(be, r->x, r->x, r->proj, (int64_t)T * dim);
+
+    /* MLP: x += (silu(h · Wgateᵀ) ⊙ h · Wupᵀ) · Wdownᵀ, h = rmsnorm(x) */
+    be->rmsnorm(be, r->h, r->x, w->ffn_norm, T, dim, hp->rms_eps);
+    be->matmul(be, r->gate, r->h, &w->w_gate, T); /* gate [T, ff_dim] */
+    be->matmul(be, r->up, r->h, &w->w_up, T);     /* up [T, ff_dim] */
+    be->swiglu(be, r->gate, r->gate, r->up, (int64_t)T * hp->ff_dim);
+    be->matmul(be, r->proj, r->gate, &w->w_down, T); /* proj [T, dim] */
+    be->add(be, r->x, r->x, r->proj, (int64_t)T * dim);
+  }
+  if (L == 0) {
+    be->sync(be);
+    return 0;
+  }
+  /* logits only for the rows that need them (the norm is per row) */
+  be->upload(be, r->rows, b->logit_rows, (size_t)L * sizeof(int32_t));
+  be->gather_rows(be, r->xl, r->x, r->rows, L, dim);              /* xl [L, dim] */
+  be->rmsnorm(be, r->xl, r->xl, m->output_norm, L, dim, hp->rms_eps);
+  be->matmul(be, r->logits, r->xl, model__output(m), L);          /* logits [L, n_vocab] */
+  be->download(be, logits, r->logits, (size_t)L * hp->n_vocab * sizeof(float));
+  return 0;
+}

@@ -1,0 +1,541 @@
+/* tests/unit/test_model_load.c — model_load on tiny synthetic GGUF files
+ * (tests/unit/gguf_writer.h): the hyper-parameters and RoPE frequencies it
+ * reads, the runner's capacity and batch checks, batch invariance, and one
+ * clear error naming the key or tensor for each kind of malformed model.
+ * The forward's numbers are checked against the float64 reference in
+ * tests/reference/test_forward.py. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config/log.h"
+#include "kernels/quant_blocks.h"
+#include "model/llama.h"
+#include "tests/unit/gguf_writer.h"
+#include "tests/unit/testutil.h"
+
+/* The tiny model: 2 layers, dim 32, MLP 64, 4 heads (2 KV) of 8, vocab 20. */
+enum { LAYERS = 2, DIM = 32, FF = 64, HEADS = 4, HEAD_DIM = 8, VOCAB = 20, CTX = 128 };
+
+/* What to write, and what to break. */
+typedef struct tiny {
+  const char *arch;       /* NULL: "llama" */
+  int kv_key;             /* > 0: the head_count_kv key says this instead */
+  int qkv_bias;           /* write attn_{q,k,v}.bias */
+  int untied;             /* write output.weight */
+  const char *omit;       /* a tensor not written */
+  const char *reshape;    /* a tensor written 8 rows (or, for a vector, 8 elements) too long */
+  const char *as_q8;      /* a tensor written as Q8_0 */
+  const char *as_iq2;     /* a tensor written with type id 16 (IQ2_XXS: not supported) */
+  const char *extra;      /* an extra F32 [DIM] tensor */
+  const char *omit_key;   /* a key (after the arch prefix) not written */
+  const char *str_key;    /* a key written as a string instead */
+  int vocab_size_key;     /* > 0: <arch>.vocab_size */
+  const char *rope_type;  /* rope.scaling.type */
+  float rope_factor;      /* rope.scaling.factor when > 0 */
+  int rope_orig_ctx;      /* rope.scaling.original_context_length when > 0 */
+  int rope_freqs;         /* write a rope_freqs.weight tensor */
+  int no_tokenizer;
+} tiny_t;
+
+static uint64_t g_seed;
+
+static void key_u32(gw_t *w, const tiny_t *t, const char *arch, const char *name, uint32_t v) {
+  char key[96];
+  snprintf(key, sizeof key, "%s.%s", arch, name);
+  if (t->omit_key && strcmp(t->omit_key, name) == 0) return;
+  if (t->str_key && strcmp(t->str_key, name) == 0)
+    gw_kv_str(w, key, "12");
+  else
+    gw_kv_u32(w, key, v);
+}
+
+static void key_f32(gw_t *w, const tiny_t *t, const char *arch, const char *name, float v) {
+  char key[96];
+  snprintf(key, sizeof key, "%s.%s", arch, name);
+  if (t->omit_key && strcmp(t->omit_key, name) == 0) return;
+  gw_kv_f32(w, key, v);
+}
+
+/* A tensor of ne0 × ne1 (ne1 = 0: a vector) with random F32 values, or as
+ * the spec breaks it. */
+static void tensor(gw_t *w, const tiny_t *t, tu_rng_t *rng, const char *name, int64_t ne0, int64_t ne1) {
+  if (t->omit && strcmp(t->omit, name) == 0) return;
+  int64_t ne[2] = {ne0, ne1 ? ne1 : 1};
+  if (t->reshape && strcmp(t->reshape, name) == 0) ne[ne1 ? 1 : 0] += 8;
+  const uint32_t n_dims = ne1 ? 2 : 1;
+  const size_t n = (size_t)(ne[0] * ne[1]);
+  if (t->as_q8 && strcmp(t->as_q8, name) == 0) {
+    size_t nb = n / 32 * sizeof(block_q8_0);
+    uint8_t *q = calloc(1, nb);
+    gw_tensor(w, name, KERN_Q8_0, n_dims, ne, q, nb);
+    free(q);
+    return;
+  }
+  if (t->as_iq2 && strcmp(t->as_iq2, name) == 0) {
+    uint8_t zeros[256] = {0};
+    gw_tensor(w, name, 16, n_dims, ne, zeros, sizeof zeros);
+    return;
+  }
+  float *x = malloc(n * sizeof *x);
+  tu_fill_normal(rng, x, n, 0.2f);
+  gw_tensor(w, name, KERN_F32, n_dims, ne, x, n * sizeof *x);
+  free(x);
+}
+
+/* Writes the tiny model to a new temporary file; returns its path (static). */
+static const char *write_tiny(const tiny_t *t) {
+  static char path[64];
+  snprintf(path, sizeof path, "/tmp/tram_test_model_XXXXXX");
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  const char *arch = t->arch ? t->arch : "llama";
+  const int kv = 2;
+  gw_t *w = gw_new();
+  gw_kv_str(w, "general.architecture", arch);
+  key_u32(w, t, arch, "block_count", LAYERS);
+  key_u32(w, t, arch, "context_length", CTX);
+  key_u32(w, t, arch, "embedding_length", DIM);
+  key_u32(w, t, arch, "feed_forward_length", FF);
+  key_u32(w, t, arch, "attention.head_count", HEADS);
+  key_u32(w, t, arch, "attention.head_count_kv", (uint32_t)(t->kv_key ? t->kv_key : kv));
+  key_f32(w, t, arch, "attention.layer_norm_rms_epsilon", 1e-5f);
+  key_f32(w, t, arch, "rope.freq_base", 10000.0f);
+  if (t->vocab_size_key) key_u32(w, t, arch, "vocab_size", (uint32_t)t->vocab_size_key);
+  char key[96];
+  if (t->rope_type) {
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    gw_kv_str(w, key, t->rope_type);
+  }
+  if (t->rope_factor > 0) key_f32(w, t, arch, "rope.scaling.factor", t->rope_factor);
+  if (t->rope_orig_ctx > 0) key_u32(w, t, arch, "rope.scaling.original_context_length", (uint32_t)t->rope_orig_ctx);
+  if (!t->no_tokenizer) {
+    const char *toks[VOCAB];
+    char buf[VOCAB][4];
+    for (int i = 0; i < VOCAB; i++) {
+      snprintf(buf[i], sizeof buf[i], "%c", 'a' + i);
+      toks[i] = buf[i];
+    }
+    gw_kv_str(w, "tokenizer.ggml.model", "gpt2");
+    gw_kv_str(w, "tokenizer.ggml.pre", "gpt2");
+    gw_kv_arr_str(w, "tokenizer.ggml.tokens", VOCAB, toks);
+    gw_kv_arr_str(w, "tokenizer.ggml.merges", 0, NULL);
+    gw_kv_u32(w, "tokenizer.ggml.eos_token_id", 1);
+  }
+  gw_kv_str(w, "tokenizer.chat_template", "{{ messages }}");
+
+  tu_rng_t rng;
+  tu_rng_init(&rng, g_seed);
+  tensor(w, t, &rng, "token_embd.weight", DIM, VOCAB);
+  tensor(w, t, &rng, "output_norm.weight", DIM, 0);
+  if (t->untied) tensor(w, t, &rng, "output.weight", DIM, VOCAB);
+  if (t->rope_freqs) {
+    float f[HEAD_DIM / 2];
+    for (int p = 0; p < HEAD_DIM / 2; p++) f[p] = 1.0f + (float)p;
+    gw_tensor(w, "rope_freqs.weight", KERN_F32, 1, (int64_t[]){HEAD_DIM / 2}, f, sizeof f);
+  }
+  for (int l = 0; l < LAYERS; l++) {
+    char name[64];
+#define T(suffix, ne0, ne1) (snprintf(name, sizeof name, "blk.%d." suffix, l), tensor(w, t, &rng, name, ne0, ne1))
+    T("attn_norm.weight", DIM, 0);
+    T("attn_q.weight", DIM, HEADS * HEAD_DIM);
+    T("attn_k.weight", DIM, kv * HEAD_DIM);
+    T("attn_v.weight", DIM, kv * HEAD_DIM);
+    if (t->qkv_bias) {
+      T("attn_q.bias", HEADS * HEAD_DIM, 0);
+      T("attn_k.bias", kv * HEAD_DIM, 0);
+      T("attn_v.bias", kv * HEAD_DIM, 0);
+    }
+    T("attn_output.weight", HEADS * HEAD_DIM, DIM);
+    T("ffn_norm.weight", DIM, 0);
+    T("ffn_gate.weight", DIM, FF);
+    T("ffn_up.weight", DIM, FF);
+    T("ffn_down.weight", FF, DIM);
+#undef T
+  }
+  if (t->extra) tensor(w, t, &rng, t->extra, DIM, 0);
+  assert_int_equal(gw_write_file(w, path), 0);
+  gw_free(w);
+  return path;
+}
+
+static kern_backend_t *g_be;
+
+static int setup(void **state) {
+  (void)state;
+  g_seed = tu_seed();
+  log_set_level(LOG_LEVEL_WARN); /* no load lines */
+  g_be = kern_backend_create("cpu", 2);
+  return g_be ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  kern_backend_destroy(g_be);
+  return 0;
+}
+
+/* Loads the spec's model; returns it (the file is removed). */
+static model_t *load(const tiny_t *t, char *err, size_t err_len) {
+  const char *path = write_tiny(t);
+  model_t *m = model_load(path, g_be, err, err_len);
+  unlink(path);
+  return m;
+}
+
+/* The spec must fail to load with an error containing `want` (and the path). */
+static void expect_error(const tiny_t *t, const char *want) {
+  char err[512];
+  model_t *m = load(t, err, sizeof err);
+  if (m || !strstr(err, want) || !strstr(err, "/tmp/tram_test_model_") || strchr(err, '\n'))
+    fail_msg("want an error containing \"%s\", got %s: \"%s\"", want, m ? "a model" : "", m ? "" : err);
+}
+
+/* ---- what a good file gives ------------------------------------------------ */
+
+static void loads_tiny_llama(void **state) {
+  (void)state;
+  char err[512];
+  model_t *m = load(&(tiny_t){0}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  const model_hparams_t *hp = model_hparams(m);
+  assert_int_equal(hp->arch, MODEL_ARCH_LLAMA);
+  assert_int_equal(hp->n_layers, LAYERS);
+  assert_int_equal(hp->dim, DIM);
+  assert_int_equal(hp->ff_dim, FF);
+  assert_int_equal(hp->n_heads, HEADS);
+  assert_int_equal(hp->n_kv_heads, 2);
+  assert_int_equal(hp->head_dim, HEAD_DIM);
+  assert_int_equal(hp->q_dim, HEADS * HEAD_DIM);
+  assert_int_equal(hp->kv_dim, 2 * HEAD_DIM);
+  assert_int_equal(hp->n_vocab, VOCAB);
+  assert_int_equal(hp->n_ctx, CTX);
+  assert_int_equal(hp->rot_dim, HEAD_DIM);
+  assert_int_equal(hp->rope_neox, 0);
+  assert_int_equal(hp->rope_scaling, MODEL_ROPE_SCALING_NONE);
+  assert_true(hp->tied_output);
+  assert_false(hp->qkv_bias);
+  assert_float_equal(hp->rms_eps, 1e-5f, 0);
+  assert_string_equal(model_chat_template(m), "{{ messages }}");
+  assert_int_equal(tok_eos(model_tokenizer(m)), 1);
+  /* matrices once (the tied output is the embedding) and one embedding row */
+  const int64_t per_layer = 4 * (2 * DIM * HEADS * HEAD_DIM + 2 * DIM * 2 * HEAD_DIM + 3 * DIM * FF); /* F32 */
+  assert_int_equal(model_step_weight_bytes(m), LAYERS * per_layer + 4 * (int64_t)DIM * VOCAB + 4 * DIM);
+  const float *inv = model_rope_inv_freq(m);
+  for (int p = 0; p < HEAD_DIM / 2; p++) assert_float_equal(inv[p], (float)pow(10000.0, -2.0 * p / HEAD_DIM), 0);
+  kv_cache_config_t kc = {.block_size = 4, .num_blocks = 16};
+  model_kv_config(m, &kc);
+  assert_int_equal(kc.n_layers, LAYERS);
+  assert_int_equal(kc.n_kv_heads, 2);
+  assert_int_equal(kc.head_dim, HEAD_DIM);
+  model_destroy(m);
+  model_destroy(NULL);
+
+  m = load(&(tiny_t){.arch = "qwen2", .qkv_bias = 1, .untied = 1}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  hp = model_hparams(m);
+  assert_int_equal(hp->arch, MODEL_ARCH_QWEN2);
+  assert_int_equal(hp->rope_neox, 1);
+  assert_true(hp->qkv_bias);
+  assert_false(hp->tied_output);
+  /* untied: the output matrix instead of the whole embedding, plus one row */
+  assert_int_equal(model_step_weight_bytes(m), LAYERS * per_layer + 4 * (int64_t)DIM * VOCAB + 4 * DIM);
+  model_destroy(m);
+}
+
+/* llama.cpp's reading of the RoPE scaling keys (llama_hparams.c). */
+static void rope_scaling(void **state) {
+  (void)state;
+  char err[512];
+  double base[HEAD_DIM / 2];
+  for (int p = 0; p < HEAD_DIM / 2; p++) base[p] = pow(10000.0, -2.0 * p / HEAD_DIM);
+
+  model_t *m = load(&(tiny_t){.rope_type = "linear", .rope_factor = 4}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  assert_int_equal(model_hparams(m)->rope_scaling, MODEL_ROPE_SCALING_LINEAR);
+  for (int p = 0; p < HEAD_DIM / 2; p++) assert_float_equal(model_rope_inv_freq(m)[p], (float)(base[p] / 4), 0);
+  model_destroy(m);
+
+  m = load(&(tiny_t){.rope_factor = 2}, err, sizeof err); /* a factor without a type: linear */
+  if (!m) fail_msg("%s", err);
+  assert_int_equal(model_hparams(m)->rope_scaling, MODEL_ROPE_SCALING_LINEAR);
+  assert_float_equal(model_rope_inv_freq(m)[1], (float)(base[1] / 2), 0);
+  model_destroy(m);
+
+  /* Llama 3.1: wavelengths 2π/inv are 6.3, 62.8, 628, 6283; with an original
+   * context of 256, low 1 and high 4: kept below 64, divided by 8 above 256,
+   * smoothly between */
+  m = load(&(tiny_t){.rope_type = "llama3", .rope_factor = 8, .rope_orig_ctx = 256}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  assert_int_equal(model_hparams(m)->rope_scaling, MODEL_ROPE_SCALING_LLAMA3);
+  for (int p = 0; p < HEAD_DIM / 2; p++) {
+    const double wl = 2 * M_PI / base[p], smooth = (256 / wl - 1) / 3;
+    const double want = wl > 256 ? base[p] / 8 : wl < 64 ? base[p] : (1 - smooth) * base[p] / 8 + smooth * base[p];
+    assert_float_equal(model_rope_inv_freq(m)[p], (float)want, 0);
+  }
+  assert_true(model_rope_inv_freq(m)[3] < (float)base[3] / 7);
+  model_destroy(m);
+
+  m = load(&(tiny_t){.rope_freqs = 1}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  assert_int_equal(model_hparams(m)->rope_scaling, MODEL_ROPE_SCALING_FREQ_TENSOR);
+  for (int p = 0; p < HEAD_DIM / 2; p++)
+    assert_float_equal(model_rope_inv_freq(m)[p], (float)(base[p] / (1.0 + p)), 0);
+  model_destroy(m);
+
+  expect_error(&(tiny_t){.rope_type = "yarn", .rope_factor = 4},
+               "key 'llama.rope.scaling.type' is \"yarn\": tram supports none, linear and llama3");
+  expect_error(&(tiny_t){.rope_type = "linear"}, "key 'llama.rope.scaling.factor' is missing");
+  expect_error(&(tiny_t){.rope_type = "llama3", .rope_freqs = 1},
+               "tensor 'rope_freqs.weight' and rope.scaling.type given together");
+}
+
+/* ---- the runner ------------------------------------------------------------ */
+
+typedef struct rig {
+  model_t *m;
+  kv_cache_t *cache;
+  model_runner_t *run;
+  attn_meta_t meta;
+  kv_seq_t seqs[3];
+} rig_t;
+
+static void rig_init(rig_t *r, model_t *m, int max_tokens, int max_seqs) {
+  memset(r, 0, sizeof *r);
+  r->m = m;
+  kv_cache_config_t kc = {.block_size = 4, .num_blocks = 32};
+  model_kv_config(m, &kc);
+  r->cache = kv_cache_create(g_be, &kc);
+  assert_non_null(r->cache);
+  const model_runner_config_t rc = {.max_tokens = max_tokens, .max_seqs = max_seqs, .max_logits = max_tokens};
+  r->run = model_runner_create(m, r->cache, &rc);
+  assert_non_null(r->run);
+  assert_int_equal(model_runner_max_blocks_per_seq(r->run), CTX / 4 < 32 ? CTX / 4 : 32);
+  assert_int_equal(attn_meta_init(&r->meta, max_seqs, max_tokens, model_runner_max_blocks_per_seq(r->run)), 0);
+  for (int s = 0; s < 3; s++) kv_seq_init(&r->seqs[s]);
+}
+
+static void rig_free(rig_t *r) {
+  for (int s = 0; s < 3; s++) kv_seq_free(r->cache->alloc, &r->seqs[s]);
+  attn_meta_free(&r->meta);
+  model_runner_destroy(r->run);
+  kv_cache_destroy(r->cache);
+}
+
+/* One step: sequence s adds q[s] tokens of toks[s] (0: not in the step);
+ * logits for every row, in row order. Returns model_forward's result. */
+static int rig_step(rig_t *r, const int *q, const int32_t *const *toks, float *logits) {
+  const kv_seq_t *seqs[3];
+  int32_t q_lens[3], ids[64], pos[64], rows[64];
+  int n = 0, t = 0;
+  for (int s = 0; s < 3; s++) {
+    if (!q[s]) continue;
+    assert_int_equal(kv_seq_reserve(r->cache->alloc, &r->seqs[s], q[s]), 0);
+    for (int i = 0; i < q[s]; i++, t++) {
+      pos[t] = (int32_t)r->seqs[s].n_tokens + i;
+      ids[t] = toks[s][pos[t]];
+      rows[t] = t;
+    }
+    seqs[n] = &r->seqs[s];
+    q_lens[n++] = q[s];
+  }
+  assert_int_equal(attn_meta_build(&r->meta, r->cache->alloc, seqs, q_lens, n), 0);
+  const model_batch_t b = {
+      .n_tokens = t, .tokens = ids, .positions = pos, .attn = &r->meta.batch, .n_logits = t, .logit_rows = rows};
+  int rc = model_forward(r->run, &b, logits);
+  if (rc == 0)
+    for (int s = 0; s < 3; s++)
+      if (q[s]) kv_seq_commit(r->cache->alloc, &r->seqs[s], q[s]);
+  return rc;
+}
+
+/* A sequence's logits are the same bits alone or mixed, whole or chunked,
+ * on the varlen or the decode path; for llama and qwen2 (biases, neox). */
+static void forward_batch_invariant(void **state) {
+  (void)state;
+  static const int32_t a[7] = {3, 1, 4, 1, 5, 9, 2}, b[5] = {6, 5, 3, 5, 8}, c[3] = {9, 7, 9};
+  const int32_t *toks[3] = {a, b, c};
+  const tiny_t specs[2] = {{0}, {.arch = "qwen2", .qkv_bias = 1, .untied = 1}};
+  for (int k = 0; k < 2; k++) {
+    char err[512];
+    model_t *m = load(&specs[k], err, sizeof err);
+    if (!m) fail_msg("%s", err);
+    float alone[7 * VOCAB], mixed[16 * VOCAB];
+    rig_t r;
+    rig_init(&r, m, 16, 3);
+    tu_poison_f32(alone, 7 * VOCAB);
+    assert_int_equal(rig_step(&r, (int[]){7, 0, 0}, toks, alone), 0);
+    for (int i = 0; i < 7 * VOCAB; i++) assert_true(isfinite(alone[i]));
+    rig_free(&r);
+
+    /* a: 3 then 2 then 1 + 1 (decode with b and c); b: 4 then 1 (decode); c: 3 at once */
+    rig_init(&r, m, 16, 3);
+    tu_poison_f32(mixed, 16 * VOCAB);
+    assert_int_equal(rig_step(&r, (int[]){3, 4, 0}, toks, mixed), 0);
+    assert_memory_equal(mixed, alone, 3 * VOCAB * sizeof(float));
+    assert_int_equal(rig_step(&r, (int[]){2, 0, 3}, toks, mixed), 0);
+    assert_memory_equal(mixed, alone + 3 * VOCAB, 2 * VOCAB * sizeof(float));
+    assert_int_equal(rig_step(&r, (int[]){1, 1, 0}, toks, mixed), 0);
+    assert_int_equal(attn_step_path(model_runner_attn(r.run)), ATTN_PATH_DECODE);
+    assert_memory_equal(mixed, alone + 5 * VOCAB, VOCAB * sizeof(float));
+    assert_int_equal(rig_step(&r, (int[]){1, 0, 0}, toks, mixed), 0);
+    assert_memory_equal(mixed, alone + 6 * VOCAB, VOCAB * sizeof(float));
+    rig_free(&r);
+    model_destroy(m);
+  }
+}
+
+/* Bad batches and capacities are refused with -EINVAL / -E2BIG, bad
+ * configurations with NULL. */
+static void runner_rejects_bad_input(void **state) {
+  (void)state;
+  char err[512];
+  model_t *m = load(&(tiny_t){0}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  kv_cache_config_t kc = {.block_size = 4, .num_blocks = 8};
+  model_kv_config(m, &kc);
+  kv_cache_t *cache = kv_cache_create(g_be, &kc);
+  assert_non_null(cache);
+  assert_null(model_runner_create(m, cache, &(model_runner_config_t){.max_tokens = 0, .max_seqs = 1}));
+  assert_null(model_runner_create(m, cache, &(model_runner_config_t){.max_tokens = 4, .max_seqs = 1, .max_logits = 5}));
+  kv_cache_config_t other = kc;
+  other.n_kv_heads = 1;
+  kv_cache_t *wrong = kv_cache_create(g_be, &other);
+  assert_null(model_runner_create(m, wrong, &(model_runner_config_t){.max_tokens = 4, .max_seqs = 1}));
+  kv_cache_destroy(wrong);
+  kv_cache_destroy(cache);
+
+  rig_t r;
+  rig_init(&r, m, 4, 2);
+  static const int32_t good[4] = {1, 2, 3, 4};
+  const kv_seq_t *seqs[1] = {&r.seqs[0]};
+  assert_int_equal(kv_seq_reserve(r.cache->alloc, &r.seqs[0], 4), 0);
+  assert_int_equal(attn_meta_build(&r.meta, r.cache->alloc, seqs, (int32_t[]){4}, 1), 0);
+  int32_t ids[4], pos[4] = {0, 1, 2, 3}, rows[4] = {3, 0, 1, 2};
+  float logits[4 * VOCAB];
+  model_batch_t b = {.n_tokens = 4, .tokens = ids, .positions = pos, .attn = &r.meta.batch, .n_logits = 4,
+                     .logit_rows = rows};
+  memcpy(ids, good, sizeof ids);
+  ids[2] = VOCAB;
+  assert_int_equal(model_forward(r.run, &b, logits), -EINVAL);
+  ids[2] = -1;
+  assert_int_equal(model_forward(r.run, &b, logits), -EINVAL);
+  memcpy(ids, good, sizeof ids);
+  pos[1] = -1;
+  assert_int_equal(model_forward(r.run, &b, logits), -EINVAL);
+  pos[1] = 1;
+  rows[0] = 4;
+  assert_int_equal(model_forward(r.run, &b, logits), -EINVAL);
+  rows[0] = 3;
+  b.n_logits = 5;
+  assert_int_equal(model_forward(r.run, &b, logits), -E2BIG);
+  b.n_logits = 4;
+  b.n_tokens = 3; /* disagrees with the attention batch */
+  assert_int_equal(model_forward(r.run, &b, logits), -EINVAL);
+  b.n_tokens = 4;
+  /* the logit rows in any order: row i of the output is row rows[i] */
+  tu_poison_f32(logits, 4 * VOCAB);
+  assert_int_equal(model_forward(r.run, &b, logits), 0);
+  float again[4 * VOCAB];
+  for (int i = 0; i < 4; i++) rows[i] = i;
+  assert_int_equal(model_forward(r.run, &b, again), 0); /* rewrites the same K/V: same results */
+  assert_memory_equal(logits, again + 3 * VOCAB, VOCAB * sizeof(float));
+  assert_memory_equal(logits + VOCAB, again, 3 * VOCAB * sizeof(float));
+  b.n_logits = 0;
+  assert_int_equal(model_forward(r.run, &b, NULL), 0);
+  rig_free(&r);
+  model_destroy(m);
+}
+
+/* ---- malformed models: one clear error each -------------------------------- */
+
+static void missing_tensors(void **state) {
+  (void)state;
+  expect_error(&(tiny_t){.omit = "blk.1.ffn_up.weight"}, "tensor 'blk.1.ffn_up.weight' is missing");
+  expect_error(&(tiny_t){.omit = "token_embd.weight"}, "tensor 'token_embd.weight' is missing");
+  expect_error(&(tiny_t){.omit = "output_norm.weight"}, "tensor 'output_norm.weight' is missing");
+  expect_error(&(tiny_t){.omit = "blk.0.attn_norm.weight"}, "tensor 'blk.0.attn_norm.weight' is missing");
+  expect_error(&(tiny_t){.arch = "qwen2"}, "tensor 'blk.0.attn_q.bias' is missing");
+  expect_error(&(tiny_t){.arch = "qwen2", .qkv_bias = 1, .omit = "blk.1.attn_v.bias"},
+               "tensor 'blk.1.attn_v.bias' is missing");
+}
+
+static void wrong_shapes(void **state) {
+  (void)state;
+  expect_error(&(tiny_t){.reshape = "blk.0.attn_k.weight"},
+               "tensor 'blk.0.attn_k.weight' has shape [32, 24], the hyper-parameters need [32, 16]");
+  expect_error(&(tiny_t){.reshape = "blk.1.ffn_down.weight"},
+               "tensor 'blk.1.ffn_down.weight' has shape [64, 40], the hyper-parameters need [64, 32]");
+  expect_error(&(tiny_t){.reshape = "output_norm.weight"},
+               "tensor 'output_norm.weight' has shape [40], the hyper-parameters need [32]");
+  expect_error(&(tiny_t){.reshape = "token_embd.weight"},
+               "tensor 'token_embd.weight' has shape [32, 28], the hyper-parameters need [32, 20]");
+  /* a head count the tensors do not follow */
+  expect_error(&(tiny_t){.kv_key = 4}, "tensor 'blk.0.attn_k.weight' has shape [32, 16], the hyper-parameters need [32, 32]");
+}
+
+static void unsupported_types_and_archs(void **state) {
+  (void)state;
+  expect_error(&(tiny_t){.arch = "gpt2"}, "unsupported architecture \"gpt2\" (general.architecture)");
+  expect_error(&(tiny_t){.arch = "mamba"}, "tram runs llama and qwen2");
+  expect_error(&(tiny_t){.as_q8 = "blk.0.ffn_norm.weight"},
+               "tensor 'blk.0.ffn_norm.weight' has type Q8_0; norm weights and biases must be F32");
+  /* a type tram has no kernel for: the GGUF reader names the tensor */
+  expect_error(&(tiny_t){.as_iq2 = "blk.1.attn_q.weight"}, "blk.1.attn_q.weight");
+  /* a quantized matrix is fine */
+  char err[512];
+  model_t *m = load(&(tiny_t){.as_q8 = "blk.0.ffn_up.weight"}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  model_destroy(m);
+}
+
+static void bad_keys(void **state) {
+  (void)state;
+  expect_error(&(tiny_t){.omit_key = "block_count"}, "key 'llama.block_count' is missing");
+  expect_error(&(tiny_t){.omit_key = "embedding_length"}, "key 'llama.embedding_length' is missing");
+  expect_error(&(tiny_t){.omit_key = "attention.layer_norm_rms_epsilon"},
+               "key 'llama.attention.layer_norm_rms_epsilon' is missing");
+  expect_error(&(tiny_t){.str_key = "attention.head_count"}, "key 'llama.attention.head_count' is not an integer");
+  expect_error(&(tiny_t){.kv_key = 3}, "key 'llama.attention.head_count_kv' (3) does not divide head_count (4)");
+  expect_error(&(tiny_t){.vocab_size_key = 21},
+               "key 'llama.vocab_size' is 21 but tokenizer.ggml.tokens holds 20 tokens");
+  expect_error(&(tiny_t){.no_tokenizer = 1}, "tokenizer: tokenizer.ggml.model is missing");
+  /* head_count_kv defaults to head_count, the RoPE base to 10000 */
+  char err[512];
+  model_t *m = load(&(tiny_t){.omit_key = "rope.freq_base"}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  assert_float_equal(model_hparams(m)->rope_base, 10000.0f, 0);
+  model_destroy(m);
+}
+
+static void unused_tensor(void **state) {
+  (void)state;
+  expect_error(&(tiny_t){.extra = "blk.0.attn_output.bias"},
+               "tensor 'blk.0.attn_output.bias' is not part of the llama architecture as tram runs it");
+  expect_error(&(tiny_t){.extra = "blk.2.attn_norm.weight"}, "tensor 'blk.2.attn_norm.weight' is not part of");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(loads_tiny_llama),
+      cmocka_unit_test(rope_scaling),
+      cmocka_unit_test(forward_batch_invariant),
+      cmocka_unit_test(runner_rejects_bad_input),
+      cmocka_unit_test(missing_tensors),
+      cmocka_unit_test(wrong_shapes),
+      cmocka_unit_test(unsupported_types_and_archs),
+      cmocka_unit_test(bad_keys),
+      cmocka_unit_test(unused_tensor),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
