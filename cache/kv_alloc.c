@@ -4,39 +4,16 @@
  * The free list is doubly linked through the per-block metadata, so a block
  * can leave it from anywhere in O(1). It is kept in the order blocks were
  * freed: kv_block_alloc() takes the head, a freed block joins the tail. That
- * order is what prefix caching (issue 6) needs: a freed block will keep its
- * content hash and stay on the list, reusable by kv_block_ref() on a cache
+ * order is what prefix caching (kv_prefix.c) needs: a freed block keeps its
+ * content hash and stays on the list, reusable by kv_block_ref() on a cache
  * hit, until kv_block_alloc() reaches it (least recently freed first) and
  * evicts the hash. */
-#include "cache/kv_alloc.h"
-
 #include <errno.h>
 #include <stdlib.h>
 
-#include "config/log.h"
+#include "cache/kv_alloc_internal.h"
 
-#define NONE (-1)
-
-typedef struct kv_block_meta {
-  int32_t refs;       /* 0: free, on the list */
-  int32_t prev, next; /* free-list neighbours while free; NONE at the ends */
-} kv_block_meta_t;
-
-struct kv_alloc {
-  int32_t num_blocks, block_size;
-  int32_t n_free;
-  int32_t head, tail; /* free list: head = least recently freed */
-  kv_block_meta_t *meta; /* [num_blocks] */
-};
-
-/* Programmer errors: report and stop. */
-#define KV_CHECK(cond, ...)          \
-  do {                               \
-    if (!(cond)) {                   \
-      log_error(__VA_ARGS__);        \
-      abort();                       \
-    }                                \
-  } while (0)
+#define NONE KV_NONE
 
 static void list_push_tail(kv_alloc_t *a, int32_t b) {
   kv_block_meta_t *m = &a->meta[b];
@@ -79,7 +56,7 @@ kv_alloc_t *kv_alloc_create(int32_t num_blocks, int32_t block_size) {
   a->block_size = block_size;
   a->head = a->tail = NONE;
   for (int32_t b = 0; b < num_blocks; b++) {
-    a->meta[b].refs = 0;
+    a->meta[b] = (kv_block_meta_t){0};
     list_push_tail(a, b);
   }
   return a;
@@ -87,6 +64,7 @@ kv_alloc_t *kv_alloc_create(int32_t num_blocks, int32_t block_size) {
 
 void kv_alloc_destroy(kv_alloc_t *a) {
   if (!a) return;
+  kv__prefix_free(a);
   free(a->meta);
   free(a);
 }
@@ -100,6 +78,7 @@ int32_t kv_block_alloc(kv_alloc_t *a) {
   if (a->head == NONE) return -ENOSPC;
   int32_t b = a->head;
   list_remove(a, b);
+  if (a->meta[b].published) kv__prefix_evict(a, b);
   a->meta[b].refs = 1;
   return b;
 }
@@ -128,6 +107,16 @@ int32_t kv_block_refs(const kv_alloc_t *a, int32_t block) {
 
 void kv_seq_init(kv_seq_t *s) { *s = (kv_seq_t){0}; }
 
+void kv__seq_grow(kv_seq_t *s, int32_t n_blocks) {
+  if (n_blocks <= s->cap) return;
+  int32_t cap = s->cap ? s->cap : 4;
+  while (cap < n_blocks) cap = cap > INT32_MAX / 2 ? INT32_MAX : cap * 2;
+  int32_t *blocks = realloc(s->blocks, (size_t)cap * sizeof *blocks);
+  if (!blocks) abort();
+  s->blocks = blocks;
+  s->cap = cap;
+}
+
 int32_t kv_seq_blocks_needed(const kv_alloc_t *a, const kv_seq_t *s, int64_t n_new) {
   int64_t tokens = s->n_tokens + (n_new > 0 ? n_new : 0);
   int64_t want = (tokens + a->block_size - 1) / a->block_size;
@@ -139,14 +128,7 @@ int kv_seq_reserve(kv_alloc_t *a, kv_seq_t *s, int64_t n_new) {
   const int32_t need = kv_seq_blocks_needed(a, s, n_new);
   if (need == 0) return 0;
   if (need > a->n_free) return -ENOSPC;
-  if (s->n_blocks + need > s->cap) {
-    int32_t cap = s->cap ? s->cap : 4;
-    while (cap < s->n_blocks + need) cap = cap > INT32_MAX / 2 ? INT32_MAX : cap * 2;
-    int32_t *blocks = realloc(s->blocks, (size_t)cap * sizeof *blocks);
-    if (!blocks) abort();
-    s->blocks = blocks;
-    s->cap = cap;
-  }
+  kv__seq_grow(s, s->n_blocks + need);
   for (int32_t i = 0; i < need; i++) s->blocks[s->n_blocks++] = kv_block_alloc(a);
   return 0;
 }

@@ -18,6 +18,20 @@
  * preempt). Token `pos` of a sequence lives at slot
  * blocks[pos / block_size] * block_size + pos % block_size.
  *
+ * Prefix caching. A full block can be published under the chained hash of
+ * its content: kv_hash_block(parent, tokens), where parent is the hash of
+ * the sequence's previous block (KV_HASH_ROOT for the first) and tokens
+ * its block_size token ids. A hash names at most one block. The allocator
+ * keeps each published block's parent hash and tokens too, so a lookup
+ * (kv_prefix_find) returns only a block whose parent hash and tokens equal
+ * the asked ones: a false hit needs a 64-bit collision of the parent chain.
+ * A freed block keeps its hash and stays findable while it waits on the free
+ * list; kv_block_ref() on it takes it back (a cache hit). kv_block_alloc()
+ * reaches the least recently freed block first and evicts its hash then.
+ * kv_seq_match_prefix() and kv_seq_publish() do this for whole sequences;
+ * the token store and the hash table are allocated at the first publish,
+ * so a cache that never publishes pays nothing.
+ *
  * Running out is a normal return, never an abort. Misuse (an id out of range,
  * unref of a free block, committing tokens that were not reserved) is a
  * programmer error and aborts with a message.
@@ -45,7 +59,8 @@ int32_t kv_alloc_free_blocks(const kv_alloc_t *a);
 int32_t kv_alloc_used_blocks(const kv_alloc_t *a);
 
 /* Takes the block at the head of the free list and returns its id, with a
- * reference count of 1; -ENOSPC when no block is free. */
+ * reference count of 1; -ENOSPC when no block is free. A published block
+ * taken this way loses its hash (an eviction). */
 int32_t kv_block_alloc(kv_alloc_t *a);
 
 /* Adds a reference to `block`. A free block is taken off the free list (it is
@@ -66,6 +81,8 @@ typedef struct kv_seq {
   int32_t n_blocks; /* blocks held: room for n_blocks * block_size tokens */
   int32_t cap;      /* entries allocated in `blocks` (private) */
   int64_t n_tokens; /* tokens whose K/V are in the cache (committed) */
+  int32_t n_hashed; /* leading blocks whose chained hash is known (private) */
+  uint64_t hash;    /* chained hash of block n_hashed - 1, when n_hashed > 0 (private) */
 } kv_seq_t;
 
 /* Makes s an empty sequence (no blocks, no tokens). */
@@ -93,5 +110,55 @@ int32_t kv_seq_slot(const kv_alloc_t *a, const kv_seq_t *s, int64_t pos);
 /* Drops s's reference on each of its blocks, last block first (the ones no
  * one else holds become free in that order), frees its block array and makes it empty again. */
 void kv_seq_free(kv_alloc_t *a, kv_seq_t *s);
+
+/* --- prefix caching -------------------------------------------------------- */
+
+/* The parent hash of a sequence's first block. */
+#define KV_HASH_ROOT UINT64_C(0x9e3779b97f4a7c15)
+
+/* The chained hash of a block holding tokens[n] after a prefix whose hash
+ * is `parent`. A pure function: the same on every run and machine. */
+uint64_t kv_hash_block(uint64_t parent, const int32_t *tokens, int32_t n);
+
+/* Publishes `block` (in use, full) as holding tokens[block_size] after a
+ * prefix of hash `parent`, under kv_hash_block(parent, tokens). Returns 1
+ * when published; 0 when nothing changed because the block is published
+ * already or another block holds that hash. */
+int kv_prefix_insert(kv_alloc_t *a, int32_t block, uint64_t parent, const int32_t *tokens);
+
+/* The published block (in use or free) that holds exactly tokens[block_size]
+ * after a prefix of hash `parent`, or -1. Takes no reference. */
+int32_t kv_prefix_find(const kv_alloc_t *a, uint64_t parent, const int32_t *tokens);
+
+/* Whether `block` is published; if so and hash is not NULL, *hash = its hash. */
+int kv_block_published(const kv_alloc_t *a, int32_t block, uint64_t *hash);
+
+/* Published blocks (in use or free), and published blocks evicted so far. */
+int32_t kv_alloc_published_blocks(const kv_alloc_t *a);
+uint64_t kv_alloc_evictions(const kv_alloc_t *a);
+
+/* Prefix-cache lookup for an empty sequence s (no blocks): walks tokens[n]
+ * a full block at a time and, while the chained hash finds a published
+ * block, appends it to s with a reference. Only blocks that lie wholly in
+ * tokens[0, n) count: pass n = prompt length - 1 to leave a token to
+ * compute. On return s->n_tokens = the matched tokens (a multiple of
+ * block_size) and the hash chain continues from there. Returns the number
+ * of blocks matched (0 when none). */
+int32_t kv_seq_match_prefix(kv_alloc_t *a, kv_seq_t *s, const int32_t *tokens, int64_t n);
+
+/* Publishes every block of s that is full of committed tokens and not yet
+ * hashed along s's chain: tokens[s->n_tokens] are the sequence's token ids
+ * (only full blocks are read). A block whose hash another block already
+ * holds stays unpublished; the chain goes on. */
+void kv_seq_publish(kv_alloc_t *a, kv_seq_t *s, const int32_t *tokens);
+
+/* Makes the empty sequence `child` a copy of `parent`'s committed tokens:
+ * it references every full block of parent, and when parent's last block is
+ * partial (n_tokens not a multiple of block_size) it gets a fresh block for
+ * it, whose K/V the caller copies from *copy_src into *copy_dst on the
+ * device. Returns 1 when that copy is needed, 0 when not, or -ENOSPC when no
+ * block is free for it (child stays empty). Parent's reserved but
+ * uncommitted blocks are not shared. */
+int kv_seq_fork(kv_alloc_t *a, kv_seq_t *child, const kv_seq_t *parent, int32_t *copy_src, int32_t *copy_dst);
 
 #endif

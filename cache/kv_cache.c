@@ -107,6 +107,15 @@ void *kv_cache_v(const kv_cache_t *c, int layer) {
   return (char *)c->arena + ((size_t)layer * 2 + 1) * c->tensor_bytes;
 }
 
+void kv_cache_copy_block(kv_cache_t *c, int32_t dst, int32_t src) {
+  const size_t bytes = (size_t)c->block_size * (size_t)c->kv_dim * c->elem_bytes;
+  for (int layer = 0; layer < c->n_layers; layer++) {
+    char *k = kv_cache_k(c, layer), *v = kv_cache_v(c, layer);
+    c->be->copy(c->be, k + (size_t)dst * bytes, k + (size_t)src * bytes, bytes);
+    c->be->copy(c->be, v + (size_t)dst * bytes, v + (size_t)src * bytes, bytes);
+  }
+}
+
 void kv_cache_update(kv_cache_t *c, int layer, const kv_update_t *u) {
   kern_backend_t *be = c->be;
   void *kc = kv_cache_k(c, layer), *vc = kv_cache_v(c, layer);

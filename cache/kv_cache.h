@@ -63,6 +63,11 @@ void kv_cache_destroy(kv_cache_t *c);
 void *kv_cache_k(const kv_cache_t *c, int layer);
 void *kv_cache_v(const kv_cache_t *c, int layer);
 
+/* Copies block src's K/V into block dst in every layer, on the device
+ * (be->copy, ordered with the operations): a forked sequence's own copy of
+ * a partial block. Both must be allocated and distinct. */
+void kv_cache_copy_block(kv_cache_t *c, int32_t dst, int32_t src);
+
 /* One layer's `update`, all pointers device buffers. */
 typedef struct kv_update {
   /* the step's new K/V, written at their slots */

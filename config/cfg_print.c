@@ -69,7 +69,9 @@ void cfg_print_help(FILE *out, const char *prog) {
           "       %1$s serve --check-config [SETTINGS]\n"
           "                                      validate the settings, print them as JSON with\n"
           "                                      where each came from, and exit\n"
-          "       %1$s generate ...              (not available yet)\n"
+          "       %1$s generate -p PROMPT | --prompts FILE [OPTIONS] [SETTINGS]\n"
+          "                                      run prompts through the engine, print the\n"
+          "                                      outputs and the throughput (%1$s generate --help)\n"
           "       %1$s --help | --help-markdown | --version\n\n",
           prog);
   wrap(out,

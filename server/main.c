@@ -3,7 +3,9 @@
  *   tram [serve] [SETTINGS]               serve the model (the default command)
  *   tram serve --check-config [SETTINGS]  validate, print the resolved settings
  *                                         as JSON with their sources, exit 0
- *   tram generate ...                     reserved (not available yet)
+ *   tram generate ...                     run prompts through the engine, print
+ *                                         the outputs and the throughput
+ *                                         (server/generate.h)
  *   tram --help | --help-markdown | --version
  *
  * Exit status: 0 success, 1 a failure while running, 2 a usage or
@@ -14,6 +16,7 @@
 
 #include "config/cfg.h"
 #include "config/log.h"
+#include "server/generate.h"
 
 #define TRAM_VERSION "0.1.0"
 
@@ -85,6 +88,7 @@ int main(int argc, char **argv) {
     command = argv[1];
     first = 2;
   }
+  if (strcmp(command, "generate") == 0) return gen_main(argc - first, argv + first);
   for (int i = first; i < argc; i++) {
     if (is(argv[i], "--help", "-h")) {
       cfg_print_help(stdout, prog);
@@ -97,10 +101,6 @@ int main(int argc, char **argv) {
     if (is(argv[i], "--version", "-V")) return version();
   }
   if (strcmp(command, "serve") == 0) return serve(argc - first, argv + first);
-  if (strcmp(command, "generate") == 0) {
-    log_error("tram generate: not available yet (a later release adds it); use `tram serve`");
-    return EXIT_USAGE;
-  }
   log_error("unknown command \"%s\" (commands: serve, generate; see tram --help)", command);
   return EXIT_USAGE;
 }

@@ -127,10 +127,10 @@ def test_version(tram_bin):
         assert re.fullmatch(r"tram \d+\.\d+\.\d+ \(devices: [a-z, ]+\)\n", r.stdout)
 
 
-def test_generate_is_not_available_yet(tram_bin):
+def test_generate_needs_a_model(tram_bin):
     r = run(tram_bin, "generate", "--prompt", "hi")
     assert r.returncode == 2
-    assert "tram generate: not available yet" in r.stderr
+    assert "no model file given" in r.stderr
 
 
 def test_unknown_command(tram_bin):

@@ -1,0 +1,273 @@
+/* scheduler/sched.h — the continuous-batching engine: one engine thread owns
+ * the model runner, the paged KV cache, the sampler scratch and the
+ * scheduler, and runs one step at a time over every admitted request.
+ *
+ * Threads and the two queues. Any thread submits requests (sched_submit)
+ * and cancels them (sched_req_cancel); at the end of each step the engine
+ * thread publishes the step's events (tokens, finished, error) to an event
+ * queue, after its statistics snapshot, and calls the notify hook; any
+ * thread drains the queue with sched_poll_events (or blocks in
+ * sched_wait_events). Nothing else is shared, except the request's atomic
+ * cancellation flag and the statistics snapshot (sched_get_stats). No libuv
+ * here: the server's notify hook does uv_async_send.
+ *
+ * A step (scheduler/sched_plan.c has the details): running sequences with
+ * one token to compute first (decodes), then the next chunk of partially
+ * prefilled prompts, then waiting sequences in arrival order, under a token
+ * budget (max_batch_tokens) and a sequence budget (max_seqs). Each sequence
+ * owns the cache blocks for the tokens it adds before the forward runs; when
+ * the cache runs out the most recently admitted running sequence is
+ * preempted (its blocks freed, its generated tokens and sampler state kept,
+ * recomputed later), so no request is lost and its output does not change.
+ * With prefix caching, full blocks are shared by content across requests.
+ * A request's tokens depend only on its own prompt, parameters and seed —
+ * never on the batch, chunking or preemption (kernels/kern.h's batch
+ * invariance plus the sampler's counter-based random stream).
+ *
+ * Ownership of a request: the submitter creates it (sched_req_create, which
+ * copies everything it is given), the engine owns it from a successful
+ * sched_submit until it posts the request's final event (ev.final == 1);
+ * then the submitter destroys it, after it has released that event. The
+ * request pointer in every event stays valid until then. A request whose
+ * submit failed stays the submitter's.
+ *
+ * Events of one request come in order: for each of its n sequences
+ * (index 0..n-1), TOKEN events then one FINISHED or ERROR event; the final
+ * event of the request is the last of all. Text deltas are the newly
+ * releasable detokenized output (valid UTF-8, stop-string hold-back already
+ * applied, possibly empty); their concatenation is the sequence's output. */
+#ifndef TRAM_SCHED_H
+#define TRAM_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kern.h"
+#include "model/llama.h"
+#include "model/sampler.h"
+#include "model/tokenizer.h"
+
+typedef struct sched_engine sched_engine_t;
+typedef struct sched_req sched_req_t;
+
+/* ---- configuration -------------------------------------------------------- */
+
+typedef struct sched_config {
+  int max_batch_tokens;   /* tokens per step at most (>= max_seqs); 0: 256 */
+  int max_seqs;           /* sequences running at once at most; 0: 16 */
+  int64_t kv_cache_bytes; /* KV cache budget (used when kv_cache_blocks is 0); 0 with 0 blocks: 512 MiB */
+  int kv_cache_blocks;    /* KV cache size in blocks; 0: from kv_cache_bytes */
+  int block_size;         /* tokens per block; 0: 32 */
+  int max_model_len;      /* longest sequence (prompt + output); 0: the model's context. Clamped to
+                           * the whole cache (logged) */
+  int max_waiting;        /* requests waiting for admission at most; 0: no limit */
+  int prefix_caching;     /* 1: share full blocks by content across requests */
+} sched_config_t;
+
+/* The defaults above, prefix caching on. */
+sched_config_t sched_config_default(void);
+
+/* ---- requests -------------------------------------------------------------- */
+
+#define SCHED_MAX_STOP 16        /* stop strings per request */
+#define SCHED_MAX_STOP_LEN 256   /* bytes of one stop string */
+#define SCHED_MAX_STOP_IDS 64    /* stop token ids per request */
+#define SCHED_MAX_N 64           /* completions of one prompt */
+
+typedef struct sched_req_params {
+  samp_params_t samp;           /* sampling; logit_bias is copied */
+  int32_t max_tokens;           /* output tokens per sequence at most; 0: up to max_model_len */
+  int32_t n;                    /* completions of the prompt (1..SCHED_MAX_N); 0: 1 */
+  int ignore_eos;               /* 1: end-of-generation tokens do not stop */
+  const char *const *stop;      /* [n_stop] stop strings (copied), matched on the output text */
+  int32_t n_stop;
+  const int32_t *stop_ids;      /* [n_stop_ids] token ids that stop (copied) */
+  int32_t n_stop_ids;
+  int special;                  /* 1: render control tokens' text in the output (TOK_DEC_SPECIAL) */
+} sched_req_params_t;
+
+/* The parameters that change nothing: samp_params_default(), max_tokens 0,
+ * n 1, no stops. */
+sched_req_params_t sched_req_params_default(void);
+
+/* Creates a request for prompt[n_prompt] token ids (copied) with params p
+ * (copied, stop strings and ids and logit_bias too) and the submitter's
+ * `user` pointer (handed back in every event). Returns NULL with a message
+ * in err[err_len] when p is malformed (n, counts or a stop string out of
+ * range, an empty prompt); sampling parameters are checked at submit. */
+sched_req_t *sched_req_create(const int32_t *prompt, int32_t n_prompt, const sched_req_params_t *p, void *user,
+                              char *err, size_t err_len);
+
+/* Frees a request: one never submitted, one whose submit failed, or one
+ * whose final event has been polled and released. NULL is a no-op. */
+void sched_req_destroy(sched_req_t *r);
+
+/* Asks the engine to drop the request: any thread, any time between a
+ * successful submit and the final event (later calls are no-ops). The
+ * engine frees its blocks at its next step and finishes every sequence
+ * still going with SCHED_FINISH_ABORT. */
+void sched_req_cancel(sched_req_t *r);
+
+void *sched_req_user(const sched_req_t *r);
+/* The engine's id for the request (0 before submit), for logs. */
+uint64_t sched_req_id(const sched_req_t *r);
+int32_t sched_req_prompt_tokens(const sched_req_t *r);
+/* The seed the sampler of sequence `index` uses (valid after submit). */
+uint64_t sched_req_seed(const sched_req_t *r, int32_t index);
+
+/* ---- events ---------------------------------------------------------------- */
+
+typedef enum sched_event_kind {
+  SCHED_EV_TOKEN = 0,    /* a sampled token of sequence `index` */
+  SCHED_EV_FINISHED = 1, /* sequence `index` ended (finish says why); may carry its last token */
+  SCHED_EV_ERROR = 2,    /* sequence `index` failed (message in error) */
+} sched_event_kind_t;
+
+typedef enum sched_finish {
+  SCHED_FINISH_NONE = 0,
+  SCHED_FINISH_STOP,   /* eos/eot, a stop token id or a stop string */
+  SCHED_FINISH_LENGTH, /* max_tokens or max_model_len reached */
+  SCHED_FINISH_ABORT,  /* cancelled, or the engine stopped */
+  SCHED_FINISH_ERROR,  /* see the ERROR event */
+} sched_finish_t;
+
+/* "stop", "length", "abort", "error" (OpenAI's names for the first two). */
+const char *sched_finish_name(sched_finish_t f);
+
+typedef struct sched_usage {
+  int64_t prompt_tokens;     /* the prompt's length */
+  int64_t completion_tokens; /* tokens sampled, all sequences together */
+  int64_t cached_tokens;     /* prompt tokens found in the prefix cache at first admission */
+} sched_usage_t;
+
+/* Times on CLOCK_MONOTONIC, in nanoseconds; 0 when it did not happen. */
+typedef struct sched_times {
+  int64_t arrival;         /* sched_submit */
+  int64_t first_scheduled; /* the first step that computed any of it */
+  int64_t first_token;     /* the first sampled token */
+  int64_t finished;        /* the final event */
+  uint64_t first_step;     /* the engine step (sched_stats_t.steps numbering) that first computed any of it */
+} sched_times_t;
+
+typedef struct sched_event {
+  sched_event_kind_t kind;
+  sched_req_t *req;  /* valid until the submitter destroys it after the final event */
+  void *user;        /* sched_req_user(req) */
+  int32_t index;     /* sequence 0..n-1 */
+  int32_t token;     /* the sampled token; -1 when none (abort, error, a flush) */
+  char *text;        /* [text_len] output text released by this event (owned by the event; NULL if empty) */
+  size_t text_len;
+  float logprob;             /* token's raw logprob when samp.logprobs or top_logprobs */
+  int32_t n_top;             /* = samp.top_logprobs */
+  samp_logprob_t *top;       /* [n_top] (owned by the event; NULL when 0) */
+  int64_t time;              /* when the engine produced it (CLOCK_MONOTONIC ns) */
+  uint64_t step;             /* the engine step that produced it (1, 2, ...) */
+  /* FINISHED and ERROR */
+  sched_finish_t finish;
+  const char *stop_str;      /* the stop string that matched (the request's copy), or NULL */
+  int32_t stop_token;        /* the stop token id or eog token that matched, or -1 */
+  int32_t completion_tokens; /* tokens this sequence produced */
+  char *error;               /* ERROR: what went wrong (owned by the event) */
+  /* the request's last event: from here on the submitter owns req */
+  int final;
+  sched_usage_t usage;       /* final only */
+  sched_times_t times;       /* final only */
+} sched_event_t;
+
+/* Moves up to `max` queued events into out[] in order; returns how many.
+ * Any thread. Each must be passed to sched_event_release. */
+int sched_poll_events(sched_engine_t *e, sched_event_t *out, int max);
+
+/* Like sched_poll_events, but waits up to timeout_ns for the first event
+ * when none is queued (for programs without an event loop: tram generate,
+ * benchmarks, tests). Returns how many were moved (0 on timeout). */
+int sched_wait_events(sched_engine_t *e, sched_event_t *out, int max, int64_t timeout_ns);
+
+/* Frees an event's text, top logprobs and error. */
+void sched_event_release(sched_event_t *ev);
+
+/* ---- the engine ------------------------------------------------------------ */
+
+/* Creates the engine for model m on backend be (both outlive it): the KV
+ * cache, the model runner, the sampler scratch, and starts the engine
+ * thread. The tokenizer is the model's. Returns NULL after logging why (bad
+ * configuration, a cache that holds no block, out of memory). */
+sched_engine_t *sched_engine_create(const model_t *m, kern_backend_t *be, const sched_config_t *c);
+
+/* fn(arg) is called on the engine thread after each step that queued
+ * events (never from sched_engine_destroy's final aborts); it must be quick
+ * and thread-safe (the server passes a function that calls uv_async_send).
+ * Set it before the first submit. */
+void sched_engine_set_notify(sched_engine_t *e, void (*fn)(void *arg), void *arg);
+
+/* Queues a request for admission. Thread-safe. Returns 0 (the engine owns
+ * r until its final event); -EAGAIN when max_waiting requests wait already
+ * (answer 429); -EINVAL when it can never run, with the reason in
+ * err[err_len] (sampling parameters out of range; the prompt, or prompt plus
+ * max_tokens, longer than max_model_len; more KV blocks than the whole
+ * cache holds; n above max_seqs); -ESHUTDOWN after sched_engine_drain. */
+int sched_submit(sched_engine_t *e, sched_req_t *r, char *err, size_t err_len);
+
+/* Stops admitting new requests (sched_submit returns -ESHUTDOWN); what is
+ * queued or running goes on to its end. Any thread. */
+void sched_engine_drain(sched_engine_t *e);
+
+/* Cancels every request queued or running (each ends with
+ * SCHED_FINISH_ABORT at the next step). Any thread. */
+void sched_engine_abort_all(sched_engine_t *e);
+
+/* Aborts what is left, stops and joins the engine thread, and frees the
+ * engine. Events not yet polled are released unseen: every submitted
+ * request whose final event the submitter has not polled is then its to
+ * destroy (the engine frees none). The orderly shutdown: sched_engine_drain,
+ * poll until running + waiting is 0 (or, past a deadline,
+ * sched_engine_abort_all and poll the final events), then destroy. NULL is
+ * a no-op. */
+void sched_engine_destroy(sched_engine_t *e);
+
+/* ---- statistics ------------------------------------------------------------ */
+
+typedef struct sched_stats {
+  /* now */
+  int32_t running;             /* sequences admitted and not finished */
+  int32_t waiting;             /* sequences waiting for admission: new requests (queued or
+                                * listed) and preempted sequences */
+  int32_t kv_blocks_total, kv_blocks_used, kv_blocks_free;
+  int32_t kv_blocks_cached;    /* blocks holding a prefix-cache entry (in use or free) */
+  int32_t block_size;
+  int32_t max_model_len;       /* effective */
+  /* totals since start */
+  uint64_t requests_submitted, requests_finished;
+  uint64_t preemptions;
+  uint64_t steps, decode_steps, varlen_steps; /* steps per attention path */
+  uint64_t step_tokens, step_seqs;            /* summed over steps */
+  uint64_t prompt_tokens;        /* prompt tokens computed (recomputation included) */
+  uint64_t generated_tokens;     /* tokens sampled */
+  uint64_t prefix_query_tokens, prefix_hit_tokens; /* prompt tokens looked up / found cached */
+  uint64_t prefix_query_blocks, prefix_hit_blocks;
+  /* the last step */
+  int32_t last_step_tokens, last_step_seqs;
+  int64_t last_step_ns;          /* wall time of the whole step */
+  int64_t last_forward_ns;       /* of which model_forward */
+  uint64_t busy_ns;              /* summed over steps that ran: the whole step */
+  uint64_t forward_ns;           /* of which model_forward */
+  uint64_t plan_ns;              /* of which before it: inbox, cancellations, plan, batch and metadata */
+  uint64_t output_ns;            /* of which after it: commit, sampling, detokenizing, stops, events */
+  int64_t last_progress;         /* CLOCK_MONOTONIC ns of the last step that ran (0: none yet);
+                                  * with waiting + running > 0 and an old value, the engine is stuck */
+} sched_stats_t;
+
+/* A consistent snapshot of the counters, taken at the end of the engine's
+ * last step (plus the requests submitted since): an event already polled is
+ * always reflected in it. Any thread. */
+void sched_get_stats(sched_engine_t *e, sched_stats_t *out);
+
+/* The model's tokenizer (immutable; any thread), and the engine's effective
+ * maximum sequence length. */
+const tok_t *sched_engine_tokenizer(const sched_engine_t *e);
+int32_t sched_engine_max_model_len(const sched_engine_t *e);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t sched_now_ns(void);
+
+#endif

@@ -1,0 +1,318 @@
+/* scheduler/sched_engine.c — the engine: creation (cache, runner, sampler
+ * scratch, step buffers), the engine thread's loop, submission, drain and
+ * abort, statistics, destruction (see sched.h). The step itself is in
+ * sched_step.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config/log.h"
+#include "scheduler/sched_internal.h"
+
+int64_t sched_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+sched_config_t sched_config_default(void) {
+  return (sched_config_t){
+      .max_batch_tokens = 256,
+      .max_seqs = 16,
+      .kv_cache_bytes = (int64_t)512 << 20,
+      .block_size = KV_DEFAULT_BLOCK_SIZE,
+      .prefix_caching = 1,
+  };
+}
+
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size);
+  if (!p) abort();
+  return p;
+}
+
+/* Fills the zeros of c with defaults and checks it. */
+static int resolve_config(sched_config_t *c) {
+  const sched_config_t d = sched_config_default();
+  if (c->max_seqs == 0) c->max_seqs = d.max_seqs;
+  if (c->max_batch_tokens == 0) c->max_batch_tokens = d.max_batch_tokens > c->max_seqs ? d.max_batch_tokens : c->max_seqs;
+  if (c->block_size == 0) c->block_size = d.block_size;
+  if (c->kv_cache_blocks == 0 && c->kv_cache_bytes == 0) c->kv_cache_bytes = d.kv_cache_bytes;
+  if (c->max_seqs < 1 || c->max_batch_tokens < c->max_seqs || c->block_size < 1 || c->kv_cache_blocks < 0 ||
+      c->kv_cache_bytes < 0 || c->max_model_len < 0 || c->max_waiting < 0) {
+    log_error("sched_engine_create: bad configuration: max_seqs %d, max_batch_tokens %d (>= max_seqs), block_size "
+              "%d, kv_cache_blocks %d, kv_cache_bytes %lld, max_model_len %d, max_waiting %d",
+              c->max_seqs, c->max_batch_tokens, c->block_size, c->kv_cache_blocks, (long long)c->kv_cache_bytes,
+              c->max_model_len, c->max_waiting);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+static void *engine_main(void *arg);
+
+sched_engine_t *sched_engine_create(const model_t *m, kern_backend_t *be, const sched_config_t *cfg) {
+  sched_config_t c = *cfg;
+  if (resolve_config(&c) != 0) return NULL;
+  const model_hparams_t *hp = model_hparams(m);
+  sched_engine_t *e = xcalloc(1, sizeof *e);
+  e->m = m;
+  e->be = be;
+  e->tok = model_tokenizer(m);
+  e->n_vocab = hp->n_vocab;
+  e->cfg = c;
+
+  kv_cache_config_t kc = {0};
+  model_kv_config(m, &kc);
+  kc.block_size = c.block_size;
+  kc.num_blocks = c.kv_cache_blocks;
+  kc.budget_bytes = (size_t)c.kv_cache_bytes;
+  e->cache = kv_cache_create(be, &kc);
+  if (!e->cache) goto fail;
+  const int64_t cache_tokens = (int64_t)e->cache->num_blocks * e->cache->block_size;
+  e->max_len_model = c.max_model_len ? c.max_model_len : hp->n_ctx;
+  if (c.max_model_len > hp->n_ctx)
+    log_warn("max_model_len %d is past the model's context length %d", c.max_model_len, hp->n_ctx);
+  e->max_len = e->max_len_model;
+  if (cache_tokens < e->max_len) {
+    log_warn("the KV cache holds %lld tokens (%d blocks of %d): sequences are limited to that, below max_model_len "
+             "%d",
+             (long long)cache_tokens, e->cache->num_blocks, e->cache->block_size, e->max_len_model);
+    e->max_len = (int32_t)cache_tokens;
+  }
+  const model_runner_config_t rc = {
+      .max_tokens = c.max_batch_tokens,
+      .max_seqs = c.max_seqs,
+      .max_logits = c.max_seqs,
+      .max_seq_len = e->max_len,
+  };
+  e->runner = model_runner_create(m, e->cache, &rc);
+  if (!e->runner) goto fail;
+  if (attn_meta_init(&e->meta, c.max_seqs, c.max_batch_tokens, model_runner_max_blocks_per_seq(e->runner)) != 0)
+    goto fail;
+  if (sched_core_init(&e->core, e->cache->alloc, c.max_batch_tokens, c.max_seqs, c.prefix_caching) != 0) goto fail;
+  e->ws = samp_ws_create(e->n_vocab);
+  e->seqs = xcalloc((size_t)c.max_seqs, sizeof *e->seqs);
+  e->q_lens = xcalloc((size_t)c.max_seqs, sizeof *e->q_lens);
+  e->tokens = xcalloc((size_t)c.max_batch_tokens, sizeof *e->tokens);
+  e->positions = xcalloc((size_t)c.max_batch_tokens, sizeof *e->positions);
+  e->logit_rows = xcalloc((size_t)c.max_seqs, sizeof *e->logit_rows);
+  e->logit_seqs = xcalloc((size_t)c.max_seqs, sizeof *e->logit_seqs);
+  e->logits = xcalloc((size_t)c.max_seqs * (size_t)e->n_vocab, sizeof *e->logits);
+  e->piece_cap = tok_stream_max_out(e->tok);
+  e->piece = xcalloc(e->piece_cap, 1);
+
+  pthread_mutex_init(&e->mu, NULL);
+  pthread_cond_init(&e->cv, NULL);
+  pthread_mutex_init(&e->ev_mu, NULL);
+  pthread_cond_init(&e->ev_cv, NULL);
+  pthread_mutex_init(&e->st_mu, NULL);
+  e->sync_init = 1;
+  e->stats.kv_blocks_total = e->cache->num_blocks;
+  e->stats.kv_blocks_free = e->cache->num_blocks;
+  e->stats.block_size = e->cache->block_size;
+  e->stats.max_model_len = e->max_len;
+  if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+    log_error("sched_engine_create: cannot start the engine thread");
+    goto fail;
+  }
+  e->thread_started = 1;
+  log_info("engine: %d KV blocks of %d tokens, max_seqs %d, max_batch_tokens %d, max_model_len %d, prefix caching "
+           "%s",
+           e->cache->num_blocks, e->cache->block_size, c.max_seqs, c.max_batch_tokens, e->max_len,
+           c.prefix_caching ? "on" : "off");
+  return e;
+fail:
+  sched_engine_destroy(e);
+  return NULL;
+}
+
+static void *engine_main(void *arg) {
+  sched_engine_t *e = arg;
+  for (;;) {
+    if (sched__step(e)) continue;
+    pthread_mutex_lock(&e->mu);
+    const int idle = e->core.running.n == 0 && e->core.waiting.n == 0 && !e->inbox_head;
+    if (e->stopping && idle) {
+      pthread_mutex_unlock(&e->mu);
+      break;
+    }
+    if (!idle) log_error("engine: %d sequences wait but none can be planned", e->core.waiting.n);
+    while (!e->inbox_head && !e->wake && !e->stopping) pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+  }
+  return NULL;
+}
+
+void sched_engine_set_notify(sched_engine_t *e, void (*fn)(void *arg), void *arg) {
+  pthread_mutex_lock(&e->mu);
+  e->notify = fn;
+  e->notify_arg = arg;
+  pthread_mutex_unlock(&e->mu);
+}
+
+/* Sequence i's sampling parameters: seed i of a seeded request is derived
+ * from the request's seed (sequence 0 uses it as is). */
+static samp_params_t seq_params(const sched_req_t *r, int32_t i) {
+  samp_params_t p = r->p.samp;
+  if (p.has_seed && i > 0) {
+    uint64_t z = p.seed + (uint64_t)i * UINT64_C(0x9e3779b97f4a7c15);
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    p.seed = z ^ (z >> 31);
+  }
+  return p;
+}
+
+/* The length checks of a submit; 0 or -EINVAL with the reason in err. */
+static int check_lengths(const sched_engine_t *e, const sched_req_t *r, char *err, size_t err_len) {
+  const int64_t need = (int64_t)r->n_prompt + (r->p.max_tokens > 0 ? r->p.max_tokens : 1);
+  if (need <= e->max_len) return 0;
+  char why[160];
+  if (e->max_len < e->max_len_model)
+    snprintf(why, sizeof why, "the KV cache holds only %d tokens (%d blocks of %d), below max_model_len %d",
+             e->max_len, e->cache->num_blocks, e->cache->block_size, e->max_len_model);
+  else
+    snprintf(why, sizeof why, "max_model_len is %d", e->max_len);
+  if (r->p.max_tokens > 0)
+    snprintf(err, err_len, "the prompt (%d tokens) plus max_tokens (%d) needs %lld tokens, but %s", r->n_prompt,
+             r->p.max_tokens, (long long)need, why);
+  else
+    snprintf(err, err_len, "the prompt (%d tokens) leaves no room for output: %s", r->n_prompt, why);
+  return -EINVAL;
+}
+
+int sched_submit(sched_engine_t *e, sched_req_t *r, char *err, size_t err_len) {
+  if (r->engine || r->seqs) {
+    snprintf(err, err_len, "the request was submitted already");
+    return -EINVAL;
+  }
+  int rc = samp_params_validate(&r->p.samp, e->n_vocab, err, err_len);
+  if (rc != 0) return -EINVAL;
+  for (int32_t i = 0; i < r->n_prompt; i++)
+    if (r->prompt[i] < 0 || r->prompt[i] >= e->n_vocab) {
+      snprintf(err, err_len, "prompt token %d is %d: not in the vocabulary of %d", i, r->prompt[i], e->n_vocab);
+      return -EINVAL;
+    }
+  for (int32_t i = 0; i < r->p.n_stop_ids; i++)
+    if (r->stop_ids[i] < 0 || r->stop_ids[i] >= e->n_vocab) {
+      snprintf(err, err_len, "stop token id %d is not in the vocabulary of %d", r->stop_ids[i], e->n_vocab);
+      return -EINVAL;
+    }
+  if ((rc = check_lengths(e, r, err, err_len)) != 0) return rc;
+  if (r->p.n > e->cfg.max_seqs) {
+    snprintf(err, err_len, "n = %d completions cannot run at once: max_seqs is %d", r->p.n, e->cfg.max_seqs);
+    return -EINVAL;
+  }
+
+  r->seqs = xcalloc((size_t)r->p.n, sizeof *r->seqs);
+  for (int32_t i = 0; i < r->p.n; i++) {
+    sched_eseq_t *q = &r->seqs[i];
+    q->req = r;
+    q->index = i;
+    const samp_params_t sp = seq_params(r, i);
+    q->samp = samp_state_create(&sp, e->n_vocab, r->prompt, (size_t)r->n_prompt);
+    if (!q->samp) {
+      sched__req_free_seqs(r);
+      snprintf(err, err_len, "the sampling parameters are invalid");
+      return -EINVAL;
+    }
+    tok_stream_init(&q->detok, e->tok, r->p.special ? TOK_DEC_SPECIAL : 0);
+    sched_stop_state_init(&q->stop, &r->stops);
+  }
+  sched_seq_init(&r->seqs[0].s, r->prompt, r->n_prompt, r->p.n);
+  r->seqs[0].started = 1;
+  r->n_live = r->p.n;
+  memset(&r->times, 0, sizeof r->times);
+  r->times.arrival = sched_now_ns();
+
+  pthread_mutex_lock(&e->mu);
+  if (e->draining || e->stopping) rc = -ESHUTDOWN;
+  else if (e->cfg.max_waiting > 0 && e->n_waiting_reqs >= e->cfg.max_waiting) rc = -EAGAIN;
+  if (rc != 0) {
+    pthread_mutex_unlock(&e->mu);
+    snprintf(err, err_len, rc == -EAGAIN ? "too many requests are waiting (max_waiting %d)" : "the engine is shutting down",
+             e->cfg.max_waiting);
+    sched__req_free_seqs(r);
+    return rc;
+  }
+  r->engine = e;
+  r->id = ++e->next_id;
+  e->n_waiting_reqs++;
+  r->inbox_next = NULL;
+  if (e->inbox_tail)
+    e->inbox_tail->inbox_next = r;
+  else
+    e->inbox_head = r;
+  e->inbox_tail = r;
+  e->n_inbox++;
+  e->n_submitted++;
+  pthread_cond_signal(&e->cv);
+  pthread_mutex_unlock(&e->mu);
+  return 0;
+}
+
+void sched_engine_drain(sched_engine_t *e) {
+  pthread_mutex_lock(&e->mu);
+  e->draining = 1;
+  pthread_mutex_unlock(&e->mu);
+}
+
+void sched_engine_abort_all(sched_engine_t *e) {
+  pthread_mutex_lock(&e->mu);
+  e->aborting = 1;
+  e->wake = 1;
+  pthread_cond_signal(&e->cv);
+  pthread_mutex_unlock(&e->mu);
+}
+
+void sched_engine_destroy(sched_engine_t *e) {
+  if (!e) return;
+  if (e->thread_started) {
+    pthread_mutex_lock(&e->mu);
+    e->stopping = 1;
+    e->aborting = 1;
+    e->wake = 1;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    pthread_join(e->thread, NULL);
+  }
+  sched__events_clear(e);
+  if (e->sync_init) {
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->ev_mu);
+    pthread_cond_destroy(&e->ev_cv);
+    pthread_mutex_destroy(&e->st_mu);
+  }
+  sched_core_free(&e->core);
+  attn_meta_free(&e->meta);
+  model_runner_destroy(e->runner);
+  kv_cache_destroy(e->cache);
+  samp_ws_destroy(e->ws);
+  free(e->seqs);
+  free(e->q_lens);
+  free(e->tokens);
+  free(e->positions);
+  free(e->logit_rows);
+  free(e->logit_seqs);
+  free(e->logits);
+  free(e->piece);
+  free(e);
+}
+
+void sched_get_stats(sched_engine_t *e, sched_stats_t *out) {
+  /* mu then st_mu, as the engine's end of step: the inbox and the snapshot agree */
+  pthread_mutex_lock(&e->mu);
+  pthread_mutex_lock(&e->st_mu);
+  *out = e->stats;
+  out->waiting += e->n_inbox;
+  out->requests_submitted = e->n_submitted;
+  pthread_mutex_unlock(&e->st_mu);
+  pthread_mutex_unlock(&e->mu);
+}
+
+const tok_t *sched_engine_tokenizer(const sched_engine_t *e) { return e->tok; }
+int32_t sched_engine_max_model_len(const sched_engine_t *e) { return e->max_len; }

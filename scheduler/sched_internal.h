@@ -1,0 +1,133 @@
+/* scheduler/sched_internal.h — the engine's private state, shared by the
+ * files of scheduler/ (sched_req.c, sched_events.c, sched_engine.c,
+ * sched_step.c). Not for use outside scheduler/. */
+#ifndef TRAM_SCHED_INTERNAL_H
+#define TRAM_SCHED_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "attention/attn_meta.h"
+#include "cache/kv_cache.h"
+#include "scheduler/sched.h"
+#include "scheduler/sched_plan.h"
+#include "scheduler/sched_stop.h"
+
+/* One of a request's n sequences, as the engine keeps it. */
+typedef struct sched_eseq {
+  sched_seq_t s;           /* first: the core's sequence (tokens, block table) */
+  sched_req_t *req;
+  int32_t index;           /* 0..n-1 */
+  int started;             /* s holds its tokens (the lead from submit, a child from its fork) */
+  int finished;            /* its FINISHED/ERROR event is queued */
+  samp_state_t *samp;      /* its sampler (created at submit) */
+  tok_stream_t detok;      /* its streaming detokenizer */
+  sched_stop_state_t stop; /* its stop-string matcher */
+  int32_t generated;       /* tokens sampled */
+} sched_eseq_t;
+
+struct sched_req {
+  /* what the submitter gave (copies) */
+  int32_t *prompt; /* [n_prompt] */
+  int32_t n_prompt;
+  sched_req_params_t p;       /* p.stop, p.stop_ids, p.samp.logit_bias point at the copies below */
+  samp_logit_bias_t *bias;    /* [p.samp.n_logit_bias] */
+  int32_t *stop_ids;          /* [p.n_stop_ids] */
+  sched_stops_t stops;
+  void *user;
+  /* shared with other threads */
+  atomic_int cancelled;
+  sched_engine_t *engine;     /* set at submit */
+  /* the engine's, from submit to the final event */
+  uint64_t id;
+  sched_eseq_t *seqs;         /* [p.n] (allocated at submit) */
+  int32_t n_live;             /* sequences not finished */
+  int forked;                 /* the lead's children exist */
+  int admitted;               /* counted out of the waiting requests */
+  int64_t completion_tokens;
+  int64_t cached_tokens;
+  sched_times_t times;
+  sched_req_t *inbox_next;
+};
+
+struct sched_engine {
+  const model_t *m;
+  kern_backend_t *be;
+  const tok_t *tok;
+  int32_t n_vocab;
+  sched_config_t cfg;         /* resolved: no zeros left */
+  int32_t max_len;            /* effective max_model_len */
+  int32_t max_len_model;      /* the configured/model limit before the cache clamp */
+  kv_cache_t *cache;          /* owned */
+  model_runner_t *runner;     /* owned */
+  samp_ws_t *ws;              /* owned */
+  attn_meta_t meta;
+  sched_core_t core;
+  uint64_t step_no;           /* steps that ran a forward */
+  uint64_t generated;         /* tokens sampled */
+  uint64_t n_finished;        /* requests whose final event was posted */
+
+  /* per-step buffers, sized at creation */
+  const kv_seq_t **seqs;      /* [max_seqs] */
+  int32_t *q_lens;            /* [max_seqs] */
+  int32_t *tokens, *positions; /* [max_batch_tokens] */
+  int32_t *logit_rows;        /* [max_seqs] */
+  sched_eseq_t **logit_seqs;  /* [max_seqs] */
+  float *logits;              /* [max_seqs, n_vocab] */
+  char *piece;                /* [tok_stream_max_out] */
+  size_t piece_cap;
+
+  /* the inbox and the thread's wake-up (mu) */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  sched_req_t *inbox_head, *inbox_tail;
+  int32_t n_inbox;            /* submitted and not yet in the statistics snapshot */
+  int32_t inbox_taken;        /* of which the engine took this step (engine thread) */
+  int wake;                   /* a cancel or abort is pending */
+  int draining, aborting, stopping;
+  int32_t n_waiting_reqs;     /* submitted and not yet admitted (for max_waiting) */
+  uint64_t n_submitted;       /* requests accepted by sched_submit */
+  uint64_t next_id;
+  pthread_t thread;
+  int thread_started;
+  int sync_init;              /* the mutexes and the condition exist */
+
+  /* the event queue (ev_mu): a ring */
+  pthread_mutex_t ev_mu;
+  pthread_cond_t ev_cv;       /* signalled when events are queued (sched_wait_events) */
+  sched_event_t *ev;
+  size_t ev_head, ev_n, ev_cap;
+  sched_event_t *step_ev;     /* [n_step_ev] this step's events, not yet published (engine thread) */
+  size_t n_step_ev, cap_step_ev;
+  void (*notify)(void *arg);
+  void *notify_arg;
+
+  /* statistics (st_mu; taken after mu when both are held) */
+  pthread_mutex_t st_mu;
+  sched_stats_t stats;
+};
+
+/* Frees r's per-sequence state (samplers, matchers, token arrays). */
+void sched__req_free_seqs(sched_req_t *r);
+
+/* Adds one event to this step's (the engine thread); ownership of its
+ * payload moves with it. */
+void sched__post(sched_engine_t *e, const sched_event_t *ev);
+
+/* Publishes this step's events to the queue, wakes sched_wait_events and
+ * calls the notify hook (the engine thread, at the end of a step). */
+void sched__publish(sched_engine_t *e);
+
+/* Releases every queued event (destroy). */
+void sched__events_clear(sched_engine_t *e);
+
+/* One engine step: takes the inbox, handles cancellations, plans, runs the
+ * forward, samples, posts events. Returns 1 when it did any work, 0 when
+ * there was nothing to run. */
+int sched__step(sched_engine_t *e);
+
+/* Ends every unfinished sequence of r with `finish` (ABORT or ERROR with
+ * `error`), posting its event; the last one is final. */
+void sched__finish_req(sched_engine_t *e, sched_req_t *r, sched_finish_t finish, const char *error);
+
+#endif

@@ -1,0 +1,258 @@
+/* scheduler/sched_plan.c — the scheduling core: lists, the step plan,
+ * reservation, preemption, prefix-cache lookup, fork (see sched_plan.h). */
+#include "scheduler/sched_plan.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/log.h"
+
+/* --- lists ------------------------------------------------------------------ */
+
+static void list_push_back(sched_list_t *l, sched_seq_t *s) {
+  s->prev = l->tail;
+  s->next = NULL;
+  if (l->tail)
+    l->tail->next = s;
+  else
+    l->head = s;
+  l->tail = s;
+  l->n++;
+}
+
+static void list_push_front(sched_list_t *l, sched_seq_t *s) {
+  s->prev = NULL;
+  s->next = l->head;
+  if (l->head)
+    l->head->prev = s;
+  else
+    l->tail = s;
+  l->head = s;
+  l->n++;
+}
+
+static void list_unlink(sched_list_t *l, sched_seq_t *s) {
+  if (s->prev)
+    s->prev->next = s->next;
+  else
+    l->head = s->next;
+  if (s->next)
+    s->next->prev = s->prev;
+  else
+    l->tail = s->prev;
+  s->prev = s->next = NULL;
+  l->n--;
+}
+
+/* --- sequences ---------------------------------------------------------------- */
+
+void sched_seq_init(sched_seq_t *s, const int32_t *prompt, int32_t n_prompt, int32_t slots) {
+  memset(s, 0, sizeof *s);
+  s->cap = n_prompt + 16;
+  s->tokens = malloc((size_t)s->cap * sizeof *s->tokens);
+  if (!s->tokens) abort();
+  memcpy(s->tokens, prompt, (size_t)n_prompt * sizeof *prompt);
+  s->len = n_prompt;
+  s->n_prompt = n_prompt;
+  s->slots = slots;
+  kv_seq_init(&s->kv);
+}
+
+void sched_seq_push(sched_seq_t *s, int32_t token) {
+  if (s->len == s->cap) {
+    s->cap *= 2;
+    int32_t *t = realloc(s->tokens, (size_t)s->cap * sizeof *t);
+    if (!t) abort();
+    s->tokens = t;
+  }
+  s->tokens[s->len++] = token;
+}
+
+void sched_seq_free(sched_seq_t *s) {
+  if (s->where != SCHED_SEQ_NONE || s->kv.n_blocks != 0) {
+    log_error("sched_seq_free: the sequence is still listed or holds blocks");
+    abort();
+  }
+  free(s->tokens);
+  s->tokens = NULL;
+  s->len = s->cap = 0;
+}
+
+/* --- the core ---------------------------------------------------------------- */
+
+int sched_core_init(sched_core_t *c, kv_alloc_t *a, int max_batch_tokens, int max_seqs, int prefix_caching) {
+  memset(c, 0, sizeof *c);
+  if (max_seqs < 1 || max_batch_tokens < max_seqs) return -EINVAL;
+  c->alloc = a;
+  c->max_batch_tokens = max_batch_tokens;
+  c->max_seqs = max_seqs;
+  c->prefix_caching = prefix_caching;
+  c->items = calloc((size_t)max_seqs, sizeof *c->items);
+  if (!c->items) abort();
+  return 0;
+}
+
+void sched_core_free(sched_core_t *c) {
+  free(c->items);
+  c->items = NULL;
+}
+
+void sched_core_add(sched_core_t *c, sched_seq_t *s) {
+  list_push_back(&c->waiting, s);
+  s->where = SCHED_SEQ_WAITING;
+}
+
+void sched_core_add_front(sched_core_t *c, sched_seq_t *s) {
+  list_push_front(&c->waiting, s);
+  s->where = SCHED_SEQ_WAITING;
+}
+
+static void leave_running(sched_core_t *c, sched_seq_t *s) {
+  list_unlink(&c->running, s);
+  c->running_slots -= s->slots;
+}
+
+void sched_core_remove(sched_core_t *c, sched_seq_t *s) {
+  if (s->where == SCHED_SEQ_RUNNING) leave_running(c, s);
+  else if (s->where == SCHED_SEQ_WAITING) list_unlink(&c->waiting, s);
+  s->where = SCHED_SEQ_NONE;
+  kv_seq_free(c->alloc, &s->kv);
+}
+
+static void preempt(sched_core_t *c, sched_seq_t *s) {
+  leave_running(c, s);
+  kv_seq_free(c->alloc, &s->kv);
+  sched_core_add_front(c, s);
+  c->stats.preemptions++;
+  log_debug("sched: preempted a sequence of %lld tokens (%d running)", (long long)s->len, c->running.n);
+}
+
+/* The most recently admitted running sequence not planned this step. */
+static sched_seq_t *victim(const sched_core_t *c) {
+  for (sched_seq_t *v = c->running.tail; v; v = v->prev)
+    if (v->planned != c->step) return v;
+  return NULL;
+}
+
+static void plan_item(sched_core_t *c, sched_seq_t *s, int64_t q) {
+  c->items[c->n_items++] = (sched_item_t){s, (int32_t)q, s->kv.n_tokens + q == s->len};
+  c->n_tokens += (int32_t)q;
+  s->planned = c->step;
+}
+
+/* Tokens s can add without preempting anyone: room in its last block plus
+ * every free block. */
+static int64_t room(const sched_core_t *c, const sched_seq_t *s) {
+  const int64_t bs = kv_alloc_block_size(c->alloc);
+  return (int64_t)s->kv.n_blocks * bs - s->kv.n_tokens + (int64_t)kv_alloc_free_blocks(c->alloc) * bs;
+}
+
+/* Makes room for q tokens of running sequence s (q <= pending), preempting
+ * later ones while none is left; a prefill chunk (shrink = 1) takes what
+ * room there is instead. Returns the tokens reserved, or 0 when s itself
+ * had to be preempted. */
+static int64_t make_room(sched_core_t *c, sched_seq_t *s, int64_t q, int shrink) {
+  for (;;) {
+    const int64_t r = room(c, s);
+    if (r >= q || (shrink && r > 0)) {
+      if (r < q) q = r;
+      if (kv_seq_reserve(c->alloc, &s->kv, q) != 0) abort(); /* room() said it fits */
+      return q;
+    }
+    sched_seq_t *v = victim(c); /* s at least */
+    preempt(c, v);
+    if (v == s) return 0;
+  }
+}
+
+/* Admits waiting sequence s if the running list has room for its slots and
+ * the cache for all its pending tokens (after the prefix-cache lookup).
+ * Returns the tokens planned, or 0 when it cannot be admitted now. */
+static int64_t admit(sched_core_t *c, sched_seq_t *s, int64_t budget) {
+  if (c->running_slots + s->slots > c->max_seqs) return 0;
+  int32_t hit = 0;
+  if (c->prefix_caching && s->kv.n_blocks == 0) hit = kv_seq_match_prefix(c->alloc, &s->kv, s->tokens, s->len - 1);
+  const int64_t pending = s->len - s->kv.n_tokens;
+  if (kv_seq_blocks_needed(c->alloc, &s->kv, pending) > kv_alloc_free_blocks(c->alloc)) {
+    kv_seq_free(c->alloc, &s->kv); /* hits go back to the free list, still cached */
+    return 0;
+  }
+  const int64_t q = pending < budget ? pending : budget;
+  if (kv_seq_reserve(c->alloc, &s->kv, q) != 0) abort(); /* checked above */
+  list_unlink(&c->waiting, s);
+  list_push_back(&c->running, s);
+  s->where = SCHED_SEQ_RUNNING;
+  c->running_slots += s->slots;
+  s->admissions++;
+  s->cached_tokens = s->kv.n_tokens;
+  if (c->prefix_caching) {
+    const int32_t bs = kv_alloc_block_size(c->alloc);
+    c->stats.prefix_query_tokens += (uint64_t)s->len;
+    c->stats.prefix_hit_tokens += (uint64_t)s->kv.n_tokens;
+    c->stats.prefix_query_blocks += (uint64_t)((s->len - 1) / bs);
+    c->stats.prefix_hit_blocks += (uint64_t)hit;
+  }
+  plan_item(c, s, q);
+  return q;
+}
+
+int sched_core_plan(sched_core_t *c) {
+  c->step++;
+  c->n_items = 0;
+  c->n_tokens = 0;
+  int64_t budget = c->max_batch_tokens;
+
+  /* 1. decodes, in admission order; a preemption takes from the tail, so
+   * s->next stays valid, and s is preempted only as the tail itself */
+  for (sched_seq_t *s = c->running.head; s; s = s->next) {
+    if (s->len - s->kv.n_tokens != 1) continue;
+    if (make_room(c, s, 1, 0) == 0) break;
+    plan_item(c, s, 1);
+    budget--;
+  }
+  /* 2. the next chunk of each partially computed sequence */
+  for (sched_seq_t *s = c->running.head; s && budget > 0; s = s->next) {
+    if (s->planned == c->step) continue;
+    const int64_t pending = s->len - s->kv.n_tokens;
+    const int64_t q = make_room(c, s, pending < budget ? pending : budget, 1);
+    if (q == 0) break; /* s was the last unplanned one */
+    plan_item(c, s, q);
+    budget -= q;
+  }
+  /* 3. admissions, first come first served */
+  while (budget > 0 && c->waiting.head) {
+    const int64_t q = admit(c, c->waiting.head, budget);
+    if (q == 0) break;
+    budget -= q;
+  }
+  return c->n_items;
+}
+
+void sched_core_commit(sched_core_t *c) {
+  for (int32_t i = 0; i < c->n_items; i++) {
+    sched_seq_t *s = c->items[i].seq;
+    kv_seq_commit(c->alloc, &s->kv, c->items[i].q_len);
+    if (c->prefix_caching) kv_seq_publish(c->alloc, &s->kv, s->tokens);
+  }
+}
+
+void sched_core_release_slots(sched_core_t *c, sched_seq_t *s) {
+  if (s->where == SCHED_SEQ_RUNNING) c->running_slots -= s->slots - 1;
+  s->slots = 1;
+}
+
+int sched_core_fork(sched_core_t *c, sched_seq_t *parent, sched_seq_t *child, int32_t *copy_src, int32_t *copy_dst) {
+  child->slots = 1;
+  const int rc = kv_seq_fork(c->alloc, &child->kv, &parent->kv, copy_src, copy_dst);
+  if (rc < 0) {
+    sched_core_add_front(c, child);
+    return rc;
+  }
+  list_push_back(&c->running, child);
+  child->where = SCHED_SEQ_RUNNING;
+  child->planned = c->step;
+  child->admissions = 1;
+  c->running_slots++;
+  return rc;
+}

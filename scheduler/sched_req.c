@@ -1,0 +1,113 @@
+/* scheduler/sched_req.c — requests: creation (copying what the submitter
+ * gives), destruction, cancellation, accessors (see sched.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/sched_internal.h"
+
+sched_req_params_t sched_req_params_default(void) {
+  return (sched_req_params_t){.samp = samp_params_default(), .n = 1};
+}
+
+const char *sched_finish_name(sched_finish_t f) {
+  switch (f) {
+    case SCHED_FINISH_STOP: return "stop";
+    case SCHED_FINISH_LENGTH: return "length";
+    case SCHED_FINISH_ABORT: return "abort";
+    case SCHED_FINISH_ERROR: return "error";
+    default: return "none";
+  }
+}
+
+static void *dup_array(const void *src, size_t n, size_t size) {
+  if (n == 0) return NULL;
+  void *p = malloc(n * size);
+  if (!p) abort();
+  memcpy(p, src, n * size);
+  return p;
+}
+
+sched_req_t *sched_req_create(const int32_t *prompt, int32_t n_prompt, const sched_req_params_t *p, void *user,
+                              char *err, size_t err_len) {
+  const int32_t n = p->n ? p->n : 1;
+  if (n_prompt < 1 || !prompt) {
+    snprintf(err, err_len, "the prompt is empty: at least one token is needed");
+    return NULL;
+  }
+  if (n < 1 || n > SCHED_MAX_N) {
+    snprintf(err, err_len, "n = %d: must be 1..%d", n, SCHED_MAX_N);
+    return NULL;
+  }
+  if (p->max_tokens < 0) {
+    snprintf(err, err_len, "max_tokens = %d: must be positive", p->max_tokens);
+    return NULL;
+  }
+  if (p->n_stop_ids < 0 || p->n_stop_ids > SCHED_MAX_STOP_IDS || (p->n_stop_ids > 0 && !p->stop_ids)) {
+    snprintf(err, err_len, "%d stop token ids: at most %d are allowed", p->n_stop_ids, SCHED_MAX_STOP_IDS);
+    return NULL;
+  }
+  if (p->samp.n_logit_bias < 0 || (p->samp.n_logit_bias > 0 && !p->samp.logit_bias)) {
+    snprintf(err, err_len, "logit_bias: bad count %d", p->samp.n_logit_bias);
+    return NULL;
+  }
+  sched_req_t *r = calloc(1, sizeof *r);
+  if (!r) abort();
+  if (sched_stops_init(&r->stops, p->stop, p->n_stop, SCHED_MAX_STOP, SCHED_MAX_STOP_LEN, err, err_len) != 0) {
+    free(r);
+    return NULL;
+  }
+  r->prompt = dup_array(prompt, (size_t)n_prompt, sizeof *prompt);
+  r->n_prompt = n_prompt;
+  r->p = *p;
+  r->p.n = n;
+  r->bias = dup_array(p->samp.logit_bias, (size_t)p->samp.n_logit_bias, sizeof *r->bias);
+  r->p.samp.logit_bias = r->bias;
+  r->stop_ids = dup_array(p->stop_ids, (size_t)p->n_stop_ids, sizeof *r->stop_ids);
+  r->p.stop_ids = r->stop_ids;
+  r->p.stop = (const char *const *)r->stops.str;
+  r->user = user;
+  atomic_init(&r->cancelled, 0);
+  return r;
+}
+
+void sched__req_free_seqs(sched_req_t *r) {
+  for (int32_t i = 0; r->seqs && i < r->p.n; i++) {
+    sched_eseq_t *q = &r->seqs[i];
+    samp_state_destroy(q->samp);
+    sched_stop_state_free(&q->stop);
+    if (q->started) sched_seq_free(&q->s);
+  }
+  free(r->seqs);
+  r->seqs = NULL;
+}
+
+void sched_req_destroy(sched_req_t *r) {
+  if (!r) return;
+  sched__req_free_seqs(r);
+  sched_stops_free(&r->stops);
+  free(r->prompt);
+  free(r->bias);
+  free(r->stop_ids);
+  free(r);
+}
+
+void sched_req_cancel(sched_req_t *r) {
+  if (atomic_exchange(&r->cancelled, 1)) return;
+  sched_engine_t *e = r->engine;
+  if (!e) return;
+  pthread_mutex_lock(&e->mu);
+  e->wake = 1;
+  pthread_cond_signal(&e->cv);
+  pthread_mutex_unlock(&e->mu);
+}
+
+void *sched_req_user(const sched_req_t *r) { return r->user; }
+uint64_t sched_req_id(const sched_req_t *r) { return r->id; }
+int32_t sched_req_prompt_tokens(const sched_req_t *r) { return r->n_prompt; }
+
+uint64_t sched_req_seed(const sched_req_t *r, int32_t index) {
+  if (!r->seqs || index < 0 || index >= r->p.n) return 0;
+  return samp_state_seed(r->seqs[index].samp);
+}

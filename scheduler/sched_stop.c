@@ -1,0 +1,151 @@
+/* scheduler/sched_stop.c — stop strings with hold-back (see sched_stop.h). */
+#include "scheduler/sched_stop.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *xrealloc(void *p, size_t n) {
+  p = realloc(p, n ? n : 1);
+  if (!p) abort();
+  return p;
+}
+
+/* Whether s[n] is well-formed UTF-8 (no overlongs, surrogates or code
+ * points past U+10FFFF). */
+static int utf8_valid(const unsigned char *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    const unsigned c = s[i];
+    size_t k;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c < 0x80) { i++; continue; }
+    if (c >= 0xC2 && c <= 0xDF) k = 1;
+    else if (c >= 0xE0 && c <= 0xEF) { k = 2; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
+    else if (c >= 0xF0 && c <= 0xF4) { k = 3; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
+    else return 0;
+    if (n - i <= k) return 0; /* truncated */
+    if (s[i + 1] < lo || s[i + 1] > hi) return 0;
+    for (size_t j = 2; j <= k; j++)
+      if (s[i + j] < 0x80 || s[i + j] > 0xBF) return 0;
+    i += k + 1;
+  }
+  return 1;
+}
+
+int sched_stops_init(sched_stops_t *s, const char *const *strs, int32_t n, int32_t max_n, int32_t max_len, char *err,
+                     size_t err_len) {
+  memset(s, 0, sizeof *s);
+  if (n < 0 || n > max_n) {
+    snprintf(err, err_len, "%d stop strings: at most %d are allowed", n, max_n);
+    return -EINVAL;
+  }
+  for (int32_t i = 0; i < n; i++) {
+    const size_t len = strs[i] ? strlen(strs[i]) : 0;
+    if (len == 0 || len > (size_t)max_len || !utf8_valid((const unsigned char *)strs[i], len)) {
+      snprintf(err, err_len, "stop string %d: must be 1 to %d bytes of valid UTF-8", i, max_len);
+      return -EINVAL;
+    }
+  }
+  if (n == 0) return 0;
+  s->n = n;
+  s->str = xrealloc(NULL, (size_t)n * sizeof *s->str);
+  s->len = xrealloc(NULL, (size_t)n * sizeof *s->len);
+  s->fail = xrealloc(NULL, (size_t)n * sizeof *s->fail);
+  for (int32_t i = 0; i < n; i++) {
+    const int32_t len = (int32_t)strlen(strs[i]);
+    const char *p = s->str[i] = strdup(strs[i]);
+    if (!p) abort();
+    s->len[i] = len;
+    if (len > s->max_len) s->max_len = len;
+    int32_t *f = s->fail[i] = xrealloc(NULL, (size_t)len * sizeof *f);
+    f[0] = 0;
+    for (int32_t j = 1, k = 0; j < len; j++) {
+      while (k > 0 && p[j] != p[k]) k = f[k - 1];
+      if (p[j] == p[k]) k++;
+      f[j] = k;
+    }
+  }
+  return 0;
+}
+
+void sched_stops_free(sched_stops_t *s) {
+  for (int32_t i = 0; i < s->n; i++) {
+    free(s->str[i]);
+    free(s->fail[i]);
+  }
+  free(s->str);
+  free(s->len);
+  free(s->fail);
+  memset(s, 0, sizeof *s);
+}
+
+void sched_stop_state_init(sched_stop_state_t *st, const sched_stops_t *stops) {
+  memset(st, 0, sizeof *st);
+  st->n_stops = stops->n;
+  if (stops->n > 0) st->match = calloc((size_t)stops->n, sizeof *st->match);
+  if (stops->n > 0 && !st->match) abort();
+}
+
+void sched_stop_state_free(sched_stop_state_t *st) {
+  free(st->held);
+  free(st->match);
+  memset(st, 0, sizeof *st);
+}
+
+static void append(char **out, size_t *len, size_t *cap, const char *p, size_t n) {
+  if (n == 0) return;
+  if (*len + n > *cap) {
+    size_t c = *cap ? *cap : 64;
+    while (c < *len + n) c *= 2;
+    *out = xrealloc(*out, c);
+    *cap = c;
+  }
+  memcpy(*out + *len, p, n);
+  *len += n;
+}
+
+/* Releases the first n held bytes. */
+static void release(sched_stop_state_t *st, size_t n, char **out, size_t *out_len, size_t *out_cap) {
+  if (n == 0) return;
+  append(out, out_len, out_cap, st->held, n);
+  memmove(st->held, st->held + n, st->n_held - n);
+  st->n_held -= n;
+}
+
+int32_t sched_stop_push(sched_stop_state_t *st, const sched_stops_t *stops, const char *text, size_t len, char **out,
+                        size_t *out_len, size_t *out_cap) {
+  if (stops->n == 0) {
+    append(out, out_len, out_cap, text, len);
+    return -1;
+  }
+  for (size_t b = 0; b < len; b++) {
+    const char c = text[b];
+    append(&st->held, &st->n_held, &st->cap, &c, 1);
+    int32_t hit = -1;
+    for (int32_t i = 0; i < stops->n; i++) {
+      const char *p = stops->str[i];
+      int32_t k = st->match[i];
+      while (k > 0 && p[k] != c) k = stops->fail[i][k - 1];
+      if (p[k] == c) k++;
+      st->match[i] = k;
+      if (k == stops->len[i] && (hit < 0 || k > stops->len[hit])) hit = i; /* the longest starts first */
+    }
+    if (hit >= 0) {
+      release(st, st->n_held - (size_t)stops->len[hit], out, out_len, out_cap);
+      st->n_held = 0;
+      memset(st->match, 0, (size_t)stops->n * sizeof *st->match);
+      return hit;
+    }
+  }
+  int32_t keep = 0;
+  for (int32_t i = 0; i < stops->n; i++)
+    if (st->match[i] > keep) keep = st->match[i];
+  release(st, st->n_held - (size_t)keep, out, out_len, out_cap);
+  return -1;
+}
+
+void sched_stop_flush(sched_stop_state_t *st, char **out, size_t *out_len, size_t *out_cap) {
+  release(st, st->n_held, out, out_len, out_cap);
+  if (st->match) memset(st->match, 0, (size_t)st->n_stops * sizeof *st->match); /* nothing held, nothing matched */
+}
