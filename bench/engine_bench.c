@@ -13,7 +13,6 @@
  * Usage: engine_bench [-m MODEL] [-t THREADS] [-c 1,8,32,64] [-p 128] [-o 128]
  *                     [--max-batch-tokens N] [--max-seqs N] */
 #include <errno.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,22 +37,8 @@ static uint64_t rnd(void) {
   return rng;
 }
 
-typedef struct waker {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int pending;
-} waker_t;
-
-static void wake(void *arg) {
-  waker_t *w = arg;
-  pthread_mutex_lock(&w->mu);
-  w->pending = 1;
-  pthread_cond_signal(&w->cv);
-  pthread_mutex_unlock(&w->mu);
-}
-
 /* Runs c requests at once; returns 0 or -1. */
-static int run(sched_engine_t *e, waker_t *w, int c, int n_prompt, int n_out, int threads) {
+static int run(sched_engine_t *e, int c, int n_prompt, int n_out, int threads) {
   sched_req_t **reqs = calloc((size_t)c, sizeof *reqs);
   int32_t *prompt = malloc((size_t)n_prompt * sizeof *prompt);
   if (!reqs || !prompt) abort();
@@ -76,16 +61,11 @@ static int run(sched_engine_t *e, waker_t *w, int c, int n_prompt, int n_out, in
   int done = 0;
   sched_event_t ev[128];
   while (done < c) {
-    const int k = sched_poll_events(e, ev, 128);
+    const int k = sched_wait_events(e, ev, 128, 1000000000);
     for (int i = 0; i < k; i++) {
       done += ev[i].final;
       sched_event_release(&ev[i]);
     }
-    if (k) continue;
-    pthread_mutex_lock(&w->mu);
-    while (!w->pending) pthread_cond_wait(&w->cv, &w->mu);
-    w->pending = 0;
-    pthread_mutex_unlock(&w->mu);
   }
   const double wall = (double)(sched_now_ns() - t0) / 1e9, cpu = (cpu_s() - cpu0) / threads;
   sched_get_stats(e, &s1);
@@ -143,8 +123,6 @@ int main(int argc, char **argv) {
   cfg.kv_cache_bytes = (int64_t)1 << 30;
   sched_engine_t *e = sched_engine_create(m, be, &cfg);
   if (!e) return 1;
-  waker_t w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
-  sched_engine_set_notify(e, wake, &w);
   printf("engine_bench: %s, %d threads, %d prompt + %d output tokens per request, max_seqs %d, "
          "max_batch_tokens %d\n",
          model, threads, n_prompt, n_out, max_seqs, max_tokens);
@@ -152,7 +130,7 @@ int main(int argc, char **argv) {
   int rc = 0;
   for (const char *p = list; *p && rc == 0;) {
     int c = (int)strtol(p, (char **)&p, 10);
-    if (c > 0) rc = run(e, &w, c, n_prompt, n_out, threads);
+    if (c > 0) rc = run(e, c, n_prompt, n_out, threads);
     while (*p == ',') p++;
   }
   sched_engine_destroy(e);

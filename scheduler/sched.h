@@ -3,10 +3,11 @@
  * scheduler, and runs one step at a time over every admitted request.
  *
  * Threads and the two queues. Any thread submits requests (sched_submit)
- * and cancels them (sched_req_cancel); the engine thread posts events
- * (tokens, finished, error) to an event queue, calls the notify hook once
- * per step after queueing them, and any thread drains the queue with
- * sched_poll_events. Nothing else is shared, except the request's atomic
+ * and cancels them (sched_req_cancel); at the end of each step the engine
+ * thread publishes the step's events (tokens, finished, error) to an event
+ * queue, after its statistics snapshot, and calls the notify hook; any
+ * thread drains the queue with sched_poll_events (or blocks in
+ * sched_wait_events). Nothing else is shared, except the request's atomic
  * cancellation flag and the statistics snapshot (sched_get_stats). No libuv
  * here: the server's notify hook does uv_async_send.
  *
@@ -177,6 +178,11 @@ typedef struct sched_event {
  * Any thread. Each must be passed to sched_event_release. */
 int sched_poll_events(sched_engine_t *e, sched_event_t *out, int max);
 
+/* Like sched_poll_events, but waits up to timeout_ns for the first event
+ * when none is queued (for programs without an event loop: tram generate,
+ * benchmarks, tests). Returns how many were moved (0 on timeout). */
+int sched_wait_events(sched_engine_t *e, sched_event_t *out, int max, int64_t timeout_ns);
+
 /* Frees an event's text, top logprobs and error. */
 void sched_event_release(sched_event_t *ev);
 
@@ -188,9 +194,10 @@ void sched_event_release(sched_event_t *ev);
  * configuration, a cache that holds no block, out of memory). */
 sched_engine_t *sched_engine_create(const model_t *m, kern_backend_t *be, const sched_config_t *c);
 
-/* Called on the engine thread after each step that queued events, and once
- * when the engine thread ends; fn must be quick and thread-safe (the server
- * passes a function that calls uv_async_send). Set it before submitting. */
+/* fn(arg) is called on the engine thread after each step that queued
+ * events (never from sched_engine_destroy's final aborts); it must be quick
+ * and thread-safe (the server passes a function that calls uv_async_send).
+ * Set it before the first submit. */
 void sched_engine_set_notify(sched_engine_t *e, void (*fn)(void *arg), void *arg);
 
 /* Queues a request for admission. Thread-safe. Returns 0 (the engine owns
@@ -210,8 +217,12 @@ void sched_engine_drain(sched_engine_t *e);
 void sched_engine_abort_all(sched_engine_t *e);
 
 /* Aborts what is left, stops and joins the engine thread, and frees the
- * engine. Events not yet polled are released; requests they name are then
- * the submitter's to destroy (none is freed here). NULL is a no-op. */
+ * engine. Events not yet polled are released unseen: every submitted
+ * request whose final event the submitter has not polled is then its to
+ * destroy (the engine frees none). The orderly shutdown: sched_engine_drain,
+ * poll until running + waiting is 0 (or, past a deadline,
+ * sched_engine_abort_all and poll the final events), then destroy. NULL is
+ * a no-op. */
 void sched_engine_destroy(sched_engine_t *e);
 
 /* ---- statistics ------------------------------------------------------------ */
@@ -246,7 +257,9 @@ typedef struct sched_stats {
                                   * with waiting + running > 0 and an old value, the engine is stuck */
 } sched_stats_t;
 
-/* A consistent snapshot of the counters. Any thread. */
+/* A consistent snapshot of the counters, taken at the end of the engine's
+ * last step (plus the requests submitted since): an event already polled is
+ * always reflected in it. Any thread. */
 void sched_get_stats(sched_engine_t *e, sched_stats_t *out);
 
 /* The model's tokenizer (immutable; any thread), and the engine's effective

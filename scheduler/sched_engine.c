@@ -107,6 +107,7 @@ sched_engine_t *sched_engine_create(const model_t *m, kern_backend_t *be, const 
   pthread_mutex_init(&e->mu, NULL);
   pthread_cond_init(&e->cv, NULL);
   pthread_mutex_init(&e->ev_mu, NULL);
+  pthread_cond_init(&e->ev_cv, NULL);
   pthread_mutex_init(&e->st_mu, NULL);
   e->sync_init = 1;
   e->stats.kv_blocks_total = e->cache->num_blocks;
@@ -128,8 +129,6 @@ fail:
   return NULL;
 }
 
-static void update_idle_stats(sched_engine_t *e);
-
 static void *engine_main(void *arg) {
   sched_engine_t *e = arg;
   for (;;) {
@@ -144,19 +143,7 @@ static void *engine_main(void *arg) {
     while (!e->inbox_head && !e->wake && !e->stopping) pthread_cond_wait(&e->cv, &e->mu);
     pthread_mutex_unlock(&e->mu);
   }
-  update_idle_stats(e);
-  if (e->notify) e->notify(e->notify_arg);
   return NULL;
-}
-
-static void update_idle_stats(sched_engine_t *e) {
-  pthread_mutex_lock(&e->mu);
-  const int32_t inbox = e->n_inbox;
-  pthread_mutex_unlock(&e->mu);
-  pthread_mutex_lock(&e->st_mu);
-  e->stats.running = e->core.running.n;
-  e->stats.waiting = e->core.waiting.n + inbox;
-  pthread_mutex_unlock(&e->st_mu);
 }
 
 void sched_engine_set_notify(sched_engine_t *e, void (*fn)(void *arg), void *arg) {
@@ -261,12 +248,9 @@ int sched_submit(sched_engine_t *e, sched_req_t *r, char *err, size_t err_len) {
     e->inbox_head = r;
   e->inbox_tail = r;
   e->n_inbox++;
+  e->n_submitted++;
   pthread_cond_signal(&e->cv);
   pthread_mutex_unlock(&e->mu);
-  pthread_mutex_lock(&e->st_mu);
-  e->stats.requests_submitted++;
-  e->stats.waiting++; /* until the engine's next snapshot counts it */
-  pthread_mutex_unlock(&e->st_mu);
   return 0;
 }
 
@@ -300,6 +284,7 @@ void sched_engine_destroy(sched_engine_t *e) {
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     pthread_mutex_destroy(&e->ev_mu);
+    pthread_cond_destroy(&e->ev_cv);
     pthread_mutex_destroy(&e->st_mu);
   }
   sched_core_free(&e->core);
@@ -319,9 +304,14 @@ void sched_engine_destroy(sched_engine_t *e) {
 }
 
 void sched_get_stats(sched_engine_t *e, sched_stats_t *out) {
+  /* mu then st_mu, as the engine's end of step: the inbox and the snapshot agree */
+  pthread_mutex_lock(&e->mu);
   pthread_mutex_lock(&e->st_mu);
   *out = e->stats;
+  out->waiting += e->n_inbox;
+  out->requests_submitted = e->n_submitted;
   pthread_mutex_unlock(&e->st_mu);
+  pthread_mutex_unlock(&e->mu);
 }
 
 const tok_t *sched_engine_tokenizer(const sched_engine_t *e) { return e->tok; }

@@ -65,6 +65,7 @@ struct sched_engine {
   sched_core_t core;
   uint64_t step_no;           /* steps that ran a forward */
   uint64_t generated;         /* tokens sampled */
+  uint64_t n_finished;        /* requests whose final event was posted */
 
   /* per-step buffers, sized at creation */
   const kv_seq_t **seqs;      /* [max_seqs] */
@@ -80,10 +81,12 @@ struct sched_engine {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   sched_req_t *inbox_head, *inbox_tail;
-  int32_t n_inbox;
+  int32_t n_inbox;            /* submitted and not yet in the statistics snapshot */
+  int32_t inbox_taken;        /* of which the engine took this step (engine thread) */
   int wake;                   /* a cancel or abort is pending */
   int draining, aborting, stopping;
   int32_t n_waiting_reqs;     /* submitted and not yet admitted (for max_waiting) */
+  uint64_t n_submitted;       /* requests accepted by sched_submit */
   uint64_t next_id;
   pthread_t thread;
   int thread_started;
@@ -91,13 +94,15 @@ struct sched_engine {
 
   /* the event queue (ev_mu): a ring */
   pthread_mutex_t ev_mu;
+  pthread_cond_t ev_cv;       /* signalled when events are queued (sched_wait_events) */
   sched_event_t *ev;
   size_t ev_head, ev_n, ev_cap;
-  int ev_posted;              /* events queued during this step (engine thread only) */
+  sched_event_t *step_ev;     /* [n_step_ev] this step's events, not yet published (engine thread) */
+  size_t n_step_ev, cap_step_ev;
   void (*notify)(void *arg);
   void *notify_arg;
 
-  /* statistics (st_mu) */
+  /* statistics (st_mu; taken after mu when both are held) */
   pthread_mutex_t st_mu;
   sched_stats_t stats;
 };
@@ -105,9 +110,13 @@ struct sched_engine {
 /* Frees r's per-sequence state (samplers, matchers, token arrays). */
 void sched__req_free_seqs(sched_req_t *r);
 
-/* Queues one event (the engine thread); ownership of its payload moves to
- * the queue. */
+/* Adds one event to this step's (the engine thread); ownership of its
+ * payload moves with it. */
 void sched__post(sched_engine_t *e, const sched_event_t *ev);
+
+/* Publishes this step's events to the queue, wakes sched_wait_events and
+ * calls the notify hook (the engine thread, at the end of a step). */
+void sched__publish(sched_engine_t *e);
 
 /* Releases every queued event (destroy). */
 void sched__events_clear(sched_engine_t *e);

@@ -67,9 +67,7 @@ static void finish_seq(sched_engine_t *e, sched_eseq_t *q, sched_event_t *ev, sc
     ev->final = 1;
     ev->usage = (sched_usage_t){r->n_prompt, r->completion_tokens, r->cached_tokens};
     ev->times = r->times;
-    pthread_mutex_lock(&e->st_mu);
-    e->stats.requests_finished++;
-    pthread_mutex_unlock(&e->st_mu);
+    e->n_finished++;
   }
   sched__post(e, ev);
 }
@@ -200,7 +198,7 @@ static void take_inbox(sched_engine_t *e) {
   pthread_mutex_lock(&e->mu);
   sched_req_t *list = e->inbox_head;
   e->inbox_head = e->inbox_tail = NULL;
-  e->n_inbox = 0;
+  e->inbox_taken = e->n_inbox; /* counted out at the end of the step, with the snapshot */
   const int abort_all = e->aborting;
   if (!e->stopping) e->aborting = 0;
   e->wake = 0;
@@ -270,7 +268,6 @@ static void fail_step(sched_engine_t *e, int rc) {
 
 int sched__step(sched_engine_t *e) {
   const int64_t t0 = sched_now_ns();
-  e->ev_posted = 0;
   take_inbox(e);
   reap_cancelled(e);
   const int n = sched_core_plan(&e->core);
@@ -308,17 +305,18 @@ int sched__step(sched_engine_t *e) {
   attn_get_stats(model_runner_attn(e->runner), &as);
   const kv_alloc_t *a = e->cache->alloc;
   pthread_mutex_lock(&e->mu);
-  const int32_t inbox = e->n_inbox;
-  pthread_mutex_unlock(&e->mu);
   pthread_mutex_lock(&e->st_mu);
+  e->n_inbox -= e->inbox_taken; /* now counted in the snapshot */
+  e->inbox_taken = 0;
   sched_stats_t *st = &e->stats;
   st->running = e->core.running.n;
-  st->waiting = e->core.waiting.n + inbox;
+  st->waiting = e->core.waiting.n; /* sched_get_stats adds the inbox */
   st->kv_blocks_used = kv_alloc_used_blocks(a);
   st->kv_blocks_free = kv_alloc_free_blocks(a);
   st->kv_blocks_cached = kv_alloc_published_blocks(a);
   st->preemptions = e->core.stats.preemptions;
   st->generated_tokens = e->generated;
+  st->requests_finished = e->n_finished;
   st->prefix_query_tokens = e->core.stats.prefix_query_tokens;
   st->prefix_hit_tokens = e->core.stats.prefix_hit_tokens;
   st->prefix_query_blocks = e->core.stats.prefix_query_blocks;
@@ -341,6 +339,8 @@ int sched__step(sched_engine_t *e) {
     st->last_progress = t_end;
   }
   pthread_mutex_unlock(&e->st_mu);
-  if (e->ev_posted && e->notify) e->notify(e->notify_arg);
-  return n > 0 || e->ev_posted > 0;
+  pthread_mutex_unlock(&e->mu);
+  const int posted = e->n_step_ev > 0;
+  sched__publish(e);
+  return n > 0 || posted;
 }

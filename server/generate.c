@@ -4,7 +4,6 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,33 +152,6 @@ static int parse_opts(int argc, char **argv, gen_opts_t *o, char **rest, int *n_
 
 /* --- the run ------------------------------------------------------------------ */
 
-typedef struct waker {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int pending;
-} waker_t;
-
-static void wake(void *arg) {
-  waker_t *w = arg;
-  pthread_mutex_lock(&w->mu);
-  w->pending = 1;
-  pthread_cond_signal(&w->cv);
-  pthread_mutex_unlock(&w->mu);
-}
-
-static void wait_wake(waker_t *w, int64_t max_ns) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  int64_t ns = ts.tv_nsec + max_ns;
-  ts.tv_sec += ns / 1000000000;
-  ts.tv_nsec = ns % 1000000000;
-  pthread_mutex_lock(&w->mu);
-  while (!w->pending)
-    if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) != 0) break;
-  w->pending = 0;
-  pthread_mutex_unlock(&w->mu);
-}
-
 static void *grow(void *p, int32_t *cap, int32_t need, size_t size) {
   if (need <= *cap) return p;
   int32_t c = *cap ? *cap * 2 : 64;
@@ -234,7 +206,7 @@ static void on_event(sched_engine_t *e, gen_item_t *it, const sched_event_t *ev,
 
 /* Submits every item (each when its arrive_step comes) and collects the
  * events until all are done. */
-static void run(sched_engine_t *e, gen_item_t *items, int n, waker_t *w) {
+static void run(sched_engine_t *e, gen_item_t *items, int n) {
   int n_done = 0, n_submitted = 0;
   sched_event_t evs[64];
   while (n_done < n) {
@@ -261,12 +233,12 @@ static void run(sched_engine_t *e, gen_item_t *items, int n, waker_t *w) {
         }
       }
     }
-    const int k = sched_poll_events(e, evs, 64);
+    /* waiting for arrivals: look at the step count every millisecond */
+    const int k = sched_wait_events(e, evs, 64, n_submitted < n ? 1000000 : 1000000000);
     for (int j = 0; j < k; j++) {
       on_event(e, (gen_item_t *)evs[j].user, &evs[j], &n_done);
       sched_event_release(&evs[j]);
     }
-    if (k == 0) wait_wake(w, n_submitted < n ? 1000000 : 100000000);
   }
 }
 
@@ -381,7 +353,6 @@ int gen_main(int argc, char **argv) {
   chat_tmpl_t *tmpl = NULL;
   sched_engine_t *e = NULL;
   gen_item_t *items = NULL;
-  waker_t w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
   if (rc == 1) {
     fputs(USAGE, stdout);
     status = 0;
@@ -431,9 +402,8 @@ int gen_main(int argc, char **argv) {
   };
   e = sched_engine_create(m, be, &sc);
   if (!e) goto out;
-  sched_engine_set_notify(e, wake, &w);
   const int64_t t0 = sched_now_ns();
-  run(e, items, n_items, &w);
+  run(e, items, n_items);
   const double wall = (double)(sched_now_ns() - t0) / 1e9;
   sched_stats_t st;
   sched_get_stats(e, &st);

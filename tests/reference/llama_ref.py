@@ -41,12 +41,19 @@ class LlamaRef:
         self.inv_freq = self._inv_freq(get)
 
     def _inv_freq(self, get):
+        """RoPE inverse frequencies with the scaling the GGUF keys describe:
+        `rope.scaling.type` linear (positions divided by the factor) or
+        llama3 (Llama 3.1 band-wise scaling), or a `rope_freqs.weight`
+        tensor of per-frequency divisors (how llama.cpp's converter stores
+        Llama 3.1's scaling)."""
         a = self.arch
         half = self.rot_dim // 2
         inv = 1.0 / (self.theta ** (np.arange(half, dtype=np.float64) * 2.0 / self.rot_dim))
-        if get(f"{a}.rope.scaling.type") == "llama3" or f"{a}.rope.scaling.factor" in self.reader.fields:
-            # Llama 3.1 frequency scaling
-            factor = float(get(f"{a}.rope.scaling.factor", 8.0))
+        kind = get(f"{a}.rope.scaling.type")
+        factor = float(get(f"{a}.rope.scaling.factor", 1.0))
+        if kind == "linear" or (kind is None and factor != 1.0):
+            inv = inv / factor
+        elif kind == "llama3":
             lo = float(get(f"{a}.rope.scaling.low_freq_factor", 1.0))
             hi = float(get(f"{a}.rope.scaling.high_freq_factor", 4.0))
             old_ctx = float(get(f"{a}.rope.scaling.original_context_length", 8192))
@@ -55,6 +62,9 @@ class LlamaRef:
             scaled = np.where(wavelen > old_ctx / lo, inv / factor, inv)
             mid = (wavelen <= old_ctx / lo) & (wavelen >= old_ctx / hi)
             inv = np.where(mid, (1 - smooth) * inv / factor + smooth * inv, scaled)
+        if "rope_freqs.weight" in self.tensors:
+            t = self.tensors["rope_freqs.weight"]
+            inv = inv / np.asarray(quants.dequantize(t.data, t.tensor_type), dtype=np.float64).reshape(-1)[:half]
         return inv
 
     def w(self, name):

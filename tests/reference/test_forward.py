@@ -36,9 +36,8 @@ def prompts(tool, model_path):
 
 
 @pytest.fixture(scope="module")
-def reference(model_path, prompts):
-    ref = LlamaRef(model_path)
-    return [ref.forward(p) for p in prompts]
+def reference(default_ref, prompts):
+    return [default_ref.forward(p) for p in prompts]
 
 
 def run_plan(tool, tmp_path, model_path, seqs, steps=None, **opts):
