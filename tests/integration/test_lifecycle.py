@@ -21,6 +21,24 @@ import pytest
 from tram_server import ROOT, clean_env, start
 
 
+@pytest.fixture
+def launch(tmp_path):
+    """launch(*args, **kw) starts a tram like tram_server.start; whatever is
+    still running when the test ends (a failed test) is killed."""
+    started = []
+
+    def go(*args, **kw):
+        srv = start(tmp_path, *args, **kw)
+        started.append(srv)
+        return srv
+
+    yield go
+    for srv in started:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
+            srv.proc.wait()
+
+
 class Notify:
     """A datagram socket for NOTIFY_SOCKET; collects what tram sends."""
 
@@ -105,9 +123,9 @@ def refused(host, port):
         return True
 
 
-def test_sd_notify_ready_status_stopping(tmp_path):
+def test_sd_notify_ready_status_stopping(tmp_path, launch):
     n = Notify(tmp_path)
-    srv = start(tmp_path, env=clean_env(NOTIFY_SOCKET=n.path), wait=False)
+    srv = launch(env=clean_env(NOTIFY_SOCKET=n.path), wait=False)
     try:
         n.wait_for("READY=1")
         # READY=1 is sent after the state flips: /health answers 200 at once
@@ -125,9 +143,9 @@ def test_sd_notify_ready_status_stopping(tmp_path):
         srv.stop()
 
 
-def test_watchdog_pings(tmp_path):
+def test_watchdog_pings(tmp_path, launch):
     n = Notify(tmp_path)
-    srv = start(tmp_path, env=clean_env(NOTIFY_SOCKET=n.path, WATCHDOG_USEC="1000000"), wait=False)
+    srv = launch(env=clean_env(NOTIFY_SOCKET=n.path, WATCHDOG_USEC="1000000"), wait=False)
     try:
         t_ready = n.wait_for("READY=1")
         # a request keeps the engine busy meanwhile: it makes progress, so the pings go on
@@ -149,8 +167,8 @@ def test_watchdog_pings(tmp_path):
         assert srv.stop() == 0
 
 
-def test_sigterm_with_16_streams_in_flight(tmp_path):
-    srv = start(tmp_path, "--max-seqs", "16")
+def test_sigterm_with_16_streams_in_flight(tmp_path, launch):
+    srv = launch("--max-seqs", "16")
     host, port = srv.host_port
     out, threads = start_streams(srv, 16, 24)
     srv.proc.send_signal(signal.SIGTERM)
@@ -168,8 +186,8 @@ def test_sigterm_with_16_streams_in_flight(tmp_path):
     assert "draining (16 requests in flight" in srv.log()
 
 
-def test_drain_timeout_ends_the_rest(tmp_path):
-    srv = start(tmp_path, "--drain-timeout", "1s")
+def test_drain_timeout_ends_the_rest(tmp_path, launch):
+    srv = launch("--drain-timeout", "1s")
     out, threads = start_streams(srv, 2, 1000)
     t0 = time.monotonic()
     srv.proc.send_signal(signal.SIGTERM)
@@ -183,8 +201,8 @@ def test_drain_timeout_ends_the_rest(tmp_path):
     assert "drain timeout" in srv.log()
 
 
-def test_second_signal_exits_at_once(tmp_path):
-    srv = start(tmp_path)
+def test_second_signal_exits_at_once(tmp_path, launch):
+    srv = launch()
     out, threads = start_streams(srv, 1, 1000)
     srv.proc.send_signal(signal.SIGTERM)
     time.sleep(0.3)
@@ -198,22 +216,22 @@ def test_second_signal_exits_at_once(tmp_path):
         t.join(10)
 
 
-def activated(tmp_path, listener, *args):
+def activated(launch, listener, *args):
     """tram with `listener` as fd 3 and LISTEN_FDS=1, LISTEN_PID = its own pid:
     a small bash wrapper moves the socket to fd 3, sets LISTEN_PID to its own
     pid and execs tram (which keeps that pid). tram's --port is ignored."""
     fd = listener.fileno()
     wrapper = f'exec 3<&{fd} {fd}<&-; export LISTEN_PID=$$; exec "$0" "$@"'
-    return start(tmp_path, "--port", "1", *args, url="http://127.0.0.1:%d" % listener.getsockname()[1],
+    return launch("--port", "1", *args, url="http://127.0.0.1:%d" % listener.getsockname()[1],
                  env=clean_env(LISTEN_FDS="1"), prefix=("bash", "-c", wrapper), pass_fds=(fd,))
 
 
-def test_socket_activation(tmp_path):
+def test_socket_activation(tmp_path, launch):
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(64)
     try:
-        srv = activated(tmp_path, listener)
+        srv = activated(launch, listener)
         assert "LISTEN_FDS" in srv.log()
         r = srv.post("/v1/completions", json={"prompt": "Hi", "max_tokens": 2})
         assert r.status_code == 200
@@ -222,7 +240,7 @@ def test_socket_activation(tmp_path):
         c = socket.create_connection(listener.getsockname(), timeout=30)
         c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         # ... until the next tram takes the socket and answers it
-        srv2 = activated(tmp_path, listener)
+        srv2 = activated(launch, listener)
         c.settimeout(30)
         got = b""
         while b"\r\n\r\n" not in got:
@@ -234,10 +252,10 @@ def test_socket_activation(tmp_path):
         listener.close()
 
 
-def test_sighup_reopens_the_log_file(tmp_path):
+def test_sighup_reopens_the_log_file(tmp_path, launch):
     log = tmp_path / "tram.log"
     uds = str(tmp_path / "tram.sock")
-    srv = start(tmp_path, "--log-file", log, "--unix-socket", uds, uds=uds)
+    srv = launch("--log-file", log, "--unix-socket", uds, uds=uds)
     try:
         assert "ready: serving" in log.read_text()
         rotated = tmp_path / "tram.log.1"
@@ -256,7 +274,7 @@ def test_sighup_reopens_the_log_file(tmp_path):
         srv.stop()
 
 
-def test_sanitized_build(tmp_path):
+def test_sanitized_build(tmp_path, launch):
     """The main paths under ASan + UBSan (make sanitize builds build/san/tram):
     whole and streamed answers, errors, a client leaving mid-stream, /metrics,
     then SIGTERM: exit 0 with no report."""
@@ -265,7 +283,7 @@ def test_sanitized_build(tmp_path):
     assert binary.exists(), f"{binary} is missing: run `make sanitize`"
     env = clean_env(ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1",
                     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
-    srv = start(tmp_path, binary=binary, env=env)
+    srv = launch(binary=binary, env=env)
     try:
         c = srv.client()
         assert c.completions.create(model=None, prompt="Hi", max_tokens=3, logprobs=2).choices[0].text
@@ -297,10 +315,10 @@ def test_sanitized_build(tmp_path):
     assert rc == 0, log[-3000:]
 
 
-def test_request_timeout(tmp_path):
+def test_request_timeout(tmp_path, launch):
     """request_timeout ends a request with what it has (finish_reason
     "abort"), streamed or whole; the server serves on."""
-    srv = start(tmp_path, "--request-timeout", "1s")
+    srv = launch("--request-timeout", "1s")
     try:
         t0 = time.monotonic()
         out, threads = start_streams(srv, 1, 1000)

@@ -63,6 +63,7 @@ set -u
 ip link set lo up
 "$TRAM" serve -m "$MODEL" --threads 2 --max-model-len 1024 >"$DIR/tram.log" 2>&1 &
 pid=$!
+trap 'kill -KILL $pid 2>/dev/null' EXIT
 for _ in $(seq 600); do curl -sf http://127.0.0.1:8080/health >/dev/null && break; sleep 0.1; done
 for f in "$DIR"/example-*.sh; do
   bash -o pipefail "$f" >"$f.out" 2>"$f.err"

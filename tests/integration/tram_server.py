@@ -170,16 +170,22 @@ def start(log_dir, *args, binary=None, env=None, wait=True, default_args=True, u
            "--port", "0", *(DEFAULT_ARGS if default_args else ()), *map(str, args)]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env or clean_env(), **popen)
-    if uds:
-        wait_for_file(proc, uds, log_path)
-        srv = TramServer("http://localhost", proc, log_path, uds=uds)
-    elif url:
-        srv = TramServer(url, proc, log_path)
-    else:
-        host, port = wait_for_port(proc, log_path)
-        srv = TramServer(f"http://{host}:{port}", proc, log_path)
-    if wait:
-        srv.wait_ready()
+    try:
+        if uds:
+            wait_for_file(proc, uds, log_path)
+            srv = TramServer("http://localhost", proc, log_path, uds=uds)
+        elif url:
+            srv = TramServer(url, proc, log_path)
+        else:
+            host, port = wait_for_port(proc, log_path)
+            srv = TramServer(f"http://{host}:{port}", proc, log_path)
+        if wait:
+            srv.wait_ready()
+    except BaseException:  # never leave a tram running behind a failed start
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        raise
     return srv
 
 
