@@ -116,10 +116,12 @@ def start_streams(srv, n, max_tokens):
 
 
 def refused(host, port):
+    """Whether a new connection is refused (or reset: made in the kernel's
+    queue just before the listener closed)."""
     try:
         socket.create_connection((host, port), timeout=2).close()
         return False
-    except ConnectionRefusedError:
+    except (ConnectionRefusedError, ConnectionResetError):
         return True
 
 
