@@ -279,13 +279,15 @@ def test_sighup_reopens_the_log_file(tmp_path, launch):
 def test_sanitized_build(tmp_path, launch):
     """The main paths under ASan + UBSan (make sanitize builds build/san/tram):
     whole and streamed answers, errors, a client leaving mid-stream, /metrics,
-    then SIGTERM: exit 0 with no report."""
+    then SIGTERM with a stream in flight that the drain timeout ends: exit 0
+    with no report."""
     binary = pathlib.Path(os.environ.get("TRAM_SAN_BIN", ROOT / "build" / "san" / "tram"))
     binary = binary if binary.is_absolute() else ROOT / binary
     assert binary.exists(), f"{binary} is missing: run `make sanitize`"
     env = clean_env(ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1",
                     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
-    srv = launch(binary=binary, env=env)
+    srv = launch("--drain-timeout", "1s", binary=binary, env=env)
+    out, threads = [], []
     try:
         c = srv.client()
         assert c.completions.create(model=None, prompt="Hi", max_tokens=3, logprobs=2).choices[0].text
@@ -310,8 +312,12 @@ def test_sanitized_build(tmp_path, launch):
             assert time.monotonic() < deadline
             time.sleep(0.1)
         assert srv.metric("tram:kv_cache_blocks_used") == 0
+        out, threads = start_streams(srv, 1, 1000)  # still running at SIGTERM: the drain timeout ends it
     finally:
         rc = srv.stop(timeout=120)
+    for t in threads:
+        t.join(60)
+    assert [r["finish"] for r in out] == ["abort"] * len(threads), out
     log = srv.log()
     assert not re.search(r"AddressSanitizer|LeakSanitizer|runtime error", log), log[-5000:]
     assert rc == 0, log[-3000:]
