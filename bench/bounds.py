@@ -21,6 +21,8 @@ Bounds (each skipped, with a note, when its probe is missing or fails):
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import pathlib
 import re
 import subprocess
@@ -39,7 +41,22 @@ class ModelCost:
         return 2.0 * self.matmul_weights + 4.0 * self.layers * self.heads * self.head_dim * ctx
 
 
-def model_cost(model_path: str) -> ModelCost:
+def model_cost(model_path: str, cache_dir: str | os.PathLike | None = None) -> ModelCost:
+    """The model's per-token costs; cached as JSON under cache_dir when given
+    (reading a GGUF's metadata takes seconds)."""
+    from workloads import cache_key
+
+    cache = pathlib.Path(cache_dir) / f"cost-{cache_key(model_path)}.json" if cache_dir else None
+    if cache is not None and cache.exists():
+        return ModelCost(**json.loads(cache.read_text()))
+    cost = _read_cost(model_path)
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(dataclasses.asdict(cost)))
+    return cost
+
+
+def _read_cost(model_path: str) -> ModelCost:
     import gguf
 
     r = gguf.GGUFReader(model_path)
@@ -79,6 +96,14 @@ def _run(cmd: list[str], timeout_s: float) -> tuple[int, str]:
         return 127, str(e)
 
 
+def _rel(path: pathlib.Path) -> str:
+    root = pathlib.Path(__file__).resolve().parents[1]
+    try:
+        return str(path.resolve().relative_to(root))
+    except ValueError:
+        return str(path)
+
+
 def probe_machine(build_dir: pathlib.Path, threads: int, timeout_s: float = 120.0) -> Machine:
     """Runs build/bench/membw and build/bench/flops when they exist."""
     notes, outputs = [], {}
@@ -91,9 +116,9 @@ def probe_machine(build_dir: pathlib.Path, threads: int, timeout_s: float = 120.
         if rc == 0 and m:
             bw = float(m.group(1))
         else:
-            notes.append(f"{membw} failed or printed no 'read: X GB/s' (status {rc}): bandwidth bounds skipped")
+            notes.append(f"{_rel(membw)} failed or printed no 'read: X GB/s' (status {rc}): bandwidth bounds skipped")
     else:
-        notes.append(f"{membw} is not built (bench/membw.c not on this branch yet): bandwidth bounds skipped")
+        notes.append(f"{_rel(membw)} is not built (bench/membw.c not on this branch yet): bandwidth bounds skipped")
     flops = build_dir / "bench" / "flops"
     if flops.is_file():
         rc, out = _run([str(flops), "-t", str(threads)], timeout_s)
@@ -104,9 +129,9 @@ def probe_machine(build_dir: pathlib.Path, threads: int, timeout_s: float = 120.
         if rc == 0 and vals:
             peak = max(vals)
         else:
-            notes.append(f"{flops} failed or printed no 'X GFLOP/s' (status {rc}): compute bounds skipped")
+            notes.append(f"{_rel(flops)} failed or printed no 'X GFLOP/s' (status {rc}): compute bounds skipped")
     else:
-        notes.append(f"{flops} is not built (bench/flops.c not on this branch yet): compute bounds skipped")
+        notes.append(f"{_rel(flops)} is not built (bench/flops.c not on this branch yet): compute bounds skipped")
     return Machine(bw, peak, notes, outputs)
 
 

@@ -94,7 +94,7 @@ def run_one(kind: S.ServerKind, wl: W.Workload, level: int, reqs, warm, a, logdi
     (logdir / f"{kind.name}-{tag}.json").write_text(json.dumps(raw))
     del m["output_lens"]
     return {"server": kind.name, "workload": wl.spec, "concurrency": level, "metrics": m,
-            "command": shlex.join(srv.cmd), "problems": problems, "load_before": load_before,
+            "command": shlex.join(srv.cmd).replace(f"{ROOT}/", ""), "problems": problems, "load_before": load_before,
             "load_after": load_avg(), "usage_counted": sum(1 for r in run.results if r.output_tokens),
             "chunks_per_request": (sum(r.chunks for r in run.results) / max(1, len(run.results)))}
 
@@ -104,7 +104,8 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--servers", default="tram,llamacpp", help="comma list of tram, llamacpp")
     ap.add_argument("--model", default=str(ROOT / "models/SmolLM2-135M-Instruct.Q4_1.gguf"))
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="compute threads for every server")
+    ap.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 1) - 1),
+                    help="compute threads for every server (default: CPUs - 1, one left for the load generator)")
     ap.add_argument("--workloads", default=DEFAULT_WORKLOADS)
     ap.add_argument("--concurrency", default=DEFAULT_LEVELS)
     ap.add_argument("--requests", type=int, default=16, help="measured requests per level, at least")
@@ -154,7 +155,7 @@ def main(argv=None) -> int:
     logdir.mkdir(parents=True, exist_ok=True)
     print(f"bench: servers {names}, threads {a.threads}, logs in {logdir}", flush=True)
     tok = W.load_tokenizer(a.model, scratch / "cache")
-    cost = bounds.model_cost(a.model)
+    cost = bounds.model_cost(a.model, scratch / "cache")
 
     meta = {"machine": machine_info(), "load_start": load_avg(), "threads": a.threads,
             "model": os.path.relpath(a.model, ROOT) if a.model.startswith(str(ROOT)) else a.model,

@@ -135,7 +135,10 @@ async def closed_loop(base_url: str, model: str, reqs: list[W.Request], concurre
     """Runs reqs with `concurrency` clients (closed loop) after the warm-up
     requests (sent with the same concurrency, not measured)."""
     url = base_url.rstrip("/") + ("/v1/chat/completions" if chat else "/v1/completions")
-    limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
+    # One TCP connection per request (no keep-alive): a reused connection
+    # that the server is closing at that moment would fail a request for a
+    # reason that is not the server's speed. A loopback connect is ~0.1 ms.
+    limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=0)
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), limits=limits) as client:
 
         async def drain(queue: list, out: list):

@@ -11,6 +11,7 @@ three PNG plots, each held against its physical bound (bench/bounds.py):
 from __future__ import annotations
 
 import json
+import math
 import pathlib
 import sys
 
@@ -79,6 +80,11 @@ def plots(results, out: pathlib.Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from matplotlib.ticker import FuncFormatter
+
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    plain_minor = FuncFormatter(lambda v, _: f"{v:g}" if v > 0 and round(v / 10 ** math.floor(math.log10(v))) in (2, 5)
+                                else "")
     meta, runs = results["meta"], results["runs"]
     cost, mach = _cost(meta), _mach(meta)
     specs, names, labels = meta["workloads"], meta["servers"], meta["labels"]
@@ -105,8 +111,8 @@ def plots(results, out: pathlib.Path) -> None:
         bnd = [bounds.decode_bound(cost, mach, c, _ctx(r)) for c, r in zip(xs, rs)]
         if xs and all(b is not None for b in bnd):
             ax.plot(xs, bnd, "k--", lw=1, label="bound")
-        ax.set(title=W.parse(spec).name, xscale="log", yscale="log", xlabel="concurrent streams",
-               ylabel="output tokens/s")
+        ax.set(title=W.parse(spec).name, xscale="log", xlabel="concurrent streams", ylabel="output tokens/s")
+        ax.set_ylim(bottom=0)
         ax.set_xticks(meta["concurrency"], [str(c) for c in meta["concurrency"]])
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
@@ -133,6 +139,8 @@ def plots(results, out: pathlib.Path) -> None:
             if xs and all(b is not None for b in bnd):
                 ax.plot(xs, [b * 1000 for b in bnd], "k--", lw=1, label="bound")
             ax.set(title=W.parse(spec).name, xscale="log", yscale="log", xlabel="concurrent streams", ylabel="ms")
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(plain_minor)
             ax.set_xticks(meta["concurrency"], [str(c) for c in meta["concurrency"]])
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(fontsize=7)
@@ -181,7 +189,7 @@ def markdown(results, out: pathlib.Path) -> str:
           "## Machine, versions, commands", "", "| | |", "| --- | --- |",
           f"| date | {mi.get('date')} |",
           f"| CPU | {mi.get('Model name', '?')}: {mi.get('cpus')} logical CPUs ({mi.get('Socket(s)', '?')} socket × "
-          f"{mi.get('Core(s) per socket', '?')} cores × {mi.get('Thread(s) per core', '?')} threads), "
+          f"{mi.get('Core(s) per socket', '?')} cores × {mi.get('Thread(s) per core', '?')} thread(s) per core), "
           f"L3 {mi.get('L3 cache', '?')}; {mi.get('Flags', '')} |",
           f"| memory | {mi.get('memory_gib', '?')} GiB; kernel {mi.get('kernel')} |",
           f"| load average (1, 5, 15 min) | at start {meta['load_start']}; at end {meta.get('load_end', '?')} |",

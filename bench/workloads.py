@@ -107,13 +107,17 @@ def _gguf_tokenizer_json(model_path: str) -> str:
     return tok.to_str()
 
 
+def cache_key(model_path: str) -> str:
+    """Names what is cached about one model file (path, size, mtime)."""
+    st = os.stat(model_path)
+    return hashlib.sha256(f"{os.path.realpath(model_path)}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
+
+
 def load_tokenizer(model_path: str, cache_dir: str | os.PathLike | None = None) -> Tokenizer:
     """The model's tokenizer; cached as JSON under cache_dir when given."""
     from tokenizers import Tokenizer as HFTokenizer
 
-    st = os.stat(model_path)
-    key = hashlib.sha256(f"{os.path.realpath(model_path)}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
-    cache = pathlib.Path(cache_dir) / f"tokenizer-{key}.json" if cache_dir else None
+    cache = pathlib.Path(cache_dir) / f"tokenizer-{cache_key(model_path)}.json" if cache_dir else None
     if cache is not None and cache.exists():
         return Tokenizer(HFTokenizer.from_str(cache.read_text()))
     text = _gguf_tokenizer_json(model_path)

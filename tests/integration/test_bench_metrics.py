@@ -189,3 +189,52 @@ def test_client_times_a_real_stream():
     assert (r.output_tokens, r.prompt_len, r.finish_reason) == (4, 7, "length")
     assert r.generated_text == " t0 t1 t2 t3"
     assert M.sanity_problems([r]) == []
+
+
+def _run(server, spec, c, out_tps=100.0, ttft=(50.0, 90.0), tpot=10.0, n=8, prompt=128, out=128):
+    stat = lambda mean, p99: {"mean": mean, "median": mean, "std": 0.0, "n": n, "p50": mean,  # noqa: E731
+                              "p90": p99, "p95": p99, "p99": p99}
+    m = {"completed": n, "failed": 0, "duration_s": 1.0, "total_input_tokens": n * prompt,
+         "total_output_tokens": n * out, "request_throughput": n, "output_throughput": out_tps,
+         "total_token_throughput": out_tps * 2, "ttft_ms": stat(*ttft), "tpot_ms": stat(tpot, tpot),
+         "itl_ms": stat(tpot, tpot), "e2el_ms": stat(1000.0, 1200.0)}
+    return {"server": server, "workload": spec, "concurrency": c, "metrics": m, "command": f"{server} -x",
+            "problems": [], "load_before": "0", "load_after": "0", "usage_counted": n, "chunks_per_request": out}
+
+
+def test_report_goals_and_files(tmp_path):
+    """report.write renders the plots and README; goal ratios are tram / llama.cpp."""
+    import bounds
+    import report
+
+    specs = ["fixed:128:128", "fixed:512:64", "fixed:32:256"]
+    runs = []
+    for spec in specs:
+        for c in (1, 16, 32):
+            runs.append(_run("tram", spec, c, out_tps=300.0, ttft=(100.0, 150.0), tpot=8.0))
+            runs.append(_run("llamacpp", spec, c, out_tps=100.0, ttft=(200.0, 120.0), tpot=10.0))
+    cost = bounds.ModelCost(weight_bytes=96_577_380, matmul_weights=134_479_872, layers=30, heads=9, head_dim=64)
+    results = {"meta": {"title": "t", "notes": ["n1"], "servers": ["tram", "llamacpp"],
+                        "labels": {"tram": "tram", "llamacpp": "llama.cpp"}, "workloads": specs,
+                        "concurrency": [1, 16, 32], "machine": {"date": "d", "cpus": 2},
+                        "load_start": "1", "load_end": "2", "threads": 1, "model": "m.gguf",
+                        "versions": {"tram": "v1", "llamacpp": "v2"}, "invocation": "x", "elapsed_s": 60,
+                        "cost": __import__("dataclasses").asdict(cost),
+                        "machine_probe": {"bandwidth_gbs": 10.0, "peak_gflops": None,
+                                          "notes": ["no flops probe"], "outputs": {}}},
+               "runs": runs}
+    gv = report.goal_values(results)
+    assert gv["decode1"]["tram"] == pytest.approx(1000 / 8.0) and gv["decode1"]["llamacpp"] == pytest.approx(100.0)
+    assert gv["agg32"] == {"tram": 300.0, "llamacpp": 100.0}
+    assert gv["prefill512"]["tram"] == pytest.approx(512 / 0.1)
+    assert gv["ttft16"] == {"tram": 150.0, "llamacpp": 120.0}
+    report.write(results, tmp_path)
+    text = (tmp_path / "README.md").read_text()
+    assert "| 1.25 | ≥ 1.2 | yes |" in text                   # decode: 125 / 100
+    assert "| 3.00 | ≥ 2.0 | yes |" in text                   # aggregate at 32
+    assert "| 1.25 | ≤ 1.0 | no (+25% slower) |" in text      # TTFT p99 150 vs 120
+    assert "no flops probe" in text
+    # bandwidth-only bound: B x 10 GB/s / 96.6 MB
+    assert bounds.decode_bound(cost, report._mach(results["meta"]), 4, 200) == pytest.approx(4 * 10e9 / 96_577_380)
+    for f in report.FIGS.values():
+        assert (tmp_path / f).stat().st_size > 10_000
