@@ -176,9 +176,11 @@ def main(argv=None) -> int:
                 order = names if i % 2 == 0 else names[::-1]
                 for name in order:
                     runs.append(run_one(kinds[name], wl, level, reqs, warm, a, logdir, tok))
-    except RuntimeError as e:
+    except RuntimeError as e:   # a server did not come up: report what ran, then fail
         print(f"bench: {e}", file=sys.stderr)
-        return 1
+        meta["notes"].append(f"ABORTED: {str(e).splitlines()[0]} (the runs before it are below)")
+        if not runs:
+            return 1
     meta["elapsed_s"] = round(time.monotonic() - t0, 1)
     # Probes last, on an idle machine (no server running).
     mach = bounds.probe_machine(pathlib.Path(a.build_dir), a.threads)
@@ -190,6 +192,8 @@ def main(argv=None) -> int:
     (out / "results.json").write_text(json.dumps(results, indent=1))
     report.write(results, out)
     print(f"bench: wrote {out / 'README.md'} ({meta['elapsed_s']:.0f}s)", flush=True)
+    if any(n.startswith("ABORTED") for n in meta["notes"]):
+        return 1
     bad = [r for r in runs if r["metrics"]["failed"]]
     if bad:
         print(f"bench: {len(bad)} runs had failed requests (see the report)", file=sys.stderr)

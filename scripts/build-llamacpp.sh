@@ -32,6 +32,16 @@ pip=${PIP:-}
 if [ -z "$pip" ]; then
   if [ -x .venv/bin/pip ]; then pip=.venv/bin/pip; else pip=pip3; fi
 fi
+# cmake is needed only here, so it is installed here (Debian), not by setup.sh.
+if ! command -v cmake >/dev/null; then
+  echo "build-llamacpp: installing cmake (Debian package)"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends cmake >/dev/null ||
+    { DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends cmake >/dev/null; } ||
+    { echo "build-llamacpp: cannot install cmake" >&2; exit 1; }
+fi
 for tool in cmake g++ tar; do
   command -v "$tool" >/dev/null || { echo "build-llamacpp: $tool is missing (apt-get install cmake g++)" >&2; exit 1; }
 done
