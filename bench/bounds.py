@@ -12,9 +12,11 @@ Model side (read from the GGUF with the `gguf` package):
                  heads * head_dim * ctx (QK^T and AV).
 Machine side (the C probes built by `make`, run in the same script):
   build/bench/membw  "read: X GB/s"   -> memory bandwidth
-  build/bench/flops  "... GFLOP/s"    -> peak FLOP/s (the largest figure printed)
+  build/bench/flops  its table row for the servers' thread count -> peak FLOP/s
 Bounds (each skipped, with a note, when its probe is missing or fails):
-  decode, B streams:  tokens/s <= min(B * BW / weight_bytes, PEAK / flops(ctx))
+  decode, B streams:  output tokens/s <= min(B * BW / weight_bytes,
+                      PEAK * O / (P * flops(P / 2) + O * flops(P + O / 2)))
+                      for prompts of P and outputs of O tokens
   step time (ITL):    >= max(weight_bytes / BW, B * flops(ctx) / PEAK)
   prefill:            tokens/s <= PEAK / flops(P / 2); TTFT >= P * flops(P / 2) / PEAK
 """
@@ -122,26 +124,38 @@ def probe_machine(build_dir: pathlib.Path, threads: int, timeout_s: float = 120.
     flops = build_dir / "bench" / "flops"
     if flops.is_file():
         rc, out = _run([str(flops), "-t", str(threads)], timeout_s)
-        if rc != 0:
-            rc, out = _run([str(flops)], timeout_s)
         outputs["flops"] = out
-        vals = [float(v) for v in re.findall(r"([0-9.]+)\s*GFLOP/s", out)]
-        if rc == 0 and vals:
-            peak = max(vals)
-        else:
-            notes.append(f"{_rel(flops)} failed or printed no 'X GFLOP/s' (status {rc}): compute bounds skipped")
+        peak = parse_flops(out, threads) if rc == 0 else None
+        if peak is None:
+            notes.append(f"{_rel(flops)} failed or printed no GFLOP/s table (status {rc}): compute bounds skipped")
     else:
         notes.append(f"{_rel(flops)} is not built (bench/flops.c not on this branch yet): compute bounds skipped")
     return Machine(bw, peak, notes, outputs)
 
 
-def decode_bound(cost: ModelCost, mach: Machine, streams: int, ctx: float) -> float | None:
-    """Upper bound on aggregate decode tokens/s for `streams` sequences at ctx."""
+def parse_flops(out: str, threads: int) -> float | None:
+    """Peak GFLOP/s from build/bench/flops' output: its table row for
+    `threads` ("threads  GFLOP/s  GFLOP/s/thread"), else the best row, else
+    the largest "X GFLOP/s" figure; None when there is none."""
+    rows = {int(t): float(g) for t, g in re.findall(r"^\s*(\d+)\s+([0-9.]+)\s+[0-9.]+\s*$", out, re.M)}
+    if rows:
+        return rows.get(threads, max(rows.values()))
+    vals = [float(v) for v in re.findall(r"([0-9.]+)\s*GFLOP/s", out)]
+    return max(vals) if vals else None
+
+
+def decode_bound(cost: ModelCost, mach: Machine, streams: float, prompt_len: float,
+                 output_len: float) -> float | None:
+    """Upper bound on aggregate output tokens/s with `streams` sequences of
+    prompt_len + output_len tokens: the bandwidth cap (each step reads the
+    weights once and yields one token per stream) and the compute cap (each
+    output token also carries its share of its prompt's prefill FLOPs)."""
     caps = []
     if mach.bandwidth_gbs:
         caps.append(streams * mach.bandwidth_gbs * 1e9 / cost.weight_bytes)
-    if mach.peak_gflops:
-        caps.append(mach.peak_gflops * 1e9 / cost.flops(ctx))
+    if mach.peak_gflops and output_len > 0:
+        work = prompt_len * cost.flops(prompt_len / 2) + output_len * cost.flops(prompt_len + output_len / 2)
+        caps.append(mach.peak_gflops * 1e9 * output_len / work)
     return min(caps) if caps else None
 
 

@@ -42,11 +42,23 @@ def _find(runs, server, workload, level):
                  and r["concurrency"] == level), None)
 
 
-def _ctx(run) -> float:
-    """Mean context length while decoding: prompt + half the output."""
+def _lens(run) -> tuple[float, float]:
+    """Mean prompt and output tokens of a run's completed requests."""
     m = run["metrics"]
     n = max(1, m["completed"])
-    return m["total_input_tokens"] / n + m["total_output_tokens"] / n / 2
+    return m["total_input_tokens"] / n, m["total_output_tokens"] / n
+
+
+def _ctx(run) -> float:
+    """Mean context length while decoding: prompt + half the output."""
+    p, o = _lens(run)
+    return p + o / 2
+
+
+def _grid(levels):
+    """Concurrencies to draw a bound at: dense between the first and last level."""
+    import numpy as np
+    return list(np.geomspace(min(levels), max(levels), 64)) if len(levels) > 1 else list(levels)
 
 
 def goal_values(results) -> dict:
@@ -102,15 +114,18 @@ def plots(results, out: pathlib.Path) -> None:
         rs = sorted((r for r in runs if r["server"] == name and r["workload"] == spec), key=lambda r: r["concurrency"])
         return [r["concurrency"] for r in rs], rs
 
-    fig, axes = grid("Output tokens/s vs concurrency (dashed: decode bound, weights only)")
+    fig, axes = grid("Output tokens/s vs concurrency (dashed: bound from measured bandwidth and peak FLOP/s)")
     for ax, spec in zip(axes, specs):
         for n in names:
             xs, rs = series(n, spec)
             ax.plot(xs, [r["metrics"]["output_throughput"] for r in rs], "o-", color=COLORS.get(n), label=labels[n])
         xs, rs = series(names[0], spec)
-        bnd = [bounds.decode_bound(cost, mach, c, _ctx(r)) for c, r in zip(xs, rs)]
-        if xs and all(b is not None for b in bnd):
-            ax.plot(xs, bnd, "k--", lw=1, label="bound")
+        if rs:
+            p, o = _lens(rs[-1])
+            gx = _grid(xs)
+            bnd = [bounds.decode_bound(cost, mach, c, p, o) for c in gx]
+            if all(b is not None for b in bnd):
+                ax.plot(gx, bnd, "k--", lw=1, label="bound")
         ax.set(title=W.parse(spec).name, xscale="log", xlabel="concurrent streams", ylabel="output tokens/s")
         ax.set_ylim(bottom=0)
         ax.set_xticks(meta["concurrency"], [str(c) for c in meta["concurrency"]])
@@ -131,13 +146,13 @@ def plots(results, out: pathlib.Path) -> None:
                 ax.plot(xs, [r["metrics"][metric]["p99"] for r in rs], "s:", color=COLORS.get(n),
                         label=f"{labels[n]} p99")
             xs, rs = series(names[0], spec)
+            gx = _grid(xs) if rs else []
             if key == "itl":
-                bnd = [bounds.step_time_bound(cost, mach, c, _ctx(r)) for c, r in zip(xs, rs)]
+                bnd = [bounds.step_time_bound(cost, mach, c, _ctx(rs[-1])) for c in gx]
             else:
-                bnd = [bounds.prefill_time_bound(cost, mach, round(r["metrics"]["total_input_tokens"] /
-                                                                   max(1, r["metrics"]["completed"]))) for r in rs]
-            if xs and all(b is not None for b in bnd):
-                ax.plot(xs, [b * 1000 for b in bnd], "k--", lw=1, label="bound")
+                bnd = [bounds.prefill_time_bound(cost, mach, round(_lens(rs[-1])[0])) for c in gx]
+            if gx and all(b is not None for b in bnd):
+                ax.plot(gx, [b * 1000 for b in bnd], "k--", lw=1, label="bound")
             ax.set(title=W.parse(spec).name, xscale="log", yscale="log", xlabel="concurrent streams", ylabel="ms")
             ax.yaxis.set_major_formatter(plain)
             ax.yaxis.set_minor_formatter(plain_minor)
@@ -163,8 +178,8 @@ def _bound_text(meta) -> dict[str, str]:
     else:
         t["throughput"] = "Decode bandwidth bound: not measured (no membw probe)"
     if pk:
-        t["throughput"] += (f"; compute bound: {pk} ÷ ({f0:.0f} MFLOP + {fk:.0f} kFLOP × context) per token "
-                            f"= {mach.peak_gflops * 1e3 / f0:,.0f} tokens/s at context 0.")
+        t["throughput"] += (f"; compute bound: {pk} ÷ FLOPs per output token, counting its share of the "
+                            f"prompt's prefill (FLOPs per token: {f0:.0f} MFLOP + {fk:.0f} kFLOP × context).")
     else:
         t["throughput"] += "; compute bound: not measured (no flops probe)."
     t["ttft"] = ("Prefill bound (TTFT of one prompt of P tokens, alone): P × FLOPs per token at context P/2 "
@@ -235,8 +250,8 @@ def markdown(results, out: pathlib.Path) -> str:
           f"![TTFT]({FIGS['ttft']})", "", bt["ttft"], "", f"![ITL]({FIGS['itl']})", "", bt["itl"], ""]
 
     L += ["## Results", "",
-          "Times in ms; throughputs per second; `bound` is the decode bound on output tokens/s at that "
-          "concurrency (weights only, see above).", ""]
+          "Times in ms; throughputs per second; `bound` is the upper bound on output tokens/s at that "
+          "concurrency (see Figures and methodology.md).", ""]
     for spec in meta["workloads"]:
         L += [f"### {W.parse(spec).name} (`{spec}`)", "",
               "| server | conc | req/s | out tok/s | total tok/s | TTFT mean / p50 / p99 | TPOT mean / p50 / p99 "
@@ -251,7 +266,7 @@ def markdown(results, out: pathlib.Path) -> str:
 
                 def trio(k):
                     return f"{m[k]['mean']:.1f} / {m[k]['median']:.1f} / {m[k]['p99']:.1f}"
-                b = bounds.decode_bound(cost, mach, level, _ctx(r))
+                b = bounds.decode_bound(cost, mach, level, *_lens(r))
                 L.append(f"| {labels[n]} | {level} | {m['request_throughput']:.2f} | {m['output_throughput']:.1f} | "
                          f"{m['total_token_throughput']:.1f} | {trio('ttft_ms')} | {trio('tpot_ms')} | "
                          f"{trio('itl_ms')} | {trio('e2el_ms')} | {m['completed']} / {m['failed']} | {_fmt(b, 0)} |")

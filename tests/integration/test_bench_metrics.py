@@ -235,6 +235,40 @@ def test_report_goals_and_files(tmp_path):
     assert "| 1.25 | ≤ 1.0 | no (+25% slower) |" in text      # TTFT p99 150 vs 120
     assert "no flops probe" in text
     # bandwidth-only bound: B x 10 GB/s / 96.6 MB
-    assert bounds.decode_bound(cost, report._mach(results["meta"]), 4, 200) == pytest.approx(4 * 10e9 / 96_577_380)
+    assert bounds.decode_bound(cost, report._mach(results["meta"]), 4, 128, 128) == pytest.approx(4 * 10e9 / 96_577_380)
     for f in report.FIGS.values():
         assert (tmp_path / f).stat().st_size > 10_000
+
+
+def test_bounds_by_hand():
+    """Decode, step and prefill bounds from their definitions."""
+    import bounds
+
+    cost = bounds.ModelCost(weight_bytes=100_000_000, matmul_weights=100_000_000, layers=2, heads=2, head_dim=4)
+    assert cost.flops(10) == 2e8 + 4 * 2 * 2 * 4 * 10
+    mach = bounds.Machine(bandwidth_gbs=10.0, peak_gflops=100.0, notes=[], outputs={})
+    # bandwidth: 10e9 / 1e8 = 100 tokens/s per stream
+    assert bounds.decode_bound(cost, mach, 1, 0, 1) == pytest.approx(100.0)
+    # compute, P=100, O=50: 100e9 * 50 / (100 f(50) + 50 f(125))
+    work = 100 * cost.flops(50) + 50 * cost.flops(125)
+    assert bounds.decode_bound(cost, mach, 64, 100, 50) == pytest.approx(100e9 * 50 / work)
+    assert bounds.step_time_bound(cost, mach, 1, 10) == pytest.approx(0.01)            # weights / bandwidth
+    assert bounds.step_time_bound(cost, mach, 1000, 10) == pytest.approx(1000 * cost.flops(10) / 100e9)
+    assert bounds.prefill_time_bound(cost, mach, 512) == pytest.approx(512 * cost.flops(256) / 100e9)
+    none = bounds.Machine(None, None, [], {})
+    assert bounds.decode_bound(cost, none, 4, 10, 10) is None and bounds.step_time_bound(cost, none, 4, 10) is None
+
+
+def test_probe_output_parsing():
+    """The peak is the flops table's row for the servers' thread count."""
+    import bounds
+
+    table = ("FMA peak (AVX2+FMA), best of 5 runs of 2000000 rounds per thread\n"
+             " threads      GFLOP/s   GFLOP/s/thread\n"
+             "       1         61.5             61.5\n"
+             "       2        118.0             59.0\n")
+    assert bounds.parse_flops(table, 1) == 61.5
+    assert bounds.parse_flops(table, 2) == 118.0
+    assert bounds.parse_flops(table, 8) == 118.0          # no such row: the best one
+    assert bounds.parse_flops("peak: 42.5 GFLOP/s", 1) == 42.5
+    assert bounds.parse_flops("nothing here", 1) is None
