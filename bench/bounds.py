@@ -15,8 +15,10 @@ Machine side (the C probes built by `make`, run in the same script):
   build/bench/flops  its table row for the servers' thread count -> peak FLOP/s
 Bounds (each skipped, with a note, when its probe is missing or fails):
   decode, B streams:  output tokens/s <= min(B * BW / weight_bytes,
-                      PEAK * O / (P * flops(P / 2) + O * flops(P + O / 2)))
-                      for prompts of P and outputs of O tokens
+                      PEAK * O / (F * flops(P - F / 2) + O * flops(P + O / 2)))
+                      for prompts of P tokens, F of them not in a prefix
+                      cache (F = P but for the shared-prefix workload),
+                      and outputs of O tokens
   step time (ITL):    >= max(weight_bytes / BW, B * flops(ctx) / PEAK)
   prefill:            tokens/s <= PEAK / flops(P / 2); TTFT >= P * flops(P / 2) / PEAK
 """
@@ -145,16 +147,18 @@ def parse_flops(out: str, threads: int) -> float | None:
 
 
 def decode_bound(cost: ModelCost, mach: Machine, streams: float, prompt_len: float,
-                 output_len: float) -> float | None:
+                 output_len: float, cached: float = 0) -> float | None:
     """Upper bound on aggregate output tokens/s with `streams` sequences of
     prompt_len + output_len tokens: the bandwidth cap (each step reads the
     weights once and yields one token per stream) and the compute cap (each
-    output token also carries its share of its prompt's prefill FLOPs)."""
+    output token also carries its share of its prompt's prefill FLOPs; the
+    first `cached` prompt tokens are taken as served from a prefix cache)."""
     caps = []
     if mach.bandwidth_gbs:
         caps.append(streams * mach.bandwidth_gbs * 1e9 / cost.weight_bytes)
     if mach.peak_gflops and output_len > 0:
-        work = prompt_len * cost.flops(prompt_len / 2) + output_len * cost.flops(prompt_len + output_len / 2)
+        fresh = max(0.0, prompt_len - cached)
+        work = fresh * cost.flops(prompt_len - fresh / 2) + output_len * cost.flops(prompt_len + output_len / 2)
         caps.append(mach.peak_gflops * 1e9 * output_len / work)
     return min(caps) if caps else None
 

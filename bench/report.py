@@ -55,6 +55,12 @@ def _ctx(run) -> float:
     return p + o / 2
 
 
+def _cached(spec: str) -> int:
+    """Prompt tokens a prefix cache can serve: the shared prefix, else 0."""
+    wl = W.parse(spec)
+    return wl.a if wl.kind == "prefix" else 0
+
+
 def _grid(levels):
     """Concurrencies to draw a bound at: dense between the first and last level."""
     import numpy as np
@@ -123,7 +129,7 @@ def plots(results, out: pathlib.Path) -> None:
         if rs:
             p, o = _lens(rs[-1])
             gx = _grid(xs)
-            bnd = [bounds.decode_bound(cost, mach, c, p, o) for c in gx]
+            bnd = [bounds.decode_bound(cost, mach, c, p, o, _cached(spec)) for c in gx]
             if all(b is not None for b in bnd):
                 ax.plot(gx, bnd, "k--", lw=1, label="bound")
         ax.set(title=W.parse(spec).name, xscale="log", xlabel="concurrent streams", ylabel="output tokens/s")
@@ -266,7 +272,7 @@ def markdown(results, out: pathlib.Path) -> str:
 
                 def trio(k):
                     return f"{m[k]['mean']:.1f} / {m[k]['median']:.1f} / {m[k]['p99']:.1f}"
-                b = bounds.decode_bound(cost, mach, level, *_lens(r))
+                b = bounds.decode_bound(cost, mach, level, *_lens(r), _cached(spec))
                 L.append(f"| {labels[n]} | {level} | {m['request_throughput']:.2f} | {m['output_throughput']:.1f} | "
                          f"{m['total_token_throughput']:.1f} | {trio('ttft_ms')} | {trio('tpot_ms')} | "
                          f"{trio('itl_ms')} | {trio('e2el_ms')} | {m['completed']} / {m['failed']} | {_fmt(b, 0)} |")

@@ -252,6 +252,9 @@ def test_bounds_by_hand():
     # compute, P=100, O=50: 100e9 * 50 / (100 f(50) + 50 f(125))
     work = 100 * cost.flops(50) + 50 * cost.flops(125)
     assert bounds.decode_bound(cost, mach, 64, 100, 50) == pytest.approx(100e9 * 50 / work)
+    # 80 of the 100 prompt tokens cached: only 20 computed, at contexts 80..100
+    work = 20 * cost.flops(90) + 50 * cost.flops(125)
+    assert bounds.decode_bound(cost, mach, 64, 100, 50, cached=80) == pytest.approx(100e9 * 50 / work)
     assert bounds.step_time_bound(cost, mach, 1, 10) == pytest.approx(0.01)            # weights / bandwidth
     assert bounds.step_time_bound(cost, mach, 1000, 10) == pytest.approx(1000 * cost.flops(10) / 100e9)
     assert bounds.prefill_time_bound(cost, mach, 512) == pytest.approx(512 * cost.flops(256) / 100e9)
