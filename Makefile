@@ -292,6 +292,33 @@ test-python: venv model $(TRAM)
 compile_commands.json:
 	bear -- $(MAKE) -B all
 
+# --- benchmarks: bench/*.py, tram against llama.cpp (docs/benchmarks/) ------
+#   make bench        the whole comparison: builds tram and the C probes, the
+#                     llama.cpp peer once (scripts/build-llamacpp.sh, into
+#                     .bench-peer/), runs every workload and concurrency, and
+#                     writes docs/benchmarks/README.md, its PNG plots and
+#                     results.json
+#   make bench-smoke  tram only, a tiny sweep (under 2 minutes); the report
+#                     goes to build-bench/smoke/. Fails if tram cannot serve.
+# Knobs: BENCH_SERVERS (tram,llamacpp), BENCH_ARGS (more bench/compare.py
+# flags, e.g. --concurrency 1,4,16 --requests 8 --note "...").
+BENCH_SERVERS ?= tram,llamacpp
+BENCH_ARGS    ?=
+BENCH_PEER    := $(if $(findstring llamacpp,$(BENCH_SERVERS)),bench-peer)
+
+.PHONY: bench bench-smoke bench-peer
+
+bench-peer:
+	$(Q)scripts/build-llamacpp.sh
+
+bench: venv model $(TRAM) benches $(BENCH_PEER)
+	$(Q)$(VENV)/bin/python bench/compare.py --servers $(BENCH_SERVERS) --model $(MODEL) \
+		--tram-bin $(TRAM) --build-dir $(BUILD) $(BENCH_ARGS)
+
+bench-smoke: venv model $(TRAM)
+	$(Q)$(VENV)/bin/python bench/compare.py --smoke --model $(MODEL) --tram-bin $(TRAM) \
+		--build-dir $(BUILD) $(BENCH_ARGS)
+
 # --- install ----------------------------------------------------------------
 # The program, the systemd units (ExecStart and Documentation pointed at the
 # installed files), the example config and the docs. /etc/tram/tram.json is

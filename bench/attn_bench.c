@@ -27,6 +27,7 @@
 
 #include "attention/attn.h"
 #include "cache/kv_cache.h"
+#include "bench/bench_probe.h"
 #include "kernels/cpu/cpu_backend.h"
 
 enum { N_HEADS = 9, N_KV_HEADS = 3, HEAD_DIM = 64, BLOCK = 32 };
@@ -52,23 +53,6 @@ static uint64_t rnd(void) {
 
 static void fill(float *x, size_t n) {
   for (size_t i = 0; i < n; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f + 1e-3f;
-}
-
-/* The read bandwidth (wall, cpu-time) from bench/membw next to this
- * program; 0 when it cannot be run. */
-static void probe_read_gbs(const char *argv0, int threads, double *wall, double *cpu) {
-  char path[4096], cmd[4300], line[256];
-  snprintf(path, sizeof path, "%s", argv0);
-  snprintf(cmd, sizeof cmd, "'%s/membw' -t %d -m 256", dirname(path), threads);
-  *wall = *cpu = 0;
-  FILE *f = popen(cmd, "r");
-  if (!f) return;
-  while (fgets(line, sizeof line, f)) {
-    fputs(line, stdout);
-    double w, c;
-    if (sscanf(line, "read: %lf GB/s (cpu-time %lf", &w, &c) == 2) *wall = w, *cpu = c;
-  }
-  pclose(f);
 }
 
 typedef struct bench {
@@ -198,7 +182,7 @@ int main(int argc, char **argv) {
   kern_backend_t *be = kern_backend_create("cpu", threads);
   if (!be) return 1;
   threads = kern_cpu(be)->n_threads;
-  if (read_gbs <= 0) probe_read_gbs(argv[0], threads, &read_gbs, &read_cpu_gbs);
+  if (read_gbs <= 0) bench_probe_read_gbs(argv[0], threads, &read_gbs, &read_cpu_gbs);
 
   /* decode: 32 x 2,048 cached, the new token appended in place */
   enum { N = 32, CACHED = 2048 };

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench_probe.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/simd.h"
@@ -87,18 +88,11 @@ static void *random_weight(kern_type_t t, int64_t rows, int64_t cols) {
 
 /* --- memory bandwidth ------------------------------------------------------ */
 
-/* bench/membw's read bandwidth in bytes/s (its "read:" line, echoed), run
- * next to this program with the same thread count; 0 if it cannot run. */
+/* bench/membw's read bandwidth in bytes/s, with the same thread count. */
 static double membw_read(const char *argv0, int threads) {
-  char dir[4096], cmd[4400], line[256];
-  snprintf(dir, sizeof dir, "%s", argv0);
-  snprintf(cmd, sizeof cmd, "'%s/membw' -t %d -m 256", dirname(dir), threads);
-  FILE *f = popen(cmd, "r");
-  double gbs = 0;
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "read: %lf GB/s", &gbs) == 1) printf("membw %s", line);
-  if (f) pclose(f);
-  return gbs * 1e9;
+  double wall, cpu;
+  bench_probe_read_gbs(argv0, threads, &wall, &cpu);
+  return wall * 1e9;
 }
 
 /* --- matmul points ------------------------------------------------------------ */

@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "config/log.h"
+#include "bench/bench_probe.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/llama.h"
 
@@ -41,23 +42,6 @@ static double clock_s(clockid_t id) {
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
-}
-
-/* The read bandwidth (wall, cpu-time) from bench/membw next to this
- * program; 0 when it cannot be run. */
-static void probe_read_gbs(const char *argv0, int threads, double *wall, double *cpu) {
-  char path[4096], cmd[4300], line[256];
-  snprintf(path, sizeof path, "%s", argv0);
-  snprintf(cmd, sizeof cmd, "'%s/membw' -t %d -m 256", dirname(path), threads);
-  *wall = *cpu = 0;
-  FILE *f = popen(cmd, "r");
-  if (!f) return;
-  while (fgets(line, sizeof line, f)) {
-    fputs(line, stdout);
-    double w, c;
-    if (sscanf(line, "read: %lf GB/s (cpu-time %lf", &w, &c) == 2) *wall = w, *cpu = c;
-  }
-  pclose(f);
 }
 
 typedef struct bench {
@@ -149,7 +133,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   threads = kern_cpu(b.be)->n_threads;
-  if (read_wall == 0) probe_read_gbs(argv[0], threads, &read_wall, &read_cpu);
+  if (read_wall == 0) bench_probe_read_gbs(argv[0], threads, &read_wall, &read_cpu);
 
   /* room for every sequence's context and steps, and the prefill */
   kv_cache_config_t kc = {.block_size = KV_DEFAULT_BLOCK_SIZE};
