@@ -267,8 +267,16 @@ $(DEFAULT_MODEL):
 	$(Q)scripts/fetch-model.sh
 
 # --- run and test -----------------------------------------------------------
+# make run: set-up (Debian packages, the model), build, then serve in the
+# foreground on 127.0.0.1:8080 until Ctrl-C (SIGINT drains, then exits).
+# More settings: make run RUN_ARGS="--threads 4 --log-level debug".
+RUN_ARGS ?=
 run: model $(TRAM)
-	$(TRAM) serve -m $(MODEL)
+	@echo "tram: serving $(MODEL) on http://127.0.0.1:8080 (Ctrl-C stops it)"
+	@echo "tram: once it logs \"ready\", try in another terminal:"
+	@echo "  curl -s http://127.0.0.1:8080/v1/completions -H 'Content-Type: application/json' \\"
+	@echo "    -d '{\"prompt\": \"The capital of France is\", \"max_tokens\": 16, \"temperature\": 0}'"
+	$(Q)exec $(TRAM) serve -m $(MODEL) --host 127.0.0.1 --port 8080 $(RUN_ARGS)
 
 test: venv model
 	$(Q)$(MAKE) --no-print-directory all

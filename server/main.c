@@ -17,6 +17,7 @@
 #include "config/cfg.h"
 #include "config/log.h"
 #include "server/generate.h"
+#include "server/srv.h"
 
 #define TRAM_VERSION "0.1.0"
 
@@ -73,11 +74,10 @@ static int serve(int argc, char **argv) {
     cfg_free(&cfg);
     return 0;
   }
-  log_error("the HTTP server is not built yet: `tram serve` cannot run (the configuration is "
-            "valid; `tram serve --check-config` prints it)");
+  rc = srv_run(&cfg);
   cfg_free(&cfg);
   log_close();
-  return 1;
+  return rc;
 }
 
 int main(int argc, char **argv) {

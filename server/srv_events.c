@@ -1,0 +1,422 @@
+/* server/srv_events.c — the engine → loop bridge and the life of a
+ * generation job (srv_internal.h).
+ *
+ * The engine's notify hook wakes the loop (uv_async); srv__on_wake drains
+ * every queued event. A token event updates its choice (and the
+ * inter-token latency); for a streaming job it appends one SSE chunk to the
+ * job's buffer, for a whole response it keeps the text and logprobs. The
+ * final event of an engine request gives its usage and times (metrics).
+ * After the drain each touched job writes its buffer with one write, and a
+ * job whose engine requests are all done ends its response (usage chunk and
+ * [DONE], or the whole JSON) and writes the access-log line.
+ *
+ * Back-pressure: the engine cannot pause one request, so a stream keeps
+ * writing while its client reads slowly; the HTTP layer queues up to
+ * max_write_queue bytes (8 MiB) and then drops the client with a log line,
+ * which cancels the request (on_abort). Memory per stream stays bounded.
+ *
+ * Ownership: a job lives until its response has ended (or its client left)
+ * and every engine request has posted its final event; each engine request
+ * is destroyed right after its final event is released. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config/log.h"
+#include "server/srv_internal.h"
+
+void srv__buf_add(srv_buf_t *b, const void *data, size_t len) {
+  if (!len) return;
+  http__reserve(&b->p, &b->cap, b->len + len + 1, 1);
+  memcpy(b->p + b->len, data, len);
+  b->len += len;
+  b->p[b->len] = 0;
+}
+
+void srv__buf_free(srv_buf_t *b) {
+  free(b->p);
+  *b = (srv_buf_t){0};
+}
+
+/* ---- jobs -------------------------------------------------------------------- */
+
+srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_gen_t *g, int32_t n_parts) {
+  srv_job_t *j = calloc(1, sizeof *j);
+  if (!j) http__oom();
+  j->srv = s;
+  j->res = res;
+  j->chat = chat;
+  j->stream = g->stream;
+  j->include_usage = g->include_usage;
+  j->logprobs = g->samp.logprobs || g->samp.top_logprobs > 0;
+  j->n = g->n;
+  oai_make_id(j->id, sizeof j->id, chat ? "chatcmpl" : "cmpl", s->boot_id, http_res_req(res)->id);
+  j->created = (int64_t)time(NULL);
+  j->arrival_ns = sched_now_ns();
+  if (g->n_stop_token_ids) {
+    j->stop_ids = malloc((size_t)g->n_stop_token_ids * sizeof *j->stop_ids);
+    if (!j->stop_ids) http__oom();
+    memcpy(j->stop_ids, g->stop_token_ids, (size_t)g->n_stop_token_ids * sizeof *j->stop_ids);
+    j->n_stop_ids = g->n_stop_token_ids;
+  }
+  j->n_parts = n_parts;
+  j->parts = calloc((size_t)n_parts, sizeof *j->parts);
+  j->n_choices = n_parts * g->n;
+  j->choices = calloc((size_t)j->n_choices, sizeof *j->choices);
+  if (!j->parts || !j->choices) http__oom();
+  for (int32_t i = 0; i < n_parts; i++) {
+    j->parts[i].job = j;
+    j->parts[i].index = i;
+  }
+  for (int32_t i = 0; i < j->n_choices; i++) j->choices[i].stop_token = -1;
+  j->next = s->jobs;
+  if (s->jobs) s->jobs->prev = j;
+  s->jobs = j;
+  s->n_jobs++;
+  return j;
+}
+
+void srv__job_cancel(srv_job_t *j, const char *why) {
+  bool any = false;
+  for (int32_t i = 0; i < j->n_parts; i++)
+    if (j->parts[i].live) {
+      sched_req_cancel(j->parts[i].req);
+      any = true;
+    }
+  if (any) log_info("%s: cancelling: %s", j->id, why);
+}
+
+static void choice_free(srv_choice_t *c) {
+  srv__buf_free(&c->text);
+  for (int32_t i = 0; i < c->n_lp; i++) free((void *)c->lp[i].top);
+  free(c->lp);
+  free(c->stop_str);
+  free(c->error);
+}
+
+bool srv__job_maybe_free(srv_job_t *j) {
+  if (j->res || j->n_live > 0) return false;
+  srv_t *s = j->srv;
+  for (int32_t i = 0; i < j->n_parts; i++) sched_req_destroy(j->parts[i].req);
+  for (int32_t i = 0; i < j->n_choices; i++) choice_free(&j->choices[i]);
+  if (j->prev) j->prev->next = j->next;
+  else s->jobs = j->next;
+  if (j->next) j->next->prev = j->prev;
+  s->n_jobs--;
+  srv__buf_free(&j->out);
+  free(j->parts);
+  free(j->choices);
+  free(j->stop_ids);
+  free(j);
+  if (s->n_jobs == 0 && s->state == SRV_DRAINING) uv_async_send(&s->wake); /* maybe the last thing awaited */
+  return true;
+}
+
+/* ---- SSE output ---------------------------------------------------------------- */
+
+/* Appends "data: <json>\n\n" to the job's buffer and frees json. */
+static void sse(srv_job_t *j, char *json) {
+  srv__buf_add(&j->out, "data: ", 6);
+  srv__buf_add(&j->out, json, strlen(json));
+  srv__buf_add(&j->out, "\n\n", 2);
+  free(json);
+}
+
+static oai_meta_t meta(const srv_job_t *j) {
+  return (oai_meta_t){.id = j->id, .model = j->srv->cfg->served_model_name, .created = j->created};
+}
+
+static char *chunk(const srv_job_t *j, const oai_choice_t *c, bool first) {
+  const oai_meta_t m = meta(j);
+  return j->chat ? oai_write_chat_chunk(&m, c, first, j->include_usage)
+                 : oai_write_completion_chunk(&m, c, j->include_usage);
+}
+
+/* Writes what the job's buffer holds, as one chunk of the stream. */
+static void flush(srv_job_t *j) {
+  if (j->res && j->out.len) http_res_stream_write(j->res, j->out.p, j->out.len);
+  j->out.len = 0;
+}
+
+static void complete(srv_job_t *j);
+
+static void on_abort(http_res_t *res, void *user) {
+  srv_job_t *j = user;
+  j->res = NULL;
+  j->client_gone = true;
+  if (!j->status) j->status = 499; /* nginx's "client closed request" */
+  srv__job_cancel(j, "the client went away");
+  if (j->n_live == 0) complete(j);
+  srv__job_maybe_free(j);
+}
+
+static void on_writable(http_res_t *res, bool writable, void *user) {
+  srv_job_t *j = user;
+  log_debug("%s: the client %s", j->id, writable ? "reads again" : "reads slowly: output queued");
+}
+
+void srv__job_start(srv_job_t *j, const char *const *echo, const size_t *echo_len) {
+  http_res_set_callbacks(j->res, &(http_res_cbs_t){.on_abort = on_abort, .on_writable = on_writable, .user = j});
+  for (int32_t i = 0; echo && i < j->n_choices; i++) j->choices[i].offset = (int32_t)echo_len[i / j->n];
+  if (!j->stream) {
+    for (int32_t i = 0; echo && i < j->n_choices; i++)
+      srv__buf_add(&j->choices[i].text, echo[i / j->n], echo_len[i / j->n]);
+    return;
+  }
+  j->status = 200;
+  http_res_stream_begin(j->res, 200, "text/event-stream");
+  for (int32_t i = 0; i < j->n_choices; i++) {
+    oai_choice_t c = {.index = i, .stop_token = -1};
+    if (j->chat) { /* the role comes first, with empty content (as OpenAI and vLLM) */
+      c.text = "";
+      sse(j, chunk(j, &c, true));
+    } else if (echo && echo_len[i / j->n]) {
+      c.text = echo[i / j->n];
+      c.text_len = echo_len[i / j->n];
+      sse(j, chunk(j, &c, false));
+    }
+  }
+  flush(j);
+}
+
+/* ---- events ---------------------------------------------------------------------- */
+
+static oai_finish_t finish_of(sched_finish_t f) {
+  switch (f) {
+  case SCHED_FINISH_STOP: return OAI_FINISH_STOP;
+  case SCHED_FINISH_LENGTH: return OAI_FINISH_LENGTH;
+  case SCHED_FINISH_NONE: return OAI_FINISH_NONE;
+  default: return OAI_FINISH_ABORT;
+  }
+}
+
+/* The logprobs entry of ev's token; top[] must hold SAMP_MAX_TOP_LOGPROBS. */
+static void logprob_entry(const srv_job_t *j, const srv_choice_t *c, const sched_event_t *ev,
+                          oai_token_logprob_t *lp, oai_top_logprob_t *top) {
+  const tok_t *tok = j->srv->tok;
+  size_t len = 0;
+  const char *piece = tok_piece(tok, ev->token, &len);
+  *lp = (oai_token_logprob_t){.token = piece ? piece : "", .token_len = piece ? len : 0, .logprob = ev->logprob,
+                              .text_offset = c->offset, .top = top, .n_top = ev->n_top};
+  for (int32_t k = 0; k < ev->n_top && k < SAMP_MAX_TOP_LOGPROBS; k++) {
+    const char *p = tok_piece(tok, ev->top[k].token, &len);
+    top[k] = (oai_top_logprob_t){.token = p ? p : "", .token_len = p ? len : 0, .logprob = ev->top[k].logprob};
+  }
+}
+
+static void count_finish(srv_t *s, oai_finish_t f) {
+  if (f == OAI_FINISH_STOP) s->finished_stop++;
+  else if (f == OAI_FINISH_LENGTH) s->finished_length++;
+  else s->finished_abort++;
+}
+
+static bool is_stop_id(const srv_job_t *j, int32_t t) {
+  for (int32_t i = 0; i < j->n_stop_ids; i++)
+    if (j->stop_ids[i] == t) return true;
+  return false;
+}
+
+/* The stream chunk(s) of one event. */
+static void stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_event_t *ev) {
+  if (ev->kind == SCHED_EV_ERROR) {
+    sse(j, oai_write_error("server_error", ev->error ? ev->error : "generation failed", NULL, NULL));
+    return;
+  }
+  const bool fin = ev->kind == SCHED_EV_FINISHED;
+  const bool lp = j->logprobs && ev->token >= 0;
+  if (!ev->text_len && !lp && !fin) return;
+  oai_choice_t oc = {.index = ci, .text = ev->text_len ? ev->text : (j->chat ? NULL : ""),
+                     .text_len = ev->text_len, .finish = fin ? c->finish : OAI_FINISH_NONE,
+                     .stop_str = fin ? c->stop_str : NULL, .stop_token = fin ? c->stop_token : -1};
+  oai_token_logprob_t entry;
+  oai_top_logprob_t top[SAMP_MAX_TOP_LOGPROBS];
+  if (lp) {
+    logprob_entry(j, c, ev, &entry, top);
+    oc.has_logprobs = true;
+    oc.logprobs = &entry;
+    oc.n_logprobs = 1;
+  }
+  sse(j, chunk(j, &oc, false));
+}
+
+/* Keeps what one event adds to a whole response. */
+static void collect_event(srv_job_t *j, srv_choice_t *c, const sched_event_t *ev) {
+  srv__buf_add(&c->text, ev->text, ev->text_len);
+  if (!j->logprobs || ev->token < 0) return;
+  oai_top_logprob_t top[SAMP_MAX_TOP_LOGPROBS];
+  http__reserve(&c->lp, &c->cap_lp, (size_t)c->n_lp + 1, sizeof *c->lp);
+  oai_token_logprob_t *e = &c->lp[c->n_lp];
+  logprob_entry(j, c, ev, e, top);
+  oai_top_logprob_t *own = NULL;
+  if (e->n_top > 0) {
+    own = malloc((size_t)e->n_top * sizeof *own);
+    if (!own) http__oom();
+    memcpy(own, top, (size_t)e->n_top * sizeof *own);
+  }
+  e->top = own;
+  c->n_lp++;
+}
+
+/* The final event of one engine request: usage, times, metrics. */
+static void part_final(srv_t *s, srv_job_t *j, srv_part_t *p, const sched_event_t *ev) {
+  const sched_times_t *t = &ev->times;
+  j->prompt_tokens += ev->usage.prompt_tokens;
+  j->completion_tokens += ev->usage.completion_tokens;
+  if (t->first_scheduled && (!j->first_scheduled_ns || t->first_scheduled < j->first_scheduled_ns))
+    j->first_scheduled_ns = t->first_scheduled;
+  if (t->first_token && (!j->first_token_ns || t->first_token < j->first_token_ns))
+    j->first_token_ns = t->first_token;
+  srv_metrics_t *m = s->metrics;
+  if (t->first_token) prom_observe(m->ttft, (double)(t->first_token - t->arrival) / 1e9);
+  if (t->first_scheduled) prom_observe(m->queue_time, (double)(t->first_scheduled - t->arrival) / 1e9);
+  prom_observe(m->e2e, (double)(t->finished - t->arrival) / 1e9);
+  prom_observe(m->prompt_len, (double)ev->usage.prompt_tokens);
+  prom_observe(m->output_len, (double)ev->usage.completion_tokens);
+  p->live = false;
+  j->n_live--;
+}
+
+static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
+  srv_part_t *p = ev->user;
+  srv_job_t *j = p->job;
+  const int32_t ci = p->index * j->n + ev->index;
+  srv_choice_t *c = &j->choices[ci];
+  if (ev->token >= 0) {
+    c->tokens++;
+    if (c->last_token_ns) prom_observe(s->metrics->itl, (double)(ev->time - c->last_token_ns) / 1e9);
+    c->last_token_ns = ev->time;
+  }
+  if (ev->kind != SCHED_EV_TOKEN) {
+    c->done = true;
+    c->finish = finish_of(ev->finish);
+    if (ev->stop_str && !(c->stop_str = strdup(ev->stop_str))) http__oom();
+    c->stop_token = ev->stop_token >= 0 && is_stop_id(j, ev->stop_token) ? ev->stop_token : -1;
+    if (ev->kind == SCHED_EV_ERROR) {
+      j->errored = true;
+      if (!c->error && !(c->error = strdup(ev->error ? ev->error : "generation failed"))) http__oom();
+    }
+    count_finish(s, c->finish);
+  }
+  if (j->res) {
+    if (j->stream) stream_event(j, c, ci, ev);
+    else collect_event(j, c, ev);
+  }
+  if (ev->token >= 0) {
+    size_t len = 0;
+    tok_piece(s->tok, ev->token, &len);
+    c->offset += (int32_t)len;
+  }
+  if (ev->final) part_final(s, j, p, ev);
+  if (!j->dirty) {
+    j->dirty = true;
+    j->next_dirty = *dirty;
+    *dirty = j;
+  }
+}
+
+/* The whole (non-streamed) response. */
+static void send_whole(srv_job_t *j) {
+  const oai_meta_t m = meta(j);
+  const oai_usage_t u = {(int32_t)j->prompt_tokens, (int32_t)j->completion_tokens};
+  if (j->errored) {
+    const char *msg = "generation failed";
+    for (int32_t i = 0; i < j->n_choices; i++)
+      if (j->choices[i].error) msg = j->choices[i].error;
+    j->status = 500;
+    http_res_send_error(j->res, 500, NULL, msg, NULL, NULL);
+    return;
+  }
+  oai_choice_t *cs = calloc((size_t)j->n_choices, sizeof *cs);
+  if (!cs) http__oom();
+  for (int32_t i = 0; i < j->n_choices; i++) {
+    const srv_choice_t *c = &j->choices[i];
+    cs[i] = (oai_choice_t){.index = i, .text = c->text.p ? c->text.p : "", .text_len = c->text.len,
+                           .finish = c->finish, .stop_str = c->stop_str, .stop_token = c->stop_token,
+                           .has_logprobs = j->logprobs, .logprobs = c->lp, .n_logprobs = c->n_lp};
+  }
+  char *json = j->chat ? oai_write_chat_completion(&m, cs, j->n_choices, &u)
+                       : oai_write_completion(&m, cs, j->n_choices, &u);
+  free(cs);
+  j->status = 200;
+  srv__send_json(j->res, 200, json);
+}
+
+/* Every engine request of j is done: end the response, log it. */
+static void complete(srv_job_t *j) {
+  if (j->res) {
+    if (j->stream) {
+      if (j->include_usage) {
+        const oai_meta_t m = meta(j);
+        const oai_usage_t u = {(int32_t)j->prompt_tokens, (int32_t)j->completion_tokens};
+        sse(j, oai_write_usage_chunk(&m, j->chat, &u));
+      }
+      srv__buf_add(&j->out, "data: [DONE]\n\n", 14);
+      flush(j);
+      http_res_stream_end(j->res);
+    } else {
+      send_whole(j);
+    }
+    j->res = NULL;
+  }
+  const int64_t now = sched_now_ns();
+  const char *reason = j->client_gone ? "cancelled" : j->timed_out ? "timeout" : oai_finish_name(j->choices[0].finish);
+  const log_access_t a = {
+      .id = j->id,
+      .endpoint = j->endpoint,
+      .status = j->status,
+      .prompt_tokens = j->prompt_tokens,
+      .output_tokens = j->completion_tokens,
+      .queue_ms = j->first_scheduled_ns ? (double)(j->first_scheduled_ns - j->arrival_ns) / 1e6 : -1,
+      .ttft_ms = j->first_token_ns ? (double)(j->first_token_ns - j->arrival_ns) / 1e6 : -1,
+      .total_ms = (double)(now - j->arrival_ns) / 1e6,
+      .finish_reason = reason,
+  };
+  log_access(&a);
+}
+
+void srv__on_wake(uv_async_t *h) {
+  srv_t *s = h->data;
+  if (s->engine) {
+    const int64_t t0 = sched_now_ns(), notified = atomic_exchange(&s->notified_ns, 0);
+    int64_t newest = 0, n_ev = 0; /* the latest event time */
+    sched_event_t evs[128];
+    srv_job_t *dirty = NULL;
+    int k;
+    while ((k = sched_poll_events(s->engine, evs, 128)) > 0) {
+      for (int i = 0; i < k; i++) {
+        if (evs[i].time > newest) newest = evs[i].time;
+        n_ev++;
+        on_event(s, &evs[i], &dirty);
+        sched_req_t *done = evs[i].final ? evs[i].req : NULL;
+        sched_event_release(&evs[i]);
+        if (done) { /* its final event is released: the request is ours to free */
+          srv_part_t *p = sched_req_user(done);
+          sched_req_destroy(done);
+          p->req = NULL;
+        }
+      }
+    }
+    while (dirty) {
+      srv_job_t *j = dirty;
+      dirty = j->next_dirty;
+      j->dirty = false;
+      j->next_dirty = NULL;
+      if (j->stream) flush(j);
+      if (j->n_live == 0) {
+        complete(j);
+        srv__job_maybe_free(j);
+      }
+    }
+    const int64_t t1 = sched_now_ns();
+    s->ev_count += (uint64_t)n_ev;
+    s->ev_loop_ns += (uint64_t)(t1 - t0);
+    if (n_ev) {
+      s->ev_wakes++;
+      s->ev_delay_ns += (uint64_t)(t1 - newest);
+      if (notified && notified <= t0) s->wake_ns += (uint64_t)(t0 - notified);
+    }
+  }
+  srv__maybe_finish(s);
+}

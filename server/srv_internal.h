@@ -1,0 +1,244 @@
+/* server/srv_internal.h — the pieces of `tram serve` (server/srv.h):
+ *
+ *   srv_main.c    srv_run: loop, listening, model loading, signals, drain,
+ *                 the tick (watchdog, STATUS=, stall detection, request
+ *                 timeouts), shutdown
+ *   srv_notify.c  sd_notify and the watchdog decision
+ *   srv_routes.c  routes and the small handlers: /health, /v1/models,
+ *                 /metrics, /tokenize, /detokenize; prompt encoding shared
+ *                 with the generation handlers
+ *   srv_gen.c     POST /v1/completions and /v1/chat/completions: parse,
+ *                 tokenize, check lengths, create and submit the engine
+ *                 requests (one per prompt), start the response
+ *   srv_events.c  the engine → loop bridge: drain the events, write SSE
+ *                 chunks (coalesced per job and wake-up) or collect the
+ *                 whole response, feed the metrics, write the access log,
+ *                 free each job once its last request is done
+ *
+ * Threads: everything here runs on the loop thread, except the loader
+ * (srv_main.c: it builds the backend, model and engine, then hands them over
+ * through uv_queue_work's completion) and the engine's notify hook (which
+ * only calls uv_async_send). */
+#ifndef TRAM_SRV_INTERNAL_H
+#define TRAM_SRV_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "config/cfg.h"
+#include "model/chat_template.h"
+#include "scheduler/sched.h"
+#include "server/http.h"
+#include "server/metrics.h"
+#include "server/oai_request.h"
+#include "server/oai_response.h"
+
+typedef enum srv_state {
+  SRV_LOADING = 0, /* listening; the model loads; /health 503 */
+  SRV_READY,       /* serving */
+  SRV_DRAINING,    /* a signal came: finishing what is in flight */
+  SRV_STOPPED,     /* shutting down */
+} srv_state_t;
+
+/* The engine may run no step for this long while it has work before /health
+ * answers 503 "stalled" (the watchdog uses its own period). */
+#define SRV_STALL_NS (30 * INT64_C(1000000000))
+/* After the drain timeout ended the requests left, connections still open
+ * (clients not reading their last bytes) get this long before they are cut. */
+#define SRV_CLOSE_GRACE_MS 5000
+
+typedef struct srv_job srv_job_t;
+
+/* A growable byte buffer (malloc'd). */
+typedef struct srv_buf {
+  char *p;
+  size_t len, cap;
+} srv_buf_t;
+
+void srv__buf_add(srv_buf_t *b, const void *data, size_t len);
+void srv__buf_free(srv_buf_t *b);
+
+typedef struct srv {
+  const cfg_t *cfg;
+  uv_loop_t loop;
+  http_server_t *http;
+  char url[300];         /* "http://127.0.0.1:8080", "unix:/path" or "systemd socket" */
+  srv_state_t state;
+  int exit_status;
+  uint64_t boot_id;      /* random per process: makes response ids unique */
+  int64_t boot_time;     /* Unix seconds, for /v1/models */
+
+  /* made by the loader thread, the loop's after srv_main.c's load_done */
+  uv_work_t load_work;
+  bool loader_busy;      /* load_work has not completed */
+  char load_err[1024];
+  kern_backend_t *be;
+  model_t *model;
+  chat_tmpl_t *tmpl;
+  sched_engine_t *engine;
+  const tok_t *tok;
+  int32_t max_model_len, n_vocab;
+  char bos[256], eos[256]; /* the special tokens' texts, for chat templates */
+  oai_limits_t oai_lim;
+  srv_metrics_t *metrics;
+
+  /* loop handles */
+  uv_async_t wake;       /* the engine's notify hook sends it */
+  uv_signal_t sig_term, sig_int, sig_hup;
+  uv_timer_t tick;       /* every second: watchdog, STATUS=, stalls, timeouts */
+  uv_timer_t drain_timer;
+  int signals;           /* SIGTERM/SIGINT received */
+  bool http_drained;     /* no connection left after http_server_drain */
+  bool aborted_all;      /* the drain timeout ended what was left */
+
+  /* jobs in flight (a doubly linked list) */
+  srv_job_t *jobs;
+  int n_jobs;
+
+  /* counters the loop keeps (per finished sequence) */
+  uint64_t finished_stop, finished_length, finished_abort;
+  /* what the loop adds to each engine event (logged at the end) */
+  uint64_t ev_count;     /* events handled */
+  uint64_t ev_loop_ns;   /* loop time in srv__on_wake: JSON, SSE, writes */
+  uint64_t ev_wakes;     /* srv__on_wake passes that handled events */
+  _Atomic int64_t notified_ns; /* set by the engine's notify hook (its first
+                                * since the loop last looked), taken by the loop */
+  uint64_t wake_ns;      /* summed: notify hook → srv__on_wake starts */
+  uint64_t ev_delay_ns;  /* summed over passes: the newest event's posting → the pass's writes done */
+
+  /* progress: the engine's step count when last seen changing */
+  uint64_t seen_steps;
+  int64_t seen_at;       /* CLOCK_MONOTONIC ns */
+  uint64_t wd_usec;      /* WATCHDOG_USEC (0: off) */
+  uint64_t wd_steps;     /* steps at the last ping */
+  int64_t wd_last;       /* when the watchdog was last pinged */
+  bool wd_warned;        /* the missed ping was logged */
+  char status[200];      /* the last STATUS= sent */
+} srv_t;
+
+/* ---- srv_notify.c ----------------------------------------------------------- */
+
+/* sd_notify(0, text) (a no-op without NOTIFY_SOCKET); logged at debug. */
+void srv__notify(const char *text);
+/* Sends STATUS=<line> if it differs from the last one; with state (e.g.
+ * "READY=1") always, both in one message, state first. */
+void srv__status(srv_t *s, const char *state, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Whether the engine looks stuck: work queued or running and no step for
+ * more than stall_ns (updates s->seen_*). false while loading. */
+bool srv__stalled(srv_t *s, int64_t stall_ns);
+/* The watchdog's tick: pings WATCHDOG=1 when it is due and the engine made
+ * progress since the last ping or has no work (or the model is loading). */
+void srv__watchdog(srv_t *s);
+
+/* ---- srv_routes.c ----------------------------------------------------------- */
+
+/* Registers every route on s->http. */
+void srv__routes(srv_t *s);
+/* Whether requests may run now; if not, answers 503 (loading or draining)
+ * and returns false. */
+bool srv__serving(srv_t *s, http_res_t *res);
+/* Answers 404 and returns false when the request names a model other than
+ * the served one (NULL: no model given, fine). */
+bool srv__model_ok(srv_t *s, http_res_t *res, const char *model);
+/* Answers a parse error (400 with the field). */
+void srv__send_oai_error(http_res_t *res, const oai_error_t *e);
+/* Tokenizes text[len] with TOK_ENC_* flags into a malloc'd array (*ids,
+ * *n). Returns 0 or -EINVAL with the reason in err. */
+int srv__encode(srv_t *s, const char *text, size_t len, int flags, int32_t **ids, int32_t *n, char *err,
+                size_t err_len);
+/* Renders messages through the chat template and tokenizes the result
+ * (special tokens parsed; BOS/EOS added only with add_special). Returns 0,
+ * -EINVAL with the reason in err (a template error, raise_exception), or
+ * -ENOSYS when the model's template did not compile (a 500). */
+int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool add_generation_prompt,
+                     bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len);
+/* Sends a malloc'd JSON body and frees it. */
+void srv__send_json(http_res_t *res, int status, char *json);
+/* Writes the access-log line of a request answered without the engine; id
+ * is http_req_t.id (read it before answering: the request is freed then). */
+void srv__access(uint64_t id, const char *endpoint, int status);
+
+/* ---- srv_gen.c -------------------------------------------------------------- */
+
+void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx);
+void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx);
+
+/* ---- srv_events.c ----------------------------------------------------------- */
+
+/* One choice's output. */
+typedef struct srv_choice {
+  srv_buf_t text;              /* the whole response: echo + output (not streaming) */
+  oai_token_logprob_t *lp;     /* [n_lp] per generated token (not streaming) */
+  int32_t n_lp;
+  size_t cap_lp;
+  int32_t offset;              /* bytes of text so far (echo included), for text_offset */
+  int32_t tokens;              /* generated */
+  int64_t last_token_ns;       /* for the inter-token latency */
+  oai_finish_t finish;
+  char *stop_str;              /* malloc'd, or NULL */
+  int32_t stop_token;          /* -1: none */
+  char *error;                 /* malloc'd, or NULL */
+  bool done;
+} srv_choice_t;
+
+/* One prompt of a job: one engine request with n sequences. */
+typedef struct srv_part {
+  srv_job_t *job;
+  sched_req_t *req;
+  int32_t index;               /* prompt index: choices index*n .. index*n + n-1 */
+  int32_t prompt_tokens;
+  bool live;                   /* submitted, final event not yet seen */
+} srv_part_t;
+
+/* One generation request (completions or chat) from arrival until its
+ * response has ended (or its client left) and every engine request of it
+ * has posted its final event. */
+struct srv_job {
+  srv_t *srv;
+  srv_job_t *prev, *next;
+  http_res_t *res;             /* NULL once the response ended or the client left */
+  bool chat, stream, include_usage, logprobs;
+  int32_t n;                   /* choices per prompt */
+  char id[64];
+  int64_t created;             /* Unix seconds */
+  int64_t arrival_ns;
+  const char *endpoint;
+  int32_t *stop_ids;           /* [n_stop_ids] copy of stop_token_ids (for stop_reason) */
+  int32_t n_stop_ids;
+  srv_part_t *parts;           /* [n_parts] */
+  int32_t n_parts, n_live;
+  srv_choice_t *choices;       /* [n_parts * n] */
+  int32_t n_choices;
+  int64_t prompt_tokens, completion_tokens;
+  int64_t first_scheduled_ns, first_token_ns; /* earliest over the parts; 0: not yet */
+  srv_buf_t out;               /* SSE bytes waiting for this wake-up's single write */
+  bool dirty;                  /* out holds bytes (the job is on the flush list) */
+  srv_job_t *next_dirty;
+  bool client_gone, timed_out, errored;
+  int status;                  /* HTTP status sent */
+};
+
+/* A job for a request with n_parts prompts of n choices each, on s's list.
+ * The caller fills the rest. */
+srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_gen_t *g, int32_t n_parts);
+/* Cancels the job's live engine requests (client gone, timeout, shutdown). */
+void srv__job_cancel(srv_job_t *j, const char *why);
+/* Frees the job if nothing refers to it any more (response ended or client
+ * gone, no live part). Returns true if it was freed. */
+bool srv__job_maybe_free(srv_job_t *j);
+/* The response has started (all parts submitted): stream head and the
+ * first chunks (chat role, echo), or nothing until the end. */
+void srv__job_start(srv_job_t *j, const char *const *echo, const size_t *echo_len);
+/* uv_async callback: drains the engine's events. */
+void srv__on_wake(uv_async_t *h);
+
+/* ---- srv_main.c ------------------------------------------------------------- */
+
+/* Shuts down once a drain (or a failed load) has nothing left to wait for:
+ * no connection, no job, no loader at work. */
+void srv__maybe_finish(srv_t *s);
+
+#endif

@@ -1,0 +1,249 @@
+/* server/srv_routes.c — the routes of `tram serve`, the handlers that need
+ * no engine step (/health, /v1/models, /metrics, /tokenize, /detokenize),
+ * and the prompt encoding the generation handlers share with /tokenize (so
+ * that usage numbers and /tokenize agree). */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/log.h"
+#include "server/srv_internal.h"
+
+void srv__send_json(http_res_t *res, int status, char *json) {
+  http_res_send(res, status, "application/json", json, strlen(json));
+  free(json);
+}
+
+void srv__send_oai_error(http_res_t *res, const oai_error_t *e) {
+  http_res_send_error(res, e->status ? e->status : 400, e->type, e->message, e->param[0] ? e->param : NULL,
+                      e->code);
+}
+
+void srv__access(uint64_t req_id, const char *endpoint, int status) {
+  char id[32];
+  snprintf(id, sizeof id, "http-%llu", (unsigned long long)req_id);
+  const log_access_t a = {.id = id, .endpoint = endpoint, .status = status, .prompt_tokens = 0,
+                          .output_tokens = 0, .queue_ms = -1, .ttft_ms = -1, .total_ms = -1};
+  log_access(&a);
+}
+
+bool srv__serving(srv_t *s, http_res_t *res) {
+  if (s->state == SRV_READY) return true;
+  const bool loading = s->state == SRV_LOADING;
+  http_res_header(res, "Retry-After", loading ? "5" : "1");
+  http_res_send_error(res, 503, NULL,
+                      loading ? "the model is loading; retry shortly" : "the server is shutting down",
+                      NULL, loading ? "loading" : "draining");
+  return false;
+}
+
+bool srv__model_ok(srv_t *s, http_res_t *res, const char *model) {
+  if (!model || strcmp(model, s->cfg->served_model_name) == 0) return true;
+  char msg[512];
+  snprintf(msg, sizeof msg, "The model `%.200s` does not exist; this server serves `%.200s`.", model,
+           s->cfg->served_model_name);
+  http_res_send_error(res, 404, "not_found_error", msg, "model", "model_not_found");
+  return false;
+}
+
+/* ---- encoding ------------------------------------------------------------------ */
+
+int srv__encode(srv_t *s, const char *text, size_t len, int flags, int32_t **ids, int32_t *n, char *err,
+                size_t err_len) {
+  size_t cap = len + 8;
+  int32_t *buf = NULL;
+  int64_t got;
+  for (;;) {
+    buf = realloc(buf, cap * sizeof *buf);
+    if (!buf) http__oom();
+    got = tok_encode(s->tok, text, len, flags, buf, cap);
+    if (got < 0 || (size_t)got <= cap) break;
+    cap = (size_t)got;
+  }
+  if (got < 0) {
+    free(buf);
+    snprintf(err, err_len, "the text cannot be tokenized: %s", strerror((int)-got));
+    return -EINVAL;
+  }
+  if (got > INT32_MAX) {
+    free(buf);
+    snprintf(err, err_len, "the text has too many tokens (%lld)", (long long)got);
+    return -EINVAL;
+  }
+  *ids = buf;
+  *n = (int32_t)got;
+  return 0;
+}
+
+int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool add_generation_prompt,
+                     bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len) {
+  if (!s->tmpl) {
+    snprintf(err, err_len, "chat is not available: this model's chat template does not compile (see the server log)");
+    return -ENOSYS;
+  }
+  cJSON *arr = cJSON_CreateArray();
+  if (!arr) http__oom();
+  for (int32_t i = 0; i < n_msgs; i++) {
+    cJSON *m = cJSON_CreateObject();
+    if (!m) http__oom();
+    cJSON_AddItemToArray(arr, m);
+    cJSON_AddStringToObject(m, "role", msgs[i].role);
+    cJSON_AddStringToObject(m, "content", msgs[i].content ? msgs[i].content : "");
+    if (msgs[i].name) cJSON_AddStringToObject(m, "name", msgs[i].name);
+  }
+  const chat_tmpl_input_t in = {
+      .messages = arr,
+      .add_generation_prompt = add_generation_prompt,
+      .bos_token = s->bos,
+      .eos_token = s->eos,
+  };
+  char *text = NULL;
+  size_t len = 0;
+  int rc = chat_tmpl_render(s->tmpl, &in, &text, &len, err, err_len);
+  cJSON_Delete(arr);
+  if (rc != 0) return -EINVAL;
+  rc = srv__encode(s, text, len, TOK_ENC_PARSE_SPECIAL | (add_special ? TOK_ENC_ADD_SPECIAL : 0), ids, n, err,
+                   err_len);
+  free(text);
+  return rc;
+}
+
+/* ---- handlers -------------------------------------------------------------------- */
+
+static void h_health(const http_req_t *req, http_res_t *res, void *ctx) {
+  srv_t *s = ctx;
+  const uint64_t rid = req->id; /* req is freed once answered */
+  const char *status = "ok";
+  int code = 200;
+  if (s->state == SRV_LOADING) status = "loading", code = 503;
+  else if (s->state != SRV_READY) status = "draining", code = 503;
+  else if (srv__stalled(s, SRV_STALL_NS)) status = "stalled", code = 503;
+  srv__send_json(res, code, oai_write_health(status));
+  if (code != 200 || log_get_level() >= LOG_LEVEL_DEBUG) srv__access(rid, "/health", code);
+}
+
+static void h_models(const http_req_t *req, http_res_t *res, void *ctx) {
+  srv_t *s = ctx;
+  const uint64_t rid = req->id; /* req is freed once answered */
+  if (!srv__serving(s, res)) return;
+  const oai_model_t m = {
+      .id = s->cfg->served_model_name,
+      .root = s->cfg->model,
+      .owned_by = "tram",
+      .created = s->boot_time,
+      .max_model_len = s->max_model_len,
+  };
+  srv__send_json(res, 200, oai_write_models(&m, 1));
+  srv__access(rid, "/v1/models", 200);
+}
+
+static void h_metrics(const http_req_t *req, http_res_t *res, void *ctx) {
+  srv_t *s = ctx;
+  const uint64_t rid = req->id; /* req is freed once answered */
+  if (!s->metrics) {
+    http_res_send_error(res, 503, NULL, "the model is loading; metrics follow", NULL, "loading");
+    return;
+  }
+  srv_metrics_t *m = s->metrics;
+  sched_stats_t st;
+  sched_get_stats(s->engine, &st);
+  prom_set(m->requests_running, st.running);
+  prom_set(m->requests_waiting, st.waiting);
+  prom_set(m->kv_usage, st.kv_blocks_total ? (double)st.kv_blocks_used / st.kv_blocks_total : 0);
+  prom_set(m->kv_blocks_used, st.kv_blocks_used);
+  prom_set(m->kv_blocks_total, st.kv_blocks_total);
+  prom_set(m->prompt_tokens, (double)st.prompt_tokens);
+  prom_set(m->generation_tokens, (double)st.generated_tokens);
+  prom_set(m->preemptions, (double)st.preemptions);
+  prom_set(m->prefix_cache_queries, (double)st.prefix_query_tokens);
+  prom_set(m->prefix_cache_hits, (double)st.prefix_hit_tokens);
+  prom_set(m->steps_varlen, (double)st.varlen_steps);
+  prom_set(m->steps_decode, (double)st.decode_steps);
+  prom_set(m->success_stop, (double)s->finished_stop);
+  prom_set(m->success_length, (double)s->finished_length);
+  prom_set(m->success_abort, (double)s->finished_abort);
+  http_server_stats_t hs;
+  http_server_stats(s->http, &hs);
+  srv_metrics_http(m, &hs);
+  size_t len;
+  char *text = srv_metrics_render(m, &len);
+  http_res_send(res, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+  free(text);
+  if (log_get_level() >= LOG_LEVEL_DEBUG) srv__access(rid, "/metrics", 200);
+}
+
+static void h_tokenize(const http_req_t *req, http_res_t *res, void *ctx) {
+  srv_t *s = ctx;
+  const uint64_t rid = req->id; /* req is freed once answered */
+  if (!srv__serving(s, res)) return;
+  oai_tokenize_req_t t;
+  oai_error_t e;
+  if (oai_parse_tokenize(req->body, req->body_len, &s->oai_lim, req->arena, &t, &e) != 0) {
+    srv__send_oai_error(res, &e);
+    srv__access(rid, "/tokenize", 400);
+    return;
+  }
+  if (!srv__model_ok(s, res, t.model)) {
+    srv__access(rid, "/tokenize", 404);
+    return;
+  }
+  int32_t *ids = NULL, n = 0;
+  char err[512];
+  int rc = t.prompt ? srv__encode(s, t.prompt, t.prompt_len,
+                                  TOK_ENC_PARSE_SPECIAL | (t.add_special_tokens ? TOK_ENC_ADD_SPECIAL : 0), &ids,
+                                  &n, err, sizeof err)
+                    : srv__encode_chat(s, t.messages, t.n_messages, t.add_generation_prompt,
+                                       t.add_special_tokens, &ids, &n, err, sizeof err);
+  if (rc != 0) {
+    const int status = rc == -ENOSYS ? 500 : 400;
+    http_res_send_error(res, status, NULL, err, t.prompt ? "prompt" : "messages", "invalid_value");
+    srv__access(rid, "/tokenize", status);
+    return;
+  }
+  srv__send_json(res, 200, oai_write_tokenize(ids, n, s->max_model_len, NULL));
+  free(ids);
+  srv__access(rid, "/tokenize", 200);
+}
+
+static void h_detokenize(const http_req_t *req, http_res_t *res, void *ctx) {
+  srv_t *s = ctx;
+  const uint64_t rid = req->id; /* req is freed once answered */
+  if (!srv__serving(s, res)) return;
+  oai_detokenize_req_t d;
+  oai_error_t e;
+  if (oai_parse_detokenize(req->body, req->body_len, &s->oai_lim, req->arena, &d, &e) != 0) {
+    srv__send_oai_error(res, &e);
+    srv__access(rid, "/detokenize", 400);
+    return;
+  }
+  if (!srv__model_ok(s, res, d.model)) {
+    srv__access(rid, "/detokenize", 404);
+    return;
+  }
+  const int flags = TOK_DEC_SPECIAL | TOK_DEC_STRIP_PREFIX;
+  int64_t len = tok_decode(s->tok, d.tokens, (size_t)d.n_tokens, flags, NULL, 0);
+  if (len < 0) { /* the parser checked the ids against the vocabulary */
+    http_res_send_error(res, 400, NULL, "a token id is out of range", "tokens", "invalid_value");
+    srv__access(rid, "/detokenize", 400);
+    return;
+  }
+  char *text = malloc((size_t)len + 1);
+  if (!text) http__oom();
+  tok_decode(s->tok, d.tokens, (size_t)d.n_tokens, flags, text, (size_t)len + 1);
+  srv__send_json(res, 200, oai_write_detokenize(text, (size_t)len));
+  free(text);
+  srv__access(rid, "/detokenize", 200);
+}
+
+void srv__routes(srv_t *s) {
+  http_server_t *h = s->http;
+  http_server_route(h, HTTP_GET, "/health", h_health, s, HTTP_ROUTE_PUBLIC);
+  http_server_route(h, HTTP_GET, "/v1/models", h_models, s, 0);
+  if (s->cfg->metrics) http_server_route(h, HTTP_GET, "/metrics", h_metrics, s, 0);
+  http_server_route(h, HTTP_POST, "/tokenize", h_tokenize, s, 0);
+  http_server_route(h, HTTP_POST, "/detokenize", h_detokenize, s, 0);
+  http_server_route(h, HTTP_POST, "/v1/completions", srv__h_completions, s, 0);
+  http_server_route(h, HTTP_POST, "/v1/chat/completions", srv__h_chat, s, 0);
+}
