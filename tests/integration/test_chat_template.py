@@ -350,7 +350,10 @@ class Grammar:
         if k == 6:
             if r.randrange(3) == 0:
                 return r.choice(self.SLICED) + r.choice(self.SLICES)
-            return self.expr(depth + 1) + r.choice(self.POSTFIX)
+            post = r.choice(self.POSTFIX)
+            if "|" in post:  # a postfix after it would extend the filter's name
+                return "(" + self.expr(depth + 1) + post + ")"
+            return self.expr(depth + 1) + post
         if k == 7:
             return f"{self.expr(depth + 1)} if {self.expr(depth + 1)} else {self.expr(depth + 1)}"
         if k == 8:
