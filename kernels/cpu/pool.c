@@ -43,6 +43,8 @@
 /* How long an idle worker spins before it sleeps, in pause iterations
  * (a pause is ~10-140 cycles: this is tens of microseconds to a millisecond). */
 #define POOL_SPIN_ITERS 20000
+/* ... and yields the core every this many iterations while it spins. */
+#define POOL_YIELD_EVERY 512
 
 typedef struct worker {
   kern_pool_t *pool;
@@ -103,6 +105,10 @@ static void *worker_main(void *arg) {
     int spins = 0;
     while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop)) {
       if (++spins < POOL_SPIN_ITERS) {
+        /* between jobs, let any other runnable thread on this core (the
+         * HTTP loop, woken by the engine) go first: a yield with nobody
+         * waiting returns at once */
+        if (spins % POOL_YIELD_EVERY == 0) sched_yield();
         cpu_relax();
         continue;
       }
@@ -198,7 +204,7 @@ void kern_pool_for(kern_pool_t *p, int64_t n, int64_t grain, kern_pool_fn fn, vo
   /* every chunk is claimed now; wait for those still running elsewhere */
   int spins = 0;
   while (atomic_load_explicit(&p->done, memory_order_acquire) < (uint32_t)n_chunks) {
-    if (++spins < POOL_SPIN_ITERS) {
+    if (++spins < POOL_SPIN_ITERS && spins % POOL_YIELD_EVERY != 0) {
       cpu_relax();
     } else {
       sched_yield();
