@@ -3,15 +3,20 @@
  * forward (model/llama.h) and paged KV cache.
  *
  *   model_check -m MODEL [--dev cuda] [--ref cpu] [-t THREADS] [--seqs S]
- *               [--prompt N] [--gen G] [--tol 1e-2] [--strict] [--no-ref]
- *               [--ref-model PATH]
+ *               [--prompt N] [--gen G] [--tol 1e-2] [--row-tol 0.2]
+ *               [--strict] [--no-ref] [--ref-model PATH]
  *
  * 1. logits. S sequences of random ordinary tokens (N/4..N long) run
  *    through the same steps on both backends: staggered starts, whole and
  *    chunked prefills beside decode rows, then decode steps; each new token
- *    is the reference's greedy choice, so both see the same batches. Every
- *    row's logits must agree: relative L2 < tol (1e-2: the device computes
- *    in bf16).
+ *    is the reference's greedy choice, so both see the same batches. The
+ *    logits of all rows must agree: relative L2 (over all rows at once)
+ *    < tol (1e-2, the issue's bound for bf16), and each row's < row-tol
+ *    (default 20 x tol: it catches a broken row among many). Why not tol
+ *    for each row: an exact bf16 pipeline (bf16 weights, bf16 matmul inputs
+ *    and K/V, f32 elsewhere) already puts single rows from float64 at up to
+ *    4e-2 (the default model) and 8e-2 (its first 10 blocks; first
+ *    positions), over all rows at 3e-3 to 7e-3 (tests/gpu/bf16_ideal.py).
  * 2. batch composition, on the device backend alone. The same prompts
  *    generate G greedy tokens three ways: all together, each alone, and
  *    staggered with chunked prefill. The tokens must be the same. Where they
@@ -48,7 +53,7 @@
 
 typedef struct mc {
   int S, N, G;         /* sequences, longest prompt, generated tokens */
-  double tol;
+  double tol, row_tol; /* logits: all rows, each row */
   int strict;
   int V;               /* vocabulary */
   int pass, fail, warn;
@@ -112,17 +117,26 @@ static float runner_up(const float *x, int n, int top) {
   return v;
 }
 
-/* ||a - b|| / ||b|| in double (inf when a has a non-finite value). */
-static double rel_l2(const float *a, const float *b, int n, double *max_abs) {
-  double num = 0, den = 0, m = 0;
+/* ||a - b||² and ||b||² in double, and max |a - b|; -1 when a has a
+ * non-finite value. */
+static int l2_parts(const float *a, const float *b, int n, double *num, double *den, double *max_abs) {
+  double nu = 0, de = 0, m = 0;
   for (int i = 0; i < n; i++) {
-    if (!isfinite(a[i])) return INFINITY;
+    if (!isfinite(a[i])) return -1;
     const double d = (double)a[i] - (double)b[i];
-    num += d * d;
-    den += (double)b[i] * b[i];
+    nu += d * d;
+    de += (double)b[i] * b[i];
     if (fabs(d) > m) m = fabs(d);
   }
+  *num = nu, *den = de;
   if (max_abs) *max_abs = m;
+  return 0;
+}
+
+/* ||a - b|| / ||b|| (inf when a has a non-finite value). */
+static double rel_l2(const float *a, const float *b, int n, double *max_abs) {
+  double num, den;
+  if (l2_parts(a, b, n, &num, &den, max_abs) != 0) return INFINITY;
   return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
@@ -165,8 +179,8 @@ static void restart(mc_t *c) {
 static void check_logits(mc_t *c, ml_lane_t *dev, ml_lane_t *ref, const mc_plan_t *p) {
   int seq[64], q[64];
   int64_t rows = 0, same_bits = 0, same_top = 0;
-  double worst = -1, sum = 0, worst_abs = 0;
-  int worst_seq = -1, worst_pos = -1, bad = 0;
+  double worst = -1, num = 0, den = 0, worst_abs = 0;
+  int worst_seq = -1, worst_pos = -1, bad = 0, non_finite = 0;
   const double t0 = now_s();
   restart(c);
   for (int k = 0; !all_generated(c); k++) {
@@ -181,13 +195,14 @@ static void check_logits(mc_t *c, ml_lane_t *dev, ml_lane_t *ref, const mc_plan_
     for (int i = 0, r = 0; i < n; i++) {
       for (int j = 0; j < q[i]; j++, r++) {
         const float *d = c->rows + (size_t)r * c->V, *w = c->ref_rows + (size_t)r * c->V;
-        double mabs = 0;
-        const double e = rel_l2(d, w, c->V, &mabs);
+        double mabs = 0, nu = 0, de = 0;
+        non_finite += l2_parts(d, w, c->V, &nu, &de, &mabs) != 0;
+        const double e = de > 0 ? sqrt(nu / de) : sqrt(nu);
         rows++;
-        sum += isfinite(e) ? e : 0;
+        num += nu, den += de;
         same_bits += memcmp(d, w, (size_t)c->V * sizeof *d) == 0;
         same_top += argmax(d, c->V) == argmax(w, c->V);
-        if (!(e < c->tol)) bad++;
+        if (!(e < c->row_tol)) bad++;
         if (!(e <= worst)) {
           worst = e, worst_abs = mabs, worst_seq = seq[i], worst_pos = before[i] + j;
         }
@@ -198,13 +213,14 @@ static void check_logits(mc_t *c, ml_lane_t *dev, ml_lane_t *ref, const mc_plan_
         c->toks[b][c->len[b]++] = argmax(c->ref_rows + (size_t)(r - 1) * c->V, c->V);
     }
   }
-  result(c, bad == 0, "logits",
-         "%s vs %s, %lld rows (%d varlen + %d decode steps): rel L2 max %.3g (sequence %d, position %d, max |diff| "
-         "%.3g), mean %.3g, tol %g; %lld rows out of tol; argmax agrees on %lld, bit-identical %lld (%.1f s)",
-         dev->be->name, ref->be->name, (long long)rows, dev->paths[2], dev->paths[1], worst > 0 ? worst : 0.0,
-         worst_seq, worst_pos,
-         worst_abs, rows ? sum / rows : 0.0, c->tol, (long long)bad, (long long)same_top, (long long)same_bits,
-         now_s() - t0);
+  const double all = den > 0 ? sqrt(num / den) : sqrt(num);
+  result(c, non_finite == 0 && all < c->tol && bad == 0, "logits",
+         "%s vs %s, %lld rows (%d varlen + %d decode steps): rel L2 %.3g over all rows (tol %g), per row max %.3g "
+         "(sequence %d, position %d, max |diff| %.3g; %lld rows over %g); %d rows not finite; argmax agrees on %lld, "
+         "bit-identical %lld (%.1f s)",
+         dev->be->name, ref->be->name, (long long)rows, dev->paths[2], dev->paths[1], all, c->tol,
+         worst > 0 ? worst : 0.0, worst_seq, worst_pos, worst_abs, (long long)bad, c->row_tol, non_finite,
+         (long long)same_top, (long long)same_bits, now_s() - t0);
 }
 
 /* ---- 2. greedy outputs across batch compositions ----------------------------- */
@@ -378,7 +394,7 @@ static void probe_matmul(mc_t *c, kern_backend_t *be, const model_hparams_t *hp)
 
 static int usage(void) {
   fprintf(stderr, "usage: model_check -m MODEL [--dev cuda] [--ref cpu] [-t THREADS] [--seqs S] [--prompt N] "
-                  "[--gen G] [--tol 1e-2] [--strict] [--no-ref] [--ref-model PATH]\n");
+                  "[--gen G] [--tol 1e-2] [--row-tol 0.2] [--strict] [--no-ref] [--ref-model PATH]\n");
   return 2;
 }
 
@@ -400,9 +416,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--prompt")) c.N = atoi(v), i++;
     else if (!strcmp(a, "--gen")) c.G = atoi(v), i++;
     else if (!strcmp(a, "--tol")) c.tol = atof(v), i++;
+    else if (!strcmp(a, "--row-tol")) c.row_tol = atof(v), i++;
     else return usage();
   }
-  if (!model || c.S < 1 || c.S > 64 || c.N < 4 || c.G < 1 || !(c.tol > 0)) return usage();
+  if (c.row_tol == 0) c.row_tol = 20 * c.tol;
+  if (!model || c.S < 1 || c.S > 64 || c.N < 4 || c.G < 1 || !(c.tol > 0) || !(c.row_tol > 0)) return usage();
   log_set_level(LOG_LEVEL_WARN);
   const uint64_t seed = tu_seed();
   tu_rng_init(&c.rng, seed);

@@ -17,8 +17,8 @@
 #             concurrent requests of 128 prompt + 128 output tokens, greedy
 #             (engine_bench)
 #   bench     kernel timings against the measured ceilings (gpu_check bench)
-#   model8b   model_check on the 8B-shaped model (4 sequences; the CPU
-#             reference is the slow side)
+#   model8b   model_check on the 8B-shaped model (4 sequences, tol 2e-2;
+#             the CPU reference is the slow side)
 #   memcheck, racecheck   compute-sanitizer on the quick kernel checks
 #
 # $CARRY (default build/gpu-carry) is made on a CPU machine by
@@ -49,7 +49,9 @@ DEVICE=${DEVICE:-cuda}
 BIG_MODEL=${BIG_MODEL:-/tmp/tram-gpu/llama8b-random.gguf}
 BIG_ARGS=${BIG_ARGS:-}
 E2E_ARGS=${E2E_ARGS:--c 8,64,256 -p 128 -o 128 --max-seqs 256 --max-batch-tokens 4096 --kv-cache-mb 16384}
-MODEL8B_ARGS=${MODEL8B_ARGS:---seqs 4 --prompt 32 --gen 8}
+# 32 random blocks: an exact bf16 pipeline is already ~0.9e-2 from float64
+# (tests/gpu/bf16_ideal.py on a narrower 32-block random model), so 2e-2
+MODEL8B_ARGS=${MODEL8B_ARGS:---seqs 4 --prompt 32 --gen 8 --tol 2e-2}
 PYTHON=${PYTHON:-python3}
 SMALL_MODEL=$CARRY/smollm2-10l.gguf
 bin=$BUILD/tests/gpu
