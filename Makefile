@@ -214,37 +214,79 @@ $(BUILD)/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(LIB) $(LLHTTP_LIB)
 	$(Q)$(CC) $(LDFLAGS) -fsanitize=fuzzer $< $(LIB) $(LLHTTP_LIB) $(LDLIBS) -o $@
 
 # --- CUDA ---------------------------------------------------------------------
-# cuda-check compiles every CUDA source and the GPU test program (CI runs it
-# where nvcc exists; no GPU needed). gpu-tests builds tests/gpu/ into
-# $(BUILD)/tests/gpu/gpu_check with nvcc and the CUDA toolkit alone (no Debian
-# libraries: a bare GPU machine builds it; it needs no set-up), linking only
-# the sources the checks use. tests/gpu/run-on-device.sh builds, checks and
-# times on a GPU machine.
+# cuda-check compiles every CUDA source and the GPU test programs (CI runs it
+# where nvcc exists; no GPU needed). gpu-tests builds, with nvcc and the CUDA
+# toolkit (no Debian libraries: a bare GPU machine builds them; no set-up):
+#   $(BUILD)/tests/gpu/gpu_check     every CUDA kernel vs float64 (tests/gpu/*.cu)
+#   $(BUILD)/tests/gpu/model_check   the full model, CUDA vs CPU (tests/gpu/model_check.c)
+#   $(BUILD)/tests/gpu/engine_bench  bench/engine_bench.c (--device cuda)
+# The last two link the model, cache, attention, scheduler and both backends,
+# compiled here without the Debian packages' flags; they need PCRE2 (the
+# tokenizer): PCRE2_DIR names a folder holding include/pcre2.h and
+# lib/libpcre2-8.so.0 (tests/gpu/prepare-carry.sh makes one for a GPU
+# machine); empty, the system's. tests/gpu/run-on-device.sh builds, checks
+# and times on a GPU machine.
 GPU_CU_SRCS   := $(wildcard kernels/cuda/*.cu) $(wildcard tests/gpu/*.cu)
 GPU_C_SRCS    := kernels/kern_types.c config/log.c tests/unit/testutil.c
 GPU_TEST_OBJS := $(GPU_CU_SRCS:%.cu=$(BUILD)/obj/%.o) $(GPU_C_SRCS:%.c=$(BUILD)/obj/gpu/%.o)
 GPU_CHECK     := $(BUILD)/tests/gpu/gpu_check
+# the toolkit's libraries (cuBLAS) found at run time without LD_LIBRARY_PATH
+GPU_RPATH     := $(if $(CUDA_HOME),-Xlinker -rpath=$(CUDA_HOME)/lib64)
+
+PCRE2_DIR ?=
+ifneq ($(PCRE2_DIR),)
+  PCRE2_CFLAGS := -I$(abspath $(PCRE2_DIR))/include
+  PCRE2_LIBS   := -L$(abspath $(PCRE2_DIR))/lib -Xlinker -l:libpcre2-8.so.0 \
+                  -Xlinker -rpath=$(abspath $(PCRE2_DIR))/lib
+else
+  PCRE2_CFLAGS := $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
+  PCRE2_LIBS   := $(or $(shell pkg-config --libs libpcre2-8 2>/dev/null),-lpcre2-8)
+endif
+GPU_MODEL_SRCS := $(filter-out model/chat_template.c,$(wildcard model/*.c)) config/log.c \
+                  $(wildcard kernels/*.c kernels/cpu/*.c attention/*.c cache/*.c scheduler/*.c)
+GPU_MODEL_LIB  := $(BUILD)/gpu/libtram-model.a
+GPU_LINK_OBJS  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard kernels/cuda/*.cu)) \
+                  $(BUILD)/obj/gpu/tests/unit/testutil.o
+GPU_MODEL_BINS := $(BUILD)/tests/gpu/model_check $(BUILD)/tests/gpu/engine_bench
 
 .PHONY: gpu-tests
 cuda-check:
 	$(Q)if [ -z "$(wildcard kernels/cuda/*.cu)" ]; then echo "cuda-check: no CUDA sources yet"; \
 	else $(MAKE) --no-print-directory CUDA=1 $(TRAM) gpu-tests; fi
 
-gpu-tests: $(GPU_CHECK)
+gpu-tests: $(GPU_CHECK) $(GPU_MODEL_BINS)
 
 $(GPU_CHECK): $(GPU_TEST_OBJS)
 	$(if $(NVCC),,$(error gpu-tests: nvcc not found (put it on PATH or set NVCC=)))
 	$(call say,LINK,$@)
 	@mkdir -p $(@D)
-	$(Q)$(NVCC) $(CUDA_ARCHS) $^ -lcublas -o $@
+	$(Q)$(NVCC) $(CUDA_ARCHS) $^ -lcublas $(GPU_RPATH) -o $@
 
-# The C support files, compiled without the Debian packages' flags.
+$(GPU_MODEL_LIB): $(GPU_MODEL_SRCS:%.c=$(BUILD)/obj/gpu/%.o)
+	$(call say,AR,$@)
+	@mkdir -p $(@D)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/tests/gpu/model_check: $(BUILD)/obj/gpu/tests/gpu/model_check.o $(BUILD)/obj/gpu/tests/gpu/model_lane.o
+$(BUILD)/tests/gpu/engine_bench: $(BUILD)/obj/gpu/bench/engine_bench.o
+$(GPU_MODEL_BINS): $(GPU_LINK_OBJS) $(GPU_MODEL_LIB)
+	$(if $(NVCC),,$(error gpu-tests: nvcc not found (put it on PATH or set NVCC=)))
+	$(call say,LINK,$@)
+	@mkdir -p $(@D)
+	$(Q)$(NVCC) $(CUDA_ARCHS) $(filter %.o,$^) $(GPU_MODEL_LIB) -lcublas $(PCRE2_LIBS) $(GPU_RPATH) -lm -o $@
+
+# The C sources, compiled without the Debian packages' flags (PCRE2's aside).
+# GPU_WARN: run-on-device.sh drops -Werror (another machine's gcc may warn
+# where this one does not; a device minute is too dear to lose to that).
+GPU_WARN ?= $(WARN)
 $(BUILD)/obj/gpu/%.o: %.c
 	$(call say,CC,$<)
 	@mkdir -p $(@D)
-	$(Q)$(CC) -I. -D_GNU_SOURCE -MMD -MP $(CSTD) $(WARN) -O2 -g -pthread -c $< -o $@
+	$(Q)$(CC) -I. -DTRAM_CUDA=1 $(PCRE2_CFLAGS) -D_GNU_SOURCE -MMD -MP $(CSTD) $(GPU_WARN) -O2 -g $(ARCH_FLAGS) \
+		-pthread -c $< -o $@
 
--include $(GPU_TEST_OBJS:.o=.d)
+-include $(GPU_TEST_OBJS:.o=.d) $(GPU_MODEL_SRCS:%.c=$(BUILD)/obj/gpu/%.d) \
+	$(addprefix $(BUILD)/obj/gpu/,tests/gpu/model_check.d tests/gpu/model_lane.d bench/engine_bench.d)
 # --- end of CUDA ---------------------------------------------------------------
 
 sanitize:

@@ -11,7 +11,12 @@
  * (sampling, detokenizing, stop checks, events). Goal: overhead < 2%.
  *
  * Usage: engine_bench [-m MODEL] [-t THREADS] [-c 1,8,32,64] [-p 128] [-o 128]
- *                     [--max-batch-tokens N] [--max-seqs N] */
+ *                     [--max-batch-tokens N] [--max-seqs N] [--device cpu|cuda]
+ *                     [--kv-cache-mb N]
+ * --device cuda runs the same engine on the CUDA backend (a build with
+ * CUDA: `make gpu-tests` makes build/tests/gpu/engine_bench); the "cpu"
+ * columns then divide process CPU time by THREADS as well, which says
+ * little. --kv-cache-mb: the KV cache budget (default 1024). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -86,12 +91,13 @@ static int run(sched_engine_t *e, int c, int n_prompt, int n_out, int threads) {
 
 int main(int argc, char **argv) {
   const char *model = "models/SmolLM2-135M-Instruct.Q4_1.gguf", *list = "1,8,32,64";
-  int threads = 0, n_prompt = 128, n_out = 128, max_tokens = 256, max_seqs = 64;
+  const char *device = "cpu";
+  int threads = 0, n_prompt = 128, n_out = 128, max_tokens = 256, max_seqs = 64, kv_mb = 1024;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!v) {
       fprintf(stderr, "usage: engine_bench [-m MODEL] [-t THREADS] [-c 1,8,32,64] [-p 128] [-o 128] "
-                      "[--max-batch-tokens N] [--max-seqs N]\n");
+                      "[--max-batch-tokens N] [--max-seqs N] [--device cpu|cuda] [--kv-cache-mb N]\n");
       return 2;
     }
     if (!strcmp(a, "-m")) model = v;
@@ -101,6 +107,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "-o")) n_out = atoi(v);
     else if (!strcmp(a, "--max-batch-tokens")) max_tokens = atoi(v);
     else if (!strcmp(a, "--max-seqs")) max_seqs = atoi(v);
+    else if (!strcmp(a, "--device")) device = v;
+    else if (!strcmp(a, "--kv-cache-mb")) kv_mb = atoi(v);
     else {
       fprintf(stderr, "engine_bench: unknown option %s\n", a);
       return 2;
@@ -108,7 +116,7 @@ int main(int argc, char **argv) {
     i++;
   }
   log_set_level(LOG_LEVEL_WARN);
-  kern_backend_t *be = kern_backend_create("cpu", threads);
+  kern_backend_t *be = kern_backend_create(device, threads);
   char err[512];
   model_t *m = be ? model_load(model, be, err, sizeof err) : NULL;
   if (!m) {
@@ -120,12 +128,12 @@ int main(int argc, char **argv) {
   sched_config_t cfg = sched_config_default();
   cfg.max_seqs = max_seqs;
   cfg.max_batch_tokens = max_tokens;
-  cfg.kv_cache_bytes = (int64_t)1 << 30;
+  cfg.kv_cache_bytes = (int64_t)kv_mb << 20;
   sched_engine_t *e = sched_engine_create(m, be, &cfg);
   if (!e) return 1;
-  printf("engine_bench: %s, %d threads, %d prompt + %d output tokens per request, max_seqs %d, "
-         "max_batch_tokens %d\n",
-         model, threads, n_prompt, n_out, max_seqs, max_tokens);
+  printf("engine_bench: %s on %s, %d threads, %d prompt + %d output tokens per request, max_seqs %d, "
+         "max_batch_tokens %d, KV cache %d MiB\n",
+         model, device, threads, n_prompt, n_out, max_seqs, max_tokens, kv_mb);
   printf("   C    wall s   gen/s wall  gen/s cpu  prompt/s w  prompt/s c   steps  ms/step  overhead  before   after\n");
   int rc = 0;
   for (const char *p = list; *p && rc == 0;) {
