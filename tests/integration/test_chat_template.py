@@ -385,8 +385,12 @@ class Grammar:
                 out.append(f"{open_}set {r.choice(['x', 'ns.x', 'y'])} = {self.expr()}{close}")
             elif k == 6:
                 out.append(r.choice(["{#- c -#}", "{# c #}\n", "  {# c #}"]))
-            else:
+            elif depth == 0:
+                # macros only at the top: a closure defined in a loop body that
+                # reads a name the body assigns later is a documented difference
                 out.append("{% macro f(a, b=1) %}" + self.body(depth + 1) + "{% endmacro %}{{ f(x) }}")
+            else:
+                out.append("{{ x }}")
         return "".join(out)
 
 
