@@ -19,9 +19,11 @@
  * (|x| < 2^53) become Python ints, others floats (cJSON does not keep "1.0"
  * apart from "1").
  *
- * Known differences from jinja2 (none seen in real chat templates): a macro
- * defined inside a loop or macro body that reads a name the body assigns
- * only later sees the outer value, where jinja2 sees undefined; literal
+ * Known differences from jinja2 (none seen in real chat templates): a
+ * macro that reads a name which its enclosing body assigns with `set` may
+ * see a different value before that assignment (jinja2 decides by whether
+ * the body reads the name before it assigns it; tram by whether the name is
+ * assigned at all); literal
  * expressions are not constant-folded, so an unknown filter in a branch
  * jinja2 folds away is still a compile error here.
  *

@@ -318,7 +318,7 @@ class Grammar:
     test's generator), to compare tram and jinja2 beyond hand-written cases."""
 
     ATOMS = ["x", "messages", "m", "loop.index", "m.role", "m['content']", "1", "0", "-1", "2.5", "'a'", '"b c"',
-             "none", "true", "ns.x", "y", "messages[0]", "x[1].role", "(range(3)|list)", "''", "' s '"]
+             "none", "true", "ns.x", "y", "messages[0]", "x[1].role", "(range(3)|list)", "''", "' s '", "z", "w"]
     BINOPS = [" + ", " - ", " * ", " // ", " % ", " ~ ", " == ", " != ", " < ", " in ", " not in ", " and ", " or "]
     FILTERS = ["|trim", "|length", "|tojson", "|first", "|last", "|join(',')", "|list", "|string", "|int",
                "|upper", "|default('d')", "|selectattr('role', 'equalto', 'user')|list", "|map(attribute='role')|list",
@@ -382,7 +382,10 @@ class Grammar:
                     out.append(r.choice(["{% break %}", "{% continue %}"]))
                 out.append(f"{open_}endfor{close}")
             elif k == 5:
-                out.append(f"{open_}set {r.choice(['x', 'ns.x', 'y'])} = {self.expr()}{close}")
+                # set targets never shadow a render variable (x, y): jinja2 resolves
+                # such a name differently for closures depending on whether the
+                # scope reads it before it assigns it (a documented difference)
+                out.append(f"{open_}set {r.choice(['z', 'ns.x', 'w'])} = {self.expr()}{close}")
             elif k == 6:
                 out.append(r.choice(["{#- c -#}", "{# c #}\n", "  {# c #}"]))
             elif depth == 0:
