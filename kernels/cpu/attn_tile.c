@@ -196,15 +196,14 @@ static void tile_avx2(const float *q, int n_heads, int group, int hd, float scal
     part[(size_t)h * P + hd + 1] = hsum8(vl);
   }
 
-  /* acc = sum p_j v_j, 8 keys at a time, 64 dimensions per pass */
-  for (int c = 0; c < nc; c++) {
-    const int j0 = 8 * c, j1 = j0 + 8 < n ? j0 + 8 : n;
-    for (int h = 0; h < n_heads; h++) {
-      float *acc = part + (size_t)h * P;
-      const int off = (h / group) * hd;
-      for (int d0 = 0; d0 < hd; d0 += 64)
-        accumulate_v(acc + d0, p[h], vrows, off + d0, j0, j1, (hd - d0 < 64 ? hd - d0 : 64) / 8, c == 0);
-    }
+  /* acc = sum p_j v_j: per head, every key of the tile in one pass, 64
+   * dimensions at a time, the accumulators held in registers; the heads of
+   * one KV head follow each other, so its V slice is read from L1 */
+  for (int h = 0; h < n_heads; h++) {
+    float *acc = part + (size_t)h * P;
+    const int off = (h / group) * hd;
+    for (int d0 = 0; d0 < hd; d0 += 64)
+      accumulate_v(acc + d0, p[h], vrows, off + d0, 0, n, (hd - d0 < 64 ? hd - d0 : 64) / 8, 1);
   }
 }
 #endif

@@ -4,15 +4,29 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "config/log.h"
 #include "kernels/cpu/attn_cpu.h"
 #include "kernels/cpu/matmul_cpu.h"
 #include "kernels/cpu/ops_cpu.h"
 
+/* Buffers of at least this size (the KV arena, large activations) are
+ * 2 MiB-aligned and backed by transparent huge pages where the kernel allows
+ * (advice only): paged attention reads K/V blocks in an order the hardware
+ * prefetchers cannot follow across 4 KiB pages. Measured with
+ * build/bench/attn_bench --decode-only: 7.5 -> 7.1 ms (2 threads). */
+#define CPU_HUGE_BYTES ((size_t)2 << 20)
+
 static void *cpu_alloc(kern_backend_t *be, size_t bytes) {
   (void)be;
   void *p = NULL;
+  if (bytes >= CPU_HUGE_BYTES) {
+    size_t size = (bytes + CPU_HUGE_BYTES - 1) & ~(CPU_HUGE_BYTES - 1);
+    if (posix_memalign(&p, CPU_HUGE_BYTES, size) != 0) return NULL;
+    (void)madvise(p, size, MADV_HUGEPAGE); /* fine if refused */
+    return p;
+  }
   if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) return NULL;
   return p;
 }
