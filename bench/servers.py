@@ -28,6 +28,7 @@ import loadgen
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PEER_DIR = ROOT / ".bench-peer"
 KV_BYTES_PER_TOKEN_F16 = 2 * 2 * 192 * 30    # K and V, f16, 3 KV heads x 64, 30 layers (docs/model.md)
+KV_BYTES_PER_TOKEN_F32 = 2 * KV_BYTES_PER_TOKEN_F16  # tram's CPU cache holds f32
 MIB = 1 << 20
 
 
@@ -49,7 +50,7 @@ class ServerKind:
     def command(self, model: str, port: int, threads: int, slots: int, slot_ctx: int) -> list[str]:
         """The exact command line for one run."""
         if self.name == "tram":
-            kv = max(512 * MIB, slots * slot_ctx * KV_BYTES_PER_TOKEN_F16)
+            kv = max(512 * MIB, slots * slot_ctx * KV_BYTES_PER_TOKEN_F32)
             kv = (kv + MIB - 1) // MIB
             return [str(self.binary), "serve", "-m", model, "--host", "127.0.0.1", "--port", str(port),
                     "--threads", str(threads), "--max-seqs", str(slots),
