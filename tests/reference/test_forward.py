@@ -73,6 +73,7 @@ def check_against_reference(got, reference):
         assert g.shape == want.shape
         assert np.isfinite(g).all()
         err = np.linalg.norm(g - want, axis=1) / np.linalg.norm(want, axis=1)
+        print(f"sequence {s}: {len(err)} positions, logits rel L2 max {err.max():.2e}")  # shown with pytest -s
         assert err.max() < 1e-3, f"sequence {s}: rel L2 {err.max():.2e} at position {err.argmax()}"
         bad = np.nonzero(g.argmax(axis=1) != want.argmax(axis=1))[0]
         assert bad.size == 0, f"sequence {s}: argmax differs at positions {bad.tolist()}"
