@@ -250,6 +250,9 @@ def markdown(results, out: pathlib.Path) -> str:
         for key, text, *_ in GOALS:
             L.append(f"| {text} | " + " | ".join(_fmt(gv[key][n]) for n in names) + " |")
     L.append("")
+    if (out / "analysis.md").exists():
+        L += ["Where tram falls short of a goal, by how much and where its time goes (profiles): "
+              "[analysis.md](analysis.md).", ""]
 
     bt = _bound_text(meta)
     L += ["## Figures", "", f"![output tokens/s]({FIGS['throughput']})", "", bt["throughput"], "",
@@ -294,7 +297,7 @@ def markdown(results, out: pathlib.Path) -> str:
     L += ["", f"Output tokens were counted from the servers' usage for {counted} of {total} requests "
           "(the rest by re-tokenizing the text, vLLM's fallback).", ""]
 
-    others = sorted(p.name for p in out.glob("*.md") if p.name not in ("README.md", "methodology.md"))
+    others = sorted(p.name for p in out.glob("*.md") if p.name not in ("README.md", "methodology.md", "analysis.md"))
     if others:
         L += ["## Micro-benchmarks", ""] + [f"- [{o}]({o})" for o in others] + [""]
     return "\n".join(L)
