@@ -29,7 +29,8 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 stage "C unit tests" scripts/run-unit-tests.sh "$BUILD/tests"
 stage "C unit tests under ASan+UBSan" scripts/run-unit-tests.sh "$BUILD/san/tests"
 if ls tests/fuzz/fuzz_*.c >/dev/null 2>&1; then
-  stage "fuzz targets (short run)" bash -c 'make --no-print-directory fuzz >/dev/null && scripts/run-fuzz-smoke.sh'
+  stage "fuzz targets (short run)" env TRAM_FUZZ_MODEL="$MODEL" \
+    bash -c 'make --no-print-directory fuzz >/dev/null && scripts/run-fuzz-smoke.sh'
 fi
 # pytest exits 5 when it collects nothing: that is a failure here too.
 stage "pytest" env TRAM_BUILD="$BUILD" TRAM_BIN="$BUILD/tram" TRAM_SAN_BIN="$BUILD/san/tram" TRAM_MODEL="$MODEL" \
