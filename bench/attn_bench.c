@@ -28,20 +28,10 @@
 #include "attention/attn.h"
 #include "cache/kv_cache.h"
 #include "bench/bench_probe.h"
+#include "bench/bench_util.h"
 #include "kernels/cpu/cpu_backend.h"
 
 enum { N_HEADS = 9, N_KV_HEADS = 3, HEAD_DIM = 64, BLOCK = 32 };
-
-static double clock_s(clockid_t id) {
-  struct timespec ts;
-  clock_gettime(id, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void) {
@@ -133,14 +123,14 @@ static double time_step(bench_t *b, int q_len, int last_q, int gather, int iters
   double *t = malloc((size_t)iters * 2 * sizeof *t), *c = t + iters;
   attn_layer_forward(at, 0, q, k, v, o); /* warm-up */
   for (int i = 0; i < iters; i++) {
-    double w0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    double w0 = bench_clock_s(CLOCK_MONOTONIC), c0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
     attn_layer_forward(at, 0, q, k, v, o);
     be->sync(be);
-    t[i] = clock_s(CLOCK_MONOTONIC) - w0;
-    c[i] = (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / kern_cpu(be)->n_threads;
+    t[i] = bench_clock_s(CLOCK_MONOTONIC) - w0;
+    c[i] = (bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / kern_cpu(be)->n_threads;
   }
-  qsort(t, (size_t)iters, sizeof *t, cmp_double);
-  qsort(c, (size_t)iters, sizeof *c, cmp_double);
+  qsort(t, (size_t)iters, sizeof *t, bench_cmp_double);
+  qsort(c, (size_t)iters, sizeof *c, bench_cmp_double);
   double med = t[iters / 2];
   *cpu = c[iters / 2];
   be->free(be, q), be->free(be, k), be->free(be, v), be->free(be, o);

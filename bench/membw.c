@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench_util.h"
 #include "kernels/cpu/pool.h"
 
 #if defined(__AVX2__)
@@ -34,12 +35,6 @@ typedef struct {
   size_t bytes;
   double sums[256]; /* per-thread sink, so the reads are not optimized away */
 } probe_t;
-
-static double clock_s(clockid_t id) {
-  struct timespec ts;
-  clock_gettime(id, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void read_fn(void *ctx, int64_t begin, int64_t end, int tid) {
   probe_t *p = ctx;
@@ -99,9 +94,9 @@ static void fill_fn(void *ctx, int64_t begin, int64_t end, int tid) {
 static void best_of(kern_pool_t *pool, probe_t *p, kern_pool_fn fn, int runs, double *wall, double *cpu) {
   *wall = *cpu = 1e30;
   for (int r = 0; r < runs; r++) {
-    double w0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    double w0 = bench_clock_s(CLOCK_MONOTONIC), c0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
     kern_pool_for(pool, (int64_t)(p->bytes / CHUNK), 1, fn, p);
-    double w = clock_s(CLOCK_MONOTONIC) - w0, c = (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / kern_pool_size(pool);
+    double w = bench_clock_s(CLOCK_MONOTONIC) - w0, c = (bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / kern_pool_size(pool);
     if (w < *wall) *wall = w;
     if (c < *cpu) *cpu = c;
   }

@@ -28,21 +28,11 @@
 
 #include "config/log.h"
 #include "bench/bench_probe.h"
+#include "bench/bench_util.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/llama.h"
 
 enum { MAX_SEQS = 32, PREFILL = 512 };
-
-static double clock_s(clockid_t id) {
-  struct timespec ts;
-  clock_gettime(id, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 typedef struct bench {
   kern_backend_t *be;
@@ -81,10 +71,10 @@ static void step(bench_t *b, int first, int n, int q, double *w, double *c) {
   if (attn_meta_build(&b->meta, b->cache->alloc, sp, ql, n) != 0) exit(1);
   const model_batch_t batch = {.n_tokens = t, .tokens = b->ids, .positions = b->pos, .attn = &b->meta.batch,
                                .n_logits = n, .logit_rows = b->rows};
-  const double w0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+  const double w0 = bench_clock_s(CLOCK_MONOTONIC), c0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
   if (model_forward(b->run, &batch, b->logits) != 0) exit(1);
-  *w = clock_s(CLOCK_MONOTONIC) - w0;
-  *c = (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / kern_cpu(b->be)->n_threads;
+  *w = bench_clock_s(CLOCK_MONOTONIC) - w0;
+  *c = (bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / kern_cpu(b->be)->n_threads;
   for (int s = 0; s < n; s++) kv_seq_commit(b->cache->alloc, &b->seqs[first + s], q);
 }
 
@@ -98,8 +88,8 @@ static void timed(bench_t *b, int first, int n, int q, int iters, double *w, dou
     step(b, first, n, q, &x, &y);
     if (i >= 0) tw[i] = x, tc[i] = y;
   }
-  qsort(tw, (size_t)iters, sizeof *tw, cmp_double);
-  qsort(tc, (size_t)iters, sizeof *tc, cmp_double);
+  qsort(tw, (size_t)iters, sizeof *tw, bench_cmp_double);
+  qsort(tc, (size_t)iters, sizeof *tc, bench_cmp_double);
   *w = tw[iters / 2];
   *c = tc[iters / 2];
   free(tw);

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "bench/bench_util.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 
@@ -73,14 +74,9 @@ static void add_dir(buf_t *b, const char *dir) {
   if (n >= 0) free(list);
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* Best and median of r timings. */
 static void report(const char *what, double *t, int r, double bytes, double tokens) {
-  qsort(t, (size_t)r, sizeof *t, cmp_double);
+  qsort(t, (size_t)r, sizeof *t, bench_cmp_double);
   printf("%-28s best %8.2f MB/s %10.0f tok/s   median %8.2f MB/s\n", what, bytes / t[0] / 1e6,
          tokens / t[0], bytes / t[r / 2] / 1e6);
 }
