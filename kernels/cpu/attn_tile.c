@@ -53,7 +53,9 @@ static void tile_scalar(const float *q, const float *const *krows, const float *
 
 #if ATTN_SIMD
 /* exp(x) for x <= 0 (Cephes' single-precision polynomial, ~1 ulp); inputs
- * below about -87.3, -inf included, give 0. */
+ * below about -87.3, -inf included, give 0. Not ops.c's exp8: that one
+ * follows kern_cpu_expf's clamp to [-87.34, 88], which maps a masked key's
+ * -inf to 1.2e-38 instead of the 0 that attention needs. */
 static inline __m256 exp8(__m256 x) {
   x = _mm256_max_ps(x, _mm256_set1_ps(-88.0f));
   __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),

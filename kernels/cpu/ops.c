@@ -169,7 +169,9 @@ void kern_cpu__swiglu_scalar(float *y, const float *gate, const float *up, int64
 }
 
 #ifdef KERN_CPU_AVX2
-/* kern_cpu_expf on 8 lanes, operation for operation. */
+/* kern_cpu_expf on 8 lanes, operation for operation (so the portable
+ * fallback gives the same bits). attn_tile.c has its own exp8, for x <= 0
+ * with -inf -> 0, which this clamp does not give. */
 static inline __m256 exp8(__m256 x) {
   x = _mm256_max_ps(x, _mm256_set1_ps(-87.33654f));
   x = _mm256_min_ps(x, _mm256_set1_ps(88.0f));
