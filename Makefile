@@ -110,7 +110,7 @@ endif
 # --- sources ----------------------------------------------------------------
 # Every .c in these folders is part of the library; server/main.c is the
 # program. New files need no Makefile change.
-SRC_DIRS := server scheduler attention cache kernels kernels/cpu model config
+SRC_DIRS := base gguf model text text/jinja sample server scheduler attention cache kernels kernels/cpu config
 MAIN_SRC := server/main.c
 LIB_SRCS := $(filter-out $(MAIN_SRC),$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -227,7 +227,7 @@ $(BUILD)/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(LIB) $(LLHTTP_LIB)
 # machine); empty, the system's. tests/gpu/run-on-device.sh builds, checks
 # and times on a GPU machine.
 GPU_CU_SRCS   := $(wildcard kernels/cuda/*.cu) $(wildcard tests/gpu/*.cu)
-GPU_C_SRCS    := kernels/kern_types.c config/log.c tests/unit/testutil.c
+GPU_C_SRCS    := kernels/kern_types.c base/log.c tests/unit/testutil.c
 GPU_TEST_OBJS := $(GPU_CU_SRCS:%.cu=$(BUILD)/obj/%.o) $(GPU_C_SRCS:%.c=$(BUILD)/obj/gpu/%.o)
 GPU_CHECK     := $(BUILD)/tests/gpu/gpu_check
 # the toolkit's libraries (cuBLAS) found at run time without LD_LIBRARY_PATH
@@ -242,7 +242,7 @@ else
   PCRE2_CFLAGS := $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
   PCRE2_LIBS   := $(or $(shell pkg-config --libs libpcre2-8 2>/dev/null),-lpcre2-8)
 endif
-GPU_MODEL_SRCS := $(filter-out model/chat_template.c,$(wildcard model/*.c)) config/log.c \
+GPU_MODEL_SRCS := $(wildcard base/*.c gguf/*.c model/*.c sample/*.c) $(filter-out text/chat_template.c,$(wildcard text/*.c text/jinja/*.c)) \
                   $(wildcard kernels/*.c kernels/cpu/*.c attention/*.c cache/*.c scheduler/*.c)
 GPU_MODEL_LIB  := $(BUILD)/gpu/libtram-model.a
 GPU_LINK_OBJS  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard kernels/cuda/*.cu)) \

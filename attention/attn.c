@@ -6,7 +6,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "config/log.h"
+#include "base/log.h"
 
 struct attn {
   kern_backend_t *be;  /* not owned */

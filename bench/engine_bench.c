@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "scheduler/sched.h"
 
 static double cpu_s(void) {

@@ -18,7 +18,7 @@
 
 #include <uv.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "server/http.h"
 #include "server/oai_response.h"
 

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "bench/bench_probe.h"
 #include "bench/bench_util.h"
 #include "kernels/cpu/cpu_backend.h"

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "model/sampler.h"
+#include "sample/sampler.h"
 
 static double now(void) {
   struct timespec ts;

@@ -20,8 +20,8 @@
 #include <time.h>
 
 #include "bench/bench_util.h"
-#include "model/gguf.h"
-#include "model/tokenizer.h"
+#include "gguf/gguf.h"
+#include "text/tokenizer.h"
 
 static double now(void) {
   struct timespec ts;

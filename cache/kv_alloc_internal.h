@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "cache/kv_alloc.h"
-#include "config/log.h"
+#include "base/log.h"
 
 #define KV_NONE (-1)
 

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "config/log.h"
+#include "base/log.h"
 
 static int config_block_size(const kv_cache_config_t *cfg) {
   return cfg->block_size ? cfg->block_size : KV_DEFAULT_BLOCK_SIZE;

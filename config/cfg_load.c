@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "config/cfg_internal.h"
-#include "config/log.h"
+#include "base/log.h"
 
 
 /* --- small helpers ----------------------------------------------------------- */

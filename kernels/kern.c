@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "kernels/cpu/cpu_backend.h"
 #ifdef TRAM_CUDA
 #include "kernels/cuda/cuda_backend.h"

@@ -49,7 +49,7 @@
 #include "attention/attn.h"
 #include "cache/kv_cache.h"
 #include "kernels/kern.h"
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 
 typedef enum model_arch {
   MODEL_ARCH_LLAMA = 0,

@@ -4,7 +4,7 @@
 #ifndef TRAM_MODEL_LLAMA_INTERNAL_H
 #define TRAM_MODEL_LLAMA_INTERNAL_H
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/llama.h"
 
 /* One transformer block. Matrices are [rows = out features, cols = in

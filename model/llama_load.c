@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "model/llama_internal.h"
 
 /* The state of one load: the tensors used so far, and the error line. */

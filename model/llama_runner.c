@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "model/llama_internal.h"
 
 struct model_runner {

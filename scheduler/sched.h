@@ -44,8 +44,8 @@
 
 #include "kernels/kern.h"
 #include "model/llama.h"
-#include "model/sampler.h"
-#include "model/tokenizer.h"
+#include "sample/sampler.h"
+#include "text/tokenizer.h"
 
 typedef struct sched_engine sched_engine_t;
 typedef struct sched_req sched_req_t;

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "scheduler/sched_internal.h"
 
 int64_t sched_now_ns(void) {

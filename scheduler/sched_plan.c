@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/log.h"
+#include "base/log.h"
 
 /* --- lists ------------------------------------------------------------------ */
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "scheduler/sched_internal.h"
 
 static sched_eseq_t *eseq(sched_seq_t *s) { return (sched_eseq_t *)s; }

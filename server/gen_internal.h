@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/chat_template.h"
+#include "text/chat_template.h"
 #include "scheduler/sched.h"
 
 /* One completion of a prompt, as it comes back. */

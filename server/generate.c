@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "config/cfg.h"
-#include "config/log.h"
+#include "base/log.h"
 #include "server/gen_internal.h"
 
 extern char **environ;

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "server/http_internal.h"
 #include "server/oai_response.h"
 

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "server/http_internal.h"
 
 int http_server_route(http_server_t *srv, llhttp_method_t method, const char *path,

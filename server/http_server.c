@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "server/http_internal.h"
 
 #define MAX_REJECTING 64 /* over-cap connections answered 503 at a time */

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "config/cfg.h"
-#include "config/log.h"
+#include "base/log.h"
 #include "server/generate.h"
 #include "server/srv.h"
 

@@ -4,7 +4,7 @@
 
 #include <stdlib.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "server/http_arena.h"
 
 static const double TTFT_BOUNDS[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,   0.25,  0.5,   0.75,

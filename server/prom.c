@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "server/http_arena.h"
 
 #define MAX_CONST_LABELS 8

@@ -24,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "server/srv_internal.h"
 
 void srv__buf_add(srv_buf_t *b, const void *data, size_t len) {

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "server/srv_internal.h"
 
 /* One prompt, tokenized; echo is the text an echoing completion starts with. */

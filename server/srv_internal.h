@@ -29,7 +29,7 @@
 #include <uv.h>
 
 #include "config/cfg.h"
-#include "model/chat_template.h"
+#include "text/chat_template.h"
 #include "scheduler/sched.h"
 #include "server/http.h"
 #include "server/metrics.h"

@@ -23,7 +23,7 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "server/srv.h"
 #include "server/srv_internal.h"
 

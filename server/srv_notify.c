@@ -7,7 +7,7 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "server/srv_internal.h"
 
 void srv__notify(const char *text) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "server/srv_internal.h"
 
 void srv__send_json(http_res_t *res, int status, char *json) {

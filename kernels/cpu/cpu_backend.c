@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "kernels/cpu/attn_cpu.h"
 #include "kernels/cpu/matmul_cpu.h"
 #include "kernels/cpu/ops_cpu.h"

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/matmul_tile.h"
 

@@ -29,7 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config/log.h"
+#include "base/log.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

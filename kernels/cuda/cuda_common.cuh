@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 extern "C" {
-#include "config/log.h"
+#include "base/log.h"
 #include "kernels/kern.h"
 }
 #include "kernels/cuda/cuda_backend.h"

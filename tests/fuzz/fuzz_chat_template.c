@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_chat_template.c — libFuzzer target for the chat-template
- * interpreter (model/chat_template.h, model/jinja*.c).
+ * interpreter (text/chat_template.h, text/jinja/jinja*.c).
  *
  * The input is a template source; it is compiled and, when that succeeds,
  * rendered with a fixed conversation (system, user, assistant with a tool
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/chat_template.h"
+#include "text/chat_template.h"
 
 #define CHECK(cond) \
   do {              \

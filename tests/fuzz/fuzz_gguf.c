@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "kernels/kern_types.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 static volatile uint64_t sink;
 

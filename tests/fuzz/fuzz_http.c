@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "server/http_arena.h"
 #include "server/http_parse.h"
 #include "server/oai_request.h"

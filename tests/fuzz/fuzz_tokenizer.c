@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_tokenizer.c — libFuzzer target for the tokenizer
- * (model/tokenizer.h) with the default model's vocabulary.
+ * (text/tokenizer.h) with the default model's vocabulary.
  *
  * The first input byte picks the mode and flags, the rest is the payload:
  *
@@ -27,9 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gguf.h"
-#include "model/tok_internal.h"
-#include "model/tokenizer.h"
+#include "gguf/gguf.h"
+#include "text/tok_internal.h"
+#include "text/tokenizer.h"
 
 #define CHECK(cond) \
   do {              \

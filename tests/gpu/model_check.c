@@ -47,7 +47,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "tests/gpu/model_lane.h"
 #include "tests/unit/testutil.h"
 

@@ -1,6 +1,6 @@
 """The sampler against a float64 numpy reference, via tests/tools/sample.
 
-Each step of model/sampler.h's pipeline is recomputed here from its
+Each step of sample/sampler.h's pipeline is recomputed here from its
 definition (docs/sampling.md): logit_bias, the repetition penalty over prompt
 and output (llama.cpp/HF), OpenAI's presence and frequency penalties,
 temperature, top-k, top-p over the top-k renormalised, min-p; logprobs are

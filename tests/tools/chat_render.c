@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/chat_template.h"
+#include "text/chat_template.h"
 
 static char *read_file(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "kernels/kern_types.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 static void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);

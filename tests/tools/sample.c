@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/sampler.h"
+#include "sample/sampler.h"
 
 static char *read_file(const char *path) {
   FILE *f = fopen(path, "rb");

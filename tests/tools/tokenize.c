@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 
 static char *read_all(FILE *f, size_t *len) {
   size_t cap = 1 << 16, n = 0;

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 typedef struct gw gw_t;
 

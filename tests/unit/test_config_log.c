@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "tests/unit/testutil.h"
 
 static char dir[64];

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "tests/unit/gguf_writer.h"
 #include "tests/unit/testutil.h"
 

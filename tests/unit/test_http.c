@@ -11,7 +11,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "tests/unit/test_http_util.h"
 
 /* ---- handlers ------------------------------------------------------------------- */

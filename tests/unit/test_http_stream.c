@@ -12,7 +12,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "tests/unit/test_http_util.h"
 
 static th_server_t T;

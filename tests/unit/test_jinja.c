@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/chat_template.h"
-#include "model/jinja.h"
+#include "text/chat_template.h"
+#include "text/jinja/jinja.h"
 #include "tests/unit/testutil.h"
 
 static const char *MESSAGES =

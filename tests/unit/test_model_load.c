@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "kernels/quant_blocks.h"
 #include "model/llama.h"
 #include "tests/unit/gguf_writer.h"

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/sampler.h"
+#include "sample/sampler.h"
 #include "tests/unit/testutil.h"
 
 static int32_t argmax(const float *x, int32_t n) {

@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config/log.h"
+#include "base/log.h"
 #include "scheduler/sched.h"
 
 typedef struct fixture {

@@ -1,4 +1,4 @@
-/* tests/unit/test_tokenizer.c — the tokenizer engine (model/tokenizer.h) on
+/* tests/unit/test_tokenizer.c — the tokenizer engine (text/tokenizer.h) on
  * small hand-built vocabularies: BPE merges by rank (and against a naive
  * quadratic reference on random vocabularies), pre-tokenizer regexes,
  * special tokens, BOS/EOS, SentencePiece merges by score with byte fallback
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/tokenizer.h"
+#include "text/tokenizer.h"
 #include "tests/unit/gguf_writer.h"
 #include "tests/unit/testutil.h"
 

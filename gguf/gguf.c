@@ -1,0 +1,208 @@
+/* gguf/gguf.c — opening (mmap) and closing GGUF files, and lookups by
+ * position and by name (see gguf.h). Parsing is in gguf_parse.c, the typed
+ * getters in gguf_get.c. */
+#include "gguf/gguf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gguf/gguf_internal.h"
+
+/* --- name index -------------------------------------------------------- */
+
+static uint64_t hash_bytes(const char *s, uint64_t n) {
+  uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
+  for (uint64_t i = 0; i < n; i++) {
+    h ^= (unsigned char)s[i];
+    h *= 0x100000001b3u;
+  }
+  return h ^ (h >> 29);
+}
+
+static const gguf_str_t *index_name(const gguf__index_t *ix, uint64_t i) {
+  return (const gguf_str_t *)(ix->base + i * ix->stride + ix->name_off);
+}
+
+int gguf__index_init(gguf__index_t *ix, uint64_t n, const void *base, size_t stride, size_t name_off) {
+  uint64_t cap = 8;
+  while (cap < 2 * n) cap <<= 1;
+  ix->slots = calloc(cap, sizeof *ix->slots);
+  if (!ix->slots) return -ENOMEM;
+  ix->mask = cap - 1;
+  ix->base = base;
+  ix->stride = stride;
+  ix->name_off = name_off;
+  return 0;
+}
+
+void gguf__index_free(gguf__index_t *ix) {
+  free(ix->slots);
+  ix->slots = NULL;
+}
+
+/* The slot holding (name, len), or the empty slot where it would go. */
+static uint64_t index_probe(const gguf__index_t *ix, const char *name, uint64_t len) {
+  uint64_t h = hash_bytes(name, len) & ix->mask;
+  for (;; h = (h + 1) & ix->mask) {
+    uint64_t s = ix->slots[h];
+    if (s == 0) return h;
+    const gguf_str_t *other = index_name(ix, s - 1);
+    if (other->len == len && memcmp(other->ptr, name, len) == 0) return h;
+  }
+}
+
+int64_t gguf__index_add(gguf__index_t *ix, uint64_t i) {
+  const gguf_str_t *name = index_name(ix, i);
+  uint64_t h = index_probe(ix, name->ptr, name->len);
+  if (ix->slots[h] != 0) return (int64_t)(ix->slots[h] - 1);
+  ix->slots[h] = i + 1;
+  return -1;
+}
+
+int64_t gguf__index_find(const gguf__index_t *ix, const char *name, uint64_t len) {
+  if (!ix->slots) return -1;
+  uint64_t s = ix->slots[index_probe(ix, name, len)];
+  return s ? (int64_t)(s - 1) : -1;
+}
+
+/* --- open and close ---------------------------------------------------- */
+
+__attribute__((format(printf, 3, 4))) static void set_err(char *err, size_t err_len, const char *fmt, ...) {
+  if (!err || err_len == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, err_len, fmt, ap);
+  va_end(ap);
+}
+
+/* Parses ctx's image; on failure frees ctx, prefixes the message with
+ * `label` (when not NULL) and returns NULL. */
+static gguf_ctx_t *parse_or_close(gguf_ctx_t *ctx, const char *label, char *err, size_t err_len) {
+  char msg[1024] = "";
+  if (gguf__parse(ctx, msg, sizeof msg) == 0) return ctx;
+  gguf_close(ctx);
+  if (label)
+    set_err(err, err_len, "%s: %s", label, msg);
+  else
+    set_err(err, err_len, "%s", msg);
+  return NULL;
+}
+
+gguf_ctx_t *gguf_open_buffer(const void *data, size_t size, char *err, size_t err_len) {
+  if (err && err_len > 0) err[0] = '\0';
+  gguf_ctx_t *ctx = calloc(1, sizeof *ctx);
+  if (!ctx) {
+    set_err(err, err_len, "out of memory");
+    return NULL;
+  }
+  ctx->base = data && size ? data : (const uint8_t *)"";
+  ctx->size = data ? size : 0;
+  return parse_or_close(ctx, NULL, err, err_len);
+}
+
+gguf_ctx_t *gguf_open(const char *path, char *err, size_t err_len) {
+  if (err && err_len > 0) err[0] = '\0';
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    set_err(err, err_len, "%s: cannot open: %s", path, strerror(errno));
+    return NULL;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    set_err(err, err_len, "%s: cannot stat: %s", path, strerror(errno));
+    close(fd);
+    return NULL;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    set_err(err, err_len, "%s: not a regular file", path);
+    close(fd);
+    return NULL;
+  }
+  size_t size = (size_t)st.st_size;
+  void *map = NULL;
+  if (size > 0) {
+    map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+      set_err(err, err_len, "%s: cannot map: %s", path, strerror(errno));
+      close(fd);
+      return NULL;
+    }
+  }
+  close(fd); /* the mapping keeps the file */
+  gguf_ctx_t *ctx = calloc(1, sizeof *ctx);
+  if (!ctx) {
+    if (map) munmap(map, size);
+    set_err(err, err_len, "%s: out of memory", path);
+    return NULL;
+  }
+  ctx->map = map;
+  ctx->map_len = size;
+  ctx->base = map ? map : (const uint8_t *)"";
+  ctx->size = size;
+  return parse_or_close(ctx, path, err, err_len);
+}
+
+void gguf_close(gguf_ctx_t *ctx) {
+  if (!ctx) return;
+  gguf__free_parsed(ctx);
+  if (ctx->map) munmap(ctx->map, ctx->map_len);
+  free(ctx);
+}
+
+/* --- accessors --------------------------------------------------------- */
+
+uint32_t gguf_version(const gguf_ctx_t *ctx) { return ctx->version; }
+uint32_t gguf_alignment(const gguf_ctx_t *ctx) { return ctx->alignment; }
+uint64_t gguf_data_offset(const gguf_ctx_t *ctx) { return ctx->data_offset; }
+uint64_t gguf_file_size(const gguf_ctx_t *ctx) { return ctx->size; }
+
+uint64_t gguf_kv_count(const gguf_ctx_t *ctx) { return ctx->n_kv; }
+
+const gguf_kv_t *gguf_kv_at(const gguf_ctx_t *ctx, uint64_t i) { return i < ctx->n_kv ? &ctx->kv[i] : NULL; }
+
+const gguf_kv_t *gguf_find_kv(const gguf_ctx_t *ctx, const char *key) {
+  if (!key) return NULL;
+  int64_t i = gguf__index_find(&ctx->kv_index, key, strlen(key));
+  return i < 0 ? NULL : &ctx->kv[i];
+}
+
+uint64_t gguf_tensor_count(const gguf_ctx_t *ctx) { return ctx->n_tensors; }
+
+const gguf_tensor_t *gguf_tensor_at(const gguf_ctx_t *ctx, uint64_t i) {
+  return i < ctx->n_tensors ? &ctx->tensors[i] : NULL;
+}
+
+const gguf_tensor_t *gguf_find_tensor(const gguf_ctx_t *ctx, const char *name) {
+  if (!name) return NULL;
+  int64_t i = gguf__index_find(&ctx->tensor_index, name, strlen(name));
+  return i < 0 ? NULL : &ctx->tensors[i];
+}
+
+int gguf_str_eq(gguf_str_t s, const char *cstr) {
+  size_t n = strlen(cstr);
+  return s.len == n && memcmp(s.ptr, cstr, n) == 0;
+}
+
+/* --- value types ------------------------------------------------------- */
+
+static const struct {
+  const char *name;
+  uint64_t size; /* bytes of one value; 0 for string and array */
+} value_types[GGUF_TYPE_COUNT] = {
+    [GGUF_TYPE_UINT8] = {"uint8", 1},     [GGUF_TYPE_INT8] = {"int8", 1},     [GGUF_TYPE_UINT16] = {"uint16", 2},
+    [GGUF_TYPE_INT16] = {"int16", 2},     [GGUF_TYPE_UINT32] = {"uint32", 4}, [GGUF_TYPE_INT32] = {"int32", 4},
+    [GGUF_TYPE_FLOAT32] = {"float32", 4}, [GGUF_TYPE_BOOL] = {"bool", 1},     [GGUF_TYPE_STRING] = {"string", 0},
+    [GGUF_TYPE_ARRAY] = {"array", 0},     [GGUF_TYPE_UINT64] = {"uint64", 8}, [GGUF_TYPE_INT64] = {"int64", 8},
+    [GGUF_TYPE_FLOAT64] = {"float64", 8},
+};
+
+const char *gguf_type_name(uint32_t type) { return type < GGUF_TYPE_COUNT ? value_types[type].name : "?"; }
+
+uint64_t gguf_type_size(uint32_t type) { return type < GGUF_TYPE_COUNT ? value_types[type].size : 0; }

@@ -1,0 +1,146 @@
+/* text/tok_encode.c — text → ids: UTF-8 check (or U+FFFD replacement),
+ * the split at special tokens, BOS/EOS, and the hand-off of each plain-text
+ * fragment to the pre-tokenizer and byte-level BPE, or to SentencePiece BPE. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text/tok_internal.h"
+
+/* The longest special token eligible under `flags` that starts at s[0..n),
+ * or -1. Control and unknown tokens count only with TOK_ENC_PARSE_SPECIAL;
+ * user-defined tokens always. */
+static int32_t special_at(const tok_t *tok, const uint8_t *s, size_t n, int flags) {
+  for (uint32_t k = tok->special_at[s[0]]; k < tok->special_at[s[0] + 1]; k++) {
+    int32_t id = tok->special[k];
+    if (tok->types[id] != TOK_TYPE_USER_DEFINED && !(flags & TOK_ENC_PARSE_SPECIAL)) continue;
+    size_t len;
+    const char *t = tok__text(tok, id, &len);
+    if (len <= n && memcmp(t, s, len) == 0) return id; /* longest first */
+  }
+  return -1;
+}
+
+/* A direct-mapped cache of short words and their ids, for one encode call:
+ * text repeats its words, and merging is most of the cost. A word's ids do
+ * not depend on its neighbours, so a hit is exact. */
+enum { CACHE_SLOTS = 4096, CACHE_WORD = 22, CACHE_IDS = 6 };
+
+typedef struct tok__wslot {
+  uint8_t len;   /* word bytes; 0: empty */
+  uint8_t n_ids;
+  char word[CACHE_WORD];
+  int32_t ids[CACHE_IDS];
+} wslot_t;
+
+typedef struct word_ctx {
+  const tok_t *tok;
+  tok__scratch_t *sc;
+  tok__out_t *out;
+} word_ctx_t;
+
+static int on_word(void *arg, const uint8_t *w, size_t n) {
+  word_ctx_t *c = arg;
+  if (n < 2 || n > CACHE_WORD || !c->sc->cache) {
+    tok__bpe_word(c->tok, c->sc, w, n, c->out);
+    return 0;
+  }
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++) h = (h ^ w[i]) * 16777619u;
+  wslot_t *slot = &c->sc->cache[(h ^ (h >> 15)) & (CACHE_SLOTS - 1)];
+  if (slot->len == n && memcmp(slot->word, w, n) == 0) {
+    for (int i = 0; i < slot->n_ids; i++) tok__emit(c->out, slot->ids[i]);
+    return 0;
+  }
+  int32_t ids[CACHE_IDS];
+  tok__out_t mine = {ids, CACHE_IDS, 0};
+  tok__bpe_word(c->tok, c->sc, w, n, &mine);
+  if (mine.n > CACHE_IDS) { /* too many to keep: encode into the real output */
+    tok__bpe_word(c->tok, c->sc, w, n, c->out);
+    return 0;
+  }
+  for (int64_t i = 0; i < mine.n; i++) tok__emit(c->out, ids[i]);
+  slot->len = (uint8_t)n;
+  slot->n_ids = (uint8_t)mine.n;
+  memcpy(slot->word, w, n);
+  memcpy(slot->ids, ids, (size_t)mine.n * sizeof *ids);
+  return 0;
+}
+
+/* Encodes plain text s[n]. *prefix: SentencePiece's space prefix is due
+ * (at the start, and after a control token as llama.cpp does); the text
+ * takes it. */
+static int fragment(const tok_t *tok, tok__scratch_t *sc, const uint8_t *s, size_t n,
+                    int *prefix, tok__out_t *out) {
+  if (n == 0) return 0;
+  if (tok->model == TOK_MODEL_SPM) {
+    tok__spm_fragment(tok, sc, s, n, tok->add_space_prefix && *prefix, out);
+    *prefix = 0;
+    return 0;
+  }
+  word_ctx_t c = {tok, sc, out};
+  return tok__pre_split(tok->pre, s, n, on_word, &c);
+}
+
+int64_t tok_encode(const tok_t *tok, const char *text, size_t len, int flags, int32_t *ids,
+                   size_t cap) {
+  if (!text && len > 0) return -EINVAL;
+  if (!ids) cap = 0;
+  const uint8_t *s = (const uint8_t *)text;
+  uint8_t *clean = NULL;
+  if (len > 0 && !tok__utf8_valid(s, len)) {
+    if (flags & TOK_ENC_STRICT) return -EILSEQ;
+    clean = malloc(3 * len);
+    if (!clean) abort();
+    len = tok__utf8_sanitize(s, len, 0, clean, NULL);
+    s = clean;
+  }
+
+  tok__out_t out = {ids, cap, 0};
+  tok__scratch_t sc;
+  memset(&sc, 0, sizeof sc);
+  if (tok->model == TOK_MODEL_BPE && len >= 256) { /* worth its setup */
+    sc.cache = calloc(CACHE_SLOTS, sizeof *sc.cache);
+    if (!sc.cache) abort();
+  }
+  int rc = 0;
+  if ((flags & TOK_ENC_ADD_SPECIAL) && tok->add_bos) tok__emit(&out, tok->bos);
+
+  size_t start = 0; /* of the plain text not yet encoded */
+  int prefix = 1;
+  for (size_t i = 0; i < len && rc == 0;) {
+    if (tok->special_at[s[i]] == tok->special_at[s[i] + 1]) { /* no special starts with s[i] */
+      i++;
+      continue;
+    }
+    int32_t id = special_at(tok, s + i, len - i, flags);
+    if (id < 0) {
+      i++;
+      continue;
+    }
+    rc = fragment(tok, &sc, s + start, i - start, &prefix, &out);
+    if (tok->types[id] == TOK_TYPE_USER_DEFINED) {
+      /* part of the text, as in SentencePiece: a prefix still due goes
+       * before it, and the text after it gets none */
+      if (tok->model == TOK_MODEL_SPM && tok->add_space_prefix && prefix)
+        tok__spm_fragment(tok, &sc, s, 0, 1, &out);
+      prefix = 0;
+    } else {
+      prefix = 1;
+    }
+    tok__emit(&out, id);
+    size_t tlen;
+    tok__text(tok, id, &tlen);
+    i += tlen;
+    start = i;
+  }
+  if (rc == 0) rc = fragment(tok, &sc, s + start, len - start, &prefix, &out);
+  if ((flags & TOK_ENC_ADD_SPECIAL) && tok->add_eos) tok__emit(&out, tok->eos);
+
+  free(sc.cache);
+  free(sc.sym);
+  free(sc.heap);
+  free(sc.buf);
+  free(clean);
+  return rc < 0 ? rc : out.n;
+}
