@@ -17,59 +17,16 @@
 
 /* --- name index -------------------------------------------------------- */
 
-static uint64_t hash_bytes(const char *s, uint64_t n) {
-  uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
-  for (uint64_t i = 0; i < n; i++) {
-    h ^= (unsigned char)s[i];
-    h *= 0x100000001b3u;
-  }
-  return h ^ (h >> 29);
+const char *gguf__kv_key(const void *ctx, int32_t i, size_t *len) {
+  const gguf_str_t *k = &((const gguf_ctx_t *)ctx)->kv[i].key;
+  *len = k->len;
+  return k->ptr;
 }
 
-static const gguf_str_t *index_name(const gguf__index_t *ix, uint64_t i) {
-  return (const gguf_str_t *)(ix->base + i * ix->stride + ix->name_off);
-}
-
-int gguf__index_init(gguf__index_t *ix, uint64_t n, const void *base, size_t stride, size_t name_off) {
-  uint64_t cap = 8;
-  while (cap < 2 * n) cap <<= 1;
-  ix->slots = calloc(cap, sizeof *ix->slots);
-  if (!ix->slots) return -ENOMEM;
-  ix->mask = cap - 1;
-  ix->base = base;
-  ix->stride = stride;
-  ix->name_off = name_off;
-  return 0;
-}
-
-void gguf__index_free(gguf__index_t *ix) {
-  free(ix->slots);
-  ix->slots = NULL;
-}
-
-/* The slot holding (name, len), or the empty slot where it would go. */
-static uint64_t index_probe(const gguf__index_t *ix, const char *name, uint64_t len) {
-  uint64_t h = hash_bytes(name, len) & ix->mask;
-  for (;; h = (h + 1) & ix->mask) {
-    uint64_t s = ix->slots[h];
-    if (s == 0) return h;
-    const gguf_str_t *other = index_name(ix, s - 1);
-    if (other->len == len && memcmp(other->ptr, name, len) == 0) return h;
-  }
-}
-
-int64_t gguf__index_add(gguf__index_t *ix, uint64_t i) {
-  const gguf_str_t *name = index_name(ix, i);
-  uint64_t h = index_probe(ix, name->ptr, name->len);
-  if (ix->slots[h] != 0) return (int64_t)(ix->slots[h] - 1);
-  ix->slots[h] = i + 1;
-  return -1;
-}
-
-int64_t gguf__index_find(const gguf__index_t *ix, const char *name, uint64_t len) {
-  if (!ix->slots) return -1;
-  uint64_t s = ix->slots[index_probe(ix, name, len)];
-  return s ? (int64_t)(s - 1) : -1;
+const char *gguf__tensor_name(const void *ctx, int32_t i, size_t *len) {
+  const gguf_str_t *k = &((const gguf_ctx_t *)ctx)->tensors[i].name;
+  *len = k->len;
+  return k->ptr;
 }
 
 /* --- open and close ---------------------------------------------------- */
@@ -169,7 +126,7 @@ const gguf_kv_t *gguf_kv_at(const gguf_ctx_t *ctx, uint64_t i) { return i < ctx-
 
 const gguf_kv_t *gguf_find_kv(const gguf_ctx_t *ctx, const char *key) {
   if (!key) return NULL;
-  int64_t i = gguf__index_find(&ctx->kv_index, key, strlen(key));
+  int64_t i = strmap_find(&ctx->kv_index, key, strlen(key));
   return i < 0 ? NULL : &ctx->kv[i];
 }
 
@@ -181,7 +138,7 @@ const gguf_tensor_t *gguf_tensor_at(const gguf_ctx_t *ctx, uint64_t i) {
 
 const gguf_tensor_t *gguf_find_tensor(const gguf_ctx_t *ctx, const char *name) {
   if (!name) return NULL;
-  int64_t i = gguf__index_find(&ctx->tensor_index, name, strlen(name));
+  int64_t i = strmap_find(&ctx->tensor_index, name, strlen(name));
   return i < 0 ? NULL : &ctx->tensors[i];
 }
 

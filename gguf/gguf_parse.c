@@ -128,7 +128,7 @@ static int read_str(cursor_t *c, gguf_str_t *s, uint64_t max_len, const char *wh
  * it the subject of later messages, and adds it to the index: names are
  * non-empty, at most max_len bytes, and unique. */
 static int read_name(cursor_t *c, const char *kind, const char *label, uint64_t i, gguf_str_t *name,
-                     uint64_t max_len, gguf__index_t *ix) {
+                     uint64_t max_len, strmap_t *ix) {
   uint64_t at = c->off;
   snprintf(c->where, sizeof c->where, "%s #%" PRIu64 " (at byte %" PRIu64 ")", kind, i, at);
   int rc = read_str(c, name, max_len, label);
@@ -137,7 +137,7 @@ static int read_name(cursor_t *c, const char *kind, const char *label, uint64_t 
   char quoted[280];
   quote(quoted, sizeof quoted, name->ptr, name->len);
   snprintf(c->where, sizeof c->where, "%s '%s' (#%" PRIu64 " at byte %" PRIu64 ")", kind, quoted, i, at);
-  int64_t first = gguf__index_add(ix, i);
+  int64_t first = strmap_add(ix, (int32_t)i);
   if (first >= 0) return fail(c, "duplicate %s (first used by %s #%" PRId64 ")", label, kind, first);
   return 0;
 }
@@ -252,7 +252,7 @@ static int parse_alignment(cursor_t *c) {
   gguf_ctx_t *ctx = c->ctx;
   static const char key[] = "general.alignment";
   ctx->alignment = 32;
-  int64_t i = gguf__index_find(&ctx->kv_index, key, sizeof key - 1);
+  int64_t i = strmap_find(&ctx->kv_index, key, sizeof key - 1);
   if (i < 0) return 0;
   const gguf_kv_t *kv = &ctx->kv[i];
   snprintf(c->where, sizeof c->where, "key '%s' (#%" PRId64 ")", key, i);
@@ -367,9 +367,10 @@ int gguf__parse(gguf_ctx_t *ctx, char *err, size_t err_len) {
   ctx->kv_str = calloc(n_kv ? n_kv : 1, sizeof *ctx->kv_str);
   ctx->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *ctx->tensors);
   if (!ctx->kv || !ctx->kv_str || !ctx->tensors) return fail_nomem(&c, "the key/value and tensor tables");
-  if (gguf__index_init(&ctx->kv_index, n_kv, ctx->kv, sizeof *ctx->kv, offsetof(gguf_kv_t, key)) < 0 ||
-      gguf__index_init(&ctx->tensor_index, n_tensors, ctx->tensors, sizeof *ctx->tensors, offsetof(gguf_tensor_t, name)) <
-          0)
+  if (n_kv > INT32_MAX || n_tensors > INT32_MAX)
+    return fail(&c, "%" PRIu64 " keys and %" PRIu64 " tensors: more than a name index holds", n_kv, n_tensors);
+  if (strmap_init(&ctx->kv_index, n_kv, gguf__kv_key, ctx) < 0 ||
+      strmap_init(&ctx->tensor_index, n_tensors, gguf__tensor_name, ctx) < 0)
     return fail_nomem(&c, "the name indexes");
 
   for (uint64_t i = 0; i < n_kv; i++) {
@@ -392,6 +393,6 @@ void gguf__free_parsed(gguf_ctx_t *ctx) {
   free(ctx->kv);
   free(ctx->kv_str);
   free(ctx->tensors);
-  gguf__index_free(&ctx->kv_index);
-  gguf__index_free(&ctx->tensor_index);
+  strmap_free(&ctx->kv_index);
+  strmap_free(&ctx->tensor_index);
 }

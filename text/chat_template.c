@@ -22,7 +22,7 @@ const char CHAT_TMPL_CHATML[] =
 enum { MAX_SOURCE = 1 << 20, MAX_JSON_DEPTH = 64, MAX_EVAL_DEPTH = 256 };
 
 struct chat_tmpl {
-  jinja_arena_t arena; /* the tree, tokens and literals */
+  arena_t arena;        /* the tree, tokens and literals */
   jinja_node_t *root;
   char *src;
 };
@@ -48,7 +48,7 @@ chat_tmpl_t *chat_tmpl_compile(const char *src, size_t len, char *err, size_t er
     if (err) log_debug("chat template: %s", c->msg); /* the caller has the message */
     else log_error("chat template: %s", c->msg);
     put_err(err, err_size, c->msg);
-    jinja_arena_free(&c->arena);
+    arena_free(&c->arena);
     free(c);
     free(t);
     return NULL;
@@ -77,7 +77,7 @@ const char *chat_tmpl_source(const chat_tmpl_t *t) { return t->src; }
 
 void chat_tmpl_free(chat_tmpl_t *t) {
   if (!t) return;
-  jinja_arena_free(&t->arena);
+  arena_free(&t->arena);
   free(t->src);
   free(t);
 }
@@ -126,7 +126,7 @@ static jv_t join_text_parts(jinja_ctx_t *c, const cJSON *parts, int index) {
     if (k) jinja_buf_putc(c, &b, '\n');
     jinja_buf_put(c, &b, text->valuestring, strlen(text->valuestring));
   }
-  return jv_strref(b.p ? b.p : "", b.n);
+  return jv_strref(b.p ? b.p : "", b.len);
 }
 
 static jv_t messages_value(jinja_ctx_t *c, const cJSON *messages) {
@@ -160,7 +160,7 @@ int chat_tmpl_render(const chat_tmpl_t *t, const chat_tmpl_input_t *in, char **o
   if (setjmp(jb)) {
     put_err(err, err_size, c->msg);
     int rc = c->code ? c->code : -EINVAL;
-    jinja_arena_free(&c->arena);
+    arena_free(&c->arena);
     free(c);
     return rc;
   }
@@ -180,13 +180,13 @@ int chat_tmpl_render(const chat_tmpl_t *t, const chat_tmpl_input_t *in, char **o
   jinja_buf_t buf = {0};
   c->out = &buf;
   jinja_render(c, t->root);
-  char *s = malloc(buf.n + 1);
+  char *s = malloc(buf.len + 1);
   if (!s) abort();
-  if (buf.n) memcpy(s, buf.p, buf.n);
-  s[buf.n] = 0;
+  if (buf.len) memcpy(s, buf.p, buf.len);
+  s[buf.len] = 0;
   *out = s;
-  if (out_len) *out_len = buf.n;
-  jinja_arena_free(&c->arena);
+  if (out_len) *out_len = buf.len;
+  arena_free(&c->arena);
   free(c);
   return 0;
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/alloc.h"
 #include "text/tok_internal.h"
 
 static uint64_t pair_key(int32_t l, int32_t r) { return ((uint64_t)(uint32_t)l << 32) | (uint32_t)r; }
@@ -57,12 +58,12 @@ int tok__bpe_init(tok_t *tok, const gguf_str_t *merges, int32_t n_merges, char *
     int32_t l = -1, r = -1, id = -1;
     if (sp) {
       size_t nl = (size_t)(sp - s), nr = n - nl - 1;
-      l = tok__strmap_get(tok, s, nl);
-      r = tok__strmap_get(tok, sp + 1, nr);
-      tok__grow((void **)&joined, &joined_cap, nl + nr + 1, 1);
+      l = strmap_find(&tok->vocab, s, nl);
+      r = strmap_find(&tok->vocab, sp + 1, nr);
+      xgrow(&joined, &joined_cap, nl + nr + 1, 1, 16);
       memcpy(joined, s, nl);
       memcpy(joined + nl, sp + 1, nr);
-      id = tok__strmap_get(tok, joined, nl + nr);
+      id = strmap_find(&tok->vocab, joined, nl + nr);
     }
     if (l < 0 || r < 0 || id < 0) {
       if (bad++ == 0)
@@ -108,20 +109,20 @@ void tok__bpe_word(const tok_t *tok, tok__scratch_t *sc, const uint8_t *w, size_
     return;
   }
   if (tok->ignore_merges) { /* the whole word is a token: take it as it is */
-    tok__grow((void **)&sc->buf, &sc->buf_cap, 2 * n, 1);
+    xgrow(&sc->buf, &sc->buf_cap, 2 * n, 1, 16);
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
       memcpy(sc->buf + k, tok->byte_text[w[i]], tok->byte_text_len[w[i]]);
       k += tok->byte_text_len[w[i]];
     }
-    int32_t id = tok__strmap_get(tok, sc->buf, k);
+    int32_t id = strmap_find(&tok->vocab, sc->buf, k);
     if (id >= 0 && tok->types[id] == TOK_TYPE_NORMAL) {
       tok__emit(out, id);
       return;
     }
   }
-  tok__grow(&sc->sym, &sc->sym_cap, n, sizeof(sym_t));
-  tok__grow(&sc->heap, &sc->heap_cap, 2 * n, sizeof(tok__cand_t));
+  xgrow(&sc->sym, &sc->sym_cap, n, sizeof(sym_t), 16);
+  xgrow(&sc->heap, &sc->heap_cap, 2 * n, sizeof(tok__cand_t), 16);
   sym_t *s = sc->sym;
   tok__heap_t h = {sc->heap, 0};
   int32_t m = 0;
@@ -145,7 +146,7 @@ void tok__bpe_word(const tok_t *tok, tok__scratch_t *sc, const uint8_t *w, size_
     s[c.left].next = s[c.right].next;
     if (s[c.right].next >= 0) s[s[c.right].next].prev = c.left;
     if (h.n + 2 > sc->heap_cap) {
-      tok__grow(&sc->heap, &sc->heap_cap, h.n + 2, sizeof(tok__cand_t));
+      xgrow(&sc->heap, &sc->heap_cap, h.n + 2, sizeof(tok__cand_t), 16);
       h.a = sc->heap;
     }
     try_pair(tok, s, &h, s[c.left].prev, c.left);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/strmap.h"
 #include "text/tok_internal.h"
 
 /* The longest special token eligible under `flags` that starts at s[0..n),
@@ -45,9 +46,7 @@ static int on_word(void *arg, const uint8_t *w, size_t n) {
     tok__bpe_word(c->tok, c->sc, w, n, c->out);
     return 0;
   }
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < n; i++) h = (h ^ w[i]) * 16777619u;
-  wslot_t *slot = &c->sc->cache[(h ^ (h >> 15)) & (CACHE_SLOTS - 1)];
+  wslot_t *slot = &c->sc->cache[strmap_hash(w, n) & (CACHE_SLOTS - 1)];
   if (slot->len == n && memcmp(slot->word, w, n) == 0) {
     for (int i = 0; i < slot->n_ids; i++) tok__emit(c->out, slot->ids[i]);
     return 0;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/strmap.h"
 #include "text/tokenizer.h"
 
 /* ---- UTF-8 (tok_utf8.c) --------------------------------------------------- */
@@ -29,13 +30,9 @@ size_t tok__utf8_sanitize(const uint8_t *s, size_t n, int hold_tail, uint8_t *ou
 
 /* ---- string → id map (tok_vocab.c) ---------------------------------------- */
 
-typedef struct tok__strmap {
-  int32_t *slots; /* [mask + 1] token ids, -1 empty; keys are the tokens' stored texts */
-  uint64_t mask;
-} tok__strmap_t;
-
-/* The id of the token whose stored text is s[n], or -1. */
-int32_t tok__strmap_get(const tok_t *tok, const char *s, size_t n);
+/* tok_t.vocab is a base/strmap.h index keyed by the tokens' stored texts:
+ * strmap_find(&tok->vocab, s, n) is the id of the token whose stored text is
+ * s[n], or -1. */
 
 /* ---- (left, right) → merge map (tok_bpe.c) -------------------------------- */
 
@@ -158,9 +155,6 @@ typedef struct tok__scratch {
   struct tok__wslot *cache; /* words already encoded in this call (tok_encode.c) */
 } tok__scratch_t;
 
-/* Grows *p to hold n elements of size sz (never shrinks). Aborts on OOM. */
-void tok__grow(void **p, size_t *cap, size_t n, size_t sz);
-
 /* Encodes one word (valid UTF-8 bytes) with byte-level BPE. */
 void tok__bpe_word(const tok_t *tok, tok__scratch_t *sc, const uint8_t *w, size_t n,
                    tok__out_t *out);
@@ -182,7 +176,7 @@ struct tok {
   size_t max_piece;    /* longest decoded piece, bytes */
   uint8_t *types;      /* [n_vocab] tok_type_t */
   float *scores;       /* [n_vocab] SPM scores (all 0 when not given) */
-  tok__strmap_t vocab; /* stored text → id (first id wins on duplicates) */
+  strmap_t vocab;      /* stored text → id (first id wins on duplicates) */
 
   /* byte-level BPE */
   tok__mergemap_t merges;

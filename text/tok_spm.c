@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "text/tok_internal.h"
 
 typedef struct sym {
@@ -24,13 +25,13 @@ static void try_pair(const tok_t *tok, const char *buf, const sym_t *s, tok__hea
                      int32_t r) {
   if (l < 0 || r < 0) return;
   uint32_t len = s[l].len + s[r].len;
-  int32_t id = tok__strmap_get(tok, buf + s[l].start, len);
+  int32_t id = strmap_find(&tok->vocab, buf + s[l].start, len);
   if (id < 0 || tok->types[id] != TOK_TYPE_NORMAL) return;
   tok__heap_push(h, (tok__cand_t){tok__score_key(tok->scores[id]), l, r, id, (int32_t)len, 0});
 }
 
 static void emit_symbol(const tok_t *tok, const char *buf, const sym_t *s, tok__out_t *out) {
-  int32_t id = tok__strmap_get(tok, buf + s->start, s->len);
+  int32_t id = strmap_find(&tok->vocab, buf + s->start, s->len);
   if (id >= 0 && (tok->types[id] == TOK_TYPE_NORMAL || tok->types[id] == TOK_TYPE_USER_DEFINED ||
                   tok->types[id] == TOK_TYPE_UNUSED)) {
     tok__emit(out, id);
@@ -48,7 +49,7 @@ static void emit_symbol(const tok_t *tok, const char *buf, const sym_t *s, tok__
 void tok__spm_fragment(const tok_t *tok, tok__scratch_t *sc, const uint8_t *text, size_t n,
                        int prefix, tok__out_t *out) {
   /* escape: at most 3 bytes per input byte, plus the prefix */
-  tok__grow((void **)&sc->buf, &sc->buf_cap, 3 * n + 3, 1);
+  xgrow(&sc->buf, &sc->buf_cap, 3 * n + 3, 1, 16);
   char *buf = sc->buf;
   size_t k = 0;
   if (prefix) {
@@ -65,8 +66,8 @@ void tok__spm_fragment(const tok_t *tok, tok__scratch_t *sc, const uint8_t *text
   }
   if (k == 0) return;
 
-  tok__grow(&sc->sym, &sc->sym_cap, k, sizeof(sym_t));
-  tok__grow(&sc->heap, &sc->heap_cap, 3 * k, sizeof(tok__cand_t));
+  xgrow(&sc->sym, &sc->sym_cap, k, sizeof(sym_t), 16);
+  xgrow(&sc->heap, &sc->heap_cap, 3 * k, sizeof(tok__cand_t), 16);
   sym_t *s = sc->sym;
   tok__heap_t h = {sc->heap, 0};
   int32_t m = 0;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "text/tok_internal.h"
 
@@ -21,60 +22,17 @@ static void fail(char *err, size_t err_len, const char *fmt, ...) {
   va_end(ap);
 }
 
-void tok__grow(void **p, size_t *cap, size_t n, size_t sz) {
-  if (n <= *cap) return;
-  size_t c = *cap ? *cap : 16;
-  while (c < n) c *= 2;
-  void *q = realloc(*p, c * sz);
-  if (!q) abort(); /* allocation failure */
-  *p = q;
-  *cap = c;
-}
-
-static void *xcalloc(size_t n, size_t sz) {
-  void *p = calloc(n ? n : 1, sz);
-  if (!p) abort();
-  return p;
-}
-
 /* ---- the text → id map ----------------------------------------------------- */
 
-static uint64_t hash_bytes(const char *s, size_t n) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 0x100000001B3ull;
-  return h ^ (h >> 29);
-}
-
-int32_t tok__strmap_get(const tok_t *tok, const char *s, size_t n) {
-  const tok__strmap_t *m = &tok->vocab;
-  for (uint64_t i = hash_bytes(s, n) & m->mask;; i = (i + 1) & m->mask) {
-    int32_t id = m->slots[i];
-    if (id < 0) return -1;
-    size_t len;
-    const char *t = tok__text(tok, id, &len);
-    if (len == n && memcmp(t, s, n) == 0) return id;
-  }
+static const char *vocab_key(const void *ctx, int32_t id, size_t *len) {
+  return tok__text(ctx, id, len);
 }
 
 static void strmap_build(tok_t *tok) {
-  uint64_t size = 16;
-  while (size < 2 * (uint64_t)tok->n_vocab) size *= 2;
-  tok->vocab.mask = size - 1;
-  tok->vocab.slots = malloc(size * sizeof(int32_t));
-  if (!tok->vocab.slots) abort();
-  memset(tok->vocab.slots, 0xFF, size * sizeof(int32_t));
+  if (strmap_init(&tok->vocab, (uint64_t)tok->n_vocab, vocab_key, tok) < 0) xoom("tokenizer vocabulary index", 0);
   int dups = 0;
-  for (int32_t id = 0; id < tok->n_vocab; id++) {
-    size_t len;
-    const char *t = tok__text(tok, id, &len);
-    if (tok__strmap_get(tok, t, len) >= 0) { /* a duplicate text: the first id keeps it */
-      dups++;
-      continue;
-    }
-    uint64_t i = hash_bytes(t, len) & tok->vocab.mask;
-    while (tok->vocab.slots[i] >= 0) i = (i + 1) & tok->vocab.mask;
-    tok->vocab.slots[i] = id;
-  }
+  for (int32_t id = 0; id < tok->n_vocab; id++)
+    if (strmap_add(&tok->vocab, id) >= 0) dups++; /* a duplicate text: the first id keeps it */
   if (dups) log_warn("tokenizer: %d tokens repeat an earlier token's text; the first id wins", dups);
 }
 
@@ -211,7 +169,7 @@ static void eog_build(tok_t *tok) {
   tok->eog = xcalloc(n_texts + 3, sizeof(int32_t));
   int32_t n = 0;
   for (size_t i = 0; i < n_texts; i++) {
-    int32_t id = tok__strmap_get(tok, eog_texts[i], strlen(eog_texts[i]));
+    int32_t id = strmap_find(&tok->vocab, eog_texts[i], strlen(eog_texts[i]));
     if (id < 0) continue;
     if (tok->eot < 0 && strcmp(eog_texts[i], "<|eom_id|>") != 0) tok->eot = id;
     tok->eog[n++] = id;
@@ -327,7 +285,7 @@ tok_t *tok_create(const tok_spec_t *spec, char *err, size_t err_len) {
     char list[256 * 5 + 1] = "";
     int missing = 0;
     for (int b = 0; b < 256; b++) {
-      tok->byte_id[b] = tok__strmap_get(tok, tok->byte_text[b], tok->byte_text_len[b]);
+      tok->byte_id[b] = strmap_find(&tok->vocab, tok->byte_text[b], tok->byte_text_len[b]);
       /* C0, C1 and F5..FF never occur in UTF-8: no token needed */
       if (tok->byte_id[b] < 0 && b != 0xC0 && b != 0xC1 && b < 0xF5)
         snprintf(list + 5 * missing++, 6, " 0x%02X", b);
@@ -340,7 +298,7 @@ tok_t *tok_create(const tok_spec_t *spec, char *err, size_t err_len) {
     for (int b = 0; b < 256; b++) {
       char t[8];
       snprintf(t, sizeof t, "<0x%02X>", b);
-      tok->spm_byte_id[b] = tok__strmap_get(tok, t, 6);
+      tok->spm_byte_id[b] = strmap_find(&tok->vocab, t, 6);
     }
   }
   tok->add_bos = spec->add_bos >= 0 ? spec->add_bos != 0 : info.add_bos;
@@ -363,7 +321,7 @@ void tok_destroy(tok_t *tok) {
   if (!tok) return;
   tok__pre_destroy(tok->pre);
   free(tok->merges.slots);
-  free(tok->vocab.slots);
+  strmap_free(&tok->vocab);
   free(tok->text);
   free(tok->text_off);
   free(tok->piece);
@@ -413,5 +371,5 @@ const char *tok_piece(const tok_t *tok, int32_t id, size_t *len) {
 }
 
 int32_t tok_find(const tok_t *tok, const char *text, size_t len) {
-  return tok__strmap_get(tok, text, len);
+  return strmap_find(&tok->vocab, text, len);
 }

@@ -31,26 +31,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/arena.h"
+#include "base/buf.h"
+
 /* ---- arena, buffers, errors (jinja_arena.c) ----------------------------- */
-
-typedef struct jinja_chunk jinja_chunk_t;
-
-typedef struct jinja_arena {
-  jinja_chunk_t *head; /* newest chunk first */
-  size_t used;         /* bytes handed out so far */
-  size_t cap;          /* most bytes it may hand out (0: no cap) */
-} jinja_arena_t;
 
 #define JINJA_MSG_MAX 512
 
 /* One run (a compile or a render): its arena, its error exit, its limits. */
 typedef struct jinja_ctx {
-  jinja_arena_t arena;
+  arena_t arena;          /* base/arena.h, capped at the run's memory limit */
   jmp_buf *jb;            /* where jinja_fail() jumps */
   int code;               /* negative errno of the failure */
   char msg[JINJA_MSG_MAX];
   /* render only */
-  struct jinja_buf *out;  /* where output goes now (swapped for captures) */
+  buf_t *out;             /* where output goes now (swapped for captures) */
   size_t max_output;      /* most bytes any output buffer may hold */
   uint64_t steps, max_steps; /* work done / allowed (statements + expressions) */
   int depth, max_depth;   /* nesting of evaluation and macro calls */
@@ -62,14 +57,13 @@ typedef struct jinja_ctx {
 
 enum { JINJA_LOOP_NONE = 0, JINJA_LOOP_BREAK = 1, JINJA_LOOP_CONTINUE = 2 };
 
-/* Growable bytes in the run's arena. */
-typedef struct jinja_buf {
-  char *p;
-  size_t n, cap;
-} jinja_buf_t;
+/* Growable bytes in the run's arena: a base/buf.h buffer, bound to the
+ * arena and capped at max_output by its first jinja_buf_* call, so a
+ * buffer starts as {0}. */
+typedef buf_t jinja_buf_t;
 
-void jinja_arena_init(jinja_arena_t *a, size_t cap);
-void jinja_arena_free(jinja_arena_t *a);
+/* The run's arena: chunks from 64 KiB, at most cap bytes (0: no cap). */
+void jinja_arena_init(arena_t *a, size_t cap);
 /* n zeroed bytes, 16-aligned; fails the run (-E2BIG) past the cap. */
 void *jinja_alloc(jinja_ctx_t *c, size_t n);
 /* A copy of s[n] with a NUL after it. */

@@ -131,7 +131,7 @@ jv_t jinja_getattr(jinja_ctx_t *c, jv_t obj, const char *name, size_t n) {
 static jv_t undef_index(jinja_ctx_t *c, jv_t obj, jv_t key) {
   jinja_buf_t b = {0};
   jinja_repr(c, &b, key);
-  return jv_undef_named(b.p, b.n, JU_ITEM, obj.kind);
+  return jv_undef_named(b.p, b.len, JU_ITEM, obj.kind);
 }
 
 jv_t jinja_getitem(jinja_ctx_t *c, jv_t obj, jv_t key) {
@@ -233,7 +233,7 @@ static jv_t eval_slice(jinja_ctx_t *c, jinja_frame_t *f, const jinja_node_t *n) 
       size_t at = (size_t)(start + k * step);
       jinja_buf_put(c, &b, obj.s + off[at], off[at + 1] - off[at]);
     }
-    return jv_strref(b.p ? b.p : "", b.n);
+    return jv_strref(b.p ? b.p : "", b.len);
   }
   /* jinja2 compiles slices to plain Python subscripts, which fail here;
    * but it folds a literal's slice through getitem, which gives Undefined */
@@ -287,7 +287,7 @@ static jv_t repeat(jinja_ctx_t *c, jv_t seq, int64_t times) {
       jinja_fail(c, -E2BIG, "string repetition too large");
     jinja_buf_t b = {0};
     for (int64_t i = 0; i < times; i++) jinja_buf_put(c, &b, seq.s, seq.n);
-    return jv_strref(b.p ? b.p : "", b.n);
+    return jv_strref(b.p ? b.p : "", b.len);
   }
   if (seq.list->n && (uint64_t)times > (1u << 24) / seq.list->n) jinja_fail(c, -E2BIG, "list repetition too large");
   jinja_list_t *l = jinja_list_new(c, (uint32_t)(seq.list->n * times));
@@ -327,7 +327,7 @@ static jv_t arith(jinja_ctx_t *c, int op, jv_t a, jv_t b) {
       jinja_buf_t buf = {0};
       jinja_buf_put(c, &buf, a.s, a.n);
       jinja_buf_put(c, &buf, b.s, b.n);
-      return jv_strref(buf.p ? buf.p : "", buf.n);
+      return jv_strref(buf.p ? buf.p : "", buf.len);
     }
     if (a.kind == JK_LIST && b.kind == JK_LIST && a.list->tuple == b.list->tuple) {
       jinja_list_t *l = jinja_list_new(c, a.list->n + b.list->n);
@@ -493,7 +493,7 @@ static jv_t call_macro(jinja_ctx_t *c, const jinja_macro_t *m, const jinja_args_
   c->out = saved;
   c->loop_ctl = JINJA_LOOP_NONE;
   c->depth--;
-  return jv_strref(out.p ? out.p : "", out.n);
+  return jv_strref(out.p ? out.p : "", out.len);
 }
 
 jv_t jinja_call_value(jinja_ctx_t *c, jv_t fn, const jinja_args_t *a) {
@@ -602,7 +602,7 @@ jv_t jinja_eval(jinja_ctx_t *c, jinja_frame_t *f, const jinja_node_t *n) {
       jinja_buf_t buf = {0};
       jinja_str(c, &buf, a);
       jinja_str(c, &buf, b);
-      r = jv_strref(buf.p ? buf.p : "", buf.n);
+      r = jv_strref(buf.p ? buf.p : "", buf.len);
     } else {
       r = arith(c, n->op, a, b);
     }
@@ -716,7 +716,7 @@ static void exec_node(jinja_ctx_t *c, jinja_frame_t *f, const jinja_node_t *n) {
     c->out = &out;
     exec_body(c, f, n->items, n->n_items);
     c->out = saved;
-    assign(c, f, n->a, filter_chain(c, f, n->c, jv_strref(out.p ? out.p : "", out.n)));
+    assign(c, f, n->a, filter_chain(c, f, n->c, jv_strref(out.p ? out.p : "", out.len)));
     return;
   }
   case JN_MACRO: {

@@ -73,7 +73,7 @@ static jv_t html_escape(jinja_ctx_t *c, jv_t v) {
     default: jinja_buf_putc(c, &b, v.s[i]);
     }
   }
-  return jv_strref(b.p ? b.p : "", b.n);
+  return jv_strref(b.p ? b.p : "", b.len);
 }
 
 static jv_t do_indent(jinja_ctx_t *c, jv_t s, const jinja_args_t *a) {
@@ -91,20 +91,20 @@ static jv_t do_indent(jinja_ctx_t *c, jv_t s, const jinja_args_t *a) {
   jinja_buf_put(c, &src, s.s, s.n);
   jinja_buf_putc(c, &src, '\n');
   size_t start = 0;
-  for (size_t i = 0; i < src.n; i++) {
+  for (size_t i = 0; i < src.len; i++) {
     if (src.p[i] != '\n' && src.p[i] != '\r') continue;
     size_t end = i;
-    if (src.p[i] == '\r' && i + 1 < src.n && src.p[i + 1] == '\n') i++;
+    if (src.p[i] == '\r' && i + 1 < src.len && src.p[i + 1] == '\n') i++;
     if (start == 0) {
-      if (first) jinja_buf_put(c, &out, ind.p, ind.n);
+      if (first) jinja_buf_put(c, &out, ind.p, ind.len);
     } else {
       jinja_buf_putc(c, &out, '\n');
-      if (end > start || blank) jinja_buf_put(c, &out, ind.p, ind.n);
+      if (end > start || blank) jinja_buf_put(c, &out, ind.p, ind.len);
     }
     jinja_buf_put(c, &out, src.p + start, end - start);
     start = i + 1;
   }
-  return jv_strref(out.p ? out.p : "", out.n);
+  return jv_strref(out.p ? out.p : "", out.len);
 }
 
 static jv_t do_tojson(jinja_ctx_t *c, jv_t v, const jinja_args_t *a) {
@@ -138,7 +138,7 @@ static jv_t do_tojson(jinja_ctx_t *c, jv_t v, const jinja_args_t *a) {
   }
   jinja_buf_t b = {0};
   jinja_tojson(c, &b, v, &o);
-  return jv_strref(b.p ? b.p : "", b.n);
+  return jv_strref(b.p ? b.p : "", b.len);
 }
 
 /* ---- sequences ---------------------------------------------------------- */
@@ -285,7 +285,7 @@ static jv_t do_join(jinja_ctx_t *c, jv_t v, const jinja_args_t *a) {
     if (i) jinja_buf_put(c, &b, sep.s, sep.n);
     jinja_str(c, &b, attr.kind == JK_NONE ? l->v[i] : get_attr_path(c, l->v[i], attr));
   }
-  return jv_strref(b.p ? b.p : "", b.n);
+  return jv_strref(b.p ? b.p : "", b.len);
 }
 
 static jv_t do_items(jinja_ctx_t *c, jv_t v) {
@@ -340,7 +340,7 @@ static jv_t do_reverse(jinja_ctx_t *c, jv_t v) {
     jinja_list_t *chars = jinja_iterate(c, v);
     jinja_buf_t b = {0};
     for (uint32_t i = chars->n; i-- > 0;) jinja_buf_put(c, &b, chars->v[i].s, chars->v[i].n);
-    return jv_strref(b.p ? b.p : "", b.n);
+    return jv_strref(b.p ? b.p : "", b.len);
   }
   jinja_list_t *src = jinja_iterate(c, v), *l = jinja_list_new(c, src->n);
   for (uint32_t i = src->n; i-- > 0;) l->v[l->n++] = src->v[i];

@@ -172,7 +172,7 @@ static void decode_string(lexer_t *L, jinja_tok_t *t, const char *s, size_t n) {
     jinja_utf8_put(L->c, &b, cp);
   }
   t->s = b.p ? b.p : "";
-  t->n = (uint32_t)b.n;
+  t->n = (uint32_t)b.len;
 }
 
 static int is_name_start(unsigned char ch) { return ch == '_' || (unsigned)((ch | 32) - 'a') < 26u || ch >= 0x80; }

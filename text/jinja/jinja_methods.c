@@ -64,7 +64,7 @@ jv_t jinja__case(jinja_ctx_t *c, jv_t s, int mode) {
     first = 0;
     jinja_utf8_put(c, &b, out);
   }
-  return jv_strref(b.p ? b.p : "", b.n);
+  return jv_strref(b.p ? b.p : "", b.len);
 }
 
 /* ---- str helpers ---------------------------------------------------------- */
@@ -112,7 +112,7 @@ jv_t jinja__replace(jinja_ctx_t *c, jv_t s, jv_t old, jv_t new_, int64_t count) 
       jinja_buf_put(c, &b, s.s + i, j - i);
       i = j;
     }
-    return jv_strref(b.p ? b.p : "", b.n);
+    return jv_strref(b.p ? b.p : "", b.len);
   }
   size_t i = 0;
   int64_t done = 0;
@@ -126,7 +126,7 @@ jv_t jinja__replace(jinja_ctx_t *c, jv_t s, jv_t old, jv_t new_, int64_t count) 
     done++;
   }
   jinja_buf_put(c, &b, s.s + i, s.n - i);
-  return jv_strref(b.p ? b.p : "", b.n);
+  return jv_strref(b.p ? b.p : "", b.len);
 }
 
 /* Copies digits of s[0:n] without the underscores Python allows between
@@ -242,8 +242,8 @@ jv_t jinja__format(jinja_ctx_t *c, jv_t fmt, jv_t args) {
       jinja_buf_t t = {0};
       if (conv == 's') jinja_str(c, &t, v);
       else jinja_repr(c, &t, v);
-      size_t n = t.n;
-      if (prec >= 0) n = jinja_utf8_offset(t.p ? t.p : "", t.n, (size_t)prec);
+      size_t n = t.len;
+      if (prec >= 0) n = jinja_utf8_offset(t.p ? t.p : "", t.len, (size_t)prec);
       pad_put(c, &b, t.p ? t.p : "", n, width, left);
     } else if (strchr("diouxX", conv) && conv != 'u') {
       int64_t x;
@@ -270,13 +270,13 @@ jv_t jinja__format(jinja_ctx_t *c, jv_t fmt, jv_t args) {
       if (v.kind == JK_INT && v.i >= 0 && v.i <= 0x10ffff) jinja_utf8_put(c, &t, (uint32_t)v.i);
       else if (v.kind == JK_STR && jinja_utf8_count(v.s, v.n) == 1) jinja_buf_put(c, &t, v.s, v.n);
       else jinja_fail(c, -EINVAL, "%%c requires int or char");
-      pad_put(c, &b, t.p, t.n, width, left);
+      pad_put(c, &b, t.p, t.len, width, left);
     } else {
       jinja_fail(c, -EINVAL, "unsupported format character '%c'", conv);
     }
   }
   if (next < list->n && !mapping) jinja_fail(c, -EINVAL, "not all arguments converted during string formatting");
-  return jv_strref(b.p ? b.p : "", b.n);
+  return jv_strref(b.p ? b.p : "", b.len);
 }
 
 /* ---- methods ------------------------------------------------------------------ */
@@ -494,7 +494,7 @@ static jv_t str_method(jinja_ctx_t *c, jv_t s, const char *m, const jinja_args_t
       if (i) jinja_buf_put(c, &b, s.s, s.n);
       jinja_buf_put(c, &b, l->v[i].s, l->v[i].n);
     }
-    return jv_strref(b.p ? b.p : "", b.n);
+    return jv_strref(b.p ? b.p : "", b.len);
   }
   /* is* predicates: false on "", else every character qualifies (isupper/
    * islower: some cased character and none of the other case). */

@@ -200,7 +200,7 @@ static jinja_node_t *named_node(parser_t *P, int kind, jinja_node_t *arg) {
       jinja_buf_put(P->c, &b, part->s, part->n);
     }
     x->name = b.p;
-    x->name_len = (uint32_t)b.n;
+    x->name_len = (uint32_t)b.len;
   }
   x->id = (int16_t)(kind == JN_FILTER ? jinja_filter_id(x->name, x->name_len) : jinja_test_id(x->name, x->name_len));
   return x;
@@ -333,7 +333,7 @@ static jinja_node_t *parse_primary(parser_t *P) {
       advance(P);
     }
     x = node(P, JN_CONST);
-    x->value = jv_strref(b.p ? b.p : "", b.n);
+    x->value = jv_strref(b.p ? b.p : "", b.len);
   } else if (t->kind == JT_INT || t->kind == JT_FLOAT) {
     advance(P);
     x = node(P, JN_CONST);

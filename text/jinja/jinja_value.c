@@ -294,7 +294,7 @@ jv_t jinja_to_string(jinja_ctx_t *c, jv_t v) {
   if (v.kind == JK_UNDEF) return jv_strref("", 0);
   jinja_buf_t b = {0};
   jinja_str(c, &b, v);
-  return jv_strref(b.p ? b.p : "", b.n);
+  return jv_strref(b.p ? b.p : "", b.len);
 }
 
 /* ---- UTF-8 ------------------------------------------------------------- */

@@ -1,0 +1,31 @@
+/* base/alloc.h — checked allocation: the x* helpers abort (after one line on
+ * stderr) when memory runs out or a size overflows, so callers never test
+ * for NULL. STYLE.md: running out of memory is not an input error; input
+ * that asks for too much is refused by its parser before it gets here.
+ *
+ * xgrow() is the one "double the capacity" loop: it grows a malloc'd array
+ * to hold at least `need` elements. */
+#ifndef TRAM_BASE_ALLOC_H
+#define TRAM_BASE_ALLOC_H
+
+#include <stddef.h>
+
+/* n bytes, uninitialised (n == 0 gives a unique pointer). */
+void *xmalloc(size_t n);
+/* count * size bytes, zeroed; aborts if the product overflows. */
+void *xcalloc(size_t count, size_t size);
+/* realloc(p, count * size); aborts if the product overflows. */
+void *xreallocarray(void *p, size_t count, size_t size);
+/* A NUL-terminated malloc'd copy of s[0..n). */
+char *xstrndup(const char *s, size_t n);
+
+/* Grows the malloc'd array *pp (of *cap elements of `size` bytes) so it
+ * holds at least `need` elements: the capacity doubles from `min_cap` (or
+ * from *cap when it is larger) until it suffices. Contents are kept; new
+ * elements are uninitialised. No-op when *cap >= need. */
+void xgrow(void *pp, size_t *cap, size_t need, size_t size, size_t min_cap);
+
+/* Reports that memory ran out (what, bytes) and aborts. */
+__attribute__((noreturn)) void xoom(const char *what, size_t bytes);
+
+#endif

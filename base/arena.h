@@ -1,0 +1,45 @@
+/* base/arena.h — a bump allocator (h2o-style memory pool): many small
+ * allocations, freed all at once. Used for a request's parse (server/) and
+ * a template render (text/jinja/).
+ *
+ * Chunks are malloc'd newest first; an allocation bumps an offset in the
+ * newest chunk, and a large one-off goes into a chunk of its own behind it
+ * so the newest chunk's free space stays in use. An optional cap bounds
+ * the bytes handed out: past it arena_alloc() returns NULL (the caller
+ * reports its own error); running out of memory aborts (base/alloc.h).
+ * An arena is used by one thread at a time. */
+#ifndef TRAM_BASE_ARENA_H
+#define TRAM_BASE_ARENA_H
+
+#include <stddef.h>
+
+typedef struct arena_chunk arena_chunk_t;
+
+typedef struct arena {
+  arena_chunk_t *head; /* private: newest chunk first */
+  size_t used;         /* read-only: bytes handed out so far (rounded to 16) */
+  size_t cap;          /* most bytes it may hand out; 0: no cap */
+  size_t chunk;        /* bytes of a new chunk (first one), doubling while below 64 MiB */
+} arena_t;
+
+/* An empty arena with chunks of `chunk` bytes (0: 4 KiB) and a cap of
+ * `cap` bytes (0: none). Nothing is allocated until the first call. */
+void arena_init(arena_t *a, size_t chunk, size_t cap);
+
+/* Frees every chunk; the arena is empty and usable again (same settings). */
+void arena_free(arena_t *a);
+
+/* n bytes aligned to 16, uninitialised (zeroed with arena_zalloc); n == 0
+ * gives a valid unique pointer. NULL only when the cap would be passed.
+ * Valid until arena_free(). */
+void *arena_alloc(arena_t *a, size_t n);
+void *arena_zalloc(arena_t *a, size_t n);
+
+/* count * size bytes, zeroed; NULL when the product overflows or the cap
+ * would be passed. */
+void *arena_array(arena_t *a, size_t count, size_t size);
+
+/* A NUL-terminated copy of s[0..n); NULL past the cap. */
+char *arena_strndup(arena_t *a, const char *s, size_t n);
+
+#endif
