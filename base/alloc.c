@@ -50,3 +50,11 @@ void xgrow(void *pp, size_t *cap, size_t need, size_t size, size_t min_cap) {
   *p = xreallocarray(*p, c, size);
   *cap = c;
 }
+
+void xgrow_i32(void *pp, int32_t *cap, int32_t need, size_t size, int32_t min_cap) {
+  if (need <= *cap) return;
+  size_t c = *cap > 0 ? (size_t)*cap : 0;
+  xgrow(pp, &c, (size_t)need, size, min_cap > 0 ? (size_t)min_cap : 1);
+  if (c > INT32_MAX) c = INT32_MAX; /* need <= INT32_MAX: the array holds it */
+  *cap = (int32_t)c;
+}

@@ -9,6 +9,7 @@
 #define TRAM_BASE_ALLOC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* n bytes, uninitialised (n == 0 gives a unique pointer). */
 void *xmalloc(size_t n);
@@ -24,6 +25,8 @@ char *xstrndup(const char *s, size_t n);
  * from *cap when it is larger) until it suffices. Contents are kept; new
  * elements are uninitialised. No-op when *cap >= need. */
 void xgrow(void *pp, size_t *cap, size_t need, size_t size, size_t min_cap);
+/* The same for an int32_t capacity (aborts past INT32_MAX elements). */
+void xgrow_i32(void *pp, int32_t *cap, int32_t need, size_t size, int32_t min_cap);
 
 /* Reports that memory ran out (what, bytes) and aborts. */
 __attribute__((noreturn)) void xoom(const char *what, size_t bytes);

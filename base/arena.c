@@ -37,7 +37,10 @@ void arena_free(arena_t *a) {
 }
 
 void *arena_alloc(arena_t *a, size_t n) {
-  if (n > SIZE_MAX / 2) return NULL;
+  if (n > SIZE_MAX / 2) {
+    if (!a->cap) xoom("arena", n);
+    return NULL;
+  }
   size_t need = (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
   if (need == 0) need = ARENA_ALIGN;
   if (a->cap && (need > a->cap || a->used > a->cap - need)) return NULL;
@@ -71,12 +74,18 @@ void *arena_zalloc(arena_t *a, size_t n) {
 }
 
 void *arena_array(arena_t *a, size_t count, size_t size) {
-  if (size && count > SIZE_MAX / size) return NULL;
+  if (size && count > SIZE_MAX / size) {
+    if (!a->cap) xoom("arena array", SIZE_MAX);
+    return NULL;
+  }
   return arena_zalloc(a, count * size);
 }
 
 char *arena_strndup(arena_t *a, const char *s, size_t n) {
-  if (n == SIZE_MAX) return NULL;
+  if (n == SIZE_MAX) {
+    if (!a->cap) xoom("arena string", n);
+    return NULL;
+  }
   char *p = arena_alloc(a, n + 1);
   if (!p) return NULL;
   if (n) memcpy(p, s, n);

@@ -6,7 +6,9 @@
  * newest chunk, and a large one-off goes into a chunk of its own behind it
  * so the newest chunk's free space stays in use. An optional cap bounds
  * the bytes handed out: past it arena_alloc() returns NULL (the caller
- * reports its own error); running out of memory aborts (base/alloc.h).
+ * reports its own error); running out of memory, or a size that overflows
+ * in an arena without a cap, aborts (base/alloc.h) — so an arena without a
+ * cap never returns NULL.
  * An arena is used by one thread at a time. */
 #ifndef TRAM_BASE_ARENA_H
 #define TRAM_BASE_ARENA_H

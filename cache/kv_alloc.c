@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "cache/kv_alloc_internal.h"
+#include "base/alloc.h"
 
 #define NONE KV_NONE
 
@@ -108,13 +109,7 @@ int32_t kv_block_refs(const kv_alloc_t *a, int32_t block) {
 void kv_seq_init(kv_seq_t *s) { *s = (kv_seq_t){0}; }
 
 void kv__seq_grow(kv_seq_t *s, int32_t n_blocks) {
-  if (n_blocks <= s->cap) return;
-  int32_t cap = s->cap ? s->cap : 4;
-  while (cap < n_blocks) cap = cap > INT32_MAX / 2 ? INT32_MAX : cap * 2;
-  int32_t *blocks = realloc(s->blocks, (size_t)cap * sizeof *blocks);
-  if (!blocks) abort();
-  s->blocks = blocks;
-  s->cap = cap;
+  xgrow_i32(&s->blocks, &s->cap, n_blocks, sizeof *s->blocks, 4);
 }
 
 int32_t kv_seq_blocks_needed(const kv_alloc_t *a, const kv_seq_t *s, int64_t n_new) {

@@ -25,13 +25,14 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/alloc.h"
 #include "model/llama_internal.h"
 
 /* The state of one load: the tensors used so far, and the error line. */
 typedef struct loader {
   model_t *m;
   const gguf_tensor_t **used; /* [n_used] */
-  int64_t n_used, cap;
+  size_t n_used, cap;
   char *err;
   size_t err_len;
 } loader_t;
@@ -68,11 +69,7 @@ static const gguf_tensor_t *find(loader_t *ld, const char *name, int64_t ne0, in
     *bad = 1;
     return NULL;
   }
-  if (ld->n_used == ld->cap) {
-    ld->cap = ld->cap ? 2 * ld->cap : 64;
-    ld->used = realloc(ld->used, (size_t)ld->cap * sizeof *ld->used);
-    if (!ld->used) abort();
-  }
+  xgrow(&ld->used, &ld->cap, ld->n_used + 1, sizeof *ld->used, 64);
   ld->used[ld->n_used++] = t;
   return t;
 }
@@ -147,7 +144,7 @@ static int check_all_used(loader_t *ld) {
   if ((uint64_t)ld->n_used == n) return 0;
   for (uint64_t i = 0; i < n; i++) {
     const gguf_tensor_t *t = gguf_tensor_at(g, i);
-    int64_t j = 0;
+    size_t j = 0;
     while (j < ld->n_used && ld->used[j] != t) j++;
     if (j == ld->n_used) {
       snprintf(ld->err, ld->err_len, "tensor '%.*s' is not part of the %s architecture as tram runs it",

@@ -24,6 +24,7 @@
 #endif
 
 #include "sample/sampler.h"
+#include "base/alloc.h"
 #include "sample/sampler_internal.h"
 
 typedef struct cand {
@@ -40,12 +41,6 @@ struct samp_ws {
   float *probs;  /* [n_vocab] the result */
   uint16_t *bucket; /* [n_vocab] top-p's weight buckets */
 };
-
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) abort();
-  return p;
-}
 
 samp_ws_t *samp_ws_create(int32_t n_vocab) {
   if (n_vocab <= 0) n_vocab = 1;

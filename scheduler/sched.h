@@ -267,7 +267,4 @@ void sched_get_stats(sched_engine_t *e, sched_stats_t *out);
 const tok_t *sched_engine_tokenizer(const sched_engine_t *e);
 int32_t sched_engine_max_model_len(const sched_engine_t *e);
 
-/* CLOCK_MONOTONIC in nanoseconds. */
-int64_t sched_now_ns(void);
-
 #endif

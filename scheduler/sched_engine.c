@@ -9,13 +9,9 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "base/clock.h"
+#include "base/alloc.h"
 #include "scheduler/sched_internal.h"
-
-int64_t sched_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 sched_config_t sched_config_default(void) {
   return (sched_config_t){
@@ -25,12 +21,6 @@ sched_config_t sched_config_default(void) {
       .block_size = KV_DEFAULT_BLOCK_SIZE,
       .prefix_caching = 1,
   };
-}
-
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size);
-  if (!p) abort();
-  return p;
 }
 
 /* Fills the zeros of c with defaults and checks it. */
@@ -226,7 +216,7 @@ int sched_submit(sched_engine_t *e, sched_req_t *r, char *err, size_t err_len) {
   r->seqs[0].started = 1;
   r->n_live = r->p.n;
   memset(&r->times, 0, sizeof r->times);
-  r->times.arrival = sched_now_ns();
+  r->times.arrival = clock_now_ns();
 
   pthread_mutex_lock(&e->mu);
   if (e->draining || e->stopping) rc = -ESHUTDOWN;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 
 /* --- lists ------------------------------------------------------------------ */
@@ -50,8 +51,7 @@ static void list_unlink(sched_list_t *l, sched_seq_t *s) {
 void sched_seq_init(sched_seq_t *s, const int32_t *prompt, int32_t n_prompt, int32_t slots) {
   memset(s, 0, sizeof *s);
   s->cap = n_prompt + 16;
-  s->tokens = malloc((size_t)s->cap * sizeof *s->tokens);
-  if (!s->tokens) abort();
+  s->tokens = xcalloc((size_t)s->cap, sizeof *s->tokens);
   memcpy(s->tokens, prompt, (size_t)n_prompt * sizeof *prompt);
   s->len = n_prompt;
   s->n_prompt = n_prompt;
@@ -60,12 +60,9 @@ void sched_seq_init(sched_seq_t *s, const int32_t *prompt, int32_t n_prompt, int
 }
 
 void sched_seq_push(sched_seq_t *s, int32_t token) {
-  if (s->len == s->cap) {
-    s->cap *= 2;
-    int32_t *t = realloc(s->tokens, (size_t)s->cap * sizeof *t);
-    if (!t) abort();
-    s->tokens = t;
-  }
+  size_t cap = (size_t)s->cap;
+  xgrow(&s->tokens, &cap, (size_t)s->len + 1, sizeof *s->tokens, 16);
+  s->cap = (int64_t)cap;
   s->tokens[s->len++] = token;
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/clock.h"
 #include "scheduler/sched_internal.h"
 
 static sched_eseq_t *eseq(sched_seq_t *s) { return (sched_eseq_t *)s; }
@@ -25,7 +26,7 @@ static sched_event_t make_event(sched_engine_t *e, sched_eseq_t *q, sched_event_
       .token = res ? res->token : -1,
       .text = text_len ? text : NULL,
       .text_len = text_len,
-      .time = sched_now_ns(),
+      .time = clock_now_ns(),
       .step = e->step_no,
       .stop_token = -1,
   };
@@ -74,21 +75,20 @@ static void finish_seq(sched_engine_t *e, sched_eseq_t *q, sched_event_t *ev, sc
 
 /* What q still holds back (an undecided stop-string prefix, an incomplete
  * UTF-8 character), released because q ends for another reason. */
-static void flush_text(sched_engine_t *e, sched_eseq_t *q, char **text, size_t *len, size_t *cap) {
+static void flush_text(sched_engine_t *e, sched_eseq_t *q, buf_t *text) {
   if (!q->started) return;
   const int n = tok_stream_flush(&q->detok, e->piece, e->piece_cap);
-  if (n > 0) sched_stop_push(&q->stop, &q->req->stops, e->piece, (size_t)n, text, len, cap);
-  sched_stop_flush(&q->stop, text, len, cap);
+  if (n > 0) sched_stop_push(&q->stop, &q->req->stops, e->piece, (size_t)n, text);
+  sched_stop_flush(&q->stop, text);
 }
 
 void sched__finish_req(sched_engine_t *e, sched_req_t *r, sched_finish_t finish, const char *error) {
   for (int32_t i = 0; i < r->p.n; i++) {
     sched_eseq_t *q = &r->seqs[i];
     if (q->finished) continue;
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    flush_text(e, q, &text, &len, &cap);
-    sched_event_t ev = make_event(e, q, SCHED_EV_FINISHED, NULL, text, len);
+    buf_t text = {0};
+    flush_text(e, q, &text);
+    sched_event_t ev = make_event(e, q, SCHED_EV_FINISHED, NULL, text.p, text.len);
     if (error) {
       ev.error = strdup(error);
       if (!ev.error) abort();
@@ -115,26 +115,25 @@ static int accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t 
   q->generated++;
   r->completion_tokens++;
   e->generated++;
-  if (!r->times.first_token) r->times.first_token = sched_now_ns();
+  if (!r->times.first_token) r->times.first_token = clock_now_ns();
 
   sched_finish_t finish = SCHED_FINISH_NONE;
   int32_t stop_token = -1, stop_idx = -1;
-  char *text = NULL;
-  size_t len = 0, cap = 0;
+  buf_t text = {0}; /* the event's text: its malloc'd bytes go to the event */
   if ((!r->p.ignore_eos && tok_is_eog(e->tok, t)) || is_stop_id(r, t)) {
     finish = SCHED_FINISH_STOP; /* the stop token's own text is not output */
     stop_token = t;
   } else {
     const int n = tok_stream_push(&q->detok, t, e->piece, e->piece_cap);
-    if (n > 0) stop_idx = sched_stop_push(&q->stop, &r->stops, e->piece, (size_t)n, &text, &len, &cap);
+    if (n > 0) stop_idx = sched_stop_push(&q->stop, &r->stops, e->piece, (size_t)n, &text);
     if (stop_idx >= 0) finish = SCHED_FINISH_STOP;
   }
   if (finish == SCHED_FINISH_NONE &&
       ((r->p.max_tokens > 0 && q->generated >= r->p.max_tokens) || q->s.len >= e->max_len))
     finish = SCHED_FINISH_LENGTH;
-  if (finish != SCHED_FINISH_NONE && stop_idx < 0) flush_text(e, q, &text, &len, &cap);
+  if (finish != SCHED_FINISH_NONE && stop_idx < 0) flush_text(e, q, &text);
 
-  sched_event_t ev = make_event(e, q, SCHED_EV_TOKEN, res, text, len);
+  sched_event_t ev = make_event(e, q, SCHED_EV_TOKEN, res, text.p, text.len);
   if (finish == SCHED_FINISH_NONE) {
     sched__post(e, &ev);
     return 0;
@@ -267,7 +266,7 @@ static void fail_step(sched_engine_t *e, int rc) {
 }
 
 int sched__step(sched_engine_t *e) {
-  const int64_t t0 = sched_now_ns();
+  const int64_t t0 = clock_now_ns();
   take_inbox(e);
   reap_cancelled(e);
   const int n = sched_core_plan(&e->core);
@@ -287,9 +286,9 @@ int sched__step(sched_engine_t *e) {
           .n_logits = n_logits,
           .logit_rows = e->logit_rows,
       };
-      t1 = sched_now_ns();
+      t1 = clock_now_ns();
       rc = model_forward(e->runner, &b, e->logits);
-      t2 = sched_now_ns();
+      t2 = clock_now_ns();
       t_fwd = t2 - t1;
     }
     if (rc != 0) {
@@ -299,7 +298,7 @@ int sched__step(sched_engine_t *e) {
       for (int k = 0; k < n_logits; k++) sample_row(e, e->logit_seqs[k], e->logits + (size_t)k * (size_t)e->n_vocab);
     }
   }
-  const int64_t t_end = sched_now_ns();
+  const int64_t t_end = clock_now_ns();
 
   attn_stats_t as;
   attn_get_stats(model_runner_attn(e->runner), &as);

@@ -6,11 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void *xrealloc(void *p, size_t n) {
-  p = realloc(p, n ? n : 1);
-  if (!p) abort();
-  return p;
-}
+#include "base/alloc.h"
 
 /* Whether s[n] is well-formed UTF-8 (no overlongs, surrogates or code
  * points past U+10FFFF). */
@@ -49,16 +45,15 @@ int sched_stops_init(sched_stops_t *s, const char *const *strs, int32_t n, int32
   }
   if (n == 0) return 0;
   s->n = n;
-  s->str = xrealloc(NULL, (size_t)n * sizeof *s->str);
-  s->len = xrealloc(NULL, (size_t)n * sizeof *s->len);
-  s->fail = xrealloc(NULL, (size_t)n * sizeof *s->fail);
+  s->str = xcalloc((size_t)n, sizeof *s->str);
+  s->len = xcalloc((size_t)n, sizeof *s->len);
+  s->fail = xcalloc((size_t)n, sizeof *s->fail);
   for (int32_t i = 0; i < n; i++) {
     const int32_t len = (int32_t)strlen(strs[i]);
-    const char *p = s->str[i] = strdup(strs[i]);
-    if (!p) abort();
+    const char *p = s->str[i] = xstrndup(strs[i], (size_t)len);
     s->len[i] = len;
     if (len > s->max_len) s->max_len = len;
-    int32_t *f = s->fail[i] = xrealloc(NULL, (size_t)len * sizeof *f);
+    int32_t *f = s->fail[i] = xcalloc((size_t)len, sizeof *f);
     f[0] = 0;
     for (int32_t j = 1, k = 0; j < len; j++) {
       while (k > 0 && p[j] != p[k]) k = f[k - 1];
@@ -83,45 +78,31 @@ void sched_stops_free(sched_stops_t *s) {
 void sched_stop_state_init(sched_stop_state_t *st, const sched_stops_t *stops) {
   memset(st, 0, sizeof *st);
   st->n_stops = stops->n;
-  if (stops->n > 0) st->match = calloc((size_t)stops->n, sizeof *st->match);
-  if (stops->n > 0 && !st->match) abort();
+  if (stops->n > 0) st->match = xcalloc((size_t)stops->n, sizeof *st->match);
 }
 
 void sched_stop_state_free(sched_stop_state_t *st) {
-  free(st->held);
+  buf_free(&st->held);
   free(st->match);
   memset(st, 0, sizeof *st);
 }
 
-static void append(char **out, size_t *len, size_t *cap, const char *p, size_t n) {
-  if (n == 0) return;
-  if (*len + n > *cap) {
-    size_t c = *cap ? *cap : 64;
-    while (c < *len + n) c *= 2;
-    *out = xrealloc(*out, c);
-    *cap = c;
-  }
-  memcpy(*out + *len, p, n);
-  *len += n;
-}
-
 /* Releases the first n held bytes. */
-static void release(sched_stop_state_t *st, size_t n, char **out, size_t *out_len, size_t *out_cap) {
+static void release(sched_stop_state_t *st, size_t n, buf_t *out) {
   if (n == 0) return;
-  append(out, out_len, out_cap, st->held, n);
-  memmove(st->held, st->held + n, st->n_held - n);
-  st->n_held -= n;
+  buf_put(out, st->held.p, n);
+  memmove(st->held.p, st->held.p + n, st->held.len - n);
+  st->held.len -= n;
 }
 
-int32_t sched_stop_push(sched_stop_state_t *st, const sched_stops_t *stops, const char *text, size_t len, char **out,
-                        size_t *out_len, size_t *out_cap) {
+int32_t sched_stop_push(sched_stop_state_t *st, const sched_stops_t *stops, const char *text, size_t len, buf_t *out) {
   if (stops->n == 0) {
-    append(out, out_len, out_cap, text, len);
+    buf_put(out, text, len);
     return -1;
   }
   for (size_t b = 0; b < len; b++) {
     const char c = text[b];
-    append(&st->held, &st->n_held, &st->cap, &c, 1);
+    buf_putc(&st->held, c);
     int32_t hit = -1;
     for (int32_t i = 0; i < stops->n; i++) {
       const char *p = stops->str[i];
@@ -132,8 +113,8 @@ int32_t sched_stop_push(sched_stop_state_t *st, const sched_stops_t *stops, cons
       if (k == stops->len[i] && (hit < 0 || k > stops->len[hit])) hit = i; /* the longest starts first */
     }
     if (hit >= 0) {
-      release(st, st->n_held - (size_t)stops->len[hit], out, out_len, out_cap);
-      st->n_held = 0;
+      release(st, st->held.len - (size_t)stops->len[hit], out);
+      buf_reset(&st->held);
       memset(st->match, 0, (size_t)stops->n * sizeof *st->match);
       return hit;
     }
@@ -141,11 +122,11 @@ int32_t sched_stop_push(sched_stop_state_t *st, const sched_stops_t *stops, cons
   int32_t keep = 0;
   for (int32_t i = 0; i < stops->n; i++)
     if (st->match[i] > keep) keep = st->match[i];
-  release(st, st->n_held - (size_t)keep, out, out_len, out_cap);
+  release(st, st->held.len - (size_t)keep, out);
   return -1;
 }
 
-void sched_stop_flush(sched_stop_state_t *st, char **out, size_t *out_len, size_t *out_cap) {
-  release(st, st->n_held, out, out_len, out_cap);
+void sched_stop_flush(sched_stop_state_t *st, buf_t *out) {
+  release(st, st->held.len, out);
   if (st->match) memset(st->match, 0, (size_t)st->n_stops * sizeof *st->match); /* nothing held, nothing matched */
 }

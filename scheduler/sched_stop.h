@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
+
 typedef struct sched_stops {
   int32_t n;
   char **str;      /* [n] NUL-terminated copies */
@@ -36,8 +38,7 @@ int sched_stops_init(sched_stops_t *s, const char *const *strs, int32_t n, int32
 void sched_stops_free(sched_stops_t *s);
 
 typedef struct sched_stop_state {
-  char *held;       /* [n_held] text not yet released (owned) */
-  size_t n_held, cap;
+  buf_t held;       /* text not yet released (owned) */
   int32_t *match;   /* [n_stops] bytes of each stop string matched at the end of the text */
   int32_t n_stops;
 } sched_stop_state_t;
@@ -46,12 +47,11 @@ void sched_stop_state_init(sched_stop_state_t *st, const sched_stops_t *stops);
 void sched_stop_state_free(sched_stop_state_t *st);
 
 /* Feeds text[len] (the next output text). Appends the text now released to
- * out (grown with realloc; *out_len updated) and returns the index of the
- * stop string that completed (then nothing is held any more), or -1. */
-int32_t sched_stop_push(sched_stop_state_t *st, const sched_stops_t *stops, const char *text, size_t len, char **out,
-                        size_t *out_len, size_t *out_cap);
+ * out (a malloc'd base/buf.h buffer) and returns the index of the stop
+ * string that completed (then nothing is held any more), or -1. */
+int32_t sched_stop_push(sched_stop_state_t *st, const sched_stops_t *stops, const char *text, size_t len, buf_t *out);
 
 /* Releases everything held (the sequence ended for another reason). */
-void sched_stop_flush(sched_stop_state_t *st, char **out, size_t *out_len, size_t *out_cap);
+void sched_stop_flush(sched_stop_state_t *st, buf_t *out);
 
 #endif

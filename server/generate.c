@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
+#include "base/alloc.h"
 #include "config/cfg.h"
 #include "base/log.h"
 #include "server/gen_internal.h"
@@ -152,23 +154,13 @@ static int parse_opts(int argc, char **argv, gen_opts_t *o, char **rest, int *n_
 
 /* --- the run ------------------------------------------------------------------ */
 
-static void *grow(void *p, int32_t *cap, int32_t need, size_t size) {
-  if (need <= *cap) return p;
-  int32_t c = *cap ? *cap * 2 : 64;
-  while (c < need) c *= 2;
-  p = realloc(p, (size_t)c * size);
-  if (!p) abort();
-  *cap = c;
-  return p;
-}
-
 static void on_event(sched_engine_t *e, gen_item_t *it, const sched_event_t *ev, int *n_done) {
   gen_choice_t *c = &it->choices[ev->index];
   if (ev->token >= 0) {
     int32_t cap = c->cap_ids;
-    c->ids = grow(c->ids, &cap, c->n_ids + 1, sizeof *c->ids);
+    xgrow_i32(&c->ids, &cap, c->n_ids + 1, sizeof *c->ids, 64);
     cap = c->cap_ids;
-    c->steps = grow(c->steps, &cap, c->n_ids + 1, sizeof *c->steps);
+    xgrow_i32(&c->steps, &cap, c->n_ids + 1, sizeof *c->steps, 64);
     c->cap_ids = cap;
     c->ids[c->n_ids] = ev->token;
     c->steps[c->n_ids++] = ev->step;
@@ -402,9 +394,9 @@ int gen_main(int argc, char **argv) {
   };
   e = sched_engine_create(m, be, &sc);
   if (!e) goto out;
-  const int64_t t0 = sched_now_ns();
+  const int64_t t0 = clock_now_ns();
   run(e, items, n_items);
-  const double wall = (double)(sched_now_ns() - t0) / 1e9;
+  const double wall = (double)(clock_now_ns() - t0) / 1e9;
   sched_stats_t st;
   sched_get_stats(e, &st);
   int64_t prompt = 0, gen = 0, failed = 0;

@@ -34,7 +34,7 @@
 #include <llhttp.h>
 #include <uv.h>
 
-#include "server/http_arena.h"
+#include "base/arena.h"
 
 /* ---- limits ---------------------------------------------------------------- */
 
@@ -90,7 +90,7 @@ typedef struct http_req {
   size_t body_len;
   int http_major, http_minor;
   const char *peer;    /* "1.2.3.4:5678", "[::1]:5678" or "unix" */
-  http_arena_t *arena; /* the request's arena; handlers may allocate from it */
+  arena_t *arena; /* the request's arena; handlers may allocate from it */
 } http_req_t;
 
 /* The value of the first header named `name` (ASCII case-insensitive), or

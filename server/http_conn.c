@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "server/http_internal.h"
 #include "server/oai_response.h"
@@ -107,7 +108,7 @@ static void read_stop(http__conn_t *c) {
 /* Keeps input that arrived while a request is in flight. */
 static void stash(http__conn_t *c, const char *data, size_t len) {
   if (!len) return;
-  http__reserve(&c->pending, &c->pending_cap, c->pending_len + len, 1);
+  xgrow(&c->pending, &c->pending_cap, c->pending_len + len, 1, 16);
   memcpy(c->pending + c->pending_len, data, len);
   c->pending_len += len;
   if (c->pending_len >= c->srv->limits.max_pipeline_bytes) read_stop(c);

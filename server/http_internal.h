@@ -31,7 +31,7 @@ typedef union http__io {
 struct http_res {
   http__conn_t *conn; /* NULL once the connection is gone */
   http_req_t req;
-  http_arena_t arena; /* the request's memory (req strings, handler data) */
+  arena_t arena; /* the request's memory (req strings, handler data) */
   char *body_buf;     /* the request body, malloc'd by the parser */
   http_res_cbs_t cbs;
   bool keep_alive;  /* the connection may carry another request after this */

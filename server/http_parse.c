@@ -4,6 +4,7 @@
  * may end at a read boundary); they are appended to hbuf and closed by the
  * *_complete callbacks. on_message_complete pauses llhttp, so one
  * llhttp_execute() never runs past the end of a request. */
+#include "base/alloc.h"
 #include "server/http_parse.h"
 
 #include <errno.h>
@@ -27,7 +28,7 @@ static int hbuf_append(http__parser_t *p, const char *at, size_t n) {
   p->header_bytes += n;
   if (p->header_bytes > p->limits->max_header_bytes)
     return fail(p, 431, "request header section too large");
-  http__reserve(&p->hbuf, &p->hcap, p->hlen + n + 1, 1);
+  xgrow(&p->hbuf, &p->hcap, p->hlen + n + 1, 1, 16);
   memcpy(p->hbuf + p->hlen, at, n);
   p->hlen += n;
   return 0;
@@ -106,7 +107,7 @@ static int on_header_value_complete(llhttp_t *ll) {
   uint32_t n = token_close(p, &start);
   if (n == UINT32_MAX) return HPE_USER;
   if (p->n_hdrs >= p->limits->max_headers) return fail(p, 431, "too many header lines");
-  http__reserve(&p->hdrs, &p->cap_hdrs, (size_t)p->n_hdrs + 1, sizeof *p->hdrs);
+  xgrow(&p->hdrs, &p->cap_hdrs, (size_t)p->n_hdrs + 1, sizeof *p->hdrs, 16);
   p->hdrs[p->n_hdrs++] = (http__hdr_t){p->pending_name_off, p->pending_name_len, start, n};
   return p->header_bytes > p->limits->max_header_bytes
              ? fail(p, 431, "request header section too large")
@@ -135,7 +136,7 @@ static int on_headers_complete(llhttp_t *ll) {
   if ((ll->flags & F_CONTENT_LENGTH) && ll->content_length > 0) {
     size_t cap = (size_t)ll->content_length + 1;
     p->body = malloc(cap);
-    if (!p->body) http__oom();
+    if (!p->body) xoom("server", 0);
     p->body_cap = cap;
   }
   return 0;
@@ -150,7 +151,7 @@ static int on_body(llhttp_t *ll, const char *at, size_t n) {
     while (cap < p->body_len + n + 1) cap *= 2;
     if (cap > p->limits->max_body_bytes + 1) cap = p->limits->max_body_bytes + 1;
     char *nb = realloc(p->body, cap);
-    if (!nb) http__oom();
+    if (!nb) xoom("server", 0);
     p->body = nb;
     p->body_cap = cap;
   }
@@ -226,7 +227,7 @@ http__parse_result_t http__parse_feed(http__parser_t *p, const char *data, size_
   return HTTP__PARSE_ERROR;
 }
 
-void http__parse_take(http__parser_t *p, http_arena_t *arena, http_req_t *req, char **body_buf,
+void http__parse_take(http__parser_t *p, arena_t *arena, http_req_t *req, char **body_buf,
                       bool *keep_alive) {
   llhttp_t *ll = &p->ll;
   memset(req, 0, sizeof *req);
@@ -249,17 +250,17 @@ void http__parse_take(http__parser_t *p, http_arena_t *arena, http_req_t *req, c
   }
   const char *q = memchr(url, '?', url_len);
   size_t path_len = q ? (size_t)(q - url) : url_len;
-  req->path = http_arena_strndup(arena, url, path_len);
+  req->path = arena_strndup(arena, url, path_len);
   req->path_len = path_len;
-  req->query = q ? http_arena_strndup(arena, q + 1, url_len - path_len - 1) : "";
+  req->query = q ? arena_strndup(arena, q + 1, url_len - path_len - 1) : "";
   req->query_len = q ? url_len - path_len - 1 : 0;
 
-  http_header_t *h = http_arena_array(arena, (size_t)p->n_hdrs, sizeof *h);
+  http_header_t *h = arena_array(arena, (size_t)p->n_hdrs, sizeof *h);
   for (int i = 0; i < p->n_hdrs; i++) {
     const http__hdr_t *s = &p->hdrs[i];
-    h[i].name = http_arena_strndup(arena, p->hbuf + s->name_off, s->name_len);
+    h[i].name = arena_strndup(arena, p->hbuf + s->name_off, s->name_len);
     h[i].name_len = s->name_len;
-    h[i].value = http_arena_strndup(arena, p->hbuf + s->val_off, s->val_len);
+    h[i].value = arena_strndup(arena, p->hbuf + s->val_off, s->val_len);
     h[i].value_len = s->val_len;
   }
   req->headers = h;

@@ -67,7 +67,7 @@ http__parse_result_t http__parse_feed(http__parser_t *p, const char *data, size_
  * the body buffer to *body_buf (malloc'd, to free() after the response; NULL
  * when empty), then resets for the next message. *keep_alive says whether the
  * connection may carry another request after this one. */
-void http__parse_take(http__parser_t *p, http_arena_t *arena, http_req_t *req, char **body_buf,
+void http__parse_take(http__parser_t *p, arena_t *arena, http_req_t *req, char **body_buf,
                       bool *keep_alive);
 
 #endif

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "server/http_internal.h"
 #include "server/oai_response.h"
@@ -109,7 +110,7 @@ int http__conn_write(http__conn_t *c, const uv_buf_t *bufs, unsigned n) {
   if (done == total) return 0;
   size_t rest = total - done;
   wreq_t *w = malloc(sizeof *w + rest);
-  if (!w) http__oom();
+  if (!w) xoom("server", 0);
   w->len = rest;
   size_t off = 0, skip = done;
   for (unsigned i = 0; i < n; i++) {
@@ -147,7 +148,7 @@ static char *format_head(http_server_t *srv, int status, bool keep_alive, int ht
                          const char *extra, size_t extra_len, size_t *out_len) {
   size_t cap = 512 + extra_len + (content_type ? strlen(content_type) : 0);
   char *h = malloc(cap);
-  if (!h) http__oom();
+  if (!h) xoom("server", 0);
   int n = snprintf(h, cap, "HTTP/1.%d %d %s\r\nDate: %s\r\nServer: tram\r\n", http_minor ? 1 : 0,
                    status, http_status_reason(status), http__date(srv));
   if (content_type)
@@ -182,15 +183,15 @@ int http__write_response(http__conn_t *c, int status, bool keep_alive, int http_
 
 http_res_t *http__res_new(http__conn_t *c) {
   http_res_t *res = calloc(1, sizeof *res);
-  if (!res) http__oom();
+  if (!res) xoom("server", 0);
   res->conn = c;
-  http_arena_init(&res->arena);
+  arena_init(&res->arena, 0, 0);
   return res;
 }
 
 void http__res_free(http_res_t *res) {
   if (!res) return;
-  http_arena_free(&res->arena);
+  arena_free(&res->arena);
   free(res->body_buf);
   free(res->extra);
   free(res);
@@ -220,7 +221,7 @@ int http_res_header(http_res_t *res, const char *name, const char *value) {
       strchr(name, ':'))
     return -EINVAL;
   size_t add = strlen(name) + strlen(value) + 4;
-  http__reserve(&res->extra, &res->extra_cap, res->extra_len + add + 1, 1);
+  xgrow(&res->extra, &res->extra_cap, res->extra_len + add + 1, 1, 16);
   res->extra_len += (size_t)snprintf(res->extra + res->extra_len, res->extra_cap - res->extra_len,
                                      "%s: %s\r\n", name, value);
   return 0;
@@ -319,7 +320,7 @@ int http_res_sse(http_res_t *res, const char *data, size_t len) {
   size_t total = lines * 7 + len - trailing_nl + 1;
   char stack[2048];
   char *buf = total <= sizeof stack ? stack : malloc(total);
-  if (!buf) http__oom();
+  if (!buf) xoom("server", 0);
   size_t o = 0, start = 0, end = len - trailing_nl;
   for (;;) {
     const char *nl = memchr(data + start, '\n', end - start);

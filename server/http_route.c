@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "server/http_internal.h"
 
@@ -14,9 +15,9 @@ int http_server_route(http_server_t *srv, llhttp_method_t method, const char *pa
   if (!path || path[0] != '/' || !handler) return -EINVAL;
   for (int i = 0; i < srv->n_routes; i++)
     if (srv->routes[i].method == method && strcmp(srv->routes[i].path, path) == 0) return -EEXIST;
-  http__reserve(&srv->routes, &srv->cap_routes, (size_t)srv->n_routes + 1, sizeof *srv->routes);
+  xgrow(&srv->routes, &srv->cap_routes, (size_t)srv->n_routes + 1, sizeof *srv->routes, 16);
   char *p = strdup(path);
-  if (!p) http__oom();
+  if (!p) xoom("server", 0);
   srv->routes[srv->n_routes++] =
       (http__route_t){.method = method, .path = p, .handler = handler, .ctx = ctx, .flags = flags};
   return 0;
@@ -41,10 +42,10 @@ int http_server_set_api_keys(http_server_t *srv, const char *const *keys, int n)
   if (n <= 0) return 0;
   srv->keys = calloc((size_t)n, sizeof *srv->keys);
   srv->key_lens = calloc((size_t)n, sizeof *srv->key_lens);
-  if (!srv->keys || !srv->key_lens) http__oom();
+  if (!srv->keys || !srv->key_lens) xoom("server", 0);
   for (int i = 0; i < n; i++) {
     srv->keys[i] = strdup(keys[i]);
-    if (!srv->keys[i]) http__oom();
+    if (!srv->keys[i]) xoom("server", 0);
     srv->key_lens[i] = strlen(keys[i]);
   }
   srv->n_keys = n;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "server/http_internal.h"
 
@@ -71,7 +72,7 @@ http_server_t *http_server_create(uv_loop_t *loop, const http_limits_t *limits) 
   http_limits_t l = limits ? *limits : http_limits_default();
   if (http_limits_check(&l)) return NULL;
   http_server_t *srv = calloc(1, sizeof *srv);
-  if (!srv) http__oom();
+  if (!srv) xoom("server", 0);
   srv->loop = loop;
   srv->limits = l;
   uv_timer_init(loop, &srv->defer);
@@ -210,7 +211,7 @@ static void on_connection(uv_stream_t *ls, int status) {
     return;
   }
   http__conn_t *c = calloc(1, sizeof *c);
-  if (!c) http__oom();
+  if (!c) xoom("server", 0);
   c->srv = srv;
   if (l->is_pipe) uv_pipe_init(srv->loop, &c->io.pipe, 0);
   else uv_tcp_init(srv->loop, &c->io.tcp);
@@ -252,7 +253,7 @@ static void on_connection(uv_stream_t *ls, int status) {
 
 static http__listener_t *listener_new(http_server_t *srv, bool is_pipe) {
   http__listener_t *l = calloc(1, sizeof *l);
-  if (!l) http__oom();
+  if (!l) xoom("server", 0);
   l->srv = srv;
   l->is_pipe = is_pipe;
   if (is_pipe) uv_pipe_init(srv->loop, &l->io.pipe, 0);
@@ -334,7 +335,7 @@ int http_server_listen_unix(http_server_t *srv, const char *path) {
   int r = uv_pipe_bind(&l->io.pipe, path);
   if (r < 0) return listener_fail(l, path, "bind", r);
   l->unix_path = strdup(path);
-  if (!l->unix_path) http__oom();
+  if (!l->unix_path) xoom("server", 0);
   r = listener_start(srv, l, path);
   if (r == 0) log_info("http: listening on unix:%s", path);
   return r;

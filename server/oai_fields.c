@@ -114,7 +114,7 @@ int oai__get_string(oai__ctx_t *c, const cJSON *obj, const char *key, const char
   if (!cJSON_IsString(x))
     return oai__fail(c, "invalid_type", name, "%s must be a string, got %s", name, oai__type_name(x));
   size_t n = strlen(x->valuestring);
-  *out = http_arena_strndup(c->arena, x->valuestring, n);
+  *out = arena_strndup(c->arena, x->valuestring, n);
   if (len) *len = n;
   return 0;
 }
@@ -140,7 +140,7 @@ int oai__token_array(oai__ctx_t *c, const cJSON *arr, const char *param, int32_t
                      oai__type_name(arr));
   int count = cJSON_GetArraySize(arr);
   if (count == 0) return oai__fail(c, "invalid_value", param, "%s must not be empty", param);
-  int32_t *ids = http_arena_array(c->arena, (size_t)count, sizeof *ids);
+  int32_t *ids = arena_array(c->arena, (size_t)count, sizeof *ids);
   int i = 0;
   const cJSON *x;
   cJSON_ArrayForEach(x, arr) {

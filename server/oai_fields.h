@@ -10,11 +10,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "server/http_arena.h"
+#include "base/arena.h"
 #include "server/oai_request.h"
 
 typedef struct oai__ctx {
-  http_arena_t *arena;
+  arena_t *arena;
   const oai_limits_t *lim;
   oai_error_t *err;
   const char *prefix; /* getters name fields "<prefix>.<key>" when set */

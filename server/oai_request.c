@@ -56,7 +56,7 @@ static int parse_stop(oai__ctx_t *c, const cJSON *root, oai_gen_t *g) {
   if (count > c->lim->max_stop)
     return oai__fail(c, "invalid_value", "stop", "stop has %d strings; at most %d are accepted", count,
                      c->lim->max_stop);
-  const char **stop = http_arena_array(c->arena, (size_t)(count ? count : 1), sizeof *stop);
+  const char **stop = arena_array(c->arena, (size_t)(count ? count : 1), sizeof *stop);
   const cJSON *s = cJSON_IsString(x) ? x : x->child;
   for (int i = 0; i < count; i++, s = s->next) {
     char param[32];
@@ -69,7 +69,7 @@ static int parse_stop(oai__ctx_t *c, const cJSON *root, oai_gen_t *g) {
     if (n > (size_t)c->lim->max_stop_len)
       return oai__fail(c, "invalid_value", param, "%s is %zu bytes long; at most %d are accepted", param,
                        n, c->lim->max_stop_len);
-    stop[i] = http_arena_strndup(c->arena, s->valuestring, n);
+    stop[i] = arena_strndup(c->arena, s->valuestring, n);
   }
   g->stop = stop;
   g->n_stop = count;
@@ -99,7 +99,7 @@ static int parse_logit_bias(oai__ctx_t *c, const cJSON *root, samp_params_t *sp)
   if (count > c->lim->max_logit_bias)
     return oai__fail(c, "invalid_value", "logit_bias", "logit_bias has %d entries; at most %d are accepted",
                      count, c->lim->max_logit_bias);
-  samp_logit_bias_t *lb = http_arena_array(c->arena, (size_t)(count ? count : 1), sizeof *lb);
+  samp_logit_bias_t *lb = arena_array(c->arena, (size_t)(count ? count : 1), sizeof *lb);
   int i = 0;
   const cJSON *e;
   cJSON_ArrayForEach(e, x) {
@@ -243,8 +243,8 @@ static int parse_prompt(oai__ctx_t *c, const cJSON *root, oai_completion_req_t *
   if (cJSON_IsString(p)) {
     size_t n = strlen(p->valuestring);
     if (n == 0) return oai__fail(c, "invalid_value", "prompt", "prompt must not be empty");
-    out->prompts = http_arena_zalloc(c->arena, sizeof *out->prompts);
-    out->prompts[0].text = http_arena_strndup(c->arena, p->valuestring, n);
+    out->prompts = arena_zalloc(c->arena, sizeof *out->prompts);
+    out->prompts[0].text = arena_strndup(c->arena, p->valuestring, n);
     out->prompts[0].text_len = n;
     out->n_prompts = 1;
     return 0;
@@ -257,7 +257,7 @@ static int parse_prompt(oai__ctx_t *c, const cJSON *root, oai_completion_req_t *
   int count = cJSON_GetArraySize(p);
   if (count == 0) return oai__fail(c, "invalid_value", "prompt", "prompt must not be empty");
   if (cJSON_IsNumber(p->child)) { /* one prompt of token ids */
-    out->prompts = http_arena_zalloc(c->arena, sizeof *out->prompts);
+    out->prompts = arena_zalloc(c->arena, sizeof *out->prompts);
     out->n_prompts = 1;
     int32_t *ids;
     if (oai__token_array(c, p, "prompt", &ids, &out->prompts[0].n_tokens)) return -EINVAL;
@@ -268,7 +268,7 @@ static int parse_prompt(oai__ctx_t *c, const cJSON *root, oai_completion_req_t *
     return oai__fail(c, "invalid_value", "prompt", "prompt has %d prompts; at most %d are accepted", count,
                      c->lim->max_prompts);
   bool strings = cJSON_IsString(p->child);
-  out->prompts = http_arena_array(c->arena, (size_t)count, sizeof *out->prompts);
+  out->prompts = arena_array(c->arena, (size_t)count, sizeof *out->prompts);
   out->n_prompts = count;
   int i = 0;
   const cJSON *e;
@@ -282,7 +282,7 @@ static int parse_prompt(oai__ctx_t *c, const cJSON *root, oai_completion_req_t *
                          oai__type_name(e));
       size_t n = strlen(e->valuestring);
       if (n == 0) return oai__fail(c, "invalid_value", param, "%s must not be empty", param);
-      pr->text = http_arena_strndup(c->arena, e->valuestring, n);
+      pr->text = arena_strndup(c->arena, e->valuestring, n);
       pr->text_len = n;
     } else {
       int32_t *ids;
@@ -293,7 +293,7 @@ static int parse_prompt(oai__ctx_t *c, const cJSON *root, oai_completion_req_t *
   return 0;
 }
 
-static void ctx_init(oai__ctx_t *c, const oai_limits_t *lim, oai_limits_t *dflt, http_arena_t *arena,
+static void ctx_init(oai__ctx_t *c, const oai_limits_t *lim, oai_limits_t *dflt, arena_t *arena,
                      oai_error_t *err) {
   *dflt = oai_limits_default();
   memset(c, 0, sizeof *c);
@@ -304,7 +304,7 @@ static void ctx_init(oai__ctx_t *c, const oai_limits_t *lim, oai_limits_t *dflt,
 }
 
 int oai_parse_completion(const char *body, size_t len, const oai_limits_t *lim,
-                         http_arena_t *arena, oai_completion_req_t *out, oai_error_t *err) {
+                         arena_t *arena, oai_completion_req_t *out, oai_error_t *err) {
   oai__ctx_t c;
   oai_limits_t dflt;
   ctx_init(&c, lim, &dflt, arena, err);
@@ -334,7 +334,7 @@ static int parse_content(oai__ctx_t *c, const cJSON *m, int i, bool may_be_empty
   }
   if (cJSON_IsString(x)) {
     out->content_len = strlen(x->valuestring);
-    out->content = http_arena_strndup(c->arena, x->valuestring, out->content_len);
+    out->content = arena_strndup(c->arena, x->valuestring, out->content_len);
     return 0;
   }
   if (!cJSON_IsArray(x))
@@ -365,7 +365,7 @@ static int parse_content(oai__ctx_t *c, const cJSON *m, int i, bool may_be_empty
     total += strlen(text->valuestring) + (j ? 1 : 0);
     j++;
   }
-  char *buf = http_arena_alloc(c->arena, total + 1);
+  char *buf = arena_alloc(c->arena, total + 1);
   size_t o = 0;
   j = 0;
   cJSON_ArrayForEach(part, x) {
@@ -391,7 +391,7 @@ static int parse_messages(oai__ctx_t *c, const cJSON *root, oai_message_t **msgs
   if (count > c->lim->max_messages)
     return oai__fail(c, "invalid_value", "messages", "messages has %d entries; at most %d are accepted", count,
                      c->lim->max_messages);
-  oai_message_t *out = http_arena_array(c->arena, (size_t)count, sizeof *out);
+  oai_message_t *out = arena_array(c->arena, (size_t)count, sizeof *out);
   int i = 0;
   const cJSON *m;
   cJSON_ArrayForEach(m, x) {
@@ -429,7 +429,7 @@ static int parse_messages(oai__ctx_t *c, const cJSON *root, oai_message_t **msgs
   return 0;
 }
 
-int oai_parse_chat(const char *body, size_t len, const oai_limits_t *lim, http_arena_t *arena,
+int oai_parse_chat(const char *body, size_t len, const oai_limits_t *lim, arena_t *arena,
                    oai_chat_req_t *out, oai_error_t *err) {
   oai__ctx_t c;
   oai_limits_t dflt;
@@ -450,7 +450,7 @@ int oai_parse_chat(const char *body, size_t len, const oai_limits_t *lim, http_a
 /* ---- /tokenize and /detokenize (vLLM) ------------------------------------------------ */
 
 int oai_parse_tokenize(const char *body, size_t len, const oai_limits_t *lim,
-                       http_arena_t *arena, oai_tokenize_req_t *out, oai_error_t *err) {
+                       arena_t *arena, oai_tokenize_req_t *out, oai_error_t *err) {
   oai__ctx_t c;
   oai_limits_t dflt;
   ctx_init(&c, lim, &dflt, arena, err);
@@ -473,7 +473,7 @@ int oai_parse_tokenize(const char *body, size_t len, const oai_limits_t *lim,
 }
 
 int oai_parse_detokenize(const char *body, size_t len, const oai_limits_t *lim,
-                         http_arena_t *arena, oai_detokenize_req_t *out, oai_error_t *err) {
+                         arena_t *arena, oai_detokenize_req_t *out, oai_error_t *err) {
   oai__ctx_t c;
   oai_limits_t dflt;
   ctx_init(&c, lim, &dflt, arena, err);
@@ -484,7 +484,7 @@ int oai_parse_detokenize(const char *body, size_t len, const oai_limits_t *lim,
   const cJSON *t = oai__get(root, "tokens");
   if (!r && !t) r = oai__fail(&c, "missing_required_parameter", "tokens", "tokens is required");
   if (!r && cJSON_IsArray(t) && cJSON_GetArraySize(t) == 0) {
-    out->tokens = http_arena_alloc(arena, 0);
+    out->tokens = arena_alloc(arena, 0);
   } else if (!r) {
     int32_t *ids;
     r = oai__token_array(&c, t, "tokens", &ids, &out->n_tokens);

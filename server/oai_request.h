@@ -41,7 +41,7 @@
 #include <stdint.h>
 
 #include "sample/sampler.h"
-#include "server/http_arena.h"
+#include "base/arena.h"
 
 typedef struct oai_limits {
   int32_t vocab_size;         /* token ids must be < this; 0: only >= 0 is checked */
@@ -134,13 +134,13 @@ typedef struct oai_detokenize_req {
  * from arena. Returns 0, or -EINVAL with *err filled (out is then partly
  * filled and must not be used). lim NULL: oai_limits_default(). */
 int oai_parse_completion(const char *body, size_t len, const oai_limits_t *lim,
-                         http_arena_t *arena, oai_completion_req_t *out, oai_error_t *err);
-int oai_parse_chat(const char *body, size_t len, const oai_limits_t *lim, http_arena_t *arena,
+                         arena_t *arena, oai_completion_req_t *out, oai_error_t *err);
+int oai_parse_chat(const char *body, size_t len, const oai_limits_t *lim, arena_t *arena,
                    oai_chat_req_t *out, oai_error_t *err);
 int oai_parse_tokenize(const char *body, size_t len, const oai_limits_t *lim,
-                       http_arena_t *arena, oai_tokenize_req_t *out, oai_error_t *err);
+                       arena_t *arena, oai_tokenize_req_t *out, oai_error_t *err);
 int oai_parse_detokenize(const char *body, size_t len, const oai_limits_t *lim,
-                         http_arena_t *arena, oai_detokenize_req_t *out, oai_error_t *err);
+                         arena_t *arena, oai_detokenize_req_t *out, oai_error_t *err);
 
 /* The sampling defaults the parsers start from: the values
  * samp_params_default() documents (greedy, every filter off). */

@@ -1,4 +1,6 @@
 /* server/prom.c — Prometheus registry and text format (see prom.h). */
+#include "base/alloc.h"
+#include "base/buf.h"
 #include "server/prom.h"
 
 #include <math.h>
@@ -9,7 +11,7 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "server/http_arena.h"
+#include "base/arena.h"
 
 #define MAX_CONST_LABELS 8
 
@@ -43,13 +45,13 @@ struct prom_registry {
 
 static char *dup(const char *s) {
   char *d = strdup(s ? s : "");
-  if (!d) http__oom();
+  if (!d) xoom("server", 0);
   return d;
 }
 
 static void *zalloc(size_t n) {
   void *p = calloc(1, n ? n : 1);
-  if (!p) http__oom();
+  if (!p) xoom("server", 0);
   return p;
 }
 
@@ -161,7 +163,7 @@ prom_series_t *prom_series(prom_family_t *f, const char *const *values) {
   s->values = zalloc((size_t)f->n_labels * sizeof *s->values);
   for (int k = 0; k < f->n_labels; k++) s->values[k] = dup(values[k]);
   if (f->type == PROM_HISTOGRAM) s->buckets = zalloc(((size_t)f->n_bounds + 1) * sizeof *s->buckets);
-  http__reserve(&f->series, &f->cap_series, f->n_series + 1, sizeof *f->series);
+  xgrow(&f->series, &f->cap_series, f->n_series + 1, sizeof *f->series, 16);
   f->series[f->n_series++] = s;
   return s;
 }
@@ -217,35 +219,13 @@ int prom_buckets_125(double max, double *out, int cap) {
 
 /* ---- the text format ------------------------------------------------------------- */
 
-typedef struct sbuf {
-  char *p;
-  size_t len, cap;
-} sbuf_t;
-
-__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf_t *b, const char *fmt, ...) {
-  if (!b->cap) http__reserve(&b->p, &b->cap, 4096, 1);
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    if (n >= 0 && (size_t)n < b->cap - b->len) {
-      b->len += (size_t)n;
-      return;
-    }
-    http__reserve(&b->p, &b->cap, b->len + (n > 0 ? (size_t)n : 0) + 256, 1);
-  }
-}
-
-static void sb_putc(sbuf_t *b, char c) { sb_printf(b, "%c", c); }
-
 /* Escapes a label value ("\", "\"", "\n") or HELP text ("\\", "\n"). */
-static void sb_escaped(sbuf_t *b, const char *s, bool quote) {
+static void sb_escaped(buf_t *b, const char *s, bool quote) {
   for (; *s; s++) {
-    if (*s == '\\') sb_printf(b, "\\\\");
-    else if (*s == '\n') sb_printf(b, "\\n");
-    else if (*s == '"' && quote) sb_printf(b, "\\\"");
-    else sb_putc(b, *s);
+    if (*s == '\\') buf_printf(b, "\\\\");
+    else if (*s == '\n') buf_printf(b, "\\n");
+    else if (*s == '"' && quote) buf_printf(b, "\\\"");
+    else buf_putc(b, *s);
   }
 }
 
@@ -296,40 +276,40 @@ static void format_number(char *out, size_t size, double v) {
   }
 }
 
-static void sb_number(sbuf_t *b, double v) {
+static void sb_number(buf_t *b, double v) {
   char tmp[64];
   format_number(tmp, sizeof tmp, v);
-  sb_printf(b, "%s", tmp);
+  buf_printf(b, "%s", tmp);
 }
 
 /* {const labels, series labels[, le="bound"]} — nothing when empty. */
-static void sb_labels(sbuf_t *b, const prom_registry_t *reg, const prom_series_t *s, const char *le) {
+static void sb_labels(buf_t *b, const prom_registry_t *reg, const prom_series_t *s, const char *le) {
   const prom_family_t *f = s->fam;
   if (!reg->n_const && !f->n_labels && !le) return;
-  sb_putc(b, '{');
+  buf_putc(b, '{');
   int n = 0;
   for (int i = 0; i < reg->n_const; i++, n++) {
-    sb_printf(b, "%s%s=\"", n ? "," : "", reg->const_names[i]);
+    buf_printf(b, "%s%s=\"", n ? "," : "", reg->const_names[i]);
     sb_escaped(b, reg->const_values[i], true);
-    sb_putc(b, '"');
+    buf_putc(b, '"');
   }
   for (int i = 0; i < f->n_labels; i++, n++) {
-    sb_printf(b, "%s%s=\"", n ? "," : "", f->labels[i]);
+    buf_printf(b, "%s%s=\"", n ? "," : "", f->labels[i]);
     sb_escaped(b, s->values[i], true);
-    sb_putc(b, '"');
+    buf_putc(b, '"');
   }
-  if (le) sb_printf(b, "%sle=\"%s\"", n ? "," : "", le);
-  sb_putc(b, '}');
+  if (le) buf_printf(b, "%sle=\"%s\"", n ? "," : "", le);
+  buf_putc(b, '}');
 }
 
-static void render_series(sbuf_t *b, const prom_registry_t *reg, const prom_series_t *s) {
+static void render_series(buf_t *b, const prom_registry_t *reg, const prom_series_t *s) {
   const prom_family_t *f = s->fam;
   if (f->type != PROM_HISTOGRAM) {
-    sb_printf(b, "%s", f->name);
+    buf_printf(b, "%s", f->name);
     sb_labels(b, reg, s, NULL);
-    sb_putc(b, ' ');
+    buf_putc(b, ' ');
     sb_number(b, s->value);
-    sb_putc(b, '\n');
+    buf_putc(b, '\n');
     return;
   }
   uint64_t cum = 0;
@@ -337,31 +317,31 @@ static void render_series(sbuf_t *b, const prom_registry_t *reg, const prom_seri
     cum += s->buckets[i];
     char le[64] = "+Inf";
     if (i < f->n_bounds) format_number(le, sizeof le, f->bounds[i]);
-    sb_printf(b, "%s_bucket", f->name);
+    buf_printf(b, "%s_bucket", f->name);
     sb_labels(b, reg, s, le);
-    sb_putc(b, ' ');
+    buf_putc(b, ' ');
     sb_number(b, (double)cum);
-    sb_putc(b, '\n');
+    buf_putc(b, '\n');
   }
-  sb_printf(b, "%s_sum", f->name);
+  buf_printf(b, "%s_sum", f->name);
   sb_labels(b, reg, s, NULL);
-  sb_putc(b, ' ');
+  buf_putc(b, ' ');
   sb_number(b, s->sum);
-  sb_printf(b, "\n%s_count", f->name);
+  buf_printf(b, "\n%s_count", f->name);
   sb_labels(b, reg, s, NULL);
-  sb_putc(b, ' ');
+  buf_putc(b, ' ');
   sb_number(b, (double)s->count);
-  sb_putc(b, '\n');
+  buf_putc(b, '\n');
 }
 
 char *prom_render(const prom_registry_t *reg, size_t *len) {
   static const char *const type_names[] = {"counter", "gauge", "histogram"};
-  sbuf_t b = {0};
-  sb_printf(&b, "%s", ""); /* an empty registry still gives "" */
+  buf_t b = {0};
+  buf_reserve(&b, 4096); /* an empty registry still gives "" */
   for (const prom_family_t *f = reg->head; f; f = f->next) {
-    sb_printf(&b, "# HELP %s ", f->name);
+    buf_printf(&b, "# HELP %s ", f->name);
     sb_escaped(&b, f->help, false);
-    sb_printf(&b, "\n# TYPE %s %s\n", f->name, type_names[f->type]);
+    buf_printf(&b, "\n# TYPE %s %s\n", f->name, type_names[f->type]);
     for (size_t i = 0; i < f->n_series; i++) render_series(&b, reg, f->series[i]);
   }
   if (len) *len = b.len;

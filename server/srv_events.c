@@ -24,27 +24,16 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/alloc.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "server/srv_internal.h"
-
-void srv__buf_add(srv_buf_t *b, const void *data, size_t len) {
-  if (!len) return;
-  http__reserve(&b->p, &b->cap, b->len + len + 1, 1);
-  memcpy(b->p + b->len, data, len);
-  b->len += len;
-  b->p[b->len] = 0;
-}
-
-void srv__buf_free(srv_buf_t *b) {
-  free(b->p);
-  *b = (srv_buf_t){0};
-}
 
 /* ---- jobs -------------------------------------------------------------------- */
 
 srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_gen_t *g, int32_t n_parts) {
   srv_job_t *j = calloc(1, sizeof *j);
-  if (!j) http__oom();
+  if (!j) xoom("server", 0);
   j->srv = s;
   j->res = res;
   j->chat = chat;
@@ -54,10 +43,10 @@ srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_gen_t
   j->n = g->n;
   oai_make_id(j->id, sizeof j->id, chat ? "chatcmpl" : "cmpl", s->boot_id, http_res_req(res)->id);
   j->created = (int64_t)time(NULL);
-  j->arrival_ns = sched_now_ns();
+  j->arrival_ns = clock_now_ns();
   if (g->n_stop_token_ids) {
     j->stop_ids = malloc((size_t)g->n_stop_token_ids * sizeof *j->stop_ids);
-    if (!j->stop_ids) http__oom();
+    if (!j->stop_ids) xoom("server", 0);
     memcpy(j->stop_ids, g->stop_token_ids, (size_t)g->n_stop_token_ids * sizeof *j->stop_ids);
     j->n_stop_ids = g->n_stop_token_ids;
   }
@@ -65,7 +54,7 @@ srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_gen_t
   j->parts = calloc((size_t)n_parts, sizeof *j->parts);
   j->n_choices = n_parts * g->n;
   j->choices = calloc((size_t)j->n_choices, sizeof *j->choices);
-  if (!j->parts || !j->choices) http__oom();
+  if (!j->parts || !j->choices) xoom("server", 0);
   for (int32_t i = 0; i < n_parts; i++) {
     j->parts[i].job = j;
     j->parts[i].index = i;
@@ -89,7 +78,7 @@ void srv__job_cancel(srv_job_t *j, const char *why) {
 }
 
 static void choice_free(srv_choice_t *c) {
-  srv__buf_free(&c->text);
+  buf_free(&c->text);
   for (int32_t i = 0; i < c->n_lp; i++) free((void *)c->lp[i].top);
   free(c->lp);
   free(c->stop_str);
@@ -105,7 +94,7 @@ bool srv__job_maybe_free(srv_job_t *j) {
   else s->jobs = j->next;
   if (j->next) j->next->prev = j->prev;
   s->n_jobs--;
-  srv__buf_free(&j->out);
+  buf_free(&j->out);
   free(j->parts);
   free(j->choices);
   free(j->stop_ids);
@@ -118,9 +107,9 @@ bool srv__job_maybe_free(srv_job_t *j) {
 
 /* Appends "data: <json>\n\n" to the job's buffer and frees json. */
 static void sse(srv_job_t *j, char *json) {
-  srv__buf_add(&j->out, "data: ", 6);
-  srv__buf_add(&j->out, json, strlen(json));
-  srv__buf_add(&j->out, "\n\n", 2);
+  buf_put(&j->out, "data: ", 6);
+  buf_put(&j->out, json, strlen(json));
+  buf_put(&j->out, "\n\n", 2);
   free(json);
 }
 
@@ -162,7 +151,7 @@ void srv__job_start(srv_job_t *j, const char *const *echo, const size_t *echo_le
   for (int32_t i = 0; echo && i < j->n_choices; i++) j->choices[i].offset = (int32_t)echo_len[i / j->n];
   if (!j->stream) {
     for (int32_t i = 0; echo && i < j->n_choices; i++)
-      srv__buf_add(&j->choices[i].text, echo[i / j->n], echo_len[i / j->n]);
+      buf_put(&j->choices[i].text, echo[i / j->n], echo_len[i / j->n]);
     return;
   }
   j->status = 200;
@@ -243,16 +232,16 @@ static void stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_
 
 /* Keeps what one event adds to a whole response. */
 static void collect_event(srv_job_t *j, srv_choice_t *c, const sched_event_t *ev) {
-  srv__buf_add(&c->text, ev->text, ev->text_len);
+  buf_put(&c->text, ev->text, ev->text_len);
   if (!j->logprobs || ev->token < 0) return;
   oai_top_logprob_t top[SAMP_MAX_TOP_LOGPROBS];
-  http__reserve(&c->lp, &c->cap_lp, (size_t)c->n_lp + 1, sizeof *c->lp);
+  xgrow(&c->lp, &c->cap_lp, (size_t)c->n_lp + 1, sizeof *c->lp, 16);
   oai_token_logprob_t *e = &c->lp[c->n_lp];
   logprob_entry(j, c, ev, e, top);
   oai_top_logprob_t *own = NULL;
   if (e->n_top > 0) {
     own = malloc((size_t)e->n_top * sizeof *own);
-    if (!own) http__oom();
+    if (!own) xoom("server", 0);
     memcpy(own, top, (size_t)e->n_top * sizeof *own);
   }
   e->top = own;
@@ -291,11 +280,11 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
   if (ev->kind != SCHED_EV_TOKEN) {
     c->done = true;
     c->finish = finish_of(ev->finish);
-    if (ev->stop_str && !(c->stop_str = strdup(ev->stop_str))) http__oom();
+    if (ev->stop_str && !(c->stop_str = strdup(ev->stop_str))) xoom("server", 0);
     c->stop_token = ev->stop_token >= 0 && is_stop_id(j, ev->stop_token) ? ev->stop_token : -1;
     if (ev->kind == SCHED_EV_ERROR) {
       j->errored = true;
-      if (!c->error && !(c->error = strdup(ev->error ? ev->error : "generation failed"))) http__oom();
+      if (!c->error && !(c->error = strdup(ev->error ? ev->error : "generation failed"))) xoom("server", 0);
     }
     count_finish(s, c->finish);
   }
@@ -329,7 +318,7 @@ static void send_whole(srv_job_t *j) {
     return;
   }
   oai_choice_t *cs = calloc((size_t)j->n_choices, sizeof *cs);
-  if (!cs) http__oom();
+  if (!cs) xoom("server", 0);
   for (int32_t i = 0; i < j->n_choices; i++) {
     const srv_choice_t *c = &j->choices[i];
     cs[i] = (oai_choice_t){.index = i, .text = c->text.p ? c->text.p : "", .text_len = c->text.len,
@@ -352,7 +341,7 @@ static void complete(srv_job_t *j) {
         const oai_usage_t u = {(int32_t)j->prompt_tokens, (int32_t)j->completion_tokens};
         sse(j, oai_write_usage_chunk(&m, j->chat, &u));
       }
-      srv__buf_add(&j->out, "data: [DONE]\n\n", 14);
+      buf_put(&j->out, "data: [DONE]\n\n", 14);
       flush(j);
       http_res_stream_end(j->res);
     } else {
@@ -360,7 +349,7 @@ static void complete(srv_job_t *j) {
     }
     j->res = NULL;
   }
-  const int64_t now = sched_now_ns();
+  const int64_t now = clock_now_ns();
   const char *reason = j->client_gone ? "cancelled" : j->timed_out ? "timeout" : oai_finish_name(j->choices[0].finish);
   const log_access_t a = {
       .id = j->id,
@@ -379,7 +368,7 @@ static void complete(srv_job_t *j) {
 void srv__on_wake(uv_async_t *h) {
   srv_t *s = h->data;
   if (s->engine) {
-    const int64_t t0 = sched_now_ns(), notified = atomic_exchange(&s->notified_ns, 0);
+    const int64_t t0 = clock_now_ns(), notified = atomic_exchange(&s->notified_ns, 0);
     int64_t newest = 0, n_ev = 0; /* the latest event time */
     sched_event_t evs[128];
     srv_job_t *dirty = NULL;
@@ -409,7 +398,7 @@ void srv__on_wake(uv_async_t *h) {
         srv__job_maybe_free(j);
       }
     }
-    const int64_t t1 = sched_now_ns();
+    const int64_t t1 = clock_now_ns();
     s->ev_count += (uint64_t)n_ev;
     s->ev_loop_ns += (uint64_t)(t1 - t0);
     if (n_ev) {

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "server/srv_internal.h"
 
@@ -49,13 +51,13 @@ static int encode_prompt(srv_t *s, uint64_t rid, http_res_t *res, const char *en
   } else {
     p->n = c->prompts[i].n_tokens;
     p->ids = malloc(((size_t)p->n + 1) * sizeof *p->ids);
-    if (!p->ids) http__oom();
+    if (!p->ids) xoom("server", 0);
     memcpy(p->ids, c->prompts[i].tokens, (size_t)p->n * sizeof *p->ids);
     if (c->gen.echo) {
       const int flags = TOK_DEC_SPECIAL | TOK_DEC_STRIP_PREFIX;
       int64_t len = tok_decode(s->tok, p->ids, (size_t)p->n, flags, NULL, 0);
       p->echo_owned = malloc(len > 0 ? (size_t)len + 1 : 1);
-      if (!p->echo_owned) http__oom();
+      if (!p->echo_owned) xoom("server", 0);
       p->echo_owned[0] = 0;
       if (len > 0) tok_decode(s->tok, p->ids, (size_t)p->n, flags, p->echo_owned, (size_t)len + 1);
       p->echo = p->echo_owned;
@@ -116,7 +118,7 @@ static void submit_failed(uint64_t rid, http_res_t *res, const char *endpoint, i
 static void handle(const http_req_t *req, http_res_t *res, srv_t *s, bool chat) {
   const char *endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
   const uint64_t rid = req->id; /* req is freed once answered */
-  const int64_t arrival = sched_now_ns();
+  const int64_t arrival = clock_now_ns();
   if (!srv__serving(s, res)) {
     srv__access(rid, endpoint, 503);
     return;
@@ -143,7 +145,7 @@ static void handle(const http_req_t *req, http_res_t *res, srv_t *s, bool chat) 
   }
   const int32_t n_parts = chat ? 1 : c.n_prompts;
   prompt_in_t *in = calloc((size_t)n_parts, sizeof *in);
-  if (!in) http__oom();
+  if (!in) xoom("server", 0);
   int32_t ok = 0;
   while (ok < n_parts && encode_prompt(s, rid, res, endpoint, chat ? NULL : &c, chat ? &ch : NULL, ok, &in[ok]) == 0)
     ok++;
@@ -197,7 +199,7 @@ static void handle(const http_req_t *req, http_res_t *res, srv_t *s, bool chat) 
   if (!chat && g->echo) {
     echo = calloc((size_t)n_parts, sizeof *echo);
     echo_len = calloc((size_t)n_parts, sizeof *echo_len);
-    if (!echo || !echo_len) http__oom();
+    if (!echo || !echo_len) xoom("server", 0);
     for (int32_t i = 0; i < n_parts; i++) {
       echo[i] = in[i].echo;
       echo_len[i] = in[i].echo_len;

@@ -28,6 +28,7 @@
 
 #include <uv.h>
 
+#include "base/buf.h"
 #include "config/cfg.h"
 #include "text/chat_template.h"
 #include "scheduler/sched.h"
@@ -51,15 +52,6 @@ typedef enum srv_state {
 #define SRV_CLOSE_GRACE_MS 5000
 
 typedef struct srv_job srv_job_t;
-
-/* A growable byte buffer (malloc'd). */
-typedef struct srv_buf {
-  char *p;
-  size_t len, cap;
-} srv_buf_t;
-
-void srv__buf_add(srv_buf_t *b, const void *data, size_t len);
-void srv__buf_free(srv_buf_t *b);
 
 typedef struct srv {
   const cfg_t *cfg;
@@ -170,7 +162,7 @@ void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx);
 
 /* One choice's output. */
 typedef struct srv_choice {
-  srv_buf_t text;              /* the whole response: echo + output (not streaming) */
+  buf_t text;              /* the whole response: echo + output (not streaming) */
   oai_token_logprob_t *lp;     /* [n_lp] per generated token (not streaming) */
   int32_t n_lp;
   size_t cap_lp;
@@ -214,7 +206,7 @@ struct srv_job {
   int32_t n_choices;
   int64_t prompt_tokens, completion_tokens;
   int64_t first_scheduled_ns, first_token_ns; /* earliest over the parts; 0: not yet */
-  srv_buf_t out;               /* SSE bytes waiting for this wake-up's single write */
+  buf_t out;               /* SSE bytes waiting for this wake-up's single write */
   bool dirty;                  /* out holds bytes (the job is on the flush list) */
   srv_job_t *next_dirty;
   bool client_gone, timed_out, errored;

@@ -23,6 +23,8 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "base/alloc.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "server/srv.h"
 #include "server/srv_internal.h"
@@ -61,7 +63,7 @@ static void load_work(uv_work_t *w) {
 static void notify_loop(void *arg) {
   srv_t *s = arg;
   int64_t zero = 0;
-  atomic_compare_exchange_strong(&s->notified_ns, &zero, sched_now_ns());
+  atomic_compare_exchange_strong(&s->notified_ns, &zero, clock_now_ns());
   uv_async_send(&s->wake);
 }
 
@@ -97,7 +99,7 @@ static void load_done(uv_work_t *w, int status) {
   s->oai_lim.max_stop_token_ids = SCHED_MAX_STOP_IDS;
   s->metrics = srv_metrics_create(s->cfg->served_model_name, s->max_model_len);
   sched_engine_set_notify(s->engine, notify_loop, s);
-  s->seen_at = sched_now_ns();
+  s->seen_at = clock_now_ns();
   if (s->state != SRV_LOADING) { /* a signal came while loading */
     srv__maybe_finish(s);
     return;
@@ -205,7 +207,7 @@ static void on_tick(uv_timer_t *t) {
     srv__status(s, NULL, "ready: %d running, %d waiting", st.running, st.waiting);
   else if (s->state == SRV_DRAINING)
     srv__status(s, NULL, "draining: %d requests in flight", s->n_jobs);
-  const int64_t limit = s->cfg->request_timeout_ms * 1000000, now = sched_now_ns();
+  const int64_t limit = s->cfg->request_timeout_ms * 1000000, now = clock_now_ns();
   if (limit <= 0) return;
   for (srv_job_t *j = s->jobs; j; j = j->next)
     if (!j->timed_out && !j->client_gone && j->n_live && now - j->arrival_ns > limit) {
@@ -269,7 +271,7 @@ static void start_signal(srv_t *s, uv_signal_t *h, int signum) {
 int srv_run(const cfg_t *cfg) {
   signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is an EPIPE, not a death */
   srv_t *s = calloc(1, sizeof *s);
-  if (!s) http__oom();
+  if (!s) xoom("server", 0);
   s->cfg = cfg;
   if (getrandom(&s->boot_id, sizeof s->boot_id, 0) != sizeof s->boot_id) s->boot_id = (uint64_t)time(NULL);
   s->boot_time = (int64_t)time(NULL);

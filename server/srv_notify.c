@@ -8,6 +8,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "base/log.h"
+#include "base/clock.h"
 #include "server/srv_internal.h"
 
 void srv__notify(const char *text) {
@@ -33,7 +34,7 @@ void srv__status(srv_t *s, const char *state, const char *fmt, ...) {
  * engine moved or is idle. Returns the time since it was last seen so. */
 static int64_t idle_for(srv_t *s, sched_stats_t *st) {
   sched_get_stats(s->engine, st);
-  const int64_t now = sched_now_ns();
+  const int64_t now = clock_now_ns();
   if (st->steps != s->seen_steps || st->running + st->waiting == 0) {
     s->seen_steps = st->steps;
     s->seen_at = now;
@@ -49,7 +50,7 @@ bool srv__stalled(srv_t *s, int64_t stall_ns) {
 
 void srv__watchdog(srv_t *s) {
   if (!s->wd_usec) return;
-  const int64_t now = sched_now_ns();
+  const int64_t now = clock_now_ns();
   /* ping at half the period; the tick runs every second */
   if (now - s->wd_last < (int64_t)s->wd_usec * 1000 / 2) return;
   if (s->engine) {

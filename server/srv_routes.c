@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "server/srv_internal.h"
 
@@ -57,7 +58,7 @@ int srv__encode(srv_t *s, const char *text, size_t len, int flags, int32_t **ids
   int64_t got;
   for (;;) {
     buf = realloc(buf, cap * sizeof *buf);
-    if (!buf) http__oom();
+    if (!buf) xoom("server", 0);
     got = tok_encode(s->tok, text, len, flags, buf, cap);
     if (got < 0 || (size_t)got <= cap) break;
     cap = (size_t)got;
@@ -84,10 +85,10 @@ int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool a
     return -ENOSYS;
   }
   cJSON *arr = cJSON_CreateArray();
-  if (!arr) http__oom();
+  if (!arr) xoom("server", 0);
   for (int32_t i = 0; i < n_msgs; i++) {
     cJSON *m = cJSON_CreateObject();
-    if (!m) http__oom();
+    if (!m) xoom("server", 0);
     cJSON_AddItemToArray(arr, m);
     cJSON_AddStringToObject(m, "role", msgs[i].role);
     cJSON_AddStringToObject(m, "content", msgs[i].content ? msgs[i].content : "");
@@ -230,7 +231,7 @@ static void h_detokenize(const http_req_t *req, http_res_t *res, void *ctx) {
     return;
   }
   char *text = malloc((size_t)len + 1);
-  if (!text) http__oom();
+  if (!text) xoom("server", 0);
   tok_decode(s->tok, d.tokens, (size_t)d.n_tokens, flags, text, (size_t)len + 1);
   srv__send_json(res, 200, oai_write_detokenize(text, (size_t)len));
   free(text);

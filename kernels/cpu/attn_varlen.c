@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "kernels/cpu/attn_cpu.h"
+#include "base/alloc.h"
 #include "kernels/cpu/cpu_backend.h"
 
 #define MAX_ROWS 16              /* query rows per unit */
@@ -170,12 +171,6 @@ static int by_cost_desc(const void *x, const void *y) {
   const piece_t *p = x, *q = y;
   if (p->cost != q->cost) return p->cost > q->cost ? -1 : 1;
   return p->unit != q->unit ? p->unit - q->unit : p->s0 - q->s0;
-}
-
-static void *xmalloc(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  if (!p) abort();
-  return p;
 }
 
 /* How many pieces unit u is cut into: one, unless it is more than its share

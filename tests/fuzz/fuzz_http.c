@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "server/http_arena.h"
+#include "base/arena.h"
 #include "server/http_parse.h"
 #include "server/oai_request.h"
 #include "server/oai_response.h"
@@ -25,8 +25,8 @@
 static void validate(const char *body, size_t len) {
   oai_limits_t lim = oai_limits_default();
   lim.vocab_size = 49152;
-  http_arena_t a;
-  http_arena_init(&a);
+  arena_t a;
+  arena_init(&a, 0, 0);
   oai_error_t err;
   oai_completion_req_t c;
   if (oai_parse_completion(body, len, &lim, &a, &c, &err) == 0) {
@@ -56,7 +56,7 @@ static void validate(const char *body, size_t len) {
   oai_detokenize_req_t d;
   if (oai_parse_detokenize(body, len, &lim, &a, &d, &err) == 0)
     free(oai_write_tokenize(d.tokens, d.n_tokens, 2048, NULL));
-  http_arena_free(&a);
+  arena_free(&a);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -94,8 +94,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       at += used;
       if (r == HTTP__PARSE_MORE) break;
       /* a complete request: take it as a connection does */
-      http_arena_t a;
-      http_arena_init(&a);
+      arena_t a;
+      arena_init(&a, 0, 0);
       http_req_t req;
       char *body = NULL;
       bool keep_alive;
@@ -105,7 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (req.body[req.body_len] != '\0' || strlen(req.path) != req.path_len) abort();
       validate(req.body, req.body_len);
       free(body);
-      http_arena_free(&a);
+      arena_free(&a);
       requests++;
       if (!keep_alive) {
         closed = true;

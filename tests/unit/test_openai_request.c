@@ -17,7 +17,7 @@
 enum { COMPL, CHAT, TOKENIZE, DETOKENIZE };
 
 /* Parses body for endpoint `ep` under lim (NULL: defaults). */
-static int parse(int ep, const char *body, const oai_limits_t *lim, http_arena_t *a, void *out,
+static int parse(int ep, const char *body, const oai_limits_t *lim, arena_t *a, void *out,
                  oai_error_t *err) {
   size_t n = strlen(body);
   switch (ep) {
@@ -224,8 +224,8 @@ static void field_table(void **state) {
   int failed = 0;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     const case_t *t = &cases[i];
-    http_arena_t a;
-    http_arena_init(&a);
+    arena_t a;
+    arena_init(&a, 0, 0);
     any_req_t out;
     oai_error_t err;
     int r = parse(t->ep, t->body, &lim, &a, &out, &err);
@@ -243,7 +243,7 @@ static void field_table(void **state) {
               r ? err.param : "", r && err.code ? err.code : "-", r ? err.message : "");
       failed++;
     }
-    http_arena_free(&a);
+    arena_free(&a);
   }
   assert_int_equal(failed, 0);
 }
@@ -256,8 +256,8 @@ static void completion_values(void **state) {
       "\"frequency_penalty\":-0.5,\"repetition_penalty\":1.2,\"logit_bias\":{\"50\":-100,\"7\":2.5},"
       "\"logprobs\":3,\"n\":2,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
       "\"ignore_eos\":true,\"stop_token_ids\":[0,2],\"echo\":true,\"user\":\"u\"}";
-  http_arena_t a;
-  http_arena_init(&a);
+  arena_t a;
+  arena_init(&a, 0, 0);
   oai_completion_req_t r;
   oai_error_t err;
   assert_int_equal(oai_parse_completion(body, strlen(body), NULL, &a, &r, &err), 0);
@@ -293,10 +293,10 @@ static void completion_values(void **state) {
   assert_string_equal(g->stop[1], "END");
   assert_int_equal(g->n_stop_token_ids, 2);
   assert_int_equal(g->stop_token_ids[1], 2);
-  http_arena_free(&a);
+  arena_free(&a);
 
   /* defaults: OpenAI's (temperature 1, max_tokens 16 for completions) */
-  http_arena_init(&a);
+  arena_init(&a, 0, 0);
   assert_int_equal(oai_parse_completion("{\"prompt\":\"hi\"}", 15, NULL, &a, &r, &err), 0);
   assert_null(r.model);
   assert_int_equal(r.n_prompts, 1);
@@ -311,14 +311,14 @@ static void completion_values(void **state) {
   assert_int_equal(r.gen.samp.logprobs, 0);
   assert_int_equal(r.gen.n_stop, 0);
   assert_false(r.gen.stream || r.gen.include_usage || r.gen.ignore_eos || r.gen.echo);
-  http_arena_free(&a);
+  arena_free(&a);
   /* a body that is not NUL-terminated: only len bytes are read */
-  http_arena_init(&a);
+  arena_init(&a, 0, 0);
   char buf[32];
   memcpy(buf, "{\"prompt\":\"abc\"}GARBAGE", 23);
   assert_int_equal(oai_parse_completion(buf, 16, NULL, &a, &r, &err), 0);
   assert_string_equal(r.prompts[0].text, "abc");
-  http_arena_free(&a);
+  arena_free(&a);
 }
 
 static void chat_values(void **state) {
@@ -328,8 +328,8 @@ static void chat_values(void **state) {
       "\"name\":\"bob\"},{\"role\":\"assistant\",\"content\":null},{\"role\":\"user\",\"content\":\"\"}],"
       "\"max_tokens\":5,\"max_completion_tokens\":9,\"logprobs\":true,\"top_logprobs\":4,"
       "\"add_generation_prompt\":false,\"stream\":true}";
-  http_arena_t a;
-  http_arena_init(&a);
+  arena_t a;
+  arena_init(&a, 0, 0);
   oai_chat_req_t r;
   oai_error_t err;
   assert_int_equal(oai_parse_chat(body, strlen(body), NULL, &a, &r, &err), 0);
@@ -350,20 +350,20 @@ static void chat_values(void **state) {
   assert_false(r.add_generation_prompt);
   assert_true(r.gen.stream);
   assert_false(r.gen.include_usage);
-  http_arena_free(&a);
+  arena_free(&a);
   /* defaults: to the end of the context, add the generation prompt */
-  http_arena_init(&a);
+  arena_init(&a, 0, 0);
   const char *b2 = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
   assert_int_equal(oai_parse_chat(b2, strlen(b2), NULL, &a, &r, &err), 0);
   assert_int_equal(r.gen.max_tokens, -1);
   assert_true(r.add_generation_prompt);
   assert_int_equal(r.gen.samp.logprobs, 0);
-  http_arena_free(&a);
+  arena_free(&a);
 }
 
 static void tokenize_values(void **state) {
-  http_arena_t a;
-  http_arena_init(&a);
+  arena_t a;
+  arena_init(&a, 0, 0);
   oai_tokenize_req_t t;
   oai_error_t err;
   const char *b = "{\"model\":\"m\",\"prompt\":\"Hello\"}";
@@ -382,7 +382,7 @@ static void tokenize_values(void **state) {
   assert_int_equal(oai_parse_detokenize(b, strlen(b), NULL, &a, &d, &err), 0);
   assert_int_equal(d.n_tokens, 3);
   assert_int_equal(d.tokens[2], 7);
-  http_arena_free(&a);
+  arena_free(&a);
 }
 
 /* The caps in oai_limits_t are honoured at and past the edge. */
@@ -408,8 +408,8 @@ static void caps(void **state) {
       {COMPL, "{" P ",\"n\":5}", "n", "invalid_value"},
   };
   for (size_t i = 0; i < sizeof capped / sizeof *capped; i++) {
-    http_arena_t a;
-    http_arena_init(&a);
+    arena_t a;
+    arena_init(&a, 0, 0);
     any_req_t out;
     oai_error_t err;
     int r = parse(capped[i].ep, capped[i].body, &lim, &a, &out, &err);
@@ -419,7 +419,7 @@ static void caps(void **state) {
     } else {
       assert_int_equal(r, 0);
     }
-    http_arena_free(&a);
+    arena_free(&a);
   }
 }
 

@@ -13,10 +13,7 @@
 #include "scheduler/sched_stop.h"
 #include "tests/unit/testutil.h"
 
-typedef struct out {
-  char *p;
-  size_t len, cap;
-} out_t;
+typedef buf_t out_t; /* base/buf.h */
 
 static void rejects_bad_strings(void **state) {
   (void)state;
@@ -51,23 +48,23 @@ static void holds_back_across_pieces(void **state) {
   sched_stop_state_t st;
   sched_stop_state_init(&st, &s);
   out_t o = {0};
-  assert_int_equal(sched_stop_push(&st, &s, "Hello </", 8, &o.p, &o.len, &o.cap), -1);
+  assert_int_equal(sched_stop_push(&st, &s, "Hello </", 8, &o), -1);
   assert_int_equal(o.len, 6); /* "</" held */
   assert_memory_equal(o.p, "Hello ", 6);
-  assert_int_equal(sched_stop_push(&st, &s, "en", 2, &o.p, &o.len, &o.cap), -1);
+  assert_int_equal(sched_stop_push(&st, &s, "en", 2, &o), -1);
   assert_int_equal(o.len, 6);
-  assert_int_equal(sched_stop_push(&st, &s, "x ST", 4, &o.p, &o.len, &o.cap), -1); /* "</enx" cannot match */
+  assert_int_equal(sched_stop_push(&st, &s, "x ST", 4, &o), -1); /* "</enx" cannot match */
   assert_int_equal(o.len, 12);
   assert_memory_equal(o.p, "Hello </enx ", 12);
-  assert_int_equal(sched_stop_push(&st, &s, "OP and more", 11, &o.p, &o.len, &o.cap), 1);
+  assert_int_equal(sched_stop_push(&st, &s, "OP and more", 11, &o), 1);
   assert_int_equal(o.len, 12);
   sched_stop_state_free(&st);
   /* flush releases what is held */
   sched_stop_state_init(&st, &s);
   o.len = 0;
-  assert_int_equal(sched_stop_push(&st, &s, "a </en", 6, &o.p, &o.len, &o.cap), -1);
+  assert_int_equal(sched_stop_push(&st, &s, "a </en", 6, &o), -1);
   assert_int_equal(o.len, 2);
-  sched_stop_flush(&st, &o.p, &o.len, &o.cap);
+  sched_stop_flush(&st, &o);
   assert_int_equal(o.len, 6);
   assert_memory_equal(o.p, "a </en", 6);
   sched_stop_state_free(&st);
@@ -134,7 +131,7 @@ static void random_against_reference(void **state) {
     while (fed < n && got < 0) {
       size_t piece = 1 + (size_t)tu_below(&r, 5);
       if (piece > n - fed) piece = n - fed;
-      got = sched_stop_push(&st, &s, text + fed, piece, &o.p, &o.len, &o.cap);
+      got = sched_stop_push(&st, &s, text + fed, piece, &o);
       fed += piece;
       if (got < 0) { /* exactly the undecided suffix is held */
         assert_int_equal(o.len, fed - ref_held(text, fed, strs, k));
@@ -146,7 +143,7 @@ static void random_against_reference(void **state) {
       assert_int_equal(o.len, start);
       assert_memory_equal(o.p, text, start);
     } else {
-      sched_stop_flush(&st, &o.p, &o.len, &o.cap);
+      sched_stop_flush(&st, &o);
       assert_int_equal(o.len, n);
       if (n) assert_memory_equal(o.p, text, n);
     }
