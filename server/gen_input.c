@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/oai_chat_val.h"
 #include "server/gen_internal.h"
 
 static char *xstrdup(const char *s) {
@@ -211,19 +212,18 @@ int gen_tokenize(gen_item_t *it, const tok_t *tok, const chat_tmpl_t *tmpl, char
   int flags = TOK_ENC_ADD_SPECIAL;
   char *rendered = NULL;
   if (it->chat) {
-    cJSON *msgs = cJSON_CreateArray(), *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "role", "user");
-    cJSON_AddStringToObject(m, "content", it->prompt);
-    cJSON_AddItemToArray(msgs, m);
+    const oai_message_t user = {.role = "user", .content = it->prompt, .content_len = len};
+    arena_t arena;
+    arena_init(&arena, 0, 0);
     char bos[256], eos[256];
     const chat_tmpl_input_t in = {
-        .messages = msgs,
+        .messages = oai_chat_messages(&arena, &user, 1),
         .add_generation_prompt = 1,
         .bos_token = token_text(tok, tok_bos(tok), bos, sizeof bos),
         .eos_token = token_text(tok, tok_eos(tok), eos, sizeof eos),
     };
     const int rc = chat_tmpl_render(tmpl, &in, &rendered, &len, err, err_len);
-    cJSON_Delete(msgs);
+    arena_free(&arena);
     if (rc != 0) return -EINVAL;
     text = rendered;
     flags = TOK_ENC_PARSE_SPECIAL; /* the template wrote the special tokens */

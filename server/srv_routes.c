@@ -10,6 +10,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "server/oai_chat_val.h"
 #include "server/srv_internal.h"
 
 void srv__send_json(http_res_t *res, int status, char *json) {
@@ -84,18 +85,10 @@ int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool a
     snprintf(err, err_len, "chat is not available: this model's chat template does not compile (see the server log)");
     return -ENOSYS;
   }
-  cJSON *arr = cJSON_CreateArray();
-  if (!arr) xoom("server", 0);
-  for (int32_t i = 0; i < n_msgs; i++) {
-    cJSON *m = cJSON_CreateObject();
-    if (!m) xoom("server", 0);
-    cJSON_AddItemToArray(arr, m);
-    cJSON_AddStringToObject(m, "role", msgs[i].role);
-    cJSON_AddStringToObject(m, "content", msgs[i].content ? msgs[i].content : "");
-    if (msgs[i].name) cJSON_AddStringToObject(m, "name", msgs[i].name);
-  }
+  arena_t arena;
+  arena_init(&arena, 0, 0);
   const chat_tmpl_input_t in = {
-      .messages = arr,
+      .messages = oai_chat_messages(&arena, msgs, n_msgs),
       .add_generation_prompt = add_generation_prompt,
       .bos_token = s->bos,
       .eos_token = s->eos,
@@ -103,7 +96,7 @@ int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool a
   char *text = NULL;
   size_t len = 0;
   int rc = chat_tmpl_render(s->tmpl, &in, &text, &len, err, err_len);
-  cJSON_Delete(arr);
+  arena_free(&arena);
   if (rc != 0) return -EINVAL;
   rc = srv__encode(s, text, len, TOK_ENC_PARSE_SPECIAL | (add_special ? TOK_ENC_ADD_SPECIAL : 0), ids, n, err,
                    err_len);

@@ -1,11 +1,9 @@
 /* text/chat_template.c — the chat template API over the Jinja interpreter:
- * compiling, turning the request's cJSON messages into interpreter values
- * (with content-part normalisation), and rendering. See chat_template.h. */
+ * compiling, turning the input values into interpreter values (with
+ * content-part normalisation), and rendering. See chat_template.h. */
 #include "text/chat_template.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,63 +80,72 @@ void chat_tmpl_free(chat_tmpl_t *t) {
   free(t);
 }
 
-/* ---- JSON to values ---------------------------------------------------------- */
+/* ---- input values to interpreter values ----------------------------------------- */
 
-static jv_t from_json(jinja_ctx_t *c, const cJSON *j, int depth) {
+static jv_t from_val(jinja_ctx_t *c, const chat_val_t *v, int depth) {
   if (depth > MAX_JSON_DEPTH) jinja_fail(c, -EINVAL, "messages nested more than %d levels deep", MAX_JSON_DEPTH);
-  if (cJSON_IsNull(j)) return jv_none();
-  if (cJSON_IsBool(j)) return jv_bool(cJSON_IsTrue(j));
-  if (cJSON_IsNumber(j)) {
-    double d = j->valuedouble;
-    if (d == floor(d) && fabs(d) < 9007199254740992.0) return jv_int((int64_t)d);
-    return jv_float(d);
-  }
-  if (cJSON_IsString(j)) return jv_strref(j->valuestring, strlen(j->valuestring));
-  if (cJSON_IsArray(j)) {
-    jinja_list_t *l = jinja_list_new(c, (uint32_t)cJSON_GetArraySize(j));
-    for (const cJSON *e = j->child; e; e = e->next) jinja_list_push(c, l, from_json(c, e, depth + 1));
+  switch (v->kind) {
+  case CHAT_VAL_NONE: return jv_none();
+  case CHAT_VAL_BOOL: return jv_bool(v->i != 0);
+  case CHAT_VAL_INT: return jv_int(v->i);
+  case CHAT_VAL_FLOAT: return jv_float(v->f);
+  case CHAT_VAL_STR: return jv_strref(v->s ? v->s : "", v->n);
+  case CHAT_VAL_LIST: {
+    jinja_list_t *l = jinja_list_new(c, (uint32_t)v->n);
+    for (size_t i = 0; i < v->n; i++) jinja_list_push(c, l, from_val(c, &v->items[i], depth + 1));
     return jv_list(l);
   }
-  if (cJSON_IsObject(j)) {
-    jinja_dict_t *d = jinja_dict_new(c, (uint32_t)cJSON_GetArraySize(j));
-    for (const cJSON *e = j->child; e; e = e->next) {
-      if (!e->string) jinja_fail(c, -EINVAL, "object member without a name");
-      jinja_dict_set(c, d, jv_strref(e->string, strlen(e->string)), from_json(c, e, depth + 1));
+  case CHAT_VAL_DICT: {
+    jinja_dict_t *d = jinja_dict_new(c, (uint32_t)v->n);
+    for (size_t i = 0; i < v->n; i++) {
+      if (v->keys[i].kind != CHAT_VAL_STR) jinja_fail(c, -EINVAL, "a dict key that is not a string");
+      jinja_dict_set(c, d, jv_strref(v->keys[i].s, v->keys[i].n), from_val(c, &v->items[i], depth + 1));
     }
     return jv_dict(d);
   }
-  jinja_fail(c, -EINVAL, "unsupported JSON value");
+  }
+  jinja_fail(c, -EINVAL, "unsupported input value");
 }
 
+/* The entry of dict d under the NUL-terminated key, or NULL. */
+static const chat_val_t *dict_get(const chat_val_t *d, const char *key) {
+  if (d->kind != CHAT_VAL_DICT) return NULL;
+  const size_t n = strlen(key);
+  for (size_t i = 0; i < d->n; i++)
+    if (d->keys[i].n == n && memcmp(d->keys[i].s, key, n) == 0) return &d->items[i];
+  return NULL;
+}
+
+static int is_str(const chat_val_t *v) { return v && v->kind == CHAT_VAL_STR; }
+
 /* content: [{type: text, text}, ...] -> the texts joined with "\n". */
-static jv_t join_text_parts(jinja_ctx_t *c, const cJSON *parts, int index) {
+static jv_t join_text_parts(jinja_ctx_t *c, const chat_val_t *parts, int index) {
   jinja_buf_t b = {0};
-  int k = 0;
-  for (const cJSON *p = parts->child; p; p = p->next, k++) {
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type");
-    const cJSON *text = cJSON_GetObjectItemCaseSensitive(p, "text");
-    if (!cJSON_IsObject(p) || !cJSON_IsString(type))
-      jinja_fail(c, -EINVAL, "messages[%d].content[%d] is not a content part with a type", index, k);
-    if (strcmp(type->valuestring, "text") != 0)
-      jinja_fail(c, -EINVAL, "messages[%d].content[%d]: content type '%.40s' is not supported", index, k,
-                 type->valuestring);
-    if (!cJSON_IsString(text)) jinja_fail(c, -EINVAL, "messages[%d].content[%d] has no text", index, k);
+  for (size_t k = 0; k < parts->n; k++) {
+    const chat_val_t *p = &parts->items[k];
+    const chat_val_t *type = dict_get(p, "type"), *text = dict_get(p, "text");
+    if (p->kind != CHAT_VAL_DICT || !is_str(type))
+      jinja_fail(c, -EINVAL, "messages[%d].content[%zu] is not a content part with a type", index, k);
+    if (type->n != 4 || memcmp(type->s, "text", 4) != 0)
+      jinja_fail(c, -EINVAL, "messages[%d].content[%zu]: content type '%.*s' is not supported", index, k,
+                 (int)(type->n > 40 ? 40 : type->n), type->s);
+    if (!is_str(text)) jinja_fail(c, -EINVAL, "messages[%d].content[%zu] has no text", index, k);
     if (k) jinja_buf_putc(c, &b, '\n');
-    jinja_buf_put(c, &b, text->valuestring, strlen(text->valuestring));
+    jinja_buf_put(c, &b, text->s, text->n);
   }
   return jv_strref(b.p ? b.p : "", b.len);
 }
 
-static jv_t messages_value(jinja_ctx_t *c, const cJSON *messages) {
-  if (!cJSON_IsArray(messages)) jinja_fail(c, -EINVAL, "messages must be an array");
-  jinja_list_t *l = jinja_list_new(c, (uint32_t)cJSON_GetArraySize(messages));
-  int i = 0;
-  for (const cJSON *m = messages->child; m; m = m->next, i++) {
-    if (!cJSON_IsObject(m)) jinja_fail(c, -EINVAL, "messages[%d] is not an object", i);
-    jv_t v = from_json(c, m, 1);
-    const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-    if (cJSON_IsArray(content))
-      jinja_dict_set(c, v.dict, jv_strref("content", 7), join_text_parts(c, content, i));
+static jv_t messages_value(jinja_ctx_t *c, const chat_val_t *messages) {
+  if (!messages || messages->kind != CHAT_VAL_LIST) jinja_fail(c, -EINVAL, "messages must be an array");
+  jinja_list_t *l = jinja_list_new(c, (uint32_t)messages->n);
+  for (size_t i = 0; i < messages->n; i++) {
+    const chat_val_t *m = &messages->items[i];
+    if (m->kind != CHAT_VAL_DICT) jinja_fail(c, -EINVAL, "messages[%zu] is not an object", i);
+    jv_t v = from_val(c, m, 1);
+    const chat_val_t *content = dict_get(m, "content");
+    if (content && content->kind == CHAT_VAL_LIST)
+      jinja_dict_set(c, v.dict, jv_strref("content", 7), join_text_parts(c, content, (int)i));
     jinja_list_push(c, l, v);
   }
   return jv_list(l);
@@ -168,9 +175,12 @@ int chat_tmpl_render(const chat_tmpl_t *t, const chat_tmpl_input_t *in, char **o
   jinja_frame_set(c, g, "tools", 5, jv_none());
   jinja_frame_set(c, g, "documents", 9, jv_none());
   if (in->extra) {
-    if (!cJSON_IsObject(in->extra)) jinja_fail(c, -EINVAL, "extra template variables must be a JSON object");
-    for (const cJSON *e = in->extra->child; e; e = e->next)
-      jinja_frame_set(c, g, e->string, strlen(e->string), from_json(c, e, 1));
+    if (in->extra->kind != CHAT_VAL_DICT) jinja_fail(c, -EINVAL, "extra template variables must be a JSON object");
+    for (size_t i = 0; i < in->extra->n; i++) {
+      const chat_val_t *k = &in->extra->keys[i];
+      if (k->kind != CHAT_VAL_STR) jinja_fail(c, -EINVAL, "a dict key that is not a string");
+      jinja_frame_set(c, g, k->s, k->n, from_val(c, &in->extra->items[i], 1));
+    }
   }
   jinja_frame_set(c, g, "messages", 8, messages_value(c, in->messages));
   jinja_frame_set(c, g, "add_generation_prompt", 21, jv_bool(in->add_generation_prompt));

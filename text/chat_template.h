@@ -10,14 +10,16 @@
  *
  * Variables a render sees: `messages`, `add_generation_prompt`, `bos_token`,
  * `eos_token`, `tools` and `documents` (none unless given, as transformers
- * passes them), plus any extra variables the caller gives as a JSON object.
+ * passes them), plus any extra variables the caller gives as a dict.
  *
- * Message normalisation: a message whose `content` is an array of parts
+ * Inputs are chat_val_t trees — plain data (None, bool, int, float, str,
+ * list, dict), no JSON library: the server converts request JSON at its
+ * edge (server/oai_chat_val.h).
+ *
+ * Message normalisation: a message whose `content` is a list of parts
  * [{"type": "text", "text": ...}, ...] is rendered with content = the texts
  * joined with "\n" (what vLLM does for templates that expect string
- * content); any other part type is an error. JSON numbers that are integral
- * (|x| < 2^53) become Python ints, others floats (cJSON does not keep "1.0"
- * apart from "1").
+ * content); any other part type is an error.
  *
  * Known differences from jinja2 (none seen in real chat templates): a
  * macro that reads a name which its enclosing body assigns with `set` may
@@ -36,9 +38,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct cJSON;
-
 typedef struct chat_tmpl chat_tmpl_t;
+
+/* A template input value (what Python would pass): borrowed for the call. */
+typedef enum chat_val_kind {
+  CHAT_VAL_NONE = 0,
+  CHAT_VAL_BOOL,  /* i: 0 or 1 */
+  CHAT_VAL_INT,   /* i */
+  CHAT_VAL_FLOAT, /* f */
+  CHAT_VAL_STR,   /* s[n] bytes, UTF-8, need not be NUL-terminated */
+  CHAT_VAL_LIST,  /* items[n] */
+  CHAT_VAL_DICT,  /* items[n] under keys[n] (each a CHAT_VAL_STR), in order */
+} chat_val_kind_t;
+
+typedef struct chat_val chat_val_t;
+struct chat_val {
+  chat_val_kind_t kind;
+  int64_t i;
+  double f;
+  const char *s;
+  size_t n;                /* STR: bytes; LIST, DICT: entries */
+  const chat_val_t *items; /* LIST, DICT: [n] */
+  const chat_val_t *keys;  /* DICT: [n] */
+};
 
 /* The ChatML template, used for models without a template of their own. */
 extern const char CHAT_TMPL_CHATML[];
@@ -67,11 +89,11 @@ const char *chat_tmpl_source(const chat_tmpl_t *t);
 void chat_tmpl_free(chat_tmpl_t *t);
 
 typedef struct chat_tmpl_input {
-  const struct cJSON *messages; /* array of {role, content, ...}; not modified */
+  const chat_val_t *messages;   /* a list of dicts {role, content, ...} */
   int add_generation_prompt;
   const char *bos_token;        /* NUL-terminated; NULL: "" */
   const char *eos_token;        /* NUL-terminated; NULL: "" */
-  const struct cJSON *extra;    /* object of further variables, or NULL */
+  const chat_val_t *extra;      /* a dict of further variables, or NULL */
   size_t max_output;            /* 0: CHAT_TMPL_MAX_OUTPUT */
   size_t max_memory;            /* 0: CHAT_TMPL_MAX_MEMORY */
   uint64_t max_steps;           /* 0: CHAT_TMPL_MAX_STEPS */

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/oai_chat_val.h"
 #include "text/chat_template.h"
 
 #define CHECK(cond) \
@@ -52,9 +53,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(err[0] != 0);
     return 0;
   }
+  arena_t a;
+  arena_init(&a, 0, 0);
+  const chat_val_t *messages_val = oai_chat_val(&a, messages), *extra_val = oai_chat_val(&a, extra);
   for (int agp = 0; agp < 2; agp++) {
-    chat_tmpl_input_t in = {.messages = messages, .add_generation_prompt = agp, .bos_token = "<s>",
-                            .eos_token = "</s>", .extra = extra, .max_output = MAX_OUTPUT,
+    chat_tmpl_input_t in = {.messages = messages_val, .add_generation_prompt = agp, .bos_token = "<s>",
+                            .eos_token = "</s>", .extra = extra_val, .max_output = MAX_OUTPUT,
                             .max_memory = 64u << 20, .max_steps = 200000};
     char *out = NULL;
     size_t n = 0;
@@ -68,6 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       CHECK(err[0] != 0 || rc == -EBADMSG);
     }
   }
+  arena_free(&a);
   chat_tmpl_free(t);
   return 0;
 }

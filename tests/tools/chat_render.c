@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/oai_chat_val.h"
 #include "text/chat_template.h"
 
 static char *read_file(const char *path, size_t *len) {
@@ -58,12 +59,14 @@ static int render_one(const char *src, size_t len, cJSON *in, char **text, size_
   cJSON *agp = cJSON_DetachItemFromObjectCaseSensitive(in, "add_generation_prompt");
   cJSON *bos = cJSON_DetachItemFromObjectCaseSensitive(in, "bos_token");
   cJSON *eos = cJSON_DetachItemFromObjectCaseSensitive(in, "eos_token");
+  arena_t a;
+  arena_init(&a, 0, 0);
   chat_tmpl_input_t ti = {
-      .messages = messages,
+      .messages = oai_chat_val(&a, messages),
       .add_generation_prompt = cJSON_IsTrue(agp),
       .bos_token = cJSON_IsString(bos) ? bos->valuestring : "",
       .eos_token = cJSON_IsString(eos) ? eos->valuestring : "",
-      .extra = in,
+      .extra = oai_chat_val(&a, in),
   };
   int rc = chat_tmpl_render(t, &ti, text, text_len, err, sizeof err);
   int status = rc == 0 ? 0 : rc == -EBADMSG ? 2 : 1;
@@ -72,6 +75,7 @@ static int render_one(const char *src, size_t len, cJSON *in, char **text, size_
     *text_len = strlen(err);
   }
   chat_tmpl_free(t);
+  arena_free(&a);
   cJSON_Delete(messages);
   cJSON_Delete(agp);
   cJSON_Delete(bos);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/oai_chat_val.h"
 #include "text/chat_template.h"
 #include "text/jinja/jinja.h"
 #include "tests/unit/testutil.h"
@@ -35,8 +36,11 @@ static int render_with(const char *src, const char *messages, const char *extra,
   }
   cJSON *m = cJSON_Parse(messages ? messages : MESSAGES);
   cJSON *x = extra ? cJSON_Parse(extra) : NULL;
-  chat_tmpl_input_t in = {.messages = m, .add_generation_prompt = 1, .bos_token = "<s>", .eos_token = "</s>",
-                          .extra = x, .max_output = max_output, .max_steps = max_steps};
+  arena_t a;
+  arena_init(&a, 0, 0);
+  chat_tmpl_input_t in = {.messages = oai_chat_val(&a, m), .add_generation_prompt = 1, .bos_token = "<s>",
+                          .eos_token = "</s>", .extra = x ? oai_chat_val(&a, x) : NULL, .max_output = max_output,
+                          .max_steps = max_steps};
   char *text = NULL;
   size_t n = 0;
   int rc = chat_tmpl_render(t, &in, &text, &n, err, sizeof err);
@@ -49,6 +53,7 @@ static int render_with(const char *src, const char *messages, const char *extra,
     snprintf(out, size, "%s", err);
   }
   free(text);
+  arena_free(&a);
   cJSON_Delete(m);
   cJSON_Delete(x);
   chat_tmpl_free(t);
@@ -291,12 +296,15 @@ static void chatml_for_models_without_template(void **state) {
   assert_non_null(t);
   assert_string_equal(chat_tmpl_source(t), CHAT_TMPL_CHATML);
   cJSON *m = cJSON_Parse("[{\"role\": \"user\", \"content\": \"Hi\"}]");
-  chat_tmpl_input_t in = {.messages = m, .add_generation_prompt = 1};
+  arena_t a;
+  arena_init(&a, 0, 0);
+  chat_tmpl_input_t in = {.messages = oai_chat_val(&a, m), .add_generation_prompt = 1};
   char *out;
   size_t n;
   assert_int_equal(chat_tmpl_render(t, &in, &out, &n, NULL, 0), 0);
   assert_string_equal(out, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   free(out);
+  arena_free(&a);
   cJSON_Delete(m);
   chat_tmpl_free(t);
   assert_null(chat_tmpl_from_model("{% if %}", 8));

@@ -1,0 +1,64 @@
+/* server/oai_chat_val.c — chat template inputs from JSON and from parsed
+ * messages (see oai_chat_val.h). */
+#include "server/oai_chat_val.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+static chat_val_t str_val(const char *s, size_t n) { return (chat_val_t){.kind = CHAT_VAL_STR, .s = s, .n = n}; }
+
+static void from_json(arena_t *a, const cJSON *j, chat_val_t *out) {
+  memset(out, 0, sizeof *out);
+  if (cJSON_IsBool(j)) {
+    out->kind = CHAT_VAL_BOOL;
+    out->i = cJSON_IsTrue(j);
+  } else if (cJSON_IsNumber(j)) {
+    const double d = j->valuedouble;
+    if (d == floor(d) && fabs(d) < 9007199254740992.0) {
+      out->kind = CHAT_VAL_INT;
+      out->i = (int64_t)d;
+    } else {
+      out->kind = CHAT_VAL_FLOAT;
+      out->f = d;
+    }
+  } else if (cJSON_IsString(j)) {
+    *out = str_val(j->valuestring, strlen(j->valuestring));
+  } else if (cJSON_IsArray(j) || cJSON_IsObject(j)) {
+    const size_t n = (size_t)cJSON_GetArraySize(j);
+    chat_val_t *items = arena_array(a, n, sizeof *items);
+    chat_val_t *keys = cJSON_IsObject(j) ? arena_array(a, n, sizeof *keys) : NULL;
+    size_t i = 0;
+    for (const cJSON *e = j->child; e && i < n; e = e->next, i++) {
+      from_json(a, e, &items[i]);
+      if (keys) keys[i] = str_val(e->string ? e->string : "", e->string ? strlen(e->string) : 0);
+    }
+    *out = (chat_val_t){.kind = keys ? CHAT_VAL_DICT : CHAT_VAL_LIST, .n = i, .items = items, .keys = keys};
+  } /* null (and anything else): None */
+}
+
+const chat_val_t *oai_chat_val(arena_t *a, const cJSON *j) {
+  chat_val_t *v = arena_alloc(a, sizeof *v);
+  from_json(a, j, v);
+  return v;
+}
+
+const chat_val_t *oai_chat_messages(arena_t *a, const oai_message_t *msgs, int32_t n) {
+  chat_val_t *list = arena_array(a, (size_t)(n > 0 ? n : 0), sizeof *list);
+  for (int32_t i = 0; i < n; i++) {
+    chat_val_t *keys = arena_array(a, 3, sizeof *keys), *items = arena_array(a, 3, sizeof *items);
+    size_t k = 0;
+    keys[k] = str_val("role", 4);
+    items[k++] = str_val(msgs[i].role, strlen(msgs[i].role));
+    keys[k] = str_val("content", 7);
+    items[k++] = msgs[i].content ? str_val(msgs[i].content, msgs[i].content_len) : str_val("", 0);
+    if (msgs[i].name) {
+      keys[k] = str_val("name", 4);
+      items[k++] = str_val(msgs[i].name, strlen(msgs[i].name));
+    }
+    list[i] = (chat_val_t){.kind = CHAT_VAL_DICT, .n = k, .items = items, .keys = keys};
+  }
+  chat_val_t *v = arena_alloc(a, sizeof *v);
+  *v = (chat_val_t){.kind = CHAT_VAL_LIST, .n = (size_t)(n > 0 ? n : 0), .items = list};
+  return v;
+}

@@ -1,0 +1,29 @@
+/* server/oai_chat_val.h — chat template inputs (text/chat_template.h's
+ * chat_val_t) built at the server's JSON edge: from a request's parsed
+ * messages, or from any cJSON value (tools, extra template variables, the
+ * test tools' JSON). text/ never sees a JSON library.
+ *
+ * Everything is allocated in the caller's arena (one without a cap: these
+ * never fail) and borrows strings from the messages or the cJSON tree, which
+ * must outlive the values. */
+#ifndef TRAM_OAI_CHAT_VAL_H
+#define TRAM_OAI_CHAT_VAL_H
+
+#include <stdint.h>
+
+#include "base/arena.h"
+#include "server/oai_request.h"
+#include "text/chat_template.h"
+
+struct cJSON;
+
+/* The JSON value j as a chat_val_t: null, booleans, strings, arrays and
+ * objects as themselves; numbers that are integral with |x| < 2^53 as ints
+ * (what Python's json.loads gives), others as floats (cJSON does not keep
+ * "1.0" apart from "1"). */
+const chat_val_t *oai_chat_val(arena_t *a, const struct cJSON *j);
+
+/* msgs[n] as the template's `messages`: a list of {role, content[, name]}. */
+const chat_val_t *oai_chat_messages(arena_t *a, const oai_message_t *msgs, int32_t n);
+
+#endif
