@@ -82,7 +82,7 @@ sched_engine_t *sched_engine_create(const model_t *m, kern_backend_t *be, const 
   if (!e->runner) goto fail;
   if (attn_meta_init(&e->meta, c.max_seqs, c.max_batch_tokens, model_runner_max_blocks_per_seq(e->runner)) != 0)
     goto fail;
-  if (sched_core_init(&e->core, e->cache->alloc, c.max_batch_tokens, c.max_seqs, c.prefix_caching) != 0) goto fail;
+  if (sched_plan_init(&e->plan, e->cache->alloc, c.max_batch_tokens, c.max_seqs, c.prefix_caching) != 0) goto fail;
   e->ws = samp_ws_create(e->n_vocab);
   e->seqs = xcalloc((size_t)c.max_seqs, sizeof *e->seqs);
   e->q_lens = xcalloc((size_t)c.max_seqs, sizeof *e->q_lens);
@@ -124,12 +124,12 @@ static void *engine_main(void *arg) {
   for (;;) {
     if (sched__step(e)) continue;
     pthread_mutex_lock(&e->mu);
-    const int idle = e->core.running.n == 0 && e->core.waiting.n == 0 && !e->inbox_head;
+    const int idle = e->plan.running.n == 0 && e->plan.waiting.n == 0 && !e->inbox_head;
     if (e->stopping && idle) {
       pthread_mutex_unlock(&e->mu);
       break;
     }
-    if (!idle) log_error("engine: %d sequences wait but none can be planned", e->core.waiting.n);
+    if (!idle) log_error("engine: %d sequences wait but none can be planned", e->plan.waiting.n);
     while (!e->inbox_head && !e->wake && !e->stopping) pthread_cond_wait(&e->cv, &e->mu);
     pthread_mutex_unlock(&e->mu);
   }
@@ -277,7 +277,7 @@ void sched_engine_destroy(sched_engine_t *e) {
     pthread_cond_destroy(&e->ev_cv);
     pthread_mutex_destroy(&e->st_mu);
   }
-  sched_core_free(&e->core);
+  sched_plan_free(&e->plan);
   attn_meta_free(&e->meta);
   model_runner_destroy(e->runner);
   kv_cache_destroy(e->cache);

@@ -15,7 +15,7 @@
 
 /* One of a request's n sequences, as the engine keeps it. */
 typedef struct sched_eseq {
-  sched_seq_t s;           /* first: the core's sequence (tokens, block table) */
+  sched_seq_t s;           /* first: the planner's sequence (tokens, block table) */
   sched_req_t *req;
   int32_t index;           /* 0..n-1 */
   int started;             /* s holds its tokens (the lead from submit, a child from its fork) */
@@ -62,7 +62,7 @@ struct sched_engine {
   model_runner_t *runner;     /* owned */
   samp_ws_t *ws;              /* owned */
   attn_meta_t meta;
-  sched_core_t core;
+  sched_plan_t plan;
   uint64_t step_no;           /* steps that ran a forward */
   uint64_t generated;         /* tokens sampled */
   uint64_t n_finished;        /* requests whose final event was posted */

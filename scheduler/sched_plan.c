@@ -1,4 +1,4 @@
-/* scheduler/sched_plan.c — the scheduling core: lists, the step plan,
+/* scheduler/sched_plan.c — the planner: lists, the step plan,
  * reservation, preemption, prefix-cache lookup, fork (see sched_plan.h). */
 #include "scheduler/sched_plan.h"
 
@@ -48,14 +48,14 @@ static void list_unlink(sched_list_t *l, sched_seq_t *s) {
 
 /* --- sequences ---------------------------------------------------------------- */
 
-void sched_seq_init(sched_seq_t *s, const int32_t *prompt, int32_t n_prompt, int32_t slots) {
+void sched_seq_init(sched_seq_t *s, const int32_t *prompt, int32_t n_prompt, int32_t places) {
   memset(s, 0, sizeof *s);
   s->cap = n_prompt + 16;
   s->tokens = xcalloc((size_t)s->cap, sizeof *s->tokens);
   memcpy(s->tokens, prompt, (size_t)n_prompt * sizeof *prompt);
   s->len = n_prompt;
   s->n_prompt = n_prompt;
-  s->slots = slots;
+  s->places = places;
   kv_seq_init(&s->kv);
 }
 
@@ -76,9 +76,9 @@ void sched_seq_free(sched_seq_t *s) {
   s->len = s->cap = 0;
 }
 
-/* --- the core ---------------------------------------------------------------- */
+/* --- the planner ---------------------------------------------------------------- */
 
-int sched_core_init(sched_core_t *c, kv_alloc_t *a, int max_batch_tokens, int max_seqs, int prefix_caching) {
+int sched_plan_init(sched_plan_t *c, kv_alloc_t *a, int max_batch_tokens, int max_seqs, int prefix_caching) {
   memset(c, 0, sizeof *c);
   if (max_seqs < 1 || max_batch_tokens < max_seqs) return -EINVAL;
   c->alloc = a;
@@ -90,49 +90,49 @@ int sched_core_init(sched_core_t *c, kv_alloc_t *a, int max_batch_tokens, int ma
   return 0;
 }
 
-void sched_core_free(sched_core_t *c) {
+void sched_plan_free(sched_plan_t *c) {
   free(c->items);
   c->items = NULL;
 }
 
-void sched_core_add(sched_core_t *c, sched_seq_t *s) {
+void sched_plan_add(sched_plan_t *c, sched_seq_t *s) {
   list_push_back(&c->waiting, s);
   s->where = SCHED_SEQ_WAITING;
 }
 
-void sched_core_add_front(sched_core_t *c, sched_seq_t *s) {
+void sched_plan_add_front(sched_plan_t *c, sched_seq_t *s) {
   list_push_front(&c->waiting, s);
   s->where = SCHED_SEQ_WAITING;
 }
 
-static void leave_running(sched_core_t *c, sched_seq_t *s) {
+static void leave_running(sched_plan_t *c, sched_seq_t *s) {
   list_unlink(&c->running, s);
-  c->running_slots -= s->slots;
+  c->running_places -= s->places;
 }
 
-void sched_core_remove(sched_core_t *c, sched_seq_t *s) {
+void sched_plan_remove(sched_plan_t *c, sched_seq_t *s) {
   if (s->where == SCHED_SEQ_RUNNING) leave_running(c, s);
   else if (s->where == SCHED_SEQ_WAITING) list_unlink(&c->waiting, s);
   s->where = SCHED_SEQ_NONE;
   kv_seq_free(c->alloc, &s->kv);
 }
 
-static void preempt(sched_core_t *c, sched_seq_t *s) {
+static void preempt(sched_plan_t *c, sched_seq_t *s) {
   leave_running(c, s);
   kv_seq_free(c->alloc, &s->kv);
-  sched_core_add_front(c, s);
+  sched_plan_add_front(c, s);
   c->stats.preemptions++;
   log_debug("sched: preempted a sequence of %lld tokens (%d running)", (long long)s->len, c->running.n);
 }
 
 /* The most recently admitted running sequence not planned this step. */
-static sched_seq_t *victim(const sched_core_t *c) {
+static sched_seq_t *victim(const sched_plan_t *c) {
   for (sched_seq_t *v = c->running.tail; v; v = v->prev)
     if (v->planned != c->step) return v;
   return NULL;
 }
 
-static void plan_item(sched_core_t *c, sched_seq_t *s, int64_t q) {
+static void plan_item(sched_plan_t *c, sched_seq_t *s, int64_t q) {
   c->items[c->n_items++] = (sched_item_t){s, (int32_t)q, s->kv.n_tokens + q == s->len};
   c->n_tokens += (int32_t)q;
   s->planned = c->step;
@@ -140,7 +140,7 @@ static void plan_item(sched_core_t *c, sched_seq_t *s, int64_t q) {
 
 /* Tokens s can add without preempting anyone: room in its last block plus
  * every free block. */
-static int64_t room(const sched_core_t *c, const sched_seq_t *s) {
+static int64_t room(const sched_plan_t *c, const sched_seq_t *s) {
   const int64_t bs = kv_alloc_block_size(c->alloc);
   return (int64_t)s->kv.n_blocks * bs - s->kv.n_tokens + (int64_t)kv_alloc_free_blocks(c->alloc) * bs;
 }
@@ -149,7 +149,7 @@ static int64_t room(const sched_core_t *c, const sched_seq_t *s) {
  * later ones while none is left; a prefill chunk (shrink = 1) takes what
  * room there is instead. Returns the tokens reserved, or 0 when s itself
  * had to be preempted. */
-static int64_t make_room(sched_core_t *c, sched_seq_t *s, int64_t q, int shrink) {
+static int64_t make_room(sched_plan_t *c, sched_seq_t *s, int64_t q, int shrink) {
   for (;;) {
     const int64_t r = room(c, s);
     if (r >= q || (shrink && r > 0)) {
@@ -163,11 +163,11 @@ static int64_t make_room(sched_core_t *c, sched_seq_t *s, int64_t q, int shrink)
   }
 }
 
-/* Admits waiting sequence s if the running list has room for its slots and
+/* Admits waiting sequence s if the running list has room for its places and
  * the cache for all its pending tokens (after the prefix-cache lookup).
  * Returns the tokens planned, or 0 when it cannot be admitted now. */
-static int64_t admit(sched_core_t *c, sched_seq_t *s, int64_t budget) {
-  if (c->running_slots + s->slots > c->max_seqs) return 0;
+static int64_t admit(sched_plan_t *c, sched_seq_t *s, int64_t budget) {
+  if (c->running_places + s->places > c->max_seqs) return 0;
   int32_t hit = 0;
   if (c->prefix_caching && s->kv.n_blocks == 0) hit = kv_seq_match_prefix(c->alloc, &s->kv, s->tokens, s->len - 1);
   const int64_t pending = s->len - s->kv.n_tokens;
@@ -180,7 +180,7 @@ static int64_t admit(sched_core_t *c, sched_seq_t *s, int64_t budget) {
   list_unlink(&c->waiting, s);
   list_push_back(&c->running, s);
   s->where = SCHED_SEQ_RUNNING;
-  c->running_slots += s->slots;
+  c->running_places += s->places;
   s->admissions++;
   s->cached_tokens = s->kv.n_tokens;
   if (c->prefix_caching) {
@@ -194,7 +194,7 @@ static int64_t admit(sched_core_t *c, sched_seq_t *s, int64_t budget) {
   return q;
 }
 
-int sched_core_plan(sched_core_t *c) {
+int sched_plan_step(sched_plan_t *c) {
   c->step++;
   c->n_items = 0;
   c->n_tokens = 0;
@@ -226,7 +226,7 @@ int sched_core_plan(sched_core_t *c) {
   return c->n_items;
 }
 
-void sched_core_commit(sched_core_t *c) {
+void sched_plan_commit(sched_plan_t *c) {
   for (int32_t i = 0; i < c->n_items; i++) {
     sched_seq_t *s = c->items[i].seq;
     kv_seq_commit(c->alloc, &s->kv, c->items[i].q_len);
@@ -234,22 +234,22 @@ void sched_core_commit(sched_core_t *c) {
   }
 }
 
-void sched_core_release_slots(sched_core_t *c, sched_seq_t *s) {
-  if (s->where == SCHED_SEQ_RUNNING) c->running_slots -= s->slots - 1;
-  s->slots = 1;
+void sched_plan_release_places(sched_plan_t *c, sched_seq_t *s) {
+  if (s->where == SCHED_SEQ_RUNNING) c->running_places -= s->places - 1;
+  s->places = 1;
 }
 
-int sched_core_fork(sched_core_t *c, sched_seq_t *parent, sched_seq_t *child, int32_t *copy_src, int32_t *copy_dst) {
-  child->slots = 1;
+int sched_plan_fork(sched_plan_t *c, sched_seq_t *parent, sched_seq_t *child, int32_t *copy_src, int32_t *copy_dst) {
+  child->places = 1;
   const int rc = kv_seq_fork(c->alloc, &child->kv, &parent->kv, copy_src, copy_dst);
   if (rc < 0) {
-    sched_core_add_front(c, child);
+    sched_plan_add_front(c, child);
     return rc;
   }
   list_push_back(&c->running, child);
   child->where = SCHED_SEQ_RUNNING;
   child->planned = c->step;
   child->admissions = 1;
-  c->running_slots++;
+  c->running_places++;
   return rc;
 }

@@ -1,4 +1,4 @@
-/* scheduler/sched_plan.h — the scheduling core: the waiting and running
+/* scheduler/sched_plan.h — the planner: the waiting and running
  * lists of sequences, the per-step plan (who computes how many tokens),
  * block reservation, preemption, prefix-cache lookup, and the bookkeeping
  * after the forward. It knows sequences as token arrays with a block table
@@ -13,14 +13,14 @@
  * more is a prefill (a prompt, or the recomputation of a preempted
  * sequence: prompt plus generated tokens).
  *
- * sched_core_plan(), in order, under max_batch_tokens tokens:
+ * sched_plan_step(), in order, under max_batch_tokens tokens:
  *   1. running sequences with one pending token, in admission order (the
  *      running list never holds more than max_seqs, so all fit);
  *   2. running sequences with more pending tokens, a chunk each while the
  *      budget lasts;
  *   3. waiting sequences from the head (arrival order; preempted ones are
  *      put back at the head), while the budget lasts, the running list has
- *      room for the slots they stand for (n for a prompt not yet forked into
+ *      room for the places they stand for (n for a prompt not yet forked into
  *      its n completions) and the cache has free blocks for all their
  *      pending tokens. With prefix caching, an admitted sequence first
  *      takes the cached full blocks that match its tokens, always leaving at
@@ -32,7 +32,7 @@
  * at the head of the waiting list, tokens kept) and the reservation
  * retried; a prefill chunk first shrinks to the room the free blocks give.
  *
- * Not thread-safe: the engine thread owns the core. */
+ * Not thread-safe: the engine thread owns the planner. */
 #ifndef TRAM_SCHED_PLAN_H
 #define TRAM_SCHED_PLAN_H
 
@@ -48,15 +48,15 @@ typedef enum sched_seq_where {
   SCHED_SEQ_RUNNING,
 } sched_seq_where_t;
 
-/* One sequence, as the core sees it. The engine embeds it in its own
+/* One sequence, as the planner sees it. The engine embeds it in its own
  * per-sequence state (scheduler/sched_internal.h); tests use it alone. */
 struct sched_seq {
   int32_t *tokens;  /* [cap] prompt then sampled tokens (owned) */
   int64_t len, cap; /* tokens known; entries allocated */
   int32_t n_prompt; /* the first n_prompt tokens are the prompt */
-  int32_t slots;    /* running places it takes at admission (>= 1) */
+  int32_t places;   /* running places it takes at admission (>= 1) */
   kv_seq_t kv;      /* its block table */
-  /* the core's (private) */
+  /* the planner's (private) */
   sched_seq_where_t where;
   sched_seq_t *prev, *next; /* neighbours in its list */
   uint64_t planned;         /* the step it was last planned in */
@@ -76,36 +76,36 @@ typedef struct sched_item {
   int32_t logits; /* 1: the chunk ends at its last token; its row gives the next token */
 } sched_item_t;
 
-typedef struct sched_core_stats {
+typedef struct sched_plan_stats {
   uint64_t preemptions;
   uint64_t prefix_query_tokens, prefix_hit_tokens;
   uint64_t prefix_query_blocks, prefix_hit_blocks;
-} sched_core_stats_t;
+} sched_plan_stats_t;
 
-typedef struct sched_core {
+typedef struct sched_plan {
   kv_alloc_t *alloc;  /* not owned */
   int max_batch_tokens, max_seqs;
   int prefix_caching;
   sched_list_t waiting, running;
-  int32_t running_slots; /* sum of the running sequences' slots (<= max_seqs) */
+  int32_t running_places; /* sum of the running sequences' places (<= max_seqs) */
   uint64_t step;      /* steps planned so far */
   /* the current plan: items[n_items], n_tokens in all, in planning order */
   sched_item_t *items; /* [max_seqs] */
   int32_t n_items, n_tokens;
-  sched_core_stats_t stats;
-} sched_core_t;
+  sched_plan_stats_t stats;
+} sched_plan_t;
 
-/* Sets up a core over allocator a. Returns 0, or -EINVAL when a budget is
+/* Sets up a planner over allocator a. Returns 0, or -EINVAL when a budget is
  * not positive or max_batch_tokens < max_seqs. */
-int sched_core_init(sched_core_t *c, kv_alloc_t *a, int max_batch_tokens, int max_seqs, int prefix_caching);
+int sched_plan_init(sched_plan_t *c, kv_alloc_t *a, int max_batch_tokens, int max_seqs, int prefix_caching);
 
 /* Frees the plan array. The sequences are their owners' (remove them
  * first, or their blocks stay referenced). */
-void sched_core_free(sched_core_t *c);
+void sched_plan_free(sched_plan_t *c);
 
-/* Initialises s with prompt[n_prompt] (copied), standing for `slots`
+/* Initialises s with prompt[n_prompt] (copied), standing for `places`
  * running places at its first admission. */
-void sched_seq_init(sched_seq_t *s, const int32_t *prompt, int32_t n_prompt, int32_t slots);
+void sched_seq_init(sched_seq_t *s, const int32_t *prompt, int32_t n_prompt, int32_t places);
 
 /* Appends a sampled token. */
 void sched_seq_push(sched_seq_t *s, int32_t token);
@@ -114,33 +114,33 @@ void sched_seq_push(sched_seq_t *s, int32_t token);
 void sched_seq_free(sched_seq_t *s);
 
 /* Adds s (in no list) at the tail of the waiting list, or at its head. */
-void sched_core_add(sched_core_t *c, sched_seq_t *s);
-void sched_core_add_front(sched_core_t *c, sched_seq_t *s);
+void sched_plan_add(sched_plan_t *c, sched_seq_t *s);
+void sched_plan_add_front(sched_plan_t *c, sched_seq_t *s);
 
 /* Takes s out of whichever list holds it and frees its blocks (finished or
  * cancelled). */
-void sched_core_remove(sched_core_t *c, sched_seq_t *s);
+void sched_plan_remove(sched_plan_t *c, sched_seq_t *s);
 
 /* Plans the next step (see above) and reserves its blocks. Returns the
  * number of items (0: nothing can run). */
-int sched_core_plan(sched_core_t *c);
+int sched_plan_step(sched_plan_t *c);
 
 /* After the forward of the planned step: commits each item's tokens to its
  * block table and, with prefix caching, publishes its newly full blocks. */
-void sched_core_commit(sched_core_t *c);
+void sched_plan_commit(sched_plan_t *c);
 
-/* Drops s's slots to 1: its prompt is computed and its other completions
+/* Drops s's places to 1: its prompt is computed and its other completions
  * are about to be forked (or ended at their first token). */
-void sched_core_release_slots(sched_core_t *c, sched_seq_t *s);
+void sched_plan_release_places(sched_plan_t *c, sched_seq_t *s);
 
 /* Forks child from parent, at the step where parent's prompt was computed
- * and its first token sampled: child (in no list, slots 1) holds the same
+ * and its first token sampled: child (in no list, places 1) holds the same
  * prompt and its own first token; it shares parent's committed full
  * blocks, gets its own copy of a partial last block, and joins the running
  * list's tail. Returns 1 with *copy_src and *copy_dst set when the caller
  * must copy that block's K/V on the device, 0 when nothing is to copy, or
  * -ENOSPC when no block is free: the child then goes to the head of the
  * waiting list and is computed at its admission. */
-int sched_core_fork(sched_core_t *c, sched_seq_t *parent, sched_seq_t *child, int32_t *copy_src, int32_t *copy_dst);
+int sched_plan_fork(sched_plan_t *c, sched_seq_t *parent, sched_seq_t *child, int32_t *copy_src, int32_t *copy_dst);
 
 #endif

@@ -56,7 +56,7 @@ static void mark_admitted(sched_engine_t *e, sched_req_t *r) {
  * posts it, final when it was the request's last sequence. */
 static void finish_seq(sched_engine_t *e, sched_eseq_t *q, sched_event_t *ev, sched_finish_t finish) {
   sched_req_t *r = q->req;
-  sched_core_remove(&e->core, &q->s);
+  sched_plan_remove(&e->plan, &q->s);
   q->finished = 1;
   r->n_live--;
   ev->kind = finish == SCHED_FINISH_ERROR ? SCHED_EV_ERROR : SCHED_EV_FINISHED;
@@ -157,7 +157,7 @@ static void fail_seq(sched_engine_t *e, sched_eseq_t *q, const char *msg) {
 static void fork_children(sched_engine_t *e, sched_eseq_t *lead, const float *row) {
   sched_req_t *r = lead->req;
   r->forked = 1;
-  sched_core_release_slots(&e->core, &lead->s);
+  sched_plan_release_places(&e->plan, &lead->s);
   for (int32_t i = 1; i < r->p.n; i++) {
     sched_eseq_t *q = &r->seqs[i];
     if (q->finished) continue;
@@ -170,7 +170,7 @@ static void fork_children(sched_engine_t *e, sched_eseq_t *lead, const float *ro
     }
     if (accept_token(e, q, &res)) continue;
     int32_t src = -1, dst = -1;
-    if (sched_core_fork(&e->core, &lead->s, &q->s, &src, &dst) == 1) kv_cache_copy_block(e->cache, dst, src);
+    if (sched_plan_fork(&e->plan, &lead->s, &q->s, &src, &dst) == 1) kv_cache_copy_block(e->cache, dst, src);
   }
 }
 
@@ -204,11 +204,11 @@ static void take_inbox(sched_engine_t *e) {
   pthread_mutex_unlock(&e->mu);
   for (sched_req_t *r = list, *next; r; r = next) {
     next = r->inbox_next;
-    sched_core_add(&e->core, &r->seqs[0].s);
+    sched_plan_add(&e->plan, &r->seqs[0].s);
   }
   if (!abort_all) return;
-  for (sched_seq_t *s = e->core.running.head; s; s = s->next) atomic_store(&eseq(s)->req->cancelled, 1);
-  for (sched_seq_t *s = e->core.waiting.head; s; s = s->next) atomic_store(&eseq(s)->req->cancelled, 1);
+  for (sched_seq_t *s = e->plan.running.head; s; s = s->next) atomic_store(&eseq(s)->req->cancelled, 1);
+  for (sched_seq_t *s = e->plan.waiting.head; s; s = s->next) atomic_store(&eseq(s)->req->cancelled, 1);
 }
 
 static sched_req_t *find_cancelled(const sched_list_t *l) {
@@ -219,7 +219,7 @@ static sched_req_t *find_cancelled(const sched_list_t *l) {
 
 static void reap_cancelled(sched_engine_t *e) {
   sched_req_t *r;
-  while ((r = find_cancelled(&e->core.running)) || (r = find_cancelled(&e->core.waiting)))
+  while ((r = find_cancelled(&e->plan.running)) || (r = find_cancelled(&e->plan.waiting)))
     sched__finish_req(e, r, SCHED_FINISH_ABORT, NULL);
 }
 
@@ -227,8 +227,8 @@ static void reap_cancelled(sched_engine_t *e) {
  * logits. */
 static int build_batch(sched_engine_t *e, int64_t now, int32_t *n_rows, uint64_t *prompt_tokens) {
   int32_t row = 0, n_logits = 0;
-  for (int32_t i = 0; i < e->core.n_items; i++) {
-    const sched_item_t *it = &e->core.items[i];
+  for (int32_t i = 0; i < e->plan.n_items; i++) {
+    const sched_item_t *it = &e->plan.items[i];
     sched_seq_t *s = it->seq;
     sched_req_t *r = eseq(s)->req;
     if (!r->times.first_scheduled) {
@@ -258,9 +258,9 @@ static int build_batch(sched_engine_t *e, int64_t now, int32_t *n_rows, uint64_t
  * a bug, logged, never the request's fault). */
 static void fail_step(sched_engine_t *e, int rc) {
   log_error("engine: the forward of step %llu failed (%d): failing its %d sequences' requests",
-            (unsigned long long)e->step_no, rc, e->core.n_items);
-  for (int32_t i = 0; i < e->core.n_items; i++) {
-    sched_req_t *r = eseq(e->core.items[i].seq)->req;
+            (unsigned long long)e->step_no, rc, e->plan.n_items);
+  for (int32_t i = 0; i < e->plan.n_items; i++) {
+    sched_req_t *r = eseq(e->plan.items[i].seq)->req;
     if (r->n_live > 0) sched__finish_req(e, r, SCHED_FINISH_ERROR, "internal error: the model forward failed");
   }
 }
@@ -269,7 +269,7 @@ int sched__step(sched_engine_t *e) {
   const int64_t t0 = clock_now_ns();
   take_inbox(e);
   reap_cancelled(e);
-  const int n = sched_core_plan(&e->core);
+  const int n = sched_plan_step(&e->plan);
   int64_t t_fwd = 0, t1 = t0, t2 = t0;
   uint64_t prompt_tokens = 0;
   if (n > 0) {
@@ -294,7 +294,7 @@ int sched__step(sched_engine_t *e) {
     if (rc != 0) {
       fail_step(e, rc);
     } else {
-      sched_core_commit(&e->core);
+      sched_plan_commit(&e->plan);
       for (int k = 0; k < n_logits; k++) sample_row(e, e->logit_seqs[k], e->logits + (size_t)k * (size_t)e->n_vocab);
     }
   }
@@ -308,26 +308,26 @@ int sched__step(sched_engine_t *e) {
   e->n_inbox -= e->inbox_taken; /* now counted in the snapshot */
   e->inbox_taken = 0;
   sched_stats_t *st = &e->stats;
-  st->running = e->core.running.n;
-  st->waiting = e->core.waiting.n; /* sched_get_stats adds the inbox */
+  st->running = e->plan.running.n;
+  st->waiting = e->plan.waiting.n; /* sched_get_stats adds the inbox */
   st->kv_blocks_used = kv_alloc_used_blocks(a);
   st->kv_blocks_free = kv_alloc_free_blocks(a);
   st->kv_blocks_cached = kv_alloc_published_blocks(a);
-  st->preemptions = e->core.stats.preemptions;
+  st->preemptions = e->plan.stats.preemptions;
   st->generated_tokens = e->generated;
   st->requests_finished = e->n_finished;
-  st->prefix_query_tokens = e->core.stats.prefix_query_tokens;
-  st->prefix_hit_tokens = e->core.stats.prefix_hit_tokens;
-  st->prefix_query_blocks = e->core.stats.prefix_query_blocks;
-  st->prefix_hit_blocks = e->core.stats.prefix_hit_blocks;
+  st->prefix_query_tokens = e->plan.stats.prefix_query_tokens;
+  st->prefix_hit_tokens = e->plan.stats.prefix_hit_tokens;
+  st->prefix_query_blocks = e->plan.stats.prefix_query_blocks;
+  st->prefix_hit_blocks = e->plan.stats.prefix_hit_blocks;
   st->decode_steps = as.decode_steps;
   st->varlen_steps = as.varlen_steps;
   if (n > 0) {
     st->steps = e->step_no;
-    st->step_tokens += (uint64_t)e->core.n_tokens;
+    st->step_tokens += (uint64_t)e->plan.n_tokens;
     st->step_seqs += (uint64_t)n;
     st->prompt_tokens += prompt_tokens;
-    st->last_step_tokens = e->core.n_tokens;
+    st->last_step_tokens = e->plan.n_tokens;
     st->last_step_seqs = n;
     st->last_step_ns = t_end - t0;
     st->last_forward_ns = t_fwd;

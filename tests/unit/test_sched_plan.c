@@ -46,7 +46,7 @@ typedef struct sim_seq {
 
 typedef struct sim {
   kv_alloc_t *a;
-  sched_core_t c;
+  sched_plan_t c;
   uint64_t *slot_hash; /* [num_blocks * block_size] the prefix each slot's K/V belongs to; 0 = never written */
   int32_t num_blocks, bs;
   int steps;
@@ -62,7 +62,7 @@ static void sim_init(sim_t *m, int32_t num_blocks, int32_t bs, int max_tokens, i
   memset(m, 0, sizeof *m);
   m->a = kv_alloc_create(num_blocks, bs);
   assert_non_null(m->a);
-  assert_int_equal(sched_core_init(&m->c, m->a, max_tokens, max_seqs, prefix), 0);
+  assert_int_equal(sched_plan_init(&m->c, m->a, max_tokens, max_seqs, prefix), 0);
   m->slot_hash = calloc((size_t)num_blocks * (size_t)bs, sizeof *m->slot_hash);
   m->num_blocks = num_blocks;
   m->bs = bs;
@@ -71,7 +71,7 @@ static void sim_init(sim_t *m, int32_t num_blocks, int32_t bs, int max_tokens, i
 static void sim_free(sim_t *m) {
   assert_int_equal(m->c.running.n + m->c.waiting.n, 0);
   assert_int_equal(kv_alloc_free_blocks(m->a), m->num_blocks); /* every block back */
-  sched_core_free(&m->c);
+  sched_plan_free(&m->c);
   kv_alloc_destroy(m->a);
   free(m->slot_hash);
 }
@@ -84,7 +84,7 @@ static void seq_new(sim_seq_t *q, const int32_t *prompt, int32_t n, int32_t max_
 }
 
 static void finish(sim_t *m, sim_seq_t *q) {
-  sched_core_remove(&m->c, &q->s);
+  sched_plan_remove(&m->c, &q->s);
   q->done = 1;
 }
 
@@ -92,11 +92,11 @@ static void finish(sim_t *m, sim_seq_t *q) {
  * taken from fork_pool[fork_cap] (*n_fork_used so far). Returns the items
  * planned. */
 static int sim_step(sim_t *m, sim_seq_t *fork_pool, int *n_fork_used, int fork_cap) {
-  const int n = sched_core_plan(&m->c);
+  const int n = sched_plan_step(&m->c);
   m->steps++;
   assert_true(m->c.n_tokens <= m->c.max_batch_tokens);
   assert_true(n <= m->c.max_seqs);
-  assert_true(m->c.running_slots <= m->c.max_seqs);
+  assert_true(m->c.running_places <= m->c.max_seqs);
   int32_t total = 0;
   for (int i = 0; i < n; i++) {
     const sched_item_t *it = &m->c.items[i];
@@ -124,7 +124,7 @@ static int sim_step(sim_t *m, sim_seq_t *fork_pool, int *n_fork_used, int fork_c
     for (int64_t p = s->kv.n_tokens; p < s->kv.n_tokens + it->q_len; p++)
       m->slot_hash[kv_seq_slot(m->a, &s->kv, p)] = prefix_hash(s, p);
   }
-  sched_core_commit(&m->c);
+  sched_plan_commit(&m->c);
   for (int i = 0; i < n; i++) { /* sampling */
     const sched_item_t *it = &m->c.items[i];
     if (!it->logits) continue;
@@ -134,7 +134,7 @@ static int sim_step(sim_t *m, sim_seq_t *fork_pool, int *n_fork_used, int fork_c
     sched_seq_push(&q->s, next_token(h, q->index));
     if (first && q->n_children > 0 && !q->forked) {
       q->forked = 1;
-      sched_core_release_slots(&m->c, &q->s);
+      sched_plan_release_places(&m->c, &q->s);
       for (int k = 1; k <= q->n_children; k++) {
         assert_true(*n_fork_used < fork_cap);
         sim_seq_t *ch = &fork_pool[(*n_fork_used)++];
@@ -146,7 +146,7 @@ static int sim_step(sim_t *m, sim_seq_t *fork_pool, int *n_fork_used, int fork_c
           continue;
         }
         int32_t src = -1, dst = -1;
-        int rc = sched_core_fork(&m->c, &q->s, &ch->s, &src, &dst);
+        int rc = sched_plan_fork(&m->c, &q->s, &ch->s, &src, &dst);
         if (rc == 1) /* the device copy of the partial block */
           memcpy(m->slot_hash + (size_t)dst * m->bs, m->slot_hash + (size_t)src * m->bs, (size_t)m->bs * sizeof(uint64_t));
         if (rc < 0) assert_int_equal(rc, -ENOSPC);
@@ -193,14 +193,14 @@ static void chunked_prefill_keeps_decodes_going(void **state) {
   for (int i = 0; i < 8; i++) {
     random_prompt(&r, prompt, 5 + i);
     seq_new(&q[i], prompt, 5 + i, 100, 0);
-    sched_core_add(&m.c, &q[i].s);
+    sched_plan_add(&m.c, &q[i].s);
   }
   sim_step(&m, NULL, NULL, 0); /* the 8 prompts in one step: 5+..+12 = 68 > 64: the last is chunked */
   sim_step(&m, NULL, NULL, 0);
   for (int i = 0; i < 8; i++) assert_true(q[i].s.len > q[i].s.n_prompt);
   random_prompt(&r, prompt, 1500);
   seq_new(&q[8], prompt, 1500, 4, 0);
-  sched_core_add(&m.c, &q[8].s);
+  sched_plan_add(&m.c, &q[8].s);
   int prefill_steps = 0;
   while (q[8].s.len == 1500) {
     int64_t before[8];
@@ -230,7 +230,7 @@ static void fifo_within_max_seqs(void **state) {
   int32_t prompt[4] = {7, 8, 9, 10};
   for (int i = 0; i < 7; i++) {
     seq_new(&q[i], prompt, 4, 3 + i % 2, 0);
-    sched_core_add(&m.c, &q[i].s);
+    sched_plan_add(&m.c, &q[i].s);
   }
   sim_step(&m, NULL, NULL, 0);
   assert_int_equal(m.c.running.n, 3);
@@ -275,7 +275,7 @@ static void tiny_cache_preempts(void **state) {
   for (int i = 0; i < 8; i++) {
     random_prompt(&r, prompt, 6 + i % 5);
     seq_new(&q[i], prompt, 6 + i % 5, 20, 0);
-    sched_core_add(&m.c, &q[i].s);
+    sched_plan_add(&m.c, &q[i].s);
   }
   int left = 8;
   while (left > 0) {
@@ -304,33 +304,33 @@ static void prefix_cache_computes_the_tail(void **state) {
   random_prompt(&r, prompt, 100);
   sim_seq_t a, b, c;
   seq_new(&a, prompt, 100, 5, 0);
-  sched_core_add(&m.c, &a.s);
+  sched_plan_add(&m.c, &a.s);
   while (!a.done) sim_step(&m, NULL, NULL, 0);
   assert_int_equal(m.c.stats.prefix_hit_tokens, 0);
   seq_new(&b, prompt, 100, 5, 0);
-  sched_core_add(&m.c, &b.s);
-  sched_core_plan(&m.c);
+  sched_plan_add(&m.c, &b.s);
+  sched_plan_step(&m.c);
   assert_int_equal(m.c.n_items, 1);
   assert_int_equal(m.c.items[0].q_len, 100 - 96); /* 6 full blocks cached */
   assert_int_equal(m.c.stats.prefix_hit_tokens, 96);
   assert_int_equal(m.c.stats.prefix_hit_blocks, 6);
   assert_int_equal(m.c.stats.prefix_query_tokens, 200);
   /* rerun that step through the simulation (re-plan is not allowed: undo by finishing) */
-  sched_core_commit(&m.c);
+  sched_plan_commit(&m.c);
   finish(&m, &b);
   sched_seq_free(&b.s);
   seq_new(&b, prompt, 100, 5, 0);
-  sched_core_add(&m.c, &b.s);
+  sched_plan_add(&m.c, &b.s);
   while (!b.done) sim_step(&m, NULL, NULL, 0);
   check_solo(&a);
   check_solo(&b);
   assert_memory_equal(a.s.tokens, b.s.tokens, 105 * sizeof(int32_t));
   /* a prompt of exactly 6 blocks leaves its last token to compute */
   seq_new(&c, prompt, 96, 3, 0);
-  sched_core_add(&m.c, &c.s);
-  sched_core_plan(&m.c);
+  sched_plan_add(&m.c, &c.s);
+  sched_plan_step(&m.c);
   assert_int_equal(m.c.items[0].q_len, 16);
-  sched_core_commit(&m.c);
+  sched_plan_commit(&m.c);
   finish(&m, &c);
   sched_seq_free(&a.s);
   sched_seq_free(&b.s);
@@ -352,8 +352,8 @@ static void fork_shares_prompt_blocks(void **state) {
   int used = 0;
   seq_new(&lead, prompt, 21, 6, 3);
   seq_new(&other, prompt, 3, 6, 0);
-  sched_core_add(&m.c, &lead.s);
-  sched_core_add(&m.c, &other.s);
+  sched_plan_add(&m.c, &lead.s);
+  sched_plan_add(&m.c, &other.s);
   sim_step(&m, kids, &used, 3);
   assert_int_equal(used, 3);
   assert_int_equal(other.s.where, SCHED_SEQ_WAITING); /* 4 places: all the lead's */
@@ -399,7 +399,7 @@ static void storm_one(uint64_t seed, int prefix) {
       memcpy(prompt, base, (size_t)shared * sizeof *prompt);
       random_prompt(&r, prompt + shared, n - shared);
       seq_new(&q[i], prompt, n, 1 + (int32_t)tu_below(&r, 40), tu_below(&r, 5) == 0 ? 1 + (int32_t)tu_below(&r, 2) : 0);
-      sched_core_add(&m.c, &q[i].s);
+      sched_plan_add(&m.c, &q[i].s);
       added++;
     }
     if (tu_below(&r, 10) == 0) { /* cancel one */
