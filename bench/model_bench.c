@@ -30,7 +30,7 @@
 #include "bench/bench_probe.h"
 #include "bench/bench_util.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/llama.h"
+#include "model/model.h"
 
 enum { MAX_SEQS = 32, PREFILL = 512 };
 

@@ -43,7 +43,7 @@
 #include <stdint.h>
 
 #include "kernels/kern.h"
-#include "model/llama.h"
+#include "model/model.h"
 #include "sample/sampler.h"
 #include "text/tokenizer.h"
 

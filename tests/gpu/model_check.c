@@ -1,6 +1,6 @@
 /* tests/gpu/model_check.c — the full-model check of a device backend
  * (CUDA) against a reference backend (the CPU one), through the real model
- * forward (model/llama.h) and paged KV cache.
+ * forward (model/model.h) and paged KV cache.
  *
  *   model_check -m MODEL [--dev cuda] [--ref cpu] [-t THREADS] [--seqs S]
  *               [--prompt N] [--gen G] [--tol 1e-2] [--row-tol 0.2]

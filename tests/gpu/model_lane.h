@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "model/llama.h"
+#include "model/model.h"
 
 typedef struct ml_lane {
   kern_backend_t *be;         /* owned */

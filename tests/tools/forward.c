@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/llama.h"
+#include "model/model.h"
 
 static char *read_all(const char *path) {
   FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");

@@ -19,7 +19,7 @@
 
 #include "base/log.h"
 #include "kernels/quant_blocks.h"
-#include "model/llama.h"
+#include "model/model.h"
 #include "tests/unit/gguf_writer.h"
 #include "tests/unit/testutil.h"
 
@@ -253,7 +253,7 @@ static void loads_tiny_llama(void **state) {
   model_destroy(m);
 }
 
-/* llama.cpp's reading of the RoPE scaling keys (llama_hparams.c). */
+/* llama.cpp's reading of the RoPE scaling keys (model_hparams.c). */
 static void rope_scaling(void **state) {
   (void)state;
   char err[512];

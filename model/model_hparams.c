@@ -1,5 +1,5 @@
-/* model/llama_hparams.c — a Llama-family model's hyper-parameters from GGUF
- * metadata, checked, and its RoPE inverse frequencies (see llama.h).
+/* model/model_hparams.c — a Llama-family model's hyper-parameters from GGUF
+ * metadata, checked, and its RoPE inverse frequencies (see model.h).
  *
  * Keys are `<arch>.<name>` with <arch> the value of general.architecture.
  * RoPE scaling follows llama.cpp's reading of the keys:
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/llama_internal.h"
+#include "model/model_internal.h"
 
 #define MAX_LAYERS 4096
 #define MAX_DIM (1 << 20)     /* embedding, MLP, head sizes */

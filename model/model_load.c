@@ -1,12 +1,12 @@
-/* model/llama_load.c — model_load: the GGUF file's tensors checked against
+/* model/model_load.c — model_load: the GGUF file's tensors checked against
  * the hyper-parameters and prepared on the backend, the tokenizer, the chat
- * template (see llama.h).
+ * template (see model.h).
  *
  * Tensor names and shapes (GGUF dims, innermost first: [cols, rows]):
  *   token_embd.weight          [dim, n_vocab]
  *   output_norm.weight         [dim]                 F32
  *   output.weight              [dim, n_vocab]        absent: tied to token_embd
- *   rope_freqs.weight          [rot_dim / 2]         F32, optional (llama_hparams.c)
+ *   rope_freqs.weight          [rot_dim / 2]         F32, optional (model_hparams.c)
  *   blk.N.attn_norm.weight     [dim]                 F32
  *   blk.N.attn_q.weight        [dim, q_dim]
  *   blk.N.attn_k.weight        [dim, kv_dim]
@@ -26,7 +26,7 @@
 
 #include "base/log.h"
 #include "base/alloc.h"
-#include "model/llama_internal.h"
+#include "model/model_internal.h"
 
 /* The state of one load: the tensors used so far, and the error line. */
 typedef struct loader {

@@ -1,11 +1,11 @@
-/* model/llama_internal.h — the model's private structures, shared by
- * llama_hparams.c (metadata), llama_load.c (tensors) and llama_runner.c (the
- * forward). Not for use outside model/llama_*.c. */
+/* model/model_internal.h — the model's private structures, shared by
+ * model_hparams.c (metadata), model_load.c (tensors) and model_runner.c (the
+ * forward). Not for use outside model/model_*.c. */
 #ifndef TRAM_MODEL_LLAMA_INTERNAL_H
 #define TRAM_MODEL_LLAMA_INTERNAL_H
 
 #include "gguf/gguf.h"
-#include "model/llama.h"
+#include "model/model.h"
 
 /* One transformer block. Matrices are [rows = out features, cols = in
  * features]; vectors are f32 device buffers. */

@@ -1,11 +1,11 @@
-/* model/llama_runner.c — the per-engine runner and the forward pass of one
- * batch (see llama.h). Every buffer is sized at creation; a step allocates
+/* model/model_runner.c — the per-engine runner and the forward pass of one
+ * batch (see model.h). Every buffer is sized at creation; a step allocates
  * nothing. T below is the step's token count, L its logit row count. */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "base/log.h"
-#include "model/llama_internal.h"
+#include "model/model_internal.h"
 
 struct model_runner {
   const model_t *m;     /* not owned */

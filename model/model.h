@@ -1,4 +1,4 @@
-/* model/llama.h — a Llama-family model: its hyper-parameters (from GGUF
+/* model/model.h — a Llama-family model: its hyper-parameters (from GGUF
  * metadata), its weights prepared on a compute backend, its tokenizer, and
  * the forward pass of one batch.
  *
@@ -40,8 +40,8 @@
  *
  * Threads: the engine thread drives a runner; the model may be read from any
  * thread. */
-#ifndef TRAM_MODEL_LLAMA_H
-#define TRAM_MODEL_LLAMA_H
+#ifndef TRAM_MODEL_H
+#define TRAM_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
