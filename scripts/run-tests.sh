@@ -26,6 +26,7 @@ stage() {
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
+stage "include seams (docs/architecture.md)" python3 scripts/check-seams.py
 stage "C unit tests" scripts/run-unit-tests.sh "$BUILD/tests"
 stage "C unit tests under ASan+UBSan" scripts/run-unit-tests.sh "$BUILD/san/tests"
 if ls tests/fuzz/fuzz_*.c >/dev/null 2>&1; then
