@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "config/log.h"
+#include "model/llama.h"
 #include "scheduler/sched.h"
 
 static double cpu_s(void) {

@@ -42,10 +42,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/kern.h"
-#include "model/llama.h"
-#include "model/sampler.h"
-#include "model/tokenizer.h"
+#include "model/samp_params.h"
+
+/* Only pointers to these cross this header, so the server compiles without
+ * the kernels, the model, the cache or attention (kernels/kern.h,
+ * model/llama.h, model/tokenizer.h own them). */
+typedef struct kern_backend kern_backend_t;
+typedef struct model model_t;
+typedef struct tok tok_t;
 
 typedef struct sched_engine sched_engine_t;
 typedef struct sched_req sched_req_t;

@@ -9,6 +9,10 @@
 
 #include "attention/attn_meta.h"
 #include "cache/kv_cache.h"
+#include "kernels/kern.h"
+#include "model/llama.h"
+#include "model/sampler.h"
+#include "model/tokenizer.h"
 #include "scheduler/sched.h"
 #include "scheduler/sched_plan.h"
 #include "scheduler/sched_stop.h"

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "model/chat_template.h"
+#include "model/tokenizer.h"
 #include "scheduler/sched.h"
 
 /* One completion of a prompt, as it comes back. */

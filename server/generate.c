@@ -11,6 +11,8 @@
 
 #include "config/cfg.h"
 #include "config/log.h"
+#include "kernels/kern.h"
+#include "model/llama.h"
 #include "server/gen_internal.h"
 
 extern char **environ;

@@ -40,7 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/sampler.h"
+#include "model/samp_params.h"
 #include "server/http_arena.h"
 
 typedef struct oai_limits {

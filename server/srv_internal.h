@@ -30,6 +30,7 @@
 
 #include "config/cfg.h"
 #include "model/chat_template.h"
+#include "model/tokenizer.h"
 #include "scheduler/sched.h"
 #include "server/http.h"
 #include "server/metrics.h"

@@ -24,6 +24,8 @@
 #include <systemd/sd-daemon.h>
 
 #include "config/log.h"
+#include "kernels/kern.h"
+#include "model/llama.h"
 #include "server/srv.h"
 #include "server/srv_internal.h"
 

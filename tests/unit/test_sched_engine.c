@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "config/log.h"
+#include "model/llama.h"
 #include "scheduler/sched.h"
 
 typedef struct fixture {
