@@ -11,9 +11,8 @@
 
 #include "config/cfg.h"
 #include "config/log.h"
-#include "kernels/kern.h"
-#include "model/llama.h"
 #include "server/gen_internal.h"
+#include "server/srv_stack.h"
 
 extern char **environ;
 
@@ -350,10 +349,7 @@ int gen_main(int argc, char **argv) {
   int n_rest = 0, status = EXIT_USAGE, n_items = 0;
   int rc = parse_opts(argc, argv, &o, rest, &n_rest);
   cfg_t cfg = {0};
-  kern_backend_t *be = NULL;
-  model_t *m = NULL;
-  chat_tmpl_t *tmpl = NULL;
-  sched_engine_t *e = NULL;
+  srv_stack_t stack = {0};
   gen_item_t *items = NULL;
   if (rc == 1) {
     fputs(USAGE, stdout);
@@ -371,39 +367,29 @@ int gen_main(int argc, char **argv) {
     n_items = 1;
   }
   status = EXIT_RUN;
-  be = kern_backend_create(cfg.device == CFG_DEVICE_CUDA ? "cuda" : "cpu", cfg.threads);
   char err[1024];
-  if (!be) goto out;
-  m = model_load(cfg.model, be, err, sizeof err);
-  if (!m) {
+  sched_config_t sc = srv_stack_sched_config(&cfg);
+  sc.prefix_caching = !o.no_prefix;
+  sc.max_waiting = 0; /* every prompt is queued at once */
+  if (srv_stack_open(&stack, &cfg, &sc, err, sizeof err) != 0) {
     fprintf(stderr, "tram generate: %s\n", err);
     goto out;
   }
-  int need_tmpl = 0;
-  for (int i = 0; i < n_items; i++) need_tmpl |= items[i].chat;
-  const char *src = model_chat_template(m);
-  if (need_tmpl && !(tmpl = chat_tmpl_from_model(src, src ? strlen(src) : 0))) goto out;
+  sched_engine_t *e = stack.engine;
   for (int i = 0; i < n_items; i++) {
+    if (items[i].chat && !stack.tmpl) {
+      fprintf(stderr, "tram generate: --chat needs the model's chat template, which does not compile (see above)\n");
+      goto out;
+    }
     items[i].choices = calloc((size_t)(items[i].p.n ? items[i].p.n : 1), sizeof *items[i].choices);
     if (!items[i].choices) abort();
     items[i].p.n = items[i].p.n ? items[i].p.n : 1;
-    if (gen_tokenize(&items[i], model_tokenizer(m), tmpl, err, sizeof err) != 0) {
+    if (gen_tokenize(&items[i], srv_stack_tokenizer(&stack), stack.tmpl, err, sizeof err) != 0) {
       fprintf(stderr, "tram generate: prompt %d: %s\n", i, err);
       status = EXIT_USAGE;
       goto out;
     }
   }
-  const sched_config_t sc = {
-      .max_batch_tokens = cfg.max_batch_tokens,
-      .max_seqs = cfg.max_seqs,
-      .kv_cache_bytes = cfg.kv_cache_bytes,
-      .kv_cache_blocks = cfg.kv_cache_blocks,
-      .block_size = cfg.block_size,
-      .max_model_len = cfg.max_model_len,
-      .prefix_caching = !o.no_prefix,
-  };
-  e = sched_engine_create(m, be, &sc);
-  if (!e) goto out;
   const int64_t t0 = sched_now_ns();
   run(e, items, n_items);
   const double wall = (double)(sched_now_ns() - t0) / 1e9;
@@ -429,10 +415,7 @@ int gen_main(int argc, char **argv) {
 out:
   for (int i = 0; i < n_items; i++) gen_item_free(&items[i]); /* before the engine: no event names them now */
   free(items);
-  sched_engine_destroy(e);
-  chat_tmpl_free(tmpl);
-  model_destroy(m);
-  kern_backend_destroy(be);
+  srv_stack_close(&stack);
   cfg_free(&cfg);
   free(o.stop);
   free(rest);

@@ -16,8 +16,8 @@
  *                 free each job once its last request is done
  *
  * Threads: everything here runs on the loop thread, except the loader
- * (srv_main.c: it builds the backend, model and engine, then hands them over
- * through uv_queue_work's completion) and the engine's notify hook (which
+ * (srv_main.c: it builds the backend, model and engine with srv_stack.c,
+ * then hands them over through uv_queue_work's completion) and the engine's notify hook (which
  * only calls uv_async_send). */
 #ifndef TRAM_SRV_INTERNAL_H
 #define TRAM_SRV_INTERNAL_H
@@ -36,6 +36,7 @@
 #include "server/metrics.h"
 #include "server/oai_request.h"
 #include "server/oai_response.h"
+#include "server/srv_stack.h"
 
 typedef enum srv_state {
   SRV_LOADING = 0, /* listening; the model loads; /health 503 */
@@ -76,10 +77,9 @@ typedef struct srv {
   uv_work_t load_work;
   bool loader_busy;      /* load_work has not completed */
   char load_err[1024];
-  kern_backend_t *be;
-  model_t *model;
-  chat_tmpl_t *tmpl;
-  sched_engine_t *engine;
+  srv_stack_t stack;      /* owns the backend, model, template and engine */
+  chat_tmpl_t *tmpl;      /* = stack.tmpl */
+  sched_engine_t *engine; /* = stack.engine; NULL once destroyed at the stop */
   const tok_t *tok;
   int32_t max_model_len, n_vocab;
   char bos[256], eos[256]; /* the special tokens' texts, for chat templates */
