@@ -170,6 +170,8 @@ typedef struct sched_event {
   sched_finish_t finish;
   const char *stop_str;      /* the stop string that matched (the request's copy), or NULL */
   int32_t stop_token;        /* the stop token id or eog token that matched, or -1 */
+  int32_t stop_id;           /* the one of the request's stop_ids that matched (vLLM's stop_reason), or -1:
+                              * an end-of-generation token that is not one of them is only stop_token */
   int32_t completion_tokens; /* tokens this sequence produced */
   char *error;               /* ERROR: what went wrong (owned by the event) */
   /* the request's last event: from here on the submitter owns req */

@@ -178,9 +178,9 @@ typedef struct srv_choice {
   int32_t offset;              /* bytes of text so far (echo included), for text_offset */
   int32_t tokens;              /* generated */
   int64_t last_token_ns;       /* for the inter-token latency */
-  oai_finish_t finish;
+  sched_finish_t finish;       /* the engine's (sched_event_t.finish) */
   char *stop_str;              /* malloc'd, or NULL */
-  int32_t stop_token;          /* -1: none */
+  int32_t stop_token;          /* the stop token id that matched (sched_event_t.stop_id); -1: none */
   char *error;                 /* malloc'd, or NULL */
   bool done;
 } srv_choice_t;
@@ -207,8 +207,6 @@ struct srv_job {
   int64_t created;             /* Unix seconds */
   int64_t arrival_ns;
   const char *endpoint;
-  int32_t *stop_ids;           /* [n_stop_ids] copy of stop_token_ids (for stop_reason) */
-  int32_t n_stop_ids;
   srv_part_t *parts;           /* [n_parts] */
   int32_t n_parts, n_live;
   srv_choice_t *choices;       /* [n_parts * n] */
