@@ -32,8 +32,9 @@ static const char USAGE[] =
     "                          scheduler also arrive_step and cancel_after\n"
     "  -n, --max-tokens N      tokens to generate at most per completion (default 128;\n"
     "                          0: up to the context length)\n"
-    "  --temperature T         0 (default): greedy\n"
-    "  --top-k K, --top-p P, --min-p P, --repetition-penalty R\n"
+    "  --temperature T         0 (default): greedy; 0..2\n"
+    "  --top-k K, --top-p P, --min-p P, --repetition-penalty R, --presence-penalty P,\n"
+    "  --frequency-penalty F   the API's sampling fields, with the API's limits\n"
     "  --seed S                the sampler's seed\n"
     "  --stop TEXT             a stop string (repeatable)\n"
     "  --ignore-eos            do not stop at end-of-generation tokens\n"
@@ -83,6 +84,31 @@ static int number(const char *name, const char *s, double lo, double hi, double 
   return 0;
 }
 
+/* Matches a sampling flag at argv[*i]: one per field of the sampling table
+ * (model/samp_params.h), "--top-p" for top_p, with the table's limits.
+ * Returns 1 when it set the field, 0 when argv[*i] is not one, -1 after
+ * printing what is wrong with the value. */
+static int samp_flag(int argc, char **argv, int *i, samp_params_t *s) {
+  for (int k = 0; k < samp_n_fields; k++) {
+    const samp_field_t *f = &samp_fields[k];
+    char flag[64] = "--", range[64];
+    for (size_t j = 0; f->name[j] && j + 3 < sizeof flag; j++) flag[j + 2] = f->name[j] == '_' ? '-' : f->name[j];
+    const char *v;
+    double x;
+    const int r = opt(argc, argv, i, flag, NULL, &v);
+    if (r == 0) continue;
+    if (r < 0 || number(flag, v, f->lo, f->hi, &x)) return -1;
+    if (!samp_field_accepts(f, x)) {
+      fprintf(stderr, "tram generate: %s: expected %s in %s, got \"%s\"\n", flag,
+              f->integral ? "an integer" : "a number", samp_field_range(f, range, sizeof range), v);
+      return -1;
+    }
+    samp_field_set(s, f, x);
+    return 1;
+  }
+  return 0;
+}
+
 /* Takes generate's own options out of argv; the rest go to rest[]. Returns
  * 0, 1 for --help, or -1 on a usage error. */
 static int parse_opts(int argc, char **argv, gen_opts_t *o, char **rest, int *n_rest) {
@@ -114,21 +140,8 @@ static int parse_opts(int argc, char **argv, gen_opts_t *o, char **rest, int *n_
     } else if ((r = opt(argc, argv, &i, "--max-tokens", "-n", &v))) {
       if (r < 0 || number("--max-tokens", v, 0, 1 << 24, &x)) return -1;
       o->d.p.max_tokens = (int32_t)x;
-    } else if ((r = opt(argc, argv, &i, "--temperature", NULL, &v))) {
-      if (r < 0 || number("--temperature", v, 0, 100, &x)) return -1;
-      s->temperature = (float)x;
-    } else if ((r = opt(argc, argv, &i, "--top-k", NULL, &v))) {
-      if (r < 0 || number("--top-k", v, -1, 1 << 24, &x)) return -1;
-      s->top_k = (int32_t)x;
-    } else if ((r = opt(argc, argv, &i, "--top-p", NULL, &v))) {
-      if (r < 0 || number("--top-p", v, 0, 1, &x)) return -1;
-      s->top_p = (float)x;
-    } else if ((r = opt(argc, argv, &i, "--min-p", NULL, &v))) {
-      if (r < 0 || number("--min-p", v, 0, 1, &x)) return -1;
-      s->min_p = (float)x;
-    } else if ((r = opt(argc, argv, &i, "--repetition-penalty", NULL, &v))) {
-      if (r < 0 || number("--repetition-penalty", v, 1e-6, 100, &x)) return -1;
-      s->repetition_penalty = (float)x;
+    } else if ((r = samp_flag(argc, argv, &i, s))) {
+      if (r < 0) return -1;
     } else if ((r = opt(argc, argv, &i, "--seed", NULL, &v))) {
       char *end;
       errno = 0;
