@@ -9,7 +9,6 @@
 
 #include "server/oai_fields.h"
 
-
 oai_limits_t oai_limits_default(void) {
   return (oai_limits_t){
       .vocab_size = 0,
@@ -151,7 +150,7 @@ static int parse_gen(oai__ctx_t *c, const cJSON *root, bool chat, oai_gen_t *g) 
   bool given;
   for (int i = 0; i < samp_n_fields; i++) { /* the sampling fields, with their limits, from one table */
     const samp_field_t *f = &samp_fields[i];
-    float x;
+    float x = 0;
     if (f->integral ? oai__get_int(c, root, f->name, (int64_t)f->lo, (int64_t)f->hi, &v, &given)
                     : oai__get_float(c, root, f->name, f->lo, f->hi, f->lo_open, false, &x, &given))
       return -EINVAL;
