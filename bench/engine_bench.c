@@ -25,8 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/log.h"
 #include "base/clock.h"
+#include "base/log.h"
+#include "model/model.h"
 #include "scheduler/sched.h"
 
 static double cpu_s(void) {

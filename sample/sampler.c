@@ -1,5 +1,5 @@
-/* sample/sampler.c — a request's sampler: parameters and their validation,
- * its random stream (counter-based, one draw per sampled token), the token counts behind the penalties (an open-addressing
+/* sample/sampler.c — a request's sampler: its parameters (checked by
+ * samp_params.c), its random stream (counter-based, one draw per sampled token), the token counts behind the penalties (an open-addressing
  * table of the distinct tokens seen, so a step costs O(distinct tokens), not
  * O(vocabulary)), the penalties themselves, and samp_sample() tying the
  * steps together. See sampler.h; the truncation steps are in
@@ -35,44 +35,6 @@ struct samp_state {
   uint32_t *slots;         /* [n_slots] index + 1 into counts, 0 = empty */
   uint32_t n_slots;        /* a power of two, > 2 * n_counts */
 };
-
-samp_params_t samp_params_default(void) {
-  samp_params_t p;
-  memset(&p, 0, sizeof p);
-  p.temperature = 0.0f;
-  p.top_k = 0;
-  p.top_p = 1.0f;
-  p.min_p = 0.0f;
-  p.repetition_penalty = 1.0f;
-  return p;
-}
-
-int samp_params_validate(const samp_params_t *p, int32_t n_vocab, char *err, size_t err_size) {
-  const char *why = NULL;
-  char buf[128];
-  if (!isfinite(p->temperature) || p->temperature < 0) why = "temperature must be a finite number >= 0";
-  else if (!isfinite(p->top_p) || p->top_p < 0 || p->top_p > 1) why = "top_p must be in [0, 1]";
-  else if (!isfinite(p->min_p) || p->min_p < 0 || p->min_p > 1) why = "min_p must be in [0, 1]";
-  else if (!isfinite(p->repetition_penalty) || p->repetition_penalty <= 0) why = "repetition_penalty must be > 0";
-  else if (!isfinite(p->presence_penalty)) why = "presence_penalty must be finite";
-  else if (!isfinite(p->frequency_penalty)) why = "frequency_penalty must be finite";
-  else if (p->n_logit_bias < 0 || (p->n_logit_bias > 0 && !p->logit_bias)) why = "logit_bias is malformed";
-  else if (p->top_logprobs < 0 || p->top_logprobs > SAMP_MAX_TOP_LOGPROBS) why = "top_logprobs must be in 0..20";
-  else if (n_vocab <= 0) why = "empty vocabulary";
-  for (int32_t i = 0; !why && i < p->n_logit_bias; i++) {
-    if (p->logit_bias[i].token < 0 || p->logit_bias[i].token >= n_vocab) {
-      snprintf(buf, sizeof buf, "logit_bias token %d is not in the vocabulary (0..%d)", p->logit_bias[i].token,
-               n_vocab - 1);
-      why = buf;
-    } else if (!isfinite(p->logit_bias[i].bias)) {
-      snprintf(buf, sizeof buf, "logit_bias for token %d is not finite", p->logit_bias[i].token);
-      why = buf;
-    }
-  }
-  if (!why) return 0;
-  if (err && err_size) snprintf(err, err_size, "%s", why);
-  return -EINVAL;
-}
 
 /* ---- random stream ------------------------------------------------------------
  *

@@ -42,10 +42,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/kern.h"
-#include "model/model.h"
-#include "sample/sampler.h"
-#include "text/tokenizer.h"
+#include "sample/samp_params.h"
+
+/* Only pointers to these cross this header, so the server compiles without
+ * the kernels, the model, the cache or attention (kernels/kern.h,
+ * model/model.h, text/tokenizer.h own them). */
+typedef struct kern_backend kern_backend_t;
+typedef struct model model_t;
+typedef struct tok tok_t;
 
 typedef struct sched_engine sched_engine_t;
 typedef struct sched_req sched_req_t;
@@ -166,6 +170,8 @@ typedef struct sched_event {
   sched_finish_t finish;
   const char *stop_str;      /* the stop string that matched (the request's copy), or NULL */
   int32_t stop_token;        /* the stop token id or eog token that matched, or -1 */
+  int32_t stop_id;           /* the one of the request's stop_ids that matched (vLLM's stop_reason), or -1:
+                              * an end-of-generation token that is not one of them is only stop_token */
   int32_t completion_tokens; /* tokens this sequence produced */
   char *error;               /* ERROR: what went wrong (owned by the event) */
   /* the request's last event: from here on the submitter owns req */

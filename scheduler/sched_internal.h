@@ -9,6 +9,10 @@
 
 #include "attention/attn_meta.h"
 #include "cache/kv_cache.h"
+#include "kernels/kern.h"
+#include "model/model.h"
+#include "sample/sampler.h"
+#include "text/tokenizer.h"
 #include "scheduler/sched.h"
 #include "scheduler/sched_plan.h"
 #include "scheduler/sched_stop.h"

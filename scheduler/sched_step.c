@@ -29,6 +29,7 @@ static sched_event_t make_event(sched_engine_t *e, sched_eseq_t *q, sched_event_
       .time = clock_now_ns(),
       .step = e->step_no,
       .stop_token = -1,
+      .stop_id = -1,
   };
   if (!text_len) free(text);
   if (res && (r->p.samp.logprobs || r->p.samp.top_logprobs > 0)) {
@@ -120,7 +121,8 @@ static int accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t 
   sched_finish_t finish = SCHED_FINISH_NONE;
   int32_t stop_token = -1, stop_idx = -1;
   buf_t text = {0}; /* the event's text: its malloc'd bytes go to the event */
-  if ((!r->p.ignore_eos && tok_is_eog(e->tok, t)) || is_stop_id(r, t)) {
+  const int stop_id = is_stop_id(r, t);
+  if ((!r->p.ignore_eos && tok_is_eog(e->tok, t)) || stop_id) {
     finish = SCHED_FINISH_STOP; /* the stop token's own text is not output */
     stop_token = t;
   } else {
@@ -139,6 +141,7 @@ static int accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t 
     return 0;
   }
   ev.stop_token = stop_token;
+  ev.stop_id = stop_id ? t : -1;
   ev.stop_str = stop_idx >= 0 ? r->stops.str[stop_idx] : NULL;
   finish_seq(e, q, &ev, finish);
   return 1;

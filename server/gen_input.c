@@ -74,8 +74,9 @@ static int bool_field(const cJSON *o, const char *key, int *out) {
   return 1;
 }
 
-/* Fills it from one JSON object; returns NULL or what is wrong. */
-static const char *item_from_json(gen_item_t *it, const cJSON *o, const gen_defaults_t *d) {
+/* Fills it from one JSON object; returns NULL or what is wrong (a constant,
+ * or written into buf[cap]). */
+static const char *item_from_json(gen_item_t *it, const cJSON *o, const gen_defaults_t *d, char *buf, size_t cap) {
   const cJSON *pr = cJSON_GetObjectItemCaseSensitive(o, "prompt");
   if (!cJSON_IsString(pr)) return "\"prompt\" must be a string";
   gen_item_from_text(it, pr->valuestring, d);
@@ -88,16 +89,19 @@ static const char *item_from_json(gen_item_t *it, const cJSON *o, const gen_defa
   if (rc > 0) dst = v
   NUM("max_tokens", 0, 1 << 24, 1, p->max_tokens); /* 0: up to the context length */
   NUM("n", 1, SCHED_MAX_N, 1, p->n);
-  NUM("temperature", 0, 100, 0, s->temperature);
-  NUM("top_k", -1, 1 << 24, 1, s->top_k);
-  NUM("top_p", 0, 1, 0, s->top_p);
-  NUM("min_p", 0, 1, 0, s->min_p);
-  NUM("repetition_penalty", 1e-6, 100, 0, s->repetition_penalty);
-  NUM("presence_penalty", -2, 2, 0, s->presence_penalty);
-  NUM("frequency_penalty", -2, 2, 0, s->frequency_penalty);
   NUM("arrive_step", 0, 1e12, 1, it->arrive_step);
   NUM("cancel_after", 1, 1 << 24, 1, it->cancel_after);
 #undef NUM
+  for (int i = 0; i < samp_n_fields; i++) { /* the sampling fields, with the API's limits */
+    const samp_field_t *f = &samp_fields[i];
+    if ((rc = num_field(o, f->name, -HUGE_VAL, HUGE_VAL, 0, &v)) < 0 || (rc > 0 && !samp_field_accepts(f, v))) {
+      char range[64];
+      snprintf(buf, cap, "\"%s\": bad value (%s in %s)", f->name, f->integral ? "an integer" : "a number",
+               samp_field_range(f, range, sizeof range));
+      return buf;
+    }
+    if (rc > 0) samp_field_set(s, f, v);
+  }
   /* seed: an integer (exact up to 2^53), or a decimal string for all 64 bits */
   const cJSON *sd = cJSON_GetObjectItemCaseSensitive(o, "seed");
   if (cJSON_IsString(sd)) {
@@ -179,7 +183,8 @@ int gen_read_prompts(const char *path, const gen_defaults_t *d, gen_item_t **ite
     cJSON *o = cJSON_ParseWithLength(line, (size_t)len);
     const char *why = !o || !cJSON_IsObject(o) ? "not a JSON object" : NULL;
     memset(it, 0, sizeof *it);
-    if (!why) why = item_from_json(it, o, d);
+    char buf[160];
+    if (!why) why = item_from_json(it, o, d, buf, sizeof buf);
     (*n)++; /* counted either way, so that it is freed */
     cJSON_Delete(o);
     if (why) {

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "text/chat_template.h"
+#include "text/tokenizer.h"
 #include "scheduler/sched.h"
 
 /* One completion of a prompt, as it comes back. */

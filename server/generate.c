@@ -14,6 +14,7 @@
 #include "config/cfg.h"
 #include "base/log.h"
 #include "server/gen_internal.h"
+#include "server/srv_stack.h"
 
 extern char **environ;
 
@@ -33,8 +34,9 @@ static const char USAGE[] =
     "                          scheduler also arrive_step and cancel_after\n"
     "  -n, --max-tokens N      tokens to generate at most per completion (default 128;\n"
     "                          0: up to the context length)\n"
-    "  --temperature T         0 (default): greedy\n"
-    "  --top-k K, --top-p P, --min-p P, --repetition-penalty R\n"
+    "  --temperature T         0 (default): greedy; 0..2\n"
+    "  --top-k K, --top-p P, --min-p P, --repetition-penalty R, --presence-penalty P,\n"
+    "  --frequency-penalty F   the API's sampling fields, with the API's limits\n"
     "  --seed S                the sampler's seed\n"
     "  --stop TEXT             a stop string (repeatable)\n"
     "  --ignore-eos            do not stop at end-of-generation tokens\n"
@@ -84,6 +86,31 @@ static int number(const char *name, const char *s, double lo, double hi, double 
   return 0;
 }
 
+/* Matches a sampling flag at argv[*i]: one per field of the sampling table
+ * (sample/samp_params.h), "--top-p" for top_p, with the table's limits.
+ * Returns 1 when it set the field, 0 when argv[*i] is not one, -1 after
+ * printing what is wrong with the value. */
+static int samp_flag(int argc, char **argv, int *i, samp_params_t *s) {
+  for (int k = 0; k < samp_n_fields; k++) {
+    const samp_field_t *f = &samp_fields[k];
+    char flag[64] = "--", range[64];
+    for (size_t j = 0; f->name[j] && j + 3 < sizeof flag; j++) flag[j + 2] = f->name[j] == '_' ? '-' : f->name[j];
+    const char *v;
+    double x;
+    const int r = opt(argc, argv, i, flag, NULL, &v);
+    if (r == 0) continue;
+    if (r < 0 || number(flag, v, f->lo, f->hi, &x)) return -1;
+    if (!samp_field_accepts(f, x)) {
+      fprintf(stderr, "tram generate: %s: expected %s in %s, got \"%s\"\n", flag,
+              f->integral ? "an integer" : "a number", samp_field_range(f, range, sizeof range), v);
+      return -1;
+    }
+    samp_field_set(s, f, x);
+    return 1;
+  }
+  return 0;
+}
+
 /* Takes generate's own options out of argv; the rest go to rest[]. Returns
  * 0, 1 for --help, or -1 on a usage error. */
 static int parse_opts(int argc, char **argv, gen_opts_t *o, char **rest, int *n_rest) {
@@ -115,21 +142,8 @@ static int parse_opts(int argc, char **argv, gen_opts_t *o, char **rest, int *n_
     } else if ((r = opt(argc, argv, &i, "--max-tokens", "-n", &v))) {
       if (r < 0 || number("--max-tokens", v, 0, 1 << 24, &x)) return -1;
       o->d.p.max_tokens = (int32_t)x;
-    } else if ((r = opt(argc, argv, &i, "--temperature", NULL, &v))) {
-      if (r < 0 || number("--temperature", v, 0, 100, &x)) return -1;
-      s->temperature = (float)x;
-    } else if ((r = opt(argc, argv, &i, "--top-k", NULL, &v))) {
-      if (r < 0 || number("--top-k", v, -1, 1 << 24, &x)) return -1;
-      s->top_k = (int32_t)x;
-    } else if ((r = opt(argc, argv, &i, "--top-p", NULL, &v))) {
-      if (r < 0 || number("--top-p", v, 0, 1, &x)) return -1;
-      s->top_p = (float)x;
-    } else if ((r = opt(argc, argv, &i, "--min-p", NULL, &v))) {
-      if (r < 0 || number("--min-p", v, 0, 1, &x)) return -1;
-      s->min_p = (float)x;
-    } else if ((r = opt(argc, argv, &i, "--repetition-penalty", NULL, &v))) {
-      if (r < 0 || number("--repetition-penalty", v, 1e-6, 100, &x)) return -1;
-      s->repetition_penalty = (float)x;
+    } else if ((r = samp_flag(argc, argv, &i, s))) {
+      if (r < 0) return -1;
     } else if ((r = opt(argc, argv, &i, "--seed", NULL, &v))) {
       char *end;
       errno = 0;
@@ -340,10 +354,7 @@ int gen_main(int argc, char **argv) {
   int n_rest = 0, status = EXIT_USAGE, n_items = 0;
   int rc = parse_opts(argc, argv, &o, rest, &n_rest);
   cfg_t cfg = {0};
-  kern_backend_t *be = NULL;
-  model_t *m = NULL;
-  chat_tmpl_t *tmpl = NULL;
-  sched_engine_t *e = NULL;
+  srv_stack_t stack = {0};
   gen_item_t *items = NULL;
   if (rc == 1) {
     fputs(USAGE, stdout);
@@ -361,39 +372,29 @@ int gen_main(int argc, char **argv) {
     n_items = 1;
   }
   status = EXIT_RUN;
-  be = kern_backend_create(cfg.device == CFG_DEVICE_CUDA ? "cuda" : "cpu", cfg.threads);
   char err[1024];
-  if (!be) goto out;
-  m = model_load(cfg.model, be, err, sizeof err);
-  if (!m) {
+  sched_config_t sc = srv_stack_sched_config(&cfg);
+  sc.prefix_caching = !o.no_prefix;
+  sc.max_waiting = 0; /* every prompt is queued at once */
+  if (srv_stack_open(&stack, &cfg, &sc, err, sizeof err) != 0) {
     fprintf(stderr, "tram generate: %s\n", err);
     goto out;
   }
-  int need_tmpl = 0;
-  for (int i = 0; i < n_items; i++) need_tmpl |= items[i].chat;
-  const char *src = model_chat_template(m);
-  if (need_tmpl && !(tmpl = chat_tmpl_from_model(src, src ? strlen(src) : 0))) goto out;
+  sched_engine_t *e = stack.engine;
   for (int i = 0; i < n_items; i++) {
+    if (items[i].chat && !stack.tmpl) {
+      fprintf(stderr, "tram generate: --chat needs the model's chat template, which does not compile (see above)\n");
+      goto out;
+    }
     items[i].choices = calloc((size_t)(items[i].p.n ? items[i].p.n : 1), sizeof *items[i].choices);
     if (!items[i].choices) abort();
     items[i].p.n = items[i].p.n ? items[i].p.n : 1;
-    if (gen_tokenize(&items[i], model_tokenizer(m), tmpl, err, sizeof err) != 0) {
+    if (gen_tokenize(&items[i], srv_stack_tokenizer(&stack), stack.tmpl, err, sizeof err) != 0) {
       fprintf(stderr, "tram generate: prompt %d: %s\n", i, err);
       status = EXIT_USAGE;
       goto out;
     }
   }
-  const sched_config_t sc = {
-      .max_batch_tokens = cfg.max_batch_tokens,
-      .max_seqs = cfg.max_seqs,
-      .kv_cache_bytes = cfg.kv_cache_bytes,
-      .kv_cache_blocks = cfg.kv_cache_blocks,
-      .block_size = cfg.block_size,
-      .max_model_len = cfg.max_model_len,
-      .prefix_caching = !o.no_prefix,
-  };
-  e = sched_engine_create(m, be, &sc);
-  if (!e) goto out;
   const int64_t t0 = clock_now_ns();
   run(e, items, n_items);
   const double wall = (double)(clock_now_ns() - t0) / 1e9;
@@ -419,10 +420,7 @@ int gen_main(int argc, char **argv) {
 out:
   for (int i = 0; i < n_items; i++) gen_item_free(&items[i]); /* before the engine: no event names them now */
   free(items);
-  sched_engine_destroy(e);
-  chat_tmpl_free(tmpl);
-  model_destroy(m);
-  kern_backend_destroy(be);
+  srv_stack_close(&stack);
   cfg_free(&cfg);
   free(o.stop);
   free(rest);

@@ -9,8 +9,6 @@
 
 #include "server/oai_fields.h"
 
-#define MAX_LOGPROBS 20
-
 oai_limits_t oai_limits_default(void) {
   return (oai_limits_t){
       .vocab_size = 0,
@@ -117,8 +115,9 @@ static int parse_logit_bias(oai__ctx_t *c, const cJSON *root, samp_params_t *sp)
                        hi, k);
     if (!cJSON_IsNumber(e))
       return oai__fail(c, "invalid_type", param, "%s must be a number, got %s", param, oai__type_name(e));
-    if (!(e->valuedouble >= -100 && e->valuedouble <= 100))
-      return oai__fail(c, "invalid_value", param, "%s must be in [-100, 100], got %g", param, e->valuedouble);
+    if (!(e->valuedouble >= -SAMP_MAX_LOGIT_BIAS && e->valuedouble <= SAMP_MAX_LOGIT_BIAS))
+      return oai__fail(c, "invalid_value", param, "%s must be in [%d, %d], got %g", param, -SAMP_MAX_LOGIT_BIAS,
+                       SAMP_MAX_LOGIT_BIAS, e->valuedouble);
     lb[i].token = (int32_t)id;
     lb[i].bias = (float)e->valuedouble;
     i++;
@@ -149,15 +148,19 @@ static int parse_gen(oai__ctx_t *c, const cJSON *root, bool chat, oai_gen_t *g) 
   g->max_tokens = chat ? -1 : 16;
   int64_t v;
   bool given;
-  if (oai__get_float(c, root, "temperature", 0, 2, false, false, &sp->temperature, NULL) ||
-      oai__get_float(c, root, "top_p", 0, 1, true, false, &sp->top_p, NULL) ||
-      oai__get_float(c, root, "min_p", 0, 1, false, false, &sp->min_p, NULL) ||
-      oai__get_float(c, root, "presence_penalty", -2, 2, false, false, &sp->presence_penalty, NULL) ||
-      oai__get_float(c, root, "frequency_penalty", -2, 2, false, false, &sp->frequency_penalty, NULL) ||
-      oai__get_float(c, root, "repetition_penalty", 0, 10, true, false, &sp->repetition_penalty, NULL))
-    return -EINVAL;
-  if (oai__get_int(c, root, "top_k", -1, INT32_MAX, &v, &given)) return -EINVAL;
-  if (given) sp->top_k = v < 0 ? 0 : (int32_t)v;
+  for (int i = 0; i < samp_n_fields; i++) { /* the sampling fields, with their limits, from one table */
+    const samp_field_t *f = &samp_fields[i];
+    float x = 0;
+    if (f->integral ? oai__get_int(c, root, f->name, (int64_t)f->lo, (int64_t)f->hi, &v, &given)
+                    : oai__get_float(c, root, f->name, f->lo, f->hi, f->lo_open, false, &x, &given))
+      return -EINVAL;
+    if (!given) continue;
+    char range[64];
+    if (!f->integral && !samp_field_accepts(f, x)) /* in range, but not once a float */
+      return oai__fail(c, "invalid_value", f->name, "%s must be in %s, got %g", f->name,
+                       samp_field_range(f, range, sizeof range), (double)x);
+    samp_field_set(sp, f, f->integral ? (double)v : x);
+  }
   if (oai__get_int(c, root, "seed", -(INT64_C(1) << 53), INT64_C(1) << 53, &v, &given)) return -EINVAL;
   if (given) {
     sp->seed = (uint64_t)v;
@@ -199,7 +202,7 @@ static int parse_gen(oai__ctx_t *c, const cJSON *root, bool chat, oai_gen_t *g) 
   if (chat) {
     bool lp = false, top_given;
     if (oai__get_bool(c, root, "logprobs", &lp, NULL)) return -EINVAL;
-    if (oai__get_int(c, root, "top_logprobs", 0, MAX_LOGPROBS, &v, &top_given)) return -EINVAL;
+    if (oai__get_int(c, root, "top_logprobs", 0, SAMP_MAX_TOP_LOGPROBS, &v, &top_given)) return -EINVAL;
     if (top_given && !lp)
       return oai__fail(c, "invalid_value", "top_logprobs", "top_logprobs requires logprobs to be true");
     sp->logprobs = lp;
@@ -219,7 +222,7 @@ static int parse_gen(oai__ctx_t *c, const cJSON *root, bool chat, oai_gen_t *g) 
                          "response_format: only {\"type\": \"text\"} is supported");
     }
   } else {
-    if (oai__get_int(c, root, "logprobs", 0, MAX_LOGPROBS, &v, &given)) return -EINVAL;
+    if (oai__get_int(c, root, "logprobs", 0, SAMP_MAX_TOP_LOGPROBS, &v, &given)) return -EINVAL;
     if (given) {
       sp->logprobs = 1;
       sp->top_logprobs = (int32_t)v;

@@ -17,7 +17,8 @@
  * Accepted values (OpenAI's ranges unless said otherwise):
  *   max_tokens >= 1 (completions default 16, chat default: up to the
  *   context); chat max_completion_tokens wins over max_tokens;
- *   temperature 0..2; top_p (0, 1]; top_k -1, 0 (off) or >= 1; min_p 0..1;
+ *   temperature 0..2; top_p (0, 1]; top_k -1, 0 (off) or >= 1; min_p 0..1
+ *   (these sampling ranges come from one table, sample/samp_params.h);
  *   seed any integer within +-2^53 (taken modulo 2^64); presence_penalty and
  *   frequency_penalty -2..2; repetition_penalty (0, 10];
  *   stop: a string or an array of up to limits.max_stop non-empty strings of
@@ -40,8 +41,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sample/sampler.h"
 #include "base/arena.h"
+#include "sample/samp_params.h"
 
 typedef struct oai_limits {
   int32_t vocab_size;         /* token ids must be < this; 0: only >= 0 is checked */

@@ -80,14 +80,12 @@ static char *print(cJSON *root) {
   return s;
 }
 
-const char *oai_finish_name(oai_finish_t f) {
+const char *oai_finish_name(sched_finish_t f) {
   switch (f) {
-  case OAI_FINISH_STOP: return "stop";
-  case OAI_FINISH_LENGTH: return "length";
-  case OAI_FINISH_ABORT: return "abort";
-  case OAI_FINISH_NONE: break;
+  case SCHED_FINISH_NONE: return NULL;
+  case SCHED_FINISH_ERROR: return sched_finish_name(SCHED_FINISH_ABORT);
+  default: return sched_finish_name(f);
   }
-  return NULL;
 }
 
 void oai_make_id(char *buf, size_t size, const char *prefix, uint64_t a, uint64_t b) {
@@ -196,7 +194,7 @@ static cJSON *choice_json(const oai_choice_t *c, choice_kind_t kind, bool first,
     if (kind == CHOICE_MESSAGE || c->text) add_text(msg, "content", c->text, c->text ? c->text_len : 0);
     add_chat_logprobs(ch, c);
   }
-  add_finish(ch, c, final || c->finish != OAI_FINISH_NONE);
+  add_finish(ch, c, final || c->finish != SCHED_FINISH_NONE);
   return ch;
 }
 

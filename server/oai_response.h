@@ -22,15 +22,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum {
-  OAI_FINISH_NONE = 0, /* not finished: null */
-  OAI_FINISH_STOP,     /* EOS, a stop string or a stop token: "stop" */
-  OAI_FINISH_LENGTH,   /* max_tokens or the context: "length" */
-  OAI_FINISH_ABORT,    /* cancelled or failed: "abort" (vLLM) */
-} oai_finish_t;
+#include "scheduler/sched.h"
 
-/* "stop", "length", "abort", or NULL for OAI_FINISH_NONE. */
-const char *oai_finish_name(oai_finish_t f);
+/* The engine's finish reason (sched_finish_t, decided once, in the engine)
+ * as OpenAI's finish_reason: "stop", "length", "abort" (vLLM's name, for
+ * SCHED_FINISH_ABORT and SCHED_FINISH_ERROR alike), or NULL (JSON null) for
+ * SCHED_FINISH_NONE. */
+const char *oai_finish_name(sched_finish_t f);
 
 typedef struct oai_top_logprob {
   const char *token; /* the token's bytes (may be a partial UTF-8 character) */
@@ -51,7 +49,7 @@ typedef struct oai_choice {
   int32_t index;
   const char *text; /* completion text / message content / delta; NULL: none */
   size_t text_len;
-  oai_finish_t finish;
+  sched_finish_t finish;
   const char *stop_str; /* vLLM "stop_reason": the stop string that matched, or */
   int32_t stop_token;   /* the stop token id (-1: none); both unset: null */
   bool has_logprobs;    /* false: "logprobs": null */

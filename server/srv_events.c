@@ -44,12 +44,6 @@ srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_gen_t
   oai_make_id(j->id, sizeof j->id, chat ? "chatcmpl" : "cmpl", s->boot_id, http_res_req(res)->id);
   j->created = (int64_t)time(NULL);
   j->arrival_ns = clock_now_ns();
-  if (g->n_stop_token_ids) {
-    j->stop_ids = malloc((size_t)g->n_stop_token_ids * sizeof *j->stop_ids);
-    if (!j->stop_ids) xoom("server", 0);
-    memcpy(j->stop_ids, g->stop_token_ids, (size_t)g->n_stop_token_ids * sizeof *j->stop_ids);
-    j->n_stop_ids = g->n_stop_token_ids;
-  }
   j->n_parts = n_parts;
   j->parts = calloc((size_t)n_parts, sizeof *j->parts);
   j->n_choices = n_parts * g->n;
@@ -97,7 +91,6 @@ bool srv__job_maybe_free(srv_job_t *j) {
   buf_free(&j->out);
   free(j->parts);
   free(j->choices);
-  free(j->stop_ids);
   free(j);
   if (s->n_jobs == 0 && s->state == SRV_DRAINING) uv_async_send(&s->wake); /* maybe the last thing awaited */
   return true;
@@ -172,15 +165,6 @@ void srv__job_start(srv_job_t *j, const char *const *echo, const size_t *echo_le
 
 /* ---- events ---------------------------------------------------------------------- */
 
-static oai_finish_t finish_of(sched_finish_t f) {
-  switch (f) {
-  case SCHED_FINISH_STOP: return OAI_FINISH_STOP;
-  case SCHED_FINISH_LENGTH: return OAI_FINISH_LENGTH;
-  case SCHED_FINISH_NONE: return OAI_FINISH_NONE;
-  default: return OAI_FINISH_ABORT;
-  }
-}
-
 /* The logprobs entry of ev's token; top[] must hold SAMP_MAX_TOP_LOGPROBS. */
 static void logprob_entry(const srv_job_t *j, const srv_choice_t *c, const sched_event_t *ev,
                           oai_token_logprob_t *lp, oai_top_logprob_t *top) {
@@ -195,16 +179,10 @@ static void logprob_entry(const srv_job_t *j, const srv_choice_t *c, const sched
   }
 }
 
-static void count_finish(srv_t *s, oai_finish_t f) {
-  if (f == OAI_FINISH_STOP) s->finished_stop++;
-  else if (f == OAI_FINISH_LENGTH) s->finished_length++;
+static void count_finish(srv_t *s, sched_finish_t f) {
+  if (f == SCHED_FINISH_STOP) s->finished_stop++;
+  else if (f == SCHED_FINISH_LENGTH) s->finished_length++;
   else s->finished_abort++;
-}
-
-static bool is_stop_id(const srv_job_t *j, int32_t t) {
-  for (int32_t i = 0; i < j->n_stop_ids; i++)
-    if (j->stop_ids[i] == t) return true;
-  return false;
 }
 
 /* The stream chunk(s) of one event. */
@@ -217,7 +195,7 @@ static void stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_
   const bool lp = j->logprobs && ev->token >= 0;
   if (!ev->text_len && !lp && !fin) return;
   oai_choice_t oc = {.index = ci, .text = ev->text_len ? ev->text : (j->chat ? NULL : ""),
-                     .text_len = ev->text_len, .finish = fin ? c->finish : OAI_FINISH_NONE,
+                     .text_len = ev->text_len, .finish = fin ? c->finish : SCHED_FINISH_NONE,
                      .stop_str = fin ? c->stop_str : NULL, .stop_token = fin ? c->stop_token : -1};
   oai_token_logprob_t entry;
   oai_top_logprob_t top[SAMP_MAX_TOP_LOGPROBS];
@@ -279,9 +257,9 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
   }
   if (ev->kind != SCHED_EV_TOKEN) {
     c->done = true;
-    c->finish = finish_of(ev->finish);
+    c->finish = ev->finish;
     if (ev->stop_str && !(c->stop_str = strdup(ev->stop_str))) xoom("server", 0);
-    c->stop_token = ev->stop_token >= 0 && is_stop_id(j, ev->stop_token) ? ev->stop_token : -1;
+    c->stop_token = ev->stop_id;
     if (ev->kind == SCHED_EV_ERROR) {
       j->errored = true;
       if (!c->error && !(c->error = strdup(ev->error ? ev->error : "generation failed"))) xoom("server", 0);

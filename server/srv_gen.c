@@ -4,7 +4,10 @@
  * engine request per prompt (n sequences each) and submit them all. If any
  * submit is refused (429 queue full, 400, 503 draining) the ones already
  * submitted are cancelled and the client gets the error; otherwise the
- * response starts (srv_events.c takes over). */
+ * response starts (srv_events.c takes over). Two flows, one per endpoint
+ * (srv__h_completions, srv__h_chat), that differ in parsing and encoding
+ * and share the context check, the submit and the one mapping from a
+ * refused submit to the client's status. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,26 +27,58 @@ typedef struct prompt_in {
   char *echo_owned; /* malloc'd when decoded from token ids */
 } prompt_in_t;
 
+#define COMPLETIONS "/v1/completions"
+#define CHAT "/v1/chat/completions"
+
 static void fail(uint64_t rid, http_res_t *res, const char *endpoint, int status, const char *msg,
                  const char *param, const char *code) {
   http_res_send_error(res, status, NULL, msg, param, code);
   srv__access(rid, endpoint, status);
 }
 
-/* Tokenizes prompt i of the request into *p. Returns 0, or answers 400 and
- * returns -EINVAL. */
-static int encode_prompt(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint,
-                         const oai_completion_req_t *c, const oai_chat_req_t *ch, int32_t i, prompt_in_t *p) {
+/* Answers 400 for a prompt that did not encode (rc, with the reason in
+ * err; 500 for -ENOSYS: no chat template), or one that leaves no room in the
+ * context. what ("prompt" or "messages") and param name it. Returns 0 when
+ * p fits, an error once answered. */
+static int check_prompt(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, const oai_gen_t *g,
+                        const char *what, const char *param, int rc, char *err, size_t err_len,
+                        const prompt_in_t *p) {
+  if (rc == 0 && p->n == 0) {
+    snprintf(err, err_len, "the prompt has no tokens");
+    rc = -EINVAL;
+  }
+  if (rc != 0) {
+    fail(rid, res, endpoint, rc == -ENOSYS ? 500 : 400, err, param, rc == -ENOSYS ? NULL : "invalid_value");
+    return rc;
+  }
+  const int32_t max = s->max_model_len, out = g->max_tokens > 0 ? g->max_tokens : 0;
+  if (p->n >= max || (int64_t)p->n + out > max) {
+    if (out)
+      snprintf(err, err_len,
+               "This model's maximum context length is %d tokens. However, you requested %lld tokens (%d in the "
+               "%s, %d in the completion). Please reduce the length of the %s or of the completion.",
+               max, (long long)p->n + out, p->n, what, out, what);
+    else
+      snprintf(err, err_len,
+               "This model's maximum context length is %d tokens. However, your %s resulted in %d tokens, which "
+               "leaves no room for the completion. Please reduce the length of the %s.",
+               max, what, p->n, what);
+    fail(rid, res, endpoint, 400, err, param, "context_length_exceeded");
+    return -EINVAL;
+  }
+  return 0;
+}
+
+/* Tokenizes prompt i of a completions request into *p (text, or token ids
+ * copied; with echo, the text the choice starts with). Returns 0, or
+ * answers and returns -EINVAL. */
+static int encode_completion(srv_t *s, uint64_t rid, http_res_t *res, const oai_completion_req_t *c, int32_t i,
+                             prompt_in_t *p) {
   char err[512], param[64];
-  const bool chat = ch != NULL;
-  if (chat) snprintf(param, sizeof param, "messages");
-  else if (c->n_prompts > 1) snprintf(param, sizeof param, "prompt[%d]", i);
+  if (c->n_prompts > 1) snprintf(param, sizeof param, "prompt[%d]", i);
   else snprintf(param, sizeof param, "prompt");
   int rc = 0;
-  if (chat) {
-    rc = srv__encode_chat(s, ch->messages, ch->n_messages, ch->add_generation_prompt, false, &p->ids, &p->n, err,
-                          sizeof err);
-  } else if (c->prompts[i].text) {
+  if (c->prompts[i].text) {
     p->echo = c->prompts[i].text;
     p->echo_len = c->prompts[i].text_len;
     rc = srv__encode(s, p->echo, p->echo_len, TOK_ENC_ADD_SPECIAL | TOK_ENC_PARSE_SPECIAL, &p->ids, &p->n, err,
@@ -64,95 +99,62 @@ static int encode_prompt(srv_t *s, uint64_t rid, http_res_t *res, const char *en
       p->echo_len = len > 0 ? (size_t)len : 0;
     }
   }
-  if (rc == 0 && p->n == 0) {
-    snprintf(err, sizeof err, "the prompt has no tokens");
-    rc = -EINVAL;
-  }
-  if (rc != 0) {
-    fail(rid, res, endpoint, rc == -ENOSYS ? 500 : 400, err, param, rc == -ENOSYS ? NULL : "invalid_value");
-    return rc;
-  }
-  const oai_gen_t *g = chat ? &ch->gen : &c->gen;
-  const int32_t max = s->max_model_len, out = g->max_tokens > 0 ? g->max_tokens : 0;
-  const char *what = chat ? "messages" : "prompt";
-  if (p->n >= max || (int64_t)p->n + out > max) {
-    if (out)
-      snprintf(err, sizeof err,
-               "This model's maximum context length is %d tokens. However, you requested %lld tokens (%d in the "
-               "%s, %d in the completion). Please reduce the length of the %s or of the completion.",
-               max, (long long)p->n + out, p->n, what, out, what);
-    else
-      snprintf(err, sizeof err,
-               "This model's maximum context length is %d tokens. However, your %s resulted in %d tokens, which "
-               "leaves no room for the completion. Please reduce the length of the %s.",
-               max, what, p->n, what);
-    fail(rid, res, endpoint, 400, err, param, "context_length_exceeded");
-    return -EINVAL;
-  }
-  return 0;
+  return check_prompt(s, rid, res, COMPLETIONS, &c->gen, "prompt", param, rc, err, sizeof err, p);
 }
 
-/* Maps a refused submit to the client's answer. */
-static void submit_failed(uint64_t rid, http_res_t *res, const char *endpoint, int rc, const char *err) {
+/* Renders a chat request's messages through the template and tokenizes
+ * them into *p. Returns 0, or answers and returns -EINVAL. */
+static int encode_chat(srv_t *s, uint64_t rid, http_res_t *res, const oai_chat_req_t *ch, prompt_in_t *p) {
+  char err[512];
+  const int rc = srv__encode_chat(s, ch->messages, ch->n_messages, ch->add_generation_prompt, false, &p->ids, &p->n,
+                                  err, sizeof err);
+  return check_prompt(s, rid, res, CHAT, &ch->gen, "messages", "messages", rc, err, sizeof err, p);
+}
+
+static void free_prompts(prompt_in_t *in, int32_t n) {
+  for (int32_t i = 0; i < n; i++) {
+    free(in[i].ids);
+    free(in[i].echo_owned);
+  }
+  free(in);
+}
+
+/* Answers a refused submit (the one mapping from the engine's error to the
+ * client's status) and returns the status. */
+static int submit_failed(uint64_t rid, http_res_t *res, const char *endpoint, int rc, const char *err) {
+  char msg[256];
+  int status = 500;
+  const char *code = NULL, *text = msg;
   switch (rc) {
   case -EAGAIN:
-    http_res_header(res, "Retry-After", "1");
-    fail(rid, res, endpoint, 429, "the server is busy: its waiting queue is full (max_waiting); retry later", NULL,
-         "queue_full");
+    status = 429;
+    code = "queue_full";
+    text = "the server is busy: its waiting queue is full (max_waiting); retry later";
     break;
   case -EINVAL:
-    fail(rid, res, endpoint, 400, err, NULL, "invalid_value");
+    status = 400;
+    code = "invalid_value";
+    text = err;
     break;
   case -ESHUTDOWN:
-    http_res_header(res, "Retry-After", "1");
-    fail(rid, res, endpoint, 503, "the server is shutting down", NULL, "draining");
+    status = 503;
+    code = "draining";
+    text = "the server is shutting down";
     break;
-  default: {
-    char msg[256];
+  default:
     snprintf(msg, sizeof msg, "the engine refused the request: %s", strerror(-rc));
-    fail(rid, res, endpoint, 500, msg, NULL, NULL);
   }
-  }
+  if (status == 429 || status == 503) http_res_header(res, "Retry-After", "1");
+  fail(rid, res, endpoint, status, text, NULL, code);
+  return status;
 }
 
-static void handle(const http_req_t *req, http_res_t *res, srv_t *s, bool chat) {
-  const char *endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
-  const uint64_t rid = req->id; /* req is freed once answered */
-  const int64_t arrival = clock_now_ns();
-  if (!srv__serving(s, res)) {
-    srv__access(rid, endpoint, 503);
-    return;
-  }
-  oai_completion_req_t c;
-  oai_chat_req_t ch;
-  oai_error_t e;
-  int rc = chat ? oai_parse_chat(req->body, req->body_len, &s->oai_lim, req->arena, &ch, &e)
-                : oai_parse_completion(req->body, req->body_len, &s->oai_lim, req->arena, &c, &e);
-  if (rc != 0) {
-    srv__send_oai_error(res, &e);
-    srv__access(rid, endpoint, e.status ? e.status : 400);
-    return;
-  }
-  const oai_gen_t *g = chat ? &ch.gen : &c.gen;
-  if (!srv__model_ok(s, res, chat ? ch.model : c.model)) {
-    srv__access(rid, endpoint, 404);
-    return;
-  }
-  if (!chat && g->echo && g->samp.logprobs) {
-    fail(rid, res, endpoint, 400, "echo with logprobs is not supported (prompt logprobs are not computed)", "echo",
-         "unsupported_parameter");
-    return;
-  }
-  const int32_t n_parts = chat ? 1 : c.n_prompts;
-  prompt_in_t *in = calloc((size_t)n_parts, sizeof *in);
-  if (!in) xoom("server", 0);
-  int32_t ok = 0;
-  while (ok < n_parts && encode_prompt(s, rid, res, endpoint, chat ? NULL : &c, chat ? &ch : NULL, ok, &in[ok]) == 0)
-    ok++;
-  srv_job_t *j = NULL;
-  char err[512] = "";
-  if (ok < n_parts) goto out; /* answered */
-
+/* What both endpoints do once their prompts are encoded: one engine request
+ * per prompt (g's parameters, g->n sequences each), all submitted or none
+ * (a refusal cancels those already in and answers), then the response
+ * starts. Frees in[n_parts]. */
+static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
+                             bool chat, const oai_gen_t *g, prompt_in_t *in, int32_t n_parts) {
   sched_req_params_t p = sched_req_params_default();
   p.samp = g->samp;
   p.max_tokens = g->max_tokens > 0 ? g->max_tokens : 0;
@@ -162,9 +164,11 @@ static void handle(const http_req_t *req, http_res_t *res, srv_t *s, bool chat) 
   p.n_stop = g->n_stop;
   p.stop_ids = g->stop_token_ids;
   p.n_stop_ids = g->n_stop_token_ids;
-  j = srv__job_create(s, res, chat, g, n_parts);
+  srv_job_t *j = srv__job_create(s, res, chat, g, n_parts);
   j->endpoint = endpoint;
   j->arrival_ns = arrival; /* parsing and tokenizing count as the request's time */
+  char err[512] = "";
+  int rc = 0;
   for (int32_t i = 0; i < n_parts; i++) {
     srv_part_t *part = &j->parts[i];
     part->prompt_tokens = in[i].n;
@@ -188,15 +192,16 @@ static void handle(const http_req_t *req, http_res_t *res, srv_t *s, bool chat) 
         j->parts[i].req = NULL;
       }
     srv__job_cancel(j, "another prompt of the request was refused");
-    submit_failed(rid, res, endpoint, rc, err);
+    const int status = submit_failed(rid, res, endpoint, rc, err);
     j->res = NULL;
-    j->status = rc == -EAGAIN ? 429 : rc == -EINVAL ? 400 : rc == -ESHUTDOWN ? 503 : 500;
+    j->status = status;
     srv__job_maybe_free(j);
-    goto out;
+    free_prompts(in, n_parts);
+    return;
   }
   const char **echo = NULL;
   size_t *echo_len = NULL;
-  if (!chat && g->echo) {
+  if (g->echo) {
     echo = calloc((size_t)n_parts, sizeof *echo);
     echo_len = calloc((size_t)n_parts, sizeof *echo_len);
     if (!echo || !echo_len) xoom("server", 0);
@@ -208,14 +213,73 @@ static void handle(const http_req_t *req, http_res_t *res, srv_t *s, bool chat) 
   srv__job_start(j, echo, echo_len);
   free(echo);
   free(echo_len);
-out:
-  for (int32_t i = 0; i < n_parts; i++) {
-    free(in[i].ids);
-    free(in[i].echo_owned);
-  }
-  free(in);
+  free_prompts(in, n_parts);
 }
 
-void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx) { handle(req, res, ctx, false); }
+/* The start both endpoints share: 503 unless serving. */
+static bool serving(srv_t *s, http_res_t *res, uint64_t rid, const char *endpoint) {
+  if (srv__serving(s, res)) return true;
+  srv__access(rid, endpoint, 503);
+  return false;
+}
 
-void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx) { handle(req, res, ctx, true); }
+/* Answers a request that did not parse (400 with the OpenAI error). */
+static void parse_failed(http_res_t *res, uint64_t rid, const char *endpoint, const oai_error_t *e) {
+  srv__send_oai_error(res, e);
+  srv__access(rid, endpoint, e->status ? e->status : 400);
+}
+
+/* Answers 404 and returns false when the request names another model. */
+static bool model_ok(srv_t *s, http_res_t *res, uint64_t rid, const char *endpoint, const char *model) {
+  if (srv__model_ok(s, res, model)) return true;
+  srv__access(rid, endpoint, 404);
+  return false;
+}
+
+void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx) {
+  srv_t *s = ctx;
+  const uint64_t rid = req->id; /* req is freed once answered */
+  const int64_t arrival = clock_now_ns();
+  if (!serving(s, res, rid, COMPLETIONS)) return;
+  oai_completion_req_t c;
+  oai_error_t e;
+  if (oai_parse_completion(req->body, req->body_len, &s->oai_lim, req->arena, &c, &e) != 0) {
+    parse_failed(res, rid, COMPLETIONS, &e);
+    return;
+  }
+  if (!model_ok(s, res, rid, COMPLETIONS, c.model)) return;
+  if (c.gen.echo && c.gen.samp.logprobs) {
+    fail(rid, res, COMPLETIONS, 400, "echo with logprobs is not supported (prompt logprobs are not computed)",
+         "echo", "unsupported_parameter");
+    return;
+  }
+  prompt_in_t *in = calloc((size_t)c.n_prompts, sizeof *in);
+  if (!in) xoom("server", 0);
+  for (int32_t i = 0; i < c.n_prompts; i++)
+    if (encode_completion(s, rid, res, &c, i, &in[i]) != 0) { /* answered */
+      free_prompts(in, c.n_prompts);
+      return;
+    }
+  submit_and_start(s, rid, res, COMPLETIONS, arrival, false, &c.gen, in, c.n_prompts);
+}
+
+void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx) {
+  srv_t *s = ctx;
+  const uint64_t rid = req->id;
+  const int64_t arrival = clock_now_ns();
+  if (!serving(s, res, rid, CHAT)) return;
+  oai_chat_req_t ch;
+  oai_error_t e;
+  if (oai_parse_chat(req->body, req->body_len, &s->oai_lim, req->arena, &ch, &e) != 0) {
+    parse_failed(res, rid, CHAT, &e);
+    return;
+  }
+  if (!model_ok(s, res, rid, CHAT, ch.model)) return;
+  prompt_in_t *in = calloc(1, sizeof *in);
+  if (!in) xoom("server", 0);
+  if (encode_chat(s, rid, res, &ch, in) != 0) { /* answered */
+    free_prompts(in, 1);
+    return;
+  }
+  submit_and_start(s, rid, res, CHAT, arrival, true, &ch.gen, in, 1);
+}

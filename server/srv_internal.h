@@ -16,8 +16,8 @@
  *                 free each job once its last request is done
  *
  * Threads: everything here runs on the loop thread, except the loader
- * (srv_main.c: it builds the backend, model and engine, then hands them over
- * through uv_queue_work's completion) and the engine's notify hook (which
+ * (srv_main.c: it builds the backend, model and engine with srv_stack.c,
+ * then hands them over through uv_queue_work's completion) and the engine's notify hook (which
  * only calls uv_async_send). */
 #ifndef TRAM_SRV_INTERNAL_H
 #define TRAM_SRV_INTERNAL_H
@@ -31,11 +31,13 @@
 #include "base/buf.h"
 #include "config/cfg.h"
 #include "text/chat_template.h"
+#include "text/tokenizer.h"
 #include "scheduler/sched.h"
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/oai_request.h"
 #include "server/oai_response.h"
+#include "server/srv_stack.h"
 
 typedef enum srv_state {
   SRV_LOADING = 0, /* listening; the model loads; /health 503 */
@@ -67,10 +69,9 @@ typedef struct srv {
   uv_work_t load_work;
   bool loader_busy;      /* load_work has not completed */
   char load_err[1024];
-  kern_backend_t *be;
-  model_t *model;
-  chat_tmpl_t *tmpl;
-  sched_engine_t *engine;
+  srv_stack_t stack;      /* owns the backend, model, template and engine */
+  chat_tmpl_t *tmpl;      /* = stack.tmpl */
+  sched_engine_t *engine; /* = stack.engine; NULL once destroyed at the stop */
   const tok_t *tok;
   int32_t max_model_len, n_vocab;
   char bos[256], eos[256]; /* the special tokens' texts, for chat templates */
@@ -169,9 +170,9 @@ typedef struct srv_choice {
   int32_t offset;              /* bytes of text so far (echo included), for text_offset */
   int32_t tokens;              /* generated */
   int64_t last_token_ns;       /* for the inter-token latency */
-  oai_finish_t finish;
+  sched_finish_t finish;       /* the engine's (sched_event_t.finish) */
   char *stop_str;              /* malloc'd, or NULL */
-  int32_t stop_token;          /* -1: none */
+  int32_t stop_token;          /* the stop token id that matched (sched_event_t.stop_id); -1: none */
   char *error;                 /* malloc'd, or NULL */
   bool done;
 } srv_choice_t;
@@ -198,8 +199,6 @@ struct srv_job {
   int64_t created;             /* Unix seconds */
   int64_t arrival_ns;
   const char *endpoint;
-  int32_t *stop_ids;           /* [n_stop_ids] copy of stop_token_ids (for stop_reason) */
-  int32_t n_stop_ids;
   srv_part_t *parts;           /* [n_parts] */
   int32_t n_parts, n_live;
   srv_choice_t *choices;       /* [n_parts * n] */

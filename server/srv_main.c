@@ -33,30 +33,10 @@
 
 static void load_work(uv_work_t *w) {
   srv_t *s = w->data;
-  const cfg_t *c = s->cfg;
-  const char *device = c->device == CFG_DEVICE_CUDA ? "cuda" : "cpu";
-  s->be = kern_backend_create(device, c->threads);
-  if (!s->be) {
-    snprintf(s->load_err, sizeof s->load_err, "cannot create the %s backend (see above)", device);
-    return;
-  }
-  s->model = model_load(c->model, s->be, s->load_err, sizeof s->load_err);
-  if (!s->model) return;
-  const char *src = model_chat_template(s->model);
-  s->tmpl = chat_tmpl_from_model(src, src ? strlen(src) : 0);
-  if (!s->tmpl) log_warn("the model's chat template does not compile: chat requests will be refused");
-  const sched_config_t sc = {
-      .max_batch_tokens = c->max_batch_tokens,
-      .max_seqs = c->max_seqs,
-      .kv_cache_bytes = c->kv_cache_bytes,
-      .kv_cache_blocks = c->kv_cache_blocks,
-      .block_size = c->block_size,
-      .max_model_len = c->max_model_len,
-      .max_waiting = c->max_waiting,
-      .prefix_caching = 1,
-  };
-  s->engine = sched_engine_create(s->model, s->be, &sc);
-  if (!s->engine) snprintf(s->load_err, sizeof s->load_err, "cannot start the engine (see above)");
+  const sched_config_t sc = srv_stack_sched_config(s->cfg);
+  if (srv_stack_open(&s->stack, s->cfg, &sc, s->load_err, sizeof s->load_err) != 0) return;
+  s->tmpl = s->stack.tmpl;
+  s->engine = s->stack.engine;
 }
 
 /* The engine's notify hook (engine thread). */
@@ -85,7 +65,7 @@ static void load_done(uv_work_t *w, int status) {
     srv__maybe_finish(s);
     return;
   }
-  s->tok = model_tokenizer(s->model);
+  s->tok = srv_stack_tokenizer(&s->stack);
   s->n_vocab = tok_n_vocab(s->tok);
   s->max_model_len = sched_engine_max_model_len(s->engine);
   token_text(s->tok, tok_bos(s->tok), s->bos, sizeof s->bos);
@@ -119,7 +99,7 @@ void srv__maybe_finish(srv_t *s) {
   s->state = SRV_STOPPED;
   /* the engine first: its notify hook must not find the async closed */
   sched_engine_destroy(s->engine);
-  s->engine = NULL;
+  s->engine = s->stack.engine = NULL;
   uv_close((uv_handle_t *)&s->wake, on_closed);
   uv_close((uv_handle_t *)&s->tick, on_closed);
   uv_close((uv_handle_t *)&s->drain_timer, on_closed);
@@ -324,9 +304,7 @@ int srv_run(const cfg_t *cfg) {
   rc = uv_loop_close(&s->loop);
   if (rc < 0) log_warn("uv_loop_close: %s", uv_strerror(rc));
   srv_metrics_destroy(s->metrics);
-  chat_tmpl_free(s->tmpl);
-  model_destroy(s->model);
-  kern_backend_destroy(s->be);
+  srv_stack_close(&s->stack);
   const int status = s->exit_status;
   free(s);
   return status;

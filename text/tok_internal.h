@@ -1,6 +1,6 @@
 /* text/tok_internal.h — what the tokenizer's files (model/tok_*.c) share:
  * the tok_t layout, the hash maps, the pre-tokenizer, the per-call scratch
- * and the UTF-8 helpers. Not part of the public API (model/tokenizer.h). */
+ * and the UTF-8 helpers. Not part of the public API (text/tokenizer.h). */
 #ifndef TRAM_TOK_INTERNAL_H
 #define TRAM_TOK_INTERNAL_H
 

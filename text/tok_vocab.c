@@ -1,7 +1,7 @@
 /* text/tok_vocab.c — building a tokenizer from plain arrays: the token
  * table (stored texts, decoded pieces, types, scores), the text → id map,
  * the special tokens matched in text, the end-of-generation set; plus the
- * vocabulary accessors of model/tokenizer.h. */
+ * vocabulary accessors of text/tokenizer.h. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -134,6 +134,20 @@ def test_stop_strings(server):
     assert c.model_extra.get("stop_reason") == stop
 
 
+def test_stop_token_ids_stop_reason(server):
+    # the engine decides the reason once: a stop_token_ids match is vLLM's stop_reason (the id), an
+    # end-of-generation token is a plain "stop" with stop_reason null
+    full = greedy(server, n_tokens=8).choices[0].text
+    ids = server.post("/tokenize", json={"prompt": full, "add_special_tokens": False}).json()["tokens"]
+    stop_id = ids[2]
+    c = greedy(server, n_tokens=8, extra_body={"stop_token_ids": [stop_id]}).choices[0]
+    assert c.finish_reason == "stop" and c.model_extra.get("stop_reason") == stop_id
+    assert full.startswith(c.text) and len(c.text) < len(full)
+    r = server.client().chat.completions.create(model=None, messages=CHAT, max_tokens=200, temperature=0)
+    ch = r.choices[0]
+    assert ch.finish_reason == "stop" and ch.model_extra.get("stop_reason") is None
+
+
 # --- chat -----------------------------------------------------------------------------------
 
 

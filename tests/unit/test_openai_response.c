@@ -65,9 +65,9 @@ static const oai_token_logprob_t LP[] = {
 
 static void completion(void **state) {
   oai_choice_t ch[2] = {
-      {.index = 0, .text = "Hello the", .text_len = 9, .finish = OAI_FINISH_STOP, .stop_str = "\n", .stop_token = -1,
+      {.index = 0, .text = "Hello the", .text_len = 9, .finish = SCHED_FINISH_STOP, .stop_str = "\n", .stop_token = -1,
        .has_logprobs = true, .logprobs = LP, .n_logprobs = 2},
-      {.index = 1, .text = "Hi", .text_len = 2, .finish = OAI_FINISH_LENGTH, .stop_token = -1},
+      {.index = 1, .text = "Hi", .text_len = 2, .finish = SCHED_FINISH_LENGTH, .stop_token = -1},
   };
   oai_usage_t u = {.prompt_tokens = 7, .completion_tokens = 11};
   cJSON *root = parse(oai_write_completion(&META, ch, 2, &u));
@@ -101,7 +101,7 @@ static void completion(void **state) {
 }
 
 static void chat_completion(void **state) {
-  oai_choice_t ch = {.index = 0, .text = "Sure.", .text_len = 5, .finish = OAI_FINISH_STOP, .stop_token = 2,
+  oai_choice_t ch = {.index = 0, .text = "Sure.", .text_len = 5, .finish = SCHED_FINISH_STOP, .stop_token = 2,
                      .has_logprobs = true, .logprobs = LP, .n_logprobs = 1};
   oai_usage_t u = {.prompt_tokens = 3, .completion_tokens = 2};
   cJSON *root = parse(oai_write_chat_completion(&META, &ch, 1, &u));
@@ -134,7 +134,7 @@ static void chat_stream(void **state) {
   const char *pieces[] = {"", "Hel", "lo", NULL};
   for (int i = 0; i < 4; i++) {
     oai_choice_t c = {.index = 0, .text = pieces[i], .text_len = pieces[i] ? strlen(pieces[i]) : 0,
-                      .finish = i == 3 ? OAI_FINISH_LENGTH : OAI_FINISH_NONE, .stop_token = -1};
+                      .finish = i == 3 ? SCHED_FINISH_LENGTH : SCHED_FINISH_NONE, .stop_token = -1};
     cJSON *root = parse(oai_write_chat_chunk(&META, &c, i == 0, true));
     check_head(root, "chat.completion.chunk");
     assert_true(cJSON_IsNull(at(root, "usage")));
@@ -261,8 +261,8 @@ static void errors_models_tokens(void **state) {
   char id[64];
   oai_make_id(id, sizeof id, "chatcmpl", 0x1234, 0xabcdef);
   assert_string_equal(id, "chatcmpl-000000000000123400000000" "00abcdef");
-  assert_null(oai_finish_name(OAI_FINISH_NONE));
-  assert_string_equal(oai_finish_name(OAI_FINISH_ABORT), "abort");
+  assert_null(oai_finish_name(SCHED_FINISH_NONE));
+  assert_string_equal(oai_finish_name(SCHED_FINISH_ABORT), "abort");
 }
 
 int main(void) {

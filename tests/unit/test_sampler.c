@@ -102,6 +102,38 @@ static void validation_rejects_bad_params(void **state) {
   assert_int_equal(samp_params_validate(&ok, 10, NULL, 0), 0);
 }
 
+/* The one table of request fields (samp_params.h): its ranges are the API's
+ * (temperature 0..2 as OpenAI documents), each bound is honoured, and every
+ * value it accepts passes the sampler's own preconditions, so a request the
+ * readers accepted is never refused by the engine. */
+static void field_table_ranges_fit_the_sampler(void **state) {
+  (void)state;
+  int seen = 0;
+  for (int i = 0; i < samp_n_fields; i++) {
+    const samp_field_t *f = &samp_fields[i];
+    if (strcmp(f->name, "temperature") == 0) {
+      assert_true(f->lo == 0 && f->hi == 2 && !f->lo_open);
+      seen++;
+    }
+    const double lo_in = f->lo_open ? nextafterf((float)f->lo, (float)f->hi) : f->lo; /* as stored */
+    const double mid = (f->lo + f->hi) / 2;
+    const double in[] = {lo_in, f->hi, !f->integral ? mid : mid > 1e6 ? 40 : floor(mid)};
+    for (int k = 0; k < 3; k++) {
+      assert_true(samp_field_accepts(f, in[k]));
+      samp_params_t p = samp_params_default();
+      samp_field_set(&p, f, in[k]);
+      assert_int_equal(samp_params_validate(&p, 10, NULL, 0), 0);
+    }
+    assert_false(samp_field_accepts(f, f->hi + 1));
+    assert_false(samp_field_accepts(f, f->lo - 1));
+    assert_false(samp_field_accepts(f, NAN));
+    if (f->lo_open) assert_false(samp_field_accepts(f, f->lo + 1e-300)); /* 0 once stored as a float */
+    assert_int_equal(samp_field_accepts(f, f->lo), !f->lo_open);
+    if (f->integral) assert_false(samp_field_accepts(f, 1.5));
+  }
+  assert_int_equal(seen, 1);
+}
+
 static void greedy_breaks_ties_by_lowest_id(void **state) {
   (void)state;
   float x[6] = {1, 3, 2, 3, 3, -1};
@@ -406,6 +438,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(defaults_are_greedy_and_change_nothing),
       cmocka_unit_test(validation_rejects_bad_params),
+      cmocka_unit_test(field_table_ranges_fit_the_sampler),
       cmocka_unit_test(greedy_breaks_ties_by_lowest_id),
       cmocka_unit_test(one_finite_logit_wins_none_is_an_error),
       cmocka_unit_test(edge_parameters),

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "model/model.h"
 #include "scheduler/sched.h"
 
 typedef struct fixture {
