@@ -29,6 +29,7 @@
 #include "base/log.h"
 #include "model/model.h"
 #include "scheduler/sched.h"
+#include "text/tokenizer.h"
 
 static double cpu_s(void) {
   struct timespec ts;
@@ -131,8 +132,12 @@ int main(int argc, char **argv) {
   cfg.max_seqs = max_seqs;
   cfg.max_batch_tokens = max_tokens;
   cfg.kv_cache_bytes = (int64_t)kv_mb << 20;
-  sched_engine_t *e = sched_engine_create(m, be, &cfg);
-  if (!e) return 1;
+  tok_t *tok = tok_create_from_gguf(model_gguf(m), err, sizeof err);
+  sched_engine_t *e = tok ? sched_engine_create(m, tok, be, &cfg) : NULL;
+  if (!e) {
+    fprintf(stderr, "engine_bench: %s\n", tok ? "cannot start the engine" : err);
+    return 1;
+  }
   printf("engine_bench: %s on %s, %d threads, %d prompt + %d output tokens per request, max_seqs %d, "
          "max_batch_tokens %d, KV cache %d MiB\n",
          model, device, threads, n_prompt, n_out, max_seqs, max_tokens, kv_mb);
@@ -144,6 +149,7 @@ int main(int argc, char **argv) {
     while (*p == ',') p++;
   }
   sched_engine_destroy(e);
+  tok_destroy(tok);
   model_destroy(m);
   kern_backend_destroy(be);
   return rc ? 1 : 0;

@@ -1,6 +1,7 @@
 /* model/model.h — a Llama-family model: its hyper-parameters (from GGUF
- * metadata), its weights prepared on a compute backend, its tokenizer, and
- * the forward pass of one batch.
+ * metadata), its weights prepared on a compute backend, and the forward
+ * pass of one batch. The file's tokenizer and chat template are text/'s
+ * (tok_create_from_gguf, chat_tmpl_from_gguf over model_gguf()).
  *
  * Architectures (`general.architecture`):
  *   llama  Llama 2 and 3, SmolLM, Mistral-style models. RoPE rotates adjacent
@@ -49,7 +50,7 @@
 #include "attention/attn.h"
 #include "cache/kv_cache.h"
 #include "kernels/kern.h"
-#include "text/tokenizer.h"
+#include "gguf/gguf.h"
 
 typedef enum model_arch {
   MODEL_ARCH_LLAMA = 0,
@@ -97,23 +98,20 @@ typedef struct model model_t;
 /* Opens the GGUF file at `path`, reads and checks the hyper-parameters,
  * checks every tensor the architecture needs (present, of a weight type,
  * of the shape the hyper-parameters imply; no tensor left unused), prepares
- * the weights on `be` (which must outlive the model) and builds the
- * tokenizer. Returns NULL on failure and writes one line into err (err_len
+ * the weights on `be` (which must outlive the model). Returns NULL on failure and writes one line into err (err_len
  * bytes, always terminated) naming the key or tensor at fault, e.g.
  * "model.gguf: tensor 'blk.3.attn_k.weight' has shape [576, 256], the
  * hyper-parameters need [576, 192]". Logs one line on success (the backend
  * may log why it refused a weight). */
 model_t *model_load(const char *path, kern_backend_t *be, char *err, size_t err_len);
 
-/* Frees the weights, the tokenizer and the mapping. NULL is a no-op. */
+/* Frees the weights and the mapping. NULL is a no-op. */
 void model_destroy(model_t *m);
 
 const model_hparams_t *model_hparams(const model_t *m);
-/* The tokenizer (owned by the model): special ids, end-of-generation set. */
-const tok_t *model_tokenizer(const model_t *m);
-/* `tokenizer.chat_template` as a NUL-terminated string owned by the model,
- * or NULL when the file has none. */
-const char *model_chat_template(const model_t *m);
+/* The model file's mapping (owned by the model, valid while it is): what
+ * text/ reads the tokenizer and the chat template from. */
+const gguf_ctx_t *model_gguf(const model_t *m);
 /* RoPE inverse frequencies [rot_dim / 2], host memory owned by the model,
  * scaling applied: pair p turns by pos · inv_freq[p]. */
 const float *model_rope_inv_freq(const model_t *m);

@@ -26,8 +26,6 @@ struct model {
   kern_backend_t *be;    /* not owned */
   gguf_ctx_t *gguf;      /* owned: the mapping the weights view */
   model_hparams_t hp;
-  tok_t *tok;            /* owned */
-  char *chat_template;   /* owned, NUL-terminated, or NULL */
   float *inv_freq;       /* host [rot_dim / 2], owned */
   float *inv_freq_dev;   /* device [rot_dim / 2] */
 

@@ -1,6 +1,6 @@
 /* model/model_load.c — model_load: the GGUF file's tensors checked against
- * the hyper-parameters and prepared on the backend, the tokenizer, the chat
- * template (see model.h).
+ * the hyper-parameters and prepared on the backend (see model.h). The
+ * tokenizer and the chat template in the same file are text/'s to read.
  *
  * Tensor names and shapes (GGUF dims, innermost first: [cols, rows]):
  *   token_embd.weight          [dim, n_vocab]
@@ -175,7 +175,7 @@ static int load_tensors(loader_t *ld) {
   return rc == 0 ? check_all_used(ld) : rc;
 }
 
-/* The RoPE frequencies on the device; the chat template as a C string. */
+/* The RoPE frequencies on the device. */
 static int load_extras(model_t *m, char *err, size_t err_len) {
   kern_backend_t *be = m->be;
   const size_t bytes = (size_t)(m->hp.rot_dim / 2) * sizeof(float);
@@ -185,18 +185,6 @@ static int load_extras(model_t *m, char *err, size_t err_len) {
     return -ENOMEM;
   }
   be->upload(be, m->inv_freq_dev, m->inv_freq, bytes);
-  gguf_str_t t;
-  int rc = gguf_get_str(m->gguf, "tokenizer.chat_template", &t);
-  if (rc == -EINVAL) {
-    snprintf(err, err_len, "key 'tokenizer.chat_template' is not a string");
-    return rc;
-  }
-  if (rc == 0) {
-    m->chat_template = malloc((size_t)t.len + 1);
-    if (!m->chat_template) abort();
-    memcpy(m->chat_template, t.ptr, (size_t)t.len);
-    m->chat_template[t.len] = 0;
-  }
   return 0;
 }
 
@@ -212,17 +200,6 @@ model_t *model_load(const char *path, kern_backend_t *be, char *err, size_t err_
   int rc = model__hparams_read(g, &m->hp, &m->inv_freq, msg, sizeof msg);
   if (rc == 0) rc = load_tensors(&ld);
   free(ld.used);
-  if (rc == 0) {
-    char tok_err[384];
-    m->tok = tok_create_from_gguf(g, tok_err, sizeof tok_err);
-    if (!m->tok) {
-      snprintf(msg, sizeof msg, "%s", tok_err);
-      rc = -EINVAL;
-    } else if (tok_n_vocab(m->tok) != m->hp.n_vocab) {
-      snprintf(msg, sizeof msg, "the tokenizer has %d tokens, the model %d", tok_n_vocab(m->tok), m->hp.n_vocab);
-      rc = -EINVAL;
-    }
-  }
   if (rc == 0) rc = load_extras(m, msg, sizeof msg);
   if (rc != 0) {
     snprintf(err, err_len, "%s: %s", path, msg);
@@ -267,15 +244,12 @@ void model_destroy(model_t *m) {
   be->free(be, m->output_norm);
   be->free(be, m->inv_freq_dev);
   free(m->inv_freq);
-  free(m->chat_template);
-  tok_destroy(m->tok);
   gguf_close(m->gguf);
   free(m);
 }
 
 const model_hparams_t *model_hparams(const model_t *m) { return &m->hp; }
-const tok_t *model_tokenizer(const model_t *m) { return m->tok; }
-const char *model_chat_template(const model_t *m) { return m->chat_template; }
+const gguf_ctx_t *model_gguf(const model_t *m) { return m->gguf; }
 const float *model_rope_inv_freq(const model_t *m) { return m->inv_freq; }
 int64_t model_step_weight_bytes(const model_t *m) { return m->step_bytes; }
 

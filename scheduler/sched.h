@@ -194,11 +194,12 @@ void sched_event_release(sched_event_t *ev);
 
 /* ---- the engine ------------------------------------------------------------ */
 
-/* Creates the engine for model m on backend be (both outlive it): the KV
- * cache, the model runner, the sampler scratch, and starts the engine
- * thread. The tokenizer is the model's. Returns NULL after logging why (bad
- * configuration, a cache that holds no block, out of memory). */
-sched_engine_t *sched_engine_create(const model_t *m, kern_backend_t *be, const sched_config_t *c);
+/* Creates the engine for model m with tokenizer tok on backend be (all
+ * outlive it): the KV cache, the model runner, the sampler scratch, and
+ * starts the engine thread. Returns NULL after logging why (bad
+ * configuration, a tokenizer whose vocabulary is not the model's, a cache
+ * that holds no block, out of memory). */
+sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_backend_t *be, const sched_config_t *c);
 
 /* fn(arg) is called on the engine thread after each step that queued
  * events (never from sched_engine_destroy's final aborts); it must be quick

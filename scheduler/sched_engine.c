@@ -43,14 +43,19 @@ static int resolve_config(sched_config_t *c) {
 
 static void *engine_main(void *arg);
 
-sched_engine_t *sched_engine_create(const model_t *m, kern_backend_t *be, const sched_config_t *cfg) {
+sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_backend_t *be,
+                                    const sched_config_t *cfg) {
   sched_config_t c = *cfg;
   if (resolve_config(&c) != 0) return NULL;
   const model_hparams_t *hp = model_hparams(m);
+  if (tok_n_vocab(tok) != hp->n_vocab) {
+    log_error("sched_engine_create: the tokenizer has %d tokens, the model %d", tok_n_vocab(tok), hp->n_vocab);
+    return NULL;
+  }
   sched_engine_t *e = xcalloc(1, sizeof *e);
   e->m = m;
   e->be = be;
-  e->tok = model_tokenizer(m);
+  e->tok = tok;
   e->n_vocab = hp->n_vocab;
   e->cfg = c;
 

@@ -354,7 +354,7 @@ int gen_main(int argc, char **argv) {
   int n_rest = 0, status = EXIT_USAGE, n_items = 0;
   int rc = parse_opts(argc, argv, &o, rest, &n_rest);
   cfg_t cfg = {0};
-  srv_stack_t stack = {0};
+  sched_stack_t stack = {0};
   gen_item_t *items = NULL;
   if (rc == 1) {
     fputs(USAGE, stdout);
@@ -373,10 +373,10 @@ int gen_main(int argc, char **argv) {
   }
   status = EXIT_RUN;
   char err[1024];
-  sched_config_t sc = srv_stack_sched_config(&cfg);
-  sc.prefix_caching = !o.no_prefix;
-  sc.max_waiting = 0; /* every prompt is queued at once */
-  if (srv_stack_open(&stack, &cfg, &sc, err, sizeof err) != 0) {
+  sched_stack_opts_t so = srv_stack_opts(&cfg);
+  so.sched.prefix_caching = !o.no_prefix;
+  so.sched.max_waiting = 0; /* every prompt is queued at once */
+  if (sched_stack_open(&stack, &so, err, sizeof err) != 0) {
     fprintf(stderr, "tram generate: %s\n", err);
     goto out;
   }
@@ -389,7 +389,7 @@ int gen_main(int argc, char **argv) {
     items[i].choices = calloc((size_t)(items[i].p.n ? items[i].p.n : 1), sizeof *items[i].choices);
     if (!items[i].choices) abort();
     items[i].p.n = items[i].p.n ? items[i].p.n : 1;
-    if (gen_tokenize(&items[i], srv_stack_tokenizer(&stack), stack.tmpl, err, sizeof err) != 0) {
+    if (gen_tokenize(&items[i], stack.tok, stack.tmpl, err, sizeof err) != 0) {
       fprintf(stderr, "tram generate: prompt %d: %s\n", i, err);
       status = EXIT_USAGE;
       goto out;
@@ -420,7 +420,7 @@ int gen_main(int argc, char **argv) {
 out:
   for (int i = 0; i < n_items; i++) gen_item_free(&items[i]); /* before the engine: no event names them now */
   free(items);
-  srv_stack_close(&stack);
+  sched_stack_close(&stack);
   cfg_free(&cfg);
   free(o.stop);
   free(rest);

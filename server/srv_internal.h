@@ -69,7 +69,7 @@ typedef struct srv {
   uv_work_t load_work;
   bool loader_busy;      /* load_work has not completed */
   char load_err[1024];
-  srv_stack_t stack;      /* owns the backend, model, template and engine */
+  sched_stack_t stack;    /* owns the backend, model, tokenizer, template and engine */
   chat_tmpl_t *tmpl;      /* = stack.tmpl */
   sched_engine_t *engine; /* = stack.engine; NULL once destroyed at the stop */
   const tok_t *tok;

@@ -33,8 +33,8 @@
 
 static void load_work(uv_work_t *w) {
   srv_t *s = w->data;
-  const sched_config_t sc = srv_stack_sched_config(s->cfg);
-  if (srv_stack_open(&s->stack, s->cfg, &sc, s->load_err, sizeof s->load_err) != 0) return;
+  const sched_stack_opts_t o = srv_stack_opts(s->cfg);
+  if (sched_stack_open(&s->stack, &o, s->load_err, sizeof s->load_err) != 0) return;
   s->tmpl = s->stack.tmpl;
   s->engine = s->stack.engine;
 }
@@ -65,7 +65,7 @@ static void load_done(uv_work_t *w, int status) {
     srv__maybe_finish(s);
     return;
   }
-  s->tok = srv_stack_tokenizer(&s->stack);
+  s->tok = s->stack.tok;
   s->n_vocab = tok_n_vocab(s->tok);
   s->max_model_len = sched_engine_max_model_len(s->engine);
   token_text(s->tok, tok_bos(s->tok), s->bos, sizeof s->bos);
@@ -304,7 +304,7 @@ int srv_run(const cfg_t *cfg) {
   rc = uv_loop_close(&s->loop);
   if (rc < 0) log_warn("uv_loop_close: %s", uv_strerror(rc));
   srv_metrics_destroy(s->metrics);
-  srv_stack_close(&s->stack);
+  sched_stack_close(&s->stack);
   const int status = s->exit_status;
   free(s);
   return status;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "gguf/gguf.h"
 #include "text/jinja/jinja.h"
 
 const char CHAT_TMPL_CHATML[] =
@@ -69,6 +70,16 @@ chat_tmpl_t *chat_tmpl_from_model(const char *src, size_t len) {
   chat_tmpl_t *t = chat_tmpl_compile(src, len, NULL, 0);
   if (!t) log_error("the model's chat template is not supported by tram's Jinja subset (see above)");
   return t;
+}
+
+chat_tmpl_t *chat_tmpl_from_gguf(const gguf_ctx_t *g) {
+  gguf_str_t t;
+  const int rc = gguf_get_str(g, "tokenizer.chat_template", &t);
+  if (rc == -EINVAL) {
+    log_error("the model's key 'tokenizer.chat_template' is not a string");
+    return NULL;
+  }
+  return chat_tmpl_from_model(rc == 0 ? t.ptr : NULL, rc == 0 ? (size_t)t.len : 0);
 }
 
 const char *chat_tmpl_source(const chat_tmpl_t *t) { return t->src; }

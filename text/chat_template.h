@@ -82,6 +82,13 @@ chat_tmpl_t *chat_tmpl_compile(const char *src, size_t len, char *err, size_t er
  * template does not compile. */
 chat_tmpl_t *chat_tmpl_from_model(const char *src, size_t len);
 
+struct gguf_ctx;
+
+/* chat_tmpl_from_model() with the GGUF key `tokenizer.chat_template` of g
+ * (none: ChatML). NULL (logged) when the key is not a string or the
+ * template does not compile. */
+chat_tmpl_t *chat_tmpl_from_gguf(const struct gguf_ctx *g);
+
 /* The source the template was compiled from (NUL-terminated, owned by t). */
 const char *chat_tmpl_source(const chat_tmpl_t *t);
 

@@ -49,6 +49,7 @@
 
 #include "base/log.h"
 #include "tests/gpu/model_lane.h"
+#include "text/tokenizer.h"
 #include "tests/unit/testutil.h"
 
 typedef struct mc {
@@ -439,7 +440,12 @@ int main(int argc, char **argv) {
          no_ref ? "none" : ref_name, c.S, c.N / 4, c.N, c.G, (unsigned long long)seed);
 
   /* prompts: random ordinary tokens, lengths N/4..N (the first N, the longest) */
-  const tok_t *tok = model_tokenizer(dev.model);
+  char tok_err[384];
+  tok_t *tok = tok_create_from_gguf(model_gguf(dev.model), tok_err, sizeof tok_err);
+  if (!tok) {
+    fprintf(stderr, "model_check: %s\n", tok_err);
+    return 1;
+  }
   c.toks = xmalloc((size_t)c.S * sizeof *c.toks);
   c.plen = xmalloc((size_t)c.S * sizeof *c.plen);
   c.len = xmalloc((size_t)c.S * sizeof *c.len);
@@ -476,6 +482,7 @@ int main(int argc, char **argv) {
 
   for (int b = 0; b < c.S; b++) free(c.toks[b]);
   free(c.toks), free(c.plen), free(c.len), free(c.rows), free(c.ref_rows);
+  tok_destroy(tok);
   ml_close(&dev);
   return c.fail ? 1 : 0;
 }

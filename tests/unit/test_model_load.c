@@ -20,6 +20,8 @@
 #include "base/log.h"
 #include "kernels/quant_blocks.h"
 #include "model/model.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
 #include "tests/unit/gguf_writer.h"
 #include "tests/unit/testutil.h"
 
@@ -226,8 +228,16 @@ static void loads_tiny_llama(void **state) {
   assert_true(hp->tied_output);
   assert_false(hp->qkv_bias);
   assert_float_equal(hp->rms_eps, 1e-5f, 0);
-  assert_string_equal(model_chat_template(m), "{{ messages }}");
-  assert_int_equal(tok_eos(model_tokenizer(m)), 1);
+  /* the tokenizer and the template of the same file are text/'s to read */
+  chat_tmpl_t *tmpl = chat_tmpl_from_gguf(model_gguf(m));
+  assert_non_null(tmpl);
+  assert_string_equal(chat_tmpl_source(tmpl), "{{ messages }}");
+  chat_tmpl_free(tmpl);
+  char tok_err[256];
+  tok_t *tok = tok_create_from_gguf(model_gguf(m), tok_err, sizeof tok_err);
+  assert_non_null(tok);
+  assert_int_equal(tok_eos(tok), 1);
+  tok_destroy(tok);
   /* matrices once (the tied output is the embedding) and one embedding row */
   const int64_t per_layer = 4 * (2 * DIM * HEADS * HEAD_DIM + 2 * DIM * 2 * HEAD_DIM + 3 * DIM * FF); /* F32 */
   assert_int_equal(model_step_weight_bytes(m), LAYERS * per_layer + 4 * (int64_t)DIM * VOCAB + 4 * DIM);
@@ -509,10 +519,16 @@ static void bad_keys(void **state) {
   expect_error(&(tiny_t){.kv_key = 3}, "key 'llama.attention.head_count_kv' (3) does not divide head_count (4)");
   expect_error(&(tiny_t){.vocab_size_key = 21},
                "key 'llama.vocab_size' is 21 but tokenizer.ggml.tokens holds 20 tokens");
-  expect_error(&(tiny_t){.no_tokenizer = 1}, "tokenizer: tokenizer.ggml.model is missing");
-  /* head_count_kv defaults to head_count, the RoPE base to 10000 */
+  /* a file without a tokenizer: the model loads (its vocabulary size comes
+   * from the embedding), the tokenizer (text/) is refused */
   char err[512];
-  model_t *m = load(&(tiny_t){.omit_key = "rope.freq_base"}, err, sizeof err);
+  model_t *m = load(&(tiny_t){.no_tokenizer = 1}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  assert_null(tok_create_from_gguf(model_gguf(m), err, sizeof err));
+  if (!strstr(err, "tokenizer: tokenizer.ggml.model is missing")) fail_msg("got \"%s\"", err);
+  model_destroy(m);
+  /* head_count_kv defaults to head_count, the RoPE base to 10000 */
+  m = load(&(tiny_t){.omit_key = "rope.freq_base"}, err, sizeof err);
   if (!m) fail_msg("%s", err);
   assert_float_equal(model_hparams(m)->rope_base, 10000.0f, 0);
   model_destroy(m);

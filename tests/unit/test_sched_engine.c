@@ -22,10 +22,12 @@
 #include "base/log.h"
 #include "model/model.h"
 #include "scheduler/sched.h"
+#include "text/tokenizer.h"
 
 typedef struct fixture {
   kern_backend_t *be;
   model_t *m;
+  tok_t *tok;
 } fixture_t;
 
 static const char *model_file(void) {
@@ -44,6 +46,8 @@ static int setup(void **state) {
   char err[256];
   f->m = model_load(model_file(), f->be, err, sizeof err);
   assert_non_null(f->m);
+  f->tok = tok_create_from_gguf(model_gguf(f->m), err, sizeof err);
+  assert_non_null(f->tok);
   *state = f;
   return 0;
 }
@@ -51,6 +55,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
   fixture_t *f = *state;
   if (!f) return 0;
+  tok_destroy(f->tok);
   model_destroy(f->m);
   kern_backend_destroy(f->be);
   free(f);
@@ -67,7 +72,7 @@ static sched_engine_t *engine(fixture_t *f, int max_seqs, int max_waiting) {
   c.max_seqs = max_seqs;
   c.max_batch_tokens = 64;
   c.max_waiting = max_waiting;
-  sched_engine_t *e = sched_engine_create(f->m, f->be, &c);
+  sched_engine_t *e = sched_engine_create(f->m, f->tok, f->be, &c);
   assert_non_null(e);
   sched_engine_set_notify(e, on_notify, &notified);
   return e;

@@ -1,0 +1,58 @@
+/* scheduler/sched_stack.c — model file + device → backend, model,
+ * tokenizer, chat template, engine (see sched_stack.h). */
+#include "scheduler/sched_stack.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "kernels/kern.h"
+#include "model/model.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, size_t err_len) {
+  memset(st, 0, sizeof *st);
+  st->be = kern_backend_create(o->device, o->threads);
+  if (!st->be) {
+    snprintf(err, err_len, "cannot create the %s backend (see above)", o->device);
+    return -EINVAL;
+  }
+  st->model = model_load(o->model_path, st->be, err, err_len);
+  if (!st->model) {
+    sched_stack_close(st);
+    return -EINVAL;
+  }
+  char tok_err[384];
+  st->tok = tok_create_from_gguf(model_gguf(st->model), tok_err, sizeof tok_err);
+  if (!st->tok) {
+    snprintf(err, err_len, "%s: %s", o->model_path, tok_err);
+    sched_stack_close(st);
+    return -EINVAL;
+  }
+  if (tok_n_vocab(st->tok) != model_hparams(st->model)->n_vocab) {
+    snprintf(err, err_len, "%s: the tokenizer has %d tokens, the model %d", o->model_path, tok_n_vocab(st->tok),
+             model_hparams(st->model)->n_vocab);
+    sched_stack_close(st);
+    return -EINVAL;
+  }
+  st->tmpl = chat_tmpl_from_gguf(model_gguf(st->model));
+  if (!st->tmpl) log_warn("the model's chat template does not compile: chat requests will be refused");
+  st->engine = sched_engine_create(st->model, st->tok, st->be, &o->sched);
+  if (!st->engine) {
+    snprintf(err, err_len, "cannot start the engine (see above)");
+    sched_stack_close(st);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+void sched_stack_close(sched_stack_t *st) {
+  sched_engine_destroy(st->engine);
+  chat_tmpl_free(st->tmpl);
+  tok_destroy(st->tok);
+  model_destroy(st->model);
+  kern_backend_destroy(st->be);
+  memset(st, 0, sizeof *st);
+}

@@ -1,0 +1,45 @@
+/* scheduler/sched_stack.h — the one start-up path: from a model file, a
+ * device and the engine's configuration to a running engine. It creates the
+ * kernel backend, loads the model, builds the file's tokenizer and chat
+ * template (text/) and starts the engine. `tram serve` (on its loader
+ * thread) and `tram generate` both build their stack here, from the
+ * settings (server/srv_stack.c maps cfg_t to sched_stack_opts_t).
+ *
+ * Ownership: the stack owns every part; each outlives the ones after it
+ * (the engine uses the backend, the model and the tokenizer). */
+#ifndef TRAM_SCHED_STACK_H
+#define TRAM_SCHED_STACK_H
+
+#include <stddef.h>
+
+#include "scheduler/sched.h"
+
+typedef struct chat_tmpl chat_tmpl_t;
+
+typedef struct sched_stack_opts {
+  const char *model_path; /* the GGUF file */
+  const char *device;     /* "cpu" or "cuda" */
+  int threads;            /* compute threads (the CPU backend's pool) */
+  sched_config_t sched;   /* the engine's configuration */
+} sched_stack_opts_t;
+
+typedef struct sched_stack {
+  kern_backend_t *be;
+  model_t *model;
+  tok_t *tok;
+  chat_tmpl_t *tmpl;      /* NULL when the model's template does not compile (logged) */
+  sched_engine_t *engine;
+} sched_stack_t;
+
+/* Builds *st for o. Returns 0, or -EINVAL with the reason in err[err_len]
+ * and *st all NULL (what was built is freed). A template that does not
+ * compile is not an error: st->tmpl is NULL and chat is the caller's to
+ * refuse. */
+int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, size_t err_len);
+
+/* Frees what st holds, the engine first (sched_engine_destroy's contract:
+ * requests still submitted are then the caller's); NULL parts are skipped.
+ * Leaves *st all NULL. */
+void sched_stack_close(sched_stack_t *st);
+
+#endif
