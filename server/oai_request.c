@@ -44,7 +44,7 @@ samp_params_t oai_samp_defaults(void) {
 
 /* ---- fields both endpoints share ------------------------------------------------ */
 
-static int parse_stop(oai__ctx_t *c, const cJSON *root, oai_gen_t *g) {
+static int parse_stop(oai__ctx_t *c, const cJSON *root, oai_params_t *g) {
   const cJSON *x = oai__get(root, "stop");
   if (!x) return 0;
   int count = cJSON_IsString(x) ? 1 : cJSON_IsArray(x) ? cJSON_GetArraySize(x) : -1;
@@ -74,7 +74,7 @@ static int parse_stop(oai__ctx_t *c, const cJSON *root, oai_gen_t *g) {
   return 0;
 }
 
-static int parse_stop_token_ids(oai__ctx_t *c, const cJSON *root, oai_gen_t *g) {
+static int parse_stop_token_ids(oai__ctx_t *c, const cJSON *root, oai_params_t *g) {
   const cJSON *x = oai__get(root, "stop_token_ids");
   if (!x) return 0;
   if (cJSON_IsArray(x) && cJSON_GetArraySize(x) == 0) return 0;
@@ -140,7 +140,7 @@ static int refuse(oai__ctx_t *c, const cJSON *root, const char *key, const char 
 }
 
 /* Sampling, limits, stop conditions and output options. */
-static int parse_gen(oai__ctx_t *c, const cJSON *root, bool chat, oai_gen_t *g) {
+static int parse_gen(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *g) {
   memset(g, 0, sizeof *g);
   samp_params_t *sp = &g->samp;
   *sp = oai_samp_defaults();
@@ -316,7 +316,7 @@ int oai_parse_completion(const char *body, size_t len, const oai_limits_t *lim,
   if (oai__parse_object(&c, body, len, &root)) return -EINVAL;
   int r = -EINVAL;
   if (!parse_model(&c, root, &out->model) && !parse_prompt(&c, root, out) &&
-      !parse_gen(&c, root, false, &out->gen))
+      !parse_gen(&c, root, false, &out->params))
     r = 0;
   cJSON_Delete(root);
   return r;
@@ -444,7 +444,7 @@ int oai_parse_chat(const char *body, size_t len, const oai_limits_t *lim, arena_
   int r = -EINVAL;
   if (!parse_model(&c, root, &out->model) && !parse_messages(&c, root, &out->messages, &out->n_messages) &&
       !oai__get_bool(&c, root, "add_generation_prompt", &out->add_generation_prompt, NULL) &&
-      !parse_gen(&c, root, true, &out->gen))
+      !parse_gen(&c, root, true, &out->params))
     r = 0;
   cJSON_Delete(root);
   return r;

@@ -75,7 +75,7 @@ typedef struct oai_prompt {
 } oai_prompt_t;
 
 /* What both endpoints share: sampling, limits, stop conditions, output. */
-typedef struct oai_gen {
+typedef struct oai_params {
   samp_params_t samp;  /* logit_bias points into the arena */
   int32_t max_tokens;  /* -1: until the context is full */
   int32_t n;           /* choices per prompt */
@@ -87,13 +87,13 @@ typedef struct oai_gen {
   bool stream;
   bool include_usage; /* stream_options.include_usage */
   bool echo;          /* completions: output starts with the prompt */
-} oai_gen_t;
+} oai_params_t;
 
 typedef struct oai_completion_req {
   const char *model; /* NULL when absent */
   oai_prompt_t *prompts; /* [n_prompts] >= 1 */
   int32_t n_prompts;
-  oai_gen_t gen;
+  oai_params_t params;
 } oai_completion_req_t;
 
 typedef struct oai_message {
@@ -108,7 +108,7 @@ typedef struct oai_chat_req {
   oai_message_t *messages; /* [n_messages] >= 1 */
   int32_t n_messages;
   bool add_generation_prompt; /* vLLM extension; default true */
-  oai_gen_t gen;
+  oai_params_t params;
 } oai_chat_req_t;
 
 /* vLLM /tokenize: {"prompt": text} or {"messages": [...]}, with

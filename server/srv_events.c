@@ -31,7 +31,7 @@
 
 /* ---- jobs -------------------------------------------------------------------- */
 
-srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_gen_t *g, int32_t n_parts) {
+srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_params_t *g, int32_t n_parts) {
   srv_job_t *j = calloc(1, sizeof *j);
   if (!j) xoom("server", 0);
   j->srv = s;

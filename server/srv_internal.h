@@ -7,7 +7,7 @@
  *   srv_routes.c  routes and the small handlers: /health, /v1/models,
  *                 /metrics, /tokenize, /detokenize; prompt encoding shared
  *                 with the generation handlers
- *   srv_gen.c     POST /v1/completions and /v1/chat/completions: parse,
+ *   srv_completions.c     POST /v1/completions and /v1/chat/completions: parse,
  *                 tokenize, check lengths, create and submit the engine
  *                 requests (one per prompt), start the response
  *   srv_events.c  the engine → loop bridge: drain the events, write SSE
@@ -154,7 +154,7 @@ void srv__send_json(http_res_t *res, int status, char *json);
  * is http_req_t.id (read it before answering: the request is freed then). */
 void srv__access(uint64_t id, const char *endpoint, int status);
 
-/* ---- srv_gen.c -------------------------------------------------------------- */
+/* ---- srv_completions.c -------------------------------------------------------------- */
 
 void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx);
 void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx);
@@ -214,7 +214,7 @@ struct srv_job {
 
 /* A job for a request with n_parts prompts of n choices each, on s's list.
  * The caller fills the rest. */
-srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_gen_t *g, int32_t n_parts);
+srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_params_t *g, int32_t n_parts);
 /* Cancels the job's live engine requests (client gone, timeout, shutdown). */
 void srv__job_cancel(srv_job_t *j, const char *why);
 /* Frees the job if nothing refers to it any more (response ended or client

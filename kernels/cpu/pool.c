@@ -1,6 +1,6 @@
 /* kernels/cpu/pool.c — persistent thread pool (see pool.h).
  *
- * A job is published by bumping `gen`; workers that are spinning see it at
+ * A job is published by bumping `epoch`; workers that are spinning see it at
  * once, sleeping ones are woken by a broadcast. Chunks are claimed one at a
  * time from `claim`, which packs the job's generation (high 32 bits) with the
  * next chunk index (low 32 bits), so a claim is a compare-and-swap that only
@@ -15,8 +15,8 @@
  * was still incomplete, i.e. before any rewrite; one whose claim fails uses
  * nothing it read. The fields are relaxed atomics so such reads are not races.
  *
- * The sleep handshake: a worker increments `sleepers` and re-reads `gen`
- * under the mutex before waiting; the caller bumps `gen` and then reads
+ * The sleep handshake: a worker increments `sleepers` and re-reads `epoch`
+ * under the mutex before waiting; the caller bumps `epoch` and then reads
  * `sleepers` (both sequentially consistent), broadcasting under the mutex if
  * anyone may be asleep. One of the two always sees the other's write, so no
  * wake-up is lost. */
@@ -56,7 +56,7 @@ struct kern_pool {
   int n_threads;     /* caller included */
   worker_t *workers; /* [n_threads - 1] */
 
-  /* the current job: written (relaxed) by the caller before `gen` is bumped,
+  /* the current job: written (relaxed) by the caller before `epoch` is bumped,
    * rewritten only once all its chunks are done */
   _Atomic(kern_pool_fn) fn;
   _Atomic(void *) ctx;
@@ -65,7 +65,7 @@ struct kern_pool {
 
   _Atomic uint64_t claim; /* generation << 32 | next chunk index */
   _Atomic uint32_t done;  /* chunks of the current job finished */
-  _Atomic uint32_t gen;   /* job generation; bumped once per job */
+  _Atomic uint32_t epoch;   /* job number; bumped once per job */
   _Atomic int sleepers;   /* workers waiting (or about to wait) on `wake` */
   _Atomic int stop;
   int in_job; /* guards against nested use (programmer error) */
@@ -103,7 +103,7 @@ static void *worker_main(void *arg) {
     /* wait for a new generation: spin first, then sleep */
     uint32_t g;
     int spins = 0;
-    while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop)) {
+    while ((g = atomic_load(&p->epoch)) == seen && !atomic_load(&p->stop)) {
       if (++spins < POOL_SPIN_ITERS) {
         /* between jobs, let any other runnable thread on this core (the
          * HTTP loop, woken by the engine) go first: a yield with nobody
@@ -114,7 +114,7 @@ static void *worker_main(void *arg) {
       }
       pthread_mutex_lock(&p->mu);
       atomic_fetch_add(&p->sleepers, 1);
-      while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop)) pthread_cond_wait(&p->wake, &p->mu);
+      while (atomic_load(&p->epoch) == seen && !atomic_load(&p->stop)) pthread_cond_wait(&p->wake, &p->mu);
       atomic_fetch_sub(&p->sleepers, 1);
       pthread_mutex_unlock(&p->mu);
       spins = 0;
@@ -185,7 +185,7 @@ void kern_pool_for(kern_pool_t *p, int64_t n, int64_t grain, kern_pool_fn fn, vo
   if (n_chunks > UINT32_MAX) abort(); /* programmer error: use a larger grain */
   if (p->in_job) abort();             /* nested kern_pool_for on one pool */
   p->in_job = 1;
-  uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
+  uint32_t g = atomic_load_explicit(&p->epoch, memory_order_relaxed) + 1;
   if (g == 0) g = 1; /* 0 is the workers' initial "seen" */
   atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
   atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
@@ -194,7 +194,7 @@ void kern_pool_for(kern_pool_t *p, int64_t n, int64_t grain, kern_pool_fn fn, vo
   atomic_store_explicit(&p->n_chunks, (uint32_t)n_chunks, memory_order_relaxed);
   atomic_store_explicit(&p->done, 0, memory_order_relaxed);
   atomic_store_explicit(&p->claim, (uint64_t)g << 32, memory_order_release);
-  atomic_store(&p->gen, g); /* publishes the job (seq_cst) */
+  atomic_store(&p->epoch, g); /* publishes the job (seq_cst) */
   if (atomic_load(&p->sleepers) > 0) {
     pthread_mutex_lock(&p->mu);
     pthread_cond_broadcast(&p->wake);

@@ -45,7 +45,7 @@ static void validate(const char *body, size_t len) {
     for (int32_t i = 0; i < h.n_messages; i++) {
       oai_choice_t ch = {.text = h.messages[i].content, .text_len = h.messages[i].content_len, .stop_token = -1};
       oai_meta_t m = {.id = "chatcmpl-x", .model = h.model, .created = 1};
-      free(oai_write_chat_chunk(&m, &ch, i == 0, h.gen.include_usage));
+      free(oai_write_chat_chunk(&m, &ch, i == 0, h.params.include_usage));
     }
   } else {
     free(oai_write_error(err.type, err.message, err.param[0] ? err.param : NULL, err.code));

@@ -268,7 +268,7 @@ static void completion_values(void **state) {
   assert_int_equal(r.prompts[0].tokens[2], 3);
   assert_int_equal(r.prompts[1].n_tokens, 1);
   assert_int_equal(r.prompts[1].tokens[0], 4);
-  const oai_gen_t *g = &r.gen;
+  const oai_params_t *g = &r.params;
   assert_int_equal(g->max_tokens, 32);
   assert_float_equal(g->samp.temperature, 0.7f, 0);
   assert_float_equal(g->samp.top_p, 0.9f, 0);
@@ -302,15 +302,15 @@ static void completion_values(void **state) {
   assert_int_equal(r.n_prompts, 1);
   assert_string_equal(r.prompts[0].text, "hi");
   assert_int_equal(r.prompts[0].text_len, 2);
-  assert_int_equal(r.gen.max_tokens, 16);
-  assert_int_equal(r.gen.n, 1);
-  assert_float_equal(r.gen.samp.temperature, 1.0f, 0);
-  assert_float_equal(r.gen.samp.top_p, 1.0f, 0);
-  assert_float_equal(r.gen.samp.repetition_penalty, 1.0f, 0);
-  assert_int_equal(r.gen.samp.has_seed, 0);
-  assert_int_equal(r.gen.samp.logprobs, 0);
-  assert_int_equal(r.gen.n_stop, 0);
-  assert_false(r.gen.stream || r.gen.include_usage || r.gen.ignore_eos || r.gen.echo);
+  assert_int_equal(r.params.max_tokens, 16);
+  assert_int_equal(r.params.n, 1);
+  assert_float_equal(r.params.samp.temperature, 1.0f, 0);
+  assert_float_equal(r.params.samp.top_p, 1.0f, 0);
+  assert_float_equal(r.params.samp.repetition_penalty, 1.0f, 0);
+  assert_int_equal(r.params.samp.has_seed, 0);
+  assert_int_equal(r.params.samp.logprobs, 0);
+  assert_int_equal(r.params.n_stop, 0);
+  assert_false(r.params.stream || r.params.include_usage || r.params.ignore_eos || r.params.echo);
   arena_free(&a);
   /* a body that is not NUL-terminated: only len bytes are read */
   arena_init(&a, 0, 0);
@@ -344,20 +344,20 @@ static void chat_values(void **state) {
   assert_string_equal(r.messages[2].role, "assistant");
   assert_string_equal(r.messages[2].content, "");
   assert_string_equal(r.messages[3].content, "");
-  assert_int_equal(r.gen.max_tokens, 9);
-  assert_int_equal(r.gen.samp.logprobs, 1);
-  assert_int_equal(r.gen.samp.top_logprobs, 4);
+  assert_int_equal(r.params.max_tokens, 9);
+  assert_int_equal(r.params.samp.logprobs, 1);
+  assert_int_equal(r.params.samp.top_logprobs, 4);
   assert_false(r.add_generation_prompt);
-  assert_true(r.gen.stream);
-  assert_false(r.gen.include_usage);
+  assert_true(r.params.stream);
+  assert_false(r.params.include_usage);
   arena_free(&a);
   /* defaults: to the end of the context, add the generation prompt */
   arena_init(&a, 0, 0);
   const char *b2 = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
   assert_int_equal(oai_parse_chat(b2, strlen(b2), NULL, &a, &r, &err), 0);
-  assert_int_equal(r.gen.max_tokens, -1);
+  assert_int_equal(r.params.max_tokens, -1);
   assert_true(r.add_generation_prompt);
-  assert_int_equal(r.gen.samp.logprobs, 0);
+  assert_int_equal(r.params.samp.logprobs, 0);
   arena_free(&a);
 }
 

@@ -1,4 +1,4 @@
-/* server/srv_gen.c — POST /v1/completions and /v1/chat/completions: parse
+/* server/srv_completions.c — POST /v1/completions and /v1/chat/completions: parse
  * and validate (server/oai_request.h), tokenize each prompt (the chat
  * template for chat), check it against the context length, then make one
  * engine request per prompt (n sequences each) and submit them all. If any
@@ -40,7 +40,7 @@ static void fail(uint64_t rid, http_res_t *res, const char *endpoint, int status
  * err; 500 for -ENOSYS: no chat template), or one that leaves no room in the
  * context. what ("prompt" or "messages") and param name it. Returns 0 when
  * p fits, an error once answered. */
-static int check_prompt(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, const oai_gen_t *g,
+static int check_prompt(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, const oai_params_t *g,
                         const char *what, const char *param, int rc, char *err, size_t err_len,
                         const prompt_in_t *p) {
   if (rc == 0 && p->n == 0) {
@@ -88,7 +88,7 @@ static int encode_completion(srv_t *s, uint64_t rid, http_res_t *res, const oai_
     p->ids = malloc(((size_t)p->n + 1) * sizeof *p->ids);
     if (!p->ids) xoom("server", 0);
     memcpy(p->ids, c->prompts[i].tokens, (size_t)p->n * sizeof *p->ids);
-    if (c->gen.echo) {
+    if (c->params.echo) {
       const int flags = TOK_DEC_SPECIAL | TOK_DEC_STRIP_PREFIX;
       int64_t len = tok_decode(s->tok, p->ids, (size_t)p->n, flags, NULL, 0);
       p->echo_owned = malloc(len > 0 ? (size_t)len + 1 : 1);
@@ -99,7 +99,7 @@ static int encode_completion(srv_t *s, uint64_t rid, http_res_t *res, const oai_
       p->echo_len = len > 0 ? (size_t)len : 0;
     }
   }
-  return check_prompt(s, rid, res, COMPLETIONS, &c->gen, "prompt", param, rc, err, sizeof err, p);
+  return check_prompt(s, rid, res, COMPLETIONS, &c->params, "prompt", param, rc, err, sizeof err, p);
 }
 
 /* Renders a chat request's messages through the template and tokenizes
@@ -108,7 +108,7 @@ static int encode_chat(srv_t *s, uint64_t rid, http_res_t *res, const oai_chat_r
   char err[512];
   const int rc = srv__encode_chat(s, ch->messages, ch->n_messages, ch->add_generation_prompt, false, &p->ids, &p->n,
                                   err, sizeof err);
-  return check_prompt(s, rid, res, CHAT, &ch->gen, "messages", "messages", rc, err, sizeof err, p);
+  return check_prompt(s, rid, res, CHAT, &ch->params, "messages", "messages", rc, err, sizeof err, p);
 }
 
 static void free_prompts(prompt_in_t *in, int32_t n) {
@@ -154,7 +154,7 @@ static int submit_failed(uint64_t rid, http_res_t *res, const char *endpoint, in
  * (a refusal cancels those already in and answers), then the response
  * starts. Frees in[n_parts]. */
 static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
-                             bool chat, const oai_gen_t *g, prompt_in_t *in, int32_t n_parts) {
+                             bool chat, const oai_params_t *g, prompt_in_t *in, int32_t n_parts) {
   sched_req_params_t p = sched_req_params_default();
   p.samp = g->samp;
   p.max_tokens = g->max_tokens > 0 ? g->max_tokens : 0;
@@ -248,7 +248,7 @@ void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx) {
     return;
   }
   if (!model_ok(s, res, rid, COMPLETIONS, c.model)) return;
-  if (c.gen.echo && c.gen.samp.logprobs) {
+  if (c.params.echo && c.params.samp.logprobs) {
     fail(rid, res, COMPLETIONS, 400, "echo with logprobs is not supported (prompt logprobs are not computed)",
          "echo", "unsupported_parameter");
     return;
@@ -260,7 +260,7 @@ void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx) {
       free_prompts(in, c.n_prompts);
       return;
     }
-  submit_and_start(s, rid, res, COMPLETIONS, arrival, false, &c.gen, in, c.n_prompts);
+  submit_and_start(s, rid, res, COMPLETIONS, arrival, false, &c.params, in, c.n_prompts);
 }
 
 void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx) {
@@ -281,5 +281,5 @@ void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx) {
     free_prompts(in, 1);
     return;
   }
-  submit_and_start(s, rid, res, CHAT, arrival, true, &ch.gen, in, 1);
+  submit_and_start(s, rid, res, CHAT, arrival, true, &ch.params, in, 1);
 }
