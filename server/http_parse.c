@@ -4,7 +4,6 @@
  * may end at a read boundary); they are appended to hbuf and closed by the
  * *_complete callbacks. on_message_complete pauses llhttp, so one
  * llhttp_execute() never runs past the end of a request. */
-#include "base/alloc.h"
 #include "server/http_parse.h"
 
 #include <errno.h>
@@ -12,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "base/alloc.h"
 
 #define HEADER_LINE_OVERHEAD 4 /* ": " and CRLF, counted against the limit */
 

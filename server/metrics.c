@@ -1,12 +1,12 @@
 /* server/metrics.c — tram's standard metric set (see metrics.h). Bucket
  * boundaries follow vLLM's, so dashboards built for vLLM read them. */
-#include "base/alloc.h"
 #include "server/metrics.h"
 
 #include <stdlib.h>
 
-#include "base/log.h"
+#include "base/alloc.h"
 #include "base/arena.h"
+#include "base/log.h"
 
 static const double TTFT_BOUNDS[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,   0.25,  0.5,   0.75,
                                      1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};

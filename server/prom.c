@@ -1,6 +1,4 @@
 /* server/prom.c — Prometheus registry and text format (see prom.h). */
-#include "base/alloc.h"
-#include "base/buf.h"
 #include "server/prom.h"
 
 #include <math.h>
@@ -10,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/log.h"
+#include "base/alloc.h"
 #include "base/arena.h"
+#include "base/buf.h"
+#include "base/log.h"
 
 #define MAX_CONST_LABELS 8
 
