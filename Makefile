@@ -242,7 +242,7 @@ else
   PCRE2_CFLAGS := $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
   PCRE2_LIBS   := $(or $(shell pkg-config --libs libpcre2-8 2>/dev/null),-lpcre2-8)
 endif
-GPU_MODEL_SRCS := $(wildcard base/*.c gguf/*.c model/*.c sample/*.c) $(filter-out text/chat_template.c,$(wildcard text/*.c text/jinja/*.c)) \
+GPU_MODEL_SRCS := $(wildcard base/*.c gguf/*.c model/*.c sample/*.c text/*.c text/jinja/*.c) \
                   $(wildcard kernels/*.c kernels/cpu/*.c attention/*.c cache/*.c scheduler/*.c)
 GPU_MODEL_LIB  := $(BUILD)/gpu/libtram-model.a
 GPU_LINK_OBJS  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard kernels/cuda/*.cu)) \
