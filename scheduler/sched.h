@@ -227,6 +227,8 @@ void sched_engine_destroy(sched_engine_t *e);
 
 /* ---- statistics ------------------------------------------------------------ */
 
+#define SCHED_STEP_TOKEN_BUCKETS 16
+
 typedef struct sched_stats {
   /* now */
   int32_t running;             /* sequences admitted and not finished */
@@ -241,6 +243,9 @@ typedef struct sched_stats {
   uint64_t preemptions;
   uint64_t steps, decode_steps, varlen_steps; /* steps per attention path */
   uint64_t step_tokens, step_seqs;            /* summed over steps */
+  /* steps by prompt tokens computed + tokens sampled, t: [0] t <= 1, [k]
+   * 2^(k-1) < t <= 2^k, the last one everything above */
+  uint64_t step_tokens_log2[SCHED_STEP_TOKEN_BUCKETS];
   uint64_t prompt_tokens;        /* prompt tokens computed (recomputation included) */
   uint64_t generated_tokens;     /* tokens sampled */
   uint64_t prefix_query_tokens, prefix_hit_tokens; /* prompt tokens looked up / found cached */

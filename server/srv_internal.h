@@ -190,6 +190,8 @@ typedef struct srv_part {
   sched_req_t *req;
   int32_t index;               /* prompt index: choices index*n .. index*n + n-1 */
   int32_t prompt_tokens;
+  int64_t last_token_ns;       /* of any of its sequences (metrics) */
+  int32_t max_seq_tokens;      /* the longest of its sequences (metrics) */
   bool live;                   /* submitted, final event not yet seen */
 } srv_part_t;
 
@@ -202,6 +204,7 @@ struct srv_job {
   http_res_t *res;             /* NULL once the response ended or the client left */
   bool chat, stream, include_usage, logprobs;
   int32_t n;                   /* choices per prompt */
+  int32_t max_tokens;          /* the request's max_tokens; 0: none given */
   char id[64];
   int64_t created;             /* Unix seconds */
   int64_t arrival_ns;

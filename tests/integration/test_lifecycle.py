@@ -308,7 +308,7 @@ def test_sanitized_build(tmp_path, launch):
             got += s.recv(65536)
         s.close()
         deadline = time.monotonic() + 60
-        while srv.metric("tram:num_requests_running") != 0:
+        while srv.metric("vllm:num_requests_running") != 0:
             assert time.monotonic() < deadline
             time.sleep(0.1)
         assert srv.metric("tram:kv_cache_blocks_used") == 0
