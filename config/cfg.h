@@ -67,6 +67,7 @@ typedef enum cfg_key {
   CFG_IDLE_TIMEOUT,
   CFG_SLOW_CLIENT_TIMEOUT,
   CFG_DRAIN_TIMEOUT,
+  CFG_DRAIN_GRACE,
   CFG_API_KEYS,
   CFG_API_KEY_FILE,
   CFG_LOG_LEVEL,
@@ -125,6 +126,7 @@ typedef struct cfg {
   int64_t idle_timeout_ms;        /* keep-alive connection with no request */
   int64_t slow_client_timeout_ms; /* receiving a request, or a client not reading */
   int64_t drain_timeout_ms;       /* on SIGTERM, in-flight requests get this long */
+  int64_t drain_grace_ms;         /* on SIGTERM, the listener stays open this long first */
   /* auth */
   cfg_list_t api_keys;     /* accepted bearer keys: the api_keys setting followed by
                             * the lines of api_key_file; n == 0: no auth */

@@ -110,6 +110,12 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                            "On SIGTERM, how long in-flight requests may run on before they are "
                            "ended. Keep it below systemd's TimeoutStopSec.",
                            OFF(drain_timeout_ms)},
+    [CFG_DRAIN_GRACE] = {"drain_grace", CFG_T_DURATION, "Limits and timeouts", "5s", 0, 0, MS(3600), NULL,
+                         "DURATION", 0,
+                         "On SIGTERM, how long the listener stays open first: /health answers 503 "
+                         "\"draining\" and new generation requests 503 with Retry-After, so a load "
+                         "balancer sees the drain; then drain_timeout runs. SIGINT skips it.",
+                         OFF(drain_grace_ms)},
 
     [CFG_API_KEYS] = {"api_keys", CFG_T_LIST, "Security", "", 0, 0, 0, NULL, "KEY,...",
                       CFG_F_SECRET,

@@ -2,7 +2,9 @@
 answers 200, STATUS= lines, STOPPING=1 on SIGTERM, WATCHDOG=1 pings when
 WATCHDOG_USEC is set) through a datagram socket the test holds as
 NOTIFY_SOCKET; SIGTERM with 16 streams in flight (all complete, new
-connections are refused, exit 0); the drain timeout; a second signal;
+connections are refused, exit 0); the drain grace (/health 503 "draining"
+and new requests 503 while the listener stays open, then it closes); the
+drain timeout; a second signal;
 socket activation (LISTEN_FDS, and a connection made while tram is down
 waits in the held socket's queue); SIGHUP reopening the log file; and the
 main paths once under the ASan/UBSan build (build/san/tram)."""
@@ -201,6 +203,41 @@ def test_drain_timeout_ends_the_rest(tmp_path, launch):
         assert r["error"] is None and r["done"] and r["finish"] == "abort", r
         assert r["usage"]["completion_tokens"] < 1000
     assert "drain timeout" in srv.log()
+
+
+def test_drain_grace_keeps_the_listener_open(tmp_path, launch):
+    """SIGTERM with a drain grace: /health answers 503 "draining" at once on
+    new connections (a load balancer's probe sees it), new generation
+    requests get 503 with Retry-After, the stream in flight finishes, then
+    the listener closes and tram exits 0."""
+    srv = launch("--drain-grace", "3s")
+    host, port = srv.host_port
+    out, threads = start_streams(srv, 1, 48)
+    srv.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while True:  # a fresh connection each time: the listener must stay open
+        h = httpx.get(srv.url + "/health", headers={"Connection": "close"}, timeout=10)
+        if h.status_code == 503:
+            break
+        assert h.status_code == 200 and time.monotonic() < deadline, h.text
+        time.sleep(0.02)
+    assert h.json() == {"status": "draining"}
+    r = httpx.post(srv.url + "/v1/completions", json={"prompt": "Hi", "max_tokens": 4}, timeout=10)
+    assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
+    assert r.json()["error"]["code"] == "draining"
+    assert httpx.get(srv.url + "/metrics", timeout=10).status_code == 200  # still scraped meanwhile
+    assert srv.proc.poll() is None
+    deadline = time.monotonic() + 60
+    while not refused(host, port):  # then the listener closes
+        assert time.monotonic() < deadline, "the listener stayed open after the grace"
+        time.sleep(0.05)
+    for t in threads:
+        t.join(120)
+    assert srv.proc.wait(60) == 0
+    assert out[0]["error"] is None and out[0]["finish"] == "length", out
+    assert out[0]["usage"]["completion_tokens"] == 48
+    log = srv.log()
+    assert "listener stays open 3.0 s" in log and "drain grace over: closing the listener" in log
 
 
 def test_second_signal_exits_at_once(tmp_path, launch):

@@ -31,7 +31,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-DEFAULT_ARGS = ("--threads", "2", "--slow-client-timeout", "2s", "--max-model-len", "1024")
+DEFAULT_ARGS = ("--threads", "2", "--slow-client-timeout", "2s", "--max-model-len", "1024", "--drain-grace", "0s")
 
 
 def clean_env(**extra):
