@@ -49,6 +49,23 @@ typedef struct kv_alloc kv_alloc_t;
  * int32). Returns NULL after logging why. */
 kv_alloc_t *kv_alloc_create(int32_t num_blocks, int32_t block_size);
 
+/* Who watches the prefix cache's content (e.g. to publish vLLM's KV-cache
+ * events): the allocator calls stored() when a block is published (tokens:
+ * its block_size token ids) and removed() when a published block's hash is
+ * evicted, on the thread that owns the allocator. flush() is for the
+ * allocator's owner to call once a batch of changes is complete (the engine:
+ * after each step); the allocator never calls it. Each function may be
+ * NULL. They must not call back into the allocator. */
+typedef struct kv_observer {
+  void (*stored)(void *arg, uint64_t hash, uint64_t parent, const int32_t *tokens, int32_t block_size);
+  void (*removed)(void *arg, uint64_t hash);
+  void (*flush)(void *arg);
+  void *arg;
+} kv_observer_t;
+
+/* Sets (a copy of *o) or, with NULL, clears the observer. */
+void kv_alloc_set_observer(kv_alloc_t *a, const kv_observer_t *o);
+
 /* Frees the allocator (not the sequences' block arrays). NULL is a no-op. */
 void kv_alloc_destroy(kv_alloc_t *a);
 

@@ -74,6 +74,8 @@ typedef enum cfg_key {
   CFG_LOG_FORMAT,
   CFG_LOG_FILE,
   CFG_METRICS,
+  CFG_KV_EVENTS,
+  CFG_KV_EVENTS_TOPIC,
   CFG_N_SETTINGS
 } cfg_key_t;
 
@@ -136,6 +138,8 @@ typedef struct cfg {
   int log_format;          /* log_format_t */
   char *log_file;          /* log file path, NULL = stderr */
   bool metrics;            /* serve GET /metrics */
+  char *kv_events;         /* ZeroMQ endpoint for vLLM's KV-cache events; NULL or "": off */
+  char *kv_events_topic;   /* their topic frame */
   /* where each setting's value came from */
   cfg_source_t source[CFG_N_SETTINGS];
 } cfg_t;

@@ -42,6 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cache/kv_alloc.h"
 #include "kernels/kern.h"
 #include "model/llama.h"
 #include "model/sampler.h"
@@ -62,6 +63,8 @@ typedef struct sched_config {
                            * the whole cache (logged) */
   int max_waiting;        /* requests waiting for admission at most; 0: no limit */
   int prefix_caching;     /* 1: share full blocks by content across requests */
+  kv_observer_t kv_observer; /* told of every prefix-cache block stored and evicted, on the engine
+                              * thread; flushed after each step (zero: none) */
 } sched_config_t;
 
 /* The defaults above, prefix caching on. */

@@ -71,6 +71,7 @@ sched_engine_t *sched_engine_create(const model_t *m, kern_backend_t *be, const 
   kc.budget_bytes = (size_t)c.kv_cache_bytes;
   e->cache = kv_cache_create(be, &kc);
   if (!e->cache) goto fail;
+  kv_alloc_set_observer(e->cache->alloc, &c.kv_observer);
   const int64_t cache_tokens = (int64_t)e->cache->num_blocks * e->cache->block_size;
   e->max_len_model = c.max_model_len ? c.max_model_len : hp->n_ctx;
   if (c.max_model_len > hp->n_ctx)

@@ -351,5 +351,7 @@ int sched__step(sched_engine_t *e) {
   pthread_mutex_unlock(&e->mu);
   const int posted = e->n_step_ev > 0;
   sched__publish(e);
+  const kv_observer_t *o = &e->cfg.kv_observer;
+  if (o->flush) o->flush(o->arg); /* the step's prefix-cache changes as one batch */
   return n > 0 || posted;
 }

@@ -28,6 +28,7 @@ typedef struct srv_metrics {
   prom_series_t *kv_usage;         /* vllm:kv_cache_usage_perc (0..1) */
   prom_series_t *kv_blocks_used;   /* tram:kv_cache_blocks_used */
   prom_series_t *kv_blocks_total;  /* tram:kv_cache_blocks_total */
+  prom_series_t *kv_blocks_cached; /* tram:prefix_cache_blocks */
   /* counters */
   prom_series_t *prompt_tokens;        /* vllm:prompt_tokens_total */
   prom_series_t *generation_tokens;    /* vllm:generation_tokens_total */

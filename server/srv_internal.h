@@ -32,6 +32,7 @@
 #include "model/chat_template.h"
 #include "scheduler/sched.h"
 #include "server/http.h"
+#include "server/kv_events.h"
 #include "server/metrics.h"
 #include "server/oai_request.h"
 #include "server/oai_response.h"
@@ -84,6 +85,7 @@ typedef struct srv {
   char bos[256], eos[256]; /* the special tokens' texts, for chat templates */
   oai_limits_t oai_lim;
   srv_metrics_t *metrics;
+  kvev_t *kv_events;     /* vLLM's KV-cache events, or NULL (off) */
 
   /* loop handles */
   uv_async_t wake;       /* the engine's notify hook sends it */

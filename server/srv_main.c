@@ -45,6 +45,9 @@ static void load_work(uv_work_t *w) {
   const char *src = model_chat_template(s->model);
   s->tmpl = chat_tmpl_from_model(src, src ? strlen(src) : 0);
   if (!s->tmpl) log_warn("the model's chat template does not compile: chat requests will be refused");
+  if (c->kv_events && c->kv_events[0] &&
+      !(s->kv_events = kvev_create(c->kv_events, c->kv_events_topic, s->load_err, sizeof s->load_err)))
+    return;
   const sched_config_t sc = {
       .max_batch_tokens = c->max_batch_tokens,
       .max_seqs = c->max_seqs,
@@ -54,6 +57,7 @@ static void load_work(uv_work_t *w) {
       .max_model_len = c->max_model_len,
       .max_waiting = c->max_waiting,
       .prefix_caching = 1,
+      .kv_observer = s->kv_events ? kvev_observer(s->kv_events) : (kv_observer_t){0},
   };
   s->engine = sched_engine_create(s->model, s->be, &sc);
   if (!s->engine) snprintf(s->load_err, sizeof s->load_err, "cannot start the engine (see above)");
@@ -346,6 +350,7 @@ int srv_run(const cfg_t *cfg) {
   rc = uv_loop_close(&s->loop);
   if (rc < 0) log_warn("uv_loop_close: %s", uv_strerror(rc));
   srv_metrics_destroy(s->metrics);
+  kvev_destroy(s->kv_events); /* the engine that published on it is gone */
   chat_tmpl_free(s->tmpl);
   model_destroy(s->model);
   kern_backend_destroy(s->be);

@@ -1,6 +1,7 @@
 /* tests/unit/test_kv_prefix.c — prefix caching on the block allocator:
  * the chained hash, publish/find/evict, sequence lookup, publish and fork,
- * and a random storm checked against the contents the test itself tracks. */
+ * and a random storm checked against the contents the test itself tracks
+ * (and against what an observer of stores and evictions was told). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
