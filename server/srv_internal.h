@@ -163,6 +163,12 @@ void srv__send_json(http_res_t *res, int status, char *json);
  * is http_req_t.id (read it before answering: the request is freed then). */
 void srv__access(uint64_t id, const char *endpoint, int status);
 
+/* ---- srv_info.c ------------------------------------------------------------- */
+
+/* Registers GET /server_info, /model_info (and /get_server_info,
+ * /get_model_info): what sglang-router asks of a worker. */
+void srv__info_routes(srv_t *s);
+
 /* ---- srv_gen.c -------------------------------------------------------------- */
 
 void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx);
