@@ -316,14 +316,14 @@ def test_sighup_reopens_the_log_file(tmp_path, launch):
 def test_sanitized_build(tmp_path, launch):
     """The main paths under ASan + UBSan (make sanitize builds build/san/tram):
     whole and streamed answers, errors, a client leaving mid-stream, /metrics,
-    then SIGTERM with a stream in flight that the drain timeout ends: exit 0
+    /server_info and /model_info, KV-cache events published, then SIGTERM with a stream in flight that the drain timeout ends: exit 0
     with no report."""
     binary = pathlib.Path(os.environ.get("TRAM_SAN_BIN", ROOT / "build" / "san" / "tram"))
     binary = binary if binary.is_absolute() else ROOT / binary
     assert binary.exists(), f"{binary} is missing: run `make sanitize`"
     env = clean_env(ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1",
                     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
-    srv = launch("--drain-timeout", "1s", binary=binary, env=env)
+    srv = launch("--drain-timeout", "1s", "--kv-events", f"ipc://{tmp_path}/kv.sock", binary=binary, env=env)
     out, threads = [], []
     try:
         c = srv.client()
@@ -337,6 +337,7 @@ def test_sanitized_build(tmp_path, launch):
                                                   "echo": True, "stop": ["zz"]}).status_code == 200
         assert srv.post("/tokenize", json={"messages": [{"role": "user", "content": "Hi"}]}).status_code == 200
         assert srv.post("/detokenize", json={"tokens": [1, 2, 3]}).status_code == 200
+        assert srv.get("/server_info").status_code == 200 and srv.get("/get_model_info").status_code == 200
         body = json.dumps({"prompt": "Once", "max_tokens": 500, "ignore_eos": True, "stream": True}).encode()
         s = socket.create_connection(srv.host_port, timeout=60)
         s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
@@ -358,6 +359,7 @@ def test_sanitized_build(tmp_path, launch):
     log = srv.log()
     assert not re.search(r"AddressSanitizer|LeakSanitizer|runtime error", log), log[-5000:]
     assert rc == 0, log[-3000:]
+    assert re.search(r"kv_events: [1-9]\d* batches sent", log), log[-3000:]  # the blocks streamed tokens filled
 
 
 def test_request_timeout(tmp_path, launch):
