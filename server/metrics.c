@@ -19,6 +19,7 @@ static const double LATENCY_BOUNDS[] = {0.3,  0.5,  0.8,  1.0,   1.5,   2.0,   2
 /* vllm:iteration_tokens_total: 1 and the powers of two from 8 to 16384 */
 static const double ITER_BOUNDS[] = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
 static const double N_BOUNDS[] = {1, 2, 5, 10, 20};
+static const double PREFILL_TOKEN_BOUNDS[] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0};
 
 #define N(a) ((int)(sizeof(a) / sizeof *(a)))
 
@@ -69,6 +70,9 @@ static void create_histograms(srv_metrics_t *m, int32_t max_model_len) {
   };
   for (int i = 0; i < N(latency); i++)
     *latency[i].s = histogram(m, latency[i].name, latency[i].help, LATENCY_BOUNDS, N(LATENCY_BOUNDS));
+  m->prefill_per_token = histogram(m, "vllm:time_per_prefill_token_request_seconds",
+                                   "Time spent per token during prefill  phase in seconds", PREFILL_TOKEN_BOUNDS,
+                                   N(PREFILL_TOKEN_BOUNDS));
   double tok[64];
   int n_tok = prom_buckets_125(max_model_len, tok, N(tok));
   m->prompt_len = histogram(m, "vllm:request_prompt_tokens", "Number of prefill tokens processed.", tok, n_tok);
@@ -189,6 +193,8 @@ void srv_metrics_request(srv_metrics_t *m, const srv_metrics_req_t *r) {
   prom_observe(m->prefill_time, secs(t->first_scheduled, t->first_token));
   prom_observe(m->decode_time, secs(t->first_token, r->last_token));
   prom_observe(m->inference_time, secs(t->first_scheduled, r->last_token));
+  if (r->prompt_tokens > 0)
+    prom_observe(m->prefill_per_token, secs(t->first_scheduled, t->first_token) / (double)r->prompt_tokens);
   prom_observe(m->prompt_len, (double)r->prompt_tokens);
   prom_observe(m->output_len, (double)r->completion_tokens);
   prom_observe(m->max_output_len, (double)r->max_seq_tokens);

@@ -50,6 +50,7 @@ typedef struct srv_metrics {
   prom_series_t *inference_time;   /* request_inference_time_seconds */
   prom_series_t *prefill_time;     /* request_prefill_time_seconds */
   prom_series_t *decode_time;      /* request_decode_time_seconds */
+  prom_series_t *prefill_per_token; /* time_per_prefill_token_request_seconds */
   prom_series_t *prompt_len;       /* request_prompt_tokens */
   prom_series_t *output_len;       /* request_generation_tokens */
   prom_series_t *max_output_len;   /* request_max_num_generation_tokens */

@@ -38,6 +38,7 @@ HISTOGRAMS = {
     "vllm:request_inference_time_seconds": LATENCY,
     "vllm:request_prefill_time_seconds": LATENCY,
     "vllm:request_decode_time_seconds": LATENCY,
+    "vllm:time_per_prefill_token_request_seconds": [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0],
     "vllm:request_prompt_tokens": COUNTS,
     "vllm:request_generation_tokens": COUNTS,
     "vllm:request_max_num_generation_tokens": COUNTS,
@@ -143,6 +144,10 @@ def test_values_after_a_known_workload(server):
     assert abs(inference - hist("vllm:request_prefill_time_seconds")[1]
                - hist("vllm:request_decode_time_seconds")[1]) < 1e-6
     assert hist("vllm:e2e_request_latency_seconds")[1] >= hist("vllm:request_queue_time_seconds")[1] + inference - 1e-6
+    # prefill time per prompt token (both requests have n_prompt tokens)
+    per_token = hist("vllm:time_per_prefill_token_request_seconds")
+    assert per_token[0] == 2
+    assert abs(per_token[1] - hist("vllm:request_prefill_time_seconds")[1] / n_prompt) < 1e-6
     # one gap per token after each sequence's first: 2 * 5 + 2
     assert hist("vllm:time_per_output_token_seconds")[0] == 12
     assert hist("vllm:inter_token_latency_seconds") == hist("vllm:time_per_output_token_seconds")
