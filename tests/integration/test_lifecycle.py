@@ -240,6 +240,16 @@ def test_drain_grace_keeps_the_listener_open(tmp_path, launch):
     assert "listener stays open 3.0 s" in log and "drain grace over: closing the listener" in log
 
 
+def test_sigint_skips_the_drain_grace(tmp_path, launch):
+    """Ctrl-C (SIGINT) drains without the grace: the listener closes at once
+    and an idle tram exits 0 long before a 60 s grace would end."""
+    srv = launch("--drain-grace", "60s")
+    srv.proc.send_signal(signal.SIGINT)
+    assert srv.proc.wait(30) == 0
+    log = srv.log()
+    assert "Interrupt: draining (0 requests in flight" in log and "listener stays open" not in log, log[-2000:]
+
+
 def test_second_signal_exits_at_once(tmp_path, launch):
     srv = launch()
     out, threads = start_streams(srv, 1, 1000)
