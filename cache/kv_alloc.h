@@ -42,12 +42,18 @@
 
 #include <stdint.h>
 
+#include "cache/kv_observer.h"
+
 typedef struct kv_alloc kv_alloc_t;
 
 /* Creates an allocator of num_blocks (>= 1) blocks of block_size (>= 1)
  * tokens, all free, with num_blocks * block_size <= INT32_MAX (slots are
  * int32). Returns NULL after logging why. */
 kv_alloc_t *kv_alloc_create(int32_t num_blocks, int32_t block_size);
+
+
+/* Sets (a copy of *o) or, with NULL, clears the observer. */
+void kv_alloc_set_observer(kv_alloc_t *a, const kv_observer_t *o);
 
 /* Frees the allocator (not the sequences' block arrays). NULL is a no-op. */
 void kv_alloc_destroy(kv_alloc_t *a);
@@ -113,8 +119,6 @@ void kv_seq_free(kv_alloc_t *a, kv_seq_t *s);
 
 /* --- prefix caching -------------------------------------------------------- */
 
-/* The parent hash of a sequence's first block. */
-#define KV_HASH_ROOT UINT64_C(0x9e3779b97f4a7c15)
 
 /* The chained hash of a block holding tokens[n] after a prefix whose hash
  * is `parent`. A pure function: the same on every run and machine. */

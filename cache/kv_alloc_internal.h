@@ -31,6 +31,7 @@ struct kv_alloc {
   uint64_t table_mask;
   int32_t n_published;
   uint64_t evictions;
+  kv_observer_t observer; /* zero: none */
 };
 
 /* Programmer errors: report and stop. */

@@ -68,6 +68,7 @@ void kv__prefix_evict(kv_alloc_t *a, int32_t block) {
     }
   }
   a->table[i] = KV_NONE;
+  if (a->observer.removed) a->observer.removed(a->observer.arg, m->hash);
   m->published = 0;
   a->n_published--;
   a->evictions++;
@@ -88,7 +89,12 @@ int kv_prefix_insert(kv_alloc_t *a, int32_t block, uint64_t parent, const int32_
   m->parent = parent;
   memcpy(a->tokens + (size_t)block * (size_t)a->block_size, tokens, (size_t)a->block_size * sizeof *tokens);
   a->n_published++;
+  if (a->observer.stored) a->observer.stored(a->observer.arg, h, parent, tokens, a->block_size);
   return 1;
+}
+
+void kv_alloc_set_observer(kv_alloc_t *a, const kv_observer_t *o) {
+  a->observer = o ? *o : (kv_observer_t){0};
 }
 
 int32_t kv_prefix_find(const kv_alloc_t *a, uint64_t parent, const int32_t *tokens) {

@@ -67,12 +67,15 @@ typedef enum cfg_key {
   CFG_IDLE_TIMEOUT,
   CFG_SLOW_CLIENT_TIMEOUT,
   CFG_DRAIN_TIMEOUT,
+  CFG_DRAIN_GRACE,
   CFG_API_KEYS,
   CFG_API_KEY_FILE,
   CFG_LOG_LEVEL,
   CFG_LOG_FORMAT,
   CFG_LOG_FILE,
   CFG_METRICS,
+  CFG_KV_EVENTS,
+  CFG_KV_EVENTS_TOPIC,
   CFG_N_SETTINGS
 } cfg_key_t;
 
@@ -125,6 +128,7 @@ typedef struct cfg {
   int64_t idle_timeout_ms;        /* keep-alive connection with no request */
   int64_t slow_client_timeout_ms; /* receiving a request, or a client not reading */
   int64_t drain_timeout_ms;       /* on SIGTERM, in-flight requests get this long */
+  int64_t drain_grace_ms;         /* on SIGTERM, the listener stays open this long first */
   /* auth */
   cfg_list_t api_keys;     /* accepted bearer keys: the api_keys setting followed by
                             * the lines of api_key_file; n == 0: no auth */
@@ -134,6 +138,8 @@ typedef struct cfg {
   int log_format;          /* log_format_t */
   char *log_file;          /* log file path, NULL = stderr */
   bool metrics;            /* serve GET /metrics */
+  char *kv_events;         /* ZeroMQ endpoint for vLLM's KV-cache events; NULL or "": off */
+  char *kv_events_topic;   /* their topic frame */
   /* where each setting's value came from */
   cfg_source_t source[CFG_N_SETTINGS];
 } cfg_t;

@@ -110,6 +110,12 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                            "On SIGTERM, how long in-flight requests may run on before they are "
                            "ended. Keep it below systemd's TimeoutStopSec.",
                            OFF(drain_timeout_ms)},
+    [CFG_DRAIN_GRACE] = {"drain_grace", CFG_T_DURATION, "Limits and timeouts", "5s", 0, 0, MS(3600), NULL,
+                         "DURATION", 0,
+                         "On SIGTERM, how long the listener stays open first: /health answers 503 "
+                         "\"draining\" and new generation requests 503 with Retry-After, so a load "
+                         "balancer sees the drain; then drain_timeout runs. SIGINT skips it.",
+                         OFF(drain_grace_ms)},
 
     [CFG_API_KEYS] = {"api_keys", CFG_T_LIST, "Security", "", 0, 0, 0, NULL, "KEY,...",
                       CFG_F_SECRET,
@@ -132,6 +138,13 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                       OFF(log_file)},
     [CFG_METRICS] = {"metrics", CFG_T_BOOL, "Logging and metrics", "true", 0, 0, 0, NULL, "BOOL", 0,
                      "Serve Prometheus metrics at GET /metrics.", OFF(metrics)},
+    [CFG_KV_EVENTS] = {"kv_events", CFG_T_STRING, "Logging and metrics", "", 0, 0, 0, NULL, "ENDPOINT", 0,
+                       "Publish vLLM's KV-cache events (ZeroMQ PUB, msgpack) on this endpoint, e.g. "
+                       "tcp://*:5557 (bound when it holds * or ::, or is ipc:// or inproc://; "
+                       "connected otherwise). Empty: off.",
+                       OFF(kv_events)},
+    [CFG_KV_EVENTS_TOPIC] = {"kv_events_topic", CFG_T_STRING, "Logging and metrics", "", 0, 0, 0, NULL, "TOPIC",
+                             0, "The topic frame of each KV-cache event message.", OFF(kv_events_topic)},
 };
 
 char *cfg_env_name(cfg_key_t key, char *buf, size_t len) {

@@ -109,6 +109,8 @@ model_t *model_load(const char *path, kern_backend_t *be, char *err, size_t err_
 void model_destroy(model_t *m);
 
 const model_hparams_t *model_hparams(const model_t *m);
+/* The architecture's GGUF name ("llama", "qwen2"). */
+const char *model_arch_name(const model_t *m);
 /* The model file's mapping (owned by the model, valid while it is): what
  * text/ reads the tokenizer and the chat template from. */
 const gguf_ctx_t *model_gguf(const model_t *m);

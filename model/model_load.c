@@ -209,7 +209,7 @@ model_t *model_load(const char *path, kern_backend_t *be, char *err, size_t err_
   const model_hparams_t *hp = &m->hp;
   log_info("model: %s: %s, %d layers, dim %d, MLP %d, %d heads (%d KV) of %d, vocabulary %d, context %d, "
            "%.1f MB read per token",
-           path, hp->arch == MODEL_ARCH_QWEN2 ? "qwen2" : "llama", hp->n_layers, hp->dim, hp->ff_dim, hp->n_heads,
+           path, model_arch_name(m), hp->n_layers, hp->dim, hp->ff_dim, hp->n_heads,
            hp->n_kv_heads, hp->head_dim, hp->n_vocab, hp->n_ctx, (double)m->step_bytes / 1e6);
   return m;
 }
@@ -249,6 +249,7 @@ void model_destroy(model_t *m) {
 }
 
 const model_hparams_t *model_hparams(const model_t *m) { return &m->hp; }
+const char *model_arch_name(const model_t *m) { return m->hp.arch == MODEL_ARCH_QWEN2 ? "qwen2" : "llama"; }
 const gguf_ctx_t *model_gguf(const model_t *m) { return m->gguf; }
 const float *model_rope_inv_freq(const model_t *m) { return m->inv_freq; }
 int64_t model_step_weight_bytes(const model_t *m) { return m->step_bytes; }

@@ -42,6 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cache/kv_observer.h"
 #include "sample/samp_params.h"
 
 /* Only pointers to these cross this header, so the server compiles without
@@ -66,6 +67,8 @@ typedef struct sched_config {
                            * the whole cache (logged) */
   int max_waiting;        /* requests waiting for admission at most; 0: no limit */
   int prefix_caching;     /* 1: share full blocks by content across requests */
+  kv_observer_t kv_observer; /* told of every prefix-cache block stored and evicted, on the engine
+                              * thread; flushed after each step (zero: none) */
 } sched_config_t;
 
 /* The defaults above, prefix caching on. */
@@ -234,6 +237,8 @@ void sched_engine_destroy(sched_engine_t *e);
 
 /* ---- statistics ------------------------------------------------------------ */
 
+#define SCHED_STEP_TOKEN_BUCKETS 16
+
 typedef struct sched_stats {
   /* now */
   int32_t running;             /* sequences admitted and not finished */
@@ -248,6 +253,9 @@ typedef struct sched_stats {
   uint64_t preemptions;
   uint64_t steps, decode_steps, varlen_steps; /* steps per attention path */
   uint64_t step_tokens, step_seqs;            /* summed over steps */
+  /* steps by prompt tokens computed + tokens sampled, t: [0] t <= 1, [k]
+   * 2^(k-1) < t <= 2^k, the last one everything above */
+  uint64_t step_tokens_log2[SCHED_STEP_TOKEN_BUCKETS];
   uint64_t prompt_tokens;        /* prompt tokens computed (recomputation included) */
   uint64_t generated_tokens;     /* tokens sampled */
   uint64_t prefix_query_tokens, prefix_hit_tokens; /* prompt tokens looked up / found cached */
@@ -273,5 +281,8 @@ void sched_get_stats(sched_engine_t *e, sched_stats_t *out);
  * maximum sequence length. */
 const tok_t *sched_engine_tokenizer(const sched_engine_t *e);
 int32_t sched_engine_max_model_len(const sched_engine_t *e);
+/* The model's architecture, as GGUF's general.architecture names it
+ * ("llama", "qwen2"). */
+const char *sched_engine_model_arch(const sched_engine_t *e);
 
 #endif

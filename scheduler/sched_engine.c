@@ -66,6 +66,7 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   kc.budget_bytes = (size_t)c.kv_cache_bytes;
   e->cache = kv_cache_create(be, &kc);
   if (!e->cache) goto fail;
+  kv_alloc_set_observer(e->cache->alloc, &c.kv_observer);
   const int64_t cache_tokens = (int64_t)e->cache->num_blocks * e->cache->block_size;
   e->max_len_model = c.max_model_len ? c.max_model_len : hp->n_ctx;
   if (c.max_model_len > hp->n_ctx)
@@ -311,3 +312,4 @@ void sched_get_stats(sched_engine_t *e, sched_stats_t *out) {
 
 const tok_t *sched_engine_tokenizer(const sched_engine_t *e) { return e->tok; }
 int32_t sched_engine_max_model_len(const sched_engine_t *e) { return e->max_len; }
+const char *sched_engine_model_arch(const sched_engine_t *e) { return model_arch_name(e->m); }

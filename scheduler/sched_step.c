@@ -268,6 +268,13 @@ static void fail_step(sched_engine_t *e, int rc) {
   }
 }
 
+/* The step_tokens_log2 bucket of a step of t tokens (see sched_stats_t). */
+static int log2_bucket(uint64_t t) {
+  int k = 0;
+  while (k < SCHED_STEP_TOKEN_BUCKETS - 1 && t > ((uint64_t)1 << k)) k++;
+  return k;
+}
+
 int sched__step(sched_engine_t *e) {
   const int64_t t0 = clock_now_ns();
   take_inbox(e);
@@ -275,6 +282,7 @@ int sched__step(sched_engine_t *e) {
   const int n = sched_plan_step(&e->plan);
   int64_t t_fwd = 0, t1 = t0, t2 = t0;
   uint64_t prompt_tokens = 0;
+  const uint64_t generated0 = e->generated;
   if (n > 0) {
     e->step_no++;
     int32_t n_rows = 0;
@@ -330,6 +338,7 @@ int sched__step(sched_engine_t *e) {
     st->step_tokens += (uint64_t)e->plan.n_tokens;
     st->step_seqs += (uint64_t)n;
     st->prompt_tokens += prompt_tokens;
+    st->step_tokens_log2[log2_bucket(prompt_tokens + (e->generated - generated0))]++;
     st->last_step_tokens = e->plan.n_tokens;
     st->last_step_seqs = n;
     st->last_step_ns = t_end - t0;
@@ -344,5 +353,7 @@ int sched__step(sched_engine_t *e) {
   pthread_mutex_unlock(&e->mu);
   const int posted = e->n_step_ev > 0;
   sched__publish(e);
+  const kv_observer_t *o = &e->cfg.kv_observer;
+  if (o->flush) o->flush(o->arg); /* the step's prefix-cache changes as one batch */
   return n > 0 || posted;
 }

@@ -12,6 +12,8 @@ pkgs=(
   node-llhttp         # HTTP parser: C sources in /usr/share/llhttp
   libpcre2-dev        # tokenizer pre-split regexes
   libsystemd-dev      # sd_notify, socket activation
+  libzmq3-dev         # KV-cache events (ZeroMQ PUB)
+  libmsgpack-dev      # KV-cache events (msgpack-c)
   libcmocka-dev       # C unit tests
   clang               # libFuzzer targets
   libclang-rt-14-dev  # sanitizer and fuzzer runtimes for clang

@@ -41,6 +41,7 @@ srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_param
   j->include_usage = g->include_usage;
   j->logprobs = g->samp.logprobs || g->samp.top_logprobs > 0;
   j->n = g->n;
+  j->max_tokens = g->max_tokens > 0 ? g->max_tokens : 0;
   oai_make_id(j->id, sizeof j->id, chat ? "chatcmpl" : "cmpl", s->boot_id, http_res_req(res)->id);
   j->created = (int64_t)time(NULL);
   j->arrival_ns = clock_now_ns();
@@ -235,12 +236,16 @@ static void part_final(srv_t *s, srv_job_t *j, srv_part_t *p, const sched_event_
     j->first_scheduled_ns = t->first_scheduled;
   if (t->first_token && (!j->first_token_ns || t->first_token < j->first_token_ns))
     j->first_token_ns = t->first_token;
-  srv_metrics_t *m = s->metrics;
-  if (t->first_token) prom_observe(m->ttft, (double)(t->first_token - t->arrival) / 1e9);
-  if (t->first_scheduled) prom_observe(m->queue_time, (double)(t->first_scheduled - t->arrival) / 1e9);
-  prom_observe(m->e2e, (double)(t->finished - t->arrival) / 1e9);
-  prom_observe(m->prompt_len, (double)ev->usage.prompt_tokens);
-  prom_observe(m->output_len, (double)ev->usage.completion_tokens);
+  const srv_metrics_req_t mr = {
+      .times = *t,
+      .last_token = p->last_token_ns,
+      .prompt_tokens = ev->usage.prompt_tokens,
+      .completion_tokens = ev->usage.completion_tokens,
+      .max_seq_tokens = p->max_seq_tokens,
+      .n = j->n,
+      .max_tokens = j->max_tokens > 0 ? j->max_tokens : j->srv->max_model_len - (int32_t)ev->usage.prompt_tokens,
+  };
+  srv_metrics_request(s->metrics, &mr);
   p->live = false;
   j->n_live--;
 }
@@ -252,8 +257,9 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
   srv_choice_t *c = &j->choices[ci];
   if (ev->token >= 0) {
     c->tokens++;
-    if (c->last_token_ns) prom_observe(s->metrics->itl, (double)(ev->time - c->last_token_ns) / 1e9);
+    if (c->last_token_ns) srv_metrics_token(s->metrics, (double)(ev->time - c->last_token_ns) / 1e9);
     c->last_token_ns = ev->time;
+    if (ev->time > p->last_token_ns) p->last_token_ns = ev->time;
   }
   if (ev->kind != SCHED_EV_TOKEN) {
     c->done = true;
@@ -265,6 +271,7 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
       if (!c->error && !(c->error = strdup(ev->error ? ev->error : "generation failed"))) xoom("server", 0);
     }
     count_finish(s, c->finish);
+    if (c->tokens > p->max_seq_tokens) p->max_seq_tokens = c->tokens;
   }
   if (j->res) {
     if (j->stream) stream_event(j, c, ci, ev);

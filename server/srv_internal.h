@@ -34,6 +34,7 @@
 #include "text/tokenizer.h"
 #include "scheduler/sched.h"
 #include "server/http.h"
+#include "server/kv_events.h"
 #include "server/metrics.h"
 #include "server/oai_request.h"
 #include "server/oai_response.h"
@@ -77,6 +78,7 @@ typedef struct srv {
   char bos[256], eos[256]; /* the special tokens' texts, for chat templates */
   oai_limits_t oai_lim;
   srv_metrics_t *metrics;
+  kvev_t *kv_events;     /* vLLM's KV-cache events, or NULL (off) */
 
   /* loop handles */
   uv_async_t wake;       /* the engine's notify hook sends it */
@@ -154,6 +156,12 @@ void srv__send_json(http_res_t *res, int status, char *json);
  * is http_req_t.id (read it before answering: the request is freed then). */
 void srv__access(uint64_t id, const char *endpoint, int status);
 
+/* ---- srv_info.c ------------------------------------------------------------- */
+
+/* Registers GET /server_info, /model_info (and /get_server_info,
+ * /get_model_info): what sglang-router asks of a worker. */
+void srv__info_routes(srv_t *s);
+
 /* ---- srv_completions.c -------------------------------------------------------------- */
 
 void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx);
@@ -183,6 +191,8 @@ typedef struct srv_part {
   sched_req_t *req;
   int32_t index;               /* prompt index: choices index*n .. index*n + n-1 */
   int32_t prompt_tokens;
+  int64_t last_token_ns;       /* of any of its sequences (metrics) */
+  int32_t max_seq_tokens;      /* the longest of its sequences (metrics) */
   bool live;                   /* submitted, final event not yet seen */
 } srv_part_t;
 
@@ -195,6 +205,7 @@ struct srv_job {
   http_res_t *res;             /* NULL once the response ended or the client left */
   bool chat, stream, include_usage, logprobs;
   int32_t n;                   /* choices per prompt */
+  int32_t max_tokens;          /* the request's max_tokens; 0: none given */
   char id[64];
   int64_t created;             /* Unix seconds */
   int64_t arrival_ns;

@@ -7,7 +7,9 @@
  *   builds backend, model, chat template and engine while /health says
  *   "loading" → ready: the state flips, then READY=1 is sent (so /health
  *   answers 200 before systemd hears READY) → serving → SIGTERM/SIGINT:
- *   STOPPING=1, listeners closed, the engine admits nothing new, requests in
+ *   STOPPING=1, /health 503 "draining", the engine admits nothing new;
+ *   SIGTERM keeps the listener open drain_grace (new generation requests
+ *   get 503 + Retry-After) → listeners closed, requests in
  *   flight run on → all done (or drain_timeout: the engine aborts the rest,
  *   and SRV_CLOSE_GRACE_MS later connections still open are cut) → the
  *   engine thread is joined, everything freed, exit 0. */
@@ -33,7 +35,12 @@
 
 static void load_work(uv_work_t *w) {
   srv_t *s = w->data;
-  const sched_stack_opts_t o = srv_stack_opts(s->cfg);
+  const cfg_t *c = s->cfg;
+  sched_stack_opts_t o = srv_stack_opts(c);
+  if (c->kv_events && c->kv_events[0]) {
+    if (!(s->kv_events = kvev_create(c->kv_events, c->kv_events_topic, s->load_err, sizeof s->load_err))) return;
+    o.sched.kv_observer = kvev_observer(s->kv_events);
+  }
   if (sched_stack_open(&s->stack, &o, s->load_err, sizeof s->load_err) != 0) return;
   s->tmpl = s->stack.tmpl;
   s->engine = s->stack.engine;
@@ -147,17 +154,39 @@ static void on_drain_timer(uv_timer_t *t) {
   srv__maybe_finish(s);
 }
 
-static void begin_drain(srv_t *s, const char *why) {
+/* The listener closes: from here on only what is in flight finishes, for
+ * drain_timeout at most. */
+static void close_listener(srv_t *s) {
+  http_server_drain(s->http, on_http_drained, s);
+  uv_timer_start(&s->drain_timer, on_drain_timer, (uint64_t)s->cfg->drain_timeout_ms, 0);
+}
+
+static void on_grace_over(uv_timer_t *t) {
+  srv_t *s = t->data;
+  log_info("drain grace over: closing the listener (%d requests in flight, %.1f s at most)", s->n_jobs,
+           (double)s->cfg->drain_timeout_ms / 1e3);
+  close_listener(s);
+}
+
+/* grace: keep the listener open that long first (SIGTERM), so that load
+ * balancers see /health answer 503 "draining" and stop sending. */
+static void begin_drain(srv_t *s, const char *why, bool grace) {
   const bool loading = s->state == SRV_LOADING;
   s->state = SRV_DRAINING;
   srv__status(s, "STOPPING=1", "draining: %d requests in flight", s->n_jobs);
-  if (loading) log_info("%s while loading: stopping once the loader is done", why);
-  else
+  if (s->engine) sched_engine_drain(s->engine);
+  if (loading) {
+    log_info("%s while loading: stopping once the loader is done", why);
+  } else if (grace && s->cfg->drain_grace_ms > 0) {
+    log_info("%s: draining (%d requests in flight); /health answers 503 and the listener stays open %.1f s", why,
+             s->n_jobs, (double)s->cfg->drain_grace_ms / 1e3);
+    uv_timer_start(&s->drain_timer, on_grace_over, (uint64_t)s->cfg->drain_grace_ms, 0);
+    return;
+  } else {
     log_info("%s: draining (%d requests in flight, %.1f s at most)", why, s->n_jobs,
              (double)s->cfg->drain_timeout_ms / 1e3);
-  if (s->engine) sched_engine_drain(s->engine);
-  http_server_drain(s->http, on_http_drained, s);
-  uv_timer_start(&s->drain_timer, on_drain_timer, (uint64_t)s->cfg->drain_timeout_ms, 0);
+  }
+  close_listener(s);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -172,7 +201,7 @@ static void on_signal(uv_signal_t *h, int signum) {
     log_warn("%s again: exiting now", strsignal(signum));
     _exit(1);
   }
-  begin_drain(s, strsignal(signum));
+  begin_drain(s, strsignal(signum), signum == SIGTERM);
 }
 
 /* ---- the tick: every second, or a quarter of the watchdog period if shorter ---------- */
@@ -305,6 +334,7 @@ int srv_run(const cfg_t *cfg) {
   if (rc < 0) log_warn("uv_loop_close: %s", uv_strerror(rc));
   srv_metrics_destroy(s->metrics);
   sched_stack_close(&s->stack);
+  kvev_destroy(s->kv_events); /* the engine that published on it is gone */
   const int status = s->exit_status;
   free(s);
   return status;

@@ -143,21 +143,8 @@ static void h_metrics(const http_req_t *req, http_res_t *res, void *ctx) {
   srv_metrics_t *m = s->metrics;
   sched_stats_t st;
   sched_get_stats(s->engine, &st);
-  prom_set(m->requests_running, st.running);
-  prom_set(m->requests_waiting, st.waiting);
-  prom_set(m->kv_usage, st.kv_blocks_total ? (double)st.kv_blocks_used / st.kv_blocks_total : 0);
-  prom_set(m->kv_blocks_used, st.kv_blocks_used);
-  prom_set(m->kv_blocks_total, st.kv_blocks_total);
-  prom_set(m->prompt_tokens, (double)st.prompt_tokens);
-  prom_set(m->generation_tokens, (double)st.generated_tokens);
-  prom_set(m->preemptions, (double)st.preemptions);
-  prom_set(m->prefix_cache_queries, (double)st.prefix_query_tokens);
-  prom_set(m->prefix_cache_hits, (double)st.prefix_hit_tokens);
-  prom_set(m->steps_varlen, (double)st.varlen_steps);
-  prom_set(m->steps_decode, (double)st.decode_steps);
-  prom_set(m->success_stop, (double)s->finished_stop);
-  prom_set(m->success_length, (double)s->finished_length);
-  prom_set(m->success_abort, (double)s->finished_abort);
+  srv_metrics_snapshot(m, &st);
+  srv_metrics_finished(m, s->finished_stop, s->finished_length, s->finished_abort);
   http_server_stats_t hs;
   http_server_stats(s->http, &hs);
   srv_metrics_http(m, &hs);
@@ -240,4 +227,5 @@ void srv__routes(srv_t *s) {
   http_server_route(h, HTTP_POST, "/detokenize", h_detokenize, s, 0);
   http_server_route(h, HTTP_POST, "/v1/completions", srv__h_completions, s, 0);
   http_server_route(h, HTTP_POST, "/v1/chat/completions", srv__h_chat, s, 0);
+  srv__info_routes(s);
 }

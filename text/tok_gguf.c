@@ -1,5 +1,5 @@
 /* text/tok_gguf.c — a tokenizer from a GGUF file's tokenizer.ggml.* keys:
- * reads them through model/gguf.h into a tok_spec_t and calls tok_create.
+ * reads them through gguf/gguf.h into a tok_spec_t and calls tok_create.
  * Strings are views into the file; tok_create copies what it keeps. */
 #include <errno.h>
 #include <stdio.h>

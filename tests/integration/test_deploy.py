@@ -73,7 +73,9 @@ def test_service_is_hardened_as_documented(root, tram_bin, model_path):
     # systemd's stop timeout leaves room for tram's drain.
     r = subprocess.run([str(tram_bin), "serve", "--check-config", "-m", str(model_path)],
                        capture_output=True, text=True, env={}, timeout=30)
-    drain = json.loads(r.stdout)["drain_timeout"]["value"]
+    conf = json.loads(r.stdout)
+    # the grace, the drain timeout, then 5 s for slow readers (SRV_CLOSE_GRACE_MS)
+    drain = conf["drain_grace"]["value"] + conf["drain_timeout"]["value"] + 5
     assert int(s["TimeoutStopSec"][0].rstrip("s")) > drain
     sock = unit_settings(root / "deploy" / "tram.socket")
     assert sock["ListenStream"] == ["127.0.0.1:8080"]

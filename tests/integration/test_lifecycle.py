@@ -2,7 +2,9 @@
 answers 200, STATUS= lines, STOPPING=1 on SIGTERM, WATCHDOG=1 pings when
 WATCHDOG_USEC is set) through a datagram socket the test holds as
 NOTIFY_SOCKET; SIGTERM with 16 streams in flight (all complete, new
-connections are refused, exit 0); the drain timeout; a second signal;
+connections are refused, exit 0); the drain grace (/health 503 "draining"
+and new requests 503 while the listener stays open, then it closes); the
+drain timeout; a second signal;
 socket activation (LISTEN_FDS, and a connection made while tram is down
 waits in the held socket's queue); SIGHUP reopening the log file; and the
 main paths once under the ASan/UBSan build (build/san/tram)."""
@@ -203,6 +205,51 @@ def test_drain_timeout_ends_the_rest(tmp_path, launch):
     assert "drain timeout" in srv.log()
 
 
+def test_drain_grace_keeps_the_listener_open(tmp_path, launch):
+    """SIGTERM with a drain grace: /health answers 503 "draining" at once on
+    new connections (a load balancer's probe sees it), new generation
+    requests get 503 with Retry-After, the stream in flight finishes, then
+    the listener closes and tram exits 0."""
+    srv = launch("--drain-grace", "3s")
+    host, port = srv.host_port
+    out, threads = start_streams(srv, 1, 48)
+    srv.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while True:  # a fresh connection each time: the listener must stay open
+        h = httpx.get(srv.url + "/health", headers={"Connection": "close"}, timeout=10)
+        if h.status_code == 503:
+            break
+        assert h.status_code == 200 and time.monotonic() < deadline, h.text
+        time.sleep(0.02)
+    assert h.json() == {"status": "draining"}
+    r = httpx.post(srv.url + "/v1/completions", json={"prompt": "Hi", "max_tokens": 4}, timeout=10)
+    assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
+    assert r.json()["error"]["code"] == "draining"
+    assert httpx.get(srv.url + "/metrics", timeout=10).status_code == 200  # still scraped meanwhile
+    assert srv.proc.poll() is None
+    deadline = time.monotonic() + 60
+    while not refused(host, port):  # then the listener closes
+        assert time.monotonic() < deadline, "the listener stayed open after the grace"
+        time.sleep(0.05)
+    for t in threads:
+        t.join(120)
+    assert srv.proc.wait(60) == 0
+    assert out[0]["error"] is None and out[0]["finish"] == "length", out
+    assert out[0]["usage"]["completion_tokens"] == 48
+    log = srv.log()
+    assert "listener stays open 3.0 s" in log and "drain grace over: closing the listener" in log
+
+
+def test_sigint_skips_the_drain_grace(tmp_path, launch):
+    """Ctrl-C (SIGINT) drains without the grace: the listener closes at once
+    and an idle tram exits 0 long before a 60 s grace would end."""
+    srv = launch("--drain-grace", "60s")
+    srv.proc.send_signal(signal.SIGINT)
+    assert srv.proc.wait(30) == 0
+    log = srv.log()
+    assert "Interrupt: draining (0 requests in flight" in log and "listener stays open" not in log, log[-2000:]
+
+
 def test_second_signal_exits_at_once(tmp_path, launch):
     srv = launch()
     out, threads = start_streams(srv, 1, 1000)
@@ -279,14 +326,14 @@ def test_sighup_reopens_the_log_file(tmp_path, launch):
 def test_sanitized_build(tmp_path, launch):
     """The main paths under ASan + UBSan (make sanitize builds build/san/tram):
     whole and streamed answers, errors, a client leaving mid-stream, /metrics,
-    then SIGTERM with a stream in flight that the drain timeout ends: exit 0
+    /server_info and /model_info, KV-cache events published, then SIGTERM with a stream in flight that the drain timeout ends: exit 0
     with no report."""
     binary = pathlib.Path(os.environ.get("TRAM_SAN_BIN", ROOT / "build" / "san" / "tram"))
     binary = binary if binary.is_absolute() else ROOT / binary
     assert binary.exists(), f"{binary} is missing: run `make sanitize`"
     env = clean_env(ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1",
                     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
-    srv = launch("--drain-timeout", "1s", binary=binary, env=env)
+    srv = launch("--drain-timeout", "1s", "--kv-events", f"ipc://{tmp_path}/kv.sock", binary=binary, env=env)
     out, threads = [], []
     try:
         c = srv.client()
@@ -300,6 +347,7 @@ def test_sanitized_build(tmp_path, launch):
                                                   "echo": True, "stop": ["zz"]}).status_code == 200
         assert srv.post("/tokenize", json={"messages": [{"role": "user", "content": "Hi"}]}).status_code == 200
         assert srv.post("/detokenize", json={"tokens": [1, 2, 3]}).status_code == 200
+        assert srv.get("/server_info").status_code == 200 and srv.get("/get_model_info").status_code == 200
         body = json.dumps({"prompt": "Once", "max_tokens": 500, "ignore_eos": True, "stream": True}).encode()
         s = socket.create_connection(srv.host_port, timeout=60)
         s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
@@ -308,7 +356,7 @@ def test_sanitized_build(tmp_path, launch):
             got += s.recv(65536)
         s.close()
         deadline = time.monotonic() + 60
-        while srv.metric("tram:num_requests_running") != 0:
+        while srv.metric("vllm:num_requests_running") != 0:
             assert time.monotonic() < deadline
             time.sleep(0.1)
         assert srv.metric("tram:kv_cache_blocks_used") == 0
@@ -321,6 +369,7 @@ def test_sanitized_build(tmp_path, launch):
     log = srv.log()
     assert not re.search(r"AddressSanitizer|LeakSanitizer|runtime error", log), log[-5000:]
     assert rc == 0, log[-3000:]
+    assert re.search(r"kv_events: [1-9]\d* batches sent", log), log[-3000:]  # the blocks streamed tokens filled
 
 
 def test_request_timeout(tmp_path, launch):

@@ -221,7 +221,7 @@ def wait_metric(server, name, pred, timeout=20, **labels):
 
 def test_disconnect_mid_stream_frees_blocks(server):
     assert wait_metric(server, "tram:kv_cache_blocks_used", lambda v: v == 0) == 0
-    aborts = server.metric("tram:request_success_total", finished_reason="abort")
+    aborts = server.metric("vllm:request_success_total", finished_reason="abort")
     body = json.dumps({"prompt": "Once upon a time", "max_tokens": 900, "ignore_eos": True, "temperature": 0,
                        "stream": True}).encode()
     s = connect(server)
@@ -231,11 +231,11 @@ def test_disconnect_mid_stream_frees_blocks(server):
     while got.count(b"data: ") < 4:
         got += s.recv(65536)
     assert server.metric("tram:kv_cache_blocks_used") > 0
-    assert server.metric("tram:num_requests_running") == 1
+    assert server.metric("vllm:num_requests_running") == 1
     s.close()
     assert wait_metric(server, "tram:kv_cache_blocks_used", lambda v: v == 0) == 0
-    assert server.metric("tram:num_requests_running") == 0
-    assert server.metric("tram:request_success_total", finished_reason="abort") == aborts + 1
+    assert server.metric("vllm:num_requests_running") == 0
+    assert server.metric("vllm:request_success_total", finished_reason="abort") == aborts + 1
     still_serving(server)
 
 
@@ -243,21 +243,21 @@ def test_disconnect_while_waiting_for_a_whole_response(server):
     body = json.dumps({"prompt": "Once upon a time", "max_tokens": 900, "ignore_eos": True}).encode()
     s = connect(server)
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-    assert wait_metric(server, "tram:num_requests_running", lambda v: v == 1) == 1
+    assert wait_metric(server, "vllm:num_requests_running", lambda v: v == 1) == 1
     s.close()
-    assert wait_metric(server, "tram:num_requests_running", lambda v: v == 0) == 0
+    assert wait_metric(server, "vllm:num_requests_running", lambda v: v == 0) == 0
     assert wait_metric(server, "tram:kv_cache_blocks_used", lambda v: v == 0) == 0
 
 
 EXPECTED = {
-    "tram:num_requests_running", "tram:num_requests_waiting", "tram:kv_cache_usage_perc",
-    "tram:kv_cache_blocks_used", "tram:kv_cache_blocks_total", "tram:prompt_tokens_total",
-    "tram:generation_tokens_total", "tram:num_preemptions_total", "tram:prefix_cache_queries_total",
-    "tram:prefix_cache_hits_total", "tram:request_success_total", "tram:engine_steps_total",
-    "tram:time_to_first_token_seconds_bucket", "tram:time_to_first_token_seconds_sum",
-    "tram:time_to_first_token_seconds_count", "tram:inter_token_latency_seconds_bucket",
-    "tram:e2e_request_latency_seconds_count", "tram:request_queue_time_seconds_count",
-    "tram:request_prompt_tokens_bucket", "tram:request_generation_tokens_bucket",
+    "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+    "tram:kv_cache_blocks_used", "tram:kv_cache_blocks_total", "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total", "vllm:num_preemptions_total", "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total", "vllm:request_success_total", "tram:engine_steps_total",
+    "vllm:time_to_first_token_seconds_bucket", "vllm:time_to_first_token_seconds_sum",
+    "vllm:time_to_first_token_seconds_count", "vllm:inter_token_latency_seconds_bucket",
+    "vllm:e2e_request_latency_seconds_count", "vllm:request_queue_time_seconds_count",
+    "vllm:request_prompt_tokens_bucket", "vllm:request_generation_tokens_bucket",
     "tram:http_connections_open", "tram:http_requests_total",
 }
 
@@ -272,17 +272,17 @@ def test_metrics_parse_and_count(server):
     def v(m, name, **labels):
         return m[name][frozenset(labels.items())]
 
-    assert v(after, "tram:request_success_total", finished_reason="length") == \
-        v(before, "tram:request_success_total", finished_reason="length") + 1
-    assert v(after, "tram:generation_tokens_total") - v(before, "tram:generation_tokens_total") == 5
-    assert v(after, "tram:request_generation_tokens_count") == v(before, "tram:request_generation_tokens_count") + 1
-    assert v(after, "tram:request_generation_tokens_sum") - v(before, "tram:request_generation_tokens_sum") == 5
-    assert v(after, "tram:request_prompt_tokens_sum") - v(before, "tram:request_prompt_tokens_sum") == \
+    assert v(after, "vllm:request_success_total", finished_reason="length") == \
+        v(before, "vllm:request_success_total", finished_reason="length") + 1
+    assert v(after, "vllm:generation_tokens_total") - v(before, "vllm:generation_tokens_total") == 5
+    assert v(after, "vllm:request_generation_tokens_count") == v(before, "vllm:request_generation_tokens_count") + 1
+    assert v(after, "vllm:request_generation_tokens_sum") - v(before, "vllm:request_generation_tokens_sum") == 5
+    assert v(after, "vllm:request_prompt_tokens_sum") - v(before, "vllm:request_prompt_tokens_sum") == \
         r.usage.prompt_tokens
-    assert v(after, "tram:inter_token_latency_seconds_count") - v(before, "tram:inter_token_latency_seconds_count") == 4
-    assert v(after, "tram:time_to_first_token_seconds_count") == v(before, "tram:time_to_first_token_seconds_count") + 1
+    assert v(after, "vllm:inter_token_latency_seconds_count") - v(before, "vllm:inter_token_latency_seconds_count") == 4
+    assert v(after, "vllm:time_to_first_token_seconds_count") == v(before, "vllm:time_to_first_token_seconds_count") + 1
     steps = sum(v(after, "tram:engine_steps_total", path=p) - v(before, "tram:engine_steps_total", path=p)
                 for p in ("varlen", "decode"))
     assert steps >= 5
     assert v(after, "tram:kv_cache_blocks_total") > 0
-    assert v(after, "tram:prefix_cache_queries_total") >= v(after, "tram:prefix_cache_hits_total")
+    assert v(after, "vllm:prefix_cache_queries_total") >= v(after, "vllm:prefix_cache_hits_total")

@@ -30,7 +30,7 @@ def examples():
 def check_output(block, out):
     assert out.strip(), f"no output from:\n{block}"
     if "/metrics" in block:
-        assert "tram:num_requests_running" in out and "tram:kv_cache_usage_perc" in out
+        assert "vllm:num_requests_running" in out and "vllm:kv_cache_usage_perc" in out
     if '"stream": true' in block:
         events = [l[6:] for l in out.splitlines() if l.startswith("data: ")]
         assert events[-1] == "[DONE]" and len(events) > 2, out

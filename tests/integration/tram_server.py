@@ -31,7 +31,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-DEFAULT_ARGS = ("--threads", "2", "--slow-client-timeout", "2s", "--max-model-len", "1024")
+DEFAULT_ARGS = ("--threads", "2", "--slow-client-timeout", "2s", "--max-model-len", "1024", "--drain-grace", "0s")
 
 
 def clean_env(**extra):
@@ -81,14 +81,14 @@ class TramServer:
         return r.json()["tokens"]
 
     def metrics(self):
-        """{sample name: {frozenset(labels minus model_name): value}} parsed
+        """{sample name: {frozenset(labels minus model_name and engine): value}} parsed
         with prometheus_client's text parser."""
         r = self.get("/metrics")
         assert r.status_code == 200, r.text
         out = {}
         for fam in text_string_to_metric_families(r.text):
             for s in fam.samples:
-                labels = frozenset((k, v) for k, v in s.labels.items() if k != "model_name")
+                labels = frozenset((k, v) for k, v in s.labels.items() if k not in ("model_name", "engine"))
                 out.setdefault(s.name, {})[labels] = s.value
         return out
 

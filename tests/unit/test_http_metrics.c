@@ -149,30 +149,44 @@ static void histogram_random(void **state) {
 static void standard_set(void **state) {
   srv_metrics_t *m = srv_metrics_create("SmolLM2-135M", 8192);
   assert_non_null(m);
-  prom_set(m->requests_running, 3);
   prom_add(m->success_stop, 2);
   prom_observe(m->ttft, 0.03);
   prom_observe(m->output_len, 100);
   http_server_stats_t st = {.connections_open = 4, .requests = 10, .timeouts = 1};
   srv_metrics_http(m, &st);
+  sched_stats_t es = {.running = 3, .block_size = 16, .kv_blocks_total = 100, .prompt_tokens = 60000, .generated_tokens = 10000};
+  const uint64_t log2[SCHED_STEP_TOKEN_BUCKETS] = {[0] = 1, [1] = 2, [2] = 1, [3] = 2, [4] = 1, [14] = 1, [15] = 1};
+  memcpy(es.step_tokens_log2, log2, sizeof log2);
+  srv_metrics_snapshot(m, &es);
   size_t len;
   char *text = srv_metrics_render(m, &len);
   const char *must[] = {
-      "# TYPE tram:num_requests_running gauge\ntram:num_requests_running{model_name=\"SmolLM2-135M\"} 3.0\n",
-      "tram:request_success_total{model_name=\"SmolLM2-135M\",finished_reason=\"stop\"} 2.0\n",
-      "tram:request_success_total{model_name=\"SmolLM2-135M\",finished_reason=\"abort\"} 0.0\n",
-      "tram:time_to_first_token_seconds_bucket{model_name=\"SmolLM2-135M\",le=\"0.02\"} 0.0\n",
-      "tram:time_to_first_token_seconds_bucket{model_name=\"SmolLM2-135M\",le=\"0.04\"} 1.0\n",
-      "tram:time_to_first_token_seconds_bucket{model_name=\"SmolLM2-135M\",le=\"2560.0\"} 1.0\n",
-      "tram:request_generation_tokens_bucket{model_name=\"SmolLM2-135M\",le=\"5000.0\"} 1.0\n",
-      "# TYPE tram:inter_token_latency_seconds histogram\n",
-      "# TYPE tram:e2e_request_latency_seconds histogram\n",
-      "# TYPE tram:request_queue_time_seconds histogram\n",
-      "# TYPE tram:prefix_cache_hits_total counter\n",
-      "tram:engine_steps_total{model_name=\"SmolLM2-135M\",path=\"decode\"} 0.0\n",
-      "tram:http_connections_open{model_name=\"SmolLM2-135M\"} 4.0\n",
-      "tram:http_requests_total{model_name=\"SmolLM2-135M\"} 10.0\n",
+      "# TYPE vllm:num_requests_running gauge\n"
+      "vllm:num_requests_running{model_name=\"SmolLM2-135M\",engine=\"0\"} 3.0\n",
+      "vllm:request_success_total{model_name=\"SmolLM2-135M\",engine=\"0\",finished_reason=\"stop\"} 2.0\n",
+      "vllm:request_success_total{model_name=\"SmolLM2-135M\",engine=\"0\",finished_reason=\"abort\"} 0.0\n",
+      "vllm:time_to_first_token_seconds_bucket{model_name=\"SmolLM2-135M\",engine=\"0\",le=\"0.02\"} 0.0\n",
+      "vllm:time_to_first_token_seconds_bucket{model_name=\"SmolLM2-135M\",engine=\"0\",le=\"0.04\"} 1.0\n",
+      "vllm:time_to_first_token_seconds_bucket{model_name=\"SmolLM2-135M\",engine=\"0\",le=\"2560.0\"} 1.0\n",
+      "vllm:request_generation_tokens_bucket{model_name=\"SmolLM2-135M\",engine=\"0\",le=\"5000.0\"} 1.0\n",
+      "# TYPE vllm:inter_token_latency_seconds histogram\n",
+      "# TYPE vllm:e2e_request_latency_seconds histogram\n",
+      "# TYPE vllm:request_queue_time_seconds histogram\n",
+      "# TYPE vllm:prefix_cache_hits_total counter\n",
+      "tram:engine_steps_total{model_name=\"SmolLM2-135M\",engine=\"0\",path=\"decode\"} 0.0\n",
+      "tram:http_connections_open{model_name=\"SmolLM2-135M\",engine=\"0\"} 4.0\n",
+      "tram:http_requests_total{model_name=\"SmolLM2-135M\",engine=\"0\"} 10.0\n",
+      /* the engine's power-of-two step counts in vLLM's buckets */
+      "vllm:iteration_tokens_total_bucket{model_name=\"SmolLM2-135M\",engine=\"0\",le=\"1.0\"} 1.0\n",
+      "vllm:iteration_tokens_total_bucket{model_name=\"SmolLM2-135M\",engine=\"0\",le=\"8.0\"} 6.0\n",
+      "vllm:iteration_tokens_total_bucket{model_name=\"SmolLM2-135M\",engine=\"0\",le=\"16.0\"} 7.0\n",
+      "vllm:iteration_tokens_total_bucket{model_name=\"SmolLM2-135M\",engine=\"0\",le=\"16384.0\"} 8.0\n",
+      "vllm:iteration_tokens_total_bucket{model_name=\"SmolLM2-135M\",engine=\"0\",le=\"+Inf\"} 9.0\n",
+      "vllm:iteration_tokens_total_sum{model_name=\"SmolLM2-135M\",engine=\"0\"} 70000.0\n",
+      "vllm:cache_config_info{block_size=\"16\",enable_prefix_caching=\"True\",num_gpu_blocks=\"100\",engine=\"0\"} "
+      "1.0\n",
   };
+
   for (size_t i = 0; i < sizeof must / sizeof *must; i++)
     if (!strstr(text, must[i])) fail_msg("missing: %s", must[i]);
   assert_null(strstr(text, "le=\"10000.0\"")); /* token buckets stop at max_model_len */

@@ -1,6 +1,7 @@
 /* tests/unit/test_kv_prefix.c — prefix caching on the block allocator:
  * the chained hash, publish/find/evict, sequence lookup, publish and fork,
- * and a random storm checked against the contents the test itself tracks. */
+ * and a random storm checked against the contents the test itself tracks
+ * (and against what an observer of stores and evictions was told). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -249,6 +250,35 @@ static uint64_t chain_hash(int doc, int nb) {
   return h;
 }
 
+/* An observer that keeps the set of hashes it was told are stored, checking
+ * each against its parent and tokens. */
+typedef struct seen {
+  uint64_t hash[S_BLOCKS];
+  int n;
+} seen_t;
+
+static int seen_find(const seen_t *o, uint64_t h) {
+  for (int i = 0; i < o->n; i++)
+    if (o->hash[i] == h) return i;
+  return -1;
+}
+
+static void seen_stored(void *arg, uint64_t hash, uint64_t parent, const int32_t *tokens, int32_t block_size) {
+  seen_t *o = arg;
+  assert_int_equal(block_size, S_BS);
+  assert_true(hash == kv_hash_block(parent, tokens, block_size));
+  assert_int_equal(seen_find(o, hash), -1);
+  assert_true(o->n < S_BLOCKS);
+  o->hash[o->n++] = hash;
+}
+
+static void seen_removed(void *arg, uint64_t hash) {
+  seen_t *o = arg;
+  int i = seen_find(o, hash);
+  assert_true(i >= 0);
+  o->hash[i] = o->hash[--o->n];
+}
+
 static void storm(void **state) {
   (void)state;
   tu_rng_t r;
@@ -262,6 +292,8 @@ static void storm(void **state) {
   }
   kv_alloc_t *a = kv_alloc_create(S_BLOCKS, S_BS);
   assert_non_null(a);
+  seen_t seen = {0};
+  kv_alloc_set_observer(a, &(kv_observer_t){.stored = seen_stored, .removed = seen_removed, .arg = &seen});
   content_t content[S_BLOCKS];
   for (int b = 0; b < S_BLOCKS; b++) content[b] = (content_t){-1, 0};
   kv_seq_t seqs[S_SEQS];
@@ -296,13 +328,16 @@ static void storm(void **state) {
     if (round % 50 == 0) {
       int published = 0;
       for (int b = 0; b < S_BLOCKS; b++) {
-        if (!kv_block_published(a, b, NULL)) continue;
+        uint64_t h;
+        if (!kv_block_published(a, b, &h)) continue;
         published++;
+        assert_true(seen_find(&seen, h) >= 0); /* the observer was told of exactly these */
         assert_true(content[b].doc >= 0);
         const content_t c = content[b];
         assert_int_equal(kv_prefix_find(a, chain_hash(c.doc, c.nb - 1), docs[c.doc] + (c.nb - 1) * S_BS), b);
       }
       assert_int_equal(published, kv_alloc_published_blocks(a));
+      assert_int_equal(seen.n, published);
       for (int k = 0; k < S_SEQS; k++) /* a sequence's blocks are its own or shared, never reused */
         for (int j = 0; j < seqs[k].n_blocks && (j + 1) * S_BS <= seqs[k].n_tokens; j++)
           assert_true(same_prefix(content[seqs[k].blocks[j]], seq_doc[k], j + 1));

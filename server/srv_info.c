@@ -1,0 +1,76 @@
+/* server/srv_info.c — the worker-information routes a router asks of a
+ * model server before it sends it traffic: SGLang's GET /server_info and
+ * GET /model_info (and their older names /get_server_info and
+ * /get_model_info), which sglang-router (the SGLang model gateway) reads
+ * when a worker is added, to learn the model it serves (served_model_name,
+ * model_path), its parallelism (tp_size, dp_size: 1 each) and its limits.
+ * tram answers with the fields that router reads, filled from its own
+ * configuration and model. Both need the API key like /v1/models. */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "server/srv_internal.h"
+
+static cJSON *must(cJSON *j) {
+  if (!j) xoom("server", 0);
+  return j;
+}
+
+/* The fields both answers share. */
+static cJSON *common(const srv_t *s) {
+  const bool qwen = strcmp(sched_engine_model_arch(s->engine), "qwen2") == 0;
+  cJSON *o = must(cJSON_CreateObject());
+  must(cJSON_AddStringToObject(o, "model_path", s->cfg->model));
+  must(cJSON_AddStringToObject(o, "served_model_name", s->cfg->served_model_name));
+  must(cJSON_AddBoolToObject(o, "is_generation", 1));
+  must(cJSON_AddStringToObject(o, "model_type", qwen ? "qwen2" : "llama"));
+  cJSON *arch = must(cJSON_AddArrayToObject(o, "architectures"));
+  cJSON_AddItemToArray(arch, must(cJSON_CreateString(qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM")));
+  return o;
+}
+
+static void send_obj(http_res_t *res, cJSON *o) {
+  char *text = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (!text) xoom("server", 0);
+  srv__send_json(res, 200, text);
+}
+
+static void h_server_info(const http_req_t *req, http_res_t *res, void *ctx) {
+  srv_t *s = ctx;
+  const uint64_t rid = req->id; /* req is freed once answered */
+  if (!srv__serving(s, res)) return;
+  cJSON *o = common(s);
+  must(cJSON_AddNumberToObject(o, "tp_size", 1));
+  must(cJSON_AddNumberToObject(o, "dp_size", 1));
+  must(cJSON_AddNumberToObject(o, "max_running_requests", s->cfg->max_seqs));
+  must(cJSON_AddNumberToObject(o, "max_prefill_tokens", s->cfg->max_batch_tokens));
+  must(cJSON_AddNumberToObject(o, "context_length", s->max_model_len));
+  must(cJSON_AddStringToObject(o, "version", "tram"));
+  send_obj(res, o);
+  srv__access(rid, "/server_info", 200);
+}
+
+static void h_model_info(const http_req_t *req, http_res_t *res, void *ctx) {
+  srv_t *s = ctx;
+  const uint64_t rid = req->id; /* req is freed once answered */
+  if (!srv__serving(s, res)) return;
+  cJSON *o = common(s);
+  must(cJSON_AddNullToObject(o, "tokenizer_path")); /* the tokenizer is inside the GGUF file */
+  must(cJSON_AddNumberToObject(o, "max_context_length", s->max_model_len));
+  must(cJSON_AddNumberToObject(o, "vocab_size", s->n_vocab));
+  const int32_t bos = tok_bos(s->tok), eos = tok_eos(s->tok);
+  if (bos >= 0) must(cJSON_AddNumberToObject(o, "bos_token_id", bos));
+  if (eos >= 0) must(cJSON_AddNumberToObject(o, "eos_token_id", eos));
+  send_obj(res, o);
+  srv__access(rid, "/model_info", 200);
+}
+
+void srv__info_routes(srv_t *s) {
+  http_server_route(s->http, HTTP_GET, "/server_info", h_server_info, s, 0);
+  http_server_route(s->http, HTTP_GET, "/get_server_info", h_server_info, s, 0);
+  http_server_route(s->http, HTTP_GET, "/model_info", h_model_info, s, 0);
+  http_server_route(s->http, HTTP_GET, "/get_model_info", h_model_info, s, 0);
+}
