@@ -63,6 +63,7 @@ sched_engine_t *sched_engine_create(const model_t *m, kern_backend_t *be, const 
   e->tok = model_tokenizer(m);
   e->n_vocab = hp->n_vocab;
   e->cfg = c;
+  e->snap = sched__snap_create();
 
   kv_cache_config_t kc = {0};
   model_kv_config(m, &kc);
@@ -300,6 +301,7 @@ void sched_engine_destroy(sched_engine_t *e) {
   free(e->logit_seqs);
   free(e->logits);
   free(e->piece);
+  sched__snap_destroy(e->snap);
   free(e);
 }
 

@@ -271,6 +271,7 @@ int sched__step(sched_engine_t *e) {
   take_inbox(e);
   reap_cancelled(e);
   const int n = sched_core_plan(&e->core);
+  sched__snap_plan(e);
   int64_t t_fwd = 0, t1 = t0, t2 = t0;
   uint64_t prompt_tokens = 0;
   if (n > 0) {
@@ -341,6 +342,7 @@ int sched__step(sched_engine_t *e) {
   pthread_mutex_unlock(&e->st_mu);
   pthread_mutex_unlock(&e->mu);
   const int posted = e->n_step_ev > 0;
+  sched__snap_step(e, n > 0);
   sched__publish(e);
   return n > 0 || posted;
 }
