@@ -73,6 +73,7 @@ typedef enum cfg_key {
   CFG_LOG_FORMAT,
   CFG_LOG_FILE,
   CFG_METRICS,
+  CFG_DASHBOARD,
   CFG_N_SETTINGS
 } cfg_key_t;
 
@@ -87,6 +88,12 @@ typedef enum cfg_device {
   CFG_DEVICE_CPU = 0,
   CFG_DEVICE_CUDA = 1,
 } cfg_device_t;
+
+typedef enum cfg_dashboard {
+  CFG_DASHBOARD_AUTO = 0, /* on when listening on loopback or a unix socket only */
+  CFG_DASHBOARD_ON = 1,
+  CFG_DASHBOARD_OFF = 2,
+} cfg_dashboard_t;
 
 /* A list of strings; items and the array are owned by the cfg_t. */
 typedef struct cfg_list {
@@ -134,6 +141,7 @@ typedef struct cfg {
   int log_format;          /* log_format_t */
   char *log_file;          /* log file path, NULL = stderr */
   bool metrics;            /* serve GET /metrics */
+  int dashboard;           /* cfg_dashboard_t: serve GET /dashboard */
   /* where each setting's value came from */
   cfg_source_t source[CFG_N_SETTINGS];
 } cfg_t;

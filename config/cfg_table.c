@@ -22,6 +22,7 @@
 static const char *const devices[] = {"cpu", "cuda", NULL};
 static const char *const levels[] = {"error", "warn", "info", "debug", NULL}; /* log_level_t */
 static const char *const formats[] = {"text", "json", NULL};                 /* log_format_t */
+static const char *const dashboards[] = {"auto", "on", "off", NULL};         /* cfg_dashboard_t */
 
 const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
     [CFG_CONFIG] = {"config", CFG_T_PATH, "General", "", 'c', 0, 0, NULL, "FILE", CFG_F_NOFILE,
@@ -132,6 +133,12 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                       OFF(log_file)},
     [CFG_METRICS] = {"metrics", CFG_T_BOOL, "Logging and metrics", "true", 0, 0, 0, NULL, "BOOL", 0,
                      "Serve Prometheus metrics at GET /metrics.", OFF(metrics)},
+    [CFG_DASHBOARD] = {"dashboard", CFG_T_ENUM, "Logging and metrics", "auto", 0, 0, 0, dashboards,
+                       "MODE", 0,
+                       "Serve the live engine dashboard at GET /dashboard (its data stream needs "
+                       "an API key when keys are set). auto: on when listening on a loopback "
+                       "address or a unix socket, off otherwise (and under socket activation).",
+                       OFF(dashboard)},
 };
 
 char *cfg_env_name(cfg_key_t key, char *buf, size_t len) {

@@ -270,6 +270,7 @@ static void part_final(srv_t *s, srv_job_t *j, srv_part_t *p, const sched_event_
     j->first_token_ns = t->first_token;
   srv_metrics_t *m = s->metrics;
   if (t->first_token) prom_observe(m->ttft, (double)(t->first_token - t->arrival) / 1e9);
+  if (t->first_token) srv__dash_ttft(s, t->first_token - t->arrival);
   if (t->first_scheduled) prom_observe(m->queue_time, (double)(t->first_scheduled - t->arrival) / 1e9);
   prom_observe(m->e2e, (double)(t->finished - t->arrival) / 1e9);
   prom_observe(m->prompt_len, (double)ev->usage.prompt_tokens);
@@ -286,6 +287,7 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
   if (ev->token >= 0) {
     c->tokens++;
     if (c->last_token_ns) prom_observe(s->metrics->itl, (double)(ev->time - c->last_token_ns) / 1e9);
+    if (c->last_token_ns) srv__dash_itl(s, ev->time - c->last_token_ns);
     c->last_token_ns = ev->time;
   }
   if (ev->kind != SCHED_EV_TOKEN) {

@@ -32,6 +32,7 @@
 #include "model/chat_template.h"
 #include "scheduler/sched.h"
 #include "server/http.h"
+#include "server/srv_dash.h"
 #include "server/metrics.h"
 #include "server/oai_request.h"
 #include "server/oai_response.h"
@@ -84,6 +85,7 @@ typedef struct srv {
   char bos[256], eos[256]; /* the special tokens' texts, for chat templates */
   oai_limits_t oai_lim;
   srv_metrics_t *metrics;
+  srv_dash_t *dash;      /* the live dashboard (srv_dash.c); NULL when off */
 
   /* loop handles */
   uv_async_t wake;       /* the engine's notify hook sends it */

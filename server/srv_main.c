@@ -115,6 +115,7 @@ static void on_closed(uv_handle_t *h) {}
 void srv__maybe_finish(srv_t *s) {
   if (s->state != SRV_DRAINING || !s->http_drained || s->n_jobs > 0 || s->loader_busy) return;
   s->state = SRV_STOPPED;
+  srv__dash_stop(s); /* before the engine: it unsubscribes */
   /* the engine first: its notify hook must not find the async closed */
   sched_engine_destroy(s->engine);
   s->engine = NULL;
@@ -174,6 +175,7 @@ static void begin_drain(srv_t *s, const char *why) {
     log_info("%s: draining (%d requests in flight, %.1f s at most)", why, s->n_jobs,
              (double)s->cfg->drain_timeout_ms / 1e3);
   if (s->engine) sched_engine_drain(s->engine);
+  srv__dash_stop(s); /* its streams never end by themselves */
   http_server_drain(s->http, on_http_drained, s);
   uv_timer_start(&s->drain_timer, on_drain_timer, (uint64_t)s->cfg->drain_timeout_ms, 0);
 }
@@ -290,6 +292,7 @@ int srv_run(const cfg_t *cfg) {
     http_server_close(s->http, NULL, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
+    srv__dash_free(s);
     free(s);
     return 1;
   }
@@ -321,6 +324,7 @@ int srv_run(const cfg_t *cfg) {
 
   rc = uv_loop_close(&s->loop);
   if (rc < 0) log_warn("uv_loop_close: %s", uv_strerror(rc));
+  srv__dash_free(s);
   srv_metrics_destroy(s->metrics);
   chat_tmpl_free(s->tmpl);
   model_destroy(s->model);

@@ -246,4 +246,5 @@ void srv__routes(srv_t *s) {
   http_server_route(h, HTTP_POST, "/detokenize", h_detokenize, s, 0);
   http_server_route(h, HTTP_POST, "/v1/completions", srv__h_completions, s, 0);
   http_server_route(h, HTTP_POST, "/v1/chat/completions", srv__h_chat, s, 0);
+  srv__dash_routes(s);
 }
