@@ -198,13 +198,13 @@ function drawTimeline(s) {
   const maxTok = Math.max(budget, ...state.steps.map((x) => x.prefill + x.decode));
   const maxMs = Math.max(1, ...state.steps.map((x) => x.ms));
   const bw = w / STEPS_KEPT, x00 = w - state.steps.length * bw; // the newest step at the right
-  const y = (tok) => bottom - (tok / maxTok) * span;
+  const y = (tok) => bottom - (Math.log1p(tok) / Math.log1p(maxTok)) * span; // log scale: decodes stay visible
   state.steps.forEach((x, i) => {
     const x0 = x00 + i * bw;
     g.fillStyle = css('--decode');
     g.fillRect(x0, y(x.decode), Math.max(1, bw - 1), bottom - y(x.decode));
     g.fillStyle = css('--prefill');
-    g.fillRect(x0, y(x.decode + x.prefill), Math.max(1, bw - 1), y(x.decode) - y(x.decode + x.prefill));
+    g.fillRect(x0, y(x.decode + x.prefill), Math.max(1, bw - 1), y(x.decode) - y(x.decode + x.prefill)); // stacked on the log scale
     g.fillStyle = x.path === 'decode' ? css('--decode') : css('--prefill');
     g.fillRect(x0, h - 8, Math.max(1, bw - 1), 6);
   });
@@ -259,7 +259,7 @@ function drawSparks(s, tps) {
   spark('sp-ttft', ['ttft50', 'ttft99'], [css('--hit'), css('--prefill')], 'ms');
   spark('sp-itl', ['itl50', 'itl99'], [css('--hit'), css('--prefill')], 'ms');
   $('tps-now').textContent = fmt(tps, 1);
-  $('ttft-now').textContent = `${fmt(lat.ttft_p50_ms, 0)} · ${fmt(lat.ttft_p99_ms, 0)} ms (${lat.ttft_n || 0} requests)`;
+  $('ttft-now').textContent = `${fmt(lat.ttft_p50_ms, 0)} · ${fmt(lat.ttft_p99_ms, 0)} ms (${lat.ttft_n || 0} in the last minute)`;
   $('itl-now').textContent = `${fmt(lat.itl_p50_ms, 1)} · ${fmt(lat.itl_p99_ms, 1)} ms`;
 }
 
@@ -304,6 +304,7 @@ function onSnapshot(s) {
   drawRequests(s);
   state.prev = s;
   document.body.dataset.seq = s.seq;
+  document.body.dataset.time = s.time_ms;
 }
 
 connect();
