@@ -23,6 +23,7 @@ struct sched_snap_state {
   sched_snap_t *build;      /* where the next one is built */
   uint64_t seq;             /* snapshots published */
   uint64_t builds, build_ns_total;
+  int64_t last_end, last_ns; /* when the last build ended, and what it cost */
   sched_snap_step_t ring[SCHED_SNAP_MAX_STEPS]; /* the last steps, ring[i % MAX] = the i-th recorded */
   uint64_t n_recorded;      /* steps recorded so far */
   uint64_t n_taken;         /* steps already put into a snapshot */
@@ -213,6 +214,8 @@ static void build(sched_engine_t *e, sched_snap_state_t *st) {
   const int64_t t1 = sched_now_ns();
   sn->time_ns = t1;
   sn->build_ns = t1 - t0;
+  st->last_end = t1;
+  st->last_ns = t1 - t0;
   st->builds++;
   st->build_ns_total += (uint64_t)sn->build_ns;
   sn->builds = st->builds;
@@ -239,7 +242,10 @@ void sched__snap_step(sched_engine_t *e, int ran) {
       r.decode_path = ss->decode_steps != st->decode_steps;
       st->ring[st->n_recorded++ % SCHED_SNAP_MAX_STEPS] = r;
     }
-    if (atomic_load(&st->want)) build(e, st);
+    /* at most SCHED_SNAP_MAX_SHARE of the engine's time: a build waits until
+     * 1/share times its predecessor's cost has passed since it ended */
+    if (atomic_load(&st->want) && sched_now_ns() - st->last_end >= st->last_ns * (int64_t)(1 / SCHED_SNAP_MAX_SHARE))
+      build(e, st);
   }
   st->cur_valid = 0;
   st->preemptions = e->core.stats.preemptions;

@@ -9,8 +9,11 @@
  * only when asked (sched_snap_request), at the end of its next step (an
  * idle engine is woken for it): one pass over the block table, the running
  * and waiting lists, and a copy of SCHED_SNAP_MAX_* entries at most. The
- * asker throttles (the server asks a few times a second). The build's time
- * is measured (build_ns) so its cost can be shown.
+ * asker throttles (the server asks a few times a second), and so does the
+ * engine: after a build that took T it builds again only once T / share has
+ * passed (SCHED_SNAP_MAX_SHARE), so however large the cache, snapshots take
+ * at most 1 % of its time (a huge cache gets fewer a second). The build's
+ * time is measured (build_ns) so its cost can be shown.
  *
  * Size. A cache with more blocks than SCHED_SNAP_MAX_CELLS is drawn as
  * cells of blocks_per_cell consecutive blocks, each with its count of
@@ -32,6 +35,7 @@
 #define SCHED_SNAP_MAX_CELLS 8192 /* block-map cells at most */
 #define SCHED_SNAP_MAX_SEQS 64    /* live sequences listed at most */
 #define SCHED_SNAP_MAX_STEPS 256  /* steps kept between two snapshots at most */
+#define SCHED_SNAP_MAX_SHARE 0.01 /* of the engine thread's time spent building snapshots at most */
 
 /* A KV block's state. */
 typedef enum sched_blk_state {

@@ -35,6 +35,7 @@ struct srv_dash {
   char *json;            /* its JSON (malloc'd), sent to each client */
   size_t json_len;
   uint64_t dropped;      /* snapshots skipped, all clients together */
+  int64_t loop_ns;       /* loop time spent rendering and writing snapshots, summed */
   int64_t kv_bytes;      /* the cache's size, once the model is loaded */
   srv_dash_lat_t ttft, itl;
 };
@@ -121,6 +122,7 @@ static void render(srv_dash_t *d) {
       .uptime_ns = ((int64_t)time(NULL) - s->boot_time) * 1000000000,
       .clients = (uint64_t)d->n_clients,
       .dropped = d->dropped,
+      .loop_ns = d->loop_ns,
   };
   free(d->json);
   d->json = srv__dash_json(d->snap, &info, &d->ttft, &d->itl, &d->json_len);
@@ -131,11 +133,13 @@ static void on_timer(uv_timer_t *t) {
   srv_t *s = d->s;
   if (!s->engine || !d->n_clients) return;
   if (sched_snap_get(s->engine, d->snap, d->snap->seq)) {
+    const int64_t t0 = sched_now_ns();
     render(d);
     for (dash_client_t *c = d->clients, *next; c; c = next) {
       next = c->next; /* a failed write never frees c here: on_abort comes later */
       send_to(c);
     }
+    d->loop_ns += sched_now_ns() - t0; /* shown from the next snapshot on */
   }
   sched_snap_request(s->engine);
 }
@@ -149,6 +153,12 @@ static void h_events(const http_req_t *req, http_res_t *res, void *ctx) {
     http_res_header(res, "Retry-After", "5");
     http_res_send_error(res, 503, NULL, "too many dashboards are open", NULL, "dashboard_busy");
     srv__access(rid, "/dashboard/events", 503);
+    return;
+  }
+  if (req->method == HTTP_HEAD) { /* the head only: no stream to keep */
+    security_headers(res);
+    http_res_stream_begin(res, 200, "text/event-stream");
+    http_res_stream_end(res);
     return;
   }
   dash_client_t *c = calloc(1, sizeof *c);

@@ -81,6 +81,7 @@ typedef struct srv_dash_info {
   int64_t uptime_ns;
   uint64_t clients;        /* dashboard streams open */
   uint64_t dropped;        /* snapshots not sent to a backed-up client, all clients together */
+  int64_t loop_ns;         /* loop time spent rendering and writing snapshots so far */
 } srv_dash_info_t;
 
 /* The JSON of one snapshot (docs/api.md, "Dashboard stream"), malloc'd,

@@ -89,6 +89,7 @@ static void add_info(cJSON *root, const sched_snap_t *sn, const srv_dash_info_t 
   num(o, "max_model_len", sn->stats.max_model_len);
   num(o, "clients", (double)in->clients);
   num(o, "dropped", (double)in->dropped);
+  num(o, "loop_ms", (double)in->loop_ns / 1e6);
 }
 
 static void add_totals(cJSON *root, const sched_snap_t *sn) {

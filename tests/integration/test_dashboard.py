@@ -60,6 +60,8 @@ def test_page_and_assets(server):
         a = server.get(path)
         assert a.status_code == 200 and a.headers["content-type"].startswith(kind) and len(a.content) > 1000
     assert server.get("/dashboard/nothing").status_code == 404
+    head = server.http.head("/dashboard/events")  # the head, then the end: no stream held open
+    assert head.status_code == 200 and head.headers["content-type"].startswith("text/event-stream")
 
 
 def test_stream_counts_agree_with_metrics(server):
