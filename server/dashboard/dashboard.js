@@ -144,7 +144,8 @@ function drawBlocks(s) {
     const st = kv.cells[i], d = state.cells[i], was = same ? prevCells[i] : null;
     const cls = 'cell s' + st;
     let flash = '';
-    if (was === '1' && (st === '2' || st === '3')) flash = 'flash-hit'; // a prefix hit took it back
+    // a prefix hit: a cached block taken back, or a held block now shared
+    if ((was === '1' && (st === '2' || st === '3')) || (was === '2' && st === '3')) flash = 'flash-hit';
     const o = state.owners[i];
     if ((was === '2' || was === '3') && (st === '0' || st === '1') && o && preempted.has(o[0] + '.' + o[1])) flash = 'flash-pre';
     if (flash) {
