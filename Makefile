@@ -116,6 +116,11 @@ SRC_DIRS := base gguf model text text/jinja sample server scheduler attention ca
 MAIN_SRC := server/main.c
 LIB_SRCS := $(filter-out $(MAIN_SRC),$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+# The dashboard's page (server/dashboard/) embedded as C arrays
+# (scripts/embed-assets.sh), compiled into the library.
+DASH_ASSETS := $(sort $(wildcard server/dashboard/*.html server/dashboard/*.css server/dashboard/*.js))
+DASH_GEN    := $(BUILD)/gen/dash_assets.c
+LIB_OBJS    += $(DASH_GEN:%.c=$(BUILD)/obj/%.o)
 CU_SRCS  := $(if $(filter 1,$(CUDA_ON)),$(wildcard kernels/cuda/*.cu))
 CU_OBJS  := $(CU_SRCS:%.cu=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libtram.a
@@ -171,6 +176,11 @@ $(BUILD)/llhttp/%.o: $(LLHTTP_SRC)/%.c
 	$(call say,CC,$<)
 	@mkdir -p $(@D)
 	$(Q)$(CC) -I$(LLHTTP_INC) -O2 -g $(ARCH_FLAGS) $(SAN_FLAGS) -c $< -o $@
+
+$(DASH_GEN): $(DASH_ASSETS) scripts/embed-assets.sh
+	$(call say,GEN,$@)
+	@mkdir -p $(@D)
+	$(Q)scripts/embed-assets.sh $@ $(DASH_ASSETS)
 
 $(LLHTTP_LIB): $(LLHTTP_OBJS)
 	$(call say,AR,$@)

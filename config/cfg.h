@@ -76,6 +76,7 @@ typedef enum cfg_key {
   CFG_METRICS,
   CFG_KV_EVENTS,
   CFG_KV_EVENTS_TOPIC,
+  CFG_DASHBOARD,
   CFG_N_SETTINGS
 } cfg_key_t;
 
@@ -90,6 +91,12 @@ typedef enum cfg_device {
   CFG_DEVICE_CPU = 0,
   CFG_DEVICE_CUDA = 1,
 } cfg_device_t;
+
+typedef enum cfg_dashboard {
+  CFG_DASHBOARD_AUTO = 0, /* on when listening on loopback or a unix socket only */
+  CFG_DASHBOARD_ON = 1,
+  CFG_DASHBOARD_OFF = 2,
+} cfg_dashboard_t;
 
 /* A list of strings; items and the array are owned by the cfg_t. */
 typedef struct cfg_list {
@@ -140,6 +147,7 @@ typedef struct cfg {
   bool metrics;            /* serve GET /metrics */
   char *kv_events;         /* ZeroMQ endpoint for vLLM's KV-cache events; NULL or "": off */
   char *kv_events_topic;   /* their topic frame */
+  int dashboard;           /* cfg_dashboard_t: serve GET /dashboard */
   /* where each setting's value came from */
   cfg_source_t source[CFG_N_SETTINGS];
 } cfg_t;

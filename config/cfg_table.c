@@ -22,6 +22,7 @@
 static const char *const devices[] = {"cpu", "cuda", NULL};
 static const char *const levels[] = {"error", "warn", "info", "debug", NULL}; /* log_level_t */
 static const char *const formats[] = {"text", "json", NULL};                 /* log_format_t */
+static const char *const dashboards[] = {"auto", "on", "off", NULL};         /* cfg_dashboard_t */
 
 const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
     [CFG_CONFIG] = {"config", CFG_T_PATH, "General", "", 'c', 0, 0, NULL, "FILE", CFG_F_NOFILE,
@@ -145,6 +146,12 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                        OFF(kv_events)},
     [CFG_KV_EVENTS_TOPIC] = {"kv_events_topic", CFG_T_STRING, "Logging and metrics", "", 0, 0, 0, NULL, "TOPIC",
                              0, "The topic frame of each KV-cache event message.", OFF(kv_events_topic)},
+    [CFG_DASHBOARD] = {"dashboard", CFG_T_ENUM, "Logging and metrics", "auto", 0, 0, 0, dashboards,
+                       "MODE", 0,
+                       "Serve the live engine dashboard at GET /dashboard (its data stream needs "
+                       "an API key when keys are set). auto: on when listening on a loopback "
+                       "address or a unix socket, off otherwise (and under socket activation).",
+                       OFF(dashboard)},
 };
 
 char *cfg_env_name(cfg_key_t key, char *buf, size_t len) {

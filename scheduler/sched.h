@@ -284,5 +284,7 @@ int32_t sched_engine_max_model_len(const sched_engine_t *e);
 /* The model's architecture, as GGUF's general.architecture names it
  * ("llama", "qwen2"). */
 const char *sched_engine_model_arch(const sched_engine_t *e);
+/* Bytes of the KV cache's arena (K and V of every layer and block). */
+int64_t sched_engine_kv_cache_bytes(const sched_engine_t *e);
 
 #endif

@@ -58,6 +58,7 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   e->tok = tok;
   e->n_vocab = hp->n_vocab;
   e->cfg = c;
+  e->snap = sched__snap_create();
 
   kv_cache_config_t kc = {0};
   model_kv_config(m, &kc);
@@ -296,6 +297,7 @@ void sched_engine_destroy(sched_engine_t *e) {
   free(e->logit_seqs);
   free(e->logits);
   free(e->piece);
+  sched__snap_destroy(e->snap);
   free(e);
 }
 
@@ -313,3 +315,6 @@ void sched_get_stats(sched_engine_t *e, sched_stats_t *out) {
 const tok_t *sched_engine_tokenizer(const sched_engine_t *e) { return e->tok; }
 int32_t sched_engine_max_model_len(const sched_engine_t *e) { return e->max_len; }
 const char *sched_engine_model_arch(const sched_engine_t *e) { return model_arch_name(e->m); }
+int64_t sched_engine_kv_cache_bytes(const sched_engine_t *e) {
+  return (int64_t)e->cache->tensor_bytes * 2 * e->cache->n_layers;
+}

@@ -17,6 +17,8 @@
 #include "scheduler/sched_plan.h"
 #include "scheduler/sched_stop.h"
 
+typedef struct sched_snap_state sched_snap_state_t;
+
 /* One of a request's n sequences, as the engine keeps it. */
 typedef struct sched_eseq {
   sched_seq_t s;           /* first: the planner's sequence (tokens, block table) */
@@ -109,7 +111,17 @@ struct sched_engine {
   /* statistics (st_mu; taken after mu when both are held) */
   pthread_mutex_t st_mu;
   sched_stats_t stats;
+
+  sched_snap_state_t *snap;   /* the dashboard's snapshots (sched_snapshot.c; owned) */
 };
+
+/* sched_snapshot.c: its state (created with the engine, freed with it);
+ * after each plan, the step's prefill/decode split; at the end of each step
+ * (ran: a forward ran), its record and, when asked for, a snapshot. */
+sched_snap_state_t *sched__snap_create(void);
+void sched__snap_destroy(sched_snap_state_t *st);
+void sched__snap_plan(sched_engine_t *e);
+void sched__snap_step(sched_engine_t *e, int ran);
 
 /* Frees r's per-sequence state (samplers, matchers, token arrays). */
 void sched__req_free_seqs(sched_req_t *r);

@@ -280,6 +280,7 @@ int sched__step(sched_engine_t *e) {
   take_inbox(e);
   reap_cancelled(e);
   const int n = sched_plan_step(&e->plan);
+  sched__snap_plan(e);
   int64_t t_fwd = 0, t1 = t0, t2 = t0;
   uint64_t prompt_tokens = 0;
   const uint64_t generated0 = e->generated;
@@ -352,6 +353,7 @@ int sched__step(sched_engine_t *e) {
   pthread_mutex_unlock(&e->st_mu);
   pthread_mutex_unlock(&e->mu);
   const int posted = e->n_step_ev > 0;
+  sched__snap_step(e, n > 0);
   sched__publish(e);
   const kv_observer_t *o = &e->cfg.kv_observer;
   if (o->flush) o->flush(o->arg); /* the step's prefix-cache changes as one batch */

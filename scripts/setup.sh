@@ -19,6 +19,7 @@ pkgs=(
   libclang-rt-14-dev  # sanitizer and fuzzer runtimes for clang
   systemd             # systemd-analyze verify in the tests
   wrk                 # HTTP load generator for bench/
+  chromium            # headless browser for the dashboard's page test (DevTools protocol)
   python3-venv
 )
 

@@ -19,8 +19,6 @@
 #include "server/generate.h"
 #include "server/srv.h"
 
-#define TRAM_VERSION "0.1.0"
-
 extern char **environ;
 
 enum { EXIT_USAGE = 2 };

@@ -25,6 +25,8 @@
 
 #include "config/cfg.h"
 
+#define TRAM_VERSION "0.1.0"
+
 /* Serves cfg (read-only, must outlive the call) until a signal stops it.
  * Returns the process exit status: 0 after a graceful stop, 1 when the
  * model cannot be loaded or the socket cannot be opened (logged). */

@@ -246,6 +246,7 @@ static void part_final(srv_t *s, srv_job_t *j, srv_part_t *p, const sched_event_
       .max_tokens = j->max_tokens > 0 ? j->max_tokens : j->srv->max_model_len - (int32_t)ev->usage.prompt_tokens,
   };
   srv_metrics_request(s->metrics, &mr);
+  if (t->first_token) srv__dash_ttft(s, t->first_token - t->arrival);
   p->live = false;
   j->n_live--;
 }
@@ -258,6 +259,7 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
   if (ev->token >= 0) {
     c->tokens++;
     if (c->last_token_ns) srv_metrics_token(s->metrics, (double)(ev->time - c->last_token_ns) / 1e9);
+    if (c->last_token_ns) srv__dash_itl(s, ev->time - c->last_token_ns);
     c->last_token_ns = ev->time;
     if (ev->time > p->last_token_ns) p->last_token_ns = ev->time;
   }

@@ -35,6 +35,7 @@
 #include "scheduler/sched.h"
 #include "server/http.h"
 #include "server/kv_events.h"
+#include "server/srv_dash.h"
 #include "server/metrics.h"
 #include "server/oai_request.h"
 #include "server/oai_response.h"
@@ -79,6 +80,7 @@ typedef struct srv {
   oai_limits_t oai_lim;
   srv_metrics_t *metrics;
   kvev_t *kv_events;     /* vLLM's KV-cache events, or NULL (off) */
+  srv_dash_t *dash;      /* the live dashboard (srv_dash.c); NULL when off */
 
   /* loop handles */
   uv_async_t wake;       /* the engine's notify hook sends it */

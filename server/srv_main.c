@@ -104,6 +104,7 @@ static void on_closed(uv_handle_t *h) {}
 void srv__maybe_finish(srv_t *s) {
   if (s->state != SRV_DRAINING || !s->http_drained || s->n_jobs > 0 || s->loader_busy) return;
   s->state = SRV_STOPPED;
+  srv__dash_stop(s); /* before the engine: it unsubscribes */
   /* the engine first: its notify hook must not find the async closed */
   sched_engine_destroy(s->engine);
   s->engine = s->stack.engine = NULL;
@@ -157,6 +158,7 @@ static void on_drain_timer(uv_timer_t *t) {
 /* The listener closes: from here on only what is in flight finishes, for
  * drain_timeout at most. */
 static void close_listener(srv_t *s) {
+  srv__dash_stop(s); /* its streams never end by themselves */
   http_server_drain(s->http, on_http_drained, s);
   uv_timer_start(&s->drain_timer, on_drain_timer, (uint64_t)s->cfg->drain_timeout_ms, 0);
 }
@@ -301,6 +303,7 @@ int srv_run(const cfg_t *cfg) {
     http_server_close(s->http, NULL, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
+    srv__dash_free(s);
     free(s);
     return 1;
   }
@@ -332,6 +335,7 @@ int srv_run(const cfg_t *cfg) {
 
   rc = uv_loop_close(&s->loop);
   if (rc < 0) log_warn("uv_loop_close: %s", uv_strerror(rc));
+  srv__dash_free(s);
   srv_metrics_destroy(s->metrics);
   sched_stack_close(&s->stack);
   kvev_destroy(s->kv_events); /* the engine that published on it is gone */

@@ -228,4 +228,5 @@ void srv__routes(srv_t *s) {
   http_server_route(h, HTTP_POST, "/v1/completions", srv__h_completions, s, 0);
   http_server_route(h, HTTP_POST, "/v1/chat/completions", srv__h_chat, s, 0);
   srv__info_routes(s);
+  srv__dash_routes(s);
 }

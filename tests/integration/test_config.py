@@ -24,7 +24,8 @@ EXPECTED = [
     "kv_cache_bytes", "kv_cache_blocks", "block_size", "max_batch_tokens", "max_seqs",
     "max_waiting", "max_body_size", "max_header_size",
     "request_timeout", "idle_timeout", "slow_client_timeout", "drain_timeout", "drain_grace",
-    "api_keys", "api_key_file", "log_level", "log_format", "log_file", "metrics", "kv_events", "kv_events_topic",
+    "api_keys", "api_key_file", "log_level", "log_format", "log_file", "metrics", "dashboard",
+    "kv_events", "kv_events_topic",
 ]
 
 BEGIN = "<!-- BEGIN SETTINGS"
