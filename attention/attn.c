@@ -12,7 +12,8 @@ struct attn {
   kern_backend_t *be;  /* not owned */
   kv_cache_t *cache;   /* not owned */
   attn_config_t cfg;
-  int max_blocks_per_seq; /* block-table row capacity */
+  int max_seq_len;        /* attn_seq_len_cap(cfg.max_seq_len) */
+  int max_blocks_per_seq; /* block-table row capacity: ceil(max_seq_len / block_size) */
 
   /* device buffers, sized at creation */
   int32_t *cu_q, *cu_k;       /* [max_seqs + 1] */
@@ -36,6 +37,11 @@ static void *dev_alloc(attn_t *at, size_t bytes, int *failed) {
   return p;
 }
 
+int32_t attn_seq_len_cap(const kv_cache_t *cache, int64_t want) {
+  const int64_t cache_slots = (int64_t)cache->num_blocks * cache->block_size; /* <= INT32_MAX (kv_cache) */
+  return (int32_t)(want > 0 && want < cache_slots ? want : cache_slots);
+}
+
 attn_t *attn_create(kern_backend_t *be, kv_cache_t *cache, const attn_config_t *cfg) {
   const int64_t cache_slots = (int64_t)cache->num_blocks * cache->block_size;
   if (cfg->n_heads < 1 || cfg->n_heads % cache->n_kv_heads != 0 || cfg->max_seqs < 1 || cfg->max_tokens < 1 ||
@@ -52,9 +58,9 @@ attn_t *attn_create(kern_backend_t *be, kv_cache_t *cache, const attn_config_t *
   at->cache = cache;
   at->cfg = *cfg;
   if (at->cfg.scale == 0.0f) at->cfg.scale = 1.0f / sqrtf((float)cache->head_dim);
-  int64_t max_len = cfg->max_seq_len ? cfg->max_seq_len : cache_slots;
-  int64_t mbps = (max_len + cache->block_size - 1) / cache->block_size;
-  at->max_blocks_per_seq = (int)(mbps < cache->num_blocks ? mbps : cache->num_blocks);
+  at->max_seq_len = attn_seq_len_cap(cache, cfg->max_seq_len);
+  at->cfg.max_seq_len = at->max_seq_len;
+  at->max_blocks_per_seq = (int)(((int64_t)at->max_seq_len + cache->block_size - 1) / cache->block_size);
   if (at->cfg.max_kv_tokens == 0) at->cfg.max_kv_tokens = cache_slots;
 
   int failed = 0;
@@ -140,7 +146,7 @@ static int check_batch(attn_t *at, const attn_batch_t *bt) {
     }
     for (int i = 0; i < q_len; i++) {
       const int pos = cached + i;
-      const int32_t slot = row[pos / bs] * bs + pos % bs;
+      const int32_t slot = kv_table_slot(row, bs, pos); /* kv_seq_slot's arithmetic, asserted */
       if (!bt->slots) {
         at->host_slots[cq[b] + i] = slot;
       } else if (bt->slots[cq[b] + i] != slot) {
@@ -200,6 +206,10 @@ int attn_step_begin(attn_t *at, const attn_batch_t *bt) {
 
 attn_path_t attn_step_path(const attn_t *at) { return at->path; }
 
+int attn_max_seq_len(const attn_t *at) { return at->max_seq_len; }
+
+int attn_max_blocks_per_seq(const attn_t *at) { return at->max_blocks_per_seq; }
+
 int attn_layer_forward(attn_t *at, int layer, const float *q, const float *k, const float *v, float *out) {
   kv_cache_t *c = at->cache;
   if (at->path == ATTN_PATH_NONE || layer < 0 || layer >= c->n_layers) {
@@ -226,10 +236,7 @@ int attn_layer_forward(attn_t *at, int layer, const float *q, const float *k, co
       .n_tokens = at->n_tokens,
       .k_out = at->cfg.gather ? at->k_gather : NULL,
       .v_out = at->v_gather,
-      .n_seqs = a.n_seqs,
-      .cu_seq_lens_k = at->cu_k,
-      .block_table = at->block_table,
-      .max_blocks_per_seq = a.max_blocks_per_seq,
+      .gather = &a,
   };
   kv_cache_update(c, layer, &u);
   if (at->cfg.gather)

@@ -13,7 +13,6 @@ struct model_runner {
   kv_cache_t *cache;    /* not owned */
   attn_t *attn;         /* owned */
   model_runner_config_t cfg;
-  int max_blocks_per_seq;
 
   /* device buffers, for up to max_tokens rows (max_logits for the last two) */
   int32_t *ids;   /* [T] token ids */
@@ -59,15 +58,11 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
   r->cache = cache;
   r->cfg = *cfg;
   r->cfg.max_logits = max_logits;
-  const int64_t slots = (int64_t)cache->num_blocks * cache->block_size;
-  int64_t max_len = cfg->max_seq_len ? cfg->max_seq_len : hp->n_ctx;
-  if (max_len > slots) max_len = slots;
-  r->cfg.max_seq_len = (int)max_len;
   const attn_config_t ac = {
       .n_heads = hp->n_heads,
       .max_seqs = cfg->max_seqs,
       .max_tokens = cfg->max_tokens,
-      .max_seq_len = r->cfg.max_seq_len,
+      .max_seq_len = cfg->max_seq_len ? cfg->max_seq_len : hp->n_ctx, /* the attention clamps it */
       .gather = cfg->gather,
   };
   r->attn = attn_create(m->be, cache, &ac);
@@ -75,8 +70,7 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
     free(r);
     return NULL;
   }
-  r->max_blocks_per_seq = (int)((max_len + cache->block_size - 1) / cache->block_size);
-  if (r->max_blocks_per_seq > cache->num_blocks) r->max_blocks_per_seq = cache->num_blocks;
+  r->cfg.max_seq_len = attn_max_seq_len(r->attn);
 
   kern_backend_t *be = m->be;
   const size_t T = (size_t)cfg->max_tokens, L = (size_t)(max_logits ? max_logits : 1), f = sizeof(float);
@@ -117,7 +111,7 @@ void model_runner_destroy(model_runner_t *r) {
   free(r);
 }
 
-int model_runner_max_blocks_per_seq(const model_runner_t *r) { return r->max_blocks_per_seq; }
+int model_runner_max_blocks_per_seq(const model_runner_t *r) { return attn_max_blocks_per_seq(r->attn); }
 const attn_t *model_runner_attn(const model_runner_t *r) { return r->attn; }
 
 /* Checks what the attention does not: capacities, ids, positions, rows. */

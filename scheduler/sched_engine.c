@@ -2,6 +2,7 @@
  * scratch, step buffers), the engine thread's loop, submission, drain and
  * abort, statistics, destruction (see sched.h). The step itself is in
  * sched_step.c. */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,17 +72,14 @@ sched_engine_t *sched_engine_create(const model_t *m, kern_backend_t *be, const 
   kc.budget_bytes = (size_t)c.kv_cache_bytes;
   e->cache = kv_cache_create(be, &kc);
   if (!e->cache) goto fail;
-  const int64_t cache_tokens = (int64_t)e->cache->num_blocks * e->cache->block_size;
   e->max_len_model = c.max_model_len ? c.max_model_len : hp->n_ctx;
   if (c.max_model_len > hp->n_ctx)
     log_warn("max_model_len %d is past the model's context length %d", c.max_model_len, hp->n_ctx);
-  e->max_len = e->max_len_model;
-  if (cache_tokens < e->max_len) {
-    log_warn("the KV cache holds %lld tokens (%d blocks of %d): sequences are limited to that, below max_model_len "
+  e->max_len = attn_seq_len_cap(e->cache, e->max_len_model);
+  if (e->max_len < e->max_len_model)
+    log_warn("the KV cache holds %d tokens (%d blocks of %d): sequences are limited to that, below max_model_len "
              "%d",
-             (long long)cache_tokens, e->cache->num_blocks, e->cache->block_size, e->max_len_model);
-    e->max_len = (int32_t)cache_tokens;
-  }
+             e->max_len, e->cache->num_blocks, e->cache->block_size, e->max_len_model);
   const model_runner_config_t rc = {
       .max_tokens = c.max_batch_tokens,
       .max_seqs = c.max_seqs,
@@ -90,6 +88,7 @@ sched_engine_t *sched_engine_create(const model_t *m, kern_backend_t *be, const 
   };
   e->runner = model_runner_create(m, e->cache, &rc);
   if (!e->runner) goto fail;
+  assert(attn_max_seq_len(model_runner_attn(e->runner)) == e->max_len); /* one clamp: the attention's */
   if (attn_meta_init(&e->meta, c.max_seqs, c.max_batch_tokens, model_runner_max_blocks_per_seq(e->runner)) != 0)
     goto fail;
   if (sched_core_init(&e->core, e->cache->alloc, c.max_batch_tokens, c.max_seqs, c.prefix_caching) != 0) goto fail;
