@@ -2,9 +2,10 @@
  * the paged KV cache (cache/kv_cache.h), on any backend.
  *
  * Once per engine step, attn_step_begin() takes the batch's metadata (host
- * memory, see attention/attn_meta.h), checks it against the cache, uploads
- * it into device buffers allocated once at creation (nothing is allocated
- * per step) and picks the path:
+ * memory, see attention/attn_meta.h), checks it against the cache, packs
+ * the live rows at the live block-table width into pinned host staging and
+ * uploads that in one asynchronous copy into a device buffer allocated once
+ * at creation (nothing is allocated per step), and picks the path:
  *
  *   decode  exactly when every sequence has one query token: attn_decode
  *           appends each new K/V in place at cache_seqlens[b] and attends

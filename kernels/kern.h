@@ -74,7 +74,11 @@ typedef struct kern_attn_args {
   const int32_t *cu_seq_lens_q; /* [n_seqs + 1], first entry 0 */
   const int32_t *cu_seq_lens_k; /* [n_seqs + 1], first entry 0 */
   int max_seqlen_q;             /* max q_len over the batch */
-  int max_seqlen_k;             /* max k_len over the batch */
+  int max_seqlen_k;             /* max k_len over the batch (every path, decode's included:
+                                   cache_seqlens[b] + 1 <= max_seqlen_k; backends size their
+                                   grids and workspaces by it, never by the table's width) */
+  int total_q;                  /* cu_seq_lens_q[n_seqs] (0: unknown; grids are then sized
+                                   by n_seqs * max_seqlen_q) */
   const void *k;                /* attn_varlen only: [total_k, n_kv_heads, head_dim] kv_type */
   const void *v;                /* attn_varlen only: [total_k, n_kv_heads, head_dim] kv_type */
 
@@ -110,6 +114,21 @@ struct kern_backend {
    * when a sequence forks); the ranges must not overlap. */
   void (*copy)(kern_backend_t *be, void *dst, const void *src, size_t bytes);
   void (*sync)(kern_backend_t *be);
+  /* Host staging memory for upload_async: page-locked on CUDA (the copy is
+   * then a DMA that leaves the host free), ordinary memory on CPU. NULL when
+   * out of memory (not fatal); host_free(NULL) is a no-op. */
+  void *(*host_alloc)(kern_backend_t *be, size_t bytes);
+  void (*host_free)(kern_backend_t *be, void *buf);
+  /* upload() from host_alloc memory without waiting for the copy: src must
+   * stay unchanged until the next upload_async, sync() or download() has
+   * returned (each waits for it). Ordered with the operations like upload. */
+  void (*upload_async)(kern_backend_t *be, void *dst, const void *src, size_t bytes);
+
+  /* 0 when the attention kernels support this head layout; otherwise
+   * -EINVAL with the reason in err. Model load asks, so an unsupported
+   * model is refused before it serves. */
+  int (*attn_supported)(kern_backend_t *be, int n_heads, int n_kv_heads, int head_dim, char *err,
+                        size_t err_len);
 
   /* --- weights ------------------------------------------------------------- */
   /* Prepares w (rows × cols of `type`) from `data`, host memory holding the
