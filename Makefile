@@ -93,7 +93,7 @@ NVFLAGS  ?= -O2 -g -lineinfo
 # NVWERROR: warnings fatal (here and in CI); tests/gpu/run-on-device.sh empties
 # it, as nvcc passes it to the host compiler and another gcc warns elsewhere
 NVWERROR ?= --Werror all-warnings
-NVFLAGS  += -std=c++17 $(CUDA_ARCHS) -I. -Xcompiler -Wall,-Wextra,-Wno-unused-parameter \
+NVFLAGS  += -std=c++17 $(CUDA_ARCHS) -I. $(CUBLAS_CFLAGS) -Xcompiler -Wall,-Wextra,-Wno-unused-parameter \
             $(NVWERROR) -MMD -MP
 
 ifeq ($(FUZZ),1)
@@ -239,6 +239,7 @@ GPU_RPATH     := $(if $(CUDA_HOME),-Xlinker -rpath=$(CUDA_HOME)/lib64)
 # toolkit keeps it and passes the folder and, without the unversioned
 # libcublas.so, the versioned name
 CUBLAS_LIBS   ?= -lcublas
+CUBLAS_CFLAGS ?=
 
 PCRE2_DIR ?=
 ifneq ($(PCRE2_DIR),)
