@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "config/log.h"
+#include "kernels/kern_sample.h"
 #include "model/llama_internal.h"
 
 struct model_runner {
@@ -29,6 +30,8 @@ struct model_runner {
   float *up;      /* [T, ff_dim] */
   float *xl;      /* [L, dim] the rows that need logits, final-normed */
   float *logits;  /* [L, n_vocab] */
+  kern_sample_row_t *samp_rows; /* [L] be->sample only: how each row picks its token */
+  int32_t *samp_tokens;         /* [L] be->sample only: the tokens picked */
 };
 
 model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const model_runner_config_t *cfg) {
@@ -90,6 +93,10 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
   ALLOC(r->up, T * hp->ff_dim * f);
   ALLOC(r->xl, L * hp->dim * f);
   ALLOC(r->logits, L * hp->n_vocab * f);
+  if (be->sample) {
+    ALLOC(r->samp_rows, L * sizeof *r->samp_rows);
+    ALLOC(r->samp_tokens, L * sizeof(int32_t));
+  }
 #undef ALLOC
   if (failed) {
     log_error("model_runner_create: the %s backend is out of memory for the activations of %d tokens "
@@ -104,8 +111,8 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
 void model_runner_destroy(model_runner_t *r) {
   if (!r) return;
   kern_backend_t *be = r->be;
-  void *bufs[] = {r->ids, r->pos,   r->rows, r->x,    r->h,  r->proj, r->q,
-                  r->k,   r->v,     r->att,  r->gate, r->up, r->xl,   r->logits};
+  void *bufs[] = {r->ids, r->pos,   r->rows, r->x,    r->h,  r->proj, r->q,        r->k,
+                  r->v,   r->att,   r->gate, r->up,   r->xl, r->logits, r->samp_rows, r->samp_tokens};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(be, bufs[i]);
   attn_destroy(r->attn);
   free(r);
@@ -121,6 +128,10 @@ static int check_batch(const model_runner_t *r, const model_batch_t *b) {
     log_error("model_forward: %d tokens and %d logit rows, capacities %d and %d", b->n_tokens, b->n_logits,
               r->cfg.max_tokens, r->cfg.max_logits);
     return -E2BIG;
+  }
+  if (b->sample && (!r->be->sample || !b->sampled)) {
+    log_error("model_forward: device sampling asked of the %s backend, which has none", r->be->name);
+    return -EINVAL;
   }
   if (!b->attn || b->attn->n_tokens != b->n_tokens) {
     log_error("model_forward: %d tokens but the attention batch has %d", b->n_tokens, b->attn ? b->attn->n_tokens : -1);
@@ -190,6 +201,20 @@ int model_forward(model_runner_t *r, const model_batch_t *b, float *logits) {
   be->gather_rows(be, r->xl, r->x, r->rows, L, dim);              /* xl [L, dim] */
   be->rmsnorm(be, r->xl, r->xl, m->output_norm, L, dim, hp->rms_eps);
   be->matmul(be, r->logits, r->xl, model__output(m), L);          /* logits [L, n_vocab] */
-  be->download(be, logits, r->logits, (size_t)L * hp->n_vocab * sizeof(float));
+  if (!b->sample) {
+    be->download(be, logits, r->logits, (size_t)L * hp->n_vocab * sizeof(float));
+    return 0;
+  }
+  const size_t row_bytes = (size_t)hp->n_vocab * sizeof(float);
+  be->upload(be, r->samp_rows, b->sample, (size_t)L * sizeof *b->sample);
+  be->sample(be, r->samp_tokens, r->logits, r->samp_rows, L, hp->n_vocab);
+  for (int i = 0; i < L;) { /* the rows left to the host, in runs */
+    int j = i;
+    while (j < L && !b->sample[j].on_device) j++;
+    if (j > i) be->download(be, (char *)logits + (size_t)i * row_bytes, (char *)r->logits + (size_t)i * row_bytes,
+                            (size_t)(j - i) * row_bytes);
+    i = j > i ? j : i + 1;
+  }
+  be->download(be, b->sampled, r->samp_tokens, (size_t)L * sizeof(int32_t));
   return 0;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "config/log.h"
+#include "kernels/kern_sample.h"
 #include "model/sampler_internal.h"
 
 typedef struct samp_count {
@@ -200,6 +201,23 @@ void samp_state_penalize(const samp_state_t *s, float *logits) {
     logits[c->token] = x;
   }
 }
+
+int samp_state_device_row(const samp_state_t *s, kern_sample_row_t *row) {
+  const samp_params_t *p = &s->p;
+  if (p->logprobs || p->top_logprobs > 0 || p->n_logit_bias > 0 || p->repetition_penalty != 1.0f ||
+      p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f)
+    return 0;
+  if (p->temperature > 0 && ((p->top_k > 0 && p->top_k < s->n_vocab) || p->top_p < 1.0f)) return 0;
+  memset(row, 0, sizeof *row);
+  row->on_device = 1;
+  row->temperature = p->temperature > 0 ? p->temperature : 0.0f;
+  row->min_p = p->min_p;
+  row->seed = s->seed;
+  row->draw = s->n_draws + 1; /* next_uniform's */
+  return 1;
+}
+
+void samp_state_take_draw(samp_state_t *s) { s->n_draws++; }
 
 int samp_sample(samp_state_t *s, samp_ws_t *w, const float *logits, samp_result_t *out) {
   int32_t n_vocab = s->n_vocab;

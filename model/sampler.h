@@ -119,6 +119,21 @@ typedef struct samp_result {
  * token has a finite logit (out is then untouched). */
 int samp_sample(samp_state_t *s, samp_ws_t *w, const float *logits, samp_result_t *out);
 
+/* ---- sampling where the logits are (kernels/kern_sample.h) ------------------ */
+
+struct kern_sample_row;
+
+/* 1 when a device can pick s's next token as samp_sample() would (greedy,
+ * or a temperature with min-p over the whole vocabulary of n_vocab; no
+ * top-k, top-p, penalties, logit_bias or logprobs), with `row` filled for
+ * the stream's next draw; 0 when the host must (row untouched). Changes
+ * nothing. */
+int samp_state_device_row(const samp_state_t *s, struct kern_sample_row *row);
+
+/* Takes the draw a device used for s's token (samp_sample() takes its own):
+ * the next token gets the stream's next draw. */
+void samp_state_take_draw(samp_state_t *s);
+
 /* ---- the steps, for tests and tools ------------------------------------------ */
 
 /* Steps 1-3 on logits[n_vocab] in place. */

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "config/log.h"
+#include "kernels/kern_sample.h"
 #include "scheduler/sched_internal.h"
 
 int64_t sched_now_ns(void) {
@@ -100,6 +101,10 @@ sched_engine_t *sched_engine_create(const model_t *m, kern_backend_t *be, const 
   e->logit_rows = xcalloc((size_t)c.max_seqs, sizeof *e->logit_rows);
   e->logit_seqs = xcalloc((size_t)c.max_seqs, sizeof *e->logit_seqs);
   e->logits = xcalloc((size_t)c.max_seqs * (size_t)e->n_vocab, sizeof *e->logits);
+  if (be->sample) { /* rows whose request qualifies pick their token on the device */
+    e->sample_rows = xcalloc((size_t)c.max_seqs, sizeof(kern_sample_row_t));
+    e->sampled = xcalloc((size_t)c.max_seqs, sizeof *e->sampled);
+  }
   e->piece_cap = tok_stream_max_out(e->tok);
   e->piece = xcalloc(e->piece_cap, 1);
 
@@ -298,6 +303,8 @@ void sched_engine_destroy(sched_engine_t *e) {
   free(e->logit_rows);
   free(e->logit_seqs);
   free(e->logits);
+  free(e->sample_rows);
+  free(e->sampled);
   free(e->piece);
   free(e);
 }

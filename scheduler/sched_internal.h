@@ -74,6 +74,8 @@ struct sched_engine {
   int32_t *logit_rows;        /* [max_seqs] */
   sched_eseq_t **logit_seqs;  /* [max_seqs] */
   float *logits;              /* [max_seqs, n_vocab] */
+  struct kern_sample_row *sample_rows; /* [max_seqs] when the backend samples (be->sample), else NULL */
+  int32_t *sampled;           /* [max_seqs] the device's tokens */
   char *piece;                /* [tok_stream_max_out] */
   size_t piece_cap;
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "config/log.h"
+#include "kernels/kern_sample.h"
 #include "scheduler/sched_internal.h"
 
 static sched_eseq_t *eseq(sched_seq_t *s) { return (sched_eseq_t *)s; }
@@ -190,6 +191,35 @@ static void sample_row(sched_engine_t *e, sched_eseq_t *q, const float *row) {
   accept_token(e, q, &res);
 }
 
+/* The token the device picked for q's row (its draw taken from q's stream). */
+static void take_device_token(sched_engine_t *e, sched_eseq_t *q, int32_t token) {
+  if (token < 0) {
+    fail_seq(e, q, "the model produced no finite logit");
+    return;
+  }
+  samp_state_take_draw(q->samp);
+  samp_result_t res = {.token = token};
+  accept_token(e, q, &res);
+}
+
+/* Which logit rows pick their token on the device (e->sample_rows): those
+ * whose request qualifies (samp_state_device_row), but not the first row
+ * of an n > 1 request, whose children sample the same logits. Returns how
+ * many. */
+static int plan_device_rows(sched_engine_t *e, int n_logits) {
+  int n = 0;
+  for (int k = 0; k < n_logits; k++) {
+    sched_eseq_t *q = e->logit_seqs[k];
+    const int fork = q->index == 0 && q->req->p.n > 1 && !q->req->forked;
+    kern_sample_row_t *row = &e->sample_rows[k];
+    if (!fork && samp_state_device_row(q->samp, row))
+      n++;
+    else
+      memset(row, 0, sizeof *row);
+  }
+  return n;
+}
+
 /* --- the step ----------------------------------------------------------------- */
 
 /* Moves submitted requests into the waiting list; marks everything
@@ -278,6 +308,7 @@ int sched__step(sched_engine_t *e) {
     int32_t n_rows = 0;
     const int n_logits = build_batch(e, t0, &n_rows, &prompt_tokens);
     int rc = attn_meta_build(&e->meta, e->cache->alloc, e->seqs, e->q_lens, n);
+    const int on_device = rc == 0 && e->sample_rows && plan_device_rows(e, n_logits) > 0;
     if (rc == 0) {
       const model_batch_t b = {
           .n_tokens = n_rows,
@@ -286,6 +317,8 @@ int sched__step(sched_engine_t *e) {
           .attn = &e->meta.batch,
           .n_logits = n_logits,
           .logit_rows = e->logit_rows,
+          .sample = on_device ? e->sample_rows : NULL,
+          .sampled = e->sampled,
       };
       t1 = sched_now_ns();
       rc = model_forward(e->runner, &b, e->logits);
@@ -296,7 +329,12 @@ int sched__step(sched_engine_t *e) {
       fail_step(e, rc);
     } else {
       sched_core_commit(&e->core);
-      for (int k = 0; k < n_logits; k++) sample_row(e, e->logit_seqs[k], e->logits + (size_t)k * (size_t)e->n_vocab);
+      for (int k = 0; k < n_logits; k++) {
+        if (on_device && e->sample_rows[k].on_device)
+          take_device_token(e, e->logit_seqs[k], e->sampled[k]);
+        else
+          sample_row(e, e->logit_seqs[k], e->logits + (size_t)k * (size_t)e->n_vocab);
+      }
     }
   }
   const int64_t t_end = sched_now_ns();

@@ -15,6 +15,7 @@
 #include "kernels/cuda/matmul.cuh"
 #include "kernels/cuda/rmsnorm.cuh"
 #include "kernels/cuda/rope.cuh"
+#include "kernels/cuda/sample.cuh"
 #include "kernels/cuda/swiglu.cuh"
 #include "kernels/cuda/weights.cuh"
 
@@ -182,6 +183,8 @@ static const kern_backend_t cuda_table = {
     .attn_varlen = kern_cuda__attn_varlen,
     .attn_varlen_paged = kern_cuda__attn_varlen_paged,
     .attn_decode = kern_cuda__attn_decode,
+
+    .sample = kern_cuda__sample,
 };
 
 /* cudaMalloc for create: logs and returns -1 on failure. */

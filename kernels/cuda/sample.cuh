@@ -1,0 +1,13 @@
+/* kernels/cuda/sample.cuh — picks the next token of logit rows on the device
+ * (kern.h sample; the arithmetic and what qualifies: kernels/kern_sample.h). */
+#ifndef TRAM_KERN_CUDA_SAMPLE_CUH
+#define TRAM_KERN_CUDA_SAMPLE_CUH
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/kern_sample.h"
+
+/* tokens[i] for each row i of logits [n_rows, n_vocab] with rows[i].on_device. */
+void kern_cuda__sample(kern_backend_t *be, int32_t *tokens, const float *logits, const kern_sample_row_t *rows,
+                       int n_rows, int32_t n_vocab);
+
+#endif

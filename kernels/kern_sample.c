@@ -1,0 +1,50 @@
+/* kernels/kern_sample.c — the host emulation of be->sample (see
+ * kern_sample.h): the device kernel's arithmetic in its order, one row at a
+ * time. The CPU backend's sample op. */
+#include "kernels/kern_sample.h"
+
+/* The row's max, NaN ignored (-inf when nothing else), and the first id
+ * holding it. */
+static float row_max(const float *x, int32_t n, int32_t *first) {
+  float m = -INFINITY;
+  for (int32_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+  int32_t i = 0;
+  while (i < n && !(x[i] == m)) i++;
+  *first = i;
+  return m;
+}
+
+static int32_t sample_row(const float *x, const kern_sample_row_t *r, int32_t n_vocab) {
+  int32_t first;
+  const float m = row_max(x, n_vocab, &first);
+  if (m == -INFINITY) return KERN_SAMPLE_NO_TOKEN;
+  if (r->temperature <= 0 || m == INFINITY) return first; /* greedy (the host sampler's too at +inf) */
+  const float inv_t = 1.0f / r->temperature;
+  const int32_t len = kern_sample_chunk_len(n_vocab);
+  double off[KERN_SAMPLE_CHUNKS + 1]; /* the chunks' exclusive scan; off[CHUNKS] is the mass */
+  off[0] = 0;
+  for (int c = 0; c < KERN_SAMPLE_CHUNKS; c++) {
+    double s = 0;
+    for (int32_t i = c * len; i < (c + 1) * len && i < n_vocab; i++) s += kern_sample_weight(x[i], m, inv_t, r->min_p);
+    off[c + 1] = off[c] + s;
+  }
+  const double target = kern_sample_uniform(r->seed, r->draw) * off[KERN_SAMPLE_CHUNKS];
+  int32_t last = first; /* the max is always kept (weight 1 >= min_p) */
+  for (int c = 0; c < KERN_SAMPLE_CHUNKS; c++) {
+    double cum = off[c];
+    for (int32_t i = c * len; i < (c + 1) * len && i < n_vocab; i++) {
+      const float w = kern_sample_weight(x[i], m, inv_t, r->min_p);
+      if (w <= 0) continue;
+      cum += w;
+      last = i;
+      if (target < cum) return i;
+    }
+  }
+  return last; /* rounding left the target at the mass */
+}
+
+void kern_sample_ref(int32_t *tokens, const float *logits, const kern_sample_row_t *rows, int n_rows,
+                     int32_t n_vocab) {
+  for (int i = 0; i < n_rows; i++)
+    if (rows[i].on_device) tokens[i] = sample_row(logits + (size_t)i * (size_t)n_vocab, &rows[i], n_vocab);
+}

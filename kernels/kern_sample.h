@@ -1,0 +1,131 @@
+/* kernels/kern_sample.h — picking a row's next token where its logits are
+ * (be->sample), so a GPU step downloads token ids instead of vocab × rows
+ * f32 logits.
+ *
+ * What a device takes (the rest stays with the host sampler,
+ * model/sampler.h, which says per row whether a row qualifies:
+ * samp_state_device_row): greedy (argmax, lowest id on ties), or a draw at
+ * temperature T with min-p over the whole vocabulary, from the request's own
+ * counter-based random stream (the same as the host sampler's: draw i of
+ * seed s is mix64(s + i * GAMMA), 53 bits). Not on a device yet: top-k,
+ * top-p, repetition/frequency/presence penalties, logit_bias, logprobs, and
+ * the first row of an n > 1 request (its children sample the same row).
+ *
+ * The arithmetic, fixed so that a host emulation gives the device's bits
+ * (kern_sample_ref, which is also the CPU backend's op and the reference of
+ * the GPU checks): weights w = exp((x - max) / T) by the host sampler's
+ * AVX2 exp polynomial (kern_sample_exp: fused multiply-adds written out, so
+ * no compiler contraction can change it; on an AVX2 build the weights are
+ * the host sampler's own bits); kept: w > 0 and, with min-p, w >= min_p;
+ * the row cut into KERN_SAMPLE_CHUNKS chunks of consecutive ids, each
+ * summed in id order in double, the chunk sums scanned in order (their
+ * total is the mass); the token is the first kept id whose cumulative mass
+ * passes u * mass (the last kept one if rounding leaves none). The host
+ * sampler sums in another order, so a draw within ~1e-15 of a boundary
+ * between two tokens may differ; the tests measure that margin.
+ *
+ * The inline functions run on the host and the device (KERN_SAMPLE_HD). */
+#ifndef TRAM_KERN_SAMPLE_H
+#define TRAM_KERN_SAMPLE_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __CUDACC__
+#define KERN_SAMPLE_HD __host__ __device__
+#else
+#define KERN_SAMPLE_HD
+#endif
+
+#define KERN_SAMPLE_CHUNKS 1024 /* one per thread of the device's block */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How the device picks one row's token. */
+typedef struct kern_sample_row {
+  int32_t on_device; /* 1: the device picks it; 0: the host does (row skipped) */
+  float temperature; /* 0: greedy */
+  float min_p;       /* 0: off; else keep w >= min_p (w = p / p_max) */
+  float pad_;
+  uint64_t seed;     /* the request's stream */
+  uint64_t draw;     /* this draw's index in the stream (1 for the first) */
+} kern_sample_row_t;
+
+/* The token kern_sample_ref / be->sample writes for a row without a finite
+ * logit (the host sampler's -EDOM). */
+#define KERN_SAMPLE_NO_TOKEN (-1)
+
+/* splitmix64's output function: the stream's mixer. */
+static inline KERN_SAMPLE_HD uint64_t kern_sample_mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+#define KERN_SAMPLE_GAMMA 0x9e3779b97f4a7c15ull
+
+/* Draw `draw` (1-based) of the stream of `seed`: uniform in [0, 1), 53 bits. */
+static inline KERN_SAMPLE_HD double kern_sample_uniform(uint64_t seed, uint64_t draw) {
+  return (double)(kern_sample_mix64(seed + draw * KERN_SAMPLE_GAMMA) >> 11) * 0x1.0p-53;
+}
+
+/* exp(v) for v <= 0, 0 below -87 and for NaN: exp(r ln2 + f) = 2^r e^f with
+ * r = round-to-even(v / ln2), f by Cody-Waite, e^f by its degree-6 Taylor
+ * series; every multiply-add fused, as the host sampler's AVX2 exp8. */
+static inline KERN_SAMPLE_HD float kern_sample_exp(float v) {
+  if (!(v >= -87.0f)) return 0.0f;
+#ifdef __CUDA_ARCH__
+  const float r = rintf(__fmul_rn(v, 1.44269504088896341f));
+#else
+  const float r = nearbyintf(v * 1.44269504088896341f);
+#endif
+  float f = fmaf(r, -0.693145751953125f, v);
+  f = fmaf(r, -1.428606765330187045e-06f, f);
+  float p = 1.0f / 720;
+  p = fmaf(p, f, 1.0f / 120);
+  p = fmaf(p, f, 1.0f / 24);
+  p = fmaf(p, f, 1.0f / 6);
+  p = fmaf(p, f, 0.5f);
+  p = fmaf(p, f, 1.0f);
+  p = fmaf(p, f, 1.0f);
+  const uint32_t bits = (uint32_t)((int32_t)r + 127) << 23;
+  float scale;
+  memcpy(&scale, &bits, sizeof scale);
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(p, scale);
+#else
+  return p * scale;
+#endif
+}
+
+/* The weight of logit x given the row's max m and 1 / T: kern_sample_exp((x
+ * - m) * inv_t), and 0 when it is not kept (NaN, underflow, below min_p). */
+static inline KERN_SAMPLE_HD float kern_sample_weight(float x, float m, float inv_t, float min_p) {
+#ifdef __CUDA_ARCH__
+  const float w = kern_sample_exp(__fmul_rn(__fsub_rn(x, m), inv_t));
+#else
+  const float w = kern_sample_exp((x - m) * inv_t);
+#endif
+  return w > 0 && (min_p <= 0 || w >= min_p) ? w : 0.0f;
+}
+
+/* The ids of chunk c of a row of n_vocab: [c * len, min((c + 1) * len, n_vocab)). */
+static inline KERN_SAMPLE_HD int32_t kern_sample_chunk_len(int32_t n_vocab) {
+  return (n_vocab + KERN_SAMPLE_CHUNKS - 1) / KERN_SAMPLE_CHUNKS;
+}
+
+/* The host emulation of be->sample (and the CPU backend's op): for each of
+ * n_rows rows of logits [n_rows, n_vocab] with rows[i].on_device, writes
+ * tokens[i] (KERN_SAMPLE_NO_TOKEN when no logit is finite); other rows'
+ * tokens are left alone. Host memory. */
+void kern_sample_ref(int32_t *tokens, const float *logits, const kern_sample_row_t *rows, int n_rows,
+                     int32_t n_vocab);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,58 @@
+/* tests/gpu/check_sample.cu — be->sample against its host emulation,
+ * kern_sample_ref (kernels/kern_sample.h): the same token for every row,
+ * bit for bit, over greedy rows, temperatures with and without min-p, rows
+ * with NaN and infinities, a row without a finite logit, rows left to the
+ * host (their token untouched), at the default model's vocabulary (49,152)
+ * and Llama-3's (128,256). The emulation is itself checked against the host
+ * sampler on the CPU (tests/unit/test_sample_device.c). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <vector>
+
+#include "tests/gpu/gpu_test.cuh"
+extern "C" {
+#include "kernels/kern_sample.h"
+}
+
+static void check_vocab(gt_t *t, int32_t V, int n_rows) {
+  std::vector<float> x((size_t)n_rows * V);
+  std::vector<kern_sample_row_t> rows(n_rows);
+  for (int i = 0; i < n_rows; i++) {
+    float *row = &x[(size_t)i * V];
+    const float scale = 1.0f + (float)(i % 5) * 2.0f; /* flat to peaked */
+    gt_normal(t, row, (size_t)V, scale);
+    kern_sample_row_t &r = rows[i];
+    memset(&r, 0, sizeof r);
+    r.on_device = i % 11 != 10;
+    r.temperature = i % 4 == 0 ? 0.0f : 0.25f + 0.5f * (float)(i % 4);
+    r.min_p = i % 3 == 0 ? 0.0f : (i % 3 == 1 ? 0.05f : 0.5f);
+    r.seed = 1234567ull * (uint64_t)(i + 1);
+    r.draw = 1 + (uint64_t)i * 7;
+    if (i % 13 == 5) row[(i * 31) % V] = NAN;
+    if (i % 17 == 6) row[(i * 37) % V] = -INFINITY;
+    if (i % 19 == 7) row[(i * 41) % V] = INFINITY;
+    if (i == 8)
+      for (int32_t j = 0; j < V; j++) row[j] = j % 2 ? NAN : -INFINITY; /* no finite logit */
+    if (i == 9) row[3] = row[V - 1] = 1e4f; /* a tie: the lower id */
+  }
+  std::vector<int32_t> want(n_rows, -7), got(n_rows);
+  kern_sample_ref(want.data(), x.data(), rows.data(), n_rows, V);
+  float *dx = (float *)gt_dev_from(t, x.data(), x.size() * 4);
+  kern_sample_row_t *dr = (kern_sample_row_t *)gt_dev_from(t, rows.data(), rows.size() * sizeof rows[0]);
+  const std::vector<int32_t> fill(n_rows, -7); /* rows left to the host keep it */
+  int32_t *dt = (int32_t *)gt_dev_from(t, fill.data(), (size_t)n_rows * 4);
+  t->be->sample(t->be, dt, dx, dr, n_rows, V);
+  gt_get(t, got.data(), dt, (size_t)n_rows * 4);
+  char name[96];
+  snprintf(name, sizeof name, "sample = kern_sample_ref, vocabulary %d, %d rows", V, n_rows);
+  gt_check_same(t, name, got.data(), want.data(), (size_t)n_rows * 4);
+  gt_free(t, dx), gt_free(t, dr), gt_free(t, dt);
+}
+
+void gt_check_sample(gt_t *t) {
+  check_vocab(t, 49152, t->quick ? 24 : 96);
+  check_vocab(t, 128256, t->quick ? 12 : 64);
+  check_vocab(t, 1000, 16); /* chunks of one token and empty ones */
+}

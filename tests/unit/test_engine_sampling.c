@@ -1,0 +1,142 @@
+/* tests/unit/test_engine_sampling.c — the engine picking tokens where the
+ * logits are (be->sample), on the real default model (skipped when the
+ * model file is missing), on the CPU: the CPU backend leaves sampling to the
+ * host, so this test gives a copy of it the host emulation of the GPU's
+ * sampling kernel (kern_sample_ref, bit for bit the kernel's result) as its
+ * be->sample, and runs the same requests through both.
+ *
+ * Every request gets the same tokens either way: greedy, seeded draws at a
+ * temperature with and without min-p (device rows), and the requests the
+ * device leaves to the host (top-k, top-p, penalties, logprobs, n = 2),
+ * batched together so one step mixes device and host rows. The test also
+ * counts the rows the emulation picked, so the device path cannot silently
+ * go unused. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config/log.h"
+#include "kernels/kern_sample.h"
+#include "scheduler/sched.h"
+
+enum { N_REQS = 9, MAX_TOKENS = 10, MAX_SEQS = 12 };
+
+static const char *model_file(void) {
+  const char *p = getenv("TRAM_MODEL");
+  return p && *p ? p : "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+static atomic_int device_rows; /* rows the emulation picked */
+
+static void emulated_sample(kern_backend_t *be, int32_t *tokens, const float *logits, const kern_sample_row_t *rows,
+                            int n_rows, int32_t n_vocab) {
+  (void)be;
+  for (int i = 0; i < n_rows; i++) atomic_fetch_add(&device_rows, rows[i].on_device);
+  kern_sample_ref(tokens, logits, rows, n_rows, n_vocab);
+}
+
+/* The requests: what each asks of the sampler. */
+static sched_req_params_t params_of(int i) {
+  sched_req_params_t p = sched_req_params_default();
+  p.max_tokens = MAX_TOKENS;
+  p.ignore_eos = 1;
+  p.samp.has_seed = 1;
+  p.samp.seed = 1000 + (uint64_t)i;
+  switch (i) {
+  case 0: break; /* greedy */
+  case 1: p.samp.temperature = 0.8f; break;
+  case 2: p.samp.temperature = 1.3f, p.samp.min_p = 0.05f; break;
+  case 3: p.samp.temperature = 0.7f, p.samp.top_k = 20; break;        /* host */
+  case 4: p.samp.temperature = 0.9f, p.samp.top_p = 0.9f; break;      /* host */
+  case 5: p.samp.repetition_penalty = 1.3f; break;                    /* host */
+  case 6: p.samp.logprobs = 1, p.samp.top_logprobs = 3; break;        /* host */
+  case 7: p.samp.temperature = 1.0f, p.n = 2; break;                  /* host first, then device */
+  default: p.samp.temperature = 0.6f, p.samp.min_p = 0.2f; break;
+  }
+  return p;
+}
+
+/* Runs every request on one engine over `be`; tokens[i][j][t]. */
+static void run_all(model_t *m, kern_backend_t *be, int32_t tokens[N_REQS][2][MAX_TOKENS]) {
+  sched_config_t c = sched_config_default();
+  c.kv_cache_blocks = 64;
+  c.block_size = 16;
+  c.max_seqs = MAX_SEQS;
+  c.max_batch_tokens = 256;
+  sched_engine_t *e = sched_engine_create(m, be, &c);
+  assert_non_null(e);
+  static const int32_t prompt[8] = {504, 2988, 288, 451, 8170, 4119, 1732, 314};
+  sched_req_t *reqs[N_REQS];
+  int n_tok[N_REQS][2] = {{0}};
+  char err[256];
+  for (int i = 0; i < N_REQS; i++) {
+    const sched_req_params_t p = params_of(i);
+    reqs[i] = sched_req_create(prompt, 5 + i % 4, &p, NULL, err, sizeof err);
+    assert_non_null(reqs[i]);
+    assert_int_equal(sched_submit(e, reqs[i], err, sizeof err), 0);
+  }
+  memset(tokens, 0xff, sizeof(int32_t) * N_REQS * 2 * MAX_TOKENS);
+  int finals = 0;
+  for (int spins = 0; finals < N_REQS; spins++) {
+    assert_true(spins < 60000);
+    sched_event_t ev[16];
+    const int k = sched_wait_events(e, ev, 16, 10000000);
+    for (int j = 0; j < k; j++) {
+      int r = 0;
+      while (reqs[r] != ev[j].req) r++;
+      const int s = ev[j].index;
+      if (ev[j].token >= 0) {
+        assert_true(n_tok[r][s] < MAX_TOKENS);
+        tokens[r][s][n_tok[r][s]++] = ev[j].token;
+      }
+      finals += ev[j].final;
+      sched_event_release(&ev[j]);
+    }
+  }
+  for (int i = 0; i < N_REQS; i++) {
+    assert_int_equal(n_tok[i][0], MAX_TOKENS);
+    sched_req_destroy(reqs[i]);
+  }
+  sched_engine_destroy(e);
+}
+
+static void device_rows_give_the_host_tokens(void **state) {
+  (void)state;
+  if (access(model_file(), R_OK) != 0) skip();
+  log_set_level(LOG_LEVEL_WARN);
+  kern_backend_t *be = kern_backend_create("cpu", 2);
+  assert_non_null(be);
+  assert_null(be->sample); /* the CPU backend samples on the host */
+  char err[256];
+  model_t *m = model_load(model_file(), be, err, sizeof err);
+  assert_non_null(m);
+  static int32_t host[N_REQS][2][MAX_TOKENS], dev[N_REQS][2][MAX_TOKENS];
+  run_all(m, be, host);
+  be->sample = emulated_sample;
+  run_all(m, be, dev);
+  be->sample = NULL;
+  for (int i = 0; i < N_REQS; i++)
+    for (int s = 0; s < 2; s++)
+      for (int t = 0; t < MAX_TOKENS; t++)
+        if (host[i][s][t] != dev[i][s][t])
+          fail_msg("request %d, sequence %d, token %d: host %d, device %d", i, s, t, host[i][s][t], dev[i][s][t]);
+  /* requests 0, 1, 2, 8 and request 7's second sequence (and its first after
+   * the fork) sample on the device: at least 5 rows a step for 9 steps */
+  assert_true(atomic_load(&device_rows) >= 5 * (MAX_TOKENS - 1));
+  model_destroy(m);
+  kern_backend_destroy(be);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(device_rows_give_the_host_tokens),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
