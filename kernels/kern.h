@@ -37,6 +37,7 @@
 
 typedef struct kern_backend kern_backend_t;
 struct kern_sample_row; /* kernels/kern_sample.h */
+struct kern_sample_op;
 
 /* A weight matrix of `rows` output features × `cols` input features (GGUF
  * dims ne[0] = cols, ne[1] = rows), in whatever form its backend chose at
@@ -185,12 +186,13 @@ struct kern_backend {
 
   /* --- sampling (kernels/kern_sample.h) ----------------------------------- */
   /* tokens[i] ([n_rows] int32) for each row i of logits [n_rows, n_vocab]
-   * whose rows[i] ([n_rows]) is on_device: kern_sample_ref's result, bit for
-   * bit; other rows' tokens are left alone. All device buffers. NULL when
-   * the backend leaves sampling to the host (the CPU backend: its logits
-   * are host memory already). */
-  void (*sample)(kern_backend_t *be, int32_t *tokens, const float *logits, const struct kern_sample_row *rows,
-                 int n_rows, int32_t n_vocab);
+   * whose rows[i] ([n_rows]) is on_device, after its ops (ops, the step's
+   * list; the row's logits change): kern_sample_ref's result, bit for bit;
+   * other rows are left alone. All device buffers. NULL when the backend
+   * leaves sampling to the host (the CPU backend: its logits are host
+   * memory already). */
+  void (*sample)(kern_backend_t *be, int32_t *tokens, float *logits, const struct kern_sample_row *rows,
+                 const struct kern_sample_op *ops, int n_rows, int32_t n_vocab);
 };
 
 /* Creates the backend named `device` ("cpu" or "cuda") with `n_threads` CPU

@@ -1,6 +1,6 @@
 /* kernels/kern_sample.c — the host emulation of be->sample (see
  * kern_sample.h): the device kernel's arithmetic in its order, one row at a
- * time. The CPU backend's sample op. */
+ * time. */
 #include "kernels/kern_sample.h"
 
 /* The row's max, NaN ignored (-inf when nothing else), and the first id
@@ -43,8 +43,16 @@ static int32_t sample_row(const float *x, const kern_sample_row_t *r, int32_t n_
   return last; /* rounding left the target at the mass */
 }
 
-void kern_sample_ref(int32_t *tokens, const float *logits, const kern_sample_row_t *rows, int n_rows,
-                     int32_t n_vocab) {
-  for (int i = 0; i < n_rows; i++)
-    if (rows[i].on_device) tokens[i] = sample_row(logits + (size_t)i * (size_t)n_vocab, &rows[i], n_vocab);
+void kern_sample_ref(int32_t *tokens, float *logits, const kern_sample_row_t *rows, const kern_sample_op_t *ops,
+                     int n_rows, int32_t n_vocab) {
+  for (int i = 0; i < n_rows; i++) {
+    const kern_sample_row_t *r = &rows[i];
+    if (!r->on_device) continue;
+    float *x = logits + (size_t)i * (size_t)n_vocab;
+    for (int32_t j = r->op_begin; j < r->op_begin + r->n_bias + r->n_count; j++) {
+      const kern_sample_op_t *op = &ops[j];
+      x[op->token] = kern_sample_apply(x[op->token], op);
+    }
+    tokens[i] = sample_row(x, r, n_vocab);
+  }
 }

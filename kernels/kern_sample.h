@@ -4,12 +4,14 @@
  *
  * What a device takes (the rest stays with the host sampler,
  * model/sampler.h, which says per row whether a row qualifies:
- * samp_state_device_row): greedy (argmax, lowest id on ties), or a draw at
- * temperature T with min-p over the whole vocabulary, from the request's own
- * counter-based random stream (the same as the host sampler's: draw i of
- * seed s is mix64(s + i * GAMMA), 53 bits). Not on a device yet: top-k,
- * top-p, repetition/frequency/presence penalties, logit_bias, logprobs, and
- * the first row of an n > 1 request (its children sample the same row).
+ * samp_state_device_row): logit_bias and the repetition, frequency and
+ * presence penalties (as ops on the row, in the host sampler's order),
+ * then greedy (argmax, lowest id on ties), or a draw at temperature T with
+ * min-p over the whole vocabulary, from the request's own counter-based
+ * random stream (the same as the host sampler's: draw i of seed s is
+ * mix64(s + i * GAMMA), 53 bits). Not on a device yet: top-k, top-p,
+ * logprobs, and the first row of an n > 1 request (its children sample the
+ * same row).
  *
  * The arithmetic, fixed so that a host emulation gives the device's bits
  * (kern_sample_ref, which is also the CPU backend's op and the reference of
@@ -44,12 +46,29 @@
 extern "C" {
 #endif
 
-/* How the device picks one row's token. */
+/* One change to one logit before sampling (the host sampler's steps 1-3):
+ * with KERN_SAMPLE_BIAS x += bias; then with KERN_SAMPLE_REP x = x > 0 ?
+ * x / rep : x * rep; then with KERN_SAMPLE_SUB x -= sub (sub = frequency *
+ * count + presence, computed by the host sampler). */
+typedef struct kern_sample_op {
+  int32_t token;
+  uint32_t flags; /* KERN_SAMPLE_BIAS | KERN_SAMPLE_REP | KERN_SAMPLE_SUB */
+  float bias, rep, sub;
+} kern_sample_op_t;
+
+#define KERN_SAMPLE_BIAS 1u
+#define KERN_SAMPLE_REP 2u
+#define KERN_SAMPLE_SUB 4u
+
+/* How the device picks one row's token. Its ops are ops[op_begin ..
+ * op_begin + n_bias + n_count): first n_bias bias ops applied one after the
+ * other (a token may repeat), then n_count ops of distinct tokens (applied
+ * in any order, or at once). */
 typedef struct kern_sample_row {
   int32_t on_device; /* 1: the device picks it; 0: the host does (row skipped) */
   float temperature; /* 0: greedy */
   float min_p;       /* 0: off; else keep w >= min_p (w = p / p_max) */
-  float pad_;
+  int32_t op_begin, n_bias, n_count;
   uint64_t seed;     /* the request's stream */
   uint64_t draw;     /* this draw's index in the stream (1 for the first) */
 } kern_sample_row_t;
@@ -112,17 +131,33 @@ static inline KERN_SAMPLE_HD float kern_sample_weight(float x, float m, float in
   return w > 0 && (min_p <= 0 || w >= min_p) ? w : 0.0f;
 }
 
+/* x after op (see kern_sample_op_t), rounded as the host sampler does. */
+static inline KERN_SAMPLE_HD float kern_sample_apply(float x, const kern_sample_op_t *op) {
+#ifdef __CUDA_ARCH__
+  if (op->flags & KERN_SAMPLE_BIAS) x = __fadd_rn(x, op->bias);
+  if (op->flags & KERN_SAMPLE_REP) x = x > 0 ? __fdiv_rn(x, op->rep) : __fmul_rn(x, op->rep);
+  if (op->flags & KERN_SAMPLE_SUB) x = __fsub_rn(x, op->sub);
+#else
+  if (op->flags & KERN_SAMPLE_BIAS) x += op->bias;
+  if (op->flags & KERN_SAMPLE_REP) x = x > 0 ? x / op->rep : x * op->rep;
+  if (op->flags & KERN_SAMPLE_SUB) x -= op->sub;
+#endif
+  return x;
+}
+
 /* The ids of chunk c of a row of n_vocab: [c * len, min((c + 1) * len, n_vocab)). */
 static inline KERN_SAMPLE_HD int32_t kern_sample_chunk_len(int32_t n_vocab) {
   return (n_vocab + KERN_SAMPLE_CHUNKS - 1) / KERN_SAMPLE_CHUNKS;
 }
 
-/* The host emulation of be->sample (and the CPU backend's op): for each of
- * n_rows rows of logits [n_rows, n_vocab] with rows[i].on_device, writes
- * tokens[i] (KERN_SAMPLE_NO_TOKEN when no logit is finite); other rows'
- * tokens are left alone. Host memory. */
-void kern_sample_ref(int32_t *tokens, const float *logits, const kern_sample_row_t *rows, int n_rows,
-                     int32_t n_vocab);
+/* The host emulation of be->sample: for each of n_rows rows of logits
+ * [n_rows, n_vocab] with rows[i].on_device, applies its ops (ops: the
+ * step's op list; rows without ops leave it unread) and writes tokens[i]
+ * (KERN_SAMPLE_NO_TOKEN when no logit is finite); other rows are left
+ * alone. Host memory; like the device, it changes the logits of rows with
+ * ops. */
+void kern_sample_ref(int32_t *tokens, float *logits, const kern_sample_row_t *rows, const kern_sample_op_t *ops,
+                     int n_rows, int32_t n_vocab);
 
 #ifdef __cplusplus
 }

@@ -135,6 +135,7 @@ typedef struct model_runner_config {
   int max_logits;  /* rows per step that need logits (<= max_tokens); 0: min(max_seqs, max_tokens) */
   int max_seq_len; /* tokens one sequence may hold; 0: the model's n_ctx, capped by the cache's slots */
   int gather;      /* 1: the attention's reference varlen path (attn_config_t.gather) */
+  int max_sample_ops; /* with be->sample: penalty ops per step (model_batch_t.sample_ops) */
 } model_runner_config_t;
 
 /* One step's batch, all host memory, borrowed for the call. Sequence b of
@@ -151,6 +152,8 @@ typedef struct model_batch {
    * to sampled[n_logits], and only the rows left to the host get their
    * logits downloaded. NULL: every row's logits are downloaded. */
   const struct kern_sample_row *sample; /* [n_logits] */
+  const struct kern_sample_op *sample_ops; /* [n_sample_ops] the rows' penalty ops */
+  int n_sample_ops;                        /* <= max_sample_ops */
   int32_t *sampled;                     /* [n_logits] host memory, written for rows on the device */
 } model_batch_t;
 

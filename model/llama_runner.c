@@ -31,6 +31,7 @@ struct model_runner {
   float *xl;      /* [L, dim] the rows that need logits, final-normed */
   float *logits;  /* [L, n_vocab] */
   kern_sample_row_t *samp_rows; /* [L] be->sample only: how each row picks its token */
+  kern_sample_op_t *samp_ops;   /* [max_sample_ops] be->sample only: their penalty ops */
   int32_t *samp_tokens;         /* [L] be->sample only: the tokens picked */
 };
 
@@ -96,6 +97,7 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
   if (be->sample) {
     ALLOC(r->samp_rows, L * sizeof *r->samp_rows);
     ALLOC(r->samp_tokens, L * sizeof(int32_t));
+    if (cfg->max_sample_ops > 0) ALLOC(r->samp_ops, (size_t)cfg->max_sample_ops * sizeof *r->samp_ops);
   }
 #undef ALLOC
   if (failed) {
@@ -112,7 +114,7 @@ void model_runner_destroy(model_runner_t *r) {
   if (!r) return;
   kern_backend_t *be = r->be;
   void *bufs[] = {r->ids, r->pos,   r->rows, r->x,    r->h,  r->proj, r->q,        r->k,
-                  r->v,   r->att,   r->gate, r->up,   r->xl, r->logits, r->samp_rows, r->samp_tokens};
+                  r->v,   r->att,   r->gate, r->up,   r->xl, r->logits, r->samp_rows, r->samp_tokens, r->samp_ops};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(be, bufs[i]);
   attn_destroy(r->attn);
   free(r);
@@ -132,6 +134,10 @@ static int check_batch(const model_runner_t *r, const model_batch_t *b) {
   if (b->sample && (!r->be->sample || !b->sampled)) {
     log_error("model_forward: device sampling asked of the %s backend, which has none", r->be->name);
     return -EINVAL;
+  }
+  if (b->sample && (b->n_sample_ops < 0 || b->n_sample_ops > r->cfg.max_sample_ops)) {
+    log_error("model_forward: %d sampling ops, room for %d", b->n_sample_ops, r->cfg.max_sample_ops);
+    return -E2BIG;
   }
   if (!b->attn || b->attn->n_tokens != b->n_tokens) {
     log_error("model_forward: %d tokens but the attention batch has %d", b->n_tokens, b->attn ? b->attn->n_tokens : -1);
@@ -207,7 +213,8 @@ int model_forward(model_runner_t *r, const model_batch_t *b, float *logits) {
   }
   const size_t row_bytes = (size_t)hp->n_vocab * sizeof(float);
   be->upload(be, r->samp_rows, b->sample, (size_t)L * sizeof *b->sample);
-  be->sample(be, r->samp_tokens, r->logits, r->samp_rows, L, hp->n_vocab);
+  be->upload(be, r->samp_ops, b->sample_ops, (size_t)b->n_sample_ops * sizeof *b->sample_ops);
+  be->sample(be, r->samp_tokens, r->logits, r->samp_rows, r->samp_ops, L, hp->n_vocab);
   for (int i = 0; i < L;) { /* the rows left to the host, in runs */
     int j = i;
     while (j < L && !b->sample[j].on_device) j++;

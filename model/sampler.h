@@ -122,13 +122,16 @@ int samp_sample(samp_state_t *s, samp_ws_t *w, const float *logits, samp_result_
 /* ---- sampling where the logits are (kernels/kern_sample.h) ------------------ */
 
 struct kern_sample_row;
+struct kern_sample_op;
 
-/* 1 when a device can pick s's next token as samp_sample() would (greedy,
- * or a temperature with min-p over the whole vocabulary of n_vocab; no
- * top-k, top-p, penalties, logit_bias or logprobs), with `row` filled for
- * the stream's next draw; 0 when the host must (row untouched). Changes
- * nothing. */
-int samp_state_device_row(const samp_state_t *s, struct kern_sample_row *row);
+/* 1 when a device can pick s's next token as samp_sample() would: greedy,
+ * or a temperature with min-p over the whole vocabulary (no top-k, top-p or
+ * logprobs), after logit_bias and the penalties as ops; `row` is filled for
+ * the stream's next draw and its ops written to ops[op_begin ..] (at most
+ * op_cap - op_begin of them). 0 when the host must, or the ops do not fit
+ * (row untouched). Changes nothing. */
+int samp_state_device_row(const samp_state_t *s, struct kern_sample_row *row, struct kern_sample_op *ops,
+                          int32_t op_begin, int32_t op_cap);
 
 /* Takes the draw a device used for s's token (samp_sample() takes its own):
  * the next token gets the stream's next draw. */

@@ -81,11 +81,15 @@ sched_engine_t *sched_engine_create(const model_t *m, kern_backend_t *be, const 
     log_warn("the KV cache holds %d tokens (%d blocks of %d): sequences are limited to that, below max_model_len "
              "%d",
              e->max_len, e->cache->num_blocks, e->cache->block_size, e->max_len_model);
+  /* penalty ops a step may send with device sampling: 2,048 a row on
+   * average (a row whose ops do not fit samples on the host) */
+  e->sample_ops_cap = be->sample ? c.max_seqs * 2048 : 0;
   const model_runner_config_t rc = {
       .max_tokens = c.max_batch_tokens,
       .max_seqs = c.max_seqs,
       .max_logits = c.max_seqs,
       .max_seq_len = e->max_len,
+      .max_sample_ops = e->sample_ops_cap,
   };
   e->runner = model_runner_create(m, e->cache, &rc);
   if (!e->runner) goto fail;
@@ -103,6 +107,7 @@ sched_engine_t *sched_engine_create(const model_t *m, kern_backend_t *be, const 
   e->logits = xcalloc((size_t)c.max_seqs * (size_t)e->n_vocab, sizeof *e->logits);
   if (be->sample) { /* rows whose request qualifies pick their token on the device */
     e->sample_rows = xcalloc((size_t)c.max_seqs, sizeof(kern_sample_row_t));
+    e->sample_ops = xcalloc((size_t)e->sample_ops_cap, sizeof(kern_sample_op_t));
     e->sampled = xcalloc((size_t)c.max_seqs, sizeof *e->sampled);
   }
   e->piece_cap = tok_stream_max_out(e->tok);
@@ -304,6 +309,7 @@ void sched_engine_destroy(sched_engine_t *e) {
   free(e->logit_seqs);
   free(e->logits);
   free(e->sample_rows);
+  free(e->sample_ops);
   free(e->sampled);
   free(e->piece);
   free(e);

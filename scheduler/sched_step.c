@@ -208,14 +208,17 @@ static void take_device_token(sched_engine_t *e, sched_eseq_t *q, int32_t token)
  * many. */
 static int plan_device_rows(sched_engine_t *e, int n_logits) {
   int n = 0;
+  e->n_sample_ops = 0;
   for (int k = 0; k < n_logits; k++) {
     sched_eseq_t *q = e->logit_seqs[k];
     const int fork = q->index == 0 && q->req->p.n > 1 && !q->req->forked;
     kern_sample_row_t *row = &e->sample_rows[k];
-    if (!fork && samp_state_device_row(q->samp, row))
+    if (!fork && samp_state_device_row(q->samp, row, e->sample_ops, e->n_sample_ops, e->sample_ops_cap)) {
+      e->n_sample_ops = row->op_begin + row->n_bias + row->n_count;
       n++;
-    else
+    } else {
       memset(row, 0, sizeof *row);
+    }
   }
   return n;
 }
@@ -318,6 +321,8 @@ int sched__step(sched_engine_t *e) {
           .n_logits = n_logits,
           .logit_rows = e->logit_rows,
           .sample = on_device ? e->sample_rows : NULL,
+          .sample_ops = e->sample_ops,
+          .n_sample_ops = on_device ? e->n_sample_ops : 0,
           .sampled = e->sampled,
       };
       t1 = sched_now_ns();

@@ -1,5 +1,5 @@
 /* kernels/cuda/sample.cu — one thread block per logit row picks its token
- * (see sample.cuh): the max and its first id, then, at a temperature, each
+ * (see sample.cuh): the row's penalty ops, the max and its first id, then, at a temperature, each
  * thread's chunk of consecutive ids summed in id order, the chunk sums
  * scanned in order by one thread, and each thread's walk of its own chunk
  * for the first id past u * mass: kern_sample_ref's arithmetic and order,
@@ -37,15 +37,28 @@ static __device__ int block_minmax(int v, int *sh, bool want_min) {
   return r;
 }
 
-static __global__ void __launch_bounds__(SB_THREADS) sample_kernel(int32_t *tokens, const float *logits,
-                                                                   const kern_sample_row_t *rows, int32_t n_vocab) {
+static __global__ void __launch_bounds__(SB_THREADS) sample_kernel(int32_t *tokens, float *logits,
+                                                                   const kern_sample_row_t *rows,
+                                                                   const kern_sample_op_t *ops, int32_t n_vocab) {
   __shared__ float shf[SB_THREADS];
   __shared__ int shi[SB_THREADS];
   __shared__ double off[SB_THREADS + 1];
   const kern_sample_row_t r = rows[blockIdx.x];
   if (!r.on_device) return; /* the whole block: no barrier reached */
-  const float *x = logits + (size_t)blockIdx.x * (size_t)n_vocab;
+  float *x = logits + (size_t)blockIdx.x * (size_t)n_vocab;
   const int tid = threadIdx.x;
+
+  /* the penalties: bias ops one after the other (a token may repeat), then
+   * the count ops, one token each, at once */
+  if (r.n_bias + r.n_count > 0) {
+    if (tid == 0)
+      for (int32_t j = r.op_begin; j < r.op_begin + r.n_bias; j++)
+        x[ops[j].token] = kern_sample_apply(x[ops[j].token], &ops[j]);
+    __syncthreads();
+    for (int32_t j = r.op_begin + r.n_bias + tid; j < r.op_begin + r.n_bias + r.n_count; j += SB_THREADS)
+      x[ops[j].token] = kern_sample_apply(x[ops[j].token], &ops[j]);
+    __syncthreads();
+  }
 
   float m = -INFINITY;
   for (int32_t i = tid; i < n_vocab; i += SB_THREADS) m = x[i] > m ? x[i] : m;
@@ -92,11 +105,11 @@ static __global__ void __launch_bounds__(SB_THREADS) sample_kernel(int32_t *toke
   if (tid == 0) tokens[blockIdx.x] = found < n_vocab ? found : last >= 0 ? last : first;
 }
 
-void kern_cuda__sample(kern_backend_t *be, int32_t *tokens, const float *logits, const kern_sample_row_t *rows,
-                       int n_rows, int32_t n_vocab) {
+void kern_cuda__sample(kern_backend_t *be, int32_t *tokens, float *logits, const kern_sample_row_t *rows,
+                       const kern_sample_op_t *ops, int n_rows, int32_t n_vocab) {
   if (n_rows <= 0) return;
   kern_cuda_t *cu = kern_cuda(be);
   kern_cuda__enter(cu);
-  sample_kernel<<<n_rows, SB_THREADS, 0, cu->stream>>>(tokens, logits, rows, n_vocab);
+  sample_kernel<<<n_rows, SB_THREADS, 0, cu->stream>>>(tokens, logits, rows, ops, n_vocab);
   CUDA_CHECK_LAUNCH();
 }

@@ -1,7 +1,8 @@
 /* tests/gpu/check_sample.cu — be->sample against its host emulation,
  * kern_sample_ref (kernels/kern_sample.h): the same token for every row,
  * bit for bit, over greedy rows, temperatures with and without min-p, rows
- * with NaN and infinities, a row without a finite logit, rows left to the
+ * with penalty ops (biases, one token twice; repetition and subtraction
+ * ops) and the rows they leave behind, rows with NaN and infinities, a row without a finite logit, rows left to the
  * host (their token untouched), at the default model's vocabulary (49,152)
  * and Llama-3's (128,256). The emulation is itself checked against the host
  * sampler on the CPU (tests/unit/test_sample_device.c). */
@@ -19,6 +20,7 @@ extern "C" {
 static void check_vocab(gt_t *t, int32_t V, int n_rows) {
   std::vector<float> x((size_t)n_rows * V);
   std::vector<kern_sample_row_t> rows(n_rows);
+  std::vector<kern_sample_op_t> ops;
   for (int i = 0; i < n_rows; i++) {
     float *row = &x[(size_t)i * V];
     const float scale = 1.0f + (float)(i % 5) * 2.0f; /* flat to peaked */
@@ -36,19 +38,37 @@ static void check_vocab(gt_t *t, int32_t V, int n_rows) {
     if (i == 8)
       for (int32_t j = 0; j < V; j++) row[j] = j % 2 ? NAN : -INFINITY; /* no finite logit */
     if (i == 9) row[3] = row[V - 1] = 1e4f; /* a tie: the lower id */
+    if (i % 3 == 2) { /* penalty ops: biases (one token twice), then distinct tokens */
+      r.op_begin = (int32_t)ops.size();
+      const int32_t tb = (i * 101) % V;
+      ops.push_back({tb, KERN_SAMPLE_BIAS, 2.0f, 1.0f, 0.0f});
+      ops.push_back({(tb + 7) % V, KERN_SAMPLE_BIAS, -1.5f, 1.0f, 0.0f});
+      ops.push_back({tb, KERN_SAMPLE_BIAS, 0.25f, 1.0f, 0.0f});
+      r.n_bias = 3;
+      for (int32_t j = 0; j < 3000 && j < V / 2; j++) {
+        const uint32_t fl = KERN_SAMPLE_REP | (j % 3 ? KERN_SAMPLE_SUB : 0u);
+        ops.push_back({2 * j, fl, 0.0f, 1.1f + 0.01f * (float)(i % 7), 0.3f * (float)(j % 5)});
+      }
+      r.n_count = (int32_t)ops.size() - r.op_begin - r.n_bias;
+    }
   }
   std::vector<int32_t> want(n_rows, -7), got(n_rows);
-  kern_sample_ref(want.data(), x.data(), rows.data(), n_rows, V);
-  float *dx = (float *)gt_dev_from(t, x.data(), x.size() * 4);
+  float *dx = (float *)gt_dev_from(t, x.data(), x.size() * 4); /* before the emulation changes x */
+  kern_sample_ref(want.data(), x.data(), rows.data(), ops.data(), n_rows, V);
   kern_sample_row_t *dr = (kern_sample_row_t *)gt_dev_from(t, rows.data(), rows.size() * sizeof rows[0]);
+  kern_sample_op_t *dop = (kern_sample_op_t *)gt_dev_from(t, ops.data(), (ops.size() + 1) * sizeof(kern_sample_op_t));
   const std::vector<int32_t> fill(n_rows, -7); /* rows left to the host keep it */
   int32_t *dt = (int32_t *)gt_dev_from(t, fill.data(), (size_t)n_rows * 4);
-  t->be->sample(t->be, dt, dx, dr, n_rows, V);
+  t->be->sample(t->be, dt, dx, dr, dop, n_rows, V);
   gt_get(t, got.data(), dt, (size_t)n_rows * 4);
   char name[96];
   snprintf(name, sizeof name, "sample = kern_sample_ref, vocabulary %d, %d rows", V, n_rows);
   gt_check_same(t, name, got.data(), want.data(), (size_t)n_rows * 4);
-  gt_free(t, dx), gt_free(t, dr), gt_free(t, dt);
+  std::vector<float> gx(x.size()); /* the penalised rows, as the emulation left them */
+  gt_get(t, gx.data(), dx, x.size() * 4);
+  snprintf(name, sizeof name, "sample applies the penalty ops, vocabulary %d", V);
+  gt_check_same(t, name, gx.data(), x.data(), x.size() * 4);
+  gt_free(t, dx), gt_free(t, dr), gt_free(t, dop), gt_free(t, dt);
 }
 
 void gt_check_sample(gt_t *t) {

@@ -6,9 +6,11 @@
  * be->sample, and runs the same requests through both.
  *
  * Every request gets the same tokens either way: greedy, seeded draws at a
- * temperature with and without min-p (device rows), and the requests the
- * device leaves to the host (top-k, top-p, penalties, logprobs, n = 2),
- * batched together so one step mixes device and host rows. The test also
+ * temperature with and without min-p, with repetition, frequency and
+ * presence penalties and a logit_bias that names a token twice (device
+ * rows), and the requests the device leaves to the host (top-k, top-p,
+ * logprobs, the first row of n = 2), batched together so one step mixes
+ * device and host rows. The test also
  * counts the rows the emulation picked, so the device path cannot silently
  * go unused. */
 #include <setjmp.h>
@@ -26,7 +28,10 @@
 #include "kernels/kern_sample.h"
 #include "scheduler/sched.h"
 
-enum { N_REQS = 9, MAX_TOKENS = 10, MAX_SEQS = 12 };
+enum { N_REQS = 11, MAX_TOKENS = 10, MAX_SEQS = 14 };
+
+/* logit_bias with a token twice (applied twice, in order) */
+static const samp_logit_bias_t BIAS[4] = {{314, 2.5f}, {288, -1.0f}, {314, 0.75f}, {451, 3.0f}};
 
 static const char *model_file(void) {
   const char *p = getenv("TRAM_MODEL");
@@ -35,11 +40,16 @@ static const char *model_file(void) {
 
 static atomic_int device_rows; /* rows the emulation picked */
 
-static void emulated_sample(kern_backend_t *be, int32_t *tokens, const float *logits, const kern_sample_row_t *rows,
-                            int n_rows, int32_t n_vocab) {
+static atomic_int device_ops; /* penalty ops they applied */
+
+static void emulated_sample(kern_backend_t *be, int32_t *tokens, float *logits, const kern_sample_row_t *rows,
+                            const kern_sample_op_t *ops, int n_rows, int32_t n_vocab) {
   (void)be;
-  for (int i = 0; i < n_rows; i++) atomic_fetch_add(&device_rows, rows[i].on_device);
-  kern_sample_ref(tokens, logits, rows, n_rows, n_vocab);
+  for (int i = 0; i < n_rows; i++) {
+    atomic_fetch_add(&device_rows, rows[i].on_device);
+    if (rows[i].on_device) atomic_fetch_add(&device_ops, rows[i].n_bias + rows[i].n_count);
+  }
+  kern_sample_ref(tokens, logits, rows, ops, n_rows, n_vocab);
 }
 
 /* The requests: what each asks of the sampler. */
@@ -55,10 +65,14 @@ static sched_req_params_t params_of(int i) {
   case 2: p.samp.temperature = 1.3f, p.samp.min_p = 0.05f; break;
   case 3: p.samp.temperature = 0.7f, p.samp.top_k = 20; break;        /* host */
   case 4: p.samp.temperature = 0.9f, p.samp.top_p = 0.9f; break;      /* host */
-  case 5: p.samp.repetition_penalty = 1.3f; break;                    /* host */
+  case 5: p.samp.repetition_penalty = 1.3f; break;
   case 6: p.samp.logprobs = 1, p.samp.top_logprobs = 3; break;        /* host */
   case 7: p.samp.temperature = 1.0f, p.n = 2; break;                  /* host first, then device */
-  default: p.samp.temperature = 0.6f, p.samp.min_p = 0.2f; break;
+  case 8: p.samp.temperature = 0.6f, p.samp.min_p = 0.2f; break;
+  case 9: p.samp.temperature = 0.9f, p.samp.frequency_penalty = 0.7f, p.samp.presence_penalty = 0.4f;
+    p.samp.repetition_penalty = 0.9f, p.samp.logit_bias = BIAS, p.samp.n_logit_bias = 4;
+    break;
+  default: p.samp.logit_bias = BIAS, p.samp.n_logit_bias = 4, p.samp.presence_penalty = 1.5f; break;
   }
   return p;
 }
@@ -127,9 +141,11 @@ static void device_rows_give_the_host_tokens(void **state) {
       for (int t = 0; t < MAX_TOKENS; t++)
         if (host[i][s][t] != dev[i][s][t])
           fail_msg("request %d, sequence %d, token %d: host %d, device %d", i, s, t, host[i][s][t], dev[i][s][t]);
-  /* requests 0, 1, 2, 8 and request 7's second sequence (and its first after
-   * the fork) sample on the device: at least 5 rows a step for 9 steps */
-  assert_true(atomic_load(&device_rows) >= 5 * (MAX_TOKENS - 1));
+  /* requests 0, 1, 2, 5, 8, 9, 10 and request 7's second sequence (and its
+   * first after the fork) sample on the device: at least 8 rows a step for
+   * 9 steps, with the penalty ops of 5, 9 and 10 */
+  assert_true(atomic_load(&device_rows) >= 8 * (MAX_TOKENS - 1));
+  assert_true(atomic_load(&device_ops) >= 3 * 4 * (MAX_TOKENS - 1));
   model_destroy(m);
   kern_backend_destroy(be);
 }

@@ -48,10 +48,14 @@ static void fill_row(tu_rng_t *rng, float *x, int32_t V, float scale, int kind) 
 }
 
 /* The emulation picks the host sampler's token for every qualifying
- * request shape, at the default model's vocabulary and at sizes with a
+ * request shape (greedy, temperatures, min-p; without penalties, with the
+ * three penalties over a prompt and an output, and with a logit_bias naming
+ * a token twice), at the default model's vocabulary and at sizes with a
  * partial last chunk and a tail the AVX2 pass leaves to expf. */
 static void same_tokens_as_the_host_sampler(void **state) {
   (void)state;
+  enum { OPS = 4096 };
+  static kern_sample_op_t ops[OPS];
   tu_rng_t rng;
   tu_rng_init(&rng, tu_seed());
   const int32_t vocabs[] = {49152, 1000, 333};
@@ -60,7 +64,7 @@ static void same_tokens_as_the_host_sampler(void **state) {
   int trials = 0, near = 0, differ_near = 0;
   for (size_t vi = 0; vi < sizeof vocabs / sizeof *vocabs; vi++) {
     const int32_t V = vocabs[vi];
-    float *x = malloc((size_t)V * sizeof *x);
+    float *x = malloc((size_t)V * sizeof *x), *xd = malloc((size_t)V * sizeof *xd);
     samp_ws_t *ws = samp_ws_create(V);
     const int reps = V > 10000 ? 12 : 60;
     for (int rep = 0; rep < reps; rep++) {
@@ -72,16 +76,33 @@ static void same_tokens_as_the_host_sampler(void **state) {
           p.min_p = min_ps[mi];
           p.has_seed = 1;
           p.seed = tu_next(&rng);
-          samp_state_t *s = samp_state_create(&p, V, NULL, 0);
+          const int pen = (rep + (int)ti) % 3; /* none; penalties; penalties and a bias */
+          if (pen) {
+            p.repetition_penalty = 0.8f + 0.1f * (float)(rep % 5);
+            p.frequency_penalty = 0.3f * (float)(rep % 3);
+            p.presence_penalty = -0.2f + 0.25f * (float)(rep % 4);
+          }
+          samp_logit_bias_t bias[3] = {{(int32_t)(tu_below(&rng, (uint64_t)V)), 3.0f}, {5 % V, -2.0f}, {5 % V, 0.5f}};
+          if (pen == 2) p.logit_bias = bias, p.n_logit_bias = 3;
+          int32_t prompt[40];
+          for (int j = 0; j < 40; j++) prompt[j] = (int32_t)tu_below(&rng, (uint64_t)(j % 2 ? 50 : V));
+          samp_state_t *s = samp_state_create(&p, V, prompt, 40);
           assert_non_null(s);
+          for (int j = 0; j < 30; j++) samp_state_accept(s, (int32_t)tu_below(&rng, 60));
           kern_sample_row_t row;
-          assert_int_equal(samp_state_device_row(s, &row), 1);
+          assert_int_equal(samp_state_device_row(s, &row, ops, 3, OPS), 1);
           assert_int_equal((int64_t)row.draw, 1);
+          assert_int_equal(row.op_begin, 3);
+          assert_int_equal(row.n_bias, pen == 2 ? 3 : 0);
+          if (pen) assert_true(row.n_count > 0);
           int32_t dev = -7;
-          kern_sample_ref(&dev, x, &row, 1, V);
+          memcpy(xd, x, (size_t)V * sizeof *x); /* the emulation, like the device, changes the row */
+          kern_sample_ref(&dev, xd, &row, ops, 1, V);
           samp_result_t res;
           assert_int_equal(samp_sample(s, ws, x, &res), 0);
-          const double margin = p.temperature > 0 ? draw_margin(&p, ws, x, kern_sample_uniform(p.seed, 1)) : 1.0;
+          memcpy(xd, x, (size_t)V * sizeof *x);
+          samp_state_penalize(s, xd);
+          const double margin = p.temperature > 0 ? draw_margin(&p, ws, xd, kern_sample_uniform(p.seed, 1)) : 1.0;
           trials++;
           if (margin < 1e-9) {
             near++;
@@ -96,6 +117,7 @@ static void same_tokens_as_the_host_sampler(void **state) {
     }
     samp_ws_destroy(ws);
     free(x);
+    free(xd);
   }
   print_message("%d draws, %d within 1e-9 of a boundary (%d of those differ)\n", trials, near, differ_near);
   assert_true(near * 100 <= trials); /* rare, or the margin measure is broken */
@@ -113,18 +135,25 @@ static void rows_without_a_finite_logit(void **state) {
   float xx[2 * V];
   memcpy(xx, x, sizeof x);
   memcpy(xx + V, x, sizeof x);
-  kern_sample_ref(tok, xx, rows, 2, V);
+  kern_sample_ref(tok, xx, rows, NULL, 2, V);
   assert_int_equal(tok[0], KERN_SAMPLE_NO_TOKEN);
   assert_int_equal(tok[1], KERN_SAMPLE_NO_TOKEN);
   xx[V + 9] = INFINITY;
   xx[V + 40] = INFINITY;
-  kern_sample_ref(tok, xx, rows, 2, V);
+  kern_sample_ref(tok, xx, rows, NULL, 2, V);
   assert_int_equal(tok[1], 9);
   /* rows left to the host are not written */
   rows[0].on_device = 0;
   tok[0] = 1234;
-  kern_sample_ref(tok, xx, rows, 2, V);
+  kern_sample_ref(tok, xx, rows, NULL, 2, V);
   assert_int_equal(tok[0], 1234);
+  /* a bias makes a finite logit the only candidate */
+  const kern_sample_op_t op = {.token = 17, .flags = KERN_SAMPLE_BIAS, .bias = 1.0f};
+  xx[17] = 0.0f;
+  rows[0] = (kern_sample_row_t){.on_device = 1, .n_bias = 1};
+  kern_sample_ref(tok, xx, rows, &op, 1, V);
+  assert_int_equal(tok[0], 17);
+  assert_true(xx[17] == 1.0f); /* applied to the row */
 }
 
 /* What qualifies, and the stream: a device draw taken moves the stream on
@@ -135,47 +164,68 @@ static void qualifying_requests_and_the_stream(void **state) {
   kern_sample_row_t row;
   samp_params_t p = samp_params_default();
   samp_logit_bias_t bias = {.token = 5, .bias = 1.0f};
-  samp_params_t bad[7];
-  for (int i = 0; i < 7; i++) bad[i] = p, bad[i].temperature = 0.7f;
+  kern_sample_op_t ops[8];
+  samp_params_t bad[4];
+  for (int i = 0; i < 4; i++) bad[i] = p, bad[i].temperature = 0.7f;
   bad[0].top_k = 40;
   bad[1].top_p = 0.9f;
-  bad[2].repetition_penalty = 1.1f;
-  bad[3].presence_penalty = 0.5f;
-  bad[4].frequency_penalty = 0.5f;
-  bad[5].logit_bias = &bias, bad[5].n_logit_bias = 1;
-  bad[6].logprobs = 1;
-  for (int i = 0; i < 7; i++) {
+  bad[2].logprobs = 1;
+  bad[3].top_logprobs = 2;
+  for (int i = 0; i < 4; i++) {
     samp_state_t *s = samp_state_create(&bad[i], V, NULL, 0);
     assert_non_null(s);
-    assert_int_equal(samp_state_device_row(s, &row), 0);
+    assert_int_equal(samp_state_device_row(s, &row, ops, 0, 8), 0);
     samp_state_destroy(s);
   }
+  /* penalties and a bias qualify while their ops fit: one bias op, then one
+   * op per distinct token (all of them with a repetition penalty; only
+   * those in the output without) */
+  samp_params_t pen = p;
+  pen.logit_bias = &bias, pen.n_logit_bias = 1, pen.repetition_penalty = 1.2f;
+  const int32_t prompt[4] = {7, 8, 7, 9};
+  samp_state_t *ps = samp_state_create(&pen, V, prompt, 4);
+  samp_state_accept(ps, 9);
+  samp_state_accept(ps, 11);
+  assert_int_equal(samp_state_device_row(ps, &row, ops, 2, 8), 1);
+  assert_int_equal(row.op_begin, 2);
+  assert_int_equal(row.n_bias, 1);
+  assert_int_equal(row.n_count, 4); /* 7, 8, 9, 11 */
+  assert_int_equal(ops[2].token, 5);
+  assert_int_equal(samp_state_device_row(ps, &row, ops, 4, 8), 0); /* 5 ops, room for 4 */
+  samp_state_destroy(ps);
+  pen.repetition_penalty = 1.0f, pen.presence_penalty = 0.5f;
+  ps = samp_state_create(&pen, V, prompt, 4);
+  samp_state_accept(ps, 11);
+  assert_int_equal(samp_state_device_row(ps, &row, ops, 0, 8), 1);
+  assert_int_equal(row.n_count, 1); /* 11 alone: prompt tokens change nothing */
+  assert_true(ops[1].token == 11 && ops[1].flags == KERN_SAMPLE_SUB && ops[1].sub == 0.5f);
+  samp_state_destroy(ps);
   /* top_k past the vocabulary and greedy with top_k / top_p are whole-vocabulary draws */
   samp_params_t ok = p;
   ok.temperature = 0.5f, ok.top_k = V;
   samp_state_t *s = samp_state_create(&ok, V, NULL, 0);
-  assert_int_equal(samp_state_device_row(s, &row), 1);
+  assert_int_equal(samp_state_device_row(s, &row, ops, 0, 8), 1);
   samp_state_destroy(s);
   ok = p, ok.top_k = 3, ok.top_p = 0.5f; /* greedy ignores them */
   s = samp_state_create(&ok, V, NULL, 0);
-  assert_int_equal(samp_state_device_row(s, &row), 1);
+  assert_int_equal(samp_state_device_row(s, &row, ops, 0, 8), 1);
   assert_true(row.temperature == 0.0f);
   samp_state_destroy(s);
 
   ok = p, ok.temperature = 1.0f, ok.has_seed = 1, ok.seed = 77;
   s = samp_state_create(&ok, V, NULL, 0);
-  assert_int_equal(samp_state_device_row(s, &row), 1);
+  assert_int_equal(samp_state_device_row(s, &row, ops, 0, 8), 1);
   assert_int_equal((int64_t)row.seed, 77);
   assert_int_equal((int64_t)row.draw, 1);
   samp_state_take_draw(s);
-  assert_int_equal(samp_state_device_row(s, &row), 1);
+  assert_int_equal(samp_state_device_row(s, &row, ops, 0, 8), 1);
   assert_int_equal((int64_t)row.draw, 2);
   float x[V];
   for (int i = 0; i < V; i++) x[i] = (float)(i % 7);
   samp_ws_t *ws = samp_ws_create(V);
   samp_result_t res;
   assert_int_equal(samp_sample(s, ws, x, &res), 0); /* draw 2 */
-  assert_int_equal(samp_state_device_row(s, &row), 1);
+  assert_int_equal(samp_state_device_row(s, &row, ops, 0, 8), 1);
   assert_int_equal((int64_t)row.draw, 3);
   samp_ws_destroy(ws);
   samp_state_destroy(s);
