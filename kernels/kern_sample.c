@@ -3,6 +3,8 @@
  * time. */
 #include "kernels/kern_sample.h"
 
+#include <stdlib.h>
+
 /* The row's max, NaN ignored (-inf when nothing else), and the first id
  * holding it. */
 static float row_max(const float *x, int32_t n, int32_t *first) {
@@ -14,11 +16,37 @@ static float row_max(const float *x, int32_t n, int32_t *first) {
   return m;
 }
 
+/* (rank key << 32) | ~id: descending order is (value, then lower id). */
+static int cmp_rank_desc(const void *a, const void *b) {
+  const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The top-k draw: the k best logits in order, then the serial tail. */
+static int32_t sample_top_k(const float *x, const kern_sample_row_t *r, int32_t n_vocab) {
+  uint64_t *rank = malloc((size_t)n_vocab * sizeof *rank);
+  if (!rank) abort();
+  for (int32_t i = 0; i < n_vocab; i++) rank[i] = (uint64_t)kern_sample_key(x[i]) << 32 | (0xffffffffu - (uint32_t)i);
+  qsort(rank, (size_t)n_vocab, sizeof *rank, cmp_rank_desc);
+  float v[KERN_SAMPLE_MAX_TOP_K], w[KERN_SAMPLE_MAX_TOP_K];
+  const int32_t k = r->top_k;
+  for (int32_t i = 0; i < k; i++) {
+    const float xi = x[0xffffffffu - (uint32_t)rank[i]];
+    v[i] = xi != xi ? -INFINITY : xi;
+  }
+  const int32_t at = kern_sample_top_k_pick(v, w, k, 1.0f / r->temperature, r->top_p, r->min_p,
+                                            kern_sample_uniform(r->seed, r->draw));
+  const int32_t token = (int32_t)(0xffffffffu - (uint32_t)rank[at]);
+  free(rank);
+  return token;
+}
+
 static int32_t sample_row(const float *x, const kern_sample_row_t *r, int32_t n_vocab) {
   int32_t first;
   const float m = row_max(x, n_vocab, &first);
   if (m == -INFINITY) return KERN_SAMPLE_NO_TOKEN;
   if (r->temperature <= 0 || m == INFINITY) return first; /* greedy (the host sampler's too at +inf) */
+  if (r->top_k > 0) return sample_top_k(x, r, n_vocab);
   const float inv_t = 1.0f / r->temperature;
   const int32_t len = kern_sample_chunk_len(n_vocab);
   double off[KERN_SAMPLE_CHUNKS + 1]; /* the chunks' exclusive scan; off[CHUNKS] is the mass */

@@ -6,12 +6,13 @@
  * model/sampler.h, which says per row whether a row qualifies:
  * samp_state_device_row): logit_bias and the repetition, frequency and
  * presence penalties (as ops on the row, in the host sampler's order),
- * then greedy (argmax, lowest id on ties), or a draw at temperature T with
- * min-p over the whole vocabulary, from the request's own counter-based
- * random stream (the same as the host sampler's: draw i of seed s is
- * mix64(s + i * GAMMA), 53 bits). Not on a device yet: top-k, top-p,
- * logprobs, and the first row of an n > 1 request (its children sample the
- * same row).
+ * then greedy (argmax, lowest id on ties), or a draw at temperature T,
+ * over the whole vocabulary with min-p or over the top k (k <= 1,024) with
+ * top-p and min-p, from the request's own counter-based random stream (the
+ * same as the host sampler's: draw i of seed s is mix64(s + i * GAMMA), 53
+ * bits). Not on a device yet: top-p over the whole vocabulary, logprobs,
+ * and the first row of an n > 1 request (its children sample the same
+ * row).
  *
  * The arithmetic, fixed so that a host emulation gives the device's bits
  * (kern_sample_ref, which is also the CPU backend's op and the reference of
@@ -24,7 +25,12 @@
  * total is the mass); the token is the first kept id whose cumulative mass
  * passes u * mass (the last kept one if rounding leaves none). The host
  * sampler sums in another order, so a draw within ~1e-15 of a boundary
- * between two tokens may differ; the tests measure that margin.
+ * between two tokens may differ; the tests measure that margin. With top_k:
+ * the k largest logits by (value, then lower id) in that order, their
+ * weights by kern_sample_exp, then top-p's cut, min-p's filter and the draw
+ * as the host sampler walks them, one after the other (the host sampler
+ * uses expf there: weights within a few ulps, so a draw or a top-p cut
+ * within ~1e-6 of a boundary may differ).
  *
  * The inline functions run on the host and the device (KERN_SAMPLE_HD). */
 #ifndef TRAM_KERN_SAMPLE_H
@@ -41,6 +47,7 @@
 #endif
 
 #define KERN_SAMPLE_CHUNKS 1024 /* one per thread of the device's block */
+#define KERN_SAMPLE_MAX_TOP_K 1024 /* top-k the device sorts in shared memory */
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,6 +76,8 @@ typedef struct kern_sample_row {
   float temperature; /* 0: greedy */
   float min_p;       /* 0: off; else keep w >= min_p (w = p / p_max) */
   int32_t op_begin, n_bias, n_count;
+  int32_t top_k;     /* 0: the whole vocabulary; else 1..KERN_SAMPLE_MAX_TOP_K */
+  float top_p;       /* with top_k only: nucleus over the top k (1: off) */
   uint64_t seed;     /* the request's stream */
   uint64_t draw;     /* this draw's index in the stream (1 for the first) */
 } kern_sample_row_t;
@@ -148,6 +157,54 @@ static inline KERN_SAMPLE_HD float kern_sample_apply(float x, const kern_sample_
 /* The ids of chunk c of a row of n_vocab: [c * len, min((c + 1) * len, n_vocab)). */
 static inline KERN_SAMPLE_HD int32_t kern_sample_chunk_len(int32_t n_vocab) {
   return (n_vocab + KERN_SAMPLE_CHUNKS - 1) / KERN_SAMPLE_CHUNKS;
+}
+
+/* A logit's rank key: larger keys for larger logits, NaN as -inf, -0 as +0
+ * (the host sampler ranks them by value, then lower id). */
+static inline KERN_SAMPLE_HD uint32_t kern_sample_key(float x) {
+  if (x != x) x = -INFINITY;
+  if (x == 0.0f) x = 0.0f;
+  uint32_t b;
+  memcpy(&b, &x, sizeof b);
+  return b >> 31 ? ~b : b | 0x80000000u;
+}
+
+/* The serial tail of a top-k draw over v[k] (the k best logits, best first;
+ * finite max v[0]): weights into w[k], top-p's cut, min-p's filter (kept
+ * ones marked by w > 0), the draw. Returns the position in v of the token. */
+static inline KERN_SAMPLE_HD int32_t kern_sample_top_k_pick(const float *v, float *w, int32_t k, float inv_t,
+                                                           float top_p, float min_p, double u) {
+  double z = 0;
+  for (int32_t i = 0; i < k; i++) {
+#ifdef __CUDA_ARCH__
+    w[i] = kern_sample_exp(__fmul_rn(__fsub_rn(v[i], v[0]), inv_t));
+#else
+    w[i] = kern_sample_exp((v[i] - v[0]) * inv_t);
+#endif
+    z += w[i];
+  }
+  int32_t n = k;
+  if (top_p < 1.0f) { /* keep i while the mass before it is < top_p */
+    const double need = (double)top_p * z;
+    double cum = 0;
+    n = 0;
+    while (n < k && (n == 0 || cum < need)) cum += w[n++];
+  }
+  double kept = 0;
+  for (int32_t i = 0; i < k; i++) {
+    if (i >= n || (min_p > 0 && !(w[i] >= min_p))) w[i] = 0.0f;
+    kept += w[i];
+  }
+  const double target = u * kept;
+  double cum = 0;
+  int32_t last = 0;
+  for (int32_t i = 0; i < n; i++) {
+    if (w[i] <= 0) continue;
+    cum += w[i];
+    last = i;
+    if (target < cum) break;
+  }
+  return last;
 }
 
 /* The host emulation of be->sample: for each of n_rows rows of logits

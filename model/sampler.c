@@ -212,7 +212,8 @@ int samp_state_device_row(const samp_state_t *s, kern_sample_row_t *row, kern_sa
                           int32_t op_cap) {
   const samp_params_t *p = &s->p;
   if (p->logprobs || p->top_logprobs > 0) return 0;
-  if (p->temperature > 0 && ((p->top_k > 0 && p->top_k < s->n_vocab) || p->top_p < 1.0f)) return 0;
+  const int top_k = p->temperature > 0 && p->top_k > 0 && p->top_k < s->n_vocab; /* else the whole vocabulary */
+  if (top_k ? p->top_k > KERN_SAMPLE_MAX_TOP_K : p->temperature > 0 && p->top_p < 1.0f) return 0;
   const float rep = p->repetition_penalty;
   const int penalized = rep != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f;
   int32_t n = op_begin;
@@ -237,6 +238,8 @@ int samp_state_device_row(const samp_state_t *s, kern_sample_row_t *row, kern_sa
   row->on_device = 1;
   row->temperature = p->temperature > 0 ? p->temperature : 0.0f;
   row->min_p = p->min_p;
+  row->top_k = top_k ? p->top_k : 0;
+  row->top_p = top_k ? p->top_p : 1.0f;
   row->seed = s->seed;
   row->draw = s->n_draws + 1; /* next_uniform's */
   return 1;

@@ -37,6 +37,90 @@ static __device__ int block_minmax(int v, int *sh, bool want_min) {
   return r;
 }
 
+/* The top-k draw of one row (r.top_k <= KERN_SAMPLE_MAX_TOP_K < n_vocab,
+ * finite max): the k-th largest rank key K by four 8-bit radix passes
+ * (shared histograms), the keys above K and the lowest ids of those equal
+ * to it (each thread's chunk of consecutive ids, counted and scanned in
+ * order), a bitonic sort by (value, then lower id), and the serial tail by
+ * one thread (kern_sample_top_k_pick). shi: the block's int scratch. */
+static __device__ void top_k_draw(int32_t *tokens, const float *x, const kern_sample_row_t &r, int32_t n_vocab,
+                                  int *shi) {
+  __shared__ unsigned hist[256];
+  __shared__ uint32_t pass_prefix;
+  __shared__ int pass_remain, n_gt;
+  __shared__ unsigned long long rank[KERN_SAMPLE_MAX_TOP_K];
+  __shared__ float v[KERN_SAMPLE_MAX_TOP_K], w[KERN_SAMPLE_MAX_TOP_K];
+  const int tid = threadIdx.x, k = r.top_k;
+  uint32_t prefix = 0, mask = 0;
+  int remain = k; /* keys still to find at or below the prefix */
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    if (tid < 256) hist[tid] = 0;
+    __syncthreads();
+    for (int32_t i = tid; i < n_vocab; i += SB_THREADS) {
+      const uint32_t key = kern_sample_key(x[i]);
+      if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
+    }
+    __syncthreads();
+    if (tid == 0) {
+      int cum = 0, d = 255;
+      while (d > 0 && cum + (int)hist[d] < remain) cum += (int)hist[d--];
+      pass_prefix = prefix | (uint32_t)d << shift;
+      pass_remain = remain - cum;
+    }
+    __syncthreads();
+    prefix = pass_prefix;
+    remain = pass_remain;
+    mask |= 255u << shift;
+  }
+  /* prefix is K; take every key above it and the `remain` lowest ids at it */
+  if (tid == 0) n_gt = 0;
+  const int32_t len = kern_sample_chunk_len(n_vocab), i0 = tid * len, i1 = min(i0 + len, n_vocab);
+  int ties = 0;
+  for (int32_t i = i0; i < i1; i++) ties += kern_sample_key(x[i]) == prefix;
+  shi[tid] = ties;
+  __syncthreads();
+  if (tid == 0)
+    for (int c = 0, acc = 0; c < SB_THREADS; c++) {
+      const int t = shi[c];
+      shi[c] = acc;
+      acc += t;
+    }
+  __syncthreads();
+  int tie_rank = shi[tid];
+  for (int32_t i = i0; i < i1; i++) {
+    const uint32_t key = kern_sample_key(x[i]);
+    unsigned long long e = (unsigned long long)key << 32 | (0xffffffffu - (uint32_t)i);
+    if (key > prefix)
+      rank[atomicAdd(&n_gt, 1)] = e;
+    else if (key == prefix && tie_rank++ < remain)
+      rank[k - remain + tie_rank - 1] = e;
+  }
+  int pow2 = 1;
+  while (pow2 < k) pow2 <<= 1;
+  for (int i = k + tid; i < pow2; i += SB_THREADS) rank[i] = 0; /* below every key */
+  __syncthreads();
+  for (int size = 2; size <= pow2; size <<= 1) /* bitonic sort, descending */
+    for (int stride = size / 2; stride > 0; stride >>= 1) {
+      for (int i = tid; i < pow2; i += SB_THREADS) {
+        const int j = i ^ stride;
+        if (j > i) {
+          const unsigned long long a = rank[i], b = rank[j];
+          if ((i & size) == 0 ? a < b : a > b) rank[i] = b, rank[j] = a;
+        }
+      }
+      __syncthreads();
+    }
+  if (tid == 0) {
+    for (int i = 0; i < k; i++) {
+      const float xi = x[0xffffffffu - (uint32_t)rank[i]];
+      v[i] = xi != xi ? -INFINITY : xi;
+    }
+    const int32_t at = kern_sample_top_k_pick(v, w, k, 1.0f / r.temperature, r.top_p, r.min_p,
+                                              kern_sample_uniform(r.seed, r.draw));
+    tokens[blockIdx.x] = (int32_t)(0xffffffffu - (uint32_t)rank[at]);
+  }
+}
+
 static __global__ void __launch_bounds__(SB_THREADS) sample_kernel(int32_t *tokens, float *logits,
                                                                    const kern_sample_row_t *rows,
                                                                    const kern_sample_op_t *ops, int32_t n_vocab) {
@@ -75,6 +159,10 @@ static __global__ void __launch_bounds__(SB_THREADS) sample_kernel(int32_t *toke
     return;
   }
 
+  if (r.top_k > 0) {
+    top_k_draw(tokens, x, r, n_vocab, shi);
+    return;
+  }
   const float inv_t = 1.0f / r.temperature;
   const int32_t len = kern_sample_chunk_len(n_vocab);
   const int32_t i0 = tid * len, i1 = min(i0 + len, n_vocab);

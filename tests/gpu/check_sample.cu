@@ -1,6 +1,7 @@
 /* tests/gpu/check_sample.cu — be->sample against its host emulation,
  * kern_sample_ref (kernels/kern_sample.h): the same token for every row,
- * bit for bit, over greedy rows, temperatures with and without min-p, rows
+ * bit for bit, over greedy rows, temperatures with and without min-p,
+ * top-k draws (k of 1, 7, 50 and 1,024, with top-p and min-p), rows
  * with penalty ops (biases, one token twice; repetition and subtraction
  * ops) and the rows they leave behind, rows with NaN and infinities, a row without a finite logit, rows left to the
  * host (their token untouched), at the default model's vocabulary (49,152)
@@ -30,6 +31,13 @@ static void check_vocab(gt_t *t, int32_t V, int n_rows) {
     r.on_device = i % 11 != 10;
     r.temperature = i % 4 == 0 ? 0.0f : 0.25f + 0.5f * (float)(i % 4);
     r.min_p = i % 3 == 0 ? 0.0f : (i % 3 == 1 ? 0.05f : 0.5f);
+    static const int32_t ks[4] = {1, 7, 50, 1024};
+    if (i % 4 && i % 5 == 1 && ks[i % 4] < V) { /* a top-k draw, with top-p and min-p inside it */
+      r.top_k = ks[i % 4];
+      r.top_p = i % 2 ? 1.0f : 0.8f;
+    } else {
+      r.top_p = 1.0f;
+    }
     r.seed = 1234567ull * (uint64_t)(i + 1);
     r.draw = 1 + (uint64_t)i * 7;
     if (i % 13 == 5) row[(i * 31) % V] = NAN;

@@ -6,10 +6,10 @@
  * be->sample, and runs the same requests through both.
  *
  * Every request gets the same tokens either way: greedy, seeded draws at a
- * temperature with and without min-p, with repetition, frequency and
- * presence penalties and a logit_bias that names a token twice (device
- * rows), and the requests the device leaves to the host (top-k, top-p,
- * logprobs, the first row of n = 2), batched together so one step mixes
+ * temperature with and without min-p, over a top-k with top-p, with
+ * repetition, frequency and presence penalties and a logit_bias that names
+ * a token twice (device rows), and the requests the device leaves to the
+ * host (top-p over the whole vocabulary, logprobs, the first row of n = 2), batched together so one step mixes
  * device and host rows. The test also
  * counts the rows the emulation picked, so the device path cannot silently
  * go unused. */
@@ -63,7 +63,7 @@ static sched_req_params_t params_of(int i) {
   case 0: break; /* greedy */
   case 1: p.samp.temperature = 0.8f; break;
   case 2: p.samp.temperature = 1.3f, p.samp.min_p = 0.05f; break;
-  case 3: p.samp.temperature = 0.7f, p.samp.top_k = 20; break;        /* host */
+  case 3: p.samp.temperature = 0.7f, p.samp.top_k = 20, p.samp.top_p = 0.8f; break;
   case 4: p.samp.temperature = 0.9f, p.samp.top_p = 0.9f; break;      /* host */
   case 5: p.samp.repetition_penalty = 1.3f; break;
   case 6: p.samp.logprobs = 1, p.samp.top_logprobs = 3; break;        /* host */
@@ -141,10 +141,10 @@ static void device_rows_give_the_host_tokens(void **state) {
       for (int t = 0; t < MAX_TOKENS; t++)
         if (host[i][s][t] != dev[i][s][t])
           fail_msg("request %d, sequence %d, token %d: host %d, device %d", i, s, t, host[i][s][t], dev[i][s][t]);
-  /* requests 0, 1, 2, 5, 8, 9, 10 and request 7's second sequence (and its
-   * first after the fork) sample on the device: at least 8 rows a step for
-   * 9 steps, with the penalty ops of 5, 9 and 10 */
-  assert_true(atomic_load(&device_rows) >= 8 * (MAX_TOKENS - 1));
+  /* requests 0, 1, 2, 3, 5, 8, 9, 10 and request 7's second sequence (and
+   * its first after the fork) sample on the device: at least 9 rows a step
+   * for 9 steps, with the penalty ops of 5, 9 and 10 */
+  assert_true(atomic_load(&device_rows) >= 9 * (MAX_TOKENS - 1));
   assert_true(atomic_load(&device_ops) >= 3 * 4 * (MAX_TOKENS - 1));
   model_destroy(m);
   kern_backend_destroy(be);

@@ -123,6 +123,80 @@ static void same_tokens_as_the_host_sampler(void **state) {
   assert_true(near * 100 <= trials); /* rare, or the margin measure is broken */
 }
 
+/* How near top-p's cut over the top k comes to a boundary: the host
+ * sampler's own probabilities of the k best (top_p and min_p off). */
+static double cut_margin(const samp_params_t *p, samp_ws_t *ws, const float *x) {
+  samp_params_t q = *p;
+  q.top_p = 1.0f, q.min_p = 0.0f;
+  const int32_t *ids;
+  const float *probs;
+  const int n = samp_candidates(&q, ws, x, &ids, &probs);
+  double cum = 0, margin = 1.0;
+  for (int i = 0; i <= n; i++) {
+    if (fabs(cum - (double)p->top_p) < margin) margin = fabs(cum - (double)p->top_p);
+    if (i < n) cum += probs[i];
+  }
+  return margin;
+}
+
+/* Top-k draws (with top-p and min-p inside the top k): the same token as
+ * the host sampler, unless a draw or the top-p cut comes within 1e-5 of a
+ * boundary (the host sampler's expf and the device's exp differ by ulps). */
+static void top_k_draws_match(void **state) {
+  (void)state;
+  tu_rng_t rng;
+  tu_rng_init(&rng, tu_seed() + 7);
+  const int32_t vocabs[] = {49152, 1500};
+  const int32_t ks[] = {1, 7, 40, 1024};
+  int trials = 0, near = 0, differ_near = 0;
+  kern_sample_op_t ops[1];
+  for (size_t vi = 0; vi < 2; vi++) {
+    const int32_t V = vocabs[vi];
+    float *x = malloc((size_t)V * sizeof *x), *xd = malloc((size_t)V * sizeof *xd);
+    samp_ws_t *ws = samp_ws_create(V);
+    for (int rep = 0; rep < 2; rep++) {
+      fill_row(&rng, x, V, 1.0f + (float)tu_uniform(&rng, 0, 3), rep % 4);
+      for (size_t ki = 0; ki < 4; ki++)
+        for (int variant = 0; variant < 6; variant++) {
+          samp_params_t p = samp_params_default();
+          p.temperature = 0.5f + 0.5f * (float)(variant % 3);
+          p.top_k = ks[ki];
+          p.top_p = variant < 3 ? 1.0f : 0.85f;
+          p.min_p = variant % 2 ? 0.1f : 0.0f;
+          p.has_seed = 1, p.seed = tu_next(&rng);
+          samp_state_t *s = samp_state_create(&p, V, NULL, 0);
+          kern_sample_row_t row;
+          assert_int_equal(samp_state_device_row(s, &row, ops, 0, 1), 1);
+          assert_int_equal(row.top_k, ks[ki]);
+          memcpy(xd, x, (size_t)V * sizeof *x);
+          int32_t dev = -7;
+          kern_sample_ref(&dev, xd, &row, ops, 1, V);
+          samp_result_t res;
+          assert_int_equal(samp_sample(s, ws, x, &res), 0);
+          double margin = draw_margin(&p, ws, x, kern_sample_uniform(p.seed, 1));
+          if (p.top_p < 1.0f) {
+            const double cm = cut_margin(&p, ws, x);
+            margin = cm < margin ? cm : margin;
+          }
+          trials++;
+          if (margin < 1e-5) {
+            near++;
+            differ_near += dev != res.token;
+          } else if (dev != res.token) {
+            fail_msg("V %d, k %d, T %g, top_p %g, min_p %g: device %d, host %d (margin %g)", V, p.top_k,
+                     (double)p.temperature, (double)p.top_p, (double)p.min_p, dev, res.token, margin);
+          }
+          samp_state_destroy(s);
+        }
+    }
+    samp_ws_destroy(ws);
+    free(x);
+    free(xd);
+  }
+  print_message("%d top-k draws, %d within 1e-5 of a boundary (%d of those differ)\n", trials, near, differ_near);
+  assert_true(near * 10 <= trials);
+}
+
 /* A row without a finite logit: the host sampler's -EDOM, the device's
  * KERN_SAMPLE_NO_TOKEN; +inf: the first one, greedy at any temperature. */
 static void rows_without_a_finite_logit(void **state) {
@@ -167,7 +241,7 @@ static void qualifying_requests_and_the_stream(void **state) {
   kern_sample_op_t ops[8];
   samp_params_t bad[4];
   for (int i = 0; i < 4; i++) bad[i] = p, bad[i].temperature = 0.7f;
-  bad[0].top_k = 40;
+  bad[0].top_k = V, bad[0].top_p = 0.9f; /* top-p over the whole vocabulary */
   bad[1].top_p = 0.9f;
   bad[2].logprobs = 1;
   bad[3].top_logprobs = 2;
@@ -177,6 +251,12 @@ static void qualifying_requests_and_the_stream(void **state) {
     assert_int_equal(samp_state_device_row(s, &row, ops, 0, 8), 0);
     samp_state_destroy(s);
   }
+  /* a top-k past what the device sorts */
+  samp_params_t wide = p;
+  wide.temperature = 1.0f, wide.top_k = KERN_SAMPLE_MAX_TOP_K + 1;
+  samp_state_t *ws_state = samp_state_create(&wide, 5000, NULL, 0);
+  assert_int_equal(samp_state_device_row(ws_state, &row, ops, 0, 8), 0);
+  samp_state_destroy(ws_state);
   /* penalties and a bias qualify while their ops fit: one bias op, then one
    * op per distinct token (all of them with a repetition penalty; only
    * those in the output without) */
@@ -234,6 +314,7 @@ static void qualifying_requests_and_the_stream(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(same_tokens_as_the_host_sampler),
+      cmocka_unit_test(top_k_draws_match),
       cmocka_unit_test(rows_without_a_finite_logit),
       cmocka_unit_test(qualifying_requests_and_the_stream),
   };
