@@ -38,6 +38,7 @@
 typedef struct kern_backend kern_backend_t;
 struct kern_sample_row; /* kernels/kern_sample.h */
 struct kern_sample_op;
+struct kern_sample_out;
 
 /* A weight matrix of `rows` output features × `cols` input features (GGUF
  * dims ne[0] = cols, ne[1] = rows), in whatever form its backend chose at
@@ -185,13 +186,13 @@ struct kern_backend {
   void (*attn_decode)(kern_backend_t *be, const kern_attn_args_t *a);
 
   /* --- sampling (kernels/kern_sample.h) ----------------------------------- */
-  /* tokens[i] ([n_rows] int32) for each row i of logits [n_rows, n_vocab]
-   * whose rows[i] ([n_rows]) is on_device, after its ops (ops, the step's
-   * list; the row's logits change): kern_sample_ref's result, bit for bit;
-   * other rows are left alone. All device buffers. NULL when the backend
-   * leaves sampling to the host (the CPU backend: its logits are host
-   * memory already). */
-  void (*sample)(kern_backend_t *be, int32_t *tokens, float *logits, const struct kern_sample_row *rows,
+  /* outs[i] ([n_rows]) for each row i of logits [n_rows, n_vocab] whose
+   * rows[i] ([n_rows]) is on_device, after its ops (ops, the step's list;
+   * the row's logits change): kern_sample_ref's result (the token bit for
+   * bit; logprobs within a float ulp); other rows are left alone. All
+   * device buffers. NULL when the backend leaves sampling to the host (the
+   * CPU backend: its logits are host memory already). */
+  void (*sample)(kern_backend_t *be, struct kern_sample_out *outs, float *logits, const struct kern_sample_row *rows,
                  const struct kern_sample_op *ops, int n_rows, int32_t n_vocab);
 };
 

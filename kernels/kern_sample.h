@@ -10,9 +10,10 @@
  * over the whole vocabulary with min-p or over the top k (k <= 1,024) with
  * top-p and min-p, from the request's own counter-based random stream (the
  * same as the host sampler's: draw i of seed s is mix64(s + i * GAMMA), 53
- * bits). Not on a device yet: top-p over the whole vocabulary, logprobs,
- * and the first row of an n > 1 request (its children sample the same
- * row).
+ * bits); with logprobs (rows without penalties or bias), the raw
+ * log-probabilities too. Not on a device yet: top-p over the whole
+ * vocabulary, logprobs of a penalised row, and the first row of an n > 1
+ * request (its children sample the same row).
  *
  * The arithmetic, fixed so that a host emulation gives the device's bits
  * (kern_sample_ref, which is also the CPU backend's op and the reference of
@@ -48,6 +49,7 @@
 
 #define KERN_SAMPLE_CHUNKS 1024 /* one per thread of the device's block */
 #define KERN_SAMPLE_MAX_TOP_K 1024 /* top-k the device sorts in shared memory */
+#define KERN_SAMPLE_MAX_TOP_LOGPROBS 20
 
 #ifdef __cplusplus
 extern "C" {
@@ -78,9 +80,23 @@ typedef struct kern_sample_row {
   int32_t op_begin, n_bias, n_count;
   int32_t top_k;     /* 0: the whole vocabulary; else 1..KERN_SAMPLE_MAX_TOP_K */
   float top_p;       /* with top_k only: nucleus over the top k (1: off) */
+  int32_t logprobs;  /* 1: the token's raw logprob and the n_top best (a row without ops) */
+  int32_t n_top;     /* 0..KERN_SAMPLE_MAX_TOP_LOGPROBS */
   uint64_t seed;     /* the request's stream */
   uint64_t draw;     /* this draw's index in the stream (1 for the first) */
 } kern_sample_row_t;
+
+/* What be->sample gives for one row: the token and, for a logprobs row,
+ * the raw log-probabilities (log_softmax of the logits before any op) of the
+ * token and of the n_top most likely tokens (most likely first, lower id
+ * on ties), as the host sampler's samp_logprobs: lse = max + log(sum of
+ * kern_sample_exp(x - max)), summed in the chunks' order. */
+typedef struct kern_sample_out {
+  int32_t token;
+  float logprob;
+  int32_t top_id[KERN_SAMPLE_MAX_TOP_LOGPROBS];
+  float top_logprob[KERN_SAMPLE_MAX_TOP_LOGPROBS];
+} kern_sample_out_t;
 
 /* The token kern_sample_ref / be->sample writes for a row without a finite
  * logit (the host sampler's -EDOM). */
@@ -209,12 +225,14 @@ static inline KERN_SAMPLE_HD int32_t kern_sample_top_k_pick(const float *v, floa
 
 /* The host emulation of be->sample: for each of n_rows rows of logits
  * [n_rows, n_vocab] with rows[i].on_device, applies its ops (ops: the
- * step's op list; rows without ops leave it unread) and writes tokens[i]
- * (KERN_SAMPLE_NO_TOKEN when no logit is finite); other rows are left
- * alone. Host memory; like the device, it changes the logits of rows with
- * ops. */
-void kern_sample_ref(int32_t *tokens, float *logits, const kern_sample_row_t *rows, const kern_sample_op_t *ops,
-                     int n_rows, int32_t n_vocab);
+ * step's op list; rows without ops leave it unread) and writes out[i]
+ * (token KERN_SAMPLE_NO_TOKEN when no logit is finite; the logprobs only
+ * for logprobs rows); other rows are left alone. Host memory; like the
+ * device, it changes the logits of rows with ops. The device gives the same
+ * tokens bit for bit; its log() may differ from the host's in the last bit
+ * of a double, so a logprob may differ by a float ulp. */
+void kern_sample_ref(kern_sample_out_t *out, float *logits, const kern_sample_row_t *rows,
+                     const kern_sample_op_t *ops, int n_rows, int32_t n_vocab);
 
 #ifdef __cplusplus
 }

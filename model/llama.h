@@ -148,13 +148,13 @@ typedef struct model_batch {
   int n_logits;               /* rows that need logits (0..max_logits) */
   const int32_t *logit_rows;  /* [n_logits] row indices in [0, n_tokens), any order */
   /* optional, with a backend that has be->sample: how the device picks the
-   * token of each logit row (kernels/kern_sample.h); the device's tokens go
-   * to sampled[n_logits], and only the rows left to the host get their
+   * token of each logit row (kernels/kern_sample.h); the device's tokens
+   * (and logprobs) go to sampled[n_logits], and only the rows left to the host get their
    * logits downloaded. NULL: every row's logits are downloaded. */
   const struct kern_sample_row *sample; /* [n_logits] */
   const struct kern_sample_op *sample_ops; /* [n_sample_ops] the rows' penalty ops */
   int n_sample_ops;                        /* <= max_sample_ops */
-  int32_t *sampled;                     /* [n_logits] host memory, written for rows on the device */
+  struct kern_sample_out *sampled;         /* [n_logits] host memory, written for rows on the device */
 } model_batch_t;
 
 typedef struct model_runner model_runner_t;

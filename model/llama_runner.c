@@ -32,7 +32,7 @@ struct model_runner {
   float *logits;  /* [L, n_vocab] */
   kern_sample_row_t *samp_rows; /* [L] be->sample only: how each row picks its token */
   kern_sample_op_t *samp_ops;   /* [max_sample_ops] be->sample only: their penalty ops */
-  int32_t *samp_tokens;         /* [L] be->sample only: the tokens picked */
+  kern_sample_out_t *samp_outs; /* [L] be->sample only: the tokens picked */
 };
 
 model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const model_runner_config_t *cfg) {
@@ -96,7 +96,7 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
   ALLOC(r->logits, L * hp->n_vocab * f);
   if (be->sample) {
     ALLOC(r->samp_rows, L * sizeof *r->samp_rows);
-    ALLOC(r->samp_tokens, L * sizeof(int32_t));
+    ALLOC(r->samp_outs, L * sizeof *r->samp_outs);
     if (cfg->max_sample_ops > 0) ALLOC(r->samp_ops, (size_t)cfg->max_sample_ops * sizeof *r->samp_ops);
   }
 #undef ALLOC
@@ -114,7 +114,7 @@ void model_runner_destroy(model_runner_t *r) {
   if (!r) return;
   kern_backend_t *be = r->be;
   void *bufs[] = {r->ids, r->pos,   r->rows, r->x,    r->h,  r->proj, r->q,        r->k,
-                  r->v,   r->att,   r->gate, r->up,   r->xl, r->logits, r->samp_rows, r->samp_tokens, r->samp_ops};
+                  r->v,   r->att,   r->gate, r->up,   r->xl, r->logits, r->samp_rows, r->samp_outs, r->samp_ops};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(be, bufs[i]);
   attn_destroy(r->attn);
   free(r);
@@ -214,7 +214,7 @@ int model_forward(model_runner_t *r, const model_batch_t *b, float *logits) {
   const size_t row_bytes = (size_t)hp->n_vocab * sizeof(float);
   be->upload(be, r->samp_rows, b->sample, (size_t)L * sizeof *b->sample);
   be->upload(be, r->samp_ops, b->sample_ops, (size_t)b->n_sample_ops * sizeof *b->sample_ops);
-  be->sample(be, r->samp_tokens, r->logits, r->samp_rows, r->samp_ops, L, hp->n_vocab);
+  be->sample(be, r->samp_outs, r->logits, r->samp_rows, r->samp_ops, L, hp->n_vocab);
   for (int i = 0; i < L;) { /* the rows left to the host, in runs */
     int j = i;
     while (j < L && !b->sample[j].on_device) j++;
@@ -222,6 +222,6 @@ int model_forward(model_runner_t *r, const model_batch_t *b, float *logits) {
                             (size_t)(j - i) * row_bytes);
     i = j > i ? j : i + 1;
   }
-  be->download(be, b->sampled, r->samp_tokens, (size_t)L * sizeof(int32_t));
+  be->download(be, b->sampled, r->samp_outs, (size_t)L * sizeof *r->samp_outs);
   return 0;
 }

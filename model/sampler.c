@@ -211,7 +211,10 @@ void samp_state_penalize(const samp_state_t *s, float *logits) {
 int samp_state_device_row(const samp_state_t *s, kern_sample_row_t *row, kern_sample_op_t *ops, int32_t op_begin,
                           int32_t op_cap) {
   const samp_params_t *p = &s->p;
-  if (p->logprobs || p->top_logprobs > 0) return 0;
+  const int logprobs = p->logprobs || p->top_logprobs > 0;
+  if (logprobs && (p->n_logit_bias > 0 || p->repetition_penalty != 1.0f || p->frequency_penalty != 0.0f ||
+                   p->presence_penalty != 0.0f || p->top_logprobs >= s->n_vocab))
+    return 0; /* raw logprobs of a row the device changes in place: the host's */
   const int top_k = p->temperature > 0 && p->top_k > 0 && p->top_k < s->n_vocab; /* else the whole vocabulary */
   if (top_k ? p->top_k > KERN_SAMPLE_MAX_TOP_K : p->temperature > 0 && p->top_p < 1.0f) return 0;
   const float rep = p->repetition_penalty;
@@ -240,6 +243,8 @@ int samp_state_device_row(const samp_state_t *s, kern_sample_row_t *row, kern_sa
   row->min_p = p->min_p;
   row->top_k = top_k ? p->top_k : 0;
   row->top_p = top_k ? p->top_p : 1.0f;
+  row->logprobs = logprobs;
+  row->n_top = p->top_logprobs;
   row->seed = s->seed;
   row->draw = s->n_draws + 1; /* next_uniform's */
   return 1;

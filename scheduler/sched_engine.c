@@ -108,7 +108,7 @@ sched_engine_t *sched_engine_create(const model_t *m, kern_backend_t *be, const 
   if (be->sample) { /* rows whose request qualifies pick their token on the device */
     e->sample_rows = xcalloc((size_t)c.max_seqs, sizeof(kern_sample_row_t));
     e->sample_ops = xcalloc((size_t)e->sample_ops_cap, sizeof(kern_sample_op_t));
-    e->sampled = xcalloc((size_t)c.max_seqs, sizeof *e->sampled);
+    e->sampled = xcalloc((size_t)c.max_seqs, sizeof(kern_sample_out_t));
   }
   e->piece_cap = tok_stream_max_out(e->tok);
   e->piece = xcalloc(e->piece_cap, 1);

@@ -191,14 +191,21 @@ static void sample_row(sched_engine_t *e, sched_eseq_t *q, const float *row) {
   accept_token(e, q, &res);
 }
 
-/* The token the device picked for q's row (its draw taken from q's stream). */
-static void take_device_token(sched_engine_t *e, sched_eseq_t *q, int32_t token) {
-  if (token < 0) {
+/* The token the device picked for q's row (its draw taken from q's stream),
+ * with the logprobs its row asked for. */
+static void take_device_token(sched_engine_t *e, sched_eseq_t *q, const kern_sample_row_t *row,
+                              const kern_sample_out_t *out) {
+  if (out->token < 0) {
     fail_seq(e, q, "the model produced no finite logit");
     return;
   }
   samp_state_take_draw(q->samp);
-  samp_result_t res = {.token = token};
+  samp_result_t res = {.token = out->token};
+  if (row->logprobs) {
+    res.logprob = out->logprob;
+    res.n_top = row->n_top;
+    for (int32_t i = 0; i < row->n_top; i++) res.top[i] = (samp_logprob_t){out->top_id[i], out->top_logprob[i]};
+  }
   accept_token(e, q, &res);
 }
 
@@ -336,7 +343,7 @@ int sched__step(sched_engine_t *e) {
       sched_core_commit(&e->core);
       for (int k = 0; k < n_logits; k++) {
         if (on_device && e->sample_rows[k].on_device)
-          take_device_token(e, e->logit_seqs[k], e->sampled[k]);
+          take_device_token(e, e->logit_seqs[k], &e->sample_rows[k], &e->sampled[k]);
         else
           sample_row(e, e->logit_seqs[k], e->logits + (size_t)k * (size_t)e->n_vocab);
       }

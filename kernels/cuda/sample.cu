@@ -37,20 +37,17 @@ static __device__ int block_minmax(int v, int *sh, bool want_min) {
   return r;
 }
 
-/* The top-k draw of one row (r.top_k <= KERN_SAMPLE_MAX_TOP_K < n_vocab,
- * finite max): the k-th largest rank key K by four 8-bit radix passes
- * (shared histograms), the keys above K and the lowest ids of those equal
- * to it (each thread's chunk of consecutive ids, counted and scanned in
- * order), a bitonic sort by (value, then lower id), and the serial tail by
- * one thread (kern_sample_top_k_pick). shi: the block's int scratch. */
-static __device__ void top_k_draw(int32_t *tokens, const float *x, const kern_sample_row_t &r, int32_t n_vocab,
-                                  int *shi) {
+/* The k best ids of x (k <= KERN_SAMPLE_MAX_TOP_K < n_vocab) by (value,
+ * then lower id), best first, into rank[0..k) (rank entries: key << 32 |
+ * ~id): the k-th largest rank key K by four 8-bit radix passes (shared
+ * histograms), the keys above K and the lowest ids of those equal to it
+ * (each thread's chunk of consecutive ids, counted and scanned in order),
+ * then a bitonic sort. shi: the block's int scratch. Every thread calls it. */
+static __device__ void select_top(const float *x, int k, int32_t n_vocab, unsigned long long *rank, int *shi) {
   __shared__ unsigned hist[256];
   __shared__ uint32_t pass_prefix;
   __shared__ int pass_remain, n_gt;
-  __shared__ unsigned long long rank[KERN_SAMPLE_MAX_TOP_K];
-  __shared__ float v[KERN_SAMPLE_MAX_TOP_K], w[KERN_SAMPLE_MAX_TOP_K];
-  const int tid = threadIdx.x, k = r.top_k;
+  const int tid = threadIdx.x;
   uint32_t prefix = 0, mask = 0;
   int remain = k; /* keys still to find at or below the prefix */
   for (int shift = 24; shift >= 0; shift -= 8) {
@@ -89,7 +86,7 @@ static __device__ void top_k_draw(int32_t *tokens, const float *x, const kern_sa
   int tie_rank = shi[tid];
   for (int32_t i = i0; i < i1; i++) {
     const uint32_t key = kern_sample_key(x[i]);
-    unsigned long long e = (unsigned long long)key << 32 | (0xffffffffu - (uint32_t)i);
+    const unsigned long long e = (unsigned long long)key << 32 | (0xffffffffu - (uint32_t)i);
     if (key > prefix)
       rank[atomicAdd(&n_gt, 1)] = e;
     else if (key == prefix && tie_rank++ < remain)
@@ -110,26 +107,45 @@ static __device__ void top_k_draw(int32_t *tokens, const float *x, const kern_sa
       }
       __syncthreads();
     }
-  if (tid == 0) {
-    for (int i = 0; i < k; i++) {
-      const float xi = x[0xffffffffu - (uint32_t)rank[i]];
-      v[i] = xi != xi ? -INFINITY : xi;
-    }
-    const int32_t at = kern_sample_top_k_pick(v, w, k, 1.0f / r.temperature, r.top_p, r.min_p,
-                                              kern_sample_uniform(r.seed, r.draw));
-    tokens[blockIdx.x] = (int32_t)(0xffffffffu - (uint32_t)rank[at]);
-  }
 }
 
-static __global__ void __launch_bounds__(SB_THREADS) sample_kernel(int32_t *tokens, float *logits,
+static __device__ int32_t rank_id(unsigned long long e) { return (int32_t)(0xffffffffu - (uint32_t)e); }
+
+/* x[id], NaN as -inf (how the host sampler ranks and reports it). */
+static __device__ float value_of(const float *x, int32_t id) { return x[id] != x[id] ? -INFINITY : x[id]; }
+
+/* The sum of f(i) over the row in the chunks' order: each thread its chunk
+ * of consecutive ids in id order, then the chunk sums scanned in order by
+ * one thread into off[0..SB_THREADS] (off[SB_THREADS]: the total). */
+template <typename F>
+static __device__ double chunk_sums(int32_t n_vocab, double *off, F f) {
+  const int tid = threadIdx.x;
+  const int32_t len = kern_sample_chunk_len(n_vocab), i0 = tid * len, i1 = min(i0 + len, n_vocab);
+  double s = 0;
+  for (int32_t i = i0; i < i1; i++) s += f(i);
+  off[tid + 1] = s;
+  __syncthreads();
+  if (tid == 0) {
+    off[0] = 0;
+    for (int c = 0; c < SB_THREADS; c++) off[c + 1] = off[c] + off[c + 1];
+  }
+  __syncthreads();
+  return off[SB_THREADS];
+}
+
+static __global__ void __launch_bounds__(SB_THREADS) sample_kernel(kern_sample_out_t *outs, float *logits,
                                                                    const kern_sample_row_t *rows,
                                                                    const kern_sample_op_t *ops, int32_t n_vocab) {
   __shared__ float shf[SB_THREADS];
   __shared__ int shi[SB_THREADS];
   __shared__ double off[SB_THREADS + 1];
+  __shared__ unsigned long long rank[KERN_SAMPLE_MAX_TOP_K];
+  __shared__ float v[KERN_SAMPLE_MAX_TOP_K], w[KERN_SAMPLE_MAX_TOP_K];
+  __shared__ int token;
   const kern_sample_row_t r = rows[blockIdx.x];
   if (!r.on_device) return; /* the whole block: no barrier reached */
   float *x = logits + (size_t)blockIdx.x * (size_t)n_vocab;
+  kern_sample_out_t *o = &outs[blockIdx.x];
   const int tid = threadIdx.x;
 
   /* the penalties: bias ops one after the other (a token may repeat), then
@@ -154,50 +170,60 @@ static __global__ void __launch_bounds__(SB_THREADS) sample_kernel(int32_t *toke
       break;
     }
   first = block_minmax(first, shi, true);
-  if (m == -INFINITY || r.temperature <= 0 || m == INFINITY) { /* no finite logit, or greedy */
-    if (tid == 0) tokens[blockIdx.x] = m == -INFINITY ? KERN_SAMPLE_NO_TOKEN : first;
-    return;
-  }
 
-  if (r.top_k > 0) {
-    top_k_draw(tokens, x, r, n_vocab, shi);
-    return;
+  if (m == -INFINITY || r.temperature <= 0 || m == INFINITY) { /* no finite logit, or greedy */
+    if (tid == 0) token = m == -INFINITY ? KERN_SAMPLE_NO_TOKEN : first;
+  } else if (r.top_k > 0) { /* the k best, then one thread's walk */
+    select_top(x, r.top_k, n_vocab, rank, shi);
+    if (tid == 0) {
+      for (int i = 0; i < r.top_k; i++) v[i] = value_of(x, rank_id(rank[i]));
+      token = rank_id(rank[kern_sample_top_k_pick(v, w, r.top_k, 1.0f / r.temperature, r.top_p, r.min_p,
+                                                  kern_sample_uniform(r.seed, r.draw))]);
+    }
+  } else { /* the whole vocabulary: each thread walks its own chunk */
+    const float inv_t = 1.0f / r.temperature;
+    const double mass = chunk_sums(n_vocab, off, [&](int32_t i) { return (double)kern_sample_weight(x[i], m, inv_t, r.min_p); });
+    const double target = kern_sample_uniform(r.seed, r.draw) * mass;
+    const int32_t len = kern_sample_chunk_len(n_vocab), i0 = tid * len, i1 = min(i0 + len, n_vocab);
+    double cum = off[tid];
+    int found = n_vocab, last = -1;
+    for (int32_t i = i0; i < i1; i++) {
+      const float wi = kern_sample_weight(x[i], m, inv_t, r.min_p);
+      if (wi <= 0) continue;
+      cum += wi;
+      last = i;
+      if (target < cum) {
+        found = i;
+        break;
+      }
+    }
+    found = block_minmax(found, shi, true);
+    last = block_minmax(last, shi, false);
+    if (tid == 0) token = found < n_vocab ? found : last >= 0 ? last : first;
   }
-  const float inv_t = 1.0f / r.temperature;
-  const int32_t len = kern_sample_chunk_len(n_vocab);
-  const int32_t i0 = tid * len, i1 = min(i0 + len, n_vocab);
-  double s = 0;
-  for (int32_t i = i0; i < i1; i++) s += kern_sample_weight(x[i], m, inv_t, r.min_p);
-  off[tid + 1] = s;
   __syncthreads();
-  if (tid == 0) {
-    off[0] = 0;
-    for (int c = 0; c < SB_THREADS; c++) off[c + 1] = off[c] + off[c + 1];
-  }
-  __syncthreads();
-  const double target = kern_sample_uniform(r.seed, r.draw) * off[SB_THREADS];
-  double cum = off[tid];
-  int found = n_vocab, last = -1;
-  for (int32_t i = i0; i < i1; i++) {
-    const float w = kern_sample_weight(x[i], m, inv_t, r.min_p);
-    if (w <= 0) continue;
-    cum += w;
-    last = i;
-    if (target < cum) {
-      found = i;
-      break;
+  if (tid == 0) o->token = token;
+
+  /* the raw log-probabilities (the row has no ops: x is raw) */
+  if (r.logprobs && token >= 0) {
+    const double total = chunk_sums(n_vocab, off, [&](int32_t i) { return (double)kern_sample_weight(x[i], m, 1.0f, 0.0f); });
+    const double lse = (double)m + log(isfinite(m) ? total : 0.0);
+    if (tid == 0) o->logprob = (float)((double)value_of(x, token) - lse);
+    if (r.n_top > 0) {
+      select_top(x, r.n_top, n_vocab, rank, shi);
+      if (tid < r.n_top) {
+        o->top_id[tid] = rank_id(rank[tid]);
+        o->top_logprob[tid] = (float)((double)value_of(x, rank_id(rank[tid])) - lse);
+      }
     }
   }
-  found = block_minmax(found, shi, true);
-  last = block_minmax(last, shi, false);
-  if (tid == 0) tokens[blockIdx.x] = found < n_vocab ? found : last >= 0 ? last : first;
 }
 
-void kern_cuda__sample(kern_backend_t *be, int32_t *tokens, float *logits, const kern_sample_row_t *rows,
+void kern_cuda__sample(kern_backend_t *be, kern_sample_out_t *outs, float *logits, const kern_sample_row_t *rows,
                        const kern_sample_op_t *ops, int n_rows, int32_t n_vocab) {
   if (n_rows <= 0) return;
   kern_cuda_t *cu = kern_cuda(be);
   kern_cuda__enter(cu);
-  sample_kernel<<<n_rows, SB_THREADS, 0, cu->stream>>>(tokens, logits, rows, ops, n_vocab);
+  sample_kernel<<<n_rows, SB_THREADS, 0, cu->stream>>>(outs, logits, rows, ops, n_vocab);
   CUDA_CHECK_LAUNCH();
 }

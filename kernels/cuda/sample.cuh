@@ -6,9 +6,9 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/kern_sample.h"
 
-/* tokens[i] for each row i of logits [n_rows, n_vocab] with rows[i].on_device,
+/* outs[i] for each row i of logits [n_rows, n_vocab] with rows[i].on_device,
  * after its ops (the row's logits change). */
-void kern_cuda__sample(kern_backend_t *be, int32_t *tokens, float *logits, const kern_sample_row_t *rows,
+void kern_cuda__sample(kern_backend_t *be, kern_sample_out_t *outs, float *logits, const kern_sample_row_t *rows,
                        const kern_sample_op_t *ops, int n_rows, int32_t n_vocab);
 
 #endif

@@ -8,8 +8,9 @@
  * Every request gets the same tokens either way: greedy, seeded draws at a
  * temperature with and without min-p, over a top-k with top-p, with
  * repetition, frequency and presence penalties and a logit_bias that names
- * a token twice (device rows), and the requests the device leaves to the
- * host (top-p over the whole vocabulary, logprobs, the first row of n = 2), batched together so one step mixes
+ * a token twice, with logprobs (device rows), and the requests the device
+ * leaves to the host (top-p over the whole vocabulary, logprobs with
+ * penalties, the first row of n = 2), batched together so one step mixes
  * device and host rows. The test also
  * counts the rows the emulation picked, so the device path cannot silently
  * go unused. */
@@ -20,6 +21,7 @@
 #include <cmocka.h>
 
 #include <stdatomic.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -42,14 +44,17 @@ static atomic_int device_rows; /* rows the emulation picked */
 
 static atomic_int device_ops; /* penalty ops they applied */
 
-static void emulated_sample(kern_backend_t *be, int32_t *tokens, float *logits, const kern_sample_row_t *rows,
+static atomic_int device_logprobs; /* logprobs rows they answered */
+
+static void emulated_sample(kern_backend_t *be, kern_sample_out_t *outs, float *logits, const kern_sample_row_t *rows,
                             const kern_sample_op_t *ops, int n_rows, int32_t n_vocab) {
   (void)be;
   for (int i = 0; i < n_rows; i++) {
     atomic_fetch_add(&device_rows, rows[i].on_device);
     if (rows[i].on_device) atomic_fetch_add(&device_ops, rows[i].n_bias + rows[i].n_count);
+    if (rows[i].on_device) atomic_fetch_add(&device_logprobs, rows[i].logprobs);
   }
-  kern_sample_ref(tokens, logits, rows, ops, n_rows, n_vocab);
+  kern_sample_ref(outs, logits, rows, ops, n_rows, n_vocab);
 }
 
 /* The requests: what each asks of the sampler. */
@@ -66,10 +71,11 @@ static sched_req_params_t params_of(int i) {
   case 3: p.samp.temperature = 0.7f, p.samp.top_k = 20, p.samp.top_p = 0.8f; break;
   case 4: p.samp.temperature = 0.9f, p.samp.top_p = 0.9f; break;      /* host */
   case 5: p.samp.repetition_penalty = 1.3f; break;
-  case 6: p.samp.logprobs = 1, p.samp.top_logprobs = 3; break;        /* host */
+  case 6: p.samp.logprobs = 1, p.samp.top_logprobs = 3, p.samp.temperature = 0.9f, p.samp.min_p = 0.01f; break;
   case 7: p.samp.temperature = 1.0f, p.n = 2; break;                  /* host first, then device */
   case 8: p.samp.temperature = 0.6f, p.samp.min_p = 0.2f; break;
   case 9: p.samp.temperature = 0.9f, p.samp.frequency_penalty = 0.7f, p.samp.presence_penalty = 0.4f;
+    p.samp.logprobs = 1; /* logprobs of a penalised row: the host's */
     p.samp.repetition_penalty = 0.9f, p.samp.logit_bias = BIAS, p.samp.n_logit_bias = 4;
     break;
   default: p.samp.logit_bias = BIAS, p.samp.n_logit_bias = 4, p.samp.presence_penalty = 1.5f; break;
@@ -77,8 +83,15 @@ static sched_req_params_t params_of(int i) {
   return p;
 }
 
+/* What each token event carried: the token, its logprob and the top list. */
+typedef struct got {
+  int32_t token, n_top;
+  float logprob;
+  samp_logprob_t top[3];
+} got_t;
+
 /* Runs every request on one engine over `be`; tokens[i][j][t]. */
-static void run_all(model_t *m, kern_backend_t *be, int32_t tokens[N_REQS][2][MAX_TOKENS]) {
+static void run_all(model_t *m, kern_backend_t *be, got_t tokens[N_REQS][2][MAX_TOKENS]) {
   sched_config_t c = sched_config_default();
   c.kv_cache_blocks = 64;
   c.block_size = 16;
@@ -96,7 +109,7 @@ static void run_all(model_t *m, kern_backend_t *be, int32_t tokens[N_REQS][2][MA
     assert_non_null(reqs[i]);
     assert_int_equal(sched_submit(e, reqs[i], err, sizeof err), 0);
   }
-  memset(tokens, 0xff, sizeof(int32_t) * N_REQS * 2 * MAX_TOKENS);
+  memset(tokens, 0, sizeof(got_t) * N_REQS * 2 * MAX_TOKENS);
   int finals = 0;
   for (int spins = 0; finals < N_REQS; spins++) {
     assert_true(spins < 60000);
@@ -108,7 +121,12 @@ static void run_all(model_t *m, kern_backend_t *be, int32_t tokens[N_REQS][2][MA
       const int s = ev[j].index;
       if (ev[j].token >= 0) {
         assert_true(n_tok[r][s] < MAX_TOKENS);
-        tokens[r][s][n_tok[r][s]++] = ev[j].token;
+        got_t *g = &tokens[r][s][n_tok[r][s]++];
+        g->token = ev[j].token;
+        g->logprob = ev[j].logprob;
+        g->n_top = ev[j].n_top;
+        assert_true(g->n_top <= 3);
+        for (int t = 0; t < g->n_top; t++) g->top[t] = ev[j].top[t];
       }
       finals += ev[j].final;
       sched_event_release(&ev[j]);
@@ -131,21 +149,31 @@ static void device_rows_give_the_host_tokens(void **state) {
   char err[256];
   model_t *m = model_load(model_file(), be, err, sizeof err);
   assert_non_null(m);
-  static int32_t host[N_REQS][2][MAX_TOKENS], dev[N_REQS][2][MAX_TOKENS];
+  static got_t host[N_REQS][2][MAX_TOKENS], dev[N_REQS][2][MAX_TOKENS];
   run_all(m, be, host);
   be->sample = emulated_sample;
   run_all(m, be, dev);
   be->sample = NULL;
   for (int i = 0; i < N_REQS; i++)
     for (int s = 0; s < 2; s++)
-      for (int t = 0; t < MAX_TOKENS; t++)
-        if (host[i][s][t] != dev[i][s][t])
-          fail_msg("request %d, sequence %d, token %d: host %d, device %d", i, s, t, host[i][s][t], dev[i][s][t]);
-  /* requests 0, 1, 2, 3, 5, 8, 9, 10 and request 7's second sequence (and
+      for (int t = 0; t < MAX_TOKENS; t++) {
+        const got_t *h = &host[i][s][t], *d = &dev[i][s][t];
+        if (h->token != d->token)
+          fail_msg("request %d, sequence %d, token %d: host %d, device %d", i, s, t, h->token, d->token);
+        /* the device sums in another order: logprobs within a few float ulps */
+        assert_int_equal(h->n_top, d->n_top);
+        assert_float_equal(h->logprob, d->logprob, 1e-5 * (1 + fabsf(h->logprob)));
+        for (int j = 0; j < h->n_top; j++) {
+          assert_int_equal(h->top[j].token, d->top[j].token);
+          assert_float_equal(h->top[j].logprob, d->top[j].logprob, 1e-5 * (1 + fabsf(h->top[j].logprob)));
+        }
+      }
+  /* requests 0, 1, 2, 3, 5, 6, 8, 10 and request 7's second sequence (and
    * its first after the fork) sample on the device: at least 9 rows a step
-   * for the steps after the first, with the penalty ops of 5, 9 and 10 */
+   * for the steps after the first, with the penalty ops of 5 and 10 */
   assert_true(atomic_load(&device_rows) >= 9 * (MAX_TOKENS - 1));
-  assert_true(atomic_load(&device_ops) >= 3 * 4 * (MAX_TOKENS - 1));
+  assert_true(atomic_load(&device_ops) >= 2 * 4 * (MAX_TOKENS - 1));
+  assert_true(atomic_load(&device_logprobs) >= MAX_TOKENS - 1); /* request 6's */
   model_destroy(m);
   kern_backend_destroy(be);
 }

@@ -1,7 +1,8 @@
 /* tests/unit/test_sample_device.c — sampling on the device, checked on the
  * CPU through its host emulation (kern_sample_ref, which gives the GPU
  * kernel's bits: tests/gpu/check_sample.cu), against the host sampler
- * (samp_sample) on the same logits and the same stream.
+ * (samp_sample) on the same logits and the same stream, and its raw
+ * logprobs against samp_logprobs.
  *
  * The same token, unless the draw falls within 1e-9 of a boundary between
  * two candidates (the two sum the weights in different orders); the test
@@ -95,9 +96,10 @@ static void same_tokens_as_the_host_sampler(void **state) {
           assert_int_equal(row.op_begin, 3);
           assert_int_equal(row.n_bias, pen == 2 ? 3 : 0);
           if (pen) assert_true(row.n_count > 0);
-          int32_t dev = -7;
+          kern_sample_out_t out = {.token = -7};
           memcpy(xd, x, (size_t)V * sizeof *x); /* the emulation, like the device, changes the row */
-          kern_sample_ref(&dev, xd, &row, ops, 1, V);
+          kern_sample_ref(&out, xd, &row, ops, 1, V);
+          const int32_t dev = out.token;
           samp_result_t res;
           assert_int_equal(samp_sample(s, ws, x, &res), 0);
           memcpy(xd, x, (size_t)V * sizeof *x);
@@ -169,8 +171,9 @@ static void top_k_draws_match(void **state) {
           assert_int_equal(samp_state_device_row(s, &row, ops, 0, 1), 1);
           assert_int_equal(row.top_k, ks[ki]);
           memcpy(xd, x, (size_t)V * sizeof *x);
-          int32_t dev = -7;
-          kern_sample_ref(&dev, xd, &row, ops, 1, V);
+          kern_sample_out_t out = {.token = -7};
+          kern_sample_ref(&out, xd, &row, ops, 1, V);
+          const int32_t dev = out.token;
           samp_result_t res;
           assert_int_equal(samp_sample(s, ws, x, &res), 0);
           double margin = draw_margin(&p, ws, x, kern_sample_uniform(p.seed, 1));
@@ -197,6 +200,56 @@ static void top_k_draws_match(void **state) {
   assert_true(near * 10 <= trials);
 }
 
+/* Raw logprobs on the device: the host sampler's (samp_logprobs) within a
+ * float ulp or two, the same top ids in the same order, for greedy and
+ * sampled rows, with a NaN and a -inf in the row. */
+static void logprobs_match(void **state) {
+  (void)state;
+  tu_rng_t rng;
+  tu_rng_init(&rng, tu_seed() + 11);
+  enum { V = 49152 };
+  float *x = malloc(V * sizeof *x), *xd = malloc(V * sizeof *xd);
+  samp_ws_t *ws = samp_ws_create(V);
+  kern_sample_op_t ops[1];
+  const int32_t tops[] = {0, 1, 5, 20};
+  for (int rep = 0; rep < 8; rep++) {
+    fill_row(&rng, x, V, 1.0f + (float)rep, rep % 4);
+    samp_params_t p = samp_params_default();
+    p.logprobs = 1;
+    p.top_logprobs = tops[rep % 4];
+    p.temperature = rep % 2 ? 0.0f : 0.8f;
+    p.top_k = rep % 3 == 1 ? 30 : 0;
+    p.has_seed = 1, p.seed = tu_next(&rng);
+    samp_state_t *s = samp_state_create(&p, V, NULL, 0);
+    kern_sample_row_t row;
+    assert_int_equal(samp_state_device_row(s, &row, ops, 0, 1), 1);
+    assert_int_equal(row.logprobs, 1);
+    assert_int_equal(row.n_top, p.top_logprobs);
+    memcpy(xd, x, V * sizeof *x);
+    kern_sample_out_t out;
+    kern_sample_ref(&out, xd, &row, ops, 1, V);
+    samp_result_t res;
+    assert_int_equal(samp_sample(s, ws, x, &res), 0);
+    assert_int_equal(out.token, res.token);
+    assert_float_equal(out.logprob, res.logprob, 2e-6 * (1 + fabsf(res.logprob)));
+    for (int i = 0; i < p.top_logprobs; i++) {
+      assert_int_equal(out.top_id[i], res.top[i].token);
+      assert_float_equal(out.top_logprob[i], res.top[i].logprob, 2e-6 * (1 + fabsf(res.top[i].logprob)));
+    }
+    samp_state_destroy(s);
+  }
+  /* logprobs of a penalised or biased row stay with the host (raw logits) */
+  samp_params_t p = samp_params_default();
+  p.logprobs = 1, p.presence_penalty = 0.5f;
+  samp_state_t *s = samp_state_create(&p, V, NULL, 0);
+  kern_sample_row_t row;
+  assert_int_equal(samp_state_device_row(s, &row, ops, 0, 1), 0);
+  samp_state_destroy(s);
+  samp_ws_destroy(ws);
+  free(x);
+  free(xd);
+}
+
 /* A row without a finite logit: the host sampler's -EDOM, the device's
  * KERN_SAMPLE_NO_TOKEN; +inf: the first one, greedy at any temperature. */
 static void rows_without_a_finite_logit(void **state) {
@@ -205,28 +258,28 @@ static void rows_without_a_finite_logit(void **state) {
   float x[V];
   for (int i = 0; i < V; i++) x[i] = i % 2 ? NAN : -INFINITY;
   kern_sample_row_t rows[2] = {{.on_device = 1}, {.on_device = 1, .temperature = 0.8f, .seed = 3, .draw = 1}};
-  int32_t tok[2];
+  kern_sample_out_t out[2];
   float xx[2 * V];
   memcpy(xx, x, sizeof x);
   memcpy(xx + V, x, sizeof x);
-  kern_sample_ref(tok, xx, rows, NULL, 2, V);
-  assert_int_equal(tok[0], KERN_SAMPLE_NO_TOKEN);
-  assert_int_equal(tok[1], KERN_SAMPLE_NO_TOKEN);
+  kern_sample_ref(out, xx, rows, NULL, 2, V);
+  assert_int_equal(out[0].token, KERN_SAMPLE_NO_TOKEN);
+  assert_int_equal(out[1].token, KERN_SAMPLE_NO_TOKEN);
   xx[V + 9] = INFINITY;
   xx[V + 40] = INFINITY;
-  kern_sample_ref(tok, xx, rows, NULL, 2, V);
-  assert_int_equal(tok[1], 9);
+  kern_sample_ref(out, xx, rows, NULL, 2, V);
+  assert_int_equal(out[1].token, 9);
   /* rows left to the host are not written */
   rows[0].on_device = 0;
-  tok[0] = 1234;
-  kern_sample_ref(tok, xx, rows, NULL, 2, V);
-  assert_int_equal(tok[0], 1234);
+  out[0].token = 1234;
+  kern_sample_ref(out, xx, rows, NULL, 2, V);
+  assert_int_equal(out[0].token, 1234);
   /* a bias makes a finite logit the only candidate */
   const kern_sample_op_t op = {.token = 17, .flags = KERN_SAMPLE_BIAS, .bias = 1.0f};
   xx[17] = 0.0f;
   rows[0] = (kern_sample_row_t){.on_device = 1, .n_bias = 1};
-  kern_sample_ref(tok, xx, rows, &op, 1, V);
-  assert_int_equal(tok[0], 17);
+  kern_sample_ref(out, xx, rows, &op, 1, V);
+  assert_int_equal(out[0].token, 17);
   assert_true(xx[17] == 1.0f); /* applied to the row */
 }
 
@@ -243,8 +296,8 @@ static void qualifying_requests_and_the_stream(void **state) {
   for (int i = 0; i < 4; i++) bad[i] = p, bad[i].temperature = 0.7f;
   bad[0].top_k = V, bad[0].top_p = 0.9f; /* top-p over the whole vocabulary */
   bad[1].top_p = 0.9f;
-  bad[2].logprobs = 1;
-  bad[3].top_logprobs = 2;
+  bad[2].logprobs = 1, bad[2].logit_bias = &bias, bad[2].n_logit_bias = 1; /* logprobs of a changed row */
+  bad[3].top_logprobs = 2, bad[3].repetition_penalty = 1.1f;
   for (int i = 0; i < 4; i++) {
     samp_state_t *s = samp_state_create(&bad[i], V, NULL, 0);
     assert_non_null(s);
@@ -315,6 +368,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(same_tokens_as_the_host_sampler),
       cmocka_unit_test(top_k_draws_match),
+      cmocka_unit_test(logprobs_match),
       cmocka_unit_test(rows_without_a_finite_logit),
       cmocka_unit_test(qualifying_requests_and_the_stream),
   };
