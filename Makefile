@@ -92,8 +92,11 @@ CFLAGS   += $(CSTD) $(WARN) $(ARCH_FLAGS) -pthread -fno-strict-aliasing
 LDFLAGS  += -pthread
 LDLIBS   := $(PKG_LIBS) -lm
 NVFLAGS  ?= -O2 -g -lineinfo
-NVFLAGS  += -std=c++17 $(CUDA_ARCHS) -I. -Xcompiler -Wall,-Wextra,-Wno-unused-parameter \
-            --Werror all-warnings -MMD -MP
+# NVWERROR: warnings fatal (here and in CI); tests/gpu/run-on-device.sh empties
+# it, as nvcc passes it to the host compiler and another gcc warns elsewhere
+NVWERROR ?= --Werror all-warnings
+NVFLAGS  += -std=c++17 $(CUDA_ARCHS) -I. $(CUBLAS_CFLAGS) -Xcompiler -Wall,-Wextra,-Wno-unused-parameter \
+            $(NVWERROR) -MMD -MP
 
 ifeq ($(FUZZ),1)
   CFLAGS += -fsanitize=fuzzer-no-link
@@ -239,11 +242,16 @@ $(BUILD)/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(LIB) $(LLHTTP_LIB)
 # machine); empty, the system's. tests/gpu/run-on-device.sh builds, checks
 # and times on a GPU machine.
 GPU_CU_SRCS   := $(wildcard kernels/cuda/*.cu) $(wildcard tests/gpu/*.cu)
-GPU_C_SRCS    := kernels/kern_types.c base/log.c tests/unit/testutil.c
+GPU_C_SRCS    := kernels/kern_types.c kernels/cuda_geom.c kernels/kern_sample.c base/log.c tests/unit/testutil.c
 GPU_TEST_OBJS := $(GPU_CU_SRCS:%.cu=$(BUILD)/obj/%.o) $(GPU_C_SRCS:%.c=$(BUILD)/obj/gpu/%.o)
 GPU_CHECK     := $(BUILD)/tests/gpu/gpu_check
 # the toolkit's libraries (cuBLAS) found at run time without LD_LIBRARY_PATH
 GPU_RPATH     := $(if $(CUDA_HOME),-Xlinker -rpath=$(CUDA_HOME)/lib64)
+# how the GPU programs link cuBLAS; run-on-device.sh probes where the device's
+# toolkit keeps it and passes the folder and, without the unversioned
+# libcublas.so, the versioned name
+CUBLAS_LIBS   ?= -lcublas
+CUBLAS_CFLAGS ?=
 
 PCRE2_DIR ?=
 ifneq ($(PCRE2_DIR),)
@@ -272,7 +280,7 @@ $(GPU_CHECK): $(GPU_TEST_OBJS)
 	$(if $(NVCC),,$(error gpu-tests: nvcc not found (put it on PATH or set NVCC=)))
 	$(call say,LINK,$@)
 	@mkdir -p $(@D)
-	$(Q)$(NVCC) $(CUDA_ARCHS) $^ -lcublas $(GPU_RPATH) -o $@
+	$(Q)$(NVCC) $(CUDA_ARCHS) $^ $(CUBLAS_LIBS) $(GPU_RPATH) -o $@
 
 $(GPU_MODEL_LIB): $(GPU_MODEL_SRCS:%.c=$(BUILD)/obj/gpu/%.o)
 	$(call say,AR,$@)
@@ -285,7 +293,7 @@ $(GPU_MODEL_BINS): $(GPU_LINK_OBJS) $(GPU_MODEL_LIB)
 	$(if $(NVCC),,$(error gpu-tests: nvcc not found (put it on PATH or set NVCC=)))
 	$(call say,LINK,$@)
 	@mkdir -p $(@D)
-	$(Q)$(NVCC) $(CUDA_ARCHS) $(filter %.o,$^) $(GPU_MODEL_LIB) -lcublas $(PCRE2_LIBS) $(GPU_RPATH) -lm -o $@
+	$(Q)$(NVCC) $(CUDA_ARCHS) $(filter %.o,$^) $(GPU_MODEL_LIB) $(CUBLAS_LIBS) $(PCRE2_LIBS) $(GPU_RPATH) -lm -o $@
 
 # The C sources, compiled without the Debian packages' flags (PCRE2's aside).
 # GPU_WARN: run-on-device.sh drops -Werror (another machine's gcc may warn

@@ -12,19 +12,25 @@ struct attn {
   kern_backend_t *be;  /* not owned */
   kv_cache_t *cache;   /* not owned */
   attn_config_t cfg;
-  int max_blocks_per_seq; /* block-table row capacity */
+  int max_seq_len;        /* attn_seq_len_cap(cfg.max_seq_len) */
+  int max_blocks_per_seq; /* block-table row capacity: ceil(max_seq_len / block_size) */
 
-  /* device buffers, sized at creation */
-  int32_t *cu_q, *cu_k;       /* [max_seqs + 1] */
-  int32_t *block_table;       /* [max_seqs, max_blocks_per_seq] */
-  int32_t *cache_seqlens;     /* [max_seqs] */
-  int32_t *slots;             /* [max_tokens] */
+  /* the step's metadata, one attn_meta_image_t of the live rows and width
+   * (attn_meta.h), packed into host staging (be->host_alloc: pinned on CUDA;
+   * two, used in turn, as the previous step's upload_async may still read
+   * one) and uploaded in one asynchronous copy into a device buffer; all
+   * sized at creation for the capacities */
+  int32_t *image;             /* device: [image_cap] */
+  int32_t *stage[2];          /* host staging: [image_cap] each */
+  int stage_next;             /* the staging buffer the next step packs into */
   void *k_gather, *v_gather;  /* gather only: [max_kv_tokens, n_kv_heads, head_dim] kv_type */
   int32_t *host_slots;        /* [max_tokens] host staging for derived slots */
 
   /* the active step */
   attn_path_t path;
   int n_tokens;
+  const int32_t *slots;  /* device: the step's slots (in image) */
+  int max_q, max_k;      /* the step's longest q_len and k_len (check_batch) */
   kern_attn_args_t args; /* everything but q, out, the layer's cache and k/v */
 
   _Atomic uint64_t decode_steps, varlen_steps, decode_tokens, varlen_tokens;
@@ -34,6 +40,11 @@ static void *dev_alloc(attn_t *at, size_t bytes, int *failed) {
   void *p = at->be->alloc(at->be, bytes);
   if (!p) *failed = 1;
   return p;
+}
+
+int32_t attn_seq_len_cap(const kv_cache_t *cache, int64_t want) {
+  const int64_t cache_slots = (int64_t)cache->num_blocks * cache->block_size; /* <= INT32_MAX (kv_cache) */
+  return (int32_t)(want > 0 && want < cache_slots ? want : cache_slots);
 }
 
 attn_t *attn_create(kern_backend_t *be, kv_cache_t *cache, const attn_config_t *cfg) {
@@ -52,17 +63,20 @@ attn_t *attn_create(kern_backend_t *be, kv_cache_t *cache, const attn_config_t *
   at->cache = cache;
   at->cfg = *cfg;
   if (at->cfg.scale == 0.0f) at->cfg.scale = 1.0f / sqrtf((float)cache->head_dim);
-  int64_t max_len = cfg->max_seq_len ? cfg->max_seq_len : cache_slots;
-  int64_t mbps = (max_len + cache->block_size - 1) / cache->block_size;
-  at->max_blocks_per_seq = (int)(mbps < cache->num_blocks ? mbps : cache->num_blocks);
+  at->max_seq_len = attn_seq_len_cap(cache, cfg->max_seq_len);
+  at->cfg.max_seq_len = at->max_seq_len;
+  at->max_blocks_per_seq = (int)(((int64_t)at->max_seq_len + cache->block_size - 1) / cache->block_size);
   if (at->cfg.max_kv_tokens == 0) at->cfg.max_kv_tokens = cache_slots;
 
   int failed = 0;
-  at->cu_q = dev_alloc(at, ((size_t)cfg->max_seqs + 1) * sizeof(int32_t), &failed);
-  at->cu_k = dev_alloc(at, ((size_t)cfg->max_seqs + 1) * sizeof(int32_t), &failed);
-  at->block_table = dev_alloc(at, (size_t)cfg->max_seqs * at->max_blocks_per_seq * sizeof(int32_t), &failed);
-  at->cache_seqlens = dev_alloc(at, (size_t)cfg->max_seqs * sizeof(int32_t), &failed);
-  at->slots = dev_alloc(at, (size_t)cfg->max_tokens * sizeof(int32_t), &failed);
+  attn_meta_image_t cap;
+  attn_meta_image_layout(cfg->max_seqs, cfg->max_tokens, at->max_blocks_per_seq, &cap);
+  const size_t image_bytes = (size_t)cap.n * sizeof(int32_t);
+  at->image = dev_alloc(at, image_bytes, &failed);
+  for (int i = 0; i < 2; i++) {
+    at->stage[i] = be->host_alloc(be, image_bytes);
+    if (!at->stage[i]) failed = 1;
+  }
   if (cfg->gather) {
     size_t bytes = (size_t)at->cfg.max_kv_tokens * cache->kv_dim * cache->elem_bytes;
     at->k_gather = dev_alloc(at, bytes, &failed);
@@ -83,11 +97,9 @@ attn_t *attn_create(kern_backend_t *be, kv_cache_t *cache, const attn_config_t *
 void attn_destroy(attn_t *at) {
   if (!at) return;
   kern_backend_t *be = at->be;
-  be->free(be, at->cu_q);
-  be->free(be, at->cu_k);
-  be->free(be, at->block_table);
-  be->free(be, at->cache_seqlens);
-  be->free(be, at->slots);
+  be->free(be, at->image);
+  be->host_free(be, at->stage[0]);
+  be->host_free(be, at->stage[1]);
   be->free(be, at->k_gather);
   be->free(be, at->v_gather);
   free(at->host_slots);
@@ -116,6 +128,7 @@ static int check_batch(attn_t *at, const attn_batch_t *bt) {
     log_error("attn_step_begin: %d keys to gather, room for %lld", ck[bt->n_seqs], (long long)at->cfg.max_kv_tokens);
     return -E2BIG;
   }
+  at->max_q = at->max_k = 0;
   for (int b = 0; b < bt->n_seqs; b++) {
     const int q_len = cq[b + 1] - cq[b], k_len = ck[b + 1] - ck[b], cached = bt->cache_seqlens[b];
     if (q_len < 0 || cached < 0 || (int64_t)k_len != (int64_t)cached + q_len || q_len > bt->max_seqlen_q || k_len > bt->max_seqlen_k) {
@@ -124,6 +137,8 @@ static int check_batch(attn_t *at, const attn_batch_t *bt) {
                 b, q_len, k_len, cached, bt->max_seqlen_q, bt->max_seqlen_k);
       return -EINVAL;
     }
+    if (q_len > at->max_q) at->max_q = q_len;
+    if (k_len > at->max_k) at->max_k = k_len;
     const int32_t *row = bt->block_table + (int64_t)b * bt->max_blocks_per_seq;
     const int64_t n_blocks = ((int64_t)k_len + bs - 1) / bs;
     if (n_blocks > bt->max_blocks_per_seq) {
@@ -140,7 +155,7 @@ static int check_batch(attn_t *at, const attn_batch_t *bt) {
     }
     for (int i = 0; i < q_len; i++) {
       const int pos = cached + i;
-      const int32_t slot = row[pos / bs] * bs + pos % bs;
+      const int32_t slot = kv_table_slot(row, bs, pos); /* kv_seq_slot's arithmetic, asserted */
       if (!bt->slots) {
         at->host_slots[cq[b] + i] = slot;
       } else if (bt->slots[cq[b] + i] != slot) {
@@ -159,12 +174,15 @@ int attn_step_begin(attn_t *at, const attn_batch_t *bt) {
   if (rc != 0) return rc;
   kern_backend_t *be = at->be;
   const int n = bt->n_seqs;
-  const size_t i32 = sizeof(int32_t);
-  be->upload(be, at->cu_q, bt->cu_seq_lens_q, ((size_t)n + 1) * i32);
-  be->upload(be, at->cu_k, bt->cu_seq_lens_k, ((size_t)n + 1) * i32);
-  be->upload(be, at->block_table, bt->block_table, (size_t)n * bt->max_blocks_per_seq * i32);
-  be->upload(be, at->cache_seqlens, bt->cache_seqlens, (size_t)n * i32);
-  be->upload(be, at->slots, bt->slots ? bt->slots : at->host_slots, (size_t)bt->n_tokens * i32);
+  /* only the live rows at the live width: checked above, every row's key
+   * blocks lie within ceil(max k_len / block_size) <= bt->max_blocks_per_seq */
+  attn_meta_image_t img;
+  attn_meta_image_layout(n, bt->n_tokens, attn_meta_live_width(at->max_k, at->cache->block_size), &img);
+  int32_t *stage = at->stage[at->stage_next];
+  at->stage_next ^= 1;
+  attn_meta_image_pack(bt, bt->slots ? bt->slots : at->host_slots, &img, stage);
+  be->upload_async(be, at->image, stage, (size_t)img.n * sizeof(int32_t));
+  at->slots = at->image + img.slots;
 
   at->path = bt->n_tokens == n ? ATTN_PATH_DECODE : ATTN_PATH_VARLEN; /* q_len >= 0 each, sum n: all 1 */
   for (int b = 0; b < n && at->path == ATTN_PATH_DECODE; b++)
@@ -177,16 +195,17 @@ int attn_step_begin(attn_t *at, const attn_batch_t *bt) {
       .n_kv_heads = c->n_kv_heads,
       .head_dim = c->head_dim,
       .scale = at->cfg.scale,
-      .cu_seq_lens_q = at->cu_q,
-      .cu_seq_lens_k = at->cu_k,
-      .max_seqlen_q = bt->max_seqlen_q,
-      .max_seqlen_k = bt->max_seqlen_k,
+      .cu_seq_lens_q = at->image + img.cu_q,
+      .cu_seq_lens_k = at->image + img.cu_k,
+      .max_seqlen_q = at->max_q, /* the exact maxima (bt's may be bounds): they size the grids */
+      .max_seqlen_k = at->max_k,
+      .total_q = bt->n_tokens,
       .k = at->k_gather,
       .v = at->v_gather,
       .block_size = c->block_size,
-      .block_table = at->block_table,
-      .max_blocks_per_seq = bt->max_blocks_per_seq,
-      .cache_seqlens = at->cache_seqlens,
+      .block_table = at->image + img.block_table,
+      .max_blocks_per_seq = img.width,
+      .cache_seqlens = at->image + img.cache_seqlens,
   };
   if (at->path == ATTN_PATH_DECODE) {
     atomic_fetch_add_explicit(&at->decode_steps, 1, memory_order_relaxed);
@@ -199,6 +218,10 @@ int attn_step_begin(attn_t *at, const attn_batch_t *bt) {
 }
 
 attn_path_t attn_step_path(const attn_t *at) { return at->path; }
+
+int attn_max_seq_len(const attn_t *at) { return at->max_seq_len; }
+
+int attn_max_blocks_per_seq(const attn_t *at) { return at->max_blocks_per_seq; }
 
 int attn_layer_forward(attn_t *at, int layer, const float *q, const float *k, const float *v, float *out) {
   kv_cache_t *c = at->cache;
@@ -226,10 +249,7 @@ int attn_layer_forward(attn_t *at, int layer, const float *q, const float *k, co
       .n_tokens = at->n_tokens,
       .k_out = at->cfg.gather ? at->k_gather : NULL,
       .v_out = at->v_gather,
-      .n_seqs = a.n_seqs,
-      .cu_seq_lens_k = at->cu_k,
-      .block_table = at->block_table,
-      .max_blocks_per_seq = a.max_blocks_per_seq,
+      .gather = &a,
   };
   kv_cache_update(c, layer, &u);
   if (at->cfg.gather)

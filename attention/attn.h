@@ -2,9 +2,10 @@
  * the paged KV cache (cache/kv_cache.h), on any backend.
  *
  * Once per engine step, attn_step_begin() takes the batch's metadata (host
- * memory, see attention/attn_meta.h), checks it against the cache, uploads
- * it into device buffers allocated once at creation (nothing is allocated
- * per step) and picks the path:
+ * memory, see attention/attn_meta.h), checks it against the cache, packs
+ * the live rows at the live block-table width into pinned host staging and
+ * uploads that in one asynchronous copy into a device buffer allocated once
+ * at creation (nothing is allocated per step), and picks the path:
  *
  *   decode  exactly when every sequence has one query token: attn_decode
  *           appends each new K/V in place at cache_seqlens[b] and attends
@@ -39,7 +40,7 @@ typedef struct attn_config {
   float scale;         /* score scale; 0: 1 / sqrt(head_dim) */
   int max_seqs;        /* sequences per step */
   int max_tokens;      /* query tokens per step */
-  int max_seq_len;     /* tokens one sequence may hold; 0: every slot of the cache */
+  int max_seq_len;     /* tokens one sequence may hold, clamped to the cache's slots; 0: every slot */
   int gather;          /* 1: the varlen path gathers K/V and runs attn_varlen (reference) */
   int64_t max_kv_tokens; /* gather only: keys per step (sum of k_len); 0: every slot of the cache */
 } attn_config_t;
@@ -57,6 +58,11 @@ typedef struct attn_stats {
 
 typedef struct attn attn_t;
 
+/* The capacity arithmetic, owned here and nowhere else: the longest
+ * sequence `cache` can hold when `want` tokens are asked for (want <= 0:
+ * every slot of the cache), i.e. min(want, num_blocks * block_size). */
+int32_t attn_seq_len_cap(const kv_cache_t *cache, int64_t want);
+
 /* Creates the forward for `cache` (which it reads its geometry from and
  * must outlive it) on backend `be`, with its device buffers for the
  * configured capacities. Returns NULL after logging why (bad configuration,
@@ -73,6 +79,13 @@ void attn_destroy(attn_t *attn);
  * -EINVAL for inconsistent metadata (logged). On error no step is active
  * and attn_layer_forward() refuses to run. The batch is not kept. */
 int attn_step_begin(attn_t *attn, const attn_batch_t *batch);
+
+/* The capacities attn_create() derived from its configuration: the longest
+ * sequence (attn_seq_len_cap of cfg->max_seq_len) and the block-table row
+ * that holds it (ceil(max_seq_len / block_size)); build attn_meta_t with
+ * at most this row length. */
+int attn_max_seq_len(const attn_t *attn);
+int attn_max_blocks_per_seq(const attn_t *attn);
 
 /* The path of the active step (ATTN_PATH_NONE when none is active). */
 attn_path_t attn_step_path(const attn_t *attn);

@@ -39,6 +39,32 @@ int attn_meta_paged(const kv_seq_t *const *seqs, int n_seqs, int max_blocks_per_
   return 0;
 }
 
+int attn_meta_live_width(int max_seqlen_k, int block_size) {
+  return max_seqlen_k > 0 ? (int)(((int64_t)max_seqlen_k + block_size - 1) / block_size) : 0;
+}
+
+void attn_meta_image_layout(int n_seqs, int n_tokens, int width, attn_meta_image_t *img) {
+  img->width = width;
+  img->cu_q = 0;
+  img->cu_k = img->cu_q + n_seqs + 1;
+  img->cache_seqlens = img->cu_k + n_seqs + 1;
+  img->slots = img->cache_seqlens + n_seqs;
+  img->block_table = (img->slots + n_tokens + 3) & ~(int64_t)3; /* 16-byte aligned rows start */
+  img->n = img->block_table + (int64_t)n_seqs * width;
+}
+
+void attn_meta_image_pack(const attn_batch_t *bt, const int32_t *slots, const attn_meta_image_t *img, int32_t *dst) {
+  const size_t i32 = sizeof(int32_t), n = (size_t)bt->n_seqs;
+  memcpy(dst + img->cu_q, bt->cu_seq_lens_q, (n + 1) * i32);
+  memcpy(dst + img->cu_k, bt->cu_seq_lens_k, (n + 1) * i32);
+  memcpy(dst + img->cache_seqlens, bt->cache_seqlens, n * i32);
+  memcpy(dst + img->slots, slots, (size_t)bt->n_tokens * i32);
+  for (int64_t i = img->slots + bt->n_tokens; i < img->block_table; i++) dst[i] = 0; /* padding: defined bytes */
+  for (size_t b = 0; b < n; b++)
+    memcpy(dst + img->block_table + (int64_t)b * img->width, bt->block_table + (int64_t)b * bt->max_blocks_per_seq,
+           (size_t)img->width * i32);
+}
+
 static int32_t *alloc_i32(int64_t n) {
   int32_t *p = malloc((size_t)n * sizeof *p);
   if (!p) abort();
@@ -77,17 +103,19 @@ int attn_meta_build(attn_meta_t *m, const kv_alloc_t *a, const kv_seq_t *const *
   if (n_seqs < 1) return -EINVAL;
   if (n_seqs > m->max_seqs) return -E2BIG;
   int64_t n_tokens = 0;
+  int width = 1; /* the compact table's stride: the most blocks a sequence of the batch holds */
   for (int b = 0; b < n_seqs; b++) {
     if (q_lens[b] < 0) return -EINVAL;
     n_tokens += q_lens[b];
     m->q_lens[b] = q_lens[b];
     m->k_lens[b] = (int32_t)(seqs[b]->n_tokens + q_lens[b]);
+    if (seqs[b]->n_blocks > width) width = seqs[b]->n_blocks;
   }
-  if (n_tokens > m->max_tokens) return -E2BIG;
+  if (n_tokens > m->max_tokens || width > m->max_blocks_per_seq) return -E2BIG;
   attn_batch_t *bt = &m->batch;
   int rc = attn_meta_varlen(n_seqs, m->q_lens, m->k_lens, m->cu_seq_lens_q, m->cu_seq_lens_k, &bt->max_seqlen_q,
                             &bt->max_seqlen_k);
-  if (rc == 0) rc = attn_meta_paged(seqs, n_seqs, m->max_blocks_per_seq, m->block_table, m->cache_seqlens);
+  if (rc == 0) rc = attn_meta_paged(seqs, n_seqs, width, m->block_table, m->cache_seqlens);
   if (rc != 0) return rc;
   for (int b = 0; b < n_seqs; b++) {
     for (int i = 0; i < q_lens[b]; i++) {
@@ -101,7 +129,7 @@ int attn_meta_build(attn_meta_t *m, const kv_alloc_t *a, const kv_seq_t *const *
   bt->cu_seq_lens_q = m->cu_seq_lens_q;
   bt->cu_seq_lens_k = m->cu_seq_lens_k;
   bt->block_table = m->block_table;
-  bt->max_blocks_per_seq = m->max_blocks_per_seq;
+  bt->max_blocks_per_seq = width;
   bt->cache_seqlens = m->cache_seqlens;
   bt->slots = m->slots;
   return 0;

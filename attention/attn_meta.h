@@ -51,6 +51,29 @@ typedef struct attn_batch {
                                    derived from the block table */
 } attn_batch_t;
 
+/* The block-table width a batch needs: the blocks of its longest key
+ * range, ceil(max_seqlen_k / block_size) (0 for max_seqlen_k <= 0). What
+ * the device table holds per row, whatever the host table's stride. */
+int attn_meta_live_width(int max_seqlen_k, int block_size);
+
+/* The device image of one batch: a single int32 buffer holding
+ * cu_seq_lens_q, cu_seq_lens_k, cache_seqlens, slots and the block table of
+ * the live rows at the live width (block_table 16-byte aligned), uploaded in
+ * one copy. Offsets and the total n are in int32 elements. */
+typedef struct attn_meta_image {
+  int64_t cu_q, cu_k, cache_seqlens, slots, block_table, n;
+  int width; /* block-table row stride of the image */
+} attn_meta_image_t;
+
+/* The layout of the image of n_seqs sequences, n_tokens tokens and rows of
+ * `width` entries. */
+void attn_meta_image_layout(int n_seqs, int n_tokens, int width, attn_meta_image_t *img);
+
+/* Writes the image of bt (layout img, from bt's n_seqs, n_tokens and a width
+ * of at least every row's blocks) into dst [img->n]: the first img->width
+ * entries of each block-table row, and `slots` ([n_tokens]) as the slots. */
+void attn_meta_image_pack(const attn_batch_t *bt, const int32_t *slots, const attn_meta_image_t *img, int32_t *dst);
+
 /* Host arrays for building a step's attn_batch_t from sequences. Fields are
  * read-only; `batch` views the arrays after attn_meta_build(). */
 typedef struct attn_meta {
@@ -72,7 +95,9 @@ void attn_meta_free(attn_meta_t *m);
 
 /* Builds m->batch for one step in which sequence b adds q_lens[b] tokens
  * after its seqs[b]->n_tokens cached ones (k_len = n_tokens + q_len), with
- * the slot of every new token. The sequences must have reserved those
+ * the slot of every new token. The block table is compact: its stride
+ * (batch.max_blocks_per_seq) is the most blocks any of these sequences
+ * holds, not the capacity. The sequences must have reserved those
  * tokens (kv_seq_reserve) and are not changed. Returns 0; -E2BIG when a
  * capacity is exceeded; -EINVAL for n_seqs < 1, a negative q_len or a token
  * without a reserved slot. */

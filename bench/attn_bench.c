@@ -112,7 +112,7 @@ static double time_step(bench_t *b, int q_len, int last_q, int gather, int iters
                       .gather = gather, .max_kv_tokens = (int64_t)n * max_len};
   attn_t *at = attn_create(be, b->cache, &ac);
   attn_meta_t m;
-  if (!at || attn_meta_init(&m, n, total, (int)((max_len + BLOCK - 1) / BLOCK)) != 0) exit(1);
+  if (!at || attn_meta_init(&m, n, total, attn_max_blocks_per_seq(at)) != 0) exit(1);
   if (attn_meta_build(&m, b->cache->alloc, sp, ql, n) != 0 || attn_step_begin(at, &m.batch) != 0) exit(1);
   *path = attn_step_path(at);
   const size_t qn = (size_t)total * N_HEADS * HEAD_DIM, kn = (size_t)total * N_KV_HEADS * HEAD_DIM;

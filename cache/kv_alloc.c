@@ -137,7 +137,7 @@ void kv_seq_commit(const kv_alloc_t *a, kv_seq_t *s, int64_t n) {
 
 int32_t kv_seq_slot(const kv_alloc_t *a, const kv_seq_t *s, int64_t pos) {
   if (pos < 0 || pos >= (int64_t)s->n_blocks * a->block_size) return -1;
-  return s->blocks[pos / a->block_size] * a->block_size + (int32_t)(pos % a->block_size);
+  return kv_table_slot(s->blocks, a->block_size, pos);
 }
 
 void kv_seq_free(kv_alloc_t *a, kv_seq_t *s) {

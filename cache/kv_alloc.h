@@ -109,6 +109,13 @@ int kv_seq_reserve(kv_alloc_t *a, kv_seq_t *s, int64_t n_new);
  * reserved. */
 void kv_seq_commit(const kv_alloc_t *a, kv_seq_t *s, int64_t n);
 
+/* The slot of token `pos` through a block-table row `blocks` (block ids in
+ * token order): block * block_size + offset. The one place this arithmetic
+ * is written on the host; the row must hold a block for pos. */
+static inline int32_t kv_table_slot(const int32_t *blocks, int block_size, int64_t pos) {
+  return blocks[pos / block_size] * block_size + (int32_t)(pos % block_size);
+}
+
 /* The cache slot of token `pos` of s (block * block_size + offset), or -1
  * when s holds no block for it. */
 int32_t kv_seq_slot(const kv_alloc_t *a, const kv_seq_t *s, int64_t pos);

@@ -121,16 +121,11 @@ void kv_cache_update(kv_cache_t *c, int layer, const kv_update_t *u) {
   void *kc = kv_cache_k(c, layer), *vc = kv_cache_v(c, layer);
   if (u->n_tokens > 0) be->kv_write(be, kc, vc, u->k, u->v, u->slots, u->n_tokens, c->kv_dim);
   if (!u->k_out) return;
-  kern_attn_args_t a = {
-      .n_seqs = u->n_seqs,
-      .n_kv_heads = c->n_kv_heads,
-      .head_dim = c->head_dim,
-      .cu_seq_lens_k = u->cu_seq_lens_k,
-      .k_cache = kc,
-      .v_cache = vc,
-      .block_size = c->block_size,
-      .block_table = u->block_table,
-      .max_blocks_per_seq = u->max_blocks_per_seq,
-  };
-  be->kv_gather(be, u->k_out, u->v_out, &a);
+  const kern_attn_args_t *a = u->gather;
+  if (!a || a->k_cache != kc || a->v_cache != vc || a->n_kv_heads != c->n_kv_heads || a->head_dim != c->head_dim ||
+      a->block_size != c->block_size || (a->n_seqs > 0 && a->max_seqlen_k <= 0)) {
+    log_error("kv_cache_update: the gather's arguments are not layer %d's of this cache (programmer error)", layer);
+    abort();
+  }
+  be->kv_gather(be, u->k_out, u->v_out, a);
 }

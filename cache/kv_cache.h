@@ -80,10 +80,11 @@ typedef struct kv_update {
    * along cu_seq_lens_k */
   void *k_out;              /* [cu_seq_lens_k[n_seqs], n_kv_heads, head_dim] kv_type */
   void *v_out;              /* same */
-  int n_seqs;
-  const int32_t *cu_seq_lens_k; /* [n_seqs + 1] */
-  const int32_t *block_table;   /* [n_seqs, max_blocks_per_seq], -1 = unallocated */
-  int max_blocks_per_seq;
+  /* the step's attention arguments, passed to be->kv_gather as they are:
+   * n_seqs, cu_seq_lens_k, max_seqlen_k (the longest k_len), block_table,
+   * max_blocks_per_seq, and this layer's k_cache/v_cache with the cache's
+   * geometry (checked) */
+  const kern_attn_args_t *gather;
 } kv_update_t;
 
 /* The spec's `update` for `layer`: be->kv_write of the new K/V at their

@@ -36,6 +36,9 @@
 #include "kernels/kern_types.h"
 
 typedef struct kern_backend kern_backend_t;
+struct kern_sample_row; /* kernels/kern_sample.h */
+struct kern_sample_op;
+struct kern_sample_out;
 
 /* A weight matrix of `rows` output features × `cols` input features (GGUF
  * dims ne[0] = cols, ne[1] = rows), in whatever form its backend chose at
@@ -74,7 +77,11 @@ typedef struct kern_attn_args {
   const int32_t *cu_seq_lens_q; /* [n_seqs + 1], first entry 0 */
   const int32_t *cu_seq_lens_k; /* [n_seqs + 1], first entry 0 */
   int max_seqlen_q;             /* max q_len over the batch */
-  int max_seqlen_k;             /* max k_len over the batch */
+  int max_seqlen_k;             /* max k_len over the batch (every path, decode's included:
+                                   cache_seqlens[b] + 1 <= max_seqlen_k; backends size their
+                                   grids and workspaces by it, never by the table's width) */
+  int total_q;                  /* cu_seq_lens_q[n_seqs] (0: unknown; grids are then sized
+                                   by n_seqs * max_seqlen_q) */
   const void *k;                /* attn_varlen only: [total_k, n_kv_heads, head_dim] kv_type */
   const void *v;                /* attn_varlen only: [total_k, n_kv_heads, head_dim] kv_type */
 
@@ -110,6 +117,21 @@ struct kern_backend {
    * when a sequence forks); the ranges must not overlap. */
   void (*copy)(kern_backend_t *be, void *dst, const void *src, size_t bytes);
   void (*sync)(kern_backend_t *be);
+  /* Host staging memory for upload_async: page-locked on CUDA (the copy is
+   * then a DMA that leaves the host free), ordinary memory on CPU. NULL when
+   * out of memory (not fatal); host_free(NULL) is a no-op. */
+  void *(*host_alloc)(kern_backend_t *be, size_t bytes);
+  void (*host_free)(kern_backend_t *be, void *buf);
+  /* upload() from host_alloc memory without waiting for the copy: src must
+   * stay unchanged until the next upload_async, sync() or download() has
+   * returned (each waits for it). Ordered with the operations like upload. */
+  void (*upload_async)(kern_backend_t *be, void *dst, const void *src, size_t bytes);
+
+  /* 0 when the attention kernels support this head layout; otherwise
+   * -EINVAL with the reason in err. Model load asks, so an unsupported
+   * model is refused before it serves. */
+  int (*attn_supported)(kern_backend_t *be, int n_heads, int n_kv_heads, int head_dim, char *err,
+                        size_t err_len);
 
   /* --- weights ------------------------------------------------------------- */
   /* Prepares w (rows × cols of `type`) from `data`, host memory holding the
@@ -162,6 +184,16 @@ struct kern_backend {
   void (*attn_varlen_paged)(kern_backend_t *be, const kern_attn_args_t *a);
   /* Decode attention: one query per sequence, new K/V appended in place. */
   void (*attn_decode)(kern_backend_t *be, const kern_attn_args_t *a);
+
+  /* --- sampling (kernels/kern_sample.h) ----------------------------------- */
+  /* outs[i] ([n_rows]) for each row i of logits [n_rows, n_vocab] whose
+   * rows[i] ([n_rows]) is on_device, after its ops (ops, the step's list;
+   * the row's logits change): kern_sample_ref's result (the token bit for
+   * bit; logprobs within a float ulp); other rows are left alone. All
+   * device buffers. NULL when the backend leaves sampling to the host (the
+   * CPU backend: its logits are host memory already). */
+  void (*sample)(kern_backend_t *be, struct kern_sample_out *outs, float *logits, const struct kern_sample_row *rows,
+                 const struct kern_sample_op *ops, int n_rows, int32_t n_vocab);
 };
 
 /* Creates the backend named `device` ("cpu" or "cuda") with `n_threads` CPU

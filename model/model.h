@@ -135,6 +135,7 @@ typedef struct model_runner_config {
   int max_logits;  /* rows per step that need logits (<= max_tokens); 0: min(max_seqs, max_tokens) */
   int max_seq_len; /* tokens one sequence may hold; 0: the model's n_ctx, capped by the cache's slots */
   int gather;      /* 1: the attention's reference varlen path (attn_config_t.gather) */
+  int max_sample_ops; /* with be->sample: penalty ops per step (model_batch_t.sample_ops) */
 } model_runner_config_t;
 
 /* One step's batch, all host memory, borrowed for the call. Sequence b of
@@ -146,6 +147,14 @@ typedef struct model_batch {
   const attn_batch_t *attn;   /* from attn_meta_build(): lengths, block tables, slots */
   int n_logits;               /* rows that need logits (0..max_logits) */
   const int32_t *logit_rows;  /* [n_logits] row indices in [0, n_tokens), any order */
+  /* optional, with a backend that has be->sample: how the device picks the
+   * token of each logit row (kernels/kern_sample.h); the device's tokens
+   * (and logprobs) go to sampled[n_logits], and only the rows left to the host get their
+   * logits downloaded. NULL: every row's logits are downloaded. */
+  const struct kern_sample_row *sample; /* [n_logits] */
+  const struct kern_sample_op *sample_ops; /* [n_sample_ops] the rows' penalty ops */
+  int n_sample_ops;                        /* <= max_sample_ops */
+  struct kern_sample_out *sampled;         /* [n_logits] host memory, written for rows on the device */
 } model_batch_t;
 
 typedef struct model_runner model_runner_t;
@@ -170,7 +179,8 @@ const attn_t *model_runner_attn(const model_runner_t *r);
 
 /* Runs the forward of one step: writes the K/V of every row into the cache
  * at the batch's slots and writes logits [n_logits, n_vocab] (host memory,
- * row i for row logit_rows[i]). Returns 0; -E2BIG when a capacity is
+ * row i for row logit_rows[i]; with b->sample, only the rows left to the
+ * host, and the device's tokens to b->sampled). Returns 0; -E2BIG when a capacity is
  * exceeded; -EINVAL for an inconsistent batch (a token id out of range, a
  * negative position, a logit row out of range, attention metadata that
  * attn_step_begin rejects), logged, with nothing written to the cache. */

@@ -198,6 +198,8 @@ model_t *model_load(const char *path, kern_backend_t *be, char *err, size_t err_
   char msg[512] = "";
   loader_t ld = {.m = m, .err = msg, .err_len = sizeof msg};
   int rc = model__hparams_read(g, &m->hp, &m->inv_freq, msg, sizeof msg);
+  if (rc == 0) /* the backend's attention must take this layout: refuse now, not mid-serving */
+    rc = be->attn_supported(be, m->hp.n_heads, m->hp.n_kv_heads, m->hp.head_dim, msg, sizeof msg);
   if (rc == 0) rc = load_tensors(&ld);
   free(ld.used);
   if (rc == 0) rc = load_extras(m, msg, sizeof msg);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "base/log.h"
+#include "kernels/kern_sample.h"
 #include "model/model_internal.h"
 
 struct model_runner {
@@ -13,7 +14,6 @@ struct model_runner {
   kv_cache_t *cache;    /* not owned */
   attn_t *attn;         /* owned */
   model_runner_config_t cfg;
-  int max_blocks_per_seq;
 
   /* device buffers, for up to max_tokens rows (max_logits for the last two) */
   int32_t *ids;   /* [T] token ids */
@@ -30,6 +30,9 @@ struct model_runner {
   float *up;      /* [T, ff_dim] */
   float *xl;      /* [L, dim] the rows that need logits, final-normed */
   float *logits;  /* [L, n_vocab] */
+  kern_sample_row_t *samp_rows; /* [L] be->sample only: how each row picks its token */
+  kern_sample_op_t *samp_ops;   /* [max_sample_ops] be->sample only: their penalty ops */
+  kern_sample_out_t *samp_outs; /* [L] be->sample only: the tokens picked */
 };
 
 model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const model_runner_config_t *cfg) {
@@ -59,15 +62,11 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
   r->cache = cache;
   r->cfg = *cfg;
   r->cfg.max_logits = max_logits;
-  const int64_t slots = (int64_t)cache->num_blocks * cache->block_size;
-  int64_t max_len = cfg->max_seq_len ? cfg->max_seq_len : hp->n_ctx;
-  if (max_len > slots) max_len = slots;
-  r->cfg.max_seq_len = (int)max_len;
   const attn_config_t ac = {
       .n_heads = hp->n_heads,
       .max_seqs = cfg->max_seqs,
       .max_tokens = cfg->max_tokens,
-      .max_seq_len = r->cfg.max_seq_len,
+      .max_seq_len = cfg->max_seq_len ? cfg->max_seq_len : hp->n_ctx, /* the attention clamps it */
       .gather = cfg->gather,
   };
   r->attn = attn_create(m->be, cache, &ac);
@@ -75,8 +74,7 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
     free(r);
     return NULL;
   }
-  r->max_blocks_per_seq = (int)((max_len + cache->block_size - 1) / cache->block_size);
-  if (r->max_blocks_per_seq > cache->num_blocks) r->max_blocks_per_seq = cache->num_blocks;
+  r->cfg.max_seq_len = attn_max_seq_len(r->attn);
 
   kern_backend_t *be = m->be;
   const size_t T = (size_t)cfg->max_tokens, L = (size_t)(max_logits ? max_logits : 1), f = sizeof(float);
@@ -96,6 +94,11 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
   ALLOC(r->up, T * hp->ff_dim * f);
   ALLOC(r->xl, L * hp->dim * f);
   ALLOC(r->logits, L * hp->n_vocab * f);
+  if (be->sample) {
+    ALLOC(r->samp_rows, L * sizeof *r->samp_rows);
+    ALLOC(r->samp_outs, L * sizeof *r->samp_outs);
+    if (cfg->max_sample_ops > 0) ALLOC(r->samp_ops, (size_t)cfg->max_sample_ops * sizeof *r->samp_ops);
+  }
 #undef ALLOC
   if (failed) {
     log_error("model_runner_create: the %s backend is out of memory for the activations of %d tokens "
@@ -110,14 +113,14 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
 void model_runner_destroy(model_runner_t *r) {
   if (!r) return;
   kern_backend_t *be = r->be;
-  void *bufs[] = {r->ids, r->pos,   r->rows, r->x,    r->h,  r->proj, r->q,
-                  r->k,   r->v,     r->att,  r->gate, r->up, r->xl,   r->logits};
+  void *bufs[] = {r->ids, r->pos,   r->rows, r->x,    r->h,  r->proj, r->q,        r->k,
+                  r->v,   r->att,   r->gate, r->up,   r->xl, r->logits, r->samp_rows, r->samp_outs, r->samp_ops};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(be, bufs[i]);
   attn_destroy(r->attn);
   free(r);
 }
 
-int model_runner_max_blocks_per_seq(const model_runner_t *r) { return r->max_blocks_per_seq; }
+int model_runner_max_blocks_per_seq(const model_runner_t *r) { return attn_max_blocks_per_seq(r->attn); }
 const attn_t *model_runner_attn(const model_runner_t *r) { return r->attn; }
 
 /* Checks what the attention does not: capacities, ids, positions, rows. */
@@ -126,6 +129,14 @@ static int check_batch(const model_runner_t *r, const model_batch_t *b) {
   if (b->n_tokens < 1 || b->n_tokens > r->cfg.max_tokens || b->n_logits < 0 || b->n_logits > r->cfg.max_logits) {
     log_error("model_forward: %d tokens and %d logit rows, capacities %d and %d", b->n_tokens, b->n_logits,
               r->cfg.max_tokens, r->cfg.max_logits);
+    return -E2BIG;
+  }
+  if (b->sample && (!r->be->sample || !b->sampled)) {
+    log_error("model_forward: device sampling asked of the %s backend, which has none", r->be->name);
+    return -EINVAL;
+  }
+  if (b->sample && (b->n_sample_ops < 0 || b->n_sample_ops > r->cfg.max_sample_ops)) {
+    log_error("model_forward: %d sampling ops, room for %d", b->n_sample_ops, r->cfg.max_sample_ops);
     return -E2BIG;
   }
   if (!b->attn || b->attn->n_tokens != b->n_tokens) {
@@ -196,6 +207,21 @@ int model_forward(model_runner_t *r, const model_batch_t *b, float *logits) {
   be->gather_rows(be, r->xl, r->x, r->rows, L, dim);              /* xl [L, dim] */
   be->rmsnorm(be, r->xl, r->xl, m->output_norm, L, dim, hp->rms_eps);
   be->matmul(be, r->logits, r->xl, model__output(m), L);          /* logits [L, n_vocab] */
-  be->download(be, logits, r->logits, (size_t)L * hp->n_vocab * sizeof(float));
+  if (!b->sample) {
+    be->download(be, logits, r->logits, (size_t)L * hp->n_vocab * sizeof(float));
+    return 0;
+  }
+  const size_t row_bytes = (size_t)hp->n_vocab * sizeof(float);
+  be->upload(be, r->samp_rows, b->sample, (size_t)L * sizeof *b->sample);
+  be->upload(be, r->samp_ops, b->sample_ops, (size_t)b->n_sample_ops * sizeof *b->sample_ops);
+  be->sample(be, r->samp_outs, r->logits, r->samp_rows, r->samp_ops, L, hp->n_vocab);
+  for (int i = 0; i < L;) { /* the rows left to the host, in runs */
+    int j = i;
+    while (j < L && !b->sample[j].on_device) j++;
+    if (j > i) be->download(be, (char *)logits + (size_t)i * row_bytes, (char *)r->logits + (size_t)i * row_bytes,
+                            (size_t)(j - i) * row_bytes);
+    i = j > i ? j : i + 1;
+  }
+  be->download(be, b->sampled, r->samp_outs, (size_t)L * sizeof *r->samp_outs);
   return 0;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "kernels/kern_sample.h"
 #include "sample/sampler_internal.h"
 
 typedef struct samp_count {
@@ -149,6 +150,12 @@ void samp_state_accept(samp_state_t *s, int32_t token) {
 uint64_t samp_state_seed(const samp_state_t *s) { return s->seed; }
 const samp_params_t *samp_state_params(const samp_state_t *s) { return &s->p; }
 
+/* What samp_state_penalize subtracts for a token seen `out` times in the
+ * output (one expression, so the host and the device ops round it alike). */
+static float count_sub(const samp_params_t *p, int32_t out) {
+  return p->frequency_penalty * (float)out + p->presence_penalty;
+}
+
 void samp_state_penalize(const samp_state_t *s, float *logits) {
   const samp_params_t *p = &s->p;
   for (int32_t i = 0; i < p->n_logit_bias; i++) logits[p->logit_bias[i].token] += p->logit_bias[i].bias;
@@ -158,10 +165,54 @@ void samp_state_penalize(const samp_state_t *s, float *logits) {
     const samp_count_t *c = &s->counts[i];
     float x = logits[c->token];
     if (rep != 1.0f) x = x > 0 ? x / rep : x * rep;
-    if (c->out > 0) x -= freq * (float)c->out + pres;
+    if (c->out > 0) x -= count_sub(p, c->out);
     logits[c->token] = x;
   }
 }
+
+int samp_state_device_row(const samp_state_t *s, kern_sample_row_t *row, kern_sample_op_t *ops, int32_t op_begin,
+                          int32_t op_cap) {
+  const samp_params_t *p = &s->p;
+  const int logprobs = p->logprobs || p->top_logprobs > 0;
+  if (logprobs && (p->n_logit_bias > 0 || p->repetition_penalty != 1.0f || p->frequency_penalty != 0.0f ||
+                   p->presence_penalty != 0.0f || p->top_logprobs >= s->n_vocab))
+    return 0; /* raw logprobs of a row the device changes in place: the host's */
+  const int top_k = p->temperature > 0 && p->top_k > 0 && p->top_k < s->n_vocab; /* else the whole vocabulary */
+  if (top_k ? p->top_k > KERN_SAMPLE_MAX_TOP_K : p->temperature > 0 && p->top_p < 1.0f) return 0;
+  const float rep = p->repetition_penalty;
+  const int penalized = rep != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f;
+  int32_t n = op_begin;
+  for (int32_t i = 0; i < p->n_logit_bias; i++) {
+    if (n == op_cap) return 0;
+    ops[n++] = (kern_sample_op_t){.token = p->logit_bias[i].token, .flags = KERN_SAMPLE_BIAS,
+                                  .bias = p->logit_bias[i].bias};
+  }
+  for (uint32_t i = 0; penalized && i < s->n_counts; i++) {
+    const samp_count_t *c = &s->counts[i];
+    if (rep == 1.0f && c->out == 0) continue; /* changes nothing */
+    if (n == op_cap) return 0;
+    ops[n++] = (kern_sample_op_t){.token = c->token,
+                                  .flags = (rep != 1.0f ? KERN_SAMPLE_REP : 0u) | (c->out > 0 ? KERN_SAMPLE_SUB : 0u),
+                                  .rep = rep,
+                                  .sub = c->out > 0 ? count_sub(p, c->out) : 0.0f};
+  }
+  memset(row, 0, sizeof *row);
+  row->op_begin = op_begin;
+  row->n_bias = p->n_logit_bias;
+  row->n_count = n - op_begin - p->n_logit_bias;
+  row->on_device = 1;
+  row->temperature = p->temperature > 0 ? p->temperature : 0.0f;
+  row->min_p = p->min_p;
+  row->top_k = top_k ? p->top_k : 0;
+  row->top_p = top_k ? p->top_p : 1.0f;
+  row->logprobs = logprobs;
+  row->n_top = p->top_logprobs;
+  row->seed = s->seed;
+  row->draw = s->n_draws + 1; /* next_uniform's */
+  return 1;
+}
+
+void samp_state_take_draw(samp_state_t *s) { s->n_draws++; }
 
 int samp_sample(samp_state_t *s, samp_ws_t *w, const float *logits, samp_result_t *out) {
   int32_t n_vocab = s->n_vocab;

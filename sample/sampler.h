@@ -80,6 +80,26 @@ typedef struct samp_result {
  * token has a finite logit (out is then untouched). */
 int samp_sample(samp_state_t *s, samp_ws_t *w, const float *logits, samp_result_t *out);
 
+/* ---- sampling where the logits are (kernels/kern_sample.h) ------------------ */
+
+struct kern_sample_row;
+struct kern_sample_op;
+
+/* 1 when a device can pick s's next token as samp_sample() would: greedy,
+ * or a temperature with min-p over the whole vocabulary or with top-p and
+ * min-p over a top-k of at most KERN_SAMPLE_MAX_TOP_K (no top-p over the
+ * whole vocabulary), after logit_bias and the penalties as ops, or with
+ * logprobs (then without bias or penalties: they are of the raw logits); `row` is filled for the stream's next draw and its ops written to
+ * ops[op_begin ..] (at most op_cap - op_begin of them). 0 when the host
+ * must, or the ops do not fit (row untouched; ops past op_begin may have
+ * been written). Changes nothing in s. */
+int samp_state_device_row(const samp_state_t *s, struct kern_sample_row *row, struct kern_sample_op *ops,
+                          int32_t op_begin, int32_t op_cap);
+
+/* Takes the draw a device used for s's token (samp_sample() takes its own):
+ * the next token gets the stream's next draw. */
+void samp_state_take_draw(samp_state_t *s);
+
 /* ---- the steps, for tests and tools ------------------------------------------ */
 
 /* Steps 1-3 on logits[n_vocab] in place. */

@@ -2,15 +2,17 @@
  * scratch, step buffers), the engine thread's loop, submission, drain and
  * abort, statistics, destruction (see sched.h). The step itself is in
  * sched_step.c. */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "base/log.h"
-#include "base/clock.h"
 #include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "kernels/kern_sample.h"
 #include "scheduler/sched_internal.h"
 
 sched_config_t sched_config_default(void) {
@@ -68,25 +70,27 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   e->cache = kv_cache_create(be, &kc);
   if (!e->cache) goto fail;
   kv_alloc_set_observer(e->cache->alloc, &c.kv_observer);
-  const int64_t cache_tokens = (int64_t)e->cache->num_blocks * e->cache->block_size;
   e->max_len_model = c.max_model_len ? c.max_model_len : hp->n_ctx;
   if (c.max_model_len > hp->n_ctx)
     log_warn("max_model_len %d is past the model's context length %d", c.max_model_len, hp->n_ctx);
-  e->max_len = e->max_len_model;
-  if (cache_tokens < e->max_len) {
-    log_warn("the KV cache holds %lld tokens (%d blocks of %d): sequences are limited to that, below max_model_len "
+  e->max_len = attn_seq_len_cap(e->cache, e->max_len_model);
+  if (e->max_len < e->max_len_model)
+    log_warn("the KV cache holds %d tokens (%d blocks of %d): sequences are limited to that, below max_model_len "
              "%d",
-             (long long)cache_tokens, e->cache->num_blocks, e->cache->block_size, e->max_len_model);
-    e->max_len = (int32_t)cache_tokens;
-  }
+             e->max_len, e->cache->num_blocks, e->cache->block_size, e->max_len_model);
+  /* penalty ops a step may send with device sampling: 2,048 a row on
+   * average (a row whose ops do not fit samples on the host) */
+  e->sample_ops_cap = be->sample ? c.max_seqs * 2048 : 0;
   const model_runner_config_t rc = {
       .max_tokens = c.max_batch_tokens,
       .max_seqs = c.max_seqs,
       .max_logits = c.max_seqs,
       .max_seq_len = e->max_len,
+      .max_sample_ops = e->sample_ops_cap,
   };
   e->runner = model_runner_create(m, e->cache, &rc);
   if (!e->runner) goto fail;
+  assert(attn_max_seq_len(model_runner_attn(e->runner)) == e->max_len); /* one clamp: the attention's */
   if (attn_meta_init(&e->meta, c.max_seqs, c.max_batch_tokens, model_runner_max_blocks_per_seq(e->runner)) != 0)
     goto fail;
   if (sched_plan_init(&e->plan, e->cache->alloc, c.max_batch_tokens, c.max_seqs, c.prefix_caching) != 0) goto fail;
@@ -98,6 +102,11 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   e->logit_rows = xcalloc((size_t)c.max_seqs, sizeof *e->logit_rows);
   e->logit_seqs = xcalloc((size_t)c.max_seqs, sizeof *e->logit_seqs);
   e->logits = xcalloc((size_t)c.max_seqs * (size_t)e->n_vocab, sizeof *e->logits);
+  if (be->sample) { /* rows whose request qualifies pick their token on the device */
+    e->sample_rows = xcalloc((size_t)c.max_seqs, sizeof(kern_sample_row_t));
+    e->sample_ops = xcalloc((size_t)e->sample_ops_cap, sizeof(kern_sample_op_t));
+    e->sampled = xcalloc((size_t)c.max_seqs, sizeof(kern_sample_out_t));
+  }
   e->piece_cap = tok_stream_max_out(e->tok);
   e->piece = xcalloc(e->piece_cap, 1);
 
@@ -296,6 +305,9 @@ void sched_engine_destroy(sched_engine_t *e) {
   free(e->logit_rows);
   free(e->logit_seqs);
   free(e->logits);
+  free(e->sample_rows);
+  free(e->sample_ops);
+  free(e->sampled);
   free(e->piece);
   sched__snap_destroy(e->snap);
   free(e);

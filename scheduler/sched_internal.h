@@ -80,6 +80,10 @@ struct sched_engine {
   int32_t *logit_rows;        /* [max_seqs] */
   sched_eseq_t **logit_seqs;  /* [max_seqs] */
   float *logits;              /* [max_seqs, n_vocab] */
+  struct kern_sample_row *sample_rows; /* [max_seqs] when the backend samples (be->sample), else NULL */
+  struct kern_sample_op *sample_ops;   /* [sample_ops_cap] their penalty ops */
+  int32_t sample_ops_cap, n_sample_ops;
+  struct kern_sample_out *sampled; /* [max_seqs] the device's tokens (and logprobs) */
   char *piece;                /* [tok_stream_max_out] */
   size_t piece_cap;
 

@@ -5,8 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/log.h"
 #include "base/clock.h"
+#include "base/log.h"
+#include "kernels/kern_sample.h"
 #include "scheduler/sched_internal.h"
 
 static sched_eseq_t *eseq(sched_seq_t *s) { return (sched_eseq_t *)s; }
@@ -192,6 +193,45 @@ static void sample_row(sched_engine_t *e, sched_eseq_t *q, const float *row) {
   accept_token(e, q, &res);
 }
 
+/* The token the device picked for q's row (its draw taken from q's stream),
+ * with the logprobs its row asked for. */
+static void take_device_token(sched_engine_t *e, sched_eseq_t *q, const kern_sample_row_t *row,
+                              const kern_sample_out_t *out) {
+  if (out->token < 0) {
+    fail_seq(e, q, "the model produced no finite logit");
+    return;
+  }
+  samp_state_take_draw(q->samp);
+  samp_result_t res = {.token = out->token};
+  if (row->logprobs) {
+    res.logprob = out->logprob;
+    res.n_top = row->n_top;
+    for (int32_t i = 0; i < row->n_top; i++) res.top[i] = (samp_logprob_t){out->top_id[i], out->top_logprob[i]};
+  }
+  accept_token(e, q, &res);
+}
+
+/* Which logit rows pick their token on the device (e->sample_rows): those
+ * whose request qualifies (samp_state_device_row), but not the first row
+ * of an n > 1 request, whose children sample the same logits. Returns how
+ * many. */
+static int plan_device_rows(sched_engine_t *e, int n_logits) {
+  int n = 0;
+  e->n_sample_ops = 0;
+  for (int k = 0; k < n_logits; k++) {
+    sched_eseq_t *q = e->logit_seqs[k];
+    const int fork = q->index == 0 && q->req->p.n > 1 && !q->req->forked;
+    kern_sample_row_t *row = &e->sample_rows[k];
+    if (!fork && samp_state_device_row(q->samp, row, e->sample_ops, e->n_sample_ops, e->sample_ops_cap)) {
+      e->n_sample_ops = row->op_begin + row->n_bias + row->n_count;
+      n++;
+    } else {
+      memset(row, 0, sizeof *row);
+    }
+  }
+  return n;
+}
+
 /* --- the step ----------------------------------------------------------------- */
 
 /* Moves submitted requests into the waiting list; marks everything
@@ -289,6 +329,7 @@ int sched__step(sched_engine_t *e) {
     int32_t n_rows = 0;
     const int n_logits = build_batch(e, t0, &n_rows, &prompt_tokens);
     int rc = attn_meta_build(&e->meta, e->cache->alloc, e->seqs, e->q_lens, n);
+    const int on_device = rc == 0 && e->sample_rows && plan_device_rows(e, n_logits) > 0;
     if (rc == 0) {
       const model_batch_t b = {
           .n_tokens = n_rows,
@@ -297,6 +338,10 @@ int sched__step(sched_engine_t *e) {
           .attn = &e->meta.batch,
           .n_logits = n_logits,
           .logit_rows = e->logit_rows,
+          .sample = on_device ? e->sample_rows : NULL,
+          .sample_ops = e->sample_ops,
+          .n_sample_ops = on_device ? e->n_sample_ops : 0,
+          .sampled = e->sampled,
       };
       t1 = clock_now_ns();
       rc = model_forward(e->runner, &b, e->logits);
@@ -307,7 +352,12 @@ int sched__step(sched_engine_t *e) {
       fail_step(e, rc);
     } else {
       sched_plan_commit(&e->plan);
-      for (int k = 0; k < n_logits; k++) sample_row(e, e->logit_seqs[k], e->logits + (size_t)k * (size_t)e->n_vocab);
+      for (int k = 0; k < n_logits; k++) {
+        if (on_device && e->sample_rows[k].on_device)
+          take_device_token(e, e->logit_seqs[k], &e->sample_rows[k], &e->sampled[k]);
+        else
+          sample_row(e, e->logit_seqs[k], e->logits + (size_t)k * (size_t)e->n_vocab);
+      }
     }
   }
   const int64_t t_end = clock_now_ns();

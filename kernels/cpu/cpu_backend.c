@@ -43,6 +43,19 @@ static void cpu_copy(kern_backend_t *be, void *dst, const void *src, size_t byte
 
 static void cpu_sync(kern_backend_t *be) { (void)be; }
 
+static void *cpu_host_alloc(kern_backend_t *be, size_t bytes) {
+  void *p = NULL;
+  (void)be;
+  return posix_memalign(&p, 64, bytes ? bytes : 64) == 0 ? p : NULL;
+}
+
+/* Every head layout: the CPU kernels take any head_dim and GQA ratio. */
+static int cpu_attn_supported(kern_backend_t *be, int n_heads, int n_kv_heads, int head_dim, char *err,
+                              size_t err_len) {
+  (void)be, (void)n_heads, (void)n_kv_heads, (void)head_dim, (void)err, (void)err_len;
+  return 0;
+}
+
 static void cpu_destroy(kern_backend_t *be) {
   kern_cpu_t *cpu = kern_cpu(be);
   kern_pool_destroy(cpu->pool);
@@ -71,6 +84,10 @@ static const kern_backend_t cpu_table = {
     .download = cpu_copy,
     .copy = cpu_copy,
     .sync = cpu_sync,
+    .host_alloc = cpu_host_alloc,
+    .host_free = cpu_free,
+    .upload_async = cpu_copy,
+    .attn_supported = cpu_attn_supported,
 
     /* weights and dense operations: kernels/cpu/matmul*.c, ops.c */
     .weight_init = kern_cpu_weight_init,

@@ -119,7 +119,7 @@ template <int D>
 static __global__ void __launch_bounds__(D) attn_combine_kernel(const decode_params p, float *out) {
   const int h = blockIdx.x, bl = blockIdx.y, b = p.seq0 + bl, d = threadIdx.x;
   const int L = p.cache_seqlens[b] + 1;
-  const int ns = (L + ATTN_SPLIT - 1) / ATTN_SPLIT;
+  const int ns = min((L + ATTN_SPLIT - 1) / ATTN_SPLIT, p.max_splits); /* equal: max_seqlen_k >= L (kern.h) */
   const int64_t base = ((int64_t)bl * p.n_heads + h) * p.max_splits;
   float M = -INFINITY, Ls = 0.f, A = 0.f;
   for (int s = 0; s < ns; s++) {
@@ -140,17 +140,14 @@ static constexpr int split_smem() {
 
 template <int D>
 static void decode_launch(kern_cuda_t *cu, decode_params p, const kern_attn_args_t *a) {
-  /* Workspace floats per sequence: (D + 2) per head and split. */
-  const int64_t per_seq = (int64_t)a->n_heads * p.max_splits * (D + 2);
-  int64_t chunk = (int64_t)(KERN_CUDA_ATTN_WS_BYTES / sizeof(float)) / per_seq;
+  /* Sequences whose partials fit the workspace (kernels/cuda_geom.h). */
+  const int chunk = cuda_geom_decode_chunk(a->n_heads, D, p.max_splits, KERN_CUDA_ATTN_WS_BYTES);
   if (chunk < 1) {
-    log_error("attn_decode: %d blocks of %d tokens per sequence is too long for the attention "
-              "workspace",
-              a->max_blocks_per_seq, a->block_size);
+    log_error("attn_decode: a context of %d keys (%d splits) is too long for the attention workspace",
+              a->max_seqlen_k, p.max_splits);
     abort();
   }
-  if (chunk > 65535) chunk = 65535; /* grid.z limit */
-  for (int seq0 = 0; seq0 < a->n_seqs; seq0 += (int)chunk) {
+  for (int seq0 = 0; seq0 < a->n_seqs; seq0 += chunk) {
     const int nc = (int)(a->n_seqs - seq0 < chunk ? a->n_seqs - seq0 : chunk);
     p.seq0 = seq0;
     p.part_acc = cu->attn_ws;
@@ -192,8 +189,12 @@ void kern_cuda__attn_decode(kern_backend_t *be, const kern_attn_args_t *a) {
   p.n_kv_heads = a->n_kv_heads;
   p.group = a->n_heads / a->n_kv_heads;
   p.hgroups = (p.group + DC_ROWS - 1) / DC_ROWS;
-  /* Upper bound of any sequence's keys: its blocks. */
-  p.max_splits = (int)(((int64_t)a->max_blocks_per_seq * a->block_size + ATTN_SPLIT - 1) / ATTN_SPLIT);
+  /* Enough splits for the batch's longest context (not the table's width). */
+  p.max_splits = cuda_geom_decode_splits(a->max_seqlen_k);
+  if (p.max_splits < 1) {
+    log_error("attn_decode: max_seqlen_k is %d (want the longest cache_seqlens + 1)", a->max_seqlen_k);
+    abort();
+  }
   p.scale_log2 = a->scale * ATTN_LOG2E;
   if ((int64_t)p.n_kv_heads * p.hgroups > 65535) {
     log_error("attn_decode: too many KV heads (%d)", p.n_kv_heads);

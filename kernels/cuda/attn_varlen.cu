@@ -7,6 +7,9 @@
 #define PF_THREADS (32 * PF_WARPS)
 #define PF_ROWS (16 * PF_WARPS) /* query rows per thread block */
 #define PF_STAGES 2
+static_assert(PF_ROWS == CUDA_GEOM_PREFILL_ROWS, "kernels/cuda_geom.h sizes the grid by PF_ROWS");
+static_assert(ATTN_SPLIT == CUDA_GEOM_SPLIT_KEYS, "kernels/cuda_geom.h counts splits of ATTN_SPLIT keys");
+#define SCAN_THREADS 1024
 
 typedef struct prefill_params {
   const float *q; /* [total_q, n_heads, D] */
@@ -14,23 +17,52 @@ typedef struct prefill_params {
   const __nv_bfloat16 *k, *v; /* packed [total_k, n_kv_heads, D] or cache [slots, n_kv_heads, D] */
   const int32_t *cu_q, *cu_k; /* [n_seqs + 1] */
   const int32_t *block_table; /* paged: [n_seqs, mbps] */
-  int block_size, mbps;
+  const int32_t *tiles;       /* [n_seqs + 1] first row tile of each sequence (tiles_kernel) */
+  int n_seqs, block_size, mbps;
   int n_heads, n_kv_heads, group; /* group = n_heads / n_kv_heads */
   float scale_log2;               /* scale * log2(e) */
 } prefill_params;
 
-/* grid = (query-row blocks over max_seqlen_q, n_heads, n_seqs). Blocks are
- * taken last rows first: under the causal mask they have the most keys. */
+/* tiles[b] = sum of cuda_geom_row_tiles(q_len) over sequences before b, for
+ * b in 0..n_seqs: one block of SCAN_THREADS, each thread a run of sequences,
+ * then a scan of the runs in shared memory. */
+static __global__ void __launch_bounds__(SCAN_THREADS) tiles_kernel(int32_t *tiles, const int32_t *cu_q, int n_seqs) {
+  __shared__ int32_t run[SCAN_THREADS];
+  const int per = (n_seqs + SCAN_THREADS - 1) / SCAN_THREADS, i0 = threadIdx.x * per;
+  const int i1 = min(i0 + per, n_seqs);
+  int32_t sum = 0;
+  for (int i = i0; i < i1; i++) sum += cuda_geom_row_tiles(cu_q[i + 1] - cu_q[i]);
+  run[threadIdx.x] = sum;
+  __syncthreads();
+  for (int step = 1; step < SCAN_THREADS; step *= 2) { /* inclusive scan of the runs */
+    const int32_t add = threadIdx.x >= step ? run[threadIdx.x - step] : 0;
+    __syncthreads();
+    run[threadIdx.x] += add;
+    __syncthreads();
+  }
+  int32_t acc = run[threadIdx.x] - sum; /* tiles before this thread's run */
+  if (threadIdx.x == 0) tiles[0] = 0;
+  for (int i = i0; i < i1; i++) {
+    acc += cuda_geom_row_tiles(cu_q[i + 1] - cu_q[i]);
+    tiles[i + 1] = acc;
+  }
+}
+
+/* grid = (cuda_geom_varlen_grid: at least the batch's row tiles, n_heads).
+ * Block x takes row tile x of the batch (tiles_kernel's map), within its
+ * sequence last rows first: under the causal mask they have the most keys.
+ * Blocks past the last tile exit at once. */
 template <int D, bool PAGED>
 static __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(const prefill_params p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __nv_bfloat16 *smem = (__nv_bfloat16 *)smem_raw;
   using G = attn_geom<D>;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t = lane & 3;
-  const int b = blockIdx.z, h = blockIdx.y;
+  const int64_t tile = blockIdx.x;
+  if (tile >= p.tiles[p.n_seqs]) return; /* the whole block: no barrier reached yet */
+  const int b = cuda_geom_tile_seq(p.tiles, p.n_seqs, tile), h = blockIdx.y;
   const int q0 = p.cu_q[b], q_len = p.cu_q[b + 1] - q0;
-  const int r0 = (int)(gridDim.x - 1 - blockIdx.x) * PF_ROWS;
-  if (r0 >= q_len) return; /* the whole block: no barrier reached yet */
+  const int r0 = cuda_geom_tile_row0(p.tiles, b, tile); /* < q_len */
   const int k0 = p.cu_k[b], k_len = p.cu_k[b + 1] - k0;
   const int off = k_len - q_len; /* row i sees keys j < i + off + 1 */
   const int kvh = h / p.group;
@@ -137,18 +169,26 @@ static constexpr int prefill_smem() {
 }
 
 void kern_cuda__attn_check(const kern_attn_args_t *a, const char *what) {
-  if ((a->head_dim != 64 && a->head_dim != 128) || a->n_kv_heads <= 0 ||
-      a->n_heads % a->n_kv_heads != 0 || a->n_seqs > 65535 || a->n_heads > 65535) {
-    log_error("%s: unsupported layout (head_dim %d, %d heads, %d KV heads, %d sequences); the "
-              "CUDA backend supports head_dim 64 and 128, n_heads a multiple of n_kv_heads",
-              what, a->head_dim, a->n_heads, a->n_kv_heads, a->n_seqs);
+  char why[160];
+  if (cuda_geom_attn_supported(a->n_heads, a->n_kv_heads, a->head_dim, why, sizeof why) != 0 ||
+      a->n_seqs > CUDA_GEOM_MAX_SEQS) {
+    /* model load refuses such a layout (be->attn_supported): a programmer error here */
+    log_error("%s: %d sequences, %d heads, %d KV heads of %d: %s", what, a->n_seqs, a->n_heads, a->n_kv_heads,
+              a->head_dim, a->n_seqs > CUDA_GEOM_MAX_SEQS ? "too many sequences" : why);
     abort();
   }
 }
 
 template <int D, bool PAGED>
 static void prefill_launch(kern_cuda_t *cu, const prefill_params &p, const kern_attn_args_t *a) {
-  dim3 grid((a->max_seqlen_q + PF_ROWS - 1) / PF_ROWS, a->n_heads, a->n_seqs);
+  const int64_t tiles = cuda_geom_varlen_grid(a->n_seqs, a->total_q, a->max_seqlen_q);
+  if (tiles > INT32_MAX) {
+    log_error("attn_varlen: %lld row tiles in one call", (long long)tiles);
+    abort();
+  }
+  tiles_kernel<<<1, SCAN_THREADS, 0, cu->stream>>>(cu->tiles, a->cu_seq_lens_q, a->n_seqs);
+  CUDA_CHECK_LAUNCH();
+  dim3 grid((unsigned)tiles, a->n_heads);
   attn_prefill_kernel<D, PAGED><<<grid, PF_THREADS, prefill_smem<D, PAGED>(), cu->stream>>>(p);
   CUDA_CHECK_LAUNCH();
 }
@@ -170,6 +210,8 @@ static void varlen(kern_backend_t *be, const kern_attn_args_t *a, bool paged) {
   p.cu_q = a->cu_seq_lens_q;
   p.cu_k = a->cu_seq_lens_k;
   p.block_table = paged ? a->block_table : nullptr;
+  p.tiles = cu->tiles;
+  p.n_seqs = a->n_seqs;
   p.block_size = paged ? a->block_size : 1;
   p.mbps = paged ? a->max_blocks_per_seq : 0;
   p.n_heads = a->n_heads;

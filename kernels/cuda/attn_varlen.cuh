@@ -8,7 +8,9 @@
  * memory (cp.async, double-buffered) and every warp folds them into its rows
  * with the shared tile code of attn_tile.cuh, which makes the result of a
  * query row bitwise the same as attn_decode's for the same keys.
- * Supported head_dim: 64 and 128 (others abort: a programmer error). */
+ * The grid holds one block per row tile of the batch and head
+ * (kernels/cuda_geom.h), not max_seqlen_q's tiles for every sequence.
+ * Supported head_dim: 64 and 128 (model load refuses others). */
 #ifndef TRAM_KERN_CUDA_ATTN_VARLEN_CUH
 #define TRAM_KERN_CUDA_ATTN_VARLEN_CUH
 

@@ -15,6 +15,7 @@
 #include "kernels/cuda/matmul.cuh"
 #include "kernels/cuda/rmsnorm.cuh"
 #include "kernels/cuda/rope.cuh"
+#include "kernels/cuda/sample.cuh"
 #include "kernels/cuda/swiglu.cuh"
 #include "kernels/cuda/weights.cuh"
 
@@ -34,18 +35,24 @@ void kern_cuda__enter(kern_cuda_t *cu) { CUDA_CHECK(cudaSetDevice(cu->device)); 
 
 /* --- memory ---------------------------------------------------------------- */
 
+/* p when err is success; NULL when out of memory (not sticky: cleared);
+ * aborts on any other error. */
+static void *alloc_result(cudaError_t err, void *p) {
+  if (err == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  CUDA_CHECK(err);
+  return p;
+}
+
 static void *cuda_alloc(kern_backend_t *be, size_t bytes) {
   kern_cuda_t *cu = kern_cuda(be);
   kern_cuda__enter(cu);
   void *p = NULL;
   /* cudaMalloc returns 256-byte aligned memory (kern.h asks for 64). */
   cudaError_t err = cudaMalloc(&p, bytes ? bytes : 256);
-  if (err == cudaErrorMemoryAllocation) {
-    (void)cudaGetLastError(); /* not sticky: clear it */
-    return NULL;
-  }
-  CUDA_CHECK(err);
-  return p;
+  return alloc_result(err, p);
 }
 
 static void cuda_free(kern_backend_t *be, void *buf) {
@@ -71,6 +78,45 @@ static void cuda_download(kern_backend_t *be, void *dst, const void *src, size_t
   kern_cuda__enter(cu);
   if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cu->stream));
   CUDA_CHECK(cudaStreamSynchronize(cu->stream));
+  cu->upload_pending = 0; /* the stream is idle: every upload_async has landed */
+}
+
+/* Page-locked, so cudaMemcpyAsync from it is a DMA the host does not wait
+ * for (from pageable memory the runtime stages it synchronously). */
+static void *cuda_host_alloc(kern_backend_t *be, size_t bytes) {
+  kern_cuda_t *cu = kern_cuda(be);
+  kern_cuda__enter(cu);
+  void *p = NULL;
+  cudaError_t err = cudaHostAlloc(&p, bytes ? bytes : 64, cudaHostAllocDefault);
+  return alloc_result(err, p);
+}
+
+static void cuda_host_free(kern_backend_t *be, void *buf) {
+  if (!buf) return;
+  kern_cuda_t *cu = kern_cuda(be);
+  kern_cuda__enter(cu);
+  CUDA_CHECK(cudaStreamSynchronize(cu->stream)); /* an upload from buf may be in flight */
+  cu->upload_pending = 0;
+  CUDA_CHECK(cudaFreeHost(buf));
+}
+
+/* The previous upload_async has finished once this returns (kern.h: its
+ * source may then be rewritten); this one is marked by cu->uploaded. */
+static void cuda_upload_async(kern_backend_t *be, void *dst, const void *src, size_t bytes) {
+  kern_cuda_t *cu = kern_cuda(be);
+  kern_cuda__enter(cu);
+  if (cu->upload_pending) CUDA_CHECK(cudaEventSynchronize(cu->uploaded));
+  cu->upload_pending = 0;
+  if (!bytes) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cu->stream));
+  CUDA_CHECK(cudaEventRecord(cu->uploaded, cu->stream));
+  cu->upload_pending = 1;
+}
+
+static int cuda_attn_supported(kern_backend_t *be, int n_heads, int n_kv_heads, int head_dim, char *err,
+                               size_t err_len) {
+  (void)be;
+  return cuda_geom_attn_supported(n_heads, n_kv_heads, head_dim, err, err_len);
 }
 
 static void cuda_copy(kern_backend_t *be, void *dst, const void *src, size_t bytes) {
@@ -84,6 +130,7 @@ static void cuda_sync(kern_backend_t *be) {
   kern_cuda_t *cu = kern_cuda(be);
   kern_cuda__enter(cu);
   CUDA_CHECK(cudaStreamSynchronize(cu->stream));
+  cu->upload_pending = 0;
 }
 
 /* Frees what create took; tolerates a half-built backend. Errors here are
@@ -95,6 +142,8 @@ static void cuda_release(kern_cuda_t *cu) {
   if (cu->cublas_ws) (void)cudaFree(cu->cublas_ws);
   if (cu->work) (void)cudaFree(cu->work);
   if (cu->attn_ws) (void)cudaFree(cu->attn_ws);
+  if (cu->tiles) (void)cudaFree(cu->tiles);
+  if (cu->uploaded) (void)cudaEventDestroy(cu->uploaded);
   if (cu->stream) (void)cudaStreamDestroy(cu->stream);
   free(cu);
 }
@@ -112,6 +161,10 @@ static const kern_backend_t cuda_table = {
     .download = cuda_download,
     .copy = cuda_copy,
     .sync = cuda_sync,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .upload_async = cuda_upload_async,
+    .attn_supported = cuda_attn_supported,
 
     .weight_init = kern_cuda__weight_init,
     .weight_release = kern_cuda__weight_release,
@@ -130,6 +183,8 @@ static const kern_backend_t cuda_table = {
     .attn_varlen = kern_cuda__attn_varlen,
     .attn_varlen_paged = kern_cuda__attn_varlen_paged,
     .attn_decode = kern_cuda__attn_decode,
+
+    .sample = kern_cuda__sample,
 };
 
 /* cudaMalloc for create: logs and returns -1 on failure. */
@@ -190,7 +245,15 @@ kern_backend_t *kern_cuda_create(int device) {
   }
   if (create_alloc(&cu->cublas_ws, KERN_CUDA_CUBLAS_WS_BYTES, "cuBLAS workspace") ||
       create_alloc(&cu->work, KERN_CUDA_WORK_BYTES, "scratch workspace") ||
-      create_alloc((void **)&cu->attn_ws, KERN_CUDA_ATTN_WS_BYTES, "attention workspace")) {
+      create_alloc((void **)&cu->attn_ws, KERN_CUDA_ATTN_WS_BYTES, "attention workspace") ||
+      create_alloc((void **)&cu->tiles, (CUDA_GEOM_MAX_SEQS + 1) * sizeof(int32_t), "varlen tile map")) {
+    cuda_release(cu);
+    return NULL;
+  }
+  err = cudaEventCreateWithFlags(&cu->uploaded, cudaEventDisableTiming);
+  if (err != cudaSuccess) {
+    log_error("kern_cuda_create: cannot create an event: %s", cudaGetErrorString(err));
+    cu->uploaded = NULL;
     cuda_release(cu);
     return NULL;
   }

@@ -21,6 +21,7 @@ extern "C" {
 #include "base/log.h"
 #include "kernels/kern.h"
 }
+#include "kernels/cuda_geom.h"
 #include "kernels/cuda/cuda_backend.h"
 
 /* Aborts with the statement, file, line and the error's name and text. */
@@ -58,6 +59,9 @@ typedef struct kern_cuda {
   void *cublas_ws;       /* [KERN_CUDA_CUBLAS_WS_BYTES] */
   void *work;            /* [KERN_CUDA_WORK_BYTES] scratch, stream-ordered */
   float *attn_ws;        /* [KERN_CUDA_ATTN_WS_BYTES / 4] decode partials */
+  int32_t *tiles;        /* [CUDA_GEOM_MAX_SEQS + 1] varlen row-tile starts, stream-ordered */
+  cudaEvent_t uploaded;  /* recorded after the last upload_async */
+  int upload_pending;    /* 1 while `uploaded` marks an upload_async not yet waited for */
 } kern_cuda_t;
 
 static inline kern_cuda_t *kern_cuda(kern_backend_t *be) { return (kern_cuda_t *)be; }

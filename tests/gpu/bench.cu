@@ -170,6 +170,7 @@ static void bench_decode(bench_ctx_t *b) {
     a.n_seqs = S, a.n_heads = H, a.n_kv_heads = HKV, a.head_dim = D, a.scale = 1.0f / sqrtf((float)D);
     a.q = q, a.out = out, a.k_cache = kc, a.v_cache = vc, a.block_size = BS, a.block_table = bt;
     a.max_blocks_per_seq = mbps, a.cache_seqlens = sl, a.k_new = kn, a.v_new = vn;
+    a.max_seqlen_k = CTX + 1, a.total_q = S;
     void *mine[] = {kc, vc, q, out, kn, vn, bt, sl};
     bufs.insert(bufs.end(), mine, mine + 8);
   }
@@ -202,6 +203,7 @@ static void bench_prefill(bench_ctx_t *b) {
   memset(&a, 0, sizeof a);
   a.n_seqs = S, a.n_heads = H, a.n_kv_heads = HKV, a.head_dim = D, a.scale = 1.0f / sqrtf((float)D);
   a.q = q, a.out = out, a.cu_seq_lens_q = dcu, a.cu_seq_lens_k = dcu, a.max_seqlen_q = N, a.max_seqlen_k = N;
+  a.total_q = total;
   a.k = k, a.v = v;
   /* The paged variant reads the same bytes as a cache of shuffled pages. */
   a.k_cache = k, a.v_cache = v, a.block_size = BS, a.block_table = dbt, a.max_blocks_per_seq = mbps;

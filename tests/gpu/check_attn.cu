@@ -196,6 +196,7 @@ static kern_attn_args_t args_of(const acase_t &a, const dcase_t &d) {
   x.scale = 1.0f / sqrtf((float)a.c.D);
   x.q = d.q, x.out = d.out;
   x.cu_seq_lens_q = d.cu_q, x.cu_seq_lens_k = d.cu_k, x.max_seqlen_q = a.max_q, x.max_seqlen_k = a.max_k;
+  x.total_q = a.total_q;
   x.k = d.kp, x.v = d.vp;
   x.k_cache = d.kc, x.v_cache = d.vc, x.block_size = a.c.BS, x.block_table = d.bt,
   x.max_blocks_per_seq = a.mbps;
@@ -261,7 +262,7 @@ static void check_varlen(gt_t *t, const char *what, attn_cfg_t c, const std::vec
     int32_t *dq1 = (int32_t *)gt_dev_from(t, cuq1, 8), *dk1 = (int32_t *)gt_dev_from(t, cuk1, 8);
     kern_attn_args_t y = x;
     y.n_seqs = 1, y.cu_seq_lens_q = dq1, y.cu_seq_lens_k = dk1;
-    y.max_seqlen_q = a.ql[b], y.max_seqlen_k = a.kl[b];
+    y.max_seqlen_q = a.ql[b], y.max_seqlen_k = a.kl[b], y.total_q = a.ql[b];
     y.q = d.q + (size_t)a.cu_q[b] * c.H * c.D;
     y.block_table = d.bt + (size_t)b * a.mbps;
     const size_t n1 = (size_t)a.ql[b] * c.H * c.D;

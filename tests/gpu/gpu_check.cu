@@ -44,6 +44,7 @@ int main(int argc, char **argv) {
     gt_check_ops(&t);
     gt_check_weights(&t);
     gt_check_attn(&t);
+    gt_check_sample(&t);
     printf("checks: %d passed, %d failed, %d warnings\n", t.pass, t.fail, t.warn);
     rc = t.fail ? 1 : 0;
   }

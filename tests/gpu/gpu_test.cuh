@@ -65,6 +65,7 @@ int gt_check_same(gt_t *t, const char *name, const void *a, const void *b, size_
 void gt_check_ops(gt_t *t);
 void gt_check_weights(gt_t *t);
 void gt_check_attn(gt_t *t);
+void gt_check_sample(gt_t *t);
 int gt_bench(gt_t *t, const char *table_path);
 
 #endif

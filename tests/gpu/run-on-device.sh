@@ -1,51 +1,60 @@
 #!/usr/bin/env bash
-# tests/gpu/run-on-device.sh LOGDIR — on a GPU machine, in one call of about
-# 8 minutes (BUDGET seconds, default 470; each step gets at most what is
-# left, and is skipped with under 20 s left):
+# tests/gpu/run-on-device.sh LOGDIR — on a GPU machine, in one call of at
+# most 8 minutes (BUDGET seconds, default 470), the steps in the order of
+# what a first run is worth, each under its own timeout (at most what is
+# left of the budget; skipped with under 20 s left):
 #
-#   genmodel  (in the background from the start) the random Llama-3-8B-shaped
-#             model, scripts/make-random-llama.py → $BIG_MODEL (8.5 GB; kept
-#             and reused by a rerun on the same machine)
-#   build     `make gpu-tests` with the CUDA toolkit alone, for the GPU at
-#             hand: gpu_check, model_check, engine_bench (PCRE2 from
-#             $CARRY/pcre2 when there)
-#   check     every CUDA kernel vs float64 (gpu_check check)
-#   model     the full-model check on the default model's first 10 blocks
+#   probe     nvcc, cuBLAS (wherever the toolkit keeps it: the folders of
+#             the toolkit, the system's, ldconfig's, a pip wheel's; the
+#             unversioned libcublas.so, else the versioned name), gcc, the GPU
+#   build     `make gpu-tests` for the GPU at hand, NVWERROR= (nvcc hands
+#             --Werror to the host compiler; another gcc warns elsewhere),
+#             warnings not fatal in the C either, cuBLAS as probed
+#   quick     CUDA_LAUNCH_BLOCKING=1 gpu_check --quick check: every kernel vs
+#             float64 with every launch waited for (an error names its kernel)
+#   memcheck  compute-sanitizer --tool memcheck on the quick checks
+#   check     CUDA_LAUNCH_BLOCKING=1 gpu_check check: the full checks
+#   bench     gpu_check bench: kernel timings against the copy and cuBLAS
+#             GEMM ceilings measured in the same run
+#   sdpa      tests/gpu/sdpa_baseline.py: PyTorch SDPA (flash, cuDNN, ...)
+#             on the same attention shapes
+#   model     model_check on the default model's first 10 blocks
 #             ($CARRY/smollm2-10l.gguf): CUDA vs CPU logits, greedy outputs
-#             across batch compositions, the matmul probe (model_check)
-#   e2e       the engine on the 8B-shaped model, 8 (a warm-up), 64 and 256
-#             concurrent requests of 128 prompt + 128 output tokens, greedy
-#             (engine_bench)
-#   bench     kernel timings against the measured ceilings (gpu_check bench)
-#   model8b   model_check on the 8B-shaped model (4 sequences, tol 2e-2;
-#             the CPU reference is the slow side)
-#   memcheck, racecheck   compute-sanitizer on the quick kernel checks
+#             across batch compositions, the matmul probe
+#   e2e       engine_bench on the random Llama-3-8B-shaped model (written in
+#             the background from the start: scripts/make-random-llama.py)
+#   model8b   model_check on that model, if time is left
 #
-# $CARRY (default build/gpu-carry) is made on a CPU machine by
-# tests/gpu/prepare-carry.sh and carried by the device tool. Logs: LOGDIR/
-# machine.txt, genmodel.log, build.log, check.log, model.log, e2e.log,
-# bench.log, bench-table.md, model8b.log, memcheck.log, racecheck.log. The
-# failure and warning lines, the kernel timings, the end-to-end table and the
-# step table are printed last.
+# The tables come last: failure lines, the kernel table, the SDPA table, the
+# end-to-end table, then one row per step (status, seconds, a note).
 #
-# Knobs (defaults for an H200): BUDGET, BUILD, CARRY, DEVICE (cuda; cpu runs
-# the model steps CPU against CPU: a dry run of this script without a GPU),
-# BIG_MODEL, BIG_ARGS (more make-random-llama.py options), E2E_ARGS,
-# MODEL8B_ARGS, CUDA_ARCHS, PYTHON (python3: needs numpy).
+# DRY_RUN=1: the CPU-side dry run (`make test` runs it): the probe for real,
+# the build as `make -n` (its commands, not run), the SDPA script's --dry;
+# every step that needs a GPU is listed with its command and status "dry".
 #
-# Exit status: 0 when the build, the kernel checks and both model checks
-# passed (a model8b timeout does not count; timings and sanitizers never do).
+# Knobs: BUDGET, BUILD, CARRY (default build/gpu-carry, made by
+# tests/gpu/prepare-carry.sh), DEVICE (cuda), BIG_MODEL, BIG_ARGS, E2E_ARGS,
+# MODEL8B_ARGS, CUDA_ARCHS, PYTHON (python3: numpy; torch for sdpa),
+# DRY_RUN, CUBLAS_DIRS (folders to look for cuBLAS in, instead of the
+# default places). Logs: LOGDIR/<step>.log, machine.txt, genmodel.log,
+# bench-table.md, sdpa-table.md.
+#
+# Exit status: 0 when the probe found nvcc, the build, the kernel checks and
+# the model checks passed (a model8b timeout does not count; timings and
+# the sanitizer never do); in a dry run, when the probe and the build plan
+# passed.
 set -uo pipefail
 
 logdir=${1:?usage: tests/gpu/run-on-device.sh LOGDIR}
 mkdir -p "$logdir"
 logdir=$(cd "$logdir" && pwd)
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 export PATH=/usr/local/cuda/bin:$PATH
 BUDGET=${BUDGET:-470}
 BUILD=${BUILD:-build/gpu-device}
 CARRY=${CARRY:-build/gpu-carry}
 DEVICE=${DEVICE:-cuda}
+DRY_RUN=${DRY_RUN:-0}
 BIG_MODEL=${BIG_MODEL:-/tmp/tram-gpu/llama8b-random.gguf}
 BIG_ARGS=${BIG_ARGS:-}
 E2E_ARGS=${E2E_ARGS:--c 8,64,256 -p 128 -o 128 --max-seqs 256 --max-batch-tokens 4096 --kv-cache-mb 16384}
@@ -58,13 +67,20 @@ bin=$BUILD/tests/gpu
 rows=()
 failed=0
 
-row() { rows+=("$(printf '%-10s %-8s %5s  %s' "$@")"); }
+row() { rows+=("$(printf '%-9s %-9s %5s  %s' "$@")"); }
 
-# step NAME LIMIT LOG MUST COMMAND... — MUST: 1 a failure or timeout fails
-# the run, 2 a failure does but a timeout does not, 0 neither.
+# step NAME LIMIT MUST GPU COMMAND... — output in LOGDIR/NAME.log. MUST: 1
+# a failure or timeout fails the run, 2 a failure does but a timeout does
+# not, 0 neither. GPU: 1 when the step needs a GPU (a dry run lists it).
 step() {
-  local name=$1 limit=$2 log=$3 must=$4
+  local name=$1 limit=$2 must=$3 gpu=$4
   shift 4
+  local log="$logdir/$name.log"
+  if [ "$DRY_RUN" = 1 ] && [ "$gpu" = 1 ]; then
+    echo "+ $*" >"$log"
+    row "$name" dry - "$*"
+    return 0
+  fi
   local left=$((BUDGET - SECONDS - 5))
   if [ "$left" -lt 20 ]; then
     row "$name" skipped - "no time left in the budget"
@@ -72,127 +88,212 @@ step() {
   fi
   [ "$limit" -gt "$left" ] && limit=$left
   local t0=$SECONDS rc
-  echo "+ $*" >"$logdir/$log"
-  timeout "$limit" "$@" >>"$logdir/$log" 2>&1
+  echo "+ $*" >"$log"
+  timeout "$limit" "$@" >>"$log" 2>&1
   rc=$?
   local st=ok
   if [ $rc -eq 124 ]; then st=timeout; elif [ $rc -ne 0 ]; then st="FAIL($rc)"; fi
   if [ "$st" != ok ] && { [ "$must" = 1 ] || { [ "$must" = 2 ] && [ $rc -ne 124 ]; }; }; then failed=1; fi
   local note
-  note=$(grep -E '^checks:|ERROR SUMMARY|RACECHECK SUMMARY|error:|Error [0-9]' "$logdir/$log" | tail -1)
+  note=$(grep -E '^checks:|ERROR SUMMARY|error:|Error [0-9]' "$log" | tail -1)
   row "$name" "$st" $((SECONDS - t0)) "$note"
   return $rc
 }
 
-# skip NAME WHY
+# skip NAME WHY MUST — a step that cannot run; MUST 1 fails the run.
 skip() {
   row "$1" skipped - "$2"
-  failed=1
+  [ "$3" = 1 ] && failed=1
 }
 
+# --- probe: what this machine has (every probe under a timeout) ----------------
+# cuBLAS: the first folder holding libcublas.so (the link name), else the
+# newest versioned libcublas.so.N (linked by that name); the header from the
+# toolkit, or beside a pip wheel's library.
+probe_cublas() {
+  local nvcc_home=$1 d f dirs=()
+  if [ -n "${CUBLAS_DIRS:-}" ]; then
+    read -r -a dirs <<<"$CUBLAS_DIRS"
+  else
+    [ -n "$nvcc_home" ] && dirs+=("$nvcc_home/lib64" "$nvcc_home/lib" "$nvcc_home"/targets/*/lib)
+    dirs+=(/usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib64)
+    while read -r f; do dirs+=("$(dirname "$f")"); done < <(timeout 5 ldconfig -p 2>/dev/null |
+      awk '/libcublas\.so/ { print $NF }')
+    d=$(timeout 10 "$PYTHON" -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null)
+    [ -n "$d" ] && dirs+=("$d")
+  fi
+  cublas_dir='' cublas_lib=''
+  for d in "${dirs[@]}"; do
+    if [ -e "$d/libcublas.so" ]; then cublas_dir=$d cublas_lib=libcublas.so; break; fi
+  done
+  if [ -z "$cublas_dir" ]; then
+    for d in "${dirs[@]}"; do
+      f=$(for g in "$d"/libcublas.so.[0-9]*; do [[ $g =~ libcublas\.so\.[0-9]+$ ]] && echo "$g"; done | sort -V | tail -1)
+      if [ -n "$f" ]; then cublas_dir=$d cublas_lib=$(basename "$f"); break; fi
+    done
+  fi
+  cublas_inc=
+  for d in "$nvcc_home/include" "$cublas_dir/../include" /usr/include; do
+    if [ -n "$d" ] && [ -f "$d/cublas_v2.h" ]; then cublas_inc=$(cd "$d" && pwd); break; fi
+  done
+}
+
+probe_t0=$SECONDS
+nvcc_path=$(command -v nvcc || true)
+nvcc_home=
+[ -n "$nvcc_path" ] && nvcc_home=$(cd "$(dirname "$(readlink -f "$nvcc_path")")/.." && pwd)
+probe_cublas "$nvcc_home"
+gpu_line=$(timeout 20 nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+cc=$(echo "$gpu_line" | awk -F', ' '{ print $2 }' | tr -d ' .')
 {
   date -u
   echo "commit: $(git rev-parse HEAD 2>/dev/null || echo 'no git here')"
-  nvidia-smi
-  nvcc --version
+  echo "nvcc: ${nvcc_path:-not found}"
+  [ -n "$nvcc_path" ] && timeout 10 nvcc --version | tail -2
+  echo "cuBLAS: ${cublas_lib:-not found}${cublas_dir:+ in $cublas_dir}, header: ${cublas_inc:-not found}"
+  echo "gcc: $(timeout 10 gcc --version 2>/dev/null | head -1)"
+  echo "GPU: ${gpu_line:-none}"
+  [ -n "$gpu_line" ] && timeout 20 nvidia-smi
+  echo "compute-sanitizer: $(command -v compute-sanitizer || echo 'not found')"
   echo "cpus: $(nproc)"
   free -g
   df -h /tmp .
-  "$PYTHON" -c 'import numpy; print("numpy", numpy.__version__)'
+  timeout 20 "$PYTHON" -c 'import numpy; print("numpy", numpy.__version__)'
+  timeout 30 "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
 } >"$logdir/machine.txt" 2>&1
+cat "$logdir/machine.txt" >"$logdir/probe.log"
+probe_note="nvcc ${nvcc_home:-MISSING}; cuBLAS ${cublas_lib:-MISSING}${cublas_dir:+ ($cublas_dir)}; $(gcc -dumpfullversion 2>/dev/null | sed 's/^/gcc /'); GPU ${gpu_line:-none}"
+if [ -z "$nvcc_path" ] || [ -z "$cublas_lib" ]; then
+  row probe FAIL $((SECONDS - probe_t0)) "$probe_note"
+  failed=1
+else
+  row probe ok $((SECONDS - probe_t0)) "$probe_note"
+fi
+echo "probe: $probe_note"
 
-# The 8.5 GB model, written while the build runs (the CPUs are shared).
-mkdir -p "$(dirname "$BIG_MODEL")"
-(
-  t0=$SECONDS
-  if [ -f "$BIG_MODEL.done" ]; then
-    echo "reusing $BIG_MODEL"
-  else
-    rm -f "$BIG_MODEL"
-    # shellcheck disable=SC2086
-    timeout $((BUDGET / 2)) "$PYTHON" scripts/make-random-llama.py "$BIG_MODEL" --jobs 6 $BIG_ARGS &&
-      touch "$BIG_MODEL.done"
-  fi
-  echo $((SECONDS - t0)) >"$logdir/genmodel.secs"
-) >"$logdir/genmodel.log" 2>&1 &
-gen_pid=$!
+# --- the 8.5 GB model, written while the build runs (the CPUs are shared) ------
+gen_pid=
+if [ "$DRY_RUN" != 1 ] && [ -n "$gpu_line" ]; then
+  mkdir -p "$(dirname "$BIG_MODEL")"
+  (
+    t0=$SECONDS
+    if [ -f "$BIG_MODEL.done" ]; then
+      echo "reusing $BIG_MODEL"
+    else
+      rm -f "$BIG_MODEL"
+      # shellcheck disable=SC2086
+      timeout $((BUDGET / 2)) "$PYTHON" scripts/make-random-llama.py "$BIG_MODEL" --jobs 6 $BIG_ARGS &&
+        touch "$BIG_MODEL.done"
+    fi
+    echo $((SECONDS - t0)) >"$logdir/genmodel.secs"
+  ) >"$logdir/genmodel.log" 2>&1 &
+  gen_pid=$!
+fi
 
-# Build for the GPU at hand only (half the compile time); both targets if
-# the GPU cannot be asked.
-cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+# --- build: for the GPU at hand only (half the compile time) -------------------
 archs=${CUDA_ARCHS:-}
-if [ -z "$archs" ] && [ -n "$cc" ]; then archs="-gencode arch=compute_$cc,code=sm_$cc"; fi
+[ -z "$archs" ] && [ -n "$cc" ] && archs="-gencode arch=compute_$cc,code=sm_$cc"
 pcre2=
 [ -f "$CARRY/pcre2/lib/libpcre2-8.so.0" ] && pcre2=$CARRY/pcre2
-# warnings stay warnings here (another gcc than the CI's), errors do not
-make_args=(-k -j"$(nproc)" gpu-tests BUILD="$BUILD" PCRE2_DIR="$pcre2" V=1
-  GPU_WARN="-Wall -Wextra -Wno-unused-parameter")
+if [ "$cublas_lib" = libcublas.so ]; then
+  cublas_libs="-L$cublas_dir -lcublas -Xlinker -rpath=$cublas_dir"
+else
+  cublas_libs="-L$cublas_dir -Xlinker -l:$cublas_lib -Xlinker -rpath=$cublas_dir"
+fi
+make_args=(-k -j"$(nproc)" gpu-tests BUILD="$BUILD" PCRE2_DIR="$pcre2" V=1 NVWERROR=
+  GPU_WARN="-Wall -Wextra -Wno-unused-parameter" CUBLAS_LIBS="$cublas_libs"
+  CUBLAS_CFLAGS="${cublas_inc:+-I$cublas_inc}")
 [ -n "$archs" ] && make_args+=(CUDA_ARCHS="$archs")
-step build 300 build.log 1 make "${make_args[@]}"
-
-if [ -x "$bin/gpu_check" ]; then
-  step check 150 check.log 1 "$bin/gpu_check" check
+if [ -z "$nvcc_path" ] || [ -z "$cublas_lib" ]; then
+  skip build "no nvcc or no cuBLAS (probe.log)" 1
+elif [ "$DRY_RUN" = 1 ]; then
+  # the plan: every command the build would run (the GPU programs linked
+  # with the probed cuBLAS), none run
+  step build 60 1 0 make -n -B "${make_args[@]}"
+  links=$(grep -c -F -- "$cublas_libs" "$logdir/build.log")
+  werror=$(grep -c -- '--Werror' "$logdir/build.log")
+  if [ "$links" -lt 3 ] || [ "$werror" -ne 0 ]; then
+    row plan FAIL - "$links of 3 links with the probed cuBLAS, $werror commands with --Werror"
+    failed=1
+  else
+    row plan ok - "3 links with the probed cuBLAS, no --Werror"
+  fi
 else
-  skip check "gpu_check did not build"
-fi
-if [ ! -x "$bin/model_check" ]; then
-  skip model "model_check did not build (PCRE2? see build.log)"
-elif [ ! -s "$SMALL_MODEL" ]; then
-  skip model "no $SMALL_MODEL: run tests/gpu/prepare-carry.sh and carry $CARRY"
-else
-  step model 90 model.log 1 "$bin/model_check" --dev "$DEVICE" -m "$SMALL_MODEL"
-fi
-
-# The big model must be there before the steps that use it.
-wait "$gen_pid"
-gen_rc=$?
-gen_secs=$(cat "$logdir/genmodel.secs" 2>/dev/null || echo -)
-rm -f "$logdir/genmodel.secs"
-if [ -f "$BIG_MODEL.done" ]; then
-  row genmodel ok "$gen_secs" "$(tail -1 "$logdir/genmodel.log")"
-  big=1
-else
-  row genmodel "FAIL($gen_rc)" "$gen_secs" "$(tail -1 "$logdir/genmodel.log")"
-  big=0
+  step build 300 1 0 make "${make_args[@]}"
 fi
 
-if [ $big = 1 ] && [ -x "$bin/engine_bench" ]; then
+# --- kernels ---------------------------------------------------------------------
+have() { [ "$DRY_RUN" = 1 ] || [ -x "$1" ]; }
+if have "$bin/gpu_check"; then
+  step quick 60 1 1 env CUDA_LAUNCH_BLOCKING=1 "$bin/gpu_check" --quick check
+  if [ "$DRY_RUN" = 1 ] || command -v compute-sanitizer >/dev/null 2>&1; then
+    step memcheck 120 0 1 compute-sanitizer --tool memcheck --error-exitcode 99 "$bin/gpu_check" --quick check
+  else
+    skip memcheck "compute-sanitizer not found" 0
+  fi
+  step check 150 1 1 env CUDA_LAUNCH_BLOCKING=1 "$bin/gpu_check" check
+  step bench 120 0 1 "$bin/gpu_check" bench --table "$logdir/bench-table.md"
+else
+  skip quick "gpu_check did not build" 1
+fi
+if [ "$DRY_RUN" = 1 ]; then
+  step sdpa 30 1 0 "$PYTHON" tests/gpu/sdpa_baseline.py --dry
+else
+  step sdpa 60 0 1 "$PYTHON" tests/gpu/sdpa_baseline.py --table "$logdir/sdpa-table.md"
+fi
+
+# --- the model and the engine ----------------------------------------------------
+if ! have "$bin/model_check"; then
+  skip model "model_check did not build (PCRE2? see build.log)" 1
+elif [ "$DRY_RUN" != 1 ] && [ ! -s "$SMALL_MODEL" ]; then
+  skip model "no $SMALL_MODEL: run tests/gpu/prepare-carry.sh and carry $CARRY" 1
+else
+  step model 90 1 1 "$bin/model_check" --dev "$DEVICE" -m "$SMALL_MODEL"
+fi
+
+big=0
+if [ -n "$gen_pid" ]; then
+  wait "$gen_pid"
+  gen_rc=$?
+  gen_secs=$(cat "$logdir/genmodel.secs" 2>/dev/null || echo -)
+  rm -f "$logdir/genmodel.secs"
+  if [ -f "$BIG_MODEL.done" ]; then
+    row genmodel ok "$gen_secs" "$(tail -1 "$logdir/genmodel.log")"
+    big=1
+  else
+    row genmodel "FAIL($gen_rc)" "$gen_secs" "$(tail -1 "$logdir/genmodel.log")"
+  fi
+fi
+if [ "$DRY_RUN" = 1 ] || { [ $big = 1 ] && [ -x "$bin/engine_bench" ]; }; then
   # shellcheck disable=SC2086
-  step e2e 150 e2e.log 0 "$bin/engine_bench" --device "$DEVICE" -m "$BIG_MODEL" $E2E_ARGS
+  step e2e 150 0 1 "$bin/engine_bench" --device "$DEVICE" -m "$BIG_MODEL" $E2E_ARGS
   # the note: output tokens/s (wall) per concurrency
-  rows[${#rows[@]} - 1]+=$(awk '/^ *[0-9]+ / { printf "%sC=%s: %s gen/s", n++ ? ", " : "", $1, $3 }' "$logdir/e2e.log")
-else
-  row e2e skipped - "no model or no engine_bench"
-fi
-if [ -x "$bin/gpu_check" ]; then
-  step bench 120 bench.log 0 "$bin/gpu_check" bench --table "$logdir/bench-table.md"
-fi
-if [ $big = 1 ] && [ -x "$bin/model_check" ]; then
+  [ "$DRY_RUN" = 1 ] ||
+    rows[${#rows[@]} - 1]+=$(awk '/^ *[0-9]+ / { printf "%sC=%s: %s gen/s", n++ ? ", " : "", $1, $3 }' "$logdir/e2e.log")
   # shellcheck disable=SC2086
-  step model8b 120 model8b.log 2 "$bin/model_check" --dev "$DEVICE" -m "$BIG_MODEL" $MODEL8B_ARGS
+  step model8b 120 2 1 "$bin/model_check" --dev "$DEVICE" -m "$BIG_MODEL" $MODEL8B_ARGS
 else
-  row model8b skipped - "no model or no model_check"
-fi
-if [ -x "$bin/gpu_check" ] && command -v compute-sanitizer >/dev/null 2>&1; then
-  step memcheck 120 memcheck.log 0 compute-sanitizer --tool memcheck --error-exitcode 99 "$bin/gpu_check" --quick check
-  step racecheck 90 racecheck.log 0 compute-sanitizer --tool racecheck --error-exitcode 99 "$bin/gpu_check" --quick check
-else
-  row sanitizer skipped - "compute-sanitizer not found"
+  skip e2e "no 8B-shaped model or no engine_bench" 0
 fi
 
+# --- the tables, last ----------------------------------------------------------------
 echo
-echo "=== GPU checks: full logs in $logdir ==="
-grep -E '^(FAIL|WARN)' "$logdir/check.log" "$logdir/model.log" "$logdir/model8b.log" 2>/dev/null | cut -c1-600 | head -30
-if [ -s "$logdir/bench-table.md" ]; then
-  echo
-  cat "$logdir/bench-table.md"
-fi
-if [ -s "$logdir/e2e.log" ]; then
+echo "=== GPU run${DRY_RUN:+ (DRY_RUN=$DRY_RUN)}: full logs in $logdir ==="
+grep -E '^(FAIL|WARN)' "$logdir/quick.log" "$logdir/check.log" "$logdir/model.log" "$logdir/model8b.log" \
+  2>/dev/null | cut -c1-600 | head -30
+grep -E 'ERROR SUMMARY' "$logdir/memcheck.log" 2>/dev/null
+for t in bench-table.md sdpa-table.md; do
+  if [ -s "$logdir/$t" ]; then
+    echo
+    cat "$logdir/$t"
+  fi
+done
+if [ -s "$logdir/e2e.log" ] && [ "$DRY_RUN" != 1 ]; then
   echo
   echo "end to end (engine_bench, $DEVICE, $BIG_MODEL):"
   grep -E '^ *(C |[0-9]+ )' "$logdir/e2e.log"
 fi
 echo
-printf '%-10s %-8s %5s  %s\n' step status secs note
+printf '%-9s %-9s %5s  %s\n' step status secs note
 printf '%s\n' "${rows[@]}"
 exit $failed

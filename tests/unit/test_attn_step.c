@@ -131,7 +131,10 @@ static void spec_decode_example(void **state) {
   assert_int_equal(attn_meta_init(&m, 4, 8, 4), 0);
   const int32_t ones[3] = {1, 1, 1};
   assert_int_equal(attn_meta_build(&m, a, sp, ones, 3), 0);
-  assert_memory_equal(m.batch.block_table, want_table, sizeof want_table);
+  /* compact: the stride is the most blocks a sequence of the batch holds (3), not the capacity (4) */
+  const int32_t want_compact[9] = {2, -1, -1, 0, 1, -1, 3, 5, 6};
+  assert_int_equal(m.batch.max_blocks_per_seq, 3);
+  assert_memory_equal(m.batch.block_table, want_compact, sizeof want_compact);
   const int32_t want_slots[3] = {2 * 32 + 30, 1 * 32 + 0, 6 * 32 + 6};
   assert_memory_equal(m.batch.slots, want_slots, sizeof want_slots);
   assert_int_equal(attn_step_begin(at, &m.batch), 0);

@@ -326,8 +326,11 @@ static void cache_update_writes_and_gathers(void **state) {
   float *ko = be->alloc(be, 16 * (size_t)kv_dim * sizeof(float)), *vo = be->alloc(be, 16 * (size_t)kv_dim * sizeof(float));
   tu_poison_f32(ko, 16 * (size_t)kv_dim);
   tu_poison_f32(vo, 16 * (size_t)kv_dim);
-  kv_update_t u = {.k = k, .v = v, .slots = slots, .n_tokens = 16, .k_out = ko, .v_out = vo,
-                   .n_seqs = 2, .cu_seq_lens_k = cu_k, .block_table = table, .max_blocks_per_seq = 4};
+  const kern_attn_args_t ga = {.n_seqs = 2, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
+                               .cu_seq_lens_k = cu_k, .max_seqlen_k = 9, .k_cache = kv_cache_k(c, 1),
+                               .v_cache = kv_cache_v(c, 1), .block_size = c->block_size, .block_table = table,
+                               .max_blocks_per_seq = 4};
+  kv_update_t u = {.k = k, .v = v, .slots = slots, .n_tokens = 16, .k_out = ko, .v_out = vo, .gather = &ga};
   kv_cache_update(c, 1, &u);
   assert_memory_equal(ko, k, 16 * (size_t)kv_dim * sizeof(float));
   assert_memory_equal(vo, v, 16 * (size_t)kv_dim * sizeof(float));

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "kernels/cuda_geom.h"
 #include "kernels/quant_blocks.h"
 #include "model/model.h"
 #include "text/chat_template.h"
@@ -509,6 +510,23 @@ static void unsupported_types_and_archs(void **state) {
   model_destroy(m);
 }
 
+/* The CUDA backend's head layouts (kernels/cuda_geom.h), on the CPU one. */
+static int cuda_rule(kern_backend_t *be, int n_heads, int n_kv_heads, int head_dim, char *err, size_t err_len) {
+  (void)be;
+  return cuda_geom_attn_supported(n_heads, n_kv_heads, head_dim, err, err_len);
+}
+
+/* A backend whose attention cannot take the model's head layout refuses it
+ * at load, with the reason (not mid-serving): the tiny model's head_dim 8
+ * under the CUDA kernels' rule. */
+static void unsupported_head_layout(void **state) {
+  (void)state;
+  int (*own)(kern_backend_t *, int, int, int, char *, size_t) = g_be->attn_supported;
+  g_be->attn_supported = cuda_rule;
+  expect_error(&(tiny_t){0}, "head_dim 8: the CUDA attention kernels support head_dim 64 and 128");
+  g_be->attn_supported = own;
+}
+
 static void bad_keys(void **state) {
   (void)state;
   expect_error(&(tiny_t){.omit_key = "block_count"}, "key 'llama.block_count' is missing");
@@ -551,6 +569,7 @@ int main(void) {
       cmocka_unit_test(wrong_shapes),
       cmocka_unit_test(unsupported_types_and_archs),
       cmocka_unit_test(bad_keys),
+      cmocka_unit_test(unsupported_head_layout),
       cmocka_unit_test(unused_tensor),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,0 +1,103 @@
+/* kernels/cuda_geom.h — every launch-geometry decision of the CUDA attention
+ * kernels, as plain C: how many split-K partials a decode launch provides,
+ * how many sequences one launch's workspace holds, how many thread blocks a
+ * varlen (prefill) launch starts and which sequence and row tile each one
+ * takes, and which head layouts the kernels support.
+ *
+ * Why here and not in kernels/cuda/: these numbers decide what a step costs
+ * on the GPU (a grid sized by the wrong bound launches hundreds of thousands
+ * of blocks that exit at once), and a CPU machine must be able to test them.
+ * This file is compiled into the CPU build (unit tests in
+ * tests/unit/test_cuda_geom.c, at the shapes of issue 23 and the default
+ * model's) and included by the .cu files, which call the same functions. The
+ * inline functions also run on the device (CUDA_GEOM_HD): the tile map is
+ * tested here and used there.
+ *
+ * Fixed by the kernels (kernels/cuda/attn_tile.cuh, attn_varlen.cu), which
+ * static_assert that they agree: a split is CUDA_GEOM_SPLIT_KEYS keys at
+ * fixed absolute positions (so the split count changes no bits), a prefill
+ * thread block takes CUDA_GEOM_PREFILL_ROWS query rows of one head. */
+#ifndef TRAM_KERN_CUDA_GEOM_H
+#define TRAM_KERN_CUDA_GEOM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define CUDA_GEOM_HD __host__ __device__
+#else
+#define CUDA_GEOM_HD
+#endif
+
+#define CUDA_GEOM_SPLIT_KEYS 256  /* keys per decode split (ATTN_SPLIT) */
+#define CUDA_GEOM_PREFILL_ROWS 64 /* query rows per prefill thread block (PF_ROWS) */
+#define CUDA_GEOM_GRID_YZ_MAX 65535
+#define CUDA_GEOM_MAX_SEQS 65535  /* sequences one attention call may hold */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 0 when the CUDA attention kernels support this head layout (head_dim 64
+ * or 128, n_heads a positive multiple of n_kv_heads, both within a grid
+ * dimension); otherwise -EINVAL with the reason in err (model load refuses
+ * the model with it, before serving). */
+int cuda_geom_attn_supported(int n_heads, int n_kv_heads, int head_dim, char *err, size_t err_len);
+
+/* Splits per sequence a decode launch provides: enough for the batch's
+ * longest context max_seqlen_k (keys, the new one included), i.e.
+ * ceil(max_seqlen_k / CUDA_GEOM_SPLIT_KEYS); 0 when max_seqlen_k <= 0. */
+int cuda_geom_decode_splits(int max_seqlen_k);
+
+/* Sequences whose split partials ((head_dim + 2) floats per head and split)
+ * fit a workspace of ws_bytes, at most CUDA_GEOM_GRID_YZ_MAX (grid.z); 0 when
+ * not even one does. */
+int cuda_geom_decode_chunk(int n_heads, int head_dim, int splits, size_t ws_bytes);
+
+/* Launches (split + combine pairs) a decode call of n_seqs makes with that
+ * chunk; 0 for chunk < 1. */
+int cuda_geom_decode_launches(int n_seqs, int chunk);
+
+/* Row tiles of one sequence of q_len query rows. */
+static inline CUDA_GEOM_HD int cuda_geom_row_tiles(int q_len) {
+  return q_len > 0 ? (q_len + CUDA_GEOM_PREFILL_ROWS - 1) / CUDA_GEOM_PREFILL_ROWS : 0;
+}
+
+/* grid.x of a varlen launch: an upper bound of the batch's row tiles (the
+ * sum of cuda_geom_row_tiles over its sequences) from what the host knows:
+ * n_seqs, total_q (sum of q_len; <= 0: unknown) and max_seqlen_q. It is
+ * min(n_seqs * tiles(max_q), (total_q + n_seqs * (ROWS - 1)) / ROWS), as
+ * ceil(q / R) = floor((q + R - 1) / R) and a sum of floors is at most the
+ * floor of the sum. Blocks past the exact count exit at once. */
+int64_t cuda_geom_varlen_grid(int n_seqs, int64_t total_q, int max_seqlen_q);
+
+/* Host reference of the device scan: cu_tiles[b] (n_seqs + 1 entries) is the
+ * first row tile of sequence b, from cu_seq_lens_q. Returns the total. */
+int64_t cuda_geom_varlen_tiles(int n_seqs, const int32_t *cu_seq_lens_q, int32_t *cu_tiles);
+
+/* The sequence that row tile t (0 <= t < cu_tiles[n_seqs]) belongs to: the
+ * last b with cu_tiles[b] <= t (sequences without rows own no tile). */
+static inline CUDA_GEOM_HD int cuda_geom_tile_seq(const int32_t *cu_tiles, int n_seqs, int64_t t) {
+  int lo = 0, hi = n_seqs; /* cu_tiles[lo] <= t < cu_tiles[hi] */
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    if (cu_tiles[mid] <= t)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* The first query row of row tile t, which belongs to sequence b: within a
+ * sequence the tiles are taken last rows first (under the causal mask they
+ * have the most keys), so the sequence's first tile takes its last rows. */
+static inline CUDA_GEOM_HD int cuda_geom_tile_row0(const int32_t *cu_tiles, int b, int64_t t) {
+  return (int)(cu_tiles[b + 1] - 1 - t) * CUDA_GEOM_PREFILL_ROWS;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

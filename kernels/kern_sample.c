@@ -1,0 +1,118 @@
+/* kernels/kern_sample.c — the host emulation of be->sample (see
+ * kern_sample.h): the device kernel's arithmetic in its order, one row at a
+ * time. */
+#include "kernels/kern_sample.h"
+
+#include <stdlib.h>
+
+/* The row's max, NaN ignored (-inf when nothing else), and the first id
+ * holding it. */
+static float row_max(const float *x, int32_t n, int32_t *first) {
+  float m = -INFINITY;
+  for (int32_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+  int32_t i = 0;
+  while (i < n && !(x[i] == m)) i++;
+  *first = i;
+  return m;
+}
+
+/* (rank key << 32) | ~id: descending order is (value, then lower id). */
+static int cmp_rank_desc(const void *a, const void *b) {
+  const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Every id of the row by (value, then lower id), best first, as rank
+ * entries (malloc'd; the caller frees). */
+static uint64_t *ranked(const float *x, int32_t n_vocab) {
+  uint64_t *rank = malloc((size_t)n_vocab * sizeof *rank);
+  if (!rank) abort();
+  for (int32_t i = 0; i < n_vocab; i++) rank[i] = (uint64_t)kern_sample_key(x[i]) << 32 | (0xffffffffu - (uint32_t)i);
+  qsort(rank, (size_t)n_vocab, sizeof *rank, cmp_rank_desc);
+  return rank;
+}
+
+static int32_t rank_id(uint64_t e) { return (int32_t)(0xffffffffu - (uint32_t)e); }
+
+/* x[id], NaN as -inf (how the host sampler ranks and reports it). */
+static float value_of(const float *x, int32_t id) { return x[id] != x[id] ? -INFINITY : x[id]; }
+
+/* The top-k draw: the k best logits in order, then the serial tail. */
+static int32_t sample_top_k(const float *x, const kern_sample_row_t *r, int32_t n_vocab) {
+  uint64_t *rank = ranked(x, n_vocab);
+  float v[KERN_SAMPLE_MAX_TOP_K], w[KERN_SAMPLE_MAX_TOP_K];
+  const int32_t k = r->top_k;
+  for (int32_t i = 0; i < k; i++) v[i] = value_of(x, rank_id(rank[i]));
+  const int32_t at = kern_sample_top_k_pick(v, w, k, 1.0f / r->temperature, r->top_p, r->min_p,
+                                            kern_sample_uniform(r->seed, r->draw));
+  const int32_t token = rank_id(rank[at]);
+  free(rank);
+  return token;
+}
+
+/* The raw log-probabilities of a logprobs row (the device's order). */
+static void row_logprobs(const float *x, const kern_sample_row_t *r, int32_t n_vocab, kern_sample_out_t *o) {
+  int32_t first;
+  const float m = row_max(x, n_vocab, &first);
+  const int32_t len = kern_sample_chunk_len(n_vocab);
+  double total = 0;
+  for (int c = 0; c < KERN_SAMPLE_CHUNKS; c++) {
+    double s = 0;
+    for (int32_t i = c * len; i < (c + 1) * len && i < n_vocab; i++) s += kern_sample_weight(x[i], m, 1.0f, 0.0f);
+    total += s;
+  }
+  const double lse = (double)m + log(isfinite(m) ? total : 0.0);
+  o->logprob = (float)((double)value_of(x, o->token) - lse);
+  if (r->n_top <= 0) return;
+  uint64_t *rank = ranked(x, n_vocab);
+  for (int32_t i = 0; i < r->n_top && i < n_vocab; i++) {
+    o->top_id[i] = rank_id(rank[i]);
+    o->top_logprob[i] = (float)((double)value_of(x, o->top_id[i]) - lse);
+  }
+  free(rank);
+}
+
+static int32_t sample_row(const float *x, const kern_sample_row_t *r, int32_t n_vocab) {
+  int32_t first;
+  const float m = row_max(x, n_vocab, &first);
+  if (m == -INFINITY) return KERN_SAMPLE_NO_TOKEN;
+  if (r->temperature <= 0 || m == INFINITY) return first; /* greedy (the host sampler's too at +inf) */
+  if (r->top_k > 0) return sample_top_k(x, r, n_vocab);
+  const float inv_t = 1.0f / r->temperature;
+  const int32_t len = kern_sample_chunk_len(n_vocab);
+  double off[KERN_SAMPLE_CHUNKS + 1]; /* the chunks' exclusive scan; off[CHUNKS] is the mass */
+  off[0] = 0;
+  for (int c = 0; c < KERN_SAMPLE_CHUNKS; c++) {
+    double s = 0;
+    for (int32_t i = c * len; i < (c + 1) * len && i < n_vocab; i++) s += kern_sample_weight(x[i], m, inv_t, r->min_p);
+    off[c + 1] = off[c] + s;
+  }
+  const double target = kern_sample_uniform(r->seed, r->draw) * off[KERN_SAMPLE_CHUNKS];
+  int32_t last = first; /* the max is always kept (weight 1 >= min_p) */
+  for (int c = 0; c < KERN_SAMPLE_CHUNKS; c++) {
+    double cum = off[c];
+    for (int32_t i = c * len; i < (c + 1) * len && i < n_vocab; i++) {
+      const float w = kern_sample_weight(x[i], m, inv_t, r->min_p);
+      if (w <= 0) continue;
+      cum += w;
+      last = i;
+      if (target < cum) return i;
+    }
+  }
+  return last; /* rounding left the target at the mass */
+}
+
+void kern_sample_ref(kern_sample_out_t *out, float *logits, const kern_sample_row_t *rows,
+                     const kern_sample_op_t *ops, int n_rows, int32_t n_vocab) {
+  for (int i = 0; i < n_rows; i++) {
+    const kern_sample_row_t *r = &rows[i];
+    if (!r->on_device) continue;
+    float *x = logits + (size_t)i * (size_t)n_vocab;
+    for (int32_t j = r->op_begin; j < r->op_begin + r->n_bias + r->n_count; j++) {
+      const kern_sample_op_t *op = &ops[j];
+      x[op->token] = kern_sample_apply(x[op->token], op);
+    }
+    out[i].token = sample_row(x, r, n_vocab);
+    if (r->logprobs && out[i].token >= 0) row_logprobs(x, r, n_vocab, &out[i]);
+  }
+}

@@ -1,0 +1,200 @@
+/* tests/unit/test_launch_geom.c — the host-side launch decisions of the GPU
+ * attention, checked on the CPU: the CUDA kernels' geometry
+ * (kernels/cuda_geom.h: decode splits, workspace chunks, the varlen grid and
+ * its tile map, the supported head layouts) and the step's metadata image
+ * (attention/attn_meta.h: live rows at the live block-table width), at the
+ * shapes of issue 23 (a 131,072-token context, 256 requests, a 3,800-token
+ * chunk beside 255 decode rows; Llama-3-8B heads: 32 / 8 of 128) and at the
+ * default model's (SmolLM2-135M: 9 / 3 heads of 64, context 8,192).
+ *
+ * The expected numbers are worked out here from the definitions (keys per
+ * split, rows per tile, bytes per partial), not read back from the code. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "attention/attn_meta.h"
+#include "kernels/cuda_geom.h"
+#include "tests/unit/testutil.h"
+
+#define WS_BYTES ((size_t)64 << 20) /* the CUDA backend's attention workspace */
+
+/* Decode: the splits follow the batch's longest context, not the table. */
+static void decode_splits_follow_the_context(void **state) {
+  (void)state;
+  assert_int_equal(cuda_geom_decode_splits(0), 0);
+  assert_int_equal(cuda_geom_decode_splits(1), 1);
+  assert_int_equal(cuda_geom_decode_splits(256), 1);
+  assert_int_equal(cuda_geom_decode_splits(257), 2);
+  assert_int_equal(cuda_geom_decode_splits(131072), 512);
+  assert_int_equal(cuda_geom_decode_splits(INT32_MAX), (int)(((int64_t)INT32_MAX + 255) / 256));
+
+  /* 256 requests of 2,048 cached tokens (+1 new) in a cache whose rows could
+   * hold 131,072: 9 splits each (the table's width gave 512), so the
+   * partials of all 256 fit the workspace and one launch pair serves the
+   * step (32 heads of 128: 32 * 9 * 130 floats = 146 KiB a sequence; 64 MiB
+   * hold 448). */
+  const int s = cuda_geom_decode_splits(2048 + 1);
+  assert_int_equal(s, 9);
+  const int chunk = cuda_geom_decode_chunk(32, 128, s, WS_BYTES);
+  assert_int_equal(chunk, (int)(WS_BYTES / ((size_t)32 * 9 * 130 * 4)));
+  assert_true(chunk >= 256);
+  assert_int_equal(cuda_geom_decode_launches(256, chunk), 1);
+  /* the old sizing, by the table's capacity: 512 splits, 7 a launch, 37 launches */
+  const int old_chunk = cuda_geom_decode_chunk(32, 128, 512, WS_BYTES);
+  assert_int_equal(old_chunk, 7);
+  assert_int_equal(cuda_geom_decode_launches(256, old_chunk), 37);
+  /* a batch that really holds 131,072-token contexts needs those 37 */
+  assert_int_equal(cuda_geom_decode_launches(256, cuda_geom_decode_chunk(32, 128, 512, WS_BYTES)), 37);
+
+  /* the default model at its full context: 32 splits, 9 heads of 64 */
+  const int sd = cuda_geom_decode_splits(8192);
+  assert_int_equal(sd, 32);
+  assert_int_equal(cuda_geom_decode_chunk(9, 64, sd, WS_BYTES), (int)(WS_BYTES / ((size_t)9 * 32 * 66 * 4)));
+  assert_int_equal(cuda_geom_decode_launches(256, cuda_geom_decode_chunk(9, 64, sd, WS_BYTES)), 1);
+
+  /* limits: nothing fits; grid.z */
+  assert_int_equal(cuda_geom_decode_chunk(32, 128, 1 << 20, WS_BYTES), 0);
+  assert_int_equal(cuda_geom_decode_launches(5, 0), 0);
+  assert_int_equal(cuda_geom_decode_chunk(1, 64, 1, WS_BYTES), CUDA_GEOM_GRID_YZ_MAX);
+  assert_int_equal(cuda_geom_decode_chunk(0, 64, 1, WS_BYTES), 0);
+}
+
+/* Varlen: one block per row tile of the batch (and head), not
+ * max_seqlen_q's tiles for every sequence. */
+static void varlen_grid_is_the_batch_tiles(void **state) {
+  (void)state;
+  /* a 3,800-token chunk beside 255 decode rows: 60 + 255 tiles; the old grid
+   * was 60 x 256 per head (491,520 blocks at 32 heads) */
+  enum { N = 256 };
+  int32_t cu[N + 1], tiles[N + 1];
+  cu[0] = 0;
+  cu[1] = 3800;
+  for (int b = 1; b < N; b++) cu[b + 1] = cu[b] + 1;
+  const int64_t exact = cuda_geom_varlen_tiles(N, cu, tiles);
+  assert_int_equal(exact, 60 + 255);
+  const int64_t grid = cuda_geom_varlen_grid(N, cu[N], 3800);
+  assert_int_equal(grid, exact); /* the bound is exact here */
+  assert_int_equal((int64_t)N * cuda_geom_row_tiles(3800) * 32, 491520);
+  assert_int_equal(grid * 32, 10080);
+  /* without total_q the grid falls back to the old bound */
+  assert_int_equal(cuda_geom_varlen_grid(N, 0, 3800), (int64_t)N * 60);
+  /* one long prompt of the default model's full context */
+  assert_int_equal(cuda_geom_varlen_grid(1, 8192, 8192), 128);
+  assert_int_equal(cuda_geom_varlen_grid(0, 5, 5), 0);
+  assert_int_equal(cuda_geom_varlen_grid(3, 0, 0), 0);
+}
+
+/* The tile map: every tile of the grid lands in its own sequence, each
+ * sequence's rows are covered once, the bound never undercounts; random
+ * batches with empty sequences (decode rows of a sequence with q_len 0 do
+ * not exist, but the kernels' contract allows them). */
+static void tile_map_covers_every_row_once(void **state) {
+  (void)state;
+  tu_rng_t rng;
+  tu_rng_init(&rng, tu_seed());
+  for (int trial = 0; trial < 300; trial++) {
+    const int n = 1 + (int)tu_below(&rng, 300);
+    int32_t *cu = malloc(((size_t)n + 1) * sizeof *cu), *tiles = malloc(((size_t)n + 1) * sizeof *tiles);
+    int max_q = 0;
+    cu[0] = 0;
+    for (int b = 0; b < n; b++) {
+      const uint64_t kind = tu_below(&rng, 4);
+      const int q = kind == 0 ? 0 : kind == 1 ? 1 : (int)tu_below(&rng, kind == 2 ? 130 : 5000);
+      cu[b + 1] = cu[b] + q;
+      if (q > max_q) max_q = q;
+    }
+    const int64_t total = cuda_geom_varlen_tiles(n, cu, tiles);
+    const int64_t grid = cuda_geom_varlen_grid(n, cu[n], max_q);
+    assert_true(grid >= total);
+    assert_true(grid <= (int64_t)n * cuda_geom_row_tiles(max_q));
+    int64_t covered = 0;
+    for (int64_t t = 0; t < total; t++) {
+      const int b = cuda_geom_tile_seq(tiles, n, t);
+      assert_true(b >= 0 && b < n);
+      assert_true(tiles[b] <= t && t < tiles[b + 1]);
+      /* the kernel's row block: last rows first within the sequence */
+      const int q_len = cu[b + 1] - cu[b];
+      const int r0 = cuda_geom_tile_row0(tiles, b, t);
+      assert_true(r0 >= 0 && r0 < q_len);
+      covered += (q_len - r0 < CUDA_GEOM_PREFILL_ROWS ? q_len - r0 : CUDA_GEOM_PREFILL_ROWS);
+    }
+    assert_int_equal(covered, cu[n]);
+    free(cu);
+    free(tiles);
+  }
+}
+
+/* Head layouts: the kernels' D in {64, 128} and whole GQA groups. */
+static void head_layouts(void **state) {
+  (void)state;
+  char err[160];
+  assert_int_equal(cuda_geom_attn_supported(32, 8, 128, err, sizeof err), 0); /* Llama-3-8B */
+  assert_int_equal(cuda_geom_attn_supported(9, 3, 64, err, sizeof err), 0);   /* the default model */
+  const int bad_d[] = {8, 32, 80, 96, 112, 256};
+  for (size_t i = 0; i < sizeof bad_d / sizeof *bad_d; i++) {
+    err[0] = 0;
+    assert_int_equal(cuda_geom_attn_supported(8, 8, bad_d[i], err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "head_dim 64 and 128"));
+  }
+  assert_int_equal(cuda_geom_attn_supported(9, 2, 64, err, sizeof err), -EINVAL);
+  assert_non_null(strstr(err, "multiple"));
+  assert_int_equal(cuda_geom_attn_supported(8, 0, 64, err, sizeof err), -EINVAL);
+  assert_int_equal(cuda_geom_attn_supported(70000, 1, 64, err, sizeof err), -EINVAL);
+}
+
+/* The metadata image: live rows at the live width, one buffer. At 256
+ * requests of 2,048 tokens (+1), blocks of 16, in a cache whose rows could
+ * hold 131,072 tokens (8,192 entries): 129 entries a row, 129 KiB of table
+ * (133 KiB in all), where padding every row to the capacity uploaded 8 MiB. */
+static void metadata_image_is_compact(void **state) {
+  (void)state;
+  assert_int_equal(attn_meta_live_width(0, 16), 0);
+  assert_int_equal(attn_meta_live_width(1, 16), 1);
+  assert_int_equal(attn_meta_live_width(2048 + 1, 16), 129);
+  attn_meta_image_t img;
+  attn_meta_image_layout(256, 256, 129, &img);
+  assert_int_equal(img.width, 129);
+  assert_int_equal(img.block_table % 4, 0); /* 16-byte aligned */
+  assert_int_equal(img.n - img.block_table, 256 * 129);
+  assert_int_equal(img.block_table, 1028); /* 257 + 257 + 256 + 256 int32, rounded up to 4 */
+  assert_int_equal(img.n, 1028 + 256 * 129);
+
+  /* packing: each row's first `width` entries, from a host table of a wider stride */
+  enum { NS = 3, NT = 5, STRIDE = 6, W = 2 };
+  const int32_t cu_q[NS + 1] = {0, 3, 4, 5}, cu_k[NS + 1] = {0, 3, 22, 31}, seqlens[NS] = {0, 18, 8};
+  const int32_t table[NS * STRIDE] = {7, -1, -1, -1, -1, -1, 4, 9, -1, -1, -1, -1, 2, 3, -1, -1, -1, -1};
+  const int32_t slots[NT] = {112, 113, 114, 153, 56};
+  const attn_batch_t bt = {.n_seqs = NS, .n_tokens = NT, .cu_seq_lens_q = cu_q, .cu_seq_lens_k = cu_k,
+                           .max_seqlen_q = 3, .max_seqlen_k = 19, .block_table = table,
+                           .max_blocks_per_seq = STRIDE, .cache_seqlens = seqlens, .slots = slots};
+  attn_meta_image_layout(NS, NT, W, &img);
+  int32_t *dst = malloc((size_t)img.n * sizeof *dst);
+  memset(dst, 0x5a, (size_t)img.n * sizeof *dst);
+  attn_meta_image_pack(&bt, slots, &img, dst);
+  assert_memory_equal(dst + img.cu_q, cu_q, sizeof cu_q);
+  assert_memory_equal(dst + img.cu_k, cu_k, sizeof cu_k);
+  assert_memory_equal(dst + img.cache_seqlens, seqlens, sizeof seqlens);
+  assert_memory_equal(dst + img.slots, slots, sizeof slots);
+  const int32_t want[NS * W] = {7, -1, 4, 9, 2, 3};
+  assert_memory_equal(dst + img.block_table, want, sizeof want);
+  for (int64_t i = img.slots + NT; i < img.block_table; i++) assert_int_equal(dst[i], 0);
+  assert_int_equal(img.n, img.block_table + NS * W);
+  free(dst);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(decode_splits_follow_the_context),
+      cmocka_unit_test(varlen_grid_is_the_batch_tiles),
+      cmocka_unit_test(tile_map_covers_every_row_once),
+      cmocka_unit_test(head_layouts),
+      cmocka_unit_test(metadata_image_is_compact),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
