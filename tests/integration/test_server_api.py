@@ -279,7 +279,7 @@ def test_api_keys_and_queue_full(tmp_path):
         with pytest.raises(openai.AuthenticationError):
             srv.client(api_key="wrong").models.list()
         c = srv.client(api_key="k1")
-        long = {"prompt": PROMPT, "max_tokens": 1500, "temperature": 0, "ignore_eos": True, "stream": True}
+        long = {"prompt": PROMPT, "max_tokens": 1000, "temperature": 0, "ignore_eos": True, "stream": True}
         h = {"authorization": "Bearer k1"}
         with httpx.Client(base_url=srv.url, timeout=60) as a, httpx.Client(base_url=srv.url, timeout=60) as b:
             with a.stream("POST", "/v1/completions", json=long, headers=h) as running:
