@@ -110,7 +110,7 @@ endif
 # --- sources ----------------------------------------------------------------
 # Every .c in these folders is part of the library; server/main.c is the
 # program. New files need no Makefile change.
-SRC_DIRS := server scheduler attention cache kernels kernels/cpu model config
+SRC_DIRS := server scheduler attention cache kernels kernels/cpu model config grammar
 MAIN_SRC := server/main.c
 LIB_SRCS := $(filter-out $(MAIN_SRC),$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
