@@ -102,10 +102,10 @@ static int32_t escape(sc_t *c) {
 static void base_rules(sc_t *c) {
   gx_build_t *b = c->b;
   c->r_ws = define(c, "ws", gx_repeat(b, set_of(c, " \t\n\r", 1, 0), 0, c->o.ws_max));
-  /* one JSON string character: plain (any code point but '"', '\\' and
-   * controls) or an escape */
-  uint32_t lo[3] = {0, '"', '\\'}, hi[3] = {0x1F, '"', '\\'};
-  int32_t plain = gx_codepoints(b, lo, hi, 3, true);
+  /* one JSON string character: plain (any code point but '"', '\\', the
+   * C0 controls and DEL, as llguidance) or an escape */
+  uint32_t lo[4] = {0, '"', '\\', 0x7F}, hi[4] = {0x1F, '"', '\\', 0x7F};
+  int32_t plain = gx_codepoints(b, lo, hi, 4, true);
   c->r_char = define(c, "char", gx_alt2(b, plain, escape(c)));
   c->r_string = define(c, "string", gx_seq3(b, lit(c, "\""), gx_repeat(b, gx_ref(b, c->r_char), 0, -1), lit(c, "\"")));
   c->r_int = define(c, "integer", gx_seq2(b, gx_opt(b, lit(c, "-")),
@@ -325,6 +325,7 @@ static int32_t string_node(sc_t *c, const cJSON *s) {
 /* ---- the schema walk ------------------------------------------------------------ */
 
 static int32_t schema(sc_t *c, const cJSON *s);
+static const cJSON *resolve(sc_t *c, const char *ref);
 
 static int32_t sub(sc_t *c, const cJSON *s, const char *k1, const char *k2) {
   size_t old = path_push(c, k1);
@@ -334,10 +335,12 @@ static int32_t sub(sc_t *c, const cJSON *s, const char *k1, const char *k2) {
   return x;
 }
 
-/* A string key that is none of the n keys (JSON-escaped, quoted): a trie of
- * them, leaving it at the first byte that differs (or by ending early).
- * Divergence inside a multi-byte character or an escape that a key also
- * starts is not offered (a narrower, still valid language). */
+/* The rest of a key (after its opening quote) that is none of the n keys
+ * (their JSON-escaped bodies, without quotes), given the first depth bytes
+ * match some of them: a trie of the keys, leaving it at the first byte that
+ * differs or by ending early. Divergence inside a multi-byte character or an
+ * escape that a key also starts there is not offered (a narrower, still valid
+ * language). */
 static int32_t other_key(sc_t *c, char **keys, int n, size_t depth, int32_t rest) {
   gx_build_t *b = c->b;
   int32_t alt = gx_alt(b);
@@ -348,24 +351,22 @@ static int32_t other_key(sc_t *c, char **keys, int n, size_t depth, int32_t rest
     if (L == depth) ends_here = 1;
     else gram__set_add(&kids, (unsigned char)keys[i][depth]);
   }
-  if (depth > 0 && !ends_here) gx_add(b, alt, lit(c, "\"")); /* (depth 0 is the opening quote) */
+  if (!ends_here) gx_add(b, alt, lit(c, "\""));
   /* diverge here with one character, then any rest */
-  if (depth > 0) {
-    gram_set_t first = {{0}};
-    gram__set_range(&first, 0x20, 0x7F);
-    first.w['"' >> 5] &= ~(1u << ('"' & 31));
-    first.w['\\' >> 5] &= ~(1u << ('\\' & 31));
-    int high = 0;
-    for (int w = 0; w < 8; w++) first.w[w] &= ~kids.w[w], high |= w >= 4 && kids.w[w];
-    int32_t d = gx_alt(b);
-    gx_add(b, d, gx_set(b, &first));
-    if (!high) {
-      uint32_t lo = 0x80, hi = 0x10FFFF;
-      gx_add(b, d, gx_codepoints(b, &lo, &hi, 1, false));
-    }
-    if (!gram__set_has(&kids, '\\')) gx_add(b, d, escape(c));
-    gx_add(b, alt, gx_seq3(b, d, gx_ref(b, rest), lit(c, "\"")));
+  gram_set_t first = {{0}};
+  gram__set_range(&first, 0x20, 0x7E);
+  first.w['"' >> 5] &= ~(1u << ('"' & 31));
+  first.w['\\' >> 5] &= ~(1u << ('\\' & 31));
+  int high = 0;
+  for (int w = 0; w < 8; w++) first.w[w] &= ~kids.w[w], high |= w >= 4 && kids.w[w];
+  int32_t d = gx_alt(b);
+  gx_add(b, d, gx_set(b, &first));
+  if (!high) {
+    uint32_t lo = 0x80, hi = 0x10FFFF;
+    gx_add(b, d, gx_codepoints(b, &lo, &hi, 1, false));
   }
+  if (!gram__set_has(&kids, '\\')) gx_add(b, d, escape(c));
+  gx_add(b, alt, gx_seq3(b, d, gx_ref(b, rest), lit(c, "\"")));
   for (unsigned ch = 0; ch < 256; ch++) {
     if (!gram__set_has(&kids, ch)) continue;
     char **sub_keys = malloc(sizeof *sub_keys * (size_t)n);
@@ -385,6 +386,7 @@ typedef struct prop {
   const char *name;
   const cJSON *schema; /* NULL: any value */
   int required;
+  int src;             /* which schema of an allOf listed it (0: the object itself) */
 } prop_t;
 
 /* The object of the props, in order; extra: -1 none, else the rule of the
@@ -412,6 +414,7 @@ static int32_t object_of(sc_t *c, prop_t *p, int n, int32_t extra_value) {
     kv[i] = gx_rule_new(b, "prop");
     if (kv[i] >= 0) b->rules[kv[i]].body = gx_seq3(b, lit(c, q), punct(c, ":"), v);
   }
+  /* (kv holds copies of the quoted keys; keys may be rewritten below) */
   int32_t result = -1;
   if (!b->failed) {
     int32_t kva = -1;
@@ -420,8 +423,12 @@ static int32_t object_of(sc_t *c, prop_t *p, int n, int32_t extra_value) {
       if (nk) {
         int32_t rest = gx_rule_new(b, "keyrest");
         if (rest >= 0) b->rules[rest].body = gx_repeat(b, gx_ref(b, c->r_char), 0, -1);
-        key = other_key(c, keys, nk, 0, rest);
-        key = gx_seq2(b, lit(c, "\""), key);
+        for (int i = 0; i < nk; i++) { /* the bodies, without quotes */
+          size_t L = strlen(keys[i]);
+          memmove(keys[i], keys[i] + 1, L - 2);
+          keys[i][L - 2] = 0;
+        }
+        key = gx_seq2(b, lit(c, "\""), other_key(c, keys, nk, 0, rest));
       } else key = gx_ref(b, c->r_string);
       kva = gx_rule_new(b, "extra");
       if (kva >= 0) b->rules[kva].body = gx_seq3(b, key, punct(c, ":"), gx_ref(b, extra_value));
@@ -449,85 +456,126 @@ static int32_t object_of(sc_t *c, prop_t *p, int n, int32_t extra_value) {
   return b->failed ? -1 : result;
 }
 
-/* Adds the properties/required of object schema s to the list (allOf merges
- * several); returns 0 or -1. */
-static const cJSON *resolve(sc_t *c, const char *ref);
+/* What collect_props learned about one schema of an allOf. */
+typedef struct src_info {
+  int closed;        /* additionalProperties: false */
+  int open;          /* additionalProperties: true or a schema */
+  int has_props;
+} src_info_t;
 
-static int collect_props(sc_t *c, const cJSON *s, prop_t **p, int *n, int *cap, const cJSON **extra, int *closed) {
-  const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
-  if (ref) {
-    if (!cJSON_IsString(ref) || !(s = resolve(c, ref->valuestring))) return -1;
+static int add_prop(sc_t *c, prop_t **p, int *n, int *cap, prop_t q) {
+  if (*n == *cap) {
+    *cap = *cap ? *cap * 2 : 16;
+    prop_t *np = realloc(*p, sizeof *np * (size_t)*cap);
+    if (!np) return gx_fail(c->b, -1, GRAM_ENOMEM, "out of memory");
+    *p = np;
   }
+  (*p)[(*n)++] = q;
+  return 0;
+}
+
+/* Adds the properties/required of object schema s (source number src) to the
+ * list; a property listed by two schemas is an error, a required name
+ * another schema lists is merged. */
+static int collect_props(sc_t *c, const cJSON *s, int src, prop_t **p, int *n, int *cap, const cJSON **extra,
+                         src_info_t *info) {
+  const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+  if (ref && (!cJSON_IsString(ref) || !(s = resolve(c, ref->valuestring)))) return -1;
   const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
   const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
   const cJSON *add = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
   if (props && !cJSON_IsObject(props)) return fail(c, "json schema: '%s' must be an object (at %s)", "properties");
   if (req && !cJSON_IsArray(req)) return fail(c, "json schema: '%s' must be an array (at %s)", "required");
+  info->has_props = props != NULL;
   for (const cJSON *q = props ? props->child : NULL; q; q = q->next) {
     for (int i = 0; i < *n; i++)
-      if (!strcmp((*p)[i].name, q->string))
-        return fail(c, "json schema: property '%s' defined twice across allOf (at %s)", q->string);
-    if (*n == *cap) {
-      *cap = *cap ? *cap * 2 : 16;
-      prop_t *np = realloc(*p, sizeof *np * (size_t)*cap);
-      if (!np) return gx_fail(c->b, -1, GRAM_ENOMEM, "out of memory");
-      *p = np;
-    }
-    (*p)[(*n)++] = (prop_t){q->string, q, 0};
+      if (!strcmp((*p)[i].name, q->string)) {
+        if ((*p)[i].schema && !cJSON_Compare((*p)[i].schema, q, 1))
+          return fail(c, "json schema: property '%s' given different schemas across allOf (at %s)", q->string);
+        (*p)[i].schema = q; /* was only required so far */
+        goto next;
+      }
+    if (add_prop(c, p, n, cap, (prop_t){q->string, q, 0, src})) return -1;
+  next:;
   }
   for (const cJSON *r = req ? req->child : NULL; r; r = r->next) {
     if (!cJSON_IsString(r)) return fail(c, "json schema: '%s' entries must be strings (at %s)", "required");
     int found = 0;
     for (int i = 0; i < *n; i++)
       if (!strcmp((*p)[i].name, r->valuestring)) (*p)[i].required = 1, found = 1;
-    if (!found) {
-      if (*n == *cap) {
-        *cap = *cap ? *cap * 2 : 16;
-        prop_t *np = realloc(*p, sizeof *np * (size_t)*cap);
-        if (!np) return gx_fail(c->b, -1, GRAM_ENOMEM, "out of memory");
-        *p = np;
-      }
-      (*p)[(*n)++] = (prop_t){r->valuestring, NULL, 1};
-    }
+    if (!found && add_prop(c, p, n, cap, (prop_t){r->valuestring, NULL, 1, src})) return -1;
   }
   if (add) {
-    if (cJSON_IsFalse(add)) *closed = 1;
-    else if (!cJSON_IsTrue(add)) *extra = add;
-    else *closed = 0;
-  } else if (props && !c->o.additional_default) *closed = 1;
+    if (cJSON_IsFalse(add)) info->closed = 1;
+    else info->open = 1;
+    if (!cJSON_IsBool(add)) {
+      if (*extra) return fail(c, "json schema: '%s' given as a schema twice across allOf (at %s)", "additionalProperties");
+      *extra = add;
+    }
+  }
   return 0;
+}
+
+/* Is name listed in the properties of source src (resolved schema s)? */
+static int lists(const cJSON *s, const char *name) {
+  const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+  return props && cJSON_GetObjectItemCaseSensitive(props, name) != NULL;
 }
 
 static int32_t object_node(sc_t *c, const cJSON *s) {
   prop_t *p = NULL;
-  int n = 0, cap = 0, closed = 0;
+  int n = 0, cap = 0;
   const cJSON *extra = NULL;
-  int rc = collect_props(c, s, &p, &n, &cap, &extra, &closed);
   const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
+  int n_src = 1 + (all ? cJSON_GetArraySize(all) : 0);
+  src_info_t *info = calloc((size_t)n_src, sizeof *info);
+  const cJSON **srcs = calloc((size_t)n_src, sizeof *srcs);
+  if (!info || !srcs) {
+    free(info), free(srcs);
+    return gx_fail(c->b, -1, GRAM_ENOMEM, "out of memory");
+  }
+  srcs[0] = s;
+  int rc = collect_props(c, s, 0, &p, &n, &cap, &extra, &info[0]);
   size_t old = path_push(c, "allOf");
-  int idx = 0;
+  int idx = 1;
   for (const cJSON *a = all ? all->child : NULL; a && !rc; a = a->next, idx++) {
     char num[16];
-    snprintf(num, sizeof num, "%d", idx);
+    snprintf(num, sizeof num, "%d", idx - 1);
     size_t o2 = path_push(c, num);
     for (const cJSON *k = a->child; k && !rc; k = k->next)
       if (!in_list(ANNOTATION, k->string) && strcmp(k->string, "properties") && strcmp(k->string, "required") &&
           strcmp(k->string, "additionalProperties") && strcmp(k->string, "type") && strcmp(k->string, "$ref"))
         rc = fail(c, "json schema: allOf supports object schemas only; '%s' is not supported there (at %s)", k->string);
-    if (!rc) rc = collect_props(c, a, &p, &n, &cap, &extra, &closed);
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(a, "$ref");
+    srcs[idx] = ref && cJSON_IsString(ref) ? resolve(c, ref->valuestring) : a;
+    if (!rc && srcs[idx]) rc = collect_props(c, a, idx, &p, &n, &cap, &extra, &info[idx]);
     path_pop(c, o2);
   }
   path_pop(c, old);
+  /* JSON Schema: a schema's additionalProperties: false refuses every name
+   * its own properties do not list, whoever else lists it */
+  int closed = 0, open = 0, any_props = 0, k = 0;
+  for (int j = 0; j < n_src; j++) closed |= info[j].closed, open |= info[j].open, any_props |= info[j].has_props;
+  for (int i = 0; i < n && !rc; i++) {
+    int keep = 1;
+    for (int j = 0; j < n_src && keep; j++)
+      if (info[j].closed && !lists(srcs[j], p[i].name)) keep = 0;
+    if (keep) p[k++] = p[i];
+    else if (p[i].required)
+      rc = fail(c, "json schema: required property '%s' is refused by an additionalProperties: false (at %s)", p[i].name);
+  }
+  n = k;
   int32_t x = -1;
   if (!rc) {
     int32_t ev = -1;
-    if (extra) {
+    if (closed) ev = -1;
+    else if (extra) {
       ev = gx_rule_new(c->b, "extravalue");
       if (ev >= 0) c->b->rules[ev].body = sub(c, extra, "additionalProperties", NULL);
-    } else if (!closed) ev = c->r_value;
+    } else if (open || !any_props || c->o.additional_default) ev = c->r_value;
     x = object_of(c, p, n, ev);
   }
-  free(p);
+  free(p), free(info), free(srcs);
   return x;
 }
 
