@@ -21,8 +21,9 @@
  * cache (XGrammar's adaptive token mask cache idea), which makes masks cheap.
  *
  * Token masks (gram_cache_t): a vocabulary (gram_vocab_t) is a byte trie of
- * the token strings. For each grammar position the cache holds, computed once
- * by walking the trie from that position with nothing known below it, the
+ * the token strings. For each stack top met (the position waiting on a byte
+ * and the return position below it) the cache holds, computed once by walking
+ * the trie from there with nothing known further below, the
  * tokens accepted whatever the stack below ("context-independent"), and the
  * few tokens that run past the end of the position's rule ("uncertain");
  * everything else is rejected. A mask is the union of the accepted sets of the
@@ -132,12 +133,12 @@ size_t gram_mask_words(const gram_vocab_t *v);
 typedef struct gram_cache gram_cache_t;
 
 /* The token cache of grammar g over vocabulary v (both must outlive it).
- * Empty at first; filled position by position as matchers need it, or all at
- * once by gram_cache_warm (e.g. on a worker thread right after compiling). */
+ * Empty at first; filled entry by entry (one per stack top met) as matchers
+ * need it. NULL on no memory. */
 gram_cache_t *gram_cache_create(const gram_t *g, const gram_vocab_t *v);
 void gram_cache_destroy(gram_cache_t *c);
-/* Fills the cache for every position the grammar has; 0 or a negative code. */
-int gram_cache_warm(gram_cache_t *c);
+/* Entries computed so far. */
+int32_t gram_cache_entries(const gram_cache_t *c);
 /* Bytes the cache holds now. */
 size_t gram_cache_bytes(const gram_cache_t *c);
 

@@ -6,8 +6,9 @@
  * start with it and skipping every token below a dead prefix.
  *
  * The cache (the "adaptive token mask cache" idea of XGrammar): for a
- * position p of the grammar (an element that is a byte set), walk the whole
- * vocabulary from the one frame (p, GRAM_LOCAL) — nothing known below it.
+ * stack's top (the position p waiting on a byte set and the return positions
+ * of the GRAM_CTX - 1 frames below it), walk the whole vocabulary from those
+ * frames with nothing known below them (GRAM_LOCAL).
  * A token consumed with a frame still alive, or one that ends exactly where
  * p's rule ends, is accepted whatever the real stack: "accepted". A token that
  * dies before p's rule could end is rejected whatever the stack. A token that
@@ -15,7 +16,7 @@
  * then the union of the accepted sets of the live frames' positions, plus a
  * walk with the real frames over only the uncertain tokens (few: in JSON,
  * e.g., the tokens that close a string and go on). Entries are computed on
- * first use under the cache's lock, or all at once by gram_cache_warm. */
+ * first use, under the cache's lock. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +31,25 @@ typedef struct entry {
   int32_t *unc;     /* [n_unc] uncertain tokens as indices into vocab->sorted, ascending */
 } entry_t;
 
+/* An entry's key: the positions of the top GRAM_CTX frames of a stack (the
+ * byte set waiting, then the return positions below it); GRAM_ROOT where the
+ * stack ends sooner. Deeper keys see past the end of small rules (a string's
+ * character rule returns into the string's repetition), so fewer tokens are
+ * uncertain. */
+#define GRAM_CTX 2
+
+typedef struct key {
+  int32_t pos[GRAM_CTX];
+} ctx_key_t;
+
 struct gram_cache {
   const gram_t *g;
   const gram_vocab_t *v;
-  entry_t **ent;      /* [n_elems] published with release stores */
-  pthread_mutex_t mu; /* guards filling, run, walk, bytes */
+  ctx_key_t *keys;        /* open addressing: keys[i] / ent[i], ent NULL when empty */
+  entry_t **ent;
+  uint32_t mask;      /* table size - 1 */
+  int32_t n_ent;
+  pthread_mutex_t mu; /* guards the table, filling, run, walk, bytes */
   gram_run_t run;
   gram_walk_t walk;
   gram_ivec_t acc, unc;
@@ -139,27 +154,29 @@ gram_cache_t *gram_cache_create(const gram_t *g, const gram_vocab_t *v) {
   gram_cache_t *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   c->g = g, c->v = v;
-  c->ent = calloc((size_t)g->n_elems, sizeof *c->ent);
-  if (!c->ent || gram__run_init(&c->run, g)) {
+  c->mask = 255;
+  c->ent = calloc(c->mask + 1, sizeof *c->ent);
+  c->keys = calloc(c->mask + 1, sizeof *c->keys);
+  if (!c->ent || !c->keys || gram__run_init(&c->run, g)) {
     gram_cache_destroy(c);
     return NULL;
   }
   pthread_mutex_init(&c->mu, NULL);
-  c->bytes = sizeof *c + sizeof *c->ent * (size_t)g->n_elems;
+  c->bytes = sizeof *c + (sizeof *c->ent + sizeof *c->keys) * (c->mask + 1);
   return c;
 }
 
 void gram_cache_destroy(gram_cache_t *c) {
   if (!c) return;
-  if (c->ent) {
-    for (int32_t i = 0; i < c->g->n_elems; i++)
+  if (c->ent && c->keys) {
+    for (uint32_t i = 0; i <= c->mask; i++)
       if (c->ent[i]) {
         free(c->ent[i]->bits), free(c->ent[i]->list), free(c->ent[i]->unc);
         free(c->ent[i]);
       }
-    free(c->ent);
     pthread_mutex_destroy(&c->mu);
   }
+  free(c->ent), free(c->keys);
   gram__run_free(&c->run);
   gram__walk_free(&c->walk);
   free(c->acc.v), free(c->unc.v);
@@ -177,12 +194,17 @@ size_t gram_cache_bytes(const gram_cache_t *c) {
   return b;
 }
 
-/* Computes the entry of position pos; called with the lock held. */
-static int compute(gram_cache_t *c, int32_t pos, entry_t **out) {
+/* Computes the entry of key k; called with the lock held. */
+static int compute(gram_cache_t *c, const ctx_key_t *k, entry_t **out) {
   gram__run_truncate(&c->run, 0);
   c->run.err = 0;
-  int32_t f = gram__run_frame(&c->run, pos, GRAM_LOCAL);
-  if (f < 0) return c->run.err ? c->run.err : GRAM_ENOMEM;
+  int depth = 0;
+  while (depth < GRAM_CTX && k->pos[depth] != GRAM_ROOT) depth++;
+  int32_t f = depth < GRAM_CTX ? GRAM_ROOT : GRAM_LOCAL;
+  for (int i = depth - 1; i >= 0; i--) {
+    f = gram__run_frame(&c->run, k->pos[i], f);
+    if (f < 0) return c->run.err ? c->run.err : GRAM_ENOMEM;
+  }
   c->acc.n = c->unc.n = 0;
   int rc = walk(&c->run, &c->walk, c->v, &f, 1, NULL, 0, &c->acc, &c->unc, NULL);
   if (rc) return rc;
@@ -215,30 +237,64 @@ static int compute(gram_cache_t *c, int32_t pos, entry_t **out) {
   return 0;
 }
 
-static int get_entry(const gram_cache_t *cc, int32_t pos, const entry_t **out) {
-  gram_cache_t *c = (gram_cache_t *)cc; /* filling is internal mutation under the lock */
-  entry_t *e = __atomic_load_n(&c->ent[pos], __ATOMIC_ACQUIRE);
-  if (e) {
-    *out = e;
-    return 0;
-  }
-  pthread_mutex_lock(&c->mu);
-  int rc = 0;
-  e = c->ent[pos];
-  if (!e && !(rc = compute(c, pos, &e))) __atomic_store_n(&c->ent[pos], e, __ATOMIC_RELEASE);
-  pthread_mutex_unlock(&c->mu);
-  *out = e;
-  return rc;
+static uint32_t key_hash(const ctx_key_t *k) {
+  uint64_t h = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < GRAM_CTX; i++) h = (h ^ (uint32_t)k->pos[i]) * 0xBF58476D1CE4E5B9ull;
+  return (uint32_t)(h >> 32);
 }
 
-int gram_cache_warm(gram_cache_t *c) {
-  for (int32_t p = 0; p < c->g->n_elems; p++) {
-    if (c->g->elems[p] < 0) continue;
-    const entry_t *e;
-    int rc = get_entry(c, p, &e);
-    if (rc) return rc;
+static int grow_table(gram_cache_t *c) {
+  uint32_t nm = c->mask * 2 + 1;
+  entry_t **ne = calloc(nm + 1, sizeof *ne);
+  ctx_key_t *nk = calloc(nm + 1, sizeof *nk);
+  if (!ne || !nk) {
+    free(ne), free(nk);
+    return GRAM_ENOMEM;
   }
+  for (uint32_t i = 0; i <= c->mask; i++) {
+    if (!c->ent[i]) continue;
+    uint32_t h = key_hash(&c->keys[i]) & nm;
+    while (ne[h]) h = (h + 1) & nm;
+    ne[h] = c->ent[i], nk[h] = c->keys[i];
+  }
+  c->bytes += (sizeof *ne + sizeof *nk) * (c->mask + 1);
+  free(c->ent), free(c->keys);
+  c->ent = ne, c->keys = nk, c->mask = nm;
   return 0;
+}
+
+/* The entry of key k, computed now if new. */
+static int get_entry(const gram_cache_t *cc, const ctx_key_t *k, const entry_t **out) {
+  gram_cache_t *c = (gram_cache_t *)cc; /* filling is internal mutation under the lock */
+  pthread_mutex_lock(&c->mu);
+  uint32_t h = key_hash(k) & c->mask;
+  while (c->ent[h] && memcmp(&c->keys[h], k, sizeof *k)) h = (h + 1) & c->mask;
+  int rc = 0;
+  entry_t *e = c->ent[h];
+  if (!e && !(rc = compute(c, k, &e))) {
+    c->ent[h] = e, c->keys[h] = *k;
+    if ((uint32_t)++c->n_ent * 2 > c->mask) rc = grow_table(c);
+  }
+  pthread_mutex_unlock(&c->mu);
+  *out = e;
+  return e ? 0 : rc;
+}
+
+int32_t gram_cache_entries(const gram_cache_t *cc) {
+  gram_cache_t *c = (gram_cache_t *)cc;
+  pthread_mutex_lock(&c->mu);
+  int32_t n = c->n_ent;
+  pthread_mutex_unlock(&c->mu);
+  return n;
+}
+
+static ctx_key_t key_of(const gram_run_t *run, int32_t frame) {
+  ctx_key_t k;
+  for (int i = 0; i < GRAM_CTX; i++) {
+    k.pos[i] = frame >= 0 ? run->fr[frame].pos : GRAM_ROOT;
+    if (frame >= 0) frame = run->fr[frame].below;
+  }
+  return k;
 }
 
 int32_t gram__cache_fill(const gram_cache_t *c, gram_run_t *run, gram_walk_t *w, const int32_t *front,
@@ -257,11 +313,15 @@ int32_t gram__cache_fill(const gram_cache_t *c, gram_run_t *run, gram_walk_t *w,
   }
   for (int32_t i = 0; i < n && !rc; i++) {
     if (done[i]) continue;
-    int32_t pos = run->fr[front[i]].pos, k = 0;
-    for (int32_t j = i; j < n; j++)
-      if (!done[j] && run->fr[front[j]].pos == pos) grp[k++] = front[j], done[j] = 1;
+    ctx_key_t key = key_of(run, front[i]);
+    int32_t k = 0;
+    for (int32_t j = i; j < n; j++) {
+      if (done[j]) continue;
+      ctx_key_t kj = key_of(run, front[j]);
+      if (!memcmp(&kj, &key, sizeof key)) grp[k++] = front[j], done[j] = 1;
+    }
     const entry_t *e;
-    if ((rc = get_entry(c, pos, &e))) break;
+    if ((rc = get_entry(c, &key, &e))) break;
     if (e->bits)
       for (size_t x = 0; x < words; x++) mask[x] |= e->bits[x];
     else
