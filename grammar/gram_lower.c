@@ -334,7 +334,8 @@ gram_t *gx_finish(gx_build_t *b, int32_t root) {
   }
   if (dedup_sets(&L, g) || shortest(&L, g) || left_recursion(&L, g)) goto fail;
   if (g->rule_min[root] >= GRAM_INF_LEN) {
-    gx_fail(b, -1, GRAM_EINVAL, "the grammar matches no sentence (rule '%s' never completes)", g->rule_name[root]);
+    gx_fail(b, -1, GRAM_EINVAL, "the grammar has no sentence, or its shortest sentence is over %d bytes (rule %s)",
+            GRAM_INF_LEN - 1, g->rule_name[root]);
     goto fail;
   }
   return g;

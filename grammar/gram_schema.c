@@ -375,7 +375,7 @@ static int32_t other_key(sc_t *c, char **keys, int n, size_t depth, int32_t rest
     for (int i = 0; i < n; i++)
       if (strlen(keys[i]) > depth && (unsigned char)keys[i][depth] == ch) sub_keys[m++] = keys[i];
     int32_t r = gx_rule_new(b, "key");
-    if (r >= 0) b->rules[r].body = other_key(c, sub_keys, m, depth + 1, rest);
+    gx_define(b, r, other_key(c, sub_keys, m, depth + 1, rest), -1);
     free(sub_keys);
     gx_add(b, alt, gx_seq2(b, gx_byte(b, ch), gx_ref(b, r)));
   }
@@ -412,7 +412,7 @@ static int32_t object_of(sc_t *c, prop_t *p, int n, int32_t extra_value) {
     int32_t v = p[i].schema ? sub(c, p[i].schema, p[i].name, NULL) : gx_ref(b, c->r_value);
     path_pop(c, old);
     kv[i] = gx_rule_new(b, "prop");
-    if (kv[i] >= 0) b->rules[kv[i]].body = gx_seq3(b, lit(c, q), punct(c, ":"), v);
+    gx_define(b, kv[i], gx_seq3(b, lit(c, q), punct(c, ":"), v), -1);
   }
   /* (kv holds copies of the quoted keys; keys may be rewritten below) */
   int32_t result = -1;
@@ -422,7 +422,7 @@ static int32_t object_of(sc_t *c, prop_t *p, int n, int32_t extra_value) {
       int32_t key;
       if (nk) {
         int32_t rest = gx_rule_new(b, "keyrest");
-        if (rest >= 0) b->rules[rest].body = gx_repeat(b, gx_ref(b, c->r_char), 0, -1);
+        gx_define(b, rest, gx_repeat(b, gx_ref(b, c->r_char), 0, -1), -1);
         for (int i = 0; i < nk; i++) { /* the bodies, without quotes */
           size_t L = strlen(keys[i]);
           memmove(keys[i], keys[i] + 1, L - 2);
@@ -431,7 +431,7 @@ static int32_t object_of(sc_t *c, prop_t *p, int n, int32_t extra_value) {
         key = gx_seq2(b, lit(c, "\""), other_key(c, keys, nk, 0, rest));
       } else key = gx_ref(b, c->r_string);
       kva = gx_rule_new(b, "extra");
-      if (kva >= 0) b->rules[kva].body = gx_seq3(b, key, punct(c, ":"), gx_ref(b, extra_value));
+      gx_define(b, kva, gx_seq3(b, key, punct(c, ":"), gx_ref(b, extra_value)), -1);
     }
     /* R[i][s]: properties i.. given whether one was written (s) */
     for (int s = 0; s < 2; s++) {
@@ -440,14 +440,14 @@ static int32_t object_of(sc_t *c, prop_t *p, int n, int32_t extra_value) {
       else if (s) tail = gx_repeat(b, gx_seq2(b, punct(c, ","), gx_ref(b, kva)), 0, -1);
       else tail = gx_opt(b, gx_seq2(b, gx_ref(b, kva), gx_repeat(b, gx_seq2(b, punct(c, ","), gx_ref(b, kva)), 0, -1)));
       R[2 * n + s] = gx_rule_new(b, "props");
-      if (R[2 * n + s] >= 0) b->rules[R[2 * n + s]].body = tail;
+      gx_define(b, R[2 * n + s], tail, -1);
     }
     for (int i = n - 1; i >= 0 && !b->failed; i--)
       for (int s = 0; s < 2; s++) {
         int32_t take = gx_seq3(b, s ? punct(c, ",") : gx_empty(b), gx_ref(b, kv[i]), gx_ref(b, R[2 * (i + 1) + 1]));
         int32_t body = p[i].required ? take : gx_alt2(b, take, gx_ref(b, R[2 * (i + 1) + s]));
         R[2 * i + s] = gx_rule_new(b, "props");
-        if (R[2 * i + s] >= 0) b->rules[R[2 * i + s]].body = body;
+        gx_define(b, R[2 * i + s], body, -1);
       }
     result = gx_seq3(b, gx_seq2(b, lit(c, "{"), ws(c)), gx_ref(b, R[0]), gx_seq2(b, ws(c), lit(c, "}")));
   }
@@ -571,7 +571,7 @@ static int32_t object_node(sc_t *c, const cJSON *s) {
     if (closed) ev = -1;
     else if (extra) {
       ev = gx_rule_new(c->b, "extravalue");
-      if (ev >= 0) c->b->rules[ev].body = sub(c, extra, "additionalProperties", NULL);
+      gx_define(c->b, ev, sub(c, extra, "additionalProperties", NULL), -1);
     } else if (open || !any_props || c->o.additional_default) ev = c->r_value;
     x = object_of(c, p, n, ev);
   }
@@ -594,7 +594,7 @@ static int32_t array_node(sc_t *c, const cJSON *s) {
   int32_t item_rule = c->r_value;
   if (items && !cJSON_IsBool(items)) {
     item_rule = gx_rule_new(b, "item");
-    if (item_rule >= 0) b->rules[item_rule].body = sub(c, items, "items", NULL);
+    gx_define(b, item_rule, sub(c, items, "items", NULL), -1);
   }
   /* tail(i): elements from index i on, one written before if i > 0 */
   int32_t tail;
