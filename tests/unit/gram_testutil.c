@@ -36,3 +36,10 @@ int gram_test_judge(const gram_t *g, const char *s) {
   gram_matcher_destroy(m), gram_cache_destroy(c), gram_vocab_destroy(v);
   return r;
 }
+
+void gram_test_expect(const gram_t *g, const gram_case_t *cases, int n) {
+  for (int i = 0; i < n; i++) {
+    int got = gram_test_judge(g, cases[i].text);
+    if (got != cases[i].want) fail_msg("'%s': got %d, want %d", cases[i].text, got, cases[i].want);
+  }
+}

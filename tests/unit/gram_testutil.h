@@ -17,4 +17,16 @@ gram_vocab_t *gram_test_vocab(void);
 /* 1: s is a sentence of g; 0: a proper prefix of one; -1: neither. */
 int gram_test_judge(const gram_t *g, const char *s);
 
+
+/* Expected verdicts of gram_test_judge, checked in a row: each case fails the
+ * test with its text when the verdict differs. */
+typedef struct gram_case {
+  const char *text;
+  int want;
+} gram_case_t;
+void gram_test_expect(const gram_t *g, const gram_case_t *cases, int n);
+#define GRAM_TEST_EXPECT(g, ...)                                                                         \
+  gram_test_expect((g), (const gram_case_t[]){__VA_ARGS__},                                           \
+                   (int)(sizeof((const gram_case_t[]){__VA_ARGS__}) / sizeof(gram_case_t)))
+
 #endif
