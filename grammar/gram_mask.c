@@ -84,7 +84,7 @@ static int walk(gram_run_t *r, gram_walk_t *w, const gram_vocab_t *v, const int3
   const int32_t base = r->n_fr;
   w->buf.n = 0;
   if (gram__ivec_reserve(&w->buf, n_start)) return GRAM_ENOMEM;
-  memcpy(w->buf.v, start, sizeof *start * (size_t)n_start);
+  if (n_start) memcpy(w->buf.v, start, sizeof *start * (size_t)n_start);
   w->buf.n = n_start;
   w->off[0] = 0, w->cnt[0] = n_start, w->top[0] = base, w->unc[0] = 0, w->endok[0] = 0;
   int32_t reach = 0, dead = -1;
@@ -157,7 +157,8 @@ gram_cache_t *gram_cache_create(const gram_t *g, const gram_vocab_t *v) {
   c->mask = 255;
   c->ent = calloc(c->mask + 1, sizeof *c->ent);
   c->keys = calloc(c->mask + 1, sizeof *c->keys);
-  if (!c->ent || !c->keys || gram__run_init(&c->run, g)) {
+  if (!c->ent || !c->keys || gram__run_init(&c->run, g) || gram__ivec_reserve(&c->acc, 64) ||
+      gram__ivec_reserve(&c->unc, 64)) {
     gram_cache_destroy(c);
     return NULL;
   }

@@ -37,7 +37,7 @@ static int push_step(gram_matcher_t *m, const int32_t *front, int32_t n, int acc
   step_t *s = &m->hist[m->n_hist++];
   s->off = m->fronts.n, s->n = n, s->n_fr = m->run.n_fr;
   s->accepting = (uint8_t)(accepting != 0), s->eog = (uint8_t)(eog != 0);
-  memcpy(m->fronts.v + m->fronts.n, front, sizeof *front * (size_t)n);
+  if (n) memcpy(m->fronts.v + m->fronts.n, front, sizeof *front * (size_t)n);
   m->fronts.n += n;
   return 0;
 }
@@ -54,7 +54,9 @@ gram_matcher_t *gram_matcher_create(const gram_cache_t *c) {
   if (!m) return NULL;
   m->c = c;
   m->g = gram__cache_grammar(c);
-  if (gram__run_init(&m->run, m->g)) goto fail;
+  if (gram__run_init(&m->run, m->g) || gram__ivec_reserve(&m->fronts, 64) || gram__ivec_reserve(&m->a, 64) ||
+      gram__ivec_reserve(&m->b, 64))
+    goto fail;
   const gram_t *g = m->g;
   int32_t seeds[64], *sp = seeds, n = g->rule_alt[g->root + 1] - g->rule_alt[g->root];
   if (n > 64 && !(sp = malloc(sizeof *sp * (size_t)n))) goto fail;
@@ -104,7 +106,7 @@ static int advance(gram_matcher_t *m, const unsigned char *p, size_t len) {
   int32_t n_fr = m->run.n_fr;
   m->a.n = 0;
   if (gram__ivec_reserve(&m->a, s->n)) return GRAM_ENOMEM;
-  memcpy(m->a.v, m->fronts.v + s->off, sizeof *m->a.v * (size_t)s->n);
+  if (s->n) memcpy(m->a.v, m->fronts.v + s->off, sizeof *m->a.v * (size_t)s->n);
   m->a.n = s->n;
   int acc = s->accepting;
   for (size_t i = 0; i < len; i++) {
