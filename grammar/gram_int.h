@@ -35,6 +35,8 @@ struct gram {
   gram_set_t *sets;      /* [n_sets] byte sets (deduplicated) */
   int32_t *suffix_min;   /* [n_elems] fewest bytes from this element to its alternative's end */
   int32_t *rule_min;     /* [n_rules] fewest bytes of a sentence of the rule (INT32_MAX/4: none) */
+  int32_t *elem_rule;    /* [n_elems] the rule each element belongs to */
+  gram_set_t *follow;    /* [n_rules] bytes that may come right after a sentence of the rule */
   char **rule_name;      /* [n_rules] for messages */
 };
 
@@ -183,7 +185,7 @@ int gram__run_step(gram_run_t *r, const int32_t *front, int32_t n, unsigned c, g
 typedef struct gram_walk {
   gram_ivec_t buf;          /* the frontiers, level after level */
   int32_t *off, *cnt, *top; /* [cap] per depth: frontier offset, size, frame count after it */
-  uint8_t *unc, *endok;     /* [cap] per depth: the local rule ended on the way; a token may end here */
+  uint8_t *unc, *endok;     /* [cap] per depth: the local rule ended right here; a token may end here */
   int32_t cap;
 } gram_walk_t;
 void gram__walk_free(gram_walk_t *w);

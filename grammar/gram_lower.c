@@ -149,7 +149,7 @@ void gram_destroy(gram_t *g) {
     for (int32_t i = 0; i < g->n_rules; i++) free(g->rule_name[i]);
   free(g->rule_name);
   free(g->elems), free(g->alt_start), free(g->rule_alt), free(g->sets);
-  free(g->suffix_min), free(g->rule_min);
+  free(g->suffix_min), free(g->rule_min), free(g->elem_rule), free(g->follow);
   free(g);
 }
 
@@ -230,6 +230,76 @@ static int shortest(lower_t *L, gram_t *g) {
       g->suffix_min[q] = sat_add(g->suffix_min[q + 1], e >= 0 ? 1 : g->rule_min[GRAM_REF_ID(e)]);
     }
   }
+  return 0;
+}
+
+static int set_or(gram_set_t *d, const gram_set_t *x) {
+  int ch = 0;
+  for (int i = 0; i < 8; i++) {
+    uint32_t w = d->w[i] | x->w[i];
+    ch |= w != d->w[i];
+    d->w[i] = w;
+  }
+  return ch;
+}
+
+/* FIRST (bytes a rule's sentences start with) and FOLLOW (bytes that may come
+ * right after a rule) by passes to a fixed point, and each element's rule.
+ * The token cache uses FOLLOW to tell which tokens running past a rule's end
+ * may still fit. If the passes do not settle within a work bound, FOLLOW is
+ * every byte (always safe: only less precise). */
+static int first_follow(lower_t *L, gram_t *g) {
+  int32_t n = g->n_rules;
+  gram_set_t *first = calloc((size_t)n, sizeof *first);
+  g->follow = calloc((size_t)n, sizeof *g->follow);
+  g->elem_rule = malloc(sizeof *g->elem_rule * (size_t)g->n_elems);
+  if (!first || !g->follow || !g->elem_rule) {
+    free(first);
+    return gx_fail(L->b, -1, GRAM_ENOMEM, "out of memory");
+  }
+  for (int32_t r = 0; r < n; r++)
+    for (int32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++)
+      for (int32_t p = g->alt_start[a];; p++) {
+        g->elem_rule[p] = r;
+        if (g->elems[p] == GRAM_END) break;
+      }
+  int64_t work = 0, limit = 20 * 1000 * 1000;
+  for (int changed = 1; changed && work < limit;) {
+    changed = 0;
+    for (int32_t r = n - 1; r >= 0; r--)
+      for (int32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++)
+        for (int32_t p = g->alt_start[a]; g->elems[p] != GRAM_END; p++, work++) {
+          int32_t e = g->elems[p];
+          if (e >= 0) {
+            changed |= set_or(&first[r], &g->sets[e]);
+            break;
+          }
+          changed |= set_or(&first[r], &first[GRAM_REF_ID(e)]);
+          if (g->rule_min[GRAM_REF_ID(e)] != 0) break;
+        }
+  }
+  for (int changed = 1; changed && work < limit;) {
+    changed = 0;
+    for (int32_t a = 0; a < g->n_alts; a++) {
+      int32_t st = g->alt_start[a], end = st;
+      while (g->elems[end] != GRAM_END) end++;
+      gram_set_t acc = g->follow[g->elem_rule[st]];
+      for (int32_t q = end - 1; q >= st; q--, work++) {
+        int32_t e = g->elems[q];
+        if (e >= 0) {
+          acc = g->sets[e];
+          continue;
+        }
+        int32_t u = GRAM_REF_ID(e);
+        changed |= set_or(&g->follow[u], &acc);
+        if (g->rule_min[u] != 0) acc = first[u];
+        else set_or(&acc, &first[u]);
+      }
+    }
+  }
+  if (work >= limit)
+    for (int32_t r = 0; r < n; r++) memset(&g->follow[r], 0xff, sizeof g->follow[r]);
+  free(first);
   return 0;
 }
 
@@ -332,7 +402,7 @@ gram_t *gx_finish(gx_build_t *b, int32_t root) {
     g->rule_name[r] = b->rules[r].name; /* moved */
     b->rules[r].name = NULL;
   }
-  if (dedup_sets(&L, g) || shortest(&L, g) || left_recursion(&L, g)) goto fail;
+  if (dedup_sets(&L, g) || shortest(&L, g) || left_recursion(&L, g) || first_follow(&L, g)) goto fail;
   if (g->rule_min[root] >= GRAM_INF_LEN) {
     gx_fail(b, -1, GRAM_EINVAL, "the grammar has no sentence, or its shortest sentence is over %d bytes (rule %s)",
             GRAM_INF_LEN - 1, g->rule_name[root]);

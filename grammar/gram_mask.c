@@ -77,8 +77,17 @@ enum { R_REJECT, R_ACCEPT, R_UNCERTAIN };
  * the frames start[0..n_start). Accepted ids go to acc (or straight into
  * mask), uncertain sorted indices to unc (cache mode only). Leaves the run's
  * frame count as it found it. */
+/* Did the local rule end at a depth d < upto where the token's next byte
+ * b[d] may follow it (follow)? Then the token depends on the real stack. */
+static int uncertain(const gram_walk_t *w, const char *b, int32_t upto, const gram_set_t *follow) {
+  for (int32_t d = 1; d < upto; d++)
+    if (w->unc[d] && gram__set_has(follow, (unsigned char)b[d])) return 1;
+  return 0;
+}
+
 static int walk(gram_run_t *r, gram_walk_t *w, const gram_vocab_t *v, const int32_t *start, int32_t n_start,
-                const int32_t *list, int32_t n_list, gram_ivec_t *acc, gram_ivec_t *unc, uint32_t *mask) {
+                const int32_t *list, int32_t n_list, const gram_set_t *follow, gram_ivec_t *acc, gram_ivec_t *unc,
+                uint32_t *mask) {
   int rc = walk_reserve(w, v->max_len + 2);
   if (rc) return rc;
   const int32_t base = r->n_fr;
@@ -119,7 +128,7 @@ static int walk(gram_run_t *r, gram_walk_t *w, const gram_vocab_t *v, const int3
           return f;
         }
         w->off[j + 1] = o, w->cnt[j + 1] = w->buf.n - o, w->top[j + 1] = r->n_fr;
-        w->unc[j + 1] = w->unc[j] || (f & GRAM_HIT_LOCAL);
+        w->unc[j + 1] = (f & GRAM_HIT_LOCAL) != 0;
         w->endok[j + 1] = w->cnt[j + 1] > 0 || f != 0;
         if (!w->cnt[j + 1]) {
           die = dead = j + 1;
@@ -129,12 +138,10 @@ static int walk(gram_run_t *r, gram_walk_t *w, const gram_vocab_t *v, const int3
       reach = dead >= 0 ? dead : (int32_t)n;
     }
     int res;
-    if (die < 0 || die == (int32_t)n) {
-      int32_t d = (int32_t)n;
-      res = w->endok[d] ? R_ACCEPT : w->unc[d] ? R_UNCERTAIN : R_REJECT;
-    } else {
-      res = w->unc[die] ? R_UNCERTAIN : R_REJECT;
-    }
+    if (die < 0 || die == (int32_t)n) res = w->endok[n] ? R_ACCEPT : R_REJECT;
+    else res = R_REJECT;
+    if (res == R_REJECT && follow && uncertain(w, b, die < 0 ? (int32_t)n : die + 1 > (int32_t)n ? (int32_t)n : die + 1, follow))
+      res = R_UNCERTAIN;
     if (res == R_ACCEPT) {
       if (mask) mask[id >> 5] |= 1u << (id & 31);
       else {
@@ -207,7 +214,10 @@ static int compute(gram_cache_t *c, const ctx_key_t *k, entry_t **out) {
     if (f < 0) return c->run.err ? c->run.err : GRAM_ENOMEM;
   }
   c->acc.n = c->unc.n = 0;
-  int rc = walk(&c->run, &c->walk, c->v, &f, 1, NULL, 0, &c->acc, &c->unc, NULL);
+  /* bytes that may follow the bottom frame's rule: only tokens going on with
+   * one of them past the rule's end can depend on the real stack */
+  const gram_set_t *follow = depth == GRAM_CTX ? &c->g->follow[c->g->elem_rule[k->pos[depth - 1]]] : NULL;
+  int rc = walk(&c->run, &c->walk, c->v, &f, 1, NULL, 0, follow, &c->acc, &c->unc, NULL);
   if (rc) return rc;
   entry_t *e = calloc(1, sizeof *e);
   if (!e) return GRAM_ENOMEM;
@@ -327,7 +337,7 @@ int32_t gram__cache_fill(const gram_cache_t *c, gram_run_t *run, gram_walk_t *w,
       for (size_t x = 0; x < words; x++) mask[x] |= e->bits[x];
     else
       for (int32_t x = 0; x < e->n_acc; x++) mask[e->list[x] >> 5] |= 1u << (e->list[x] & 31);
-    if (e->n_unc) rc = walk(run, w, v, grp, k, e->unc, e->n_unc, NULL, NULL, mask);
+    if (e->n_unc) rc = walk(run, w, v, grp, k, e->unc, e->n_unc, NULL, NULL, NULL, mask);
   }
   free(grp), free(done);
   if (rc) {
