@@ -181,12 +181,22 @@ int gram__run_step(gram_run_t *r, const int32_t *front, int32_t n, unsigned c, g
 
 /* ---- token masks (gram_mask.c) ---------------------------------------------- */
 
-/* Scratch for walking the vocabulary trie: one frontier per depth. */
+/* Scratch for walking the vocabulary trie. The frontiers met are interned as
+ * states and their byte transitions memoized for the walk (a lazily built
+ * automaton: inside a JSON string every character leads back to the same
+ * state, so most trie edges cost one table lookup instead of a closure). */
 typedef struct gram_walk {
-  gram_ivec_t buf;          /* the frontiers, level after level */
-  int32_t *off, *cnt, *top; /* [cap] per depth: frontier offset, size, frame count after it */
+  int32_t *st;              /* [cap] per depth: the frontier's state (-1: empty) */
   uint8_t *unc, *endok;     /* [cap] per depth: the local rule ended right here; a token may end here */
   int32_t cap;
+  gram_ivec_t sfr, soff;    /* state i's frames: sfr.v[soff.v[i] .. soff.v[i+1]), sorted */
+  int32_t *sid;             /* state table: ids by content hash (valid where sstamp == epoch) */
+  uint32_t *sstamp, smask;
+  uint32_t *tkey, *tstamp, tmask; /* transitions: (state << 8 | byte) -> tnext, tflag */
+  int32_t *tnext, n_trans;
+  uint8_t *tflag;
+  uint32_t epoch;
+  gram_ivec_t tmp;
 } gram_walk_t;
 void gram__walk_free(gram_walk_t *w);
 

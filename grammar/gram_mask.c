@@ -57,26 +57,148 @@ struct gram_cache {
 };
 
 void gram__walk_free(gram_walk_t *w) {
-  free(w->buf.v), free(w->off), free(w->cnt), free(w->top), free(w->unc), free(w->endok);
+  free(w->st), free(w->unc), free(w->endok), free(w->sfr.v), free(w->soff.v), free(w->sid), free(w->sstamp);
+  free(w->tkey), free(w->tstamp), free(w->tnext), free(w->tflag), free(w->tmp.v);
   memset(w, 0, sizeof *w);
 }
 
+#define WALK_MAX_STATES (1 << 22)
+
 static int walk_reserve(gram_walk_t *w, int32_t depth) {
+  if (!w->sid) {
+    w->smask = w->tmask = 1023;
+    w->sid = malloc(sizeof *w->sid * 1024), w->sstamp = calloc(1024, sizeof *w->sstamp);
+    w->tkey = malloc(sizeof *w->tkey * 1024), w->tstamp = calloc(1024, sizeof *w->tstamp);
+    w->tnext = malloc(sizeof *w->tnext * 1024), w->tflag = malloc(1024);
+    if (!w->sid || !w->sstamp || !w->tkey || !w->tstamp || !w->tnext || !w->tflag) return GRAM_ENOMEM;
+  }
   if (depth <= w->cap) return 0;
   int32_t nc = depth + 16;
-  if (gram__resize(&w->off, sizeof *w->off, nc) || gram__resize(&w->cnt, sizeof *w->cnt, nc) ||
-      gram__resize(&w->top, sizeof *w->top, nc) || gram__resize(&w->unc, 1, nc) || gram__resize(&w->endok, 1, nc))
+  if (gram__resize(&w->st, sizeof *w->st, nc) || gram__resize(&w->unc, 1, nc) || gram__resize(&w->endok, 1, nc))
     return GRAM_ENOMEM;
   w->cap = nc;
   return 0;
 }
 
+static uint32_t mix(uint64_t h) {
+  h ^= h >> 33, h *= 0xff51afd7ed558ccdull, h ^= h >> 33;
+  return (uint32_t)h;
+}
+
+static uint32_t state_hash(const int32_t *f, int32_t n) {
+  uint64_t h = (uint64_t)n;
+  for (int32_t i = 0; i < n; i++) h = (h ^ (uint32_t)f[i]) * 0x9E3779B97F4A7C15ull;
+  return mix(h);
+}
+
+static int32_t *state_frames(const gram_walk_t *w, int32_t s, int32_t *n) {
+  *n = w->soff.v[s + 1] - w->soff.v[s];
+  return w->sfr.v + w->soff.v[s];
+}
+
+/* Doubles a stamped table of 2^k slots; live entries are rehashed. */
+static int grow_states(gram_walk_t *w) {
+  uint32_t nm = w->smask * 2 + 1;
+  int32_t *sid = malloc(sizeof *sid * (nm + 1));
+  uint32_t *st = calloc(nm + 1, sizeof *st);
+  if (!sid || !st) {
+    free(sid), free(st);
+    return GRAM_ENOMEM;
+  }
+  for (int32_t s = 0; s < w->soff.n - 1; s++) {
+    int32_t n, *f = state_frames(w, s, &n);
+    uint32_t h = state_hash(f, n) & nm;
+    while (st[h] == w->epoch) h = (h + 1) & nm;
+    st[h] = w->epoch, sid[h] = s;
+  }
+  free(w->sid), free(w->sstamp);
+  w->sid = sid, w->sstamp = st, w->smask = nm;
+  return 0;
+}
+
+static int grow_trans(gram_walk_t *w) {
+  uint32_t nm = w->tmask * 2 + 1;
+  uint32_t *key = malloc(sizeof *key * (nm + 1)), *st = calloc(nm + 1, sizeof *st);
+  int32_t *nx = malloc(sizeof *nx * (nm + 1));
+  uint8_t *fl = malloc(nm + 1);
+  if (!key || !st || !nx || !fl) {
+    free(key), free(st), free(nx), free(fl);
+    return GRAM_ENOMEM;
+  }
+  for (uint32_t i = 0; i <= w->tmask; i++) {
+    if (w->tstamp[i] != w->epoch) continue;
+    uint32_t h = mix(w->tkey[i]) & nm;
+    while (st[h] == w->epoch) h = (h + 1) & nm;
+    st[h] = w->epoch, key[h] = w->tkey[i], nx[h] = w->tnext[i], fl[h] = w->tflag[i];
+  }
+  free(w->tkey), free(w->tstamp), free(w->tnext), free(w->tflag);
+  w->tkey = key, w->tstamp = st, w->tnext = nx, w->tflag = fl, w->tmask = nm;
+  return 0;
+}
+
+/* The state of the frames in w->tmp (sorted here), made if new; -1 if empty. */
+static int32_t intern(gram_walk_t *w) {
+  int32_t n = w->tmp.n, *f = w->tmp.v;
+  if (!n) return -1;
+  for (int32_t i = 1; i < n; i++) /* insertion sort: frontiers are small */
+    for (int32_t j = i; j > 0 && f[j - 1] > f[j]; j--) {
+      int32_t t = f[j];
+      f[j] = f[j - 1], f[j - 1] = t;
+    }
+  uint32_t h = state_hash(f, n) & w->smask;
+  for (; w->sstamp[h] == w->epoch; h = (h + 1) & w->smask) {
+    int32_t m, *g = state_frames(w, w->sid[h], &m);
+    if (m == n && !memcmp(f, g, sizeof *f * (size_t)n)) return w->sid[h];
+  }
+  int32_t s = w->soff.n - 1;
+  if (s >= WALK_MAX_STATES) return GRAM_ELIMIT - 16; /* (distinct from -1; see dfa_step) */
+  if (gram__ivec_reserve(&w->sfr, n) || gram__ivec_reserve(&w->soff, 1)) return GRAM_ENOMEM - 16;
+  memcpy(w->sfr.v + w->sfr.n, f, sizeof *f * (size_t)n);
+  w->sfr.n += n;
+  w->soff.v[w->soff.n++] = w->sfr.n;
+  w->sstamp[h] = w->epoch, w->sid[h] = s;
+  if ((uint32_t)(s + 1) * 2 > w->smask && grow_states(w)) return GRAM_ENOMEM - 16;
+  return s;
+}
+
+/* The state after byte c from state s, and the step's GRAM_HIT_* flags. */
+static int dfa_step(gram_run_t *r, gram_walk_t *w, int32_t s, unsigned c, int32_t *next, int *flags) {
+  uint32_t key = (uint32_t)s << 8 | c, h = mix(key) & w->tmask;
+  for (; w->tstamp[h] == w->epoch; h = (h + 1) & w->tmask)
+    if (w->tkey[h] == key) {
+      *next = w->tnext[h], *flags = w->tflag[h];
+      return 0;
+    }
+  int32_t n, *f = state_frames(w, s, &n);
+  w->tmp.n = 0;
+  int fl = gram__run_step(r, f, n, c, &w->tmp);
+  if (fl < 0) return fl;
+  int32_t ns = intern(w);
+  if (ns < -1) return ns + 16;
+  w->tstamp[h] = w->epoch, w->tkey[h] = key, w->tnext[h] = ns, w->tflag[h] = (uint8_t)fl;
+  if ((uint32_t)++w->n_trans * 2 > w->tmask && grow_trans(w)) return GRAM_ENOMEM;
+  *next = ns, *flags = fl;
+  return 0;
+}
+
+/* Starts a walk: forgets the states and transitions of the last one. */
+static int walk_begin(gram_walk_t *w, const int32_t *start, int32_t n_start, int32_t *s0) {
+  if (++w->epoch == 0) {
+    memset(w->sstamp, 0, sizeof *w->sstamp * (w->smask + 1));
+    memset(w->tstamp, 0, sizeof *w->tstamp * (w->tmask + 1));
+    w->epoch = 1;
+  }
+  w->sfr.n = 0, w->soff.n = 0, w->n_trans = 0;
+  if (gram__ivec_reserve(&w->soff, 1) || gram__ivec_reserve(&w->tmp, n_start)) return GRAM_ENOMEM;
+  w->soff.v[w->soff.n++] = 0;
+  if (n_start) memcpy(w->tmp.v, start, sizeof *start * (size_t)n_start);
+  w->tmp.n = n_start;
+  *s0 = intern(w);
+  return *s0 < -1 ? *s0 + 16 : 0;
+}
+
 enum { R_REJECT, R_ACCEPT, R_UNCERTAIN };
 
-/* Walks the tokens sorted[list[i]] (list NULL: all of them, in order) from
- * the frames start[0..n_start). Accepted ids go to acc (or straight into
- * mask), uncertain sorted indices to unc (cache mode only). Leaves the run's
- * frame count as it found it. */
 /* Did the local rule end at a depth d < upto where the token's next byte
  * b[d] may follow it (follow)? Then the token depends on the real stack. */
 static int uncertain(const gram_walk_t *w, const char *b, int32_t upto, const gram_set_t *follow) {
@@ -85,18 +207,19 @@ static int uncertain(const gram_walk_t *w, const char *b, int32_t upto, const gr
   return 0;
 }
 
+/* Walks the tokens sorted[list[i]] (list NULL: all of them, in order) from
+ * the frames start[0..n_start). Accepted ids go to acc (or straight into
+ * mask), uncertain sorted indices to unc (cache mode, follow given). Leaves
+ * the run's frame count as it found it. */
 static int walk(gram_run_t *r, gram_walk_t *w, const gram_vocab_t *v, const int32_t *start, int32_t n_start,
                 const int32_t *list, int32_t n_list, const gram_set_t *follow, gram_ivec_t *acc, gram_ivec_t *unc,
                 uint32_t *mask) {
   int rc = walk_reserve(w, v->max_len + 2);
   if (rc) return rc;
   const int32_t base = r->n_fr;
-  w->buf.n = 0;
-  if (gram__ivec_reserve(&w->buf, n_start)) return GRAM_ENOMEM;
-  if (n_start) memcpy(w->buf.v, start, sizeof *start * (size_t)n_start);
-  w->buf.n = n_start;
-  w->off[0] = 0, w->cnt[0] = n_start, w->top[0] = base, w->unc[0] = 0, w->endok[0] = 0;
-  int32_t reach = 0, dead = -1;
+  if ((rc = walk_begin(w, start, n_start, &w->st[0]))) return rc;
+  w->unc[0] = 0, w->endok[0] = 0;
+  int32_t reach = 0, dead = w->st[0] < 0 ? 0 : -1;
   const char *prev = NULL;
   size_t prev_len = 0;
   int32_t total = list ? n_list : v->n_sorted;
@@ -117,20 +240,15 @@ static int walk(gram_run_t *r, gram_walk_t *w, const gram_vocab_t *v, const int3
       die = dead;
     } else {
       dead = -1;
-      int32_t k = (int32_t)l < reach ? (int32_t)l : reach;
-      gram__run_truncate(r, w->top[k]);
-      w->buf.n = w->off[k] + w->cnt[k];
-      for (int32_t j = k; j < (int32_t)n; j++) {
-        int32_t o = w->buf.n;
-        int f = gram__run_step(r, w->buf.v + w->off[j], w->cnt[j], (unsigned char)b[j], &w->buf);
-        if (f < 0) {
+      for (int32_t j = (int32_t)l < reach ? (int32_t)l : reach; j < (int32_t)n; j++) {
+        int f = 0;
+        if ((rc = dfa_step(r, w, w->st[j], (unsigned char)b[j], &w->st[j + 1], &f))) {
           gram__run_truncate(r, base);
-          return f;
+          return rc;
         }
-        w->off[j + 1] = o, w->cnt[j + 1] = w->buf.n - o, w->top[j + 1] = r->n_fr;
         w->unc[j + 1] = (f & GRAM_HIT_LOCAL) != 0;
-        w->endok[j + 1] = w->cnt[j + 1] > 0 || f != 0;
-        if (!w->cnt[j + 1]) {
+        w->endok[j + 1] = w->st[j + 1] >= 0 || f != 0;
+        if (w->st[j + 1] < 0) {
           die = dead = j + 1;
           break;
         }
