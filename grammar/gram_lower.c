@@ -69,7 +69,10 @@ static int32_t elem_of(lower_t *L, int32_t x) {
 
 /* A fresh node for element e (nodes have one sibling link, so never reuse). */
 static int32_t node_of(lower_t *L, int32_t e) {
-  if (e >= 0) return gx_set(L->b, &L->b->sets[e]);
+  if (e >= 0) {
+    gram_set_t copy = L->b->sets[e]; /* gx_set may move the array */
+    return gx_set(L->b, &copy);
+  }
   return gx_ref(L->b, GRAM_REF_ID(e));
 }
 
