@@ -8,7 +8,8 @@
  * local JSON pointer; recursion works), $defs/definitions, minLength,
  * maxLength, pattern, format (date, time, date-time, uuid, email, ipv4),
  * minimum/maximum/exclusiveMinimum/exclusiveMaximum (integers exactly;
- * numbers with bounds produce integer values within them), nullable (OpenAPI),
+ * numbers with bounds: the integers within and decimals k.ddd whose unit
+ * interval lies within, a subset), nullable (OpenAPI),
  * and the annotations title, description, default, examples, $schema, $id,
  * $comment, deprecated, readOnly, writeOnly. Any other keyword is an error
  * naming it and its JSON pointer.
@@ -211,7 +212,10 @@ static int32_t int_range(sc_t *c, int has_lo, int64_t lo, int has_hi, int64_t hi
   return alt;
 }
 
-static int bound(sc_t *c, const cJSON *s, const char *key, int up, int64_t *out) {
+/* The bound keyword key of s: the integer bound in *out (rounded inward,
+ * exclusive made inclusive), the raw value in *raw; 1 if present, 0 if not,
+ * -1 after an error. */
+static int bound(sc_t *c, const cJSON *s, const char *key, int up, int64_t *out, double *raw) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
   if (!v) return 0;
   size_t old = path_push(c, key);
@@ -221,6 +225,7 @@ static int bound(sc_t *c, const cJSON *s, const char *key, int up, int64_t *out)
   path_pop(c, old);
   if (rc) return -1;
   double d = v->valuedouble;
+  *raw = d;
   int excl = strncmp(key, "exclusive", 9) == 0;
   double r = up ? floor(d) : ceil(d);
   if (excl && r == d) r += up ? -1 : 1;
@@ -228,18 +233,47 @@ static int bound(sc_t *c, const cJSON *s, const char *key, int up, int64_t *out)
   return 1;
 }
 
+/* Numbers with a fraction within the bounds: k.ddd (last digit not 0) for
+ * k >= 0 lies strictly inside (k, k+1), -k.ddd inside (-(k+1), -k); the
+ * integer parts whose whole interval fits (open or closed bounds alike).
+ * -1 if there are none. */
+static int32_t fractions(sc_t *c, int has_lo, double L, int has_hi, double H) {
+  gx_build_t *b = c->b;
+  int32_t alt = gx_alt(b);
+  int n = 0;
+  double A = has_lo && L > 0 ? ceil(L) : 0, B = has_hi ? floor(H - 1) : -1;
+  double C = has_hi && H < 0 ? ceil(-H) : 0, D = has_lo ? floor(-L - 1) : -1;
+  for (int neg = 0; neg < 2; neg++) {
+    double from = neg ? C : A, to = neg ? D : B;
+    int bounded = neg ? has_lo : has_hi;
+    if (bounded && from > to) continue;
+    int32_t digits = gx_seq2(b, gx_repeat(b, set_of(c, "", '0', '9'), 0, -1), set_of(c, "", '1', '9'));
+    int32_t ip = nat_range(c, (int64_t)from, bounded ? (int64_t)to : -1);
+    gx_add(b, alt, gx_seq3(b, neg ? gx_seq2(b, lit(c, "-"), ip) : ip, lit(c, "."), digits));
+    n++;
+  }
+  return n ? alt : -1;
+}
+
 static int32_t number_node(sc_t *c, const cJSON *s, int integer) {
   int64_t lo = 0, hi = 0, x;
+  double L = 0, H = 0, raw;
   int has_lo = 0, has_hi = 0, k;
   static const char *const lows[] = {"minimum", "exclusiveMinimum"}, *const highs[] = {"maximum", "exclusiveMaximum"};
   for (int i = 0; i < 2; i++) {
-    if ((k = bound(c, s, lows[i], 0, &x)) < 0) return -1;
+    if ((k = bound(c, s, lows[i], 0, &x, &raw)) < 0) return -1;
+    if (k && (!has_lo || raw > L)) L = raw;
     if (k && (!has_lo || x > lo)) lo = x, has_lo = 1;
-    if ((k = bound(c, s, highs[i], 1, &x)) < 0) return -1;
+    if ((k = bound(c, s, highs[i], 1, &x, &raw)) < 0) return -1;
+    if (k && (!has_hi || raw < H)) H = raw;
     if (k && (!has_hi || x < hi)) hi = x, has_hi = 1;
   }
   if (!has_lo && !has_hi) return gx_ref(c->b, integer ? c->r_int : c->r_number);
-  return int_range(c, has_lo, lo, has_hi, hi);
+  if (integer) return int_range(c, has_lo, lo, has_hi, hi);
+  int32_t frac = fractions(c, has_lo, L, has_hi, H);
+  if (frac >= 0 && has_lo && has_hi && lo > hi) return frac; /* no integer inside */
+  int32_t ints = int_range(c, has_lo, lo, has_hi, hi);
+  return frac < 0 ? ints : gx_alt2(c->b, ints, frac);
 }
 
 /* ---- strings -------------------------------------------------------------------- */

@@ -99,7 +99,7 @@ def test_json_object(gtool):
 
 # Schemas whose language tram and llguidance define the same way (the others
 # differ by design: tram's format regexes are narrower, numbers with bounds
-# produce integers, OpenAPI "nullable" is honoured, allOf merges objects).
+# produce a subset, OpenAPI "nullable" is honoured, allOf merges objects).
 LLG_SCHEMAS = ["type-list", "type-any", "string-len", "string-pattern-alt", "string-pattern-quote", "format-uuid",
                "int-range", "int-range-neg", "int-excl", "enum-mixed", "enum-typed", "const-obj", "array-prefix-more",
                "array-nested", "obj-mixed-req", "obj-additional-schema", "obj-keys-escape", "obj-prefix-keys",

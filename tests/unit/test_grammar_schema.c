@@ -61,6 +61,36 @@ static void integer_ranges_exact(void **state) {
   gram_destroy(g);
 }
 
+/* Numbers with bounds: every value the grammar takes is within the bounds
+ * (checked over a grid of decimals), and the integers within are taken. */
+static void number_bounds_sound(void **state) {
+  static const double b[][4] = {/* lo, hi, exclusive lo, exclusive hi */
+                                {-1.5, 2.5, 0, 0}, {0, 1, 0, 0}, {0, 1, 1, 1}, {-3, -1, 0, 1}, {0.5, 4, 1, 0}};
+  for (size_t i = 0; i < sizeof b / sizeof *b; i++) {
+    char text[256];
+    snprintf(text, sizeof text, "{\"type\":\"number\",\"%s\":%g,\"%s\":%g}", b[i][2] ? "exclusiveMinimum" : "minimum",
+             b[i][0], b[i][3] ? "exclusiveMaximum" : "maximum", b[i][1]);
+    gram_t *g = ok(text);
+    int taken = 0;
+    for (int k = -500; k <= 500; k++) {
+      char num[32];
+      double x = k / 100.0;
+      for (int form = 0; form < 2; form++) {
+        if (form) snprintf(num, sizeof num, "%d", k / 100);
+        else snprintf(num, sizeof num, "%.2f", x);
+        if (form) x = k / 100;
+        int in = (b[i][2] ? x > b[i][0] : x >= b[i][0]) && (b[i][3] ? x < b[i][1] : x <= b[i][1]);
+        int got = gram_test_judge(g, num) == 1;
+        taken += got;
+        if (got && !in) fail_msg("%s takes %s", text, num);
+        if (form && in && !got) fail_msg("%s refuses the integer %s", text, num);
+      }
+    }
+    assert_true(taken > 0);
+    gram_destroy(g);
+  }
+}
+
 static void forms(void **state) {
   gram_t *g = ok("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":2},"
                  "\"b\":{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"maxItems\":2}},\"required\":[\"b\"]}");
@@ -140,6 +170,7 @@ static void errors_name_keyword_and_path(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(integer_ranges_exact),
+      cmocka_unit_test(number_bounds_sound),
       cmocka_unit_test(forms),
       cmocka_unit_test(errors_name_keyword_and_path),
   };
