@@ -169,7 +169,9 @@ int32_t gx_rule_named(gx_build_t *b, const char *name, size_t len, int64_t pos) 
   if (b->failed) return -1;
   for (int32_t i = 0; i < b->n_rules; i++)
     if (strlen(b->rules[i].name) == len && !memcmp(b->rules[i].name, name, len)) return i;
-  return rule_add(b, strndup(name, len), pos);
+  char *copy = malloc(len + 1); /* (not strndup: name need not be terminated) */
+  if (copy) memcpy(copy, name, len), copy[len] = 0;
+  return rule_add(b, copy, pos);
 }
 
 int32_t gx_rule_new(gx_build_t *b, const char *prefix) {
