@@ -1,0 +1,180 @@
+/* grammar/gram_match.c — the per-sequence parser state: the live frames after
+ * the bytes accepted so far, a history of them per step (for rollback), and
+ * the calls the sampler needs: fill a token mask, accept a token, say whether
+ * the output is complete. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/gram_int.h"
+
+typedef struct step {
+  int32_t off, n;   /* the live frames: fronts.v[off .. off+n) */
+  int32_t n_fr;     /* frames in the pool after this step */
+  uint8_t accepting, eog;
+} step_t;
+
+struct gram_matcher {
+  const gram_cache_t *c;
+  const gram_t *g;
+  gram_run_t run;
+  gram_walk_t walk;
+  gram_ivec_t fronts; /* every step's frontier, end to end */
+  step_t *hist;
+  int32_t n_hist, cap_hist;
+  gram_ivec_t a, b;   /* scratch frontiers */
+};
+
+static const step_t *cur(const gram_matcher_t *m) { return &m->hist[m->n_hist - 1]; }
+
+static int push_step(gram_matcher_t *m, const int32_t *front, int32_t n, int accepting, int eog) {
+  if (m->n_hist == m->cap_hist) {
+    int32_t nc = m->cap_hist ? m->cap_hist * 2 : 64;
+    step_t *h = realloc(m->hist, sizeof *h * (size_t)nc);
+    if (!h) return GRAM_ENOMEM;
+    m->hist = h, m->cap_hist = nc;
+  }
+  if (gram__ivec_reserve(&m->fronts, n)) return GRAM_ENOMEM;
+  step_t *s = &m->hist[m->n_hist++];
+  s->off = m->fronts.n, s->n = n, s->n_fr = m->run.n_fr;
+  s->accepting = (uint8_t)(accepting != 0), s->eog = (uint8_t)(eog != 0);
+  if (n) memcpy(m->fronts.v + m->fronts.n, front, sizeof *front * (size_t)n);
+  m->fronts.n += n;
+  return 0;
+}
+
+void gram_matcher_reset(gram_matcher_t *m) {
+  m->n_hist = 1;
+  m->fronts.n = m->hist[0].off + m->hist[0].n;
+  gram__run_truncate(&m->run, m->hist[0].n_fr);
+  m->run.err = 0;
+}
+
+gram_matcher_t *gram_matcher_create(const gram_cache_t *c) {
+  gram_matcher_t *m = calloc(1, sizeof *m);
+  if (!m) return NULL;
+  m->c = c;
+  m->g = gram__cache_grammar(c);
+  if (gram__run_init(&m->run, m->g) || gram__ivec_reserve(&m->fronts, 64) || gram__ivec_reserve(&m->a, 64) ||
+      gram__ivec_reserve(&m->b, 64))
+    goto fail;
+  const gram_t *g = m->g;
+  int32_t seeds[64], *sp = seeds, n = g->rule_alt[g->root + 1] - g->rule_alt[g->root];
+  if (n > 64 && !(sp = malloc(sizeof *sp * (size_t)n))) goto fail;
+  for (int32_t i = 0; i < n; i++) sp[i] = gram__run_frame(&m->run, g->alt_start[g->rule_alt[g->root] + i], GRAM_ROOT);
+  int f = gram__run_closure(&m->run, sp, n, &m->a);
+  if (sp != seeds) free(sp);
+  if (f < 0 || push_step(m, m->a.v, m->a.n, f & GRAM_HIT_ROOT, 0)) goto fail;
+  return m;
+fail:
+  gram_matcher_destroy(m);
+  return NULL;
+}
+
+void gram_matcher_destroy(gram_matcher_t *m) {
+  if (!m) return;
+  gram__run_free(&m->run);
+  gram__walk_free(&m->walk);
+  free(m->fronts.v), free(m->hist), free(m->a.v), free(m->b.v);
+  free(m);
+}
+
+int gram_matcher_is_accepting(const gram_matcher_t *m) { return cur(m)->accepting; }
+
+int gram_matcher_is_ended(const gram_matcher_t *m) {
+  const step_t *s = cur(m);
+  return s->eog || (s->accepting && s->n == 0);
+}
+
+int32_t gram_matcher_fill_mask(gram_matcher_t *m, uint32_t *mask) {
+  const step_t *s = cur(m);
+  if (s->eog) {
+    memset(mask, 0, gram_mask_words(gram__cache_vocab(m->c)) * sizeof *mask);
+    return 0;
+  }
+  int32_t n_fr = m->run.n_fr;
+  int32_t rc = gram__cache_fill(m->c, &m->run, &m->walk, m->fronts.v + s->off, s->n, s->accepting, mask);
+  gram__run_truncate(&m->run, n_fr);
+  m->run.err = 0; /* a bound hit while walking fails this mask, not the matcher */
+  return rc;
+}
+
+/* Steps the current frontier through bytes; on success pushes one history
+ * step. On failure the pool is restored. */
+static int advance(gram_matcher_t *m, const unsigned char *p, size_t len) {
+  const step_t *s = cur(m);
+  if (s->eog) return GRAM_EREJECT;
+  int32_t n_fr = m->run.n_fr;
+  m->a.n = 0;
+  if (gram__ivec_reserve(&m->a, s->n)) return GRAM_ENOMEM;
+  if (s->n) memcpy(m->a.v, m->fronts.v + s->off, sizeof *m->a.v * (size_t)s->n);
+  m->a.n = s->n;
+  int acc = s->accepting;
+  for (size_t i = 0; i < len; i++) {
+    m->b.n = 0;
+    int f = gram__run_step(&m->run, m->a.v, m->a.n, p[i], &m->b);
+    if (f < 0 || (!m->b.n && !(f & GRAM_HIT_ROOT)) || (!m->b.n && i + 1 < len)) {
+      gram__run_truncate(&m->run, n_fr);
+      int err = f < 0 ? f : GRAM_EREJECT;
+      m->run.err = 0;
+      return err;
+    }
+    acc = (f & GRAM_HIT_ROOT) != 0;
+    gram_ivec_t t = m->a;
+    m->a = m->b, m->b = t;
+  }
+  int rc = push_step(m, m->a.v, m->a.n, acc, 0);
+  if (rc) gram__run_truncate(&m->run, n_fr);
+  return rc;
+}
+
+int gram_matcher_accept_bytes(gram_matcher_t *m, const void *bytes, size_t len) {
+  return advance(m, bytes, len);
+}
+
+int gram_matcher_accept_token(gram_matcher_t *m, int32_t id) {
+  size_t len;
+  int eog;
+  const char *b = gram__vocab_token(gram__cache_vocab(m->c), id, &len, &eog);
+  if (!b) return GRAM_EREJECT;
+  if (eog) {
+    const step_t *s = cur(m);
+    if (!s->accepting || s->eog) return GRAM_EREJECT;
+    return push_step(m, NULL, 0, 1, 1);
+  }
+  if (!len) return GRAM_EREJECT;
+  return advance(m, (const unsigned char *)b, len);
+}
+
+int gram_matcher_rollback(gram_matcher_t *m, int n) {
+  int k = 0;
+  while (k < n && m->n_hist > 1) {
+    m->n_hist--;
+    k++;
+  }
+  const step_t *s = cur(m);
+  m->fronts.n = s->off + s->n;
+  gram__run_truncate(&m->run, s->n_fr);
+  return k;
+}
+
+int gram_matcher_shortest_byte(const gram_matcher_t *m) {
+  const step_t *s = cur(m);
+  if (s->accepting || s->eog) return -1;
+  const gram_t *g = m->g;
+  int64_t best = GRAM_INF_LEN;
+  int32_t best_pos = -1;
+  for (int32_t i = 0; i < s->n; i++) {
+    int32_t id = m->fronts.v[s->off + i];
+    int64_t cost = 0;
+    int32_t pos = m->run.fr[id].pos;
+    for (int32_t f = id; f >= 0 && cost < GRAM_INF_LEN; f = m->run.fr[f].below) cost += g->suffix_min[m->run.fr[f].pos];
+    if (cost < best) best = cost, best_pos = pos;
+  }
+  if (best_pos < 0) return -1;
+  const gram_set_t *set = &g->sets[g->elems[best_pos]];
+  for (unsigned c = 0x20; c < 0x7F; c++) /* printable first */
+    if (gram__set_has(set, c)) return (int)c;
+  for (unsigned c = 0; c < 256; c++)
+    if (gram__set_has(set, c)) return (int)c;
+  return -1;
+}

@@ -1,0 +1,850 @@
+/* grammar/gram_schema.c — JSON Schema (Draft 2020-12 subset) into the
+ * expression builder: the only file of the grammar module that sees cJSON.
+ *
+ * Supported keywords: type (one or a list), properties, required,
+ * additionalProperties (bool or schema), items, prefixItems, minItems,
+ * maxItems, enum, const, anyOf, oneOf (as anyOf: exclusivity is not
+ * enforced), allOf (of object schemas, merged), $ref ("#", "#/$defs/..", any
+ * local JSON pointer; recursion works), $defs/definitions, minLength,
+ * maxLength, pattern, format (date, time, date-time, uuid, email, ipv4),
+ * minimum/maximum/exclusiveMinimum/exclusiveMaximum (integers exactly;
+ * numbers with bounds: the integers within and decimals k.ddd whose unit
+ * interval lies within, a subset), nullable (OpenAPI),
+ * and the annotations title, description, default, examples, $schema, $id,
+ * $comment, deprecated, readOnly, writeOnly. Any other keyword is an error
+ * naming it and its JSON pointer.
+ *
+ * Output form: properties in the order the schema lists them (optional ones
+ * may be left out), compact separators unless flexible whitespace is asked
+ * for (then each run is bounded). Without "type" the type is inferred from
+ * the keywords present (properties -> object, items -> array, ...); with no
+ * keyword at all, any JSON value. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/gram_int.h"
+
+typedef struct sc {
+  gx_build_t *b;
+  const cJSON *root;
+  gram_json_opts_t o;
+  char path[512];
+  size_t plen;
+  const cJSON **ref_node; /* $ref targets compiled so far, and their rules */
+  int32_t *ref_rule;
+  int n_refs;
+  int depth;
+  int32_t r_ws, r_char, r_string, r_int, r_number, r_value, r_object, r_array, r_key_rest;
+} sc_t;
+
+static const char *const KNOWN[] = {
+    "type", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems",
+    "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "minLength",
+    "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "nullable", "title", "description", "default", "examples", "$schema", "$id", "$comment",
+    "deprecated", "readOnly", "writeOnly", NULL};
+static const char *const ANNOTATION[] = {"title", "description", "default", "examples", "$schema", "$id",
+                                         "$comment", "deprecated", "readOnly", "writeOnly", "$defs",
+                                         "definitions", NULL};
+
+static int in_list(const char *const *l, const char *s) {
+  for (; *l; l++)
+    if (!strcmp(*l, s)) return 1;
+  return 0;
+}
+
+static int fail(sc_t *c, const char *fmt, const char *what) {
+  return gx_fail(c->b, -1, GRAM_EINVAL, fmt, what, c->plen ? c->path : "/");
+}
+
+/* Appends "/seg" (JSON pointer escaped) to the path; returns the old length. */
+static size_t path_push(sc_t *c, const char *seg) {
+  size_t old = c->plen;
+  if (c->plen + 2 < sizeof c->path) c->path[c->plen++] = '/';
+  for (const char *s = seg; *s && c->plen + 3 < sizeof c->path; s++) {
+    if (*s == '~' || *s == '/') c->path[c->plen++] = '~', c->path[c->plen++] = *s == '~' ? '0' : '1';
+    else c->path[c->plen++] = *s;
+  }
+  c->path[c->plen] = 0;
+  return old;
+}
+static void path_pop(sc_t *c, size_t old) { c->plen = old, c->path[old] = 0; }
+
+/* ---- shared pieces ------------------------------------------------------------ */
+
+static int32_t lit(sc_t *c, const char *s) { return gx_lit(c->b, s, strlen(s)); }
+static int32_t ws(sc_t *c) { return c->o.flexible_ws ? gx_ref(c->b, c->r_ws) : gx_empty(c->b); }
+static int32_t punct(sc_t *c, const char *p) { return gx_seq3(c->b, ws(c), lit(c, p), ws(c)); }
+
+static int32_t set_of(sc_t *c, const char *chars, unsigned lo, unsigned hi) {
+  gram_set_t s = {{0}};
+  for (; chars && *chars; chars++) gram__set_add(&s, (unsigned char)*chars);
+  if (lo <= hi) gram__set_range(&s, lo, hi);
+  return gx_set(c->b, &s);
+}
+
+static int32_t define(sc_t *c, const char *name, int32_t body) {
+  int32_t r = gx_rule_named(c->b, name, strlen(name), -1);
+  return gx_define(c->b, r, body, -1) ? -1 : r;
+}
+
+static int32_t regex_js(sc_t *c, const char *re) { return gram__regex_expr(c->b, re, strlen(re), true, true); }
+
+/* A JSON string escape: \\ then one of "\\/bfnrt or uXXXX. */
+static int32_t escape(sc_t *c) {
+  gx_build_t *b = c->b;
+  return gx_seq2(b, lit(c, "\\"), gx_alt2(b, set_of(c, "\"\\/bfnrt", 1, 0),
+                                         gx_seq2(b, lit(c, "u"), gx_repeat(b, set_of(c, "0123456789abcdefABCDEF", 1, 0), 4, 4))));
+}
+
+static void base_rules(sc_t *c) {
+  gx_build_t *b = c->b;
+  c->r_ws = define(c, "ws", gx_repeat(b, set_of(c, " \t\n\r", 1, 0), 0, c->o.ws_max));
+  /* one JSON string character: plain (any code point but '"', '\\', the
+   * C0 controls and DEL, as llguidance) or an escape */
+  uint32_t lo[4] = {0, '"', '\\', 0x7F}, hi[4] = {0x1F, '"', '\\', 0x7F};
+  int32_t plain = gx_codepoints(b, lo, hi, 4, true);
+  c->r_char = define(c, "char", gx_alt2(b, plain, escape(c)));
+  c->r_string = define(c, "string", gx_seq3(b, lit(c, "\""), gx_repeat(b, gx_ref(b, c->r_char), 0, -1), lit(c, "\"")));
+  c->r_int = define(c, "integer", gx_seq2(b, gx_opt(b, lit(c, "-")),
+                                          gx_alt2(b, lit(c, "0"), gx_seq2(b, set_of(c, "", '1', '9'),
+                                                                           gx_repeat(b, set_of(c, "", '0', '9'), 0, -1)))));
+  int32_t frac = gx_opt(b, gx_seq2(b, lit(c, "."), gx_repeat(b, set_of(c, "", '0', '9'), 1, -1)));
+  int32_t exp = gx_opt(b, gx_seq3(b, set_of(c, "eE", 1, 0), gx_opt(b, set_of(c, "+-", 1, 0)),
+                                  gx_repeat(b, set_of(c, "", '0', '9'), 1, -1)));
+  c->r_number = define(c, "number", gx_seq3(b, gx_ref(b, c->r_int), frac, exp));
+  c->r_value = gx_rule_named(b, "value", 5, -1);
+  c->r_object = gx_rule_named(b, "object", 6, -1);
+  c->r_array = gx_rule_named(b, "array", 5, -1);
+  int32_t v = gx_alt(b);
+  gx_add(b, v, gx_ref(b, c->r_object)), gx_add(b, v, gx_ref(b, c->r_array)), gx_add(b, v, gx_ref(b, c->r_string));
+  gx_add(b, v, gx_ref(b, c->r_number)), gx_add(b, v, lit(c, "true")), gx_add(b, v, lit(c, "false"));
+  gx_add(b, v, lit(c, "null"));
+  gx_define(b, c->r_value, v, -1);
+  int32_t kv = gx_seq3(b, gx_ref(b, c->r_string), punct(c, ":"), gx_ref(b, c->r_value));
+  int32_t kv2 = gx_seq3(b, gx_ref(b, c->r_string), punct(c, ":"), gx_ref(b, c->r_value));
+  int32_t more = gx_repeat(b, gx_seq2(b, punct(c, ","), kv2), 0, -1);
+  gx_define(b, c->r_object, gx_seq3(b, gx_seq2(b, lit(c, "{"), ws(c)), gx_opt(b, gx_seq2(b, kv, more)),
+                                    gx_seq2(b, ws(c), lit(c, "}"))), -1);
+  int32_t items = gx_seq2(b, gx_ref(b, c->r_value),
+                          gx_repeat(b, gx_seq2(b, punct(c, ","), gx_ref(b, c->r_value)), 0, -1));
+  gx_define(b, c->r_array, gx_seq3(b, gx_seq2(b, lit(c, "["), ws(c)), gx_opt(b, items),
+                                   gx_seq2(b, ws(c), lit(c, "]"))), -1);
+}
+
+/* ---- literals: const, enum, keys ---------------------------------------------- */
+
+static int32_t json_lit(sc_t *c, const cJSON *v) {
+  char *s = cJSON_PrintUnformatted(v);
+  if (!s) return gx_fail(c->b, -1, GRAM_ENOMEM, "out of memory");
+  int32_t x = lit(c, s);
+  cJSON_free(s);
+  return x;
+}
+
+/* The JSON text of string s (with quotes), malloc'd. */
+static char *json_str(const char *s) {
+  cJSON *j = cJSON_CreateString(s);
+  char *t = j ? cJSON_PrintUnformatted(j) : NULL;
+  cJSON_Delete(j);
+  return t;
+}
+
+/* ---- numbers -------------------------------------------------------------------- */
+
+/* Fixed-length decimal strings between lo and hi (same length, digits). */
+static int32_t fixed_range(sc_t *c, const char *lo, const char *hi, int n) {
+  gx_build_t *b = c->b;
+  if (n == 0) return gx_empty(b);
+  if (lo[0] == hi[0]) return gx_seq2(b, gx_byte(b, (unsigned char)lo[0]), fixed_range(c, lo + 1, hi + 1, n - 1));
+  int lo_zero = 1, hi_nine = 1;
+  for (int i = 1; i < n; i++) lo_zero &= lo[i] == '0', hi_nine &= hi[i] == '9';
+  int32_t any = gx_repeat(b, set_of(c, "", '0', '9'), n - 1, n - 1);
+  if (lo_zero && hi_nine) return gx_seq2(b, set_of(c, "", (unsigned char)lo[0], (unsigned char)hi[0]), any);
+  char nines[24], zeros[24];
+  memset(nines, '9', sizeof nines), memset(zeros, '0', sizeof zeros);
+  int32_t a = gx_alt(b);
+  gx_add(b, a, gx_seq2(b, gx_byte(b, (unsigned char)lo[0]), fixed_range(c, lo + 1, nines, n - 1)));
+  if (hi[0] - lo[0] >= 2)
+    gx_add(b, a, gx_seq2(b, set_of(c, "", (unsigned char)lo[0] + 1, (unsigned char)hi[0] - 1),
+                         gx_repeat(b, set_of(c, "", '0', '9'), n - 1, n - 1)));
+  gx_add(b, a, gx_seq2(b, gx_byte(b, (unsigned char)hi[0]), fixed_range(c, zeros, hi + 1, n - 1)));
+  return a;
+}
+
+/* Decimal naturals in [a, b] (b < 0: unbounded), no leading zeros. */
+static int32_t nat_range(sc_t *c, int64_t a, int64_t b) {
+  gx_build_t *bb = c->b;
+  int32_t alt = gx_alt(bb);
+  char la[24], lb[24];
+  int na = snprintf(la, sizeof la, "%lld", (long long)a);
+  int nb = b < 0 ? 19 : snprintf(lb, sizeof lb, "%lld", (long long)b);
+  for (int len = na; len <= nb && len <= 18; len++) {
+    char lo[24], hi[24];
+    int64_t p10 = 1;
+    for (int i = 1; i < len; i++) p10 *= 10;
+    int64_t x = len == na ? a : p10, y = (b >= 0 && len == nb) ? b : p10 * 10 - 1;
+    if (len == 1 && len != na) x = 0;
+    snprintf(lo, sizeof lo, "%0*lld", len, (long long)x);
+    snprintf(hi, sizeof hi, "%0*lld", len, (long long)y);
+    gx_add(bb, alt, fixed_range(c, lo, hi, len));
+  }
+  if (b < 0) /* longer than 18 digits: any */
+    gx_add(bb, alt, gx_seq2(bb, set_of(c, "", '1', '9'), gx_repeat(bb, set_of(c, "", '0', '9'), 18, -1)));
+  return alt;
+}
+
+#define NUM_LIMIT 1e15
+
+/* Integers in [lo, hi]; has_lo/has_hi say which bounds exist. */
+static int32_t int_range(sc_t *c, int has_lo, int64_t lo, int has_hi, int64_t hi) {
+  gx_build_t *b = c->b;
+  if (has_lo && has_hi && lo > hi) return fail(c, "json schema: %s bounds leave no integer (at %s)", "minimum/maximum");
+  int32_t alt = gx_alt(b);
+  if (!has_lo || lo < 0) { /* negative part: -(k) for k in [max(1, -hi), -lo] */
+    int64_t k0 = has_hi ? (hi >= 0 ? 1 : -hi) : 1;
+    gx_add(b, alt, gx_seq2(b, lit(c, "-"), nat_range(c, k0, has_lo ? -lo : -1)));
+  }
+  if (!has_hi || hi >= 0) gx_add(b, alt, nat_range(c, has_lo && lo > 0 ? lo : 0, has_hi ? hi : -1));
+  return alt;
+}
+
+/* The bound keyword key of s: the integer bound in *out (rounded inward,
+ * exclusive made inclusive), the raw value in *raw; 1 if present, 0 if not,
+ * -1 after an error. */
+static int bound(sc_t *c, const cJSON *s, const char *key, int up, int64_t *out, double *raw) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
+  if (!v) return 0;
+  size_t old = path_push(c, key);
+  int rc = 0;
+  if (!cJSON_IsNumber(v)) rc = fail(c, "json schema: '%s' must be a number (at %s)", key);
+  else if (fabs(v->valuedouble) > NUM_LIMIT) rc = fail(c, "json schema: '%s' beyond 1e15 is not supported (at %s)", key);
+  path_pop(c, old);
+  if (rc) return -1;
+  double d = v->valuedouble;
+  *raw = d;
+  int excl = strncmp(key, "exclusive", 9) == 0;
+  double r = up ? floor(d) : ceil(d);
+  if (excl && r == d) r += up ? -1 : 1;
+  *out = (int64_t)r;
+  return 1;
+}
+
+/* Numbers with a fraction within the bounds: k.ddd (last digit not 0) for
+ * k >= 0 lies strictly inside (k, k+1), -k.ddd inside (-(k+1), -k); the
+ * integer parts whose whole interval fits (open or closed bounds alike).
+ * -1 if there are none. */
+static int32_t fractions(sc_t *c, int has_lo, double L, int has_hi, double H) {
+  gx_build_t *b = c->b;
+  int32_t alt = gx_alt(b);
+  int n = 0;
+  double A = has_lo && L > 0 ? ceil(L) : 0, B = has_hi ? floor(H - 1) : -1;
+  double C = has_hi && H < 0 ? ceil(-H) : 0, D = has_lo ? floor(-L - 1) : -1;
+  for (int neg = 0; neg < 2; neg++) {
+    double from = neg ? C : A, to = neg ? D : B;
+    int bounded = neg ? has_lo : has_hi;
+    if (bounded && from > to) continue;
+    int32_t digits = gx_seq2(b, gx_repeat(b, set_of(c, "", '0', '9'), 0, -1), set_of(c, "", '1', '9'));
+    int32_t ip = nat_range(c, (int64_t)from, bounded ? (int64_t)to : -1);
+    gx_add(b, alt, gx_seq3(b, neg ? gx_seq2(b, lit(c, "-"), ip) : ip, lit(c, "."), digits));
+    n++;
+  }
+  return n ? alt : -1;
+}
+
+static int32_t number_node(sc_t *c, const cJSON *s, int integer) {
+  int64_t lo = 0, hi = 0, x;
+  double L = 0, H = 0, raw;
+  int has_lo = 0, has_hi = 0, k;
+  static const char *const lows[] = {"minimum", "exclusiveMinimum"}, *const highs[] = {"maximum", "exclusiveMaximum"};
+  for (int i = 0; i < 2; i++) {
+    if ((k = bound(c, s, lows[i], 0, &x, &raw)) < 0) return -1;
+    if (k && (!has_lo || raw > L)) L = raw;
+    if (k && (!has_lo || x > lo)) lo = x, has_lo = 1;
+    if ((k = bound(c, s, highs[i], 1, &x, &raw)) < 0) return -1;
+    if (k && (!has_hi || raw < H)) H = raw;
+    if (k && (!has_hi || x < hi)) hi = x, has_hi = 1;
+  }
+  if (!has_lo && !has_hi) return gx_ref(c->b, integer ? c->r_int : c->r_number);
+  if (integer) return int_range(c, has_lo, lo, has_hi, hi);
+  int32_t frac = fractions(c, has_lo, L, has_hi, H);
+  if (frac >= 0 && has_lo && has_hi && lo > hi) return frac; /* no integer inside */
+  int32_t ints = int_range(c, has_lo, lo, has_hi, hi);
+  return frac < 0 ? ints : gx_alt2(c->b, ints, frac);
+}
+
+/* ---- strings -------------------------------------------------------------------- */
+
+static const struct {
+  const char *name, *re;
+} FORMATS[] = {
+    {"date", "[1-9][0-9]{3}-((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)"},
+    {"time", "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
+    {"date-time", "[1-9][0-9]{3}-((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)"
+                  "T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
+    {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
+    {"email", "[a-zA-Z0-9][a-zA-Z0-9._+-]{0,63}@[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(\\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*\\.[a-zA-Z]{2,24}"},
+    {"ipv4", "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}"},
+};
+
+static int get_count(sc_t *c, const cJSON *s, const char *key, int32_t *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
+  if (!v) return 0;
+  if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble)) {
+    size_t old = path_push(c, key);
+    fail(c, "json schema: '%s' must be a non-negative integer (at %s)", key);
+    path_pop(c, old);
+    return -1;
+  }
+  if (v->valuedouble > GRAM_MAX_REPEAT) {
+    size_t old = path_push(c, key);
+    gx_fail(c->b, -1, GRAM_ELIMIT, "json schema: '%s' above %d is not supported (at %s)", key, GRAM_MAX_REPEAT, c->path);
+    path_pop(c, old);
+    return -1;
+  }
+  *out = (int32_t)v->valuedouble;
+  return 1;
+}
+
+static int32_t string_node(sc_t *c, const cJSON *s) {
+  gx_build_t *b = c->b;
+  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
+  const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
+  int32_t mn = 0, mx = -1;
+  int k1 = get_count(c, s, "minLength", &mn), k2 = get_count(c, s, "maxLength", &mx);
+  if (k1 < 0 || k2 < 0) return -1;
+  if (k2 && mx < mn) return fail(c, "json schema: %s below minLength (at %s)", "maxLength");
+  int32_t body;
+  if (fmt || pat) {
+    const char *key = fmt ? "format" : "pattern";
+    size_t old = path_push(c, key);
+    if ((fmt && pat) || k1 || k2) {
+      fail(c, "json schema: '%s' together with pattern/minLength/maxLength is not supported (at %s)", key);
+      path_pop(c, old);
+      return -1;
+    }
+    const cJSON *v = fmt ? fmt : pat;
+    if (!cJSON_IsString(v)) {
+      fail(c, "json schema: '%s' must be a string (at %s)", key);
+      path_pop(c, old);
+      return -1;
+    }
+    if (fmt) {
+      const char *re = NULL;
+      for (size_t i = 0; i < sizeof FORMATS / sizeof *FORMATS; i++)
+        if (!strcmp(FORMATS[i].name, v->valuestring)) re = FORMATS[i].re;
+      if (!re) {
+        gx_fail(b, -1, GRAM_EINVAL, "json schema: format '%s' is not supported (at %s)", v->valuestring, c->path);
+        path_pop(c, old);
+        return -1;
+      }
+      body = regex_js(c, re);
+    } else {
+      body = gram__regex_expr(b, v->valuestring, strlen(v->valuestring), true, false);
+      if (body < 0 && c->b->err && !strstr(c->b->err->msg, " (at ")) {
+        size_t l = strlen(c->b->err->msg);
+        snprintf(c->b->err->msg + l, sizeof c->b->err->msg - l, " (at %s)", c->path);
+      }
+    }
+    path_pop(c, old);
+  } else {
+    body = gx_repeat(b, gx_ref(b, c->r_char), mn, mx);
+  }
+  return gx_seq3(b, lit(c, "\""), body, lit(c, "\""));
+}
+
+/* ---- the schema walk ------------------------------------------------------------ */
+
+static int32_t schema(sc_t *c, const cJSON *s);
+static const cJSON *resolve(sc_t *c, const char *ref);
+
+static int32_t sub(sc_t *c, const cJSON *s, const char *k1, const char *k2) {
+  size_t old = path_push(c, k1);
+  if (k2) path_push(c, k2);
+  int32_t x = schema(c, s);
+  path_pop(c, old);
+  return x;
+}
+
+/* The rest of a key (after its opening quote) that is none of the n keys
+ * (their JSON-escaped bodies, without quotes), given the first depth bytes
+ * match some of them: a trie of the keys, leaving it at the first byte that
+ * differs or by ending early. Divergence inside a multi-byte character or an
+ * escape that a key also starts there is not offered (a narrower, still valid
+ * language). */
+static int32_t other_key(sc_t *c, char **keys, int n, size_t depth, int32_t rest) {
+  gx_build_t *b = c->b;
+  int32_t alt = gx_alt(b);
+  gram_set_t kids = {{0}};
+  int ends_here = 0;
+  for (int i = 0; i < n; i++) {
+    size_t L = strlen(keys[i]);
+    if (L == depth) ends_here = 1;
+    else gram__set_add(&kids, (unsigned char)keys[i][depth]);
+  }
+  if (!ends_here) gx_add(b, alt, lit(c, "\""));
+  /* diverge here with one character, then any rest */
+  gram_set_t first = {{0}};
+  gram__set_range(&first, 0x20, 0x7E);
+  first.w['"' >> 5] &= ~(1u << ('"' & 31));
+  first.w['\\' >> 5] &= ~(1u << ('\\' & 31));
+  int high = 0;
+  for (int w = 0; w < 8; w++) first.w[w] &= ~kids.w[w], high |= w >= 4 && kids.w[w];
+  int32_t d = gx_alt(b);
+  gx_add(b, d, gx_set(b, &first));
+  if (!high) {
+    uint32_t lo = 0x80, hi = 0x10FFFF;
+    gx_add(b, d, gx_codepoints(b, &lo, &hi, 1, false));
+  }
+  if (!gram__set_has(&kids, '\\')) gx_add(b, d, escape(c));
+  gx_add(b, alt, gx_seq3(b, d, gx_ref(b, rest), lit(c, "\"")));
+  for (unsigned ch = 0; ch < 256; ch++) {
+    if (!gram__set_has(&kids, ch)) continue;
+    char **sub_keys = malloc(sizeof *sub_keys * (size_t)n);
+    if (!sub_keys) return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
+    int m = 0;
+    for (int i = 0; i < n; i++)
+      if (strlen(keys[i]) > depth && (unsigned char)keys[i][depth] == ch) sub_keys[m++] = keys[i];
+    int32_t r = gx_rule_new(b, "key");
+    gx_define(b, r, other_key(c, sub_keys, m, depth + 1, rest), -1);
+    free(sub_keys);
+    gx_add(b, alt, gx_seq2(b, gx_byte(b, ch), gx_ref(b, r)));
+  }
+  return alt;
+}
+
+typedef struct prop {
+  const char *name;
+  const cJSON *schema; /* NULL: any value */
+  int required;
+  int src;             /* which schema of an allOf listed it (0: the object itself) */
+} prop_t;
+
+/* The object of the props, in order; extra: -1 none, else the rule of the
+ * value of any other key. */
+static int32_t object_of(sc_t *c, prop_t *p, int n, int32_t extra_value) {
+  gx_build_t *b = c->b;
+  int32_t *kv = malloc(sizeof *kv * (size_t)(n + 1));
+  int32_t *R = malloc(sizeof *R * (size_t)(2 * n + 2));
+  char **keys = malloc(sizeof *keys * (size_t)(n + 1));
+  if (!kv || !R || !keys) {
+    free(kv), free(R), free(keys);
+    return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
+  }
+  int nk = 0;
+  for (int i = 0; i < n && !b->failed; i++) {
+    char *q = json_str(p[i].name);
+    if (!q) {
+      gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
+      break;
+    }
+    keys[nk++] = q;
+    size_t old = path_push(c, "properties");
+    int32_t v = p[i].schema ? sub(c, p[i].schema, p[i].name, NULL) : gx_ref(b, c->r_value);
+    path_pop(c, old);
+    kv[i] = gx_rule_new(b, "prop");
+    gx_define(b, kv[i], gx_seq3(b, lit(c, q), punct(c, ":"), v), -1);
+  }
+  /* (kv holds copies of the quoted keys; keys may be rewritten below) */
+  int32_t result = -1;
+  if (!b->failed) {
+    int32_t kva = -1;
+    if (extra_value >= 0) {
+      int32_t key;
+      if (nk) {
+        int32_t rest = gx_rule_new(b, "keyrest");
+        gx_define(b, rest, gx_repeat(b, gx_ref(b, c->r_char), 0, -1), -1);
+        for (int i = 0; i < nk; i++) { /* the bodies, without quotes */
+          size_t L = strlen(keys[i]);
+          memmove(keys[i], keys[i] + 1, L - 2);
+          keys[i][L - 2] = 0;
+        }
+        key = gx_seq2(b, lit(c, "\""), other_key(c, keys, nk, 0, rest));
+      } else key = gx_ref(b, c->r_string);
+      kva = gx_rule_new(b, "extra");
+      gx_define(b, kva, gx_seq3(b, key, punct(c, ":"), gx_ref(b, extra_value)), -1);
+    }
+    /* R[i][s]: properties i.. given whether one was written (s) */
+    for (int s = 0; s < 2; s++) {
+      int32_t tail;
+      if (kva < 0) tail = gx_empty(b);
+      else if (s) tail = gx_repeat(b, gx_seq2(b, punct(c, ","), gx_ref(b, kva)), 0, -1);
+      else tail = gx_opt(b, gx_seq2(b, gx_ref(b, kva), gx_repeat(b, gx_seq2(b, punct(c, ","), gx_ref(b, kva)), 0, -1)));
+      R[2 * n + s] = gx_rule_new(b, "props");
+      gx_define(b, R[2 * n + s], tail, -1);
+    }
+    for (int i = n - 1; i >= 0 && !b->failed; i--)
+      for (int s = 0; s < 2; s++) {
+        int32_t take = gx_seq3(b, s ? punct(c, ",") : gx_empty(b), gx_ref(b, kv[i]), gx_ref(b, R[2 * (i + 1) + 1]));
+        int32_t body = p[i].required ? take : gx_alt2(b, take, gx_ref(b, R[2 * (i + 1) + s]));
+        R[2 * i + s] = gx_rule_new(b, "props");
+        gx_define(b, R[2 * i + s], body, -1);
+      }
+    result = gx_seq3(b, gx_seq2(b, lit(c, "{"), ws(c)), gx_ref(b, R[0]), gx_seq2(b, ws(c), lit(c, "}")));
+  }
+  for (int i = 0; i < nk; i++) free(keys[i]);
+  free(kv), free(R), free(keys);
+  return b->failed ? -1 : result;
+}
+
+/* What collect_props learned about one schema of an allOf. */
+typedef struct src_info {
+  int closed;        /* additionalProperties: false */
+  int open;          /* additionalProperties: true or a schema */
+  int has_props;
+} src_info_t;
+
+static int add_prop(sc_t *c, prop_t **p, int *n, int *cap, prop_t q) {
+  if (*n == *cap) {
+    *cap = *cap ? *cap * 2 : 16;
+    prop_t *np = realloc(*p, sizeof *np * (size_t)*cap);
+    if (!np) return gx_fail(c->b, -1, GRAM_ENOMEM, "out of memory");
+    *p = np;
+  }
+  (*p)[(*n)++] = q;
+  return 0;
+}
+
+/* Adds the properties/required of object schema s (source number src) to the
+ * list; a property listed by two schemas is an error, a required name
+ * another schema lists is merged. */
+static int collect_props(sc_t *c, const cJSON *s, int src, prop_t **p, int *n, int *cap, const cJSON **extra,
+                         src_info_t *info) {
+  const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+  if (ref && (!cJSON_IsString(ref) || !(s = resolve(c, ref->valuestring)))) return -1;
+  const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+  const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+  const cJSON *add = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+  if (props && !cJSON_IsObject(props)) return fail(c, "json schema: '%s' must be an object (at %s)", "properties");
+  if (req && !cJSON_IsArray(req)) return fail(c, "json schema: '%s' must be an array (at %s)", "required");
+  info->has_props = props != NULL;
+  for (const cJSON *q = props ? props->child : NULL; q; q = q->next) {
+    for (int i = 0; i < *n; i++)
+      if (!strcmp((*p)[i].name, q->string)) {
+        if ((*p)[i].schema && !cJSON_Compare((*p)[i].schema, q, 1))
+          return fail(c, "json schema: property '%s' given different schemas across allOf (at %s)", q->string);
+        (*p)[i].schema = q; /* was only required so far */
+        goto next;
+      }
+    if (add_prop(c, p, n, cap, (prop_t){q->string, q, 0, src})) return -1;
+  next:;
+  }
+  for (const cJSON *r = req ? req->child : NULL; r; r = r->next) {
+    if (!cJSON_IsString(r)) return fail(c, "json schema: '%s' entries must be strings (at %s)", "required");
+    int found = 0;
+    for (int i = 0; i < *n; i++)
+      if (!strcmp((*p)[i].name, r->valuestring)) (*p)[i].required = 1, found = 1;
+    if (!found && add_prop(c, p, n, cap, (prop_t){r->valuestring, NULL, 1, src})) return -1;
+  }
+  if (add) {
+    if (cJSON_IsFalse(add)) info->closed = 1;
+    else info->open = 1;
+    if (!cJSON_IsBool(add)) {
+      if (*extra) return fail(c, "json schema: '%s' given as a schema twice across allOf (at %s)", "additionalProperties");
+      *extra = add;
+    }
+  }
+  return 0;
+}
+
+/* Is name listed in the properties of source src (resolved schema s)? */
+static int lists(const cJSON *s, const char *name) {
+  const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+  return props && cJSON_GetObjectItemCaseSensitive(props, name) != NULL;
+}
+
+static int32_t object_node(sc_t *c, const cJSON *s) {
+  prop_t *p = NULL;
+  int n = 0, cap = 0;
+  const cJSON *extra = NULL;
+  const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
+  int n_src = 1 + (all ? cJSON_GetArraySize(all) : 0);
+  src_info_t *info = calloc((size_t)n_src, sizeof *info);
+  const cJSON **srcs = calloc((size_t)n_src, sizeof *srcs);
+  if (!info || !srcs) {
+    free(info), free(srcs);
+    return gx_fail(c->b, -1, GRAM_ENOMEM, "out of memory");
+  }
+  srcs[0] = s;
+  int rc = collect_props(c, s, 0, &p, &n, &cap, &extra, &info[0]);
+  size_t old = path_push(c, "allOf");
+  int idx = 1;
+  for (const cJSON *a = all ? all->child : NULL; a && !rc; a = a->next, idx++) {
+    char num[16];
+    snprintf(num, sizeof num, "%d", idx - 1);
+    size_t o2 = path_push(c, num);
+    for (const cJSON *k = a->child; k && !rc; k = k->next)
+      if (!in_list(ANNOTATION, k->string) && strcmp(k->string, "properties") && strcmp(k->string, "required") &&
+          strcmp(k->string, "additionalProperties") && strcmp(k->string, "type") && strcmp(k->string, "$ref"))
+        rc = fail(c, "json schema: allOf supports object schemas only; '%s' is not supported there (at %s)", k->string);
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(a, "$ref");
+    srcs[idx] = ref && cJSON_IsString(ref) ? resolve(c, ref->valuestring) : a;
+    if (!rc && srcs[idx]) rc = collect_props(c, a, idx, &p, &n, &cap, &extra, &info[idx]);
+    path_pop(c, o2);
+  }
+  path_pop(c, old);
+  /* JSON Schema: a schema's additionalProperties: false refuses every name
+   * its own properties do not list, whoever else lists it */
+  int closed = 0, open = 0, any_props = 0, k = 0;
+  for (int j = 0; j < n_src; j++) closed |= info[j].closed, open |= info[j].open, any_props |= info[j].has_props;
+  for (int i = 0; i < n && !rc; i++) {
+    int keep = 1;
+    for (int j = 0; j < n_src && keep; j++)
+      if (info[j].closed && !lists(srcs[j], p[i].name)) keep = 0;
+    if (keep) p[k++] = p[i];
+    else if (p[i].required)
+      rc = fail(c, "json schema: required property '%s' is refused by an additionalProperties: false (at %s)", p[i].name);
+  }
+  n = k;
+  int32_t x = -1;
+  if (!rc) {
+    int32_t ev = -1;
+    if (closed) ev = -1;
+    else if (extra) {
+      ev = gx_rule_new(c->b, "extravalue");
+      gx_define(c->b, ev, sub(c, extra, "additionalProperties", NULL), -1);
+    } else if (open || !any_props || c->o.additional_default) ev = c->r_value;
+    x = object_of(c, p, n, ev);
+  }
+  free(p), free(info), free(srcs);
+  return x;
+}
+
+static int32_t array_node(sc_t *c, const cJSON *s) {
+  gx_build_t *b = c->b;
+  const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
+  const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
+  int32_t mn = 0, mx = -1;
+  if (get_count(c, s, "minItems", &mn) < 0 || get_count(c, s, "maxItems", &mx) < 0) return -1;
+  if (prefix && !cJSON_IsArray(prefix)) return fail(c, "json schema: '%s' must be an array (at %s)", "prefixItems");
+  int np = prefix ? cJSON_GetArraySize(prefix) : 0;
+  if (items && cJSON_IsFalse(items)) mx = mx < 0 || mx > np ? np : mx;
+  if (mx >= 0 && mx < mn) return fail(c, "json schema: %s below minItems (at %s)", "maxItems");
+  if (np > GRAM_MAX_REPEAT) return fail(c, "json schema: too many %s (at %s)", "prefixItems");
+  /* the rule of one element after the prefix */
+  int32_t item_rule = c->r_value;
+  if (items && !cJSON_IsBool(items)) {
+    item_rule = gx_rule_new(b, "item");
+    gx_define(b, item_rule, sub(c, items, "items", NULL), -1);
+  }
+  /* tail(i): elements from index i on, one written before if i > 0 */
+  int32_t tail;
+  int32_t lo = mn > np ? mn - np : 0, hi = mx < 0 ? -1 : mx - np;
+  if (mx >= 0 && mx <= np) tail = gx_empty(b);
+  else if (np == 0) {
+    int32_t more = gx_repeat(b, gx_seq2(b, punct(c, ","), gx_ref(b, item_rule)), lo > 0 ? lo - 1 : 0, hi < 0 ? -1 : hi - 1);
+    tail = gx_seq2(b, gx_ref(b, item_rule), more);
+    if (lo == 0) tail = gx_opt(b, tail);
+  } else {
+    tail = gx_repeat(b, gx_seq2(b, punct(c, ","), gx_ref(b, item_rule)), lo, hi);
+  }
+  int32_t limit = mx >= 0 && mx < np ? mx : np;
+  const cJSON *pi = prefix ? prefix->child : NULL;
+  int32_t *elem = malloc(sizeof *elem * (size_t)(np + 1));
+  if (!elem) return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
+  for (int i = 0; i < limit && !b->failed; i++, pi = pi->next) {
+    char num[16];
+    snprintf(num, sizeof num, "%d", i);
+    elem[i] = sub(c, pi, "prefixItems", num);
+  }
+  for (int i = limit - 1; i >= 0 && !b->failed; i--) {
+    int32_t t = gx_seq3(b, i ? punct(c, ",") : gx_empty(b), elem[i], tail);
+    tail = i < mn ? t : gx_opt(b, t);
+  }
+  free(elem);
+  return gx_seq3(b, gx_seq2(b, lit(c, "["), ws(c)), tail, gx_seq2(b, ws(c), lit(c, "]")));
+}
+
+static const cJSON *resolve(sc_t *c, const char *ref) {
+  if (ref[0] != '#') {
+    fail(c, "json schema: only local $ref (\"#...\") is supported, not '%s' (at %s)", ref);
+    return NULL;
+  }
+  const cJSON *t = c->root;
+  const char *p = ref + 1;
+  while (*p == '/') {
+    p++;
+    char seg[256];
+    size_t k = 0;
+    for (; *p && *p != '/' && k + 1 < sizeof seg; p++) {
+      if (*p == '~' && (p[1] == '0' || p[1] == '1')) seg[k++] = p[1] == '0' ? '~' : '/', p++;
+      else seg[k++] = *p;
+    }
+    seg[k] = 0;
+    t = cJSON_IsArray(t) ? cJSON_GetArrayItem(t, atoi(seg)) : cJSON_GetObjectItemCaseSensitive(t, seg);
+    if (!t) break;
+  }
+  if (!t || *p) {
+    fail(c, "json schema: $ref '%s' does not resolve (at %s)", ref);
+    return NULL;
+  }
+  return t;
+}
+
+static int32_t ref_node(sc_t *c, const char *ref) {
+  const cJSON *t = resolve(c, ref);
+  if (!t) return -1;
+  for (int i = 0; i < c->n_refs; i++)
+    if (c->ref_node[i] == t) return gx_ref(c->b, c->ref_rule[i]);
+  const cJSON **nn = realloc(c->ref_node, sizeof *nn * (size_t)(c->n_refs + 1));
+  if (nn) c->ref_node = nn;
+  int32_t *nr = realloc(c->ref_rule, sizeof *nr * (size_t)(c->n_refs + 1));
+  if (nr) c->ref_rule = nr;
+  if (!nn || !nr) return gx_fail(c->b, -1, GRAM_ENOMEM, "out of memory");
+  int32_t r = gx_rule_new(c->b, "ref");
+  if (r < 0) return -1;
+  c->ref_node[c->n_refs] = t, c->ref_rule[c->n_refs] = r, c->n_refs++;
+  char saved[sizeof c->path];
+  size_t plen = c->plen;
+  memcpy(saved, c->path, sizeof saved);
+  snprintf(c->path, sizeof c->path, "%s", ref + 1);
+  c->plen = strlen(c->path);
+  int32_t body = schema(c, t);
+  memcpy(c->path, saved, sizeof saved);
+  c->plen = plen;
+  if (body < 0) return -1;
+  c->b->rules[r].body = body;
+  return gx_ref(c->b, r);
+}
+
+static int has_any(const cJSON *s, const char *const *keys) {
+  for (; *keys; keys++)
+    if (cJSON_GetObjectItemCaseSensitive(s, *keys)) return 1;
+  return 0;
+}
+
+static int32_t typed(sc_t *c, const cJSON *s, const char *t) {
+  gx_build_t *b = c->b;
+  if (!strcmp(t, "null")) return lit(c, "null");
+  if (!strcmp(t, "boolean")) return gx_alt2(b, lit(c, "true"), lit(c, "false"));
+  if (!strcmp(t, "string")) return string_node(c, s);
+  if (!strcmp(t, "integer")) return number_node(c, s, 1);
+  if (!strcmp(t, "number")) return number_node(c, s, 0);
+  if (!strcmp(t, "object")) return object_node(c, s);
+  if (!strcmp(t, "array")) return array_node(c, s);
+  size_t old = path_push(c, "type");
+  gx_fail(b, -1, GRAM_EINVAL, "json schema: unknown type '%s' (at %s)", t, c->path);
+  path_pop(c, old);
+  return -1;
+}
+
+static int32_t schema(sc_t *c, const cJSON *s) {
+  gx_build_t *b = c->b;
+  if (b->failed) return -1;
+  if (cJSON_IsTrue(s)) return gx_ref(b, c->r_value);
+  if (cJSON_IsFalse(s)) return fail(c, "json schema: %s schema accepts nothing (at %s)", "the false");
+  if (!cJSON_IsObject(s)) return fail(c, "json schema: %s must be an object or a boolean (at %s)", "a schema");
+  if (++c->depth > GRAM_MAX_DEPTH) return gx_fail(b, -1, GRAM_ELIMIT, "json schema: nested deeper than %d (at %s)", GRAM_MAX_DEPTH, c->path);
+  int32_t x = -1;
+  for (const cJSON *k = s->child; k; k = k->next)
+    if (!in_list(KNOWN, k->string)) {
+      size_t old = path_push(c, k->string);
+      fail(c, "json schema: keyword '%s' is not supported (at %s)", k->string);
+      path_pop(c, old);
+      goto out;
+    }
+  int constraints = 0;
+  for (const cJSON *k = s->child; k; k = k->next) constraints += !in_list(ANNOTATION, k->string);
+  const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+  const cJSON *cst = cJSON_GetObjectItemCaseSensitive(s, "const");
+  const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
+  const cJSON *any = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
+  if (!any) any = cJSON_GetObjectItemCaseSensitive(s, "oneOf");
+  const cJSON *nullable = cJSON_GetObjectItemCaseSensitive(s, "nullable");
+  int is_null = cJSON_IsTrue(nullable);
+  if (ref || cst || en || any) {
+    const char *key = ref ? "$ref" : cst ? "const" : en ? "enum" : any->string;
+    if (constraints - (nullable != NULL) - (cJSON_GetObjectItemCaseSensitive(s, "type") != NULL && !ref) > 1) {
+      size_t old = path_push(c, key);
+      fail(c, "json schema: '%s' combined with other constraining keywords is not supported (at %s)", key);
+      path_pop(c, old);
+      goto out;
+    }
+    size_t old = path_push(c, key);
+    if (ref) x = cJSON_IsString(ref) ? ref_node(c, ref->valuestring) : fail(c, "json schema: '%s' must be a string (at %s)", key);
+    else if (cst) x = json_lit(c, cst);
+    else if (!cJSON_IsArray(cst ? NULL : (en ? en : any)) || !(en ? en : any)->child)
+      x = fail(c, "json schema: '%s' must be a non-empty array (at %s)", key);
+    else {
+      x = gx_alt(b);
+      int i = 0;
+      for (const cJSON *e = (en ? en : any)->child; e && !b->failed; e = e->next, i++) {
+        char num[16];
+        snprintf(num, sizeof num, "%d", i);
+        size_t o2 = path_push(c, num);
+        gx_add(b, x, en ? json_lit(c, e) : schema(c, e));
+        path_pop(c, o2);
+      }
+    }
+    path_pop(c, old);
+    if (is_null && x >= 0) x = gx_alt2(b, x, lit(c, "null"));
+    goto out;
+  }
+  const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
+  const char *types[8];
+  int nt = 0;
+  if (cJSON_IsString(type)) types[nt++] = type->valuestring;
+  else if (cJSON_IsArray(type)) {
+    for (const cJSON *t = type->child; t && nt < 8; t = t->next) {
+      if (!cJSON_IsString(t)) break;
+      types[nt++] = t->valuestring;
+    }
+    if (nt != cJSON_GetArraySize(type) || nt == 0) {
+      fail(c, "json schema: '%s' must be a type name or a list of them (at %s)", "type");
+      goto out;
+    }
+  } else if (type) {
+    fail(c, "json schema: '%s' must be a type name or a list of them (at %s)", "type");
+    goto out;
+  } else {
+    static const char *const obj[] = {"properties", "additionalProperties", "required", "allOf", NULL};
+    static const char *const arr[] = {"items", "prefixItems", "minItems", "maxItems", NULL};
+    static const char *const str[] = {"minLength", "maxLength", "pattern", "format", NULL};
+    static const char *const num[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
+    if (has_any(s, obj)) types[nt++] = "object";
+    if (has_any(s, arr)) types[nt++] = "array";
+    if (has_any(s, str)) types[nt++] = "string";
+    if (has_any(s, num)) types[nt++] = "number";
+    if (!nt) {
+      x = gx_ref(b, c->r_value);
+      goto out;
+    }
+  }
+  x = gx_alt(b);
+  for (int i = 0; i < nt && !b->failed; i++) gx_add(b, x, typed(c, s, types[i]));
+  if (is_null) gx_add(b, x, lit(c, "null"));
+out:
+  c->depth--;
+  return b->failed ? -1 : x;
+}
+
+static gram_t *compile(const cJSON *schema_doc, const gram_json_opts_t *opts, gram_err_t *err) {
+  gx_build_t b;
+  gx_init(&b, err);
+  sc_t c = {.b = &b, .root = schema_doc};
+  if (opts) c.o = *opts;
+  if (c.o.ws_max <= 0) c.o.ws_max = 8;
+  if (c.o.ws_max > 64) c.o.ws_max = 64;
+  if (!c.o.flexible_ws) c.o.ws_max = 0;
+  base_rules(&c);
+  int32_t root = gx_rule_named(&b, "root", 4, -1);
+  int32_t body = schema_doc ? schema(&c, schema_doc) : gx_ref(&b, c.r_object);
+  gram_t *g = NULL;
+  if (!gx_define(&b, root, gx_seq3(&b, ws(&c), body, ws(&c)), -1)) g = gx_finish(&b, root);
+  free(c.ref_node), free(c.ref_rule);
+  gx_free(&b);
+  return g;
+}
+
+gram_t *gram_compile_json_schema(const cJSON *schema_doc, const gram_json_opts_t *opts, gram_err_t *err) {
+  if (!schema_doc) {
+    if (err) err->pos = -1, snprintf(err->msg, sizeof err->msg, "json schema: no schema");
+    return NULL;
+  }
+  return compile(schema_doc, opts, err);
+}
+
+gram_t *gram_compile_json_object(const gram_json_opts_t *opts, gram_err_t *err) { return compile(NULL, opts, err); }

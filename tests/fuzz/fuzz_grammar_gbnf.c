@@ -1,0 +1,17 @@
+/* tests/fuzz/fuzz_grammar_gbnf.c — libFuzzer target for the GBNF compiler
+ * (grammar/gram_gbnf.c): the input is the source; a grammar that compiles
+ * is driven by tests/fuzz/fuzz_grammar.h.
+ *
+ *   make fuzz
+ *   build/fuzz/fuzz_grammar_gbnf -max_total_time=180 tests/fuzz/corpus/fuzz_grammar_gbnf */
+#include "tests/fuzz/fuzz_grammar.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size == 0 || size > FUZZ_MAX_INPUT) return 0;
+  gram_err_t err;
+  gram_t *g = gram_compile_gbnf((const char *)data, size, &err);
+  fuzz_drive(g, &err, data, size);
+  return 0;
+}

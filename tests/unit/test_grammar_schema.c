@@ -1,0 +1,178 @@
+/* tests/unit/test_grammar_schema.c — the JSON Schema compiler
+ * (grammar/gram_schema.c): integer ranges checked against arithmetic over
+ * every value near the bounds, the output forms, and the errors that name a
+ * keyword and its JSON pointer. Outputs against Python's jsonschema over the
+ * schema corpus: tests/integration/test_grammar_engine.py. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/gram.h"
+#include "tests/unit/gram_testutil.h"
+
+static gram_t *schema(const char *text, int flexible, gram_err_t *err) {
+  cJSON *j = cJSON_Parse(text);
+  assert_non_null(j);
+  gram_json_opts_t o = {.flexible_ws = flexible, .ws_max = 2};
+  gram_t *g = gram_compile_json_schema(j, &o, err);
+  cJSON_Delete(j);
+  return g;
+}
+
+static gram_t *ok(const char *text) {
+  gram_err_t err;
+  gram_t *g = schema(text, 0, &err);
+  if (!g) fail_msg("%s: %s", text, err.msg);
+  return g;
+}
+
+static void integer_ranges_exact(void **state) {
+  static const long long bounds[][2] = {{18, 120}, {-273, 42}, {0, 0}, {-9, -1}, {99, 1001}, {-1000, -999}, {7, 7}, {5, 12345}};
+  for (size_t i = 0; i < sizeof bounds / sizeof *bounds; i++) {
+    char text[200];
+    snprintf(text, sizeof text, "{\"type\":\"integer\",\"minimum\":%lld,\"maximum\":%lld}", bounds[i][0], bounds[i][1]);
+    gram_t *g = ok(text);
+    for (long long x = bounds[i][0] - 120; x <= bounds[i][1] + 120; x++) {
+      char num[32];
+      snprintf(num, sizeof num, "%lld", x);
+      int want = x >= bounds[i][0] && x <= bounds[i][1];
+      if ((gram_test_judge(g, num) == 1) != want) fail_msg("%s: %s gives %d", text, num, gram_test_judge(g, num));
+    }
+    assert_int_not_equal(gram_test_judge(g, "-0"), 1);
+    assert_int_not_equal(gram_test_judge(g, "018"), 1);
+    gram_destroy(g);
+  }
+  gram_t *g = ok("{\"type\":\"integer\",\"exclusiveMinimum\":-3.5,\"exclusiveMaximum\":10}");
+  GRAM_TEST_EXPECT(g, {"-3", 1},
+                   {"-4", -1},
+                   {"9", 1});
+  assert_int_not_equal(gram_test_judge(g, "10"), 1);
+  gram_destroy(g);
+  g = ok("{\"type\":\"integer\",\"minimum\":100}");
+  GRAM_TEST_EXPECT(g, {"123456789012345678901234567890", 1});
+  assert_int_not_equal(gram_test_judge(g, "99"), 1);
+  gram_destroy(g);
+}
+
+/* Numbers with bounds: every value the grammar takes is within the bounds
+ * (checked over a grid of decimals), and the integers within are taken. */
+static void number_bounds_sound(void **state) {
+  static const double b[][4] = {/* lo, hi, exclusive lo, exclusive hi */
+                                {-1.5, 2.5, 0, 0}, {0, 1, 0, 0}, {0, 1, 1, 1}, {-3, -1, 0, 1}, {0.5, 4, 1, 0}};
+  for (size_t i = 0; i < sizeof b / sizeof *b; i++) {
+    char text[256];
+    snprintf(text, sizeof text, "{\"type\":\"number\",\"%s\":%g,\"%s\":%g}", b[i][2] ? "exclusiveMinimum" : "minimum",
+             b[i][0], b[i][3] ? "exclusiveMaximum" : "maximum", b[i][1]);
+    gram_t *g = ok(text);
+    int taken = 0;
+    for (int k = -500; k <= 500; k++) {
+      char num[32];
+      double x = k / 100.0;
+      for (int form = 0; form < 2; form++) {
+        if (form) snprintf(num, sizeof num, "%d", k / 100);
+        else snprintf(num, sizeof num, "%.2f", x);
+        if (form) x = k / 100;
+        int in = (b[i][2] ? x > b[i][0] : x >= b[i][0]) && (b[i][3] ? x < b[i][1] : x <= b[i][1]);
+        int got = gram_test_judge(g, num) == 1;
+        taken += got;
+        if (got && !in) fail_msg("%s takes %s", text, num);
+        if (form && in && !got) fail_msg("%s refuses the integer %s", text, num);
+      }
+    }
+    assert_true(taken > 0);
+    gram_destroy(g);
+  }
+}
+
+static void forms(void **state) {
+  gram_t *g = ok("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":2},"
+                 "\"b\":{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"maxItems\":2}},\"required\":[\"b\"]}");
+  GRAM_TEST_EXPECT(g, {"{\"a\":\"xy\",\"b\":[true,false]}", 1},
+                   {"{\"b\":[]}", 1},
+                   {"{\"a\":\"xyz\",\"b\":[]}", -1}, /* maxLength */
+                   {"{\"b\":[true,true,true]}", -1}, /* maxItems */
+                   {"{\"a\":\"x\"}", -1}, /* b required */
+                   {"{\"b\":[],\"a\":\"x\"}", -1}, /* schema order */
+                   {"{\"b\":[],\"c\":1}", -1}, /* no other keys (strict default) */
+                   {"{ \"b\":[]}", -1}, /* compact */
+                   {"{\"a\":\"\\u00e9\\n\",\"b\":[]}", 1});
+  gram_destroy(g);
+  gram_err_t err;
+  g = schema("{\"type\":\"array\",\"items\":{\"type\":\"null\"}}", 1, &err);
+  assert_non_null(g);
+  GRAM_TEST_EXPECT(g, {"[ null ,\n null]", 1},
+                   {"[   null]", -1}, /* whitespace runs are bounded (ws_max 2) */);
+  gram_destroy(g);
+  /* additional keys: any name but the declared ones */
+  g = ok("{\"type\":\"object\",\"properties\":{\"ab\":{\"type\":\"integer\"}},\"additionalProperties\":{\"type\":\"null\"}}");
+  GRAM_TEST_EXPECT(g, {"{\"ab\":1,\"a\":null,\"abc\":null,\"\":null}", 1},
+                   {"{\"ab\":1,\"ab\":null}", -1});
+  gram_destroy(g);
+  g = ok("{\"$defs\":{\"t\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/t\"}}},\"$ref\":\"#/$defs/t\"}");
+  GRAM_TEST_EXPECT(g, {"[[],[[[]]]]", 1});
+  gram_destroy(g);
+  g = ok("{\"type\":\"string\",\"pattern\":\"a\\\"b\"}"); /* search semantics, escaped output */
+  GRAM_TEST_EXPECT(g, {"\"xxa\\\"byy\"", 1},
+                   {"\"ab\"", -1});
+  gram_destroy(g);
+  g = ok("{\"type\":\"string\",\"format\":\"date\"}");
+  GRAM_TEST_EXPECT(g, {"\"2024-02-28\"", 1},
+                   {"\"2024-02-30\"", -1},
+                   {"\"2024-13-01\"", -1});
+  gram_destroy(g);
+  g = gram_compile_json_object(NULL, &err);
+  GRAM_TEST_EXPECT(g, {"{\"k\":[1,{\"x\":null}],\"z\":-0.5e+3}", 1},
+                   {"[]", -1});
+  gram_destroy(g);
+}
+
+static void errors_name_keyword_and_path(void **state) {
+  static const char *const cases[][2] = {
+      {"{\"type\":\"object\",\"properties\":{\"a b\":{\"items\":{\"uniqueItems\":true}}}}",
+       "keyword 'uniqueItems' is not supported (at /properties/a b/items/uniqueItems)"},
+      {"{\"anyOf\":[{\"type\":\"string\"},{\"not\":{}}]}", "keyword 'not' is not supported (at /anyOf/1/not)"},
+      {"{\"$defs\":{\"x\":{\"type\":\"string\",\"format\":\"uri\"}},\"$ref\":\"#/$defs/x\"}", "format 'uri' is not supported (at /$defs/x/format)"},
+      {"{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "lookahead"},
+      {"{\"type\":\"string\",\"minLength\":-1}", "'minLength' must be a non-negative integer (at /minLength)"},
+      {"{\"type\":\"integer\",\"minimum\":\"3\"}", "'minimum' must be a number (at /minimum)"},
+      {"{\"enum\":[]}", "'enum' must be a non-empty array (at /enum)"},
+      {"false", "accepts nothing"},
+      {"{\"type\":\"object\",\"properties\":{\"a\":false},\"required\":[\"a\"]}", "accepts nothing"},
+      {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"],\"additionalProperties\":false}",
+       "required property 'b' is refused"},
+      {"{\"type\":\"string\",\"maxLength\":100000}", "above"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    gram_err_t err;
+    gram_t *g = schema(cases[i][0], 0, &err);
+    if (g || !strstr(err.msg, cases[i][1])) fail_msg("%s: got '%s', want '%s'", cases[i][0], g ? "(compiled)" : err.msg, cases[i][1]);
+  }
+  /* deep nesting fails cleanly */
+  char *deep = malloc(20000);
+  size_t n = 0;
+  for (int i = 0; i < 300; i++) n += (size_t)sprintf(deep + n, "{\"items\":");
+  n += (size_t)sprintf(deep + n, "{}");
+  for (int i = 0; i < 300; i++) deep[n++] = '}';
+  deep[n] = 0;
+  gram_err_t err;
+  assert_null(schema(deep, 0, &err));
+  assert_non_null(strstr(err.msg, "deeper"));
+  free(deep);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(integer_ranges_exact),
+      cmocka_unit_test(number_bounds_sound),
+      cmocka_unit_test(forms),
+      cmocka_unit_test(errors_name_keyword_and_path),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
