@@ -369,7 +369,8 @@ int gen_main(int argc, char **argv) {
     n_items = 1;
   }
   status = EXIT_RUN;
-  be = kern_backend_create(cfg.device == CFG_DEVICE_CUDA ? "cuda" : "cpu", cfg.threads);
+  const kern_backend_opts_t bo = {.n_threads = cfg.threads, .precision = (kern_precision_t)cfg.precision};
+  be = kern_backend_create_opts(cfg.device == CFG_DEVICE_CUDA ? "cuda" : "cpu", &bo);
   char err[1024];
   if (!be) goto out;
   m = model_load(cfg.model, be, err, sizeof err);

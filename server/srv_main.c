@@ -33,7 +33,8 @@ static void load_work(uv_work_t *w) {
   srv_t *s = w->data;
   const cfg_t *c = s->cfg;
   const char *device = c->device == CFG_DEVICE_CUDA ? "cuda" : "cpu";
-  s->be = kern_backend_create(device, c->threads);
+  const kern_backend_opts_t bo = {.n_threads = c->threads, .precision = (kern_precision_t)c->precision};
+  s->be = kern_backend_create_opts(device, &bo);
   if (!s->be) {
     snprintf(s->load_err, sizeof s->load_err, "cannot create the %s backend (see above)", device);
     return;
