@@ -2,12 +2,17 @@
  * activations on the quantized weights (`--precision fast`; private to
  * kernels/cpu/).
  *
- * Activations. Each activation row is cut into 32-element blocks; block b
- * becomes kern_cpu_q8a_t: amax = max |x| over the block (a NaN element
- * counts as 0), d = amax / 127, id = 127 / amax, q[e] = round-half-even(clamp(x[e]·id,
- * -127, 127)) (a NaN product clamps to -127), s = d·(sum of q). A block whose
- * amax is below FLT_MIN (zero or subnormal) or not finite gets d = s = 0 and
- * q = 0.
+ * Activations. Each activation row is cut into 32-element blocks, each
+ * quantized in two int8 levels (a high byte and a residual byte, ~15 bits in
+ * all; one level of int8 per 32-block, GGML's Q8 form, misses the accuracy
+ * gates on the default model: docs/benchmarks/precision.md). For block b,
+ * kern_cpu_q8a_t: amax = max |x| over the block (a NaN element counts as
+ * 0), id = 127 / amax, t[e] = clamp(x[e]·id, -127, 127) (a NaN product
+ * clamps to -127), hi[e] = round-half-even(t[e]), lo[e] =
+ * round-half-even(clamp((t[e] - hi[e])·256, -127, 127)), so that x[e] ≈
+ * d·(256·hi[e] + lo[e]) with d = (amax / 127) / 256; s = d·(sum of 256·hi +
+ * lo) (one int, one product). A block whose amax is below FLT_MIN (zero or
+ * subnormal) or not finite gets d = s = 0 and hi = lo = 0.
  *
  * Weights. Each 32-element unit of a weight row (a block of the 32-element
  * types, a sub-block of the K-quants) is read as 32 small integers w[e], an
@@ -24,12 +29,14 @@
  * Arithmetic of one output y[i, c], fixed whatever n, the other rows, the
  * tiling or the thread count (bitwise batch invariant), with x the
  * quantized row i and the units of weight row c in order u = 0, 1, ...:
- *   lane[l] = sum over e in 4l .. 4l + 3 of w[e]·x.q[e]  (int32, exact)
+ *   lane[l] = 256·(sum over e in 4l .. 4l + 3 of w[e]·x.hi[e])
+ *             + sum over the same e of w[e]·x.lo[e]         (int32, exact)
  *   acc[l] = fma(dw·x.d, (float)lane[l], acc[l])           l = 0..7
  *   off = fma(mw, x.s, off)                                  (offset types)
  * from acc = off = +0, then y = kern_cpu__mm_hsum(acc) + off. Every
- * integer is exact in int32 and in f32 (|lane| < 2^24), so the AVX2 kernel
- * (maddubs/madd) and the portable one give the same bits. */
+ * integer is exact in int32, and its conversion to f32 is correctly
+ * rounded, so the AVX2 kernel (vpmaddubsw/vpmaddwd, or AVX-VNNI vpdpbusd
+ * where the build targets it) and the portable one give the same bits. */
 #ifndef TRAM_KERN_CPU_MATMUL_Q8_H
 #define TRAM_KERN_CPU_MATMUL_Q8_H
 
@@ -38,11 +45,12 @@
 #include "kernels/cpu/simd.h"
 #include "kernels/kern.h"
 
-/* One quantized 32-element activation block (40 bytes). */
+/* One quantized 32-element activation block (72 bytes). */
 typedef struct kern_cpu_q8a {
-  float d;      /* scale: x ≈ d·q */
-  float s;      /* d·sum(q), for the weight offset */
-  int8_t q[32];
+  int8_t hi[32]; /* x ≈ d·(256·hi + lo) */
+  int8_t lo[32];
+  float d;
+  float s;       /* d·sum(256·hi + lo), for the weight offset */
 } kern_cpu_q8a_t;
 
 /* 1 when weights of `type` and width `cols` have a fast kernel. */

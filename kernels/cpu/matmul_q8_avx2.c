@@ -9,7 +9,8 @@
  * most 2·128·127); the signed types go through it as |w| times x with w's
  * sign (vpsignb). vpmaddwd by ones then adds pairs of pairs: int32 lane l
  * holds elements 4l .. 4l + 3, exactly the lanes of the documented
- * arithmetic. */
+ * arithmetic (AVX-VNNI's vpdpbusd does both steps in one). Each activation
+ * block has two levels (hi, lo): two such dots, combined as 256·hi + lo. */
 #include "kernels/cpu/matmul_q8.h"
 
 #ifdef KERN_CPU_AVX2
@@ -21,6 +22,12 @@
 #include "kernels/cpu/matmul_tile.h"
 #include "kernels/cpu/unit_avx2.h"
 #include "kernels/quant_blocks.h"
+
+/* Four vectors of 8 int32 (each in -127..127) as 32 int8, in order. */
+static inline __m256i pack_bytes(const __m256i q[4]) {
+  __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+  return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
 
 void kern_cpu__q8_quantize_row_avx2(const float *x, kern_cpu_q8a_t *out, int64_t cols) {
   const __m256 sign = _mm256_set1_ps(-0.0f), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
@@ -37,20 +44,22 @@ void kern_cpu__q8_quantize_row_avx2(const float *x, kern_cpu_q8a_t *out, int64_t
       memset(out, 0, sizeof *out);
       continue;
     }
-    __m256 id = _mm256_set1_ps(127.0f / amax);
-    __m256i q[4];
+    __m256 id = _mm256_set1_ps(127.0f / amax), k256 = _mm256_set1_ps(256.0f);
+    __m256i hq[4], lq[4], s = _mm256_setzero_si256();
     for (int g = 0; g < 4; g++) {
       __m256 t = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[g], id), lo), hi);
-      q[g] = _mm256_cvtps_epi32(_mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      __m256 h = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      __m256 r = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_sub_ps(t, h), k256), lo), hi);
+      hq[g] = _mm256_cvtps_epi32(h);
+      lq[g] = _mm256_cvtps_epi32(_mm256_round_ps(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_slli_epi32(hq[g], 8), lq[g]));
     }
-    __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
     __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256((__m256i *)out->q, p);
-    out->d = amax / 127.0f;
+    _mm256_storeu_si256((__m256i *)out->hi, pack_bytes(hq));
+    _mm256_storeu_si256((__m256i *)out->lo, pack_bytes(lq));
+    out->d = amax / 127.0f / 256.0f;
     out->s = out->d * (float)_mm_cvtsi128_si32(s4);
   }
 }
@@ -117,6 +126,21 @@ static inline __attribute__((always_inline)) __m256i unit(const kern_type_t T, c
   }
 }
 
+/* Lane l = sum over bytes 4l .. 4l + 3 of a (unsigned) times b (signed):
+ * one vpdpbusd where the build has AVX-VNNI, else vpmaddubsw (no
+ * saturation: |a| <= 128, |b| <= 127) and vpmaddwd by ones. Same sums. */
+static inline __m256i dot4(__m256i a, __m256i b, __m256i ones) {
+#if defined(__AVXVNNI__)
+  (void)ones;
+  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), a, b);
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  (void)ones;
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), a, b);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones);
+#endif
+}
+
 /* How far ahead the tiles prefetch each weight row, in bytes (as the exact
  * path's fused tiles, matmul_avx2.c). */
 #define Q8_PREFETCH 1024
@@ -147,9 +171,9 @@ static inline __attribute__((always_inline)) void tile(const kern_type_t T, cons
 #pragma GCC unroll 4
       for (int r = 0; r < R; r++) {
         const kern_cpu_q8a_t *xb = xq + r * ldq + u;
-        __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);
-        if (is_signed) xv = _mm256_sign_epi8(xv, wv);
-        __m256i lane = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, xv), ones);
+        __m256i xh = _mm256_loadu_si256((const __m256i *)xb->hi), xl = _mm256_loadu_si256((const __m256i *)xb->lo);
+        if (is_signed) xh = _mm256_sign_epi8(xh, wv), xl = _mm256_sign_epi8(xl, wv);
+        __m256i lane = _mm256_add_epi32(_mm256_slli_epi32(dot4(wa, xh, ones), 8), dot4(wa, xl, ones));
         if (T == KERN_Q6_K) lane = _mm256_mullo_epi32(lane, lm);
         acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb->d), _mm256_cvtepi32_ps(lane), acc[r][c]);
         if (has_off) off[r][c] = fmaf(mw, xb->s, off[r][c]);
