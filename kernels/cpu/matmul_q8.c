@@ -48,21 +48,17 @@ void kern_cpu_q8_quantize_row_scalar(const float *x, kern_cpu_q8a_t *out, int64_
       memset(out, 0, sizeof *out);
       continue;
     }
-    float id = 127.0f / amax;
+    float id = 32767.0f / amax;
     int sum = 0;
     for (int e = 0; e < 32; e++) {
       float t = x[e] * id;
-      t = t > -127.0f ? t : -127.0f; /* vmaxps: NaN -> -127 */
-      t = t < 127.0f ? t : 127.0f;
-      float hi = nearbyintf(t), r = (t - hi) * 256.0f; /* both exact */
-      r = r > -127.0f ? r : -127.0f;
-      r = r < 127.0f ? r : 127.0f;
-      int lo = (int)nearbyintf(r);
-      out->hi[e] = (int8_t)hi;
-      out->lo[e] = (int8_t)lo;
-      sum += 256 * (int)hi + lo;
+      t = t > -32767.0f ? t : -32767.0f; /* vmaxps: NaN -> -32767 */
+      t = t < 32767.0f ? t : 32767.0f;
+      int q = (int)nearbyintf(t);
+      out->q[e] = (int16_t)q;
+      sum += q;
     }
-    out->d = amax / 127.0f / 256.0f;
+    out->d = amax / 32767.0f;
     out->s = out->d * (float)sum;
   }
 }
@@ -139,12 +135,12 @@ float kern_cpu__q8_dot_scalar(kern_type_t type, const uint8_t *wrow, const kern_
     unit_scalar(type, wrow, u, w, &dw, &mw, sc);
     float dd = dw * xq[u].d;
     for (int l = 0; l < 8; l++) {
-      int32_t hi = 0, lo = 0;
-      for (int e = 4 * l; e < 4 * l + 4; e++) {
-        hi += w[e] * xq[u].hi[e];
-        lo += w[e] * xq[u].lo[e];
+      int32_t lane = 0;
+      for (int k = 0; k < 4; k++) {
+        int e = (k >> 1) * 16 + 2 * l + (k & 1); /* 2l, 2l + 1, 16 + 2l, 17 + 2l */
+        lane += w[e] * sc[e >> 4] * xq[u].q[e];
       }
-      acc[l] = fmaf(dd, (float)((256 * hi + lo) * sc[l >> 2]), acc[l]);
+      acc[l] = fmaf(dd, (float)lane, acc[l]);
     }
     off = fmaf(mw, xq[u].s, off);
   }

@@ -1,18 +1,16 @@
-/* kernels/cpu/matmul_q8.h — the fast matmul of the CPU backend: int8
- * activations on the quantized weights (`--precision fast`; private to
+/* kernels/cpu/matmul_q8.h — the fast matmul of the CPU backend: integer
+ * (int16) activations on the quantized weights (`--precision fast`; private to
  * kernels/cpu/).
  *
  * Activations. Each activation row is cut into 32-element blocks, each
- * quantized in two int8 levels (a high byte and a residual byte, ~15 bits in
- * all; one level of int8 per 32-block, GGML's Q8 form, misses the accuracy
- * gates on the default model: docs/benchmarks/precision.md). For block b,
- * kern_cpu_q8a_t: amax = max |x| over the block (a NaN element counts as
- * 0), id = 127 / amax, t[e] = clamp(x[e]·id, -127, 127) (a NaN product
- * clamps to -127), hi[e] = round-half-even(t[e]), lo[e] =
- * round-half-even(clamp((t[e] - hi[e])·256, -127, 127)), so that x[e] ≈
- * d·(256·hi[e] + lo[e]) with d = (amax / 127) / 256; s = d·(sum of 256·hi +
- * lo) (one int, one product). A block whose amax is below FLT_MIN (zero or
- * subnormal) or not finite gets d = s = 0 and hi = lo = 0.
+ * quantized to int16 (one level of int8 per block, GGML's Q8 form, misses
+ * the accuracy gates on the default model, and a second int8 residual byte
+ * costs more: docs/benchmarks/precision.md). For block b, kern_cpu_q8a_t:
+ * amax = max |x| over the block (a NaN element counts as 0), id = 32767 /
+ * amax, q[e] = round-half-even(clamp(x[e]·id, -32767, 32767)) (a NaN
+ * product clamps to -32767), d = amax / 32767, s = d·(sum of q). A block
+ * whose amax is below FLT_MIN (zero or subnormal) or not finite gets d = s
+ * = 0 and q = 0.
  *
  * Weights. Each 32-element unit of a weight row (a block of the 32-element
  * types, a sub-block of the K-quants) is read as 32 small integers w[e], an
@@ -23,20 +21,20 @@
  *   Q8_0  w = q, dw = d, mw = 0
  *   Q4_K/Q5_K  w = q, dw = d·sc, mw = -(dmin·m)
  *   Q6_K  w = (q - 32)·sc[e / 16], dw = d, mw = 0
- * F32/F16/BF16 weights and widths that are not a multiple of 32 have no
+ * Every w fits int16 (|w| <= 4096). F32/F16/BF16 weights and widths that are not a multiple of 32 have no
  * fast kernel: they take the exact path (matmul_cpu.h).
  *
  * Arithmetic of one output y[i, c], fixed whatever n, the other rows, the
  * tiling or the thread count (bitwise batch invariant), with x the
  * quantized row i and the units of weight row c in order u = 0, 1, ...:
- *   lane[l] = 256·(sum over e in 4l .. 4l + 3 of w[e]·x.hi[e])
- *             + sum over the same e of w[e]·x.lo[e]         (int32, exact)
+ *   lane[l] = sum over e in {2l, 2l + 1, 16 + 2l, 17 + 2l} of w[e]·x.q[e]
+ *                                                         (int32, exact)
  *   acc[l] = fma(dw·x.d, (float)lane[l], acc[l])           l = 0..7
  *   off = fma(mw, x.s, off)                                  (offset types)
  * from acc = off = +0, then y = kern_cpu__mm_hsum(acc) + off. Every
  * integer is exact in int32, and its conversion to f32 is correctly
- * rounded, so the AVX2 kernel (vpmaddubsw/vpmaddwd, or AVX-VNNI vpdpbusd
- * where the build targets it) and the portable one give the same bits. */
+ * rounded, so the AVX2 kernel (vpmaddwd, or AVX-VNNI vpdpwssd where the
+ * build targets it) and the portable one give the same bits. */
 #ifndef TRAM_KERN_CPU_MATMUL_Q8_H
 #define TRAM_KERN_CPU_MATMUL_Q8_H
 
@@ -47,10 +45,9 @@
 
 /* One quantized 32-element activation block (72 bytes). */
 typedef struct kern_cpu_q8a {
-  int8_t hi[32]; /* x ≈ d·(256·hi + lo) */
-  int8_t lo[32];
+  int16_t q[32]; /* x ≈ d·q */
   float d;
-  float s;       /* d·sum(256·hi + lo), for the weight offset */
+  float s;       /* d·sum(q), for the weight offset */
 } kern_cpu_q8a_t;
 
 /* 1 when weights of `type` and width `cols` have a fast kernel. */

@@ -4,13 +4,11 @@
  *
  * A weight unit is unpacked into one register of 32 bytes in element order
  * (nibbles by a mask and a 16-bit shift, Q5's fifth bits by a byte shuffle
- * and compare). vpmaddubsw multiplies unsigned weight bytes by signed
- * activation bytes and adds neighbouring pairs (int16; no saturation: at
- * most 2·128·127); the signed types go through it as |w| times x with w's
- * sign (vpsignb). vpmaddwd by ones then adds pairs of pairs: int32 lane l
- * holds elements 4l .. 4l + 3, exactly the lanes of the documented
- * arithmetic (AVX-VNNI's vpdpbusd does both steps in one). Each activation
- * block has two levels (hi, lo): two such dots, combined as 256·hi + lo. */
+ * and compare), then widened to two registers of 16 int16 (elements 0..15,
+ * 16..31). vpmaddwd (or AVX-VNNI's vpdpwssd) multiplies them by the int16
+ * activations and adds neighbouring pairs: int32 lane l of the two summed
+ * holds elements 2l, 2l + 1, 16 + 2l, 17 + 2l, the lanes of the documented
+ * arithmetic. */
 #include "kernels/cpu/matmul_q8.h"
 
 #ifdef KERN_CPU_AVX2
@@ -23,14 +21,8 @@
 #include "kernels/cpu/unit_avx2.h"
 #include "kernels/quant_blocks.h"
 
-/* Four vectors of 8 int32 (each in -127..127) as 32 int8, in order. */
-static inline __m256i pack_bytes(const __m256i q[4]) {
-  __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-  return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
-
 void kern_cpu__q8_quantize_row_avx2(const float *x, kern_cpu_q8a_t *out, int64_t cols) {
-  const __m256 sign = _mm256_set1_ps(-0.0f), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  const __m256 sign = _mm256_set1_ps(-0.0f), lo = _mm256_set1_ps(-32767.0f), hi = _mm256_set1_ps(32767.0f);
   for (int64_t b = 0; b < cols / 32; b++, x += 32, out++) {
     __m256 v[4], m = _mm256_setzero_ps();
     for (int g = 0; g < 4; g++) {
@@ -44,22 +36,20 @@ void kern_cpu__q8_quantize_row_avx2(const float *x, kern_cpu_q8a_t *out, int64_t
       memset(out, 0, sizeof *out);
       continue;
     }
-    __m256 id = _mm256_set1_ps(127.0f / amax), k256 = _mm256_set1_ps(256.0f);
-    __m256i hq[4], lq[4], s = _mm256_setzero_si256();
+    __m256 id = _mm256_set1_ps(32767.0f / amax);
+    __m256i q[4];
     for (int g = 0; g < 4; g++) {
       __m256 t = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[g], id), lo), hi);
-      __m256 h = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      __m256 r = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_sub_ps(t, h), k256), lo), hi);
-      hq[g] = _mm256_cvtps_epi32(h);
-      lq[g] = _mm256_cvtps_epi32(_mm256_round_ps(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-      s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_slli_epi32(hq[g], 8), lq[g]));
+      q[g] = _mm256_cvtps_epi32(_mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
     __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-    _mm256_storeu_si256((__m256i *)out->hi, pack_bytes(hq));
-    _mm256_storeu_si256((__m256i *)out->lo, pack_bytes(lq));
-    out->d = amax / 127.0f / 256.0f;
+    /* packs works within 128-bit halves: put the halves back in order */
+    _mm256_storeu_si256((__m256i *)out->q, _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xd8));
+    _mm256_storeu_si256((__m256i *)(out->q + 16), _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xd8));
+    out->d = amax / 32767.0f;
     out->s = out->d * (float)_mm_cvtsi128_si32(s4);
   }
 }
@@ -110,7 +100,7 @@ static inline __attribute__((always_inline)) __m256i unit(const kern_type_t T, c
     __m256i hi = _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)qh), _mm_cvtsi32_si128(2 * j)),
                                   _mm256_set1_epi8(3));
     const int8_t *sc = (const int8_t *)(p + 192) + 8 * half + 2 * j;
-    *lm = _mm256_setr_epi32(sc[0], sc[0], sc[0], sc[0], sc[1], sc[1], sc[1], sc[1]);
+    *lm = _mm256_setr_epi32(sc[0], sc[1], 0, 0, 0, 0, 0, 0);
     *dw = kern_cpu__h2f(p + 208);
     return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
   }
@@ -126,18 +116,49 @@ static inline __attribute__((always_inline)) __m256i unit(const kern_type_t T, c
   }
 }
 
-/* Lane l = sum over bytes 4l .. 4l + 3 of a (unsigned) times b (signed):
- * one vpdpbusd where the build has AVX-VNNI, else vpmaddubsw (no
- * saturation: |a| <= 128, |b| <= 127) and vpmaddwd by ones. Same sums. */
-static inline __m256i dot4(__m256i a, __m256i b, __m256i ones) {
+/* Unit u as two registers of 16 int16 (elements 0..15, 16..31; Q6_K: times
+ * their sub-scale): the 4-bit and 8-bit types straight from their bytes,
+ * the others through unit(). */
+static inline __attribute__((always_inline)) void unit16(const kern_type_t T, const uint8_t *row, int64_t u, float *dw,
+                                                         float *mw, __m256i *w0, __m256i *w1) {
+  if (T == KERN_Q4_0 || T == KERN_Q4_1) {
+    const uint8_t *p = row + u * (T == KERN_Q4_0 ? 18 : 20);
+    __m128i b = _mm_loadu_si128((const __m128i *)(p + (T == KERN_Q4_0 ? 2 : 4))), m = _mm_set1_epi8(15);
+    *w0 = _mm256_cvtepu8_epi16(_mm_and_si128(b, m));
+    *w1 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(b, 4), m));
+    *dw = kern_cpu__h2f(p);
+    *mw = T == KERN_Q4_1 ? kern_cpu__h2f(p + 2) : 0.0f;
+    if (T == KERN_Q4_0) *w0 = _mm256_sub_epi16(*w0, _mm256_set1_epi16(8)), *w1 = _mm256_sub_epi16(*w1, _mm256_set1_epi16(8));
+    return;
+  }
+  if (T == KERN_Q8_0) {
+    const uint8_t *p = row + u * 34;
+    *w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 2)));
+    *w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 18)));
+    *dw = kern_cpu__h2f(p);
+    *mw = 0.0f;
+    return;
+  }
+  __m256i lm = _mm256_setzero_si256();
+  __m256i wv = unit(T, row, u, dw, mw, &lm);
+  *w0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(wv));
+  *w1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(wv, 1));
+  if (T == KERN_Q6_K) {
+    *w0 = _mm256_mullo_epi16(*w0, _mm256_broadcastw_epi16(_mm256_castsi256_si128(lm)));
+    *w1 = _mm256_mullo_epi16(*w1, _mm256_broadcastw_epi16(_mm_srli_si128(_mm256_castsi256_si128(lm), 4)));
+  }
+}
+
+/* Lane l = a[2l]·b[2l] + a[2l + 1]·b[2l + 1] + c[2l]·d[2l] + c[2l + 1]·d[2l + 1]
+ * (int16 in, int32 out, no overflow at these ranges): two vpdpwssd where
+ * the build has AVX-VNNI, else two vpmaddwd and an add. Same sums. */
+static inline __m256i dot16(__m256i a, __m256i b, __m256i c, __m256i d) {
 #if defined(__AVXVNNI__)
-  (void)ones;
-  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), a, b);
+  return _mm256_dpwssd_avx_epi32(_mm256_dpwssd_avx_epi32(_mm256_setzero_si256(), a, b), c, d);
 #elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  (void)ones;
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), a, b);
+  return _mm256_dpwssd_epi32(_mm256_dpwssd_epi32(_mm256_setzero_si256(), a, b), c, d);
 #else
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones);
+  return _mm256_add_epi32(_mm256_madd_epi16(a, b), _mm256_madd_epi16(c, d));
 #endif
 }
 
@@ -148,9 +169,7 @@ static inline __m256i dot4(__m256i a, __m256i b, __m256i ones) {
 static inline __attribute__((always_inline)) void tile(const kern_type_t T, const int R, const int C,
                                                        const kern_cpu_q8a_t *xq, int64_t ldq, const uint8_t *w,
                                                        int64_t row_bytes, int64_t nb, float *out, int64_t ldo) {
-  const int is_signed = T == KERN_Q4_0 || T == KERN_Q5_0 || T == KERN_Q8_0 || T == KERN_Q6_K;
   const int has_off = T == KERN_Q4_1 || T == KERN_Q5_1 || T == KERN_Q4_K || T == KERN_Q5_K;
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[4][4];
   float off[4][4];
   for (int r = 0; r < R; r++)
@@ -165,17 +184,15 @@ static inline __attribute__((always_inline)) void tile(const kern_type_t T, cons
       const uint8_t *wr = w + c * row_bytes;
       _mm_prefetch((const char *)(wr + u * unit_bytes) + Q8_PREFETCH, _MM_HINT_T0);
       float dw, mw;
-      __m256i lm = _mm256_setzero_si256();
-      __m256i wv = unit(T, wr, u, &dw, &mw, &lm);
-      __m256i wa = is_signed ? _mm256_abs_epi8(wv) : wv;
+      __m256i w0, w1;
+      unit16(T, wr, u, &dw, &mw, &w0, &w1);
+      const __m256 vdw = _mm256_set1_ps(dw);
 #pragma GCC unroll 4
       for (int r = 0; r < R; r++) {
         const kern_cpu_q8a_t *xb = xq + r * ldq + u;
-        __m256i xh = _mm256_loadu_si256((const __m256i *)xb->hi), xl = _mm256_loadu_si256((const __m256i *)xb->lo);
-        if (is_signed) xh = _mm256_sign_epi8(xh, wv), xl = _mm256_sign_epi8(xl, wv);
-        __m256i lane = _mm256_add_epi32(_mm256_slli_epi32(dot4(wa, xh, ones), 8), dot4(wa, xl, ones));
-        if (T == KERN_Q6_K) lane = _mm256_mullo_epi32(lane, lm);
-        acc[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb->d), _mm256_cvtepi32_ps(lane), acc[r][c]);
+        __m256i lane = dot16(w0, _mm256_loadu_si256((const __m256i *)xb->q), w1,
+                             _mm256_loadu_si256((const __m256i *)(xb->q + 16)));
+        acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(vdw, _mm256_broadcast_ss(&xb->d)), _mm256_cvtepi32_ps(lane), acc[r][c]);
         if (has_off) off[r][c] = fmaf(mw, xb->s, off[r][c]);
       }
     }

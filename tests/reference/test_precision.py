@@ -1,6 +1,6 @@
 """The accuracy gates of `--precision fast`, short form (the full form over
 more than 20,000 tokens: bench/accuracy.py, `make bench-accuracy`; results
-in docs/benchmarks/precision.md): on the first 384 tokens of the evaluation
+in docs/benchmarks/precision.md): on the first 256 tokens of the evaluation
 text (precision_eval.TEXT_SOURCES, real prose the project did not write),
 fast against exact must keep perplexity within 0.5 %, mean KL divergence
 <= 1e-3 and top-1 agreement >= 98 %, and every matmul of the exact forward,
@@ -10,7 +10,7 @@ reference model on a 64-token prefix."""
 import pytest
 from precision_eval import evaluate, gate_failures, read_text, tokenize
 
-TOKENS = 384
+TOKENS = 256
 REF_PREFIX = 64
 
 

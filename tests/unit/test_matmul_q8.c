@@ -1,4 +1,4 @@
-/* tests/unit/test_matmul_q8.c — the fast matmul (int8 activations,
+/* tests/unit/test_matmul_q8.c — the fast matmul (int16 activations,
  * kernels/cpu/matmul_q8.h), for every weight type it serves:
  *   - activation quantization against float64 (error at most half a step,
  *     the documented scale and sum) and AVX2 == portable bit for bit, with
@@ -62,23 +62,20 @@ static void check_quantized(const float *x, const kern_cpu_q8a_t *q, int64_t col
       if (!isnan(v) && fabs(v) > amax) amax = fabs(v);
     }
     int sum = 0;
-    for (int e = 0; e < 32; e++) sum += 256 * q[b].hi[e] + q[b].lo[e];
+    for (int e = 0; e < 32; e++) sum += q[b].q[e];
     if (!finite || amax < FLT_MIN) {
       assert_true(q[b].d == 0.0f && q[b].s == 0.0f && sum == 0);
       continue;
     }
-    const double sub = 128 * 0x1p-149; /* d may be subnormal */
-    assert_true(fabs(q[b].d * 127.0 * 256.0 - amax) <= amax * 0x1p-22 + 256 * sub);
+    const double sub = 32768 * 0x1p-149; /* d may be subnormal */
+    assert_true(fabs(q[b].d * 32767.0 - amax) <= amax * 0x1p-22 + sub);
     assert_true((double)q[b].s == (double)(q[b].d * (float)sum));
     for (int e = 0; e < 32; e++) {
-      double v = x[32 * b + e], xq = q[b].d * (256.0 * q[b].hi[e] + q[b].lo[e]);
-      assert_true(q[b].hi[e] >= -127 && q[b].hi[e] <= 127 && q[b].lo[e] >= -127 && q[b].lo[e] <= 127);
-      if (isnan(v)) assert_int_equal(q[b].hi[e], -127);
-      /* 1.5 steps of the low level (a residual of half a high step clamps
-       * to 127/256), + id's rounding */
-      else if (!(fabs(v - xq) <= 1.5 * q[b].d + fabs(v) * 0x1p-21 + 256 * sub))
-        fail_msg("block %lld element %d: %.9g quantized to %d·256 + %d x %.9g", (long long)b, e, v, q[b].hi[e],
-                 q[b].lo[e], q[b].d);
+      double v = x[32 * b + e];
+      assert_true(q[b].q[e] >= -32767 && q[b].q[e] <= 32767);
+      if (isnan(v)) assert_int_equal(q[b].q[e], -32767);
+      else if (!(fabs(v - q[b].d * (double)q[b].q[e]) <= 0.5 * q[b].d + fabs(v) * 0x1p-21 + sub))
+        fail_msg("block %lld element %d: %.9g quantized to %d x %.9g", (long long)b, e, v, q[b].q[e], q[b].d);
     }
   }
 }
@@ -144,7 +141,7 @@ static void check_shape(kern_backend_t *be, tu_rng_t *r, kern_type_t type, int64
         double wmax = 0, xsum = 0;
         for (int e = 0; e < 32; e++) {
           const kern_cpu_q8a_t *qb = &xq[i * nb + b];
-          double xv = (double)qb->d * (256.0 * qb->hi[e] + qb->lo[e]), t = wrow[32 * b + e] * xv;
+          double xv = (double)qb->d * qb->q[e], t = wrow[32 * b + e] * xv;
           s += t;
           mag += fabs(t);
           wmax = fmax(wmax, fabs(wrow[32 * b + e]));
