@@ -94,7 +94,7 @@ static void quantize_rows(void **state) {
       switch (tu_below(&r, 8)) {
       case 0: memset(p, 0, 32 * sizeof *p); break;
       case 1: for (int e = 0; e < 32; e++) p[e] = (float)(tu_normal(&r) * 1e-39); break; /* subnormal */
-      case 2: p[tu_below(&r, 32)] = (float)(tu_normal(&r) * 3e38); break;
+      case 2: p[tu_below(&r, 32)] = (float)tu_uniform(&r, -3.4e38, 3.4e38); break; /* huge, in range */
       case 3: p[tu_below(&r, 32)] = tu_below(&r, 2) ? INFINITY : -INFINITY; break;
       case 4: p[tu_below(&r, 32)] = NAN; break;
       case 5: p[tu_below(&r, 32)] *= 1000.0f; break; /* an outlier */
