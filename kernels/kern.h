@@ -38,7 +38,7 @@
 typedef struct kern_backend kern_backend_t;
 
 /* The arithmetic of the matmuls (`--precision`). EXACT: f32 activations on
- * the exactly dequantized weights. FAST: activations quantized to int8 per
+ * the exactly dequantized weights. FAST: activations quantized to int16 per
  * 32-element block and integer dot products (CPU: kernels/cpu/matmul_q8.h;
  * weight types without such a kernel stay exact). Both are deterministic
  * and batch invariant; they differ from each other in the last digits. */
