@@ -362,13 +362,16 @@ compile_commands.json:
 #                     results.json
 #   make bench-smoke  tram only, a tiny sweep (under 2 minutes); the report
 #                     goes to build-bench/smoke/. Fails if tram cannot serve.
+#   make bench-accuracy  the full accuracy gates of --precision fast
+#                     (bench/accuracy.py, > 20,000 tokens, a few minutes);
+#                     fails if a gate is missed.
 # Knobs: BENCH_SERVERS (tram,llamacpp), BENCH_ARGS (more bench/compare.py
 # flags, e.g. --concurrency 1,4,16 --requests 8 --note "...").
 BENCH_SERVERS ?= tram,llamacpp
 BENCH_ARGS    ?=
 BENCH_PEER    := $(if $(findstring llamacpp,$(BENCH_SERVERS)),bench-peer)
 
-.PHONY: bench bench-smoke bench-peer
+.PHONY: bench bench-smoke bench-peer bench-accuracy
 
 bench-peer:
 	$(Q)scripts/build-llamacpp.sh
@@ -380,6 +383,9 @@ bench: venv model $(TRAM) benches $(BENCH_PEER)
 bench-smoke: venv model $(TRAM)
 	$(Q)$(VENV)/bin/python bench/compare.py --smoke --model $(MODEL) --tram-bin $(TRAM) \
 		--build-dir $(BUILD) $(BENCH_ARGS)
+
+bench-accuracy: venv model tools
+	$(Q)$(VENV)/bin/python bench/accuracy.py --model $(MODEL) --build-dir $(BUILD) --json $(BUILD)/accuracy.json
 
 # --- install ----------------------------------------------------------------
 # The program, the systemd units (ExecStart and Documentation pointed at the

@@ -12,7 +12,7 @@
  *
  * Usage: engine_bench [-m MODEL] [-t THREADS] [-c 1,8,32,64] [-p 128] [-o 128]
  *                     [--max-batch-tokens N] [--max-seqs N] [--device cpu|cuda]
- *                     [--kv-cache-mb N]
+ *                     [--kv-cache-mb N] [--precision exact|fast]
  * --device cuda runs the same engine on the CUDA backend (a build with
  * CUDA: `make gpu-tests` makes build/tests/gpu/engine_bench); the "cpu"
  * columns then divide process CPU time by THREADS as well, which says
@@ -96,11 +96,12 @@ int main(int argc, char **argv) {
   const char *model = "models/SmolLM2-135M-Instruct.Q4_1.gguf", *list = "1,8,32,64";
   const char *device = "cpu";
   int threads = 0, n_prompt = 128, n_out = 128, max_tokens = 256, max_seqs = 64, kv_mb = 1024;
+  kern_precision_t precision = KERN_PRECISION_EXACT;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!v) {
       fprintf(stderr, "usage: engine_bench [-m MODEL] [-t THREADS] [-c 1,8,32,64] [-p 128] [-o 128] "
-                      "[--max-batch-tokens N] [--max-seqs N] [--device cpu|cuda] [--kv-cache-mb N]\n");
+                      "[--max-batch-tokens N] [--max-seqs N] [--device cpu|cuda] [--kv-cache-mb N] [--precision exact|fast]\n");
       return 2;
     }
     if (!strcmp(a, "-m")) model = v;
@@ -112,6 +113,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--max-seqs")) max_seqs = atoi(v);
     else if (!strcmp(a, "--device")) device = v;
     else if (!strcmp(a, "--kv-cache-mb")) kv_mb = atoi(v);
+    else if (!strcmp(a, "--precision") && (!strcmp(v, "exact") || !strcmp(v, "fast")))
+      precision = !strcmp(v, "fast") ? KERN_PRECISION_FAST : KERN_PRECISION_EXACT;
     else {
       fprintf(stderr, "engine_bench: unknown option %s\n", a);
       return 2;
@@ -119,7 +122,8 @@ int main(int argc, char **argv) {
     i++;
   }
   log_set_level(LOG_LEVEL_WARN);
-  kern_backend_t *be = kern_backend_create(device, threads);
+  const kern_backend_opts_t bo = {.n_threads = threads, .precision = precision};
+  kern_backend_t *be = kern_backend_create_opts(device, &bo);
   char err[512];
   model_t *m = be ? model_load(model, be, err, sizeof err) : NULL;
   if (!m) {
@@ -138,9 +142,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "engine_bench: %s\n", tok ? "cannot start the engine" : err);
     return 1;
   }
-  printf("engine_bench: %s on %s, %d threads, %d prompt + %d output tokens per request, max_seqs %d, "
+  printf("engine_bench: %s on %s, %d threads, precision %s, %d prompt + %d output tokens per request, max_seqs %d, "
          "max_batch_tokens %d, KV cache %d MiB\n",
-         model, device, threads, n_prompt, n_out, max_seqs, max_tokens, kv_mb);
+         model, device, threads, be->precision == KERN_PRECISION_FAST ? "fast" : "exact", n_prompt, n_out, max_seqs,
+         max_tokens, kv_mb);
   printf("   C    wall s   gen/s wall  gen/s cpu  prompt/s w  prompt/s c   steps  ms/step  overhead  before   after\n");
   int rc = 0;
   for (const char *p = list; *p && rc == 0;) {

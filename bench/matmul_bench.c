@@ -3,6 +3,7 @@
  * issue 4; results recorded in docs/benchmarks/matmul.md.
  *
  *   build/bench/matmul_bench [-t threads] [--quick] [--model-only]
+ *                            [--precision exact|fast|both]
  *
  * 1. Memory bandwidth: bench/membw's read probe (run from the same folder,
  *    same threads), the decode bound's denominator.
@@ -21,7 +22,9 @@
  * Every time is the best of repeated runs (other processes share this
  * machine; the best run is the one they disturbed least). --quick runs
  * fewer repetitions and only the Q4_1 / Q8_0 rows of table 2; --model-only
- * skips table 2. */
+ * skips table 2. --precision (default exact) picks the matmul arithmetic
+ * (kern.h); both runs tables 2 and 3 for exact, then for fast, in one
+ * process, and ends with the fast/exact ratios of the step. */
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,28 +207,18 @@ static double model_step(kern_backend_t *be, model_t *m, const float *x, float *
   return best;
 }
 
-int main(int argc, char **argv) {
-  int threads = 0, quick = 0, model_only = 0;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "-t") == 0 && i + 1 < argc) threads = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--quick") == 0) quick = 1;
-    else if (strcmp(argv[i], "--model-only") == 0) model_only = 1;
-    else {
-      fprintf(stderr, "usage: matmul_bench [-t threads] [--quick] [--model-only]\n");
-      return 2;
-    }
-  }
-  if (quick) min_seconds = 0.1;
-  kern_backend_t *be = kern_backend_create("cpu", threads);
-  if (!be) return 1;
+/* Tables 2 and 3 for one precision; *steps gets the best 1-, 32- and
+ * 512-row step times. */
+static void run_precision(kern_precision_t prec, int threads, int quick, int model_only, const char *argv0, float *x,
+                          float *y, double steps[3]) {
+  const kern_backend_opts_t o = {.n_threads = threads, .precision = prec};
+  kern_backend_t *be = kern_backend_create_opts("cpu", &o);
+  if (!be) abort();
   kern_cpu_t *cpu = kern_cpu(be);
-  printf("# matmul_bench: %d threads, %s kernels\n\n", cpu->n_threads, kern_cpu_simd() ? "AVX2" : "portable");
-  double bw = membw_read(argv[0], cpu->n_threads);
+  printf("# matmul_bench: %d threads, %s kernels, precision %s\n\n", cpu->n_threads,
+         kern_cpu_simd() ? "AVX2" : "portable", prec == KERN_PRECISION_FAST ? "fast" : "exact");
+  double bw = membw_read(argv0, cpu->n_threads);
   if (bw <= 0) fprintf(stderr, "matmul_bench: bench/membw did not run: no bandwidth bound\n");
-
-  float *x = malloc(sizeof(float) * 512 * 1536), *y = malloc(sizeof(float) * 512 * 49152);
-  if (!x || !y) abort();
-  for (int i = 0; i < 512 * 1536; i++) x[i] = rnd_unit();
   if (!model_only) type_table(be, quick, x, y);
 
   model_t *m = malloc(sizeof *m);
@@ -244,10 +237,41 @@ int main(int argc, char **argv) {
          t1 * 1e3, s1 * 1e3, 1 / t1, 1 / s1, 100 * bound / t1, 100 * bound / s1, bound * 1e3);
   printf("| decode, 32 rows | %.2f \\| %.2f | %.1f \\| %.1f | %.2f× \\| %.2f× the 1-row tokens/s |\n", t32 * 1e3,
          s32 * 1e3, 32 / t32, 32 / s32, t1 * 32 / t32, s1 * 32 / s32);
-  printf("| prefill, 512 rows | %.2f \\| %.2f | %.1f \\| %.1f | output projection for 1 row |\n", t512 * 1e3,
+  printf("| prefill, 512 rows | %.2f \\| %.2f | %.1f \\| %.1f | output projection for 1 row |\n\n", t512 * 1e3,
          s512 * 1e3, 512 / t512, 512 / s512);
+  steps[0] = s1, steps[1] = s32, steps[2] = s512;
   model_free(be, m);
-  free(m), free(x), free(y);
+  free(m);
   kern_backend_destroy(be);
+}
+
+int main(int argc, char **argv) {
+  int threads = 0, quick = 0, model_only = 0, first = KERN_PRECISION_EXACT, last = KERN_PRECISION_EXACT;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "-t") == 0 && i + 1 < argc) threads = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--quick") == 0) quick = 1;
+    else if (strcmp(argv[i], "--model-only") == 0) model_only = 1;
+    else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc && strcmp(argv[i + 1], "fast") == 0)
+      first = last = KERN_PRECISION_FAST, i++;
+    else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc && strcmp(argv[i + 1], "both") == 0)
+      last = KERN_PRECISION_FAST, i++;
+    else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc && strcmp(argv[i + 1], "exact") == 0)
+      i++;
+    else {
+      fprintf(stderr, "usage: matmul_bench [-t threads] [--quick] [--model-only] [--precision exact|fast|both]\n");
+      return 2;
+    }
+  }
+  if (quick) min_seconds = 0.1;
+  float *x = malloc(sizeof(float) * 512 * 1536), *y = malloc(sizeof(float) * 512 * 49152);
+  if (!x || !y) abort();
+  for (int i = 0; i < 512 * 1536; i++) x[i] = rnd_unit();
+  double steps[2][3];
+  for (int p = first; p <= last; p++) run_precision((kern_precision_t)p, threads, quick, model_only, argv[0], x, y, steps[p]);
+  if (first != last)
+    printf("## fast / exact, same run (sum of each call's best)\n\n| step | speed-up |\n| --- | --- |\n"
+           "| decode, 1 row | %.2f× |\n| decode, 32 rows | %.2f× |\n| prefill, 512 rows | %.2f× |\n",
+           steps[0][0] / steps[1][0], steps[0][1] / steps[1][1], steps[0][2] / steps[1][2]);
+  free(x), free(y);
   return 0;
 }

@@ -14,7 +14,7 @@
  *               last row only): tokens/s.
  *
  * Usage: model_bench [-m MODEL] [-t threads] [-i iterations] [--context N]
- *                    [--read-gbs X] [--skip-prefill]
+ *                    [--read-gbs X] [--skip-prefill] [--precision exact|fast]
  * Times are the median of the iterations (after one warm-up step), as wall
  * time and as cpu-time (process CPU time / threads: what the step takes on
  * cores it has to itself; on a shared machine compare cpu-time with
@@ -98,6 +98,7 @@ static void timed(bench_t *b, int first, int n, int q, int iters, double *w, dou
 int main(int argc, char **argv) {
   const char *path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
   int threads = 0, iters = 10, context = 64, skip_prefill = 0;
+  kern_precision_t precision = KERN_PRECISION_EXACT;
   double read_wall = 0, read_cpu = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
@@ -106,16 +107,20 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--context") && i + 1 < argc) context = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--read-gbs") && i + 1 < argc) read_wall = read_cpu = atof(argv[++i]);
     else if (!strcmp(argv[i], "--skip-prefill")) skip_prefill = 1;
+    else if (!strcmp(argv[i], "--precision") && i + 1 < argc && !strcmp(argv[i + 1], "fast"))
+      precision = KERN_PRECISION_FAST, i++;
+    else if (!strcmp(argv[i], "--precision") && i + 1 < argc && !strcmp(argv[i + 1], "exact")) i++;
     else {
       fprintf(stderr, "usage: model_bench [-m MODEL] [-t threads] [-i iterations] [--context N] [--read-gbs X] "
-                      "[--skip-prefill]\n");
+                      "[--skip-prefill] [--precision exact|fast]\n");
       return 2;
     }
   }
   if (iters < 1 || context < 1 || context > PREFILL) return 2;
   log_set_level(LOG_LEVEL_WARN);
   bench_t b = {.rng = 0x9e3779b97f4a7c15ull};
-  b.be = kern_backend_create("cpu", threads);
+  const kern_backend_opts_t bo = {.n_threads = threads, .precision = precision};
+  b.be = kern_backend_create_opts("cpu", &bo);
   char err[512];
   b.m = b.be ? model_load(path, b.be, err, sizeof err) : NULL;
   if (!b.m) {
@@ -138,8 +143,8 @@ int main(int argc, char **argv) {
   for (int s = 0; s < MAX_SEQS; s++) kv_seq_init(&b.seqs[s]);
 
   const double bytes = (double)model_step_weight_bytes(b.m);
-  printf("model %s: %.1f MB of weights per token; %d threads; context %d; load average:", path, bytes / 1e6,
-         threads, context);
+  printf("model %s: %.1f MB of weights per token; %d threads; precision %s; context %d; load average:", path,
+         bytes / 1e6, threads, precision == KERN_PRECISION_FAST ? "fast" : "exact", context);
   FILE *la = fopen("/proc/loadavg", "r");
   char lbuf[64] = "";
   if (la && fgets(lbuf, sizeof lbuf, la)) printf(" %.*s", 14, lbuf);

@@ -50,6 +50,7 @@ typedef enum cfg_key {
   CFG_SERVED_MODEL_NAME,
   CFG_DEVICE,
   CFG_THREADS,
+  CFG_PRECISION,
   CFG_MAX_MODEL_LEN,
   CFG_HOST,
   CFG_PORT,
@@ -115,6 +116,7 @@ typedef struct cfg {
                             * model file's name without ".gguf" */
   int device;              /* cfg_device_t; CUDA only in a CUDA build */
   int threads;             /* CPU compute threads; 0 = one per online core */
+  int precision;           /* kern_precision_t: 0 exact, 1 fast (the matmul arithmetic) */
   int max_model_len;       /* longest sequence (prompt + output); 0 = the model's context */
   /* listening */
   char *host;              /* address to bind (IPv4/IPv6 literal or host name) */

@@ -40,6 +40,19 @@ struct kern_sample_row; /* kernels/kern_sample.h */
 struct kern_sample_op;
 struct kern_sample_out;
 
+/* The arithmetic of the matmuls (`--precision`). EXACT: f32 activations on
+ * the exactly dequantized weights. FAST: activations quantized to int16 per
+ * 32-element block and integer dot products (CPU: kernels/cpu/matmul_q8.h;
+ * weight types without such a kernel stay exact). Both are deterministic
+ * and batch invariant; they differ from each other in the last digits. */
+typedef enum kern_precision { KERN_PRECISION_EXACT = 0, KERN_PRECISION_FAST = 1 } kern_precision_t;
+
+/* Options of kern_backend_create_opts. */
+typedef struct kern_backend_opts {
+  int n_threads;              /* CPU threads; <= 0: one per online CPU (CUDA: ignored) */
+  kern_precision_t precision; /* the CUDA backend has only EXACT (it logs so) */
+} kern_backend_opts_t;
+
 /* A weight matrix of `rows` output features × `cols` input features (GGUF
  * dims ne[0] = cols, ne[1] = rows), in whatever form its backend chose at
  * load: views into the model file's mapping, a repacked copy, or device
@@ -103,6 +116,7 @@ typedef struct kern_attn_args {
 struct kern_backend {
   const char *name;    /* "cpu", "cuda" (public, read-only) */
   kern_type_t kv_type; /* element type of KV cache storage (KERN_F32 on CPU) */
+  kern_precision_t precision; /* the matmul arithmetic in use (public, read-only) */
 
   /* Frees the backend and everything it allocated. */
   void (*destroy)(kern_backend_t *be);
@@ -198,8 +212,12 @@ struct kern_backend {
 
 /* Creates the backend named `device` ("cpu" or "cuda") with `n_threads` CPU
  * threads (<= 0: one per online CPU; the CUDA backend ignores it). Returns
- * NULL after logging why (unknown name, no CUDA support built in, no GPU). */
+ * NULL after logging why (unknown name, no CUDA support built in, no GPU).
+ * The matmuls are EXACT. */
 kern_backend_t *kern_backend_create(const char *device, int n_threads);
+
+/* The same with options (opts NULL: one thread per CPU, EXACT). */
+kern_backend_t *kern_backend_create_opts(const char *device, const kern_backend_opts_t *opts);
 
 /* be->destroy(be); NULL is a no-op. */
 void kern_backend_destroy(kern_backend_t *be);

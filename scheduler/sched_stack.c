@@ -14,7 +14,8 @@
 
 int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, size_t err_len) {
   memset(st, 0, sizeof *st);
-  st->be = kern_backend_create(o->device, o->threads);
+  const kern_backend_opts_t bo = {.n_threads = o->threads, .precision = (kern_precision_t)o->precision};
+  st->be = kern_backend_create_opts(o->device, &bo);
   if (!st->be) {
     snprintf(err, err_len, "cannot create the %s backend (see above)", o->device);
     return -EINVAL;

@@ -20,6 +20,7 @@ typedef struct sched_stack_opts {
   const char *model_path; /* the GGUF file */
   const char *device;     /* "cpu" or "cuda" */
   int threads;            /* compute threads (the CPU backend's pool) */
+  int precision;          /* kern_precision_t: the matmul arithmetic (0 exact, 1 fast) */
   sched_config_t sched;   /* the engine's configuration */
 } sched_stack_opts_t;
 

@@ -6,6 +6,7 @@ sched_stack_opts_t srv_stack_opts(const cfg_t *c) {
       .model_path = c->model,
       .device = c->device == CFG_DEVICE_CUDA ? "cuda" : "cpu",
       .threads = c->threads,
+      .precision = c->precision,
       .sched =
           {
               .max_batch_tokens = c->max_batch_tokens,

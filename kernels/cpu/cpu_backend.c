@@ -109,10 +109,11 @@ static const kern_backend_t cpu_table = {
     .attn_decode = kern_cpu_attn_decode,
 };
 
-kern_backend_t *kern_cpu_create(int n_threads) {
+kern_backend_t *kern_cpu_create(int n_threads, kern_precision_t precision) {
   kern_cpu_t *cpu = calloc(1, sizeof *cpu);
   if (!cpu) abort();
   cpu->base = cpu_table;
+  cpu->base.precision = precision == KERN_PRECISION_FAST ? KERN_PRECISION_FAST : KERN_PRECISION_EXACT;
   cpu->pool = kern_pool_create(n_threads);
   if (!cpu->pool) {
     log_error("kern_cpu_create: cannot start the thread pool");

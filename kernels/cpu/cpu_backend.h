@@ -17,9 +17,10 @@ typedef struct kern_cpu {
   size_t scratch_bytes; /* its size */
 } kern_cpu_t;
 
-/* Creates the CPU backend with n_threads threads (<= 0: one per online CPU).
- * Returns NULL after logging why. Destroy with kern_backend_destroy(). */
-kern_backend_t *kern_cpu_create(int n_threads);
+/* Creates the CPU backend with n_threads threads (<= 0: one per online CPU)
+ * and the matmul arithmetic `precision`. Returns NULL after logging why.
+ * Destroy with kern_backend_destroy(). */
+kern_backend_t *kern_cpu_create(int n_threads, kern_precision_t precision);
 
 /* A 64-byte aligned scratch buffer of at least `bytes` bytes, owned by the
  * backend, valid until the next call (it grows, never shrinks, so steady state

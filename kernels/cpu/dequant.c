@@ -41,8 +41,7 @@ static void dq_q4_1(const block_q4_1 *b, float *y) {
   }
 }
 
-/* The 32 5-bit values of a Q5_0/Q5_1 block. */
-static void q5_ints(const uint8_t qh8[4], const uint8_t qs[16], int q[32]) {
+void kern_cpu__q5_ints_scalar(const uint8_t qh8[4], const uint8_t qs[16], int q[32]) {
   uint32_t qh;
   memcpy(&qh, qh8, 4);
   for (int j = 0; j < 16; j++) {
@@ -54,14 +53,14 @@ static void q5_ints(const uint8_t qh8[4], const uint8_t qs[16], int q[32]) {
 static void dq_q5_0(const block_q5_0 *b, float *y) {
   float d = kern_cpu_f16_to_f32(b->d);
   int q[32];
-  q5_ints(b->qh, b->qs, q);
+  kern_cpu__q5_ints_scalar(b->qh, b->qs, q);
   for (int j = 0; j < 32; j++) y[j] = d * (float)(q[j] - 16);
 }
 
 static void dq_q5_1(const block_q5_1 *b, float *y) {
   float d = kern_cpu_f16_to_f32(b->d), m = kern_cpu_f16_to_f32(b->m);
   int q[32];
-  q5_ints(b->qh, b->qs, q);
+  kern_cpu__q5_ints_scalar(b->qh, b->qs, q);
   for (int j = 0; j < 32; j++) y[j] = fmaf(d, (float)q[j], m);
 }
 
@@ -70,8 +69,7 @@ static void dq_q8_0(const block_q8_0 *b, float *y) {
   for (int j = 0; j < 32; j++) y[j] = d * (float)b->qs[j];
 }
 
-/* The 6-bit scale and min of sub-block s (0..7) of a Q4_K/Q5_K block. */
-static void k_scale_min(const uint8_t *sc, int s, int *scale, int *min) {
+void kern_cpu__k_scale_min(const uint8_t *sc, int s, int *scale, int *min) {
   if (s < 4) {
     *scale = sc[s] & 63;
     *min = sc[s + 4] & 63;
@@ -87,7 +85,7 @@ static void dq_q45_k(uint16_t d16, uint16_t dmin16, const uint8_t *scales, const
   float d = kern_cpu_f16_to_f32(d16), dmin = kern_cpu_f16_to_f32(dmin16);
   for (int s = 0; s < 8; s++) {
     int sc, m;
-    k_scale_min(scales, s, &sc, &m);
+    kern_cpu__k_scale_min(scales, s, &sc, &m);
     float a = d * (float)sc, b = dmin * (float)m;
     const uint8_t *q = qs + 32 * (s / 2);
     for (int l = 0; l < 32; l++) {

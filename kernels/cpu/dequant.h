@@ -27,6 +27,14 @@ void kern_cpu_dequant_row(kern_type_t type, const void *src, float *dst, int64_t
 /* The same, portable C only (the fallback, and the tests' comparison). */
 void kern_cpu_dequant_row_scalar(kern_type_t type, const void *src, float *dst, int64_t cols);
 
+/* The 32 5-bit values of a Q5_0/Q5_1 block (qh8: the 4 qh bytes, qs: the
+ * 16 nibble bytes), element order. */
+void kern_cpu__q5_ints_scalar(const uint8_t qh8[4], const uint8_t qs[16], int q[32]);
+
+/* The 6-bit scale and min of sub-block s (0..7) of a Q4_K/Q5_K block from
+ * its 12 scale bytes. */
+void kern_cpu__k_scale_min(const uint8_t *sc, int s, int *scale, int *min);
+
 /* The SIMD implementation (dequant_avx2.c). */
 #ifdef KERN_CPU_AVX2
 void kern_cpu__dequant_row_avx2(kern_type_t type, const void *src, float *dst, int64_t cols);

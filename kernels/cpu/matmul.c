@@ -17,6 +17,7 @@
 
 #include "base/log.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/matmul_q8.h"
 #include "kernels/cpu/matmul_tile.h"
 
 #define MM_XBLOCK_BYTES (256 * 1024)
@@ -164,6 +165,10 @@ static void mm_task(void *ctx, int64_t begin, int64_t end, int tid) {
 
 void kern_cpu_matmul(kern_backend_t *be, float *y, const float *x, const kern_weight_t *w, int n) {
   if (n <= 0) return;
+  if (be->precision == KERN_PRECISION_FAST && kern_cpu_q8_supported(w->type, w->cols)) {
+    kern_cpu_matmul_q8(be, y, x, w, n);
+    return;
+  }
   kern_cpu_t *cpu = kern_cpu(be);
   mm_job_t j = {.y = y, .x = x, .wd = w->impl, .type = w->type, .rows = w->rows, .cols = w->cols, .n = n};
   j.kp = (w->cols + 7) / 8 * 8;

@@ -22,12 +22,7 @@
 #include "kernels/quant_blocks.h"
 
 /* ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)), as in the reference. */
-static inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+#define hsum kern_cpu__mm_hsum_avx2
 
 static inline __attribute__((always_inline)) void tile(int R, int C, const float *x, int64_t ldx, const float *w,
                                                        int64_t ldw, int64_t k0, int64_t k1, float *st,

@@ -10,11 +10,12 @@
  * tiles of 2 activation rows × 6 weight rows (K in L1-sized chunks): many
  * rows share one pass over the weights. With 1 or 2 rows there is nothing
  * to amortize the panel over: fused tiles dequantize into registers and
- * multiply at once. The activations are not quantized: int8 activation
- * blocks (GGML's Q8 path) change the default model's logits by up to 12 %
- * (rel L2), int16 by 6e-4, against the 1e-3 the forward must meet, and
- * int16 is also slower here (bench/int16_vs_f32.c); see
- * docs/benchmarks/matmul.md.
+ * multiply at once. The activations are not quantized here (the exact
+ * precision): int8 activation blocks (GGML's Q8 path) change the default
+ * model's logits by up to 12 % (rel L2), int16 by 6e-4, against the 1e-3
+ * the forward must meet (docs/benchmarks/matmul.md). The fast precision
+ * (matmul_q8.h, int16 activation blocks) is a separate path that
+ * kern_cpu_matmul takes for quantized weights when be->precision is FAST.
  *
  * Arithmetic of one output y[i, c] (the same whatever n, the other rows, the
  * tiling or the thread count; bitwise batch invariant): with K = cols

@@ -33,6 +33,16 @@ static inline float kern_cpu__mm_hsum(const float *a) {
 }
 
 #ifdef KERN_CPU_AVX2
+#include <immintrin.h>
+
+/* kern_cpu__mm_hsum of the eight lanes of v. */
+static inline float kern_cpu__mm_hsum_avx2(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
 void kern_cpu__mm_tile_avx2(int R, int C, const float *x, int64_t ldx, const float *w, int64_t ldw, int64_t k0,
                             int64_t k1, float *acc, int64_t ldacc, float *out);
 

@@ -153,6 +153,7 @@ static void cuda_destroy(kern_backend_t *be) { cuda_release(kern_cuda(be)); }
 static const kern_backend_t cuda_table = {
     .name = "cuda",
     .kv_type = KERN_BF16,
+    .precision = KERN_PRECISION_EXACT, /* no fast kernels here (kern.h) */
     .destroy = cuda_destroy,
 
     .alloc = cuda_alloc,

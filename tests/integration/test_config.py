@@ -19,7 +19,7 @@ import pytest
 # The settings issue 8 asks for (plus the config file itself): each must be a
 # flag, an environment variable and (but config) a config file key.
 EXPECTED = [
-    "config", "model", "served_model_name", "device", "threads", "max_model_len",
+    "config", "model", "served_model_name", "device", "threads", "precision", "max_model_len",
     "host", "port", "unix_socket", "max_connections",
     "kv_cache_bytes", "kv_cache_blocks", "block_size", "max_batch_tokens", "max_seqs",
     "max_waiting", "max_body_size", "max_header_size",

@@ -98,10 +98,9 @@ def random_prompt(rng, lo, hi):
 
 # --- batch invariance and preemption against solo runs -----------------------------------
 
-@pytest.fixture(scope="module")
-def workload(tram_bin, model_path, tmp_path_factory):
+def make_workload(tram_bin, model_path, tmp_path_factory, *flags):
     """32 requests (every other one seeded sampling) and their solo outputs:
-    each run alone (max_seqs 1)."""
+    each run alone (max_seqs 1), with `flags` (e.g. a precision)."""
     rng = random.Random(seed())
     reqs = []
     for i in range(32):
@@ -111,15 +110,26 @@ def workload(tram_bin, model_path, tmp_path_factory):
                      top_p=rng.choice([1.0, 0.9]), seed=rng.randrange(2**53))
         reqs.append(r)
     solo, _ = generate(tram_bin, model_path, tmp_path_factory.mktemp("solo"), reqs, "--max-seqs", "1",
-                       "--no-prefix-caching")
+                       "--no-prefix-caching", *flags)
     return rng, reqs, [ids_of(s) for s in solo]
 
 
-def test_batch_invariance_random_arrivals(tram_bin, model_path, tmp_path, workload, hf):
-    rng, reqs, solo = workload
+@pytest.fixture(scope="module")
+def workload(tram_bin, model_path, tmp_path_factory):
+    return make_workload(tram_bin, model_path, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def workload_fast(tram_bin, model_path, tmp_path_factory):
+    return make_workload(tram_bin, model_path, tmp_path_factory, "--precision", "fast")
+
+
+@pytest.mark.parametrize("precision", ["exact", "fast"])
+def test_batch_invariance_random_arrivals(tram_bin, model_path, tmp_path, precision, request, hf):
+    rng, reqs, solo = request.getfixturevalue("workload" if precision == "exact" else "workload_fast")
     arriving = [{**r, "arrive_step": rng.randint(0, 12)} for r in reqs]
     out, stats = generate(tram_bin, model_path, tmp_path, arriving, "--max-seqs", "16",
-                          "--max-batch-tokens", "32")
+                          "--max-batch-tokens", "32", "--precision", precision)
     for r, o, want in zip(arriving, out, solo):
         assert ids_of(o) == want, r
         assert o["choices"][0]["text"] == hf.decode(want[0])

@@ -16,6 +16,11 @@
  *    "gather": false,                  the attention's reference varlen path
  *    "threads": 0,                     CPU threads (0: one per CPU)
  *    "device": "cpu",                  the backend ("cpu" or "cuda")
+ *    "precision": "exact",             the matmul arithmetic ("exact" or "fast")
+ *    "matmul_nmse": false,             true (CPU, exact): every matmul also runs
+ *                                      the fast kernel on the same input and
+ *                                      stdout gets its normalized MSE against
+ *                                      the exact output (worst and mean)
  *    "out": "logits.f32"}              where the logits go
  *
  * Each step reserves the sequences' new tokens (kv_seq_reserve), builds the
@@ -24,13 +29,15 @@
  * consume every sequence exactly. `out` receives raw little-endian f32
  * logits [total tokens, n_vocab], sequence by sequence, position by
  * position. stdout gets one JSON line: {"n_vocab": V, "rows": R, "paths":
- * ["varlen", "decode", ...]} (the attention path of each step). */
+ * ["varlen", "decode", ...]} (the attention path of each step), plus
+ * "matmul_nmse": {"max", "mean", "calls"} when asked. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/matmul_q8.h"
 #include "model/model.h"
 
 static char *read_all(const char *path) {
@@ -73,6 +80,30 @@ static void shuffle_free_list(kv_alloc_t *a, uint64_t seed) {
   }
   for (int32_t i = 0; i < n; i++) kv_block_unref(a, ids[i]);
   free(ids);
+}
+
+/* The matmul tap of "matmul_nmse": the backend's own (exact) matmul, then
+ * the fast kernel on the same input into a side buffer. */
+static void (*tap_matmul)(kern_backend_t *, float *, const float *, const kern_weight_t *, int);
+static double tap_max, tap_sum;
+static int64_t tap_calls;
+
+static void tapped_matmul(kern_backend_t *be, float *y, const float *x, const kern_weight_t *w, int n) {
+  tap_matmul(be, y, x, w, n);
+  if (!kern_cpu_q8_supported(w->type, w->cols)) return;
+  float *f = malloc((size_t)n * (size_t)w->rows * sizeof *f);
+  if (!f) abort();
+  kern_cpu_matmul_q8(be, f, x, w, n);
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < (int64_t)n * w->rows; i++) {
+    num += ((double)f[i] - y[i]) * ((double)f[i] - y[i]);
+    den += (double)y[i] * y[i];
+  }
+  double e = den > 0 ? num / den : 0;
+  tap_max = e > tap_max ? e : tap_max;
+  tap_sum += e;
+  tap_calls++;
+  free(f);
 }
 
 typedef struct run {
@@ -158,8 +189,19 @@ int main(int argc, char **argv) {
   if (!steps) return die("\"steps\" must be arrays of n_seqs counts that consume every sequence exactly");
 
   const cJSON *device = cJSON_GetObjectItemCaseSensitive(plan, "device");
-  kern_backend_t *be = kern_backend_create(cJSON_IsString(device) ? device->valuestring : "cpu",
-                                           get_int(plan, "threads", 0));
+  const cJSON *precision = cJSON_GetObjectItemCaseSensitive(plan, "precision");
+  const int fast = cJSON_IsString(precision) && strcmp(precision->valuestring, "fast") == 0;
+  if (precision && !fast && !(cJSON_IsString(precision) && strcmp(precision->valuestring, "exact") == 0))
+    return die("\"precision\" must be \"exact\" or \"fast\"");
+  const kern_backend_opts_t bo = {.n_threads = get_int(plan, "threads", 0),
+                                  .precision = fast ? KERN_PRECISION_FAST : KERN_PRECISION_EXACT};
+  kern_backend_t *be = kern_backend_create_opts(cJSON_IsString(device) ? device->valuestring : "cpu", &bo);
+  const int tap = get_int(plan, "matmul_nmse", 0);
+  if (be && tap) {
+    if (strcmp(be->name, "cpu") != 0 || fast) return die("\"matmul_nmse\" needs the cpu device and exact precision");
+    tap_matmul = be->matmul;
+    be->matmul = tapped_matmul;
+  }
   char err[512];
   model_t *m = be ? model_load(model_path->valuestring, be, err, sizeof err) : NULL;
   if (!m) return die(be ? err : "no backend");
@@ -232,7 +274,10 @@ int main(int argc, char **argv) {
       kv_seq_commit(cache->alloc, &seqs[s], q_lens[i]);
     }
   }
-  printf("]}\n");
+  printf("]");
+  if (tap) printf(", \"matmul_nmse\": {\"max\": %.6g, \"mean\": %.6g, \"calls\": %lld}", tap_max,
+                  tap_calls ? tap_sum / (double)tap_calls : 0.0, (long long)tap_calls);
+  printf("}\n");
   if (status == 0) {
     FILE *f = fopen(out_path->valuestring, "wb");
     if (!f || fwrite(all, sizeof(float), (size_t)r.rows * hp->n_vocab, f) != (size_t)r.rows * hp->n_vocab ||

@@ -6,7 +6,8 @@
  *     the AVX2 tiles, the fused tiles and the threaded driver all compute
  *     the documented arithmetic);
  *   - bitwise batch invariance: a row's outputs do not depend on the other
- *     rows of the call, its position in it, n, or the thread count. */
+ *     rows of the call, its position in it, n, or the thread count, in both
+ *     precisions (the fast path's own checks: test_matmul_q8). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -145,15 +146,22 @@ static void batch_invariant(void **state) {
   (void)state;
   tu_rng_t r;
   tu_rng_init(&r, tu_seed() + 11);
-  kern_backend_t *bes[3];
-  for (int b = 0; b < 3; b++) assert_non_null(bes[b] = kern_backend_create("cpu", b + 1));
-  for (size_t t = 0; t < N_TYPES; t++) check_invariance(&r, bes, tq_weight_types[t], 37, fit_cols(tq_weight_types[t], 512), 37);
-  /* wide rows: several activation row blocks per call (L2 blocking) and
-   * K in several chunks, also with a zero-padded tail */
-  check_invariance(&r, bes, KERN_Q4_K, 19, 8192, 37);
-  check_invariance(&r, bes, KERN_F16, 11, 8200, 37);
-  check_invariance(&r, bes, KERN_F32, 25, 1001, 37);
-  for (int b = 0; b < 3; b++) kern_backend_destroy(bes[b]);
+  for (int p = KERN_PRECISION_EXACT; p <= KERN_PRECISION_FAST; p++) { /* both matmul arithmetics */
+    kern_backend_t *bes[3];
+    for (int b = 0; b < 3; b++) {
+      const kern_backend_opts_t o = {.n_threads = b + 1, .precision = (kern_precision_t)p};
+      assert_non_null(bes[b] = kern_backend_create_opts("cpu", &o));
+    }
+    for (size_t t = 0; t < N_TYPES; t++) check_invariance(&r, bes, tq_weight_types[t], 37, fit_cols(tq_weight_types[t], 512), 37);
+    /* wide rows: several activation row blocks per call (L2 blocking) and
+     * K in several chunks, also with a zero-padded tail; many rows (several
+     * fast-path row blocks) */
+    check_invariance(&r, bes, KERN_Q4_K, 19, 8192, 37);
+    check_invariance(&r, bes, KERN_F16, 11, 8200, 37);
+    check_invariance(&r, bes, KERN_F32, 25, 1001, 37);
+    check_invariance(&r, bes, KERN_Q4_1, 29, 576, 150);
+    for (int b = 0; b < 3; b++) kern_backend_destroy(bes[b]);
+  }
 }
 
 static void weight_init_rejects_bad_input(void **state) {

@@ -1,0 +1,83 @@
+/* kernels/cpu/matmul_q8.h — the fast matmul of the CPU backend: integer
+ * (int16) activations on the quantized weights (`--precision fast`; private to
+ * kernels/cpu/).
+ *
+ * Activations. Each activation row is cut into 32-element blocks, each
+ * quantized to int16 (one level of int8 per block, GGML's Q8 form, misses
+ * the accuracy gates on the default model, and a second int8 residual byte
+ * costs more: docs/benchmarks/precision.md). For block b, kern_cpu_q8a_t:
+ * amax = max |x| over the block (a NaN element counts as 0), id = 32767 /
+ * amax, q[e] = round-half-even(clamp(x[e]·id, -32767, 32767)) (a NaN
+ * product clamps to -32767), d = amax / 32767, s = d·(sum of q). A block
+ * whose amax is below FLT_MIN (zero or subnormal) or not finite gets d = s
+ * = 0 and q = 0.
+ *
+ * Weights. Each 32-element unit of a weight row (a block of the 32-element
+ * types, a sub-block of the K-quants) is read as 32 small integers w[e], an
+ * f32 scale dw and an f32 offset mw, so that element e is dw·w[e] + mw
+ * (Q6_K: dw·sc[e / 16]·w[e], with w[e] multiplied by its int8 sub-scale):
+ *   Q4_0  w = q - 8, dw = d, mw = 0      Q4_1  w = q, dw = d, mw = m
+ *   Q5_0  w = q - 16, dw = d, mw = 0     Q5_1  w = q, dw = d, mw = m
+ *   Q8_0  w = q, dw = d, mw = 0
+ *   Q4_K/Q5_K  w = q, dw = d·sc, mw = -(dmin·m)
+ *   Q6_K  w = (q - 32)·sc[e / 16], dw = d, mw = 0
+ * Every w fits int16 (|w| <= 4096). F32/F16/BF16 weights and widths that are not a multiple of 32 have no
+ * fast kernel: they take the exact path (matmul_cpu.h).
+ *
+ * Arithmetic of one output y[i, c], fixed whatever n, the other rows, the
+ * tiling or the thread count (bitwise batch invariant), with x the
+ * quantized row i and the units of weight row c in order u = 0, 1, ...:
+ *   lane[l] = sum over e in {2l, 2l + 1, 16 + 2l, 17 + 2l} of w[e]·x.q[e]
+ *                                                         (int32, exact)
+ *   acc[l] = fma(dw·x.d, (float)lane[l], acc[l])           l = 0..7
+ *   off = fma(mw, x.s, off)                                  (offset types)
+ * from acc = off = +0, then y = kern_cpu__mm_hsum(acc) + off. Every
+ * integer is exact in int32, and its conversion to f32 is correctly
+ * rounded, so the AVX2 kernel (vpmaddwd, or AVX-VNNI vpdpwssd where the
+ * build targets it) and the portable one give the same bits. */
+#ifndef TRAM_KERN_CPU_MATMUL_Q8_H
+#define TRAM_KERN_CPU_MATMUL_Q8_H
+
+#include <stdint.h>
+
+#include "kernels/cpu/simd.h"
+#include "kernels/kern.h"
+
+/* One quantized 32-element activation block (72 bytes). */
+typedef struct kern_cpu_q8a {
+  int16_t q[32]; /* x ≈ d·q */
+  float d;
+  float s;       /* d·sum(q), for the weight offset */
+} kern_cpu_q8a_t;
+
+/* 1 when weights of `type` and width `cols` have a fast kernel. */
+int kern_cpu_q8_supported(kern_type_t type, int64_t cols);
+
+/* Quantizes one activation row x[cols] (cols a multiple of 32) into
+ * cols / 32 blocks, portable C / AVX2 (same bits). */
+void kern_cpu_q8_quantize_row_scalar(const float *x, kern_cpu_q8a_t *out, int64_t cols);
+void kern_cpu_q8_quantize_row(const float *x, kern_cpu_q8a_t *out, int64_t cols);
+
+/* y[n, w->rows] = x[n, w->cols] · wᵀ by the arithmetic above on the pool's
+ * threads, for a supported weight (kern_cpu_q8_supported); y must not
+ * overlap x. Scratch: the quantized rows, from kern_cpu_scratch. */
+void kern_cpu_matmul_q8(kern_backend_t *be, float *y, const float *x, const kern_weight_t *w, int n);
+
+/* The same result, bit for bit, from portable scalar code on the calling
+ * thread (the fallback's arithmetic; for tests). */
+void kern_cpu_matmul_q8_ref(float *y, const float *x, const kern_weight_t *w, int n);
+
+/* One output from a quantized row and a stored weight row, portable C. */
+float kern_cpu__q8_dot_scalar(kern_type_t type, const uint8_t *wrow, const kern_cpu_q8a_t *xq, int64_t cols);
+
+#ifdef KERN_CPU_AVX2
+void kern_cpu__q8_quantize_row_avx2(const float *x, kern_cpu_q8a_t *out, int64_t cols);
+
+/* Outputs out[r·ldo + c] for R activation rows (xq + r·ldq blocks) × C
+ * weight rows (w + c·row_bytes), R and C in 1..4; 0 for a type without a
+ * kernel (then nothing is written). */
+int kern_cpu__q8_tile_avx2(kern_type_t type, int R, int C, const kern_cpu_q8a_t *xq, int64_t ldq,
+                           const uint8_t *w, int64_t row_bytes, int64_t cols, float *out, int64_t ldo);
+#endif
+
+#endif
