@@ -8,6 +8,10 @@
  *          rows of `llama` models so that this is the right pairing.
  *   qwen2  the same block with Q/K/V biases, RoPE on (p, p + rot_dim / 2)
  *          ("neox").
+ *   qwen3  qwen2's RoPE without biases, and an RMSNorm over each head of
+ *          Q and K (attn_q_norm, attn_k_norm, [head_dim]) before RoPE.
+ * Any of them may carry `<arch>.attention.sliding_window` (Mistral-style
+ * local attention: a query sees itself and the window - 1 keys before it).
  *
  * A model_t owns the GGUF mapping for its whole life: on the CPU backend the
  * weight matrices are views into it (other backends copy them to the device
@@ -27,6 +31,7 @@
  *   x = embed(tokens)
  *   per layer:  h = rmsnorm(x) · attn_norm
  *               q, k, v = h·Wqᵀ (+bq), h·Wkᵀ (+bk), h·Wvᵀ (+bv)
+ *               q, k = rmsnorm(q) · q_norm, rmsnorm(k) · k_norm per head (qwen3)
  *               q, k = rope(q, k) at each token's own position
  *               a = paged attention(q, k, v)     (writes k, v to the cache)
  *               x = x + a·Woᵀ
@@ -54,7 +59,11 @@
 typedef enum model_arch {
   MODEL_ARCH_LLAMA = 0,
   MODEL_ARCH_QWEN2 = 1,
+  MODEL_ARCH_QWEN3 = 2,
 } model_arch_t;
+
+/* The `general.architecture` name of arch ("llama", "qwen2", "qwen3"). */
+const char *model_arch_name(model_arch_t arch);
 
 typedef enum model_rope_scaling {
   MODEL_ROPE_SCALING_NONE = 0,
@@ -90,6 +99,9 @@ typedef struct model_hparams {
   /* tensors present */
   int tied_output;  /* 1: no output.weight, the logits use token_embd.weight */
   int qkv_bias;     /* 1: attn_{q,k,v}.bias (qwen2; optional for llama) */
+  int qk_norm;      /* 1: attn_{q,k}_norm.weight, per-head RMSNorm before RoPE (qwen3) */
+  int sliding_window; /* attention.sliding_window: a query sees this many keys, itself
+                         included (flash-attn window_size (sliding_window - 1, 0)); 0: all */
 } model_hparams_t;
 
 typedef struct model model_t;

@@ -211,6 +211,63 @@ static int read_vocab(const gguf_ctx_t *g, const char *arch, model_hparams_t *hp
   return 0;
 }
 
+/* The architectures tram runs: name, RoPE pairing, Q/K/V biases (1: always,
+ * 0: when the file has them), per-head Q/K norms. */
+static const struct arch_info {
+  const char *name;
+  model_arch_t arch;
+  int neox, qkv_bias, qk_norm;
+} ARCHS[] = {
+    {"llama", MODEL_ARCH_LLAMA, 0, 0, 0},
+    {"qwen2", MODEL_ARCH_QWEN2, 1, 1, 0},
+    {"qwen3", MODEL_ARCH_QWEN3, 1, 0, 1},
+};
+#define N_ARCHS (sizeof ARCHS / sizeof ARCHS[0])
+
+const char *model_arch_name(model_arch_t arch) {
+  for (size_t i = 0; i < N_ARCHS; i++)
+    if (ARCHS[i].arch == arch) return ARCHS[i].name;
+  return "?";
+}
+
+/* The `<arch>.` keys tram reads (above), and those it may ignore because
+ * they do not change the forward. Any other key under the architecture's
+ * prefix means a feature tram does not run: an error naming it. */
+static const char *const KNOWN_KEYS[] = {
+    "block_count", "embedding_length", "feed_forward_length", "context_length", "vocab_size",
+    "attention.head_count", "attention.head_count_kv", "attention.key_length", "attention.value_length",
+    "attention.layer_norm_rms_epsilon", "attention.sliding_window", "rope.freq_base", "rope.dimension_count",
+    "rope.scaling.type", "rope.scaling.factor", "rope.scale_linear", "rope.scaling.low_freq_factor",
+    "rope.scaling.high_freq_factor", "rope.scaling.original_context_length",
+    "rope.scaling.finetuned", /* a training note */
+};
+
+/* Checks that every `<arch>.*` key is known; integer-valued expert counts of
+ * 0 (what converters write for dense models) are accepted too. */
+static int check_keys(const gguf_ctx_t *g, const char *arch, char *err, size_t err_len) {
+  const size_t alen = strlen(arch);
+  for (uint64_t i = 0; i < gguf_kv_count(g); i++) {
+    const gguf_str_t key = gguf_kv_at(g, i)->key;
+    if (key.len <= alen || memcmp(key.ptr, arch, alen) != 0 || key.ptr[alen] != '.') continue;
+    const gguf_str_t rest = {key.ptr + alen + 1, key.len - alen - 1};
+    int known = 0;
+    for (size_t k = 0; k < sizeof KNOWN_KEYS / sizeof KNOWN_KEYS[0] && !known; k++)
+      known = gguf_str_eq(rest, KNOWN_KEYS[k]);
+    if (!known && (gguf_str_eq(rest, "expert_count") || gguf_str_eq(rest, "expert_used_count"))) {
+      int64_t v;
+      char name[64];
+      snprintf(name, sizeof name, "%s.%.*s", arch, (int)rest.len, rest.ptr);
+      known = gguf_get_i64(g, name, &v) == 0 && v == 0;
+    }
+    if (!known) {
+      snprintf(err, err_len, "key '%.*s' is not something tram handles for the %s architecture",
+               (int)(key.len > 80 ? 80 : key.len), key.ptr, arch);
+      return -EINVAL;
+    }
+  }
+  return 0;
+}
+
 int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_freq, char *err, size_t err_len) {
   memset(hp, 0, sizeof *hp);
   *inv_freq = NULL;
@@ -219,27 +276,36 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
     snprintf(err, err_len, "key 'general.architecture' is missing or not a string");
     return -EINVAL;
   }
-  const char *arch;
-  if (gguf_str_eq(a, "llama")) {
-    hp->arch = MODEL_ARCH_LLAMA;
-    arch = "llama";
-  } else if (gguf_str_eq(a, "qwen2")) {
-    hp->arch = MODEL_ARCH_QWEN2;
-    arch = "qwen2";
-  } else {
-    snprintf(err, err_len, "unsupported architecture \"%.*s\" (general.architecture): tram runs llama and qwen2",
+  const struct arch_info *ai = NULL;
+  for (size_t i = 0; i < N_ARCHS && !ai; i++)
+    if (gguf_str_eq(a, ARCHS[i].name)) ai = &ARCHS[i];
+  if (!ai) {
+    snprintf(err, err_len,
+             "unsupported architecture \"%.*s\" (general.architecture): tram runs llama, qwen2 and qwen3",
              (int)(a.len > 40 ? 40 : a.len), a.ptr);
     return -EINVAL;
   }
-  hp->rope_neox = hp->arch == MODEL_ARCH_QWEN2;
+  const char *arch = ai->name;
+  hp->arch = ai->arch;
+  hp->rope_neox = ai->neox;
+  hp->qk_norm = ai->qk_norm;
+  int rc = check_keys(g, arch, err, err_len);
+  if (rc != 0) return rc;
 
-  int rc = get_int(g, arch, "block_count", -1, 1, MAX_LAYERS, &hp->n_layers, err, err_len);
+
+  rc = get_int(g, arch, "block_count", -1, 1, MAX_LAYERS, &hp->n_layers, err, err_len);
   if (rc == 0) rc = get_int(g, arch, "embedding_length", -1, 1, MAX_DIM, &hp->dim, err, err_len);
   if (rc == 0) rc = get_int(g, arch, "feed_forward_length", -1, 1, MAX_DIM, &hp->ff_dim, err, err_len);
   if (rc == 0) rc = get_int(g, arch, "attention.head_count", -1, 1, MAX_HEADS, &hp->n_heads, err, err_len);
   if (rc == 0)
     rc = get_int(g, arch, "attention.head_count_kv", hp->n_heads, 1, hp->n_heads, &hp->n_kv_heads, err, err_len);
   if (rc == 0) rc = get_int(g, arch, "context_length", -1, 1, INT32_MAX, &hp->n_ctx, err, err_len);
+  if (rc == 0)
+    rc = get_int(g, arch, "attention.sliding_window", 0, 0, INT32_MAX, &hp->sliding_window, err, err_len);
+  if (rc == 0 && hp->sliding_window) {
+    snprintf(err, err_len, "key '%s.attention.sliding_window': sliding-window attention is not supported yet", arch);
+    rc = -EINVAL;
+  }
   if (rc != 0) return rc;
   if (hp->n_heads % hp->n_kv_heads != 0) {
     snprintf(err, err_len, "key '%s.attention.head_count_kv' (%d) does not divide head_count (%d)", arch,
@@ -285,7 +351,7 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   if (rc != 0) return rc;
 
   hp->tied_output = gguf_find_tensor(g, "output.weight") == NULL;
-  hp->qkv_bias = hp->arch == MODEL_ARCH_QWEN2 || gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
+  hp->qkv_bias = ai->qkv_bias || gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
   *inv_freq = inv_freq_compute(hp, rope_freqs);
   return 0;
 }

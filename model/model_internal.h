@@ -15,6 +15,7 @@ typedef struct model_layer {
   kern_weight_t wk;      /* [kv_dim, dim] */
   kern_weight_t wv;      /* [kv_dim, dim] */
   float *bq, *bk, *bv;   /* [q_dim], [kv_dim], [kv_dim]; NULL without qkv_bias */
+  float *q_norm, *k_norm; /* [head_dim] each; NULL without qk_norm */
   kern_weight_t wo;      /* [dim, q_dim] */
   float *ffn_norm;       /* [dim] */
   kern_weight_t w_gate;  /* [ff_dim, dim] */

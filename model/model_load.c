@@ -12,6 +12,7 @@
  *   blk.N.attn_k.weight        [dim, kv_dim]
  *   blk.N.attn_v.weight        [dim, kv_dim]
  *   blk.N.attn_{q,k,v}.bias    [q_dim], [kv_dim]     F32; qwen2 (llama: all or none)
+ *   blk.N.attn_{q,k}_norm.weight [head_dim]         F32; qwen3
  *   blk.N.attn_output.weight   [q_dim, dim]
  *   blk.N.ffn_norm.weight      [dim]                 F32
  *   blk.N.ffn_gate.weight      [dim, ff_dim]
@@ -128,6 +129,10 @@ static int load_layer(loader_t *ld, int l) {
     if (rc == 0) rc = load_vector(ld, NAME("attn_k.bias"), hp->kv_dim, &L->bk, 1);
     if (rc == 0) rc = load_vector(ld, NAME("attn_v.bias"), hp->kv_dim, &L->bv, 1);
   }
+  if (rc == 0 && hp->qk_norm) {
+    rc = load_vector(ld, NAME("attn_q_norm.weight"), hp->head_dim, &L->q_norm, 1);
+    if (rc == 0) rc = load_vector(ld, NAME("attn_k_norm.weight"), hp->head_dim, &L->k_norm, 1);
+  }
   if (rc == 0) rc = load_matrix(ld, NAME("attn_output.weight"), hp->dim, hp->q_dim, &L->wo);
   if (rc == 0) rc = load_vector(ld, NAME("ffn_norm.weight"), hp->dim, &L->ffn_norm, 1);
   if (rc == 0) rc = load_matrix(ld, NAME("ffn_gate.weight"), hp->ff_dim, hp->dim, &L->w_gate);
@@ -148,7 +153,7 @@ static int check_all_used(loader_t *ld) {
     while (j < ld->n_used && ld->used[j] != t) j++;
     if (j == ld->n_used) {
       snprintf(ld->err, ld->err_len, "tensor '%.*s' is not part of the %s architecture as tram runs it",
-               (int)t->name.len, t->name.ptr, ld->m->hp.arch == MODEL_ARCH_QWEN2 ? "qwen2" : "llama");
+               (int)t->name.len, t->name.ptr, model_arch_name(ld->m->hp.arch));
       return -EINVAL;
     }
   }
@@ -231,9 +236,10 @@ model_t *model_load(const char *path, kern_backend_t *be, char *err, size_t err_
   }
   const model_hparams_t *hp = &m->hp;
   log_info("model: %s: %s, %d layers, dim %d, MLP %d, %d heads (%d KV) of %d, vocabulary %d, context %d, "
-           "%.1f MB read per token",
-           path, hp->arch == MODEL_ARCH_QWEN2 ? "qwen2" : "llama", hp->n_layers, hp->dim, hp->ff_dim, hp->n_heads,
-           hp->n_kv_heads, hp->head_dim, hp->n_vocab, hp->n_ctx, (double)m->step_bytes / 1e6);
+           "sliding window %d, %.1f MB read per token",
+           path, model_arch_name(hp->arch), hp->n_layers, hp->dim, hp->ff_dim, hp->n_heads,
+           hp->n_kv_heads, hp->head_dim, hp->n_vocab, hp->n_ctx, hp->sliding_window,
+           (double)m->step_bytes / 1e6);
   return m;
 }
 
@@ -252,6 +258,8 @@ void model_destroy(model_t *m) {
       be->free(be, L->bq);
       be->free(be, L->bk);
       be->free(be, L->bv);
+      be->free(be, L->q_norm);
+      be->free(be, L->k_norm);
       release(be, &L->wq);
       release(be, &L->wk);
       release(be, &L->wv);

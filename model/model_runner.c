@@ -172,6 +172,10 @@ int model_forward(model_runner_t *r, const model_batch_t *b, float *logits) {
       be->add_bias(be, r->k, w->bk, T, hp->kv_dim);
       be->add_bias(be, r->v, w->bv, T, hp->kv_dim);
     }
+    if (w->q_norm) { /* per-head RMSNorm: rows of head_dim */
+      be->rmsnorm(be, r->q, r->q, w->q_norm, T * hp->n_heads, hp->head_dim, hp->rms_eps);
+      be->rmsnorm(be, r->k, r->k, w->k_norm, T * hp->n_kv_heads, hp->head_dim, hp->rms_eps);
+    }
     be->rope(be, r->q, r->pos, T, hp->n_heads, hp->head_dim, hp->rot_dim, m->inv_freq_dev, hp->rope_neox);
     be->rope(be, r->k, r->pos, T, hp->n_kv_heads, hp->head_dim, hp->rot_dim, m->inv_freq_dev, hp->rope_neox);
     rc = attn_layer_forward(r->attn, l, r->q, r->k, r->v, r->att); /* att [T, q_dim] */

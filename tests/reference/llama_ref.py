@@ -11,6 +11,11 @@ GGUF conventions it relies on (from the GGUF/llama.cpp format, not from tram):
   RoPE rotates adjacent pairs (2i, 2i+1); `qwen2` keeps the halves layout and
   rotates (i, i + d/2) ("neox")
 - no output.weight means the output projection is tied to token_embd
+- `qwen3` (HF Qwen3Attention): neox RoPE, and q_norm / k_norm — an RMSNorm
+  over each head's head_dim vector, same eps — applied to Q and K after the
+  projections and before RoPE; head_dim from attention.key_length
+- `<arch>.attention.sliding_window` W (HF masking_utils sliding_window_overlay):
+  query i sees key j iff i - W < j <= i
 """
 import math
 
@@ -31,11 +36,12 @@ class LlamaRef:
         self.dim = get(f"{a}.embedding_length")
         self.n_heads = get(f"{a}.attention.head_count")
         self.n_kv_heads = get(f"{a}.attention.head_count_kv", self.n_heads)
-        self.head_dim = self.dim // self.n_heads
+        self.head_dim = get(f"{a}.attention.key_length", self.dim // self.n_heads)
+        self.window = get(f"{a}.attention.sliding_window", 0)
         self.rot_dim = get(f"{a}.rope.dimension_count", self.head_dim)
         self.eps = float(get(f"{a}.attention.layer_norm_rms_epsilon"))
         self.theta = float(get(f"{a}.rope.freq_base", 10000.0))
-        self.neox = a == "qwen2"
+        self.neox = a in ("qwen2", "qwen3")
         self.tensors = {t.name: t for t in self.reader.tensors}
         self._cache = {}
         self.inv_freq = self._inv_freq(get)
@@ -79,6 +85,7 @@ class LlamaRef:
         return name in self.tensors
 
     def rmsnorm(self, x, weight):
+        """RMSNorm over the last axis."""
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * weight
 
     def rope(self, x, positions):
@@ -106,6 +113,8 @@ class LlamaRef:
         H, KV, D = self.n_heads, self.n_kv_heads, self.head_dim
         group = H // KV
         mask = np.triu(np.full((n, n), -np.inf), k=1)
+        if self.window:
+            mask = mask + np.tril(np.full((n, n), -np.inf), k=-self.window)  # keys j <= i - W
         for l in range(self.n_layers):
             p = f"blk.{l}."
             h = self.rmsnorm(x, self.w(p + "attn_norm.weight"))
@@ -116,8 +125,12 @@ class LlamaRef:
                 q = q + self.w(p + "attn_q.bias")
                 k = k + self.w(p + "attn_k.bias")
                 v = v + self.w(p + "attn_v.bias")
-            q = self.rope(q.reshape(n, H, D), pos)
-            k = self.rope(k.reshape(n, KV, D), pos)
+            q, k = q.reshape(n, H, D), k.reshape(n, KV, D)
+            if self.has(p + "attn_q_norm.weight"):
+                q = self.rmsnorm(q, self.w(p + "attn_q_norm.weight"))
+                k = self.rmsnorm(k, self.w(p + "attn_k_norm.weight"))
+            q = self.rope(q, pos)
+            k = self.rope(k, pos)
             v = v.reshape(n, KV, D)
             att = np.empty((n, H, D), dtype=self.dtype)
             for hh in range(H):

@@ -45,6 +45,8 @@ typedef struct tiny {
   int rope_orig_ctx;      /* rope.scaling.original_context_length when > 0 */
   int rope_freqs;         /* write a rope_freqs.weight tensor */
   int no_tokenizer;
+  const char *extra_key;  /* an extra u32 key <arch>.<extra_key> = extra_val */
+  uint32_t extra_val;
 } tiny_t;
 
 static uint64_t g_seed;
@@ -119,6 +121,7 @@ static const char *write_tiny(const tiny_t *t) {
   }
   if (t->rope_factor > 0) key_f32(w, t, arch, "rope.scaling.factor", t->rope_factor);
   if (t->rope_orig_ctx > 0) key_u32(w, t, arch, "rope.scaling.original_context_length", (uint32_t)t->rope_orig_ctx);
+  if (t->extra_key) key_u32(w, t, arch, t->extra_key, t->extra_val);
   if (!t->no_tokenizer) {
     const char *toks[VOCAB];
     char buf[VOCAB][4];
@@ -155,6 +158,10 @@ static const char *write_tiny(const tiny_t *t) {
       T("attn_q.bias", HEADS * HEAD_DIM, 0);
       T("attn_k.bias", kv * HEAD_DIM, 0);
       T("attn_v.bias", kv * HEAD_DIM, 0);
+    }
+    if (strcmp(arch, "qwen3") == 0) {
+      T("attn_q_norm.weight", HEAD_DIM, 0);
+      T("attn_k_norm.weight", HEAD_DIM, 0);
     }
     T("attn_output.weight", HEADS * HEAD_DIM, DIM);
     T("ffn_norm.weight", DIM, 0);
@@ -250,6 +257,16 @@ static void loads_tiny_llama(void **state) {
   assert_false(hp->tied_output);
   /* untied: the output matrix instead of the whole embedding, plus one row */
   assert_int_equal(model_step_weight_bytes(m), LAYERS * per_layer + 4 * (int64_t)DIM * VOCAB + 4 * DIM);
+  model_destroy(m);
+
+  m = load(&(tiny_t){.arch = "qwen3"}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  hp = model_hparams(m);
+  assert_int_equal(hp->arch, MODEL_ARCH_QWEN3);
+  assert_string_equal(model_arch_name(hp->arch), "qwen3");
+  assert_int_equal(hp->rope_neox, 1);
+  assert_true(hp->qk_norm);
+  assert_false(hp->qkv_bias);
   model_destroy(m);
 }
 
@@ -487,7 +504,14 @@ static void wrong_shapes(void **state) {
 static void unsupported_types_and_archs(void **state) {
   (void)state;
   expect_error(&(tiny_t){.arch = "gpt2"}, "unsupported architecture \"gpt2\" (general.architecture)");
-  expect_error(&(tiny_t){.arch = "mamba"}, "tram runs llama and qwen2");
+  expect_error(&(tiny_t){.arch = "mamba"}, "tram runs llama, qwen2 and qwen3");
+  /* qwen3: per-head Q/K norms are required, of head_dim */
+  expect_error(&(tiny_t){.arch = "qwen3", .omit = "blk.1.attn_k_norm.weight"},
+               "tensor 'blk.1.attn_k_norm.weight' is missing");
+  expect_error(&(tiny_t){.arch = "qwen3", .reshape = "blk.0.attn_q_norm.weight"},
+               "tensor 'blk.0.attn_q_norm.weight' has shape [16], the hyper-parameters need [8]");
+  expect_error(&(tiny_t){.extra = "blk.0.attn_q_norm.weight"},
+               "tensor 'blk.0.attn_q_norm.weight' is not part of the llama architecture as tram runs it");
   expect_error(&(tiny_t){.as_q8 = "blk.0.ffn_norm.weight"},
                "tensor 'blk.0.ffn_norm.weight' has type Q8_0; norm weights and biases must be F32");
   /* a type tram has no kernel for: the GGUF reader names the tensor */
@@ -510,6 +534,14 @@ static void bad_keys(void **state) {
   expect_error(&(tiny_t){.vocab_size_key = 21},
                "key 'llama.vocab_size' is 21 but tokenizer.ggml.tokens holds 20 tokens");
   expect_error(&(tiny_t){.no_tokenizer = 1}, "tokenizer: tokenizer.ggml.model is missing");
+  /* a key of a feature tram does not run is named, not ignored */
+  expect_error(&(tiny_t){.extra_key = "attn_logit_softcapping", .extra_val = 50},
+               "key 'llama.attn_logit_softcapping' is not something tram handles for the llama architecture");
+  expect_error(&(tiny_t){.extra_key = "expert_count", .extra_val = 8}, "key 'llama.expert_count' is not something");
+  char err0[512];
+  model_t *m0 = load(&(tiny_t){.extra_key = "expert_count", .extra_val = 0}, err0, sizeof err0);
+  if (!m0) fail_msg("%s", err0);
+  model_destroy(m0);
   /* head_count_kv defaults to head_count, the RoPE base to 10000 */
   char err[512];
   model_t *m = load(&(tiny_t){.omit_key = "rope.freq_base"}, err, sizeof err);
