@@ -52,7 +52,11 @@ typedef struct kern_weight {
  *
  * Sequence b of the batch has q_len = cu_seq_lens_q[b+1] - cu_seq_lens_q[b]
  * query rows and attends over k_len keys; query row i (0-based within the
- * sequence) sees keys j <= i + k_len - q_len (causal, aligned bottom-right).
+ * sequence) sees keys j <= p = i + k_len - q_len (causal, aligned
+ * bottom-right). With a sliding window W > 0 it sees only keys j > p - W:
+ * itself and the W - 1 keys before it, flash-attn's window_size = (W - 1, 0)
+ * (the count of Hugging Face's sliding_window and GGUF's
+ * attention.sliding_window).
  * A row that sees no key outputs zeros. Query head h reads KV head
  * h / (n_heads / n_kv_heads). Scores are scaled by `scale`; softmax in f32.
  *
@@ -66,6 +70,7 @@ typedef struct kern_attn_args {
   int n_kv_heads; /* key/value heads; divides n_heads */
   int head_dim;
   float scale;    /* usually 1 / sqrt(head_dim) */
+  int sliding_window; /* W: keys a row sees, itself included; 0: no window (every key up to p) */
   const float *q; /* [total_q, n_heads, head_dim] */
   float *out;     /* [total_q, n_heads, head_dim] */
 

@@ -302,10 +302,6 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   if (rc == 0) rc = get_int(g, arch, "context_length", -1, 1, INT32_MAX, &hp->n_ctx, err, err_len);
   if (rc == 0)
     rc = get_int(g, arch, "attention.sliding_window", 0, 0, INT32_MAX, &hp->sliding_window, err, err_len);
-  if (rc == 0 && hp->sliding_window) {
-    snprintf(err, err_len, "key '%s.attention.sliding_window': sliding-window attention is not supported yet", arch);
-    rc = -EINVAL;
-  }
   if (rc != 0) return rc;
   if (hp->n_heads % hp->n_kv_heads != 0) {
     snprintf(err, err_len, "key '%s.attention.head_count_kv' (%d) does not divide head_count (%d)", arch,

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "model/model_internal.h"
 
@@ -63,14 +64,21 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
   int64_t max_len = cfg->max_seq_len ? cfg->max_seq_len : hp->n_ctx;
   if (max_len > slots) max_len = slots;
   r->cfg.max_seq_len = (int)max_len;
+  int *windows = NULL; /* every layer's sliding window (attn copies them) */
+  if (hp->sliding_window > 0) {
+    windows = xmalloc((size_t)hp->n_layers * sizeof *windows);
+    for (int l = 0; l < hp->n_layers; l++) windows[l] = hp->sliding_window;
+  }
   const attn_config_t ac = {
       .n_heads = hp->n_heads,
       .max_seqs = cfg->max_seqs,
       .max_tokens = cfg->max_tokens,
       .max_seq_len = r->cfg.max_seq_len,
       .gather = cfg->gather,
+      .layer_window = windows,
   };
   r->attn = attn_create(m->be, cache, &ac);
+  free(windows);
   if (!r->attn) {
     free(r);
     return NULL;

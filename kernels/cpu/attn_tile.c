@@ -27,10 +27,10 @@ void kern_cpu__attn_empty(float *st, int head_dim) {
 
 /* The portable tile: same contract as kern_cpu__attn_tile. */
 static void tile_scalar(const float *q, const float *const *krows, const float *const *vrows,
-                        int kv_off, int n, int hd, float scale, float *part) {
+                        int kv_off, int first, int n, int hd, float scale, float *part) {
   float p[KERN_ATTN_TILE];
   float m = -INFINITY;
-  for (int j = 0; j < n; j++) {
+  for (int j = first; j < n; j++) {
     const float *k = krows[j] + kv_off;
     float dot = 0.0f;
     for (int d = 0; d < hd; d++) dot = fmaf(q[d], k[d], dot);
@@ -38,12 +38,12 @@ static void tile_scalar(const float *q, const float *const *krows, const float *
     if (p[j] > m) m = p[j];
   }
   float l = 0.0f;
-  for (int j = 0; j < n; j++) {
+  for (int j = first; j < n; j++) {
     p[j] = expf(p[j] - m);
     l += p[j];
   }
   for (int d = 0; d < hd; d++) part[d] = 0.0f;
-  for (int j = 0; j < n; j++) {
+  for (int j = first; j < n; j++) {
     const float *v = vrows[j] + kv_off;
     for (int d = 0; d < hd; d++) part[d] = fmaf(p[j], v[d], part[d]);
   }
@@ -157,7 +157,9 @@ static void tile_avx2(const float *q, int n_heads, int group, int hd, float scal
   /* scores, 8 keys at a time: one FMA chain per key over head_dim */
   for (int c = 0; c < nc; c++) {
     const float *const *kr = krows + 8 * c;
-    const __m256 valid = _mm256_cmp_ps(lane, _mm256_set1_ps((float)(n - 8 * c)), _CMP_LT_OQ);
+    /* keys in [first, n): the window's edge and the tile's end */
+    const __m256 valid = _mm256_and_ps(_mm256_cmp_ps(lane, _mm256_set1_ps((float)(n - 8 * c)), _CMP_LT_OQ),
+                                       _mm256_cmp_ps(lane, _mm256_set1_ps((float)(keys->first - 8 * c)), _CMP_GE_OQ));
     for (int g = 0; g < n_kv; g++) {
       const int off = g * hd;
       const float *k0 = kr[0] + off, *k1 = kr[1] + off, *k2 = kr[2] + off, *k3 = kr[3] + off,
@@ -177,7 +179,7 @@ static void tile_avx2(const float *q, int n_heads, int group, int hd, float scal
           a7 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k7 + d), a7);
         }
         __m256 sc = _mm256_mul_ps(hsum8x8(a0, a1, a2, a3, a4, a5, a6, a7), _mm256_set1_ps(scale));
-        sc = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sc, valid); /* keys past n add nothing */
+        sc = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sc, valid); /* masked keys add nothing */
         _mm256_storeu_ps(&p[h][8 * c], sc);
         vmax[h] = _mm256_max_ps(vmax[h], sc);
       }
@@ -220,7 +222,8 @@ __attribute__((noinline)) void kern_cpu__attn_tile(const float *q, int n_heads, 
   }
 #endif
   for (int h = 0; h < n_heads; h++)
-    tile_scalar(q + (size_t)h * head_dim, keys->krows, keys->vrows, (h / group) * head_dim, keys->n, head_dim, scale,
+    tile_scalar(q + (size_t)h * head_dim, keys->krows, keys->vrows, (h / group) * head_dim, keys->first, keys->n,
+                head_dim, scale,
                 part + (size_t)h * KERN_ATTN_PART(head_dim));
 }
 

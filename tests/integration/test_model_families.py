@@ -17,6 +17,8 @@ from synthetic import write_synthetic  # noqa: E402
 
 FAMILIES = {
     "qwen3": dict(arch="qwen3", untied=False, llama3_rope=False),
+    # Mistral-style: llama with a sliding window shorter than most prompts
+    "llama_sliding_window": dict(arch="llama", untied=True, llama3_rope=False, window=6),
 }
 
 

@@ -130,19 +130,21 @@ def test_batch_mix(name, tool, tmp_path, model_path, prompts, reference, alone):
 # ---- synthetic models: the paths the default model does not take ----------------------------
 
 SYNTHETIC = {
-    "qwen2_bias_neox": ("qwen2", False, False),
-    "llama_untied_llama3_rope": ("llama", True, True),
-    "qwen3_qk_norm": ("qwen3", False, False),
+    "qwen2_bias_neox": ("qwen2", False, False, 0),
+    "llama_untied_llama3_rope": ("llama", True, True, 0),
+    "qwen3_qk_norm": ("qwen3", False, False, 0),
+    # Mistral-style: a window smaller than every sequence, not a multiple of the block size
+    "llama_sliding_window_6": ("llama", True, False, 6),
 }
 
 
 @pytest.mark.parametrize("name", list(SYNTHETIC))
 def test_synthetic_model(name, tool, tmp_path):
-    arch, untied, llama3_rope = SYNTHETIC[name]
+    arch, untied, llama3_rope, window = SYNTHETIC[name]
     path = tmp_path / "synthetic.gguf"
-    write_synthetic(path, arch, untied, llama3_rope)
+    write_synthetic(path, arch, untied, llama3_rope, window)
     ref = LlamaRef(path)
-    assert ref.neox == (arch != "llama")
+    assert ref.neox == (arch != "llama") and ref.window == window
     rng = np.random.default_rng(5)
     seqs = [rng.integers(0, 96, n).tolist() for n in (9, 23, 14)]
     want = [ref.forward(s) for s in seqs]

@@ -542,6 +542,11 @@ static void bad_keys(void **state) {
   model_t *m0 = load(&(tiny_t){.extra_key = "expert_count", .extra_val = 0}, err0, sizeof err0);
   if (!m0) fail_msg("%s", err0);
   model_destroy(m0);
+  /* a sliding window (Mistral-style) is read */
+  m0 = load(&(tiny_t){.extra_key = "attention.sliding_window", .extra_val = 4}, err0, sizeof err0);
+  if (!m0) fail_msg("%s", err0);
+  assert_int_equal(model_hparams(m0)->sliding_window, 4);
+  model_destroy(m0);
   /* head_count_kv defaults to head_count, the RoPE base to 10000 */
   char err[512];
   model_t *m = load(&(tiny_t){.omit_key = "rope.freq_base"}, err, sizeof err);
