@@ -49,7 +49,7 @@ attn_t *attn_create(kern_backend_t *be, kv_cache_t *cache, const attn_config_t *
     return NULL;
   }
   if (cfg->n_heads < 1 || cfg->n_heads % cache->n_kv_heads != 0 || cfg->max_seqs < 1 || cfg->max_tokens < 1 ||
-      cfg->max_seq_len < 0 || cfg->max_kv_tokens < 0 || !(cfg->scale >= 0.0f)) {
+      cfg->max_seq_len < 0 || cfg->max_kv_tokens < 0 || !(cfg->scale >= 0.0f) || !(cfg->softcap >= 0.0f)) {
     log_error("attn_create: bad configuration: %d query heads for %d KV heads, %d sequences, %d tokens, "
               "max_seq_len %d, max_kv_tokens %lld, scale %g",
               cfg->n_heads, cache->n_kv_heads, cfg->max_seqs, cfg->max_tokens, cfg->max_seq_len,
@@ -193,6 +193,7 @@ int attn_step_begin(attn_t *at, const attn_batch_t *bt) {
       .n_kv_heads = c->n_kv_heads,
       .head_dim = c->head_dim,
       .scale = at->cfg.scale,
+      .softcap = at->cfg.softcap,
       .cu_seq_lens_q = at->cu_q,
       .cu_seq_lens_k = at->cu_k,
       .max_seqlen_q = bt->max_seqlen_q,

@@ -38,6 +38,7 @@
 typedef struct attn_config {
   int n_heads;         /* query heads; a multiple of the cache's n_kv_heads */
   float scale;         /* score scale; 0: 1 / sqrt(head_dim) */
+  float softcap;       /* > 0: scores soft-capped, softcap * tanh(score / softcap) (Gemma 2); 0: none */
   int max_seqs;        /* sequences per step */
   int max_tokens;      /* query tokens per step */
   int max_seq_len;     /* tokens one sequence may hold; 0: every slot of the cache */

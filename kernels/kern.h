@@ -71,6 +71,8 @@ typedef struct kern_attn_args {
   int head_dim;
   float scale;    /* usually 1 / sqrt(head_dim) */
   int sliding_window; /* W: keys a row sees, itself included; 0: no window (every key up to p) */
+  float softcap;      /* > 0: each score s (after the scale) becomes softcap * tanh(s / softcap)
+                         (Gemma 2's attn_logit_softcapping); 0: none */
   const float *q; /* [total_q, n_heads, head_dim] */
   float *out;     /* [total_q, n_heads, head_dim] */
 
@@ -143,6 +145,11 @@ struct kern_backend {
                int rot_dim, const float *inv_freq, int neox);
   /* y[i] = silu(gate[i]) * up[i] over `count` elements; y may alias gate. */
   void (*swiglu)(kern_backend_t *be, float *y, const float *gate, const float *up, int64_t count);
+  /* y[i] = gelu_tanh(gate[i]) * up[i] (Gemma's GeGLU; PyTorch's
+   * gelu(approximate="tanh")) over `count` elements; y may alias gate. */
+  void (*geglu)(kern_backend_t *be, float *y, const float *gate, const float *up, int64_t count);
+  /* y[i] = x[i] * s; y may alias x (Gemma's embedding times sqrt(dim)). */
+  void (*scale)(kern_backend_t *be, float *y, const float *x, float s, int64_t count);
   /* y[i] = a[i] + b[i]; y may alias a or b. */
   void (*add)(kern_backend_t *be, float *y, const float *a, const float *b, int64_t count);
   /* y[i, :] += bias for each of n rows of dim (Q/K/V biases of qwen2). */

@@ -211,16 +211,24 @@ static int read_vocab(const gguf_ctx_t *g, const char *arch, model_hparams_t *hp
   return 0;
 }
 
+/* The `<arch>.` keys only Gemma's block reads. */
+static const char *const GEMMA_KEYS[] = {"attn_logit_softcapping", "final_logit_softcapping",
+                                         "attention.sliding_window_pattern", "rope.freq_base_swa", NULL};
+
 /* The architectures tram runs: name, RoPE pairing, Q/K/V biases (1: always,
- * 0: when the file has them), per-head Q/K norms. */
+ * 0: when the file has them), per-head Q/K norms, Gemma's block (2 or 3),
+ * the keys beyond KNOWN_KEYS it reads. */
 static const struct arch_info {
   const char *name;
   model_arch_t arch;
-  int neox, qkv_bias, qk_norm;
+  int neox, qkv_bias, qk_norm, gemma;
+  const char *const *extra_keys;
 } ARCHS[] = {
-    {"llama", MODEL_ARCH_LLAMA, 0, 0, 0},
-    {"qwen2", MODEL_ARCH_QWEN2, 1, 1, 0},
-    {"qwen3", MODEL_ARCH_QWEN3, 1, 0, 1},
+    {"llama", MODEL_ARCH_LLAMA, 0, 0, 0, 0, NULL},
+    {"qwen2", MODEL_ARCH_QWEN2, 1, 1, 0, 0, NULL},
+    {"qwen3", MODEL_ARCH_QWEN3, 1, 0, 1, 0, NULL},
+    {"gemma2", MODEL_ARCH_GEMMA2, 1, 0, 0, 2, GEMMA_KEYS},
+    {"gemma3", MODEL_ARCH_GEMMA3, 1, 0, 1, 3, GEMMA_KEYS},
 };
 #define N_ARCHS (sizeof ARCHS / sizeof ARCHS[0])
 
@@ -242,9 +250,10 @@ static const char *const KNOWN_KEYS[] = {
     "rope.scaling.finetuned", /* a training note */
 };
 
-/* Checks that every `<arch>.*` key is known; integer-valued expert counts of
- * 0 (what converters write for dense models) are accepted too. */
-static int check_keys(const gguf_ctx_t *g, const char *arch, char *err, size_t err_len) {
+/* Checks that every `<arch>.*` key is known (or one of extra, NULL
+ * terminated); integer-valued expert counts of 0 (what converters write
+ * for dense models) are accepted too. */
+static int check_keys(const gguf_ctx_t *g, const char *arch, const char *const *extra, char *err, size_t err_len) {
   const size_t alen = strlen(arch);
   for (uint64_t i = 0; i < gguf_kv_count(g); i++) {
     const gguf_str_t key = gguf_kv_at(g, i)->key;
@@ -253,6 +262,7 @@ static int check_keys(const gguf_ctx_t *g, const char *arch, char *err, size_t e
     int known = 0;
     for (size_t k = 0; k < sizeof KNOWN_KEYS / sizeof KNOWN_KEYS[0] && !known; k++)
       known = gguf_str_eq(rest, KNOWN_KEYS[k]);
+    for (size_t k = 0; extra && extra[k] && !known; k++) known = gguf_str_eq(rest, extra[k]);
     if (!known && (gguf_str_eq(rest, "expert_count") || gguf_str_eq(rest, "expert_used_count"))) {
       int64_t v;
       char name[64];
@@ -268,6 +278,49 @@ static int check_keys(const gguf_ctx_t *g, const char *arch, char *err, size_t e
   return 0;
 }
 
+/* A float key `<arch>.<name>` >= 0 (0: the feature is off), def when absent. */
+static int get_nonneg_float(const gguf_ctx_t *g, const char *arch, const char *name, float def, float *out,
+                            char *err, size_t err_len) {
+  char key[128];
+  snprintf(key, sizeof key, "%s.%s", arch, name);
+  float v;
+  int rc = gguf_get_f32(g, key, &v);
+  if (rc == -ENOENT) {
+    *out = def;
+    return 0;
+  }
+  if (rc != 0 || !(v >= 0) || !isfinite(v)) {
+    snprintf(err, err_len, "key '%s' is %s", key, rc != 0 ? "not a float" : "not a finite number >= 0");
+    return -EINVAL;
+  }
+  *out = v;
+  return 0;
+}
+
+/* Gemma's block (version 2 or 3) on top of the common keys. As llama.cpp
+ * reads these files: the scores' scale is 1 / sqrt(head_dim) (Gemma's
+ * query_pre_attn_scalar = head_dim), except for the 27B models (gemma2 of
+ * 46 layers, gemma3 of 62), whose query_pre_attn_scalar is dim / n_heads;
+ * the sliding layers follow sliding_window_pattern (2 for gemma2, 6 for
+ * gemma3 when absent); the sliding layers use rope.freq_base_swa, unscaled
+ * (gemma3: 10000 when absent; gemma2: the global base); soft-capping where
+ * the keys give it (Gemma 2 checkpoints). */
+static int read_gemma(const gguf_ctx_t *g, const char *arch, int version, model_hparams_t *hp, char *err,
+                      size_t err_len) {
+  hp->embed_scale = sqrtf((float)hp->dim);
+  hp->gelu_mlp = 1;
+  hp->post_norms = 1;
+  const int big = version == 2 ? 46 : 62;
+  hp->attn_scale = 1.0f / sqrtf((float)(hp->n_layers == big ? hp->dim / hp->n_heads : hp->head_dim));
+  int rc = get_int(g, arch, "attention.sliding_window_pattern", version == 2 ? 2 : 6, 0, MAX_LAYERS,
+                   &hp->swa_pattern, err, err_len);
+  if (rc == 0) rc = get_nonneg_float(g, arch, "attn_logit_softcapping", 0, &hp->attn_softcap, err, err_len);
+  if (rc == 0) rc = get_nonneg_float(g, arch, "final_logit_softcapping", 0, &hp->final_softcap, err, err_len);
+  if (rc == 0)
+    rc = get_nonneg_float(g, arch, "rope.freq_base_swa", version == 3 ? 10000.0f : 0, &hp->rope_base_swa, err, err_len);
+  return rc;
+}
+
 int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_freq, char *err, size_t err_len) {
   memset(hp, 0, sizeof *hp);
   *inv_freq = NULL;
@@ -281,7 +334,8 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
     if (gguf_str_eq(a, ARCHS[i].name)) ai = &ARCHS[i];
   if (!ai) {
     snprintf(err, err_len,
-             "unsupported architecture \"%.*s\" (general.architecture): tram runs llama, qwen2 and qwen3",
+             "unsupported architecture \"%.*s\" (general.architecture): tram runs llama, qwen2, qwen3, "
+             "gemma2 and gemma3",
              (int)(a.len > 40 ? 40 : a.len), a.ptr);
     return -EINVAL;
   }
@@ -289,7 +343,7 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   hp->arch = ai->arch;
   hp->rope_neox = ai->neox;
   hp->qk_norm = ai->qk_norm;
-  int rc = check_keys(g, arch, err, err_len);
+  int rc = check_keys(g, arch, ai->extra_keys, err, err_len);
   if (rc != 0) return rc;
 
 
@@ -346,8 +400,16 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   if (rc == 0) rc = read_vocab(g, arch, hp, err, err_len);
   if (rc != 0) return rc;
 
+  if (ai->gemma) rc = read_gemma(g, arch, ai->gemma, hp, err, err_len);
+  if (rc != 0) return rc;
+
   hp->tied_output = gguf_find_tensor(g, "output.weight") == NULL;
   hp->qkv_bias = ai->qkv_bias || gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
   *inv_freq = inv_freq_compute(hp, rope_freqs);
   return 0;
+}
+
+int model_layer_window(const model_hparams_t *hp, int l) {
+  if (hp->swa_pattern > 0 && (l + 1) % hp->swa_pattern == 0) return 0;
+  return hp->sliding_window;
 }

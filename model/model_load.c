@@ -18,9 +18,11 @@
  *   blk.N.ffn_gate.weight      [dim, ff_dim]
  *   blk.N.ffn_up.weight        [dim, ff_dim]
  *   blk.N.ffn_down.weight      [ff_dim, dim]
+ *   blk.N.post_attention_norm.weight, blk.N.post_ffw_norm.weight [dim]  F32; gemma
  * Any other tensor is an error: a weight tram would silently ignore means
  * the file is not the architecture tram runs. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +140,10 @@ static int load_layer(loader_t *ld, int l) {
   if (rc == 0) rc = load_matrix(ld, NAME("ffn_gate.weight"), hp->ff_dim, hp->dim, &L->w_gate);
   if (rc == 0) rc = load_matrix(ld, NAME("ffn_up.weight"), hp->ff_dim, hp->dim, &L->w_up);
   if (rc == 0) rc = load_matrix(ld, NAME("ffn_down.weight"), hp->dim, hp->ff_dim, &L->w_down);
+  if (rc == 0 && hp->post_norms) {
+    rc = load_vector(ld, NAME("post_attention_norm.weight"), hp->dim, &L->post_attn_norm, 1);
+    if (rc == 0) rc = load_vector(ld, NAME("post_ffw_norm.weight"), hp->dim, &L->post_ffn_norm, 1);
+  }
 #undef NAME
   return rc;
 }
@@ -190,6 +196,18 @@ static int load_extras(model_t *m, char *err, size_t err_len) {
     return -ENOMEM;
   }
   be->upload(be, m->inv_freq_dev, m->inv_freq, bytes);
+  if (m->hp.rope_base_swa > 0) { /* the sliding layers' base, unscaled */
+    const int half = m->hp.rot_dim / 2;
+    float *swa = xmalloc(bytes);
+    for (int p = 0; p < half; p++) swa[p] = (float)(1.0 / pow((double)m->hp.rope_base_swa, 2.0 * p / m->hp.rot_dim));
+    m->inv_freq_swa_dev = be->alloc(be, bytes);
+    if (m->inv_freq_swa_dev) be->upload(be, m->inv_freq_swa_dev, swa, bytes);
+    free(swa);
+    if (!m->inv_freq_swa_dev) {
+      snprintf(err, err_len, "the %s backend is out of memory", be->name);
+      return -ENOMEM;
+    }
+  }
   gguf_str_t t;
   int rc = gguf_get_str(m->gguf, "tokenizer.chat_template", &t);
   if (rc == -EINVAL) {
@@ -260,6 +278,8 @@ void model_destroy(model_t *m) {
       be->free(be, L->bv);
       be->free(be, L->q_norm);
       be->free(be, L->k_norm);
+      be->free(be, L->post_attn_norm);
+      be->free(be, L->post_ffn_norm);
       release(be, &L->wq);
       release(be, &L->wk);
       release(be, &L->wv);
@@ -274,6 +294,7 @@ void model_destroy(model_t *m) {
   release(be, &m->output);
   be->free(be, m->output_norm);
   be->free(be, m->inv_freq_dev);
+  be->free(be, m->inv_freq_swa_dev);
   free(m->inv_freq);
   free(m->chat_template);
   tok_destroy(m->tok);

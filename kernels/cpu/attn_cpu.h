@@ -66,10 +66,11 @@ typedef struct kern_cpu__attn_keys {
 
 /* The partials of one query row, q [n_heads, head_dim], over keys
  * [first, n) of one tile (1 <= n): head h reads KV head h / group. Writes
- * part [n_heads, KERN_ATTN_PART(head_dim)]. Scores are q·k * scale. A
- * head's partial depends only on its query vector and the n keys, never on
- * the other heads. */
-void kern_cpu__attn_tile(const float *q, int n_heads, int group, int head_dim, float scale,
+ * part [n_heads, KERN_ATTN_PART(head_dim)]. Scores are q·k * scale, then,
+ * when softcap > 0, softcap * tanh(score / softcap). A head's partial
+ * depends only on its query vector and the n keys, never on the other
+ * heads. */
+void kern_cpu__attn_tile(const float *q, int n_heads, int group, int head_dim, float scale, float softcap,
                          const kern_cpu__attn_keys_t *keys, float *part);
 
 /* Folds state src into dst (dst := dst ∘ src, in that order); an empty src

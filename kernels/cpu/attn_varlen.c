@@ -139,7 +139,7 @@ static void run_piece(const job_t *j, const piece_t *pc, float *ws) {
         k.n = vis[r] - base < KERN_ATTN_TILE ? vis[r] - base : KERN_ATTN_TILE;
         k.first = lo[r] > base ? lo[r] - base : 0;
         if (k.n <= k.first) continue;
-        kern_cpu__attn_tile(a->q + (int64_t)(q0 + r) * H * hd, H, j->group, hd, a->scale, &k, part);
+        kern_cpu__attn_tile(a->q + (int64_t)(q0 + r) * H * hd, H, j->group, hd, a->scale, a->softcap, &k, part);
         for (int h = 0; h < H; h++)
           kern_cpu__attn_merge(seg_st + (size_t)(r * H + h) * P, part + (size_t)h * P, hd);
       }

@@ -20,6 +20,7 @@ typedef struct decode_params {
   int block_size, mbps, n_heads, n_kv_heads, group, hgroups, max_splits;
   float scale_log2;
   int window; /* sliding window (kern_attn_args_t), 0: none */
+  float scale, softcap; /* kern_attn_args_t's: the soft-capped score needs the plain scale */
 } decode_params;
 
 /* Writes k_new[b], v_new[b] ([n_kv_heads * D] f32) at position
@@ -98,7 +99,8 @@ static __global__ void __launch_bounds__(DC_THREADS) attn_split_kernel(const dec
     const __nv_bfloat16 *ks = smem + (it % DC_STAGES) * 2 * G::TILE_ELEMS;
     float sc[ATTN_TILE / 8][4], corr[2];
     attn_qk<D>(sc, qf, ks, lane); /* every warp: the full scores (cheap) */
-    attn_softmax(sc, m, l, corr, (t_begin + it) * ATTN_TILE + 2 * t, lo, lim, p.scale_log2);
+    attn_softmax(sc, m, l, corr, (t_begin + it) * ATTN_TILE + 2 * t, lo, lim, p.scale_log2, p.scale,
+                 p.softcap);
     attn_pv<D, NDT>(acc, sc, corr, ks + G::TILE_ELEMS, dim0, lane);
     __syncthreads(); /* the stage is free for the next load into it */
   }
@@ -198,6 +200,8 @@ void kern_cuda__attn_decode(kern_backend_t *be, const kern_attn_args_t *a) {
   p.max_splits = (int)(((int64_t)a->max_blocks_per_seq * a->block_size + ATTN_SPLIT - 1) / ATTN_SPLIT);
   p.scale_log2 = a->scale * ATTN_LOG2E;
   p.window = a->sliding_window;
+  p.scale = a->scale;
+  p.softcap = a->softcap;
   if ((int64_t)p.n_kv_heads * p.hgroups > 65535) {
     log_error("attn_decode: too many KV heads (%d)", p.n_kv_heads);
     abort();

@@ -143,12 +143,13 @@ static __device__ __forceinline__ void attn_qk(float (&s)[ATTN_TILE / 8][4],
 /* Online-softmax step for one tile. s holds the raw scores of rows g (ri = 0)
  * and g + 8 (ri = 1) for keys key0 + 8nt + e (key0 = tile start + 2t); keys
  * before lo[ri] (a sliding window's edge, see attn_window_lo) or at or past
- * lim[ri] are masked. On return s holds p = 2^(s·scale_log2 - m) and corr[ri]
- * the factor to apply to acc. */
+ * lim[ri] are masked. A score is s·scale_log2, or with softcap > 0 (Gemma 2)
+ * softcap·tanh(s·scale / softcap)·log2(e). On return s holds
+ * p = 2^(score - m) and corr[ri] the factor to apply to acc. */
 static __device__ __forceinline__ void attn_softmax(float (&s)[ATTN_TILE / 8][4], float (&m)[2],
                                                     float (&l)[2], float (&corr)[2], int key0,
                                                     const int (&lo)[2], const int (&lim)[2],
-                                                    float scale_log2) {
+                                                    float scale_log2, float scale, float softcap) {
 #pragma unroll
   for (int ri = 0; ri < 2; ri++) {
     float mx = -INFINITY;
@@ -157,8 +158,11 @@ static __device__ __forceinline__ void attn_softmax(float (&s)[ATTN_TILE / 8][4]
 #pragma unroll
       for (int e = 0; e < 2; e++) {
         const int key = key0 + 8 * nt + e;
-        const float v =
-            key >= lo[ri] && key < lim[ri] ? __fmul_rn(s[nt][2 * ri + e], scale_log2) : -INFINITY;
+        const float x = s[nt][2 * ri + e];
+        const float sc = softcap > 0.f
+                             ? __fmul_rn(__fmul_rn(softcap, tanhf(__fdiv_rn(__fmul_rn(x, scale), softcap))), ATTN_LOG2E)
+                             : __fmul_rn(x, scale_log2);
+        const float v = key >= lo[ri] && key < lim[ri] ? sc : -INFINITY;
         s[nt][2 * ri + e] = v;
         mx = fmaxf(mx, v);
       }

@@ -18,6 +18,7 @@ typedef struct prefill_params {
   int n_heads, n_kv_heads, group; /* group = n_heads / n_kv_heads */
   float scale_log2;               /* scale * log2(e) */
   int window;                     /* sliding window (kern_attn_args_t), 0: none */
+  float scale, softcap;           /* kern_attn_args_t's: the soft-capped score needs the plain scale */
 } prefill_params;
 
 /* grid = (query-row blocks over max_seqlen_q, n_heads, n_seqs). Blocks are
@@ -94,7 +95,7 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(cons
     if (active && it * ATTN_TILE < warp_kmax) {
       float s[ATTN_TILE / 8][4], corr[2];
       attn_qk<D>(s, qf, ks, lane);
-      attn_softmax(s, m, l, corr, it * ATTN_TILE + 2 * t, lo, lim, p.scale_log2);
+      attn_softmax(s, m, l, corr, it * ATTN_TILE + 2 * t, lo, lim, p.scale_log2, p.scale, p.softcap);
       attn_pv<D, D / 8>(acc, s, corr, ks + G::TILE_ELEMS, 0, lane);
     }
     if (active && ((it + 1) % ATTN_TILES_PER_SPLIT == 0 || it + 1 == n_tiles)) {
@@ -179,6 +180,8 @@ static void varlen(kern_backend_t *be, const kern_attn_args_t *a, bool paged) {
   p.group = a->n_heads / a->n_kv_heads;
   p.scale_log2 = a->scale * ATTN_LOG2E;
   p.window = a->sliding_window;
+  p.scale = a->scale;
+  p.softcap = a->softcap;
   if (a->head_dim == 64)
     paged ? prefill_launch<64, true>(cu, p, a) : prefill_launch<64, false>(cu, p, a);
   else

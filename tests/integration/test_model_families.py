@@ -19,6 +19,8 @@ FAMILIES = {
     "qwen3": dict(arch="qwen3", untied=False, llama3_rope=False),
     # Mistral-style: llama with a sliding window shorter than most prompts
     "llama_sliding_window": dict(arch="llama", untied=True, llama3_rope=False, window=6),
+    "gemma2": dict(arch="gemma2", untied=False, llama3_rope=False, window=6),
+    "gemma3": dict(arch="gemma3", untied=False, llama3_rope=False, window=6),
 }
 
 

@@ -15,13 +15,22 @@ def write_synthetic(path, arch, untied, llama3_rope, window=0):
     from gguf import GGUFWriter, quants
 
     rng = np.random.default_rng(1234)
-    L, D, H, KV, HD, FF, V = 2, 64, 4, 2, 32 if arch == "qwen3" else 16, 128, 96
+    L, D, H, KV, HD, FF, V = 2, 64, 4, 2, 32 if arch in ("qwen3", "gemma3") else 16, 128, 96
     w = GGUFWriter(str(path), arch)
-    if arch == "qwen3":
+    if arch in ("qwen3", "gemma3"):
         w.add_key_length(HD)
         w.add_value_length(HD)
     if window:
         w.add_uint32(f"{arch}.attention.sliding_window", window)
+    if arch == "gemma2":
+        # caps small enough to bend random-weight scores and logits
+        w.add_float32("gemma2.attn_logit_softcapping", 1.5)
+        w.add_float32("gemma2.final_logit_softcapping", 3.0)
+    if arch == "gemma3":
+        # layer 0 local (base 10000, unscaled), layer 1 global (base 1e6, linear x8)
+        w.add_uint32("gemma3.attention.sliding_window_pattern", 2)
+        w.add_string("gemma3.rope.scaling.type", "linear")
+        w.add_rope_scaling_factor(8.0)
     w.add_block_count(L)
     w.add_context_length(256)
     w.add_embedding_length(D)
@@ -29,7 +38,7 @@ def write_synthetic(path, arch, untied, llama3_rope, window=0):
     w.add_head_count(H)
     w.add_head_count_kv(KV)
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_freq_base(10000.0)
+    w.add_rope_freq_base(1e6 if arch == "gemma3" else 10000.0)
     if llama3_rope:
         # every wavelength of a 16-wide head falls in a different part of Llama 3.1's band
         w.add_string(f"{arch}.rope.scaling.type", "llama3")
@@ -66,9 +75,12 @@ def write_synthetic(path, arch, untied, llama3_rope, window=0):
             add(p + "attn_q.bias", H * HD, 1, T.F32)
             add(p + "attn_k.bias", KV * HD, 1, T.F32)
             add(p + "attn_v.bias", KV * HD, 1, T.F32)
-        if arch == "qwen3":
+        if arch in ("qwen3", "gemma3"):
             add(p + "attn_q_norm.weight", HD, 1, T.F32)
             add(p + "attn_k_norm.weight", HD, 1, T.F32)
+        if arch.startswith("gemma"):
+            add(p + "post_attention_norm.weight", D, 1, T.F32)
+            add(p + "post_ffw_norm.weight", D, 1, T.F32)
         add(p + "attn_output.weight", D, H * HD, T.F16)
         add(p + "ffn_norm.weight", D, 1, T.F32)
         add(p + "ffn_gate.weight", FF, D, T.Q8_0)

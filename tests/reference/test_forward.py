@@ -135,6 +135,10 @@ SYNTHETIC = {
     "qwen3_qk_norm": ("qwen3", False, False, 0),
     # Mistral-style: a window smaller than every sequence, not a multiple of the block size
     "llama_sliding_window_6": ("llama", True, False, 6),
+    # layer 0 local (window 6), layer 1 global; soft-capped scores and logits; GeGLU, post-norms
+    "gemma2_softcap_local_global": ("gemma2", False, False, 6),
+    # layer 0 local (base 10000), layer 1 global (base 1e6, linear x8); Q/K norms
+    "gemma3_local_global_rope": ("gemma3", False, False, 6),
 }
 
 

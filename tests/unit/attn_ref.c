@@ -15,11 +15,11 @@
 
 void ref_attn_seq(int q_len, int k_len, int n_heads, int n_kv_heads, int head_dim, const float *q,
                   const float *k, const float *v, double *out) {
-  ref_attn_seq_window(q_len, k_len, n_heads, n_kv_heads, head_dim, -1, q, k, v, out);
+  ref_attn_seq_window(q_len, k_len, n_heads, n_kv_heads, head_dim, -1, 0.0, q, k, v, out);
 }
 
 void ref_attn_seq_window(int q_len, int k_len, int n_heads, int n_kv_heads, int head_dim, int window_left,
-                         const float *q, const float *k, const float *v, double *out) {
+                         double softcap, const float *q, const float *k, const float *v, double *out) {
   const double scale = 1.0 / sqrt((double)head_dim);
   const int group = n_heads / n_kv_heads, kv_dim = n_kv_heads * head_dim;
   double *w = malloc((size_t)(k_len > 0 ? k_len : 1) * sizeof *w);
@@ -42,6 +42,7 @@ void ref_attn_seq_window(int q_len, int k_len, int n_heads, int n_kv_heads, int 
         double s = 0.0;
         for (int d = 0; d < head_dim; d++) s += (double)qv[d] * kv[d];
         w[j] = s * scale;
+        if (softcap > 0) w[j] = softcap * tanh(w[j] / softcap);
         if (w[j] > m) m = w[j];
       }
       for (int j = first; j < seen; j++) {

@@ -35,6 +35,7 @@ typedef struct fixture {
   float *out;             /* [total_q, n_heads, head_dim] */
   double *ref;            /* same, float64 (malloc) */
   int window;             /* kern_attn_args_t.sliding_window of the runs (0: none; see fx_window) */
+  float softcap;          /* kern_attn_args_t.softcap of the runs (see fx_window) */
 } fixture_t;
 
 static void *dev(kern_backend_t *be, size_t bytes) {
@@ -156,18 +157,18 @@ static kern_attn_args_t fx_args(const fixture_t *f) {
       .k = f->k, .v = f->v,
       .k_cache = f->k_cache, .v_cache = f->v_cache, .block_size = f->block_size,
       .block_table = f->block_table, .max_blocks_per_seq = f->max_blocks,
-      .sliding_window = f->window,
+      .sliding_window = f->window, .softcap = f->softcap,
   };
 }
 
 /* Sets the fixture's sliding window W (0: none) and recomputes the
- * reference with flash-attn's window_size = (W - 1, 0). */
+ * reference with flash-attn's window_size = (W - 1, 0) and f->softcap. */
 static void fx_window(fixture_t *f, int w) {
   f->window = w;
   const size_t row = (size_t)f->n_heads * f->head_dim;
   for (int b = 0; b < f->n_seqs; b++)
     ref_attn_seq_window(f->q_len[b], f->k_len[b], f->n_heads, f->n_kv_heads, f->head_dim, w > 0 ? w - 1 : -1,
-                        f->q + (size_t)f->cu_q[b] * row, f->k + (size_t)f->cu_k[b] * f->kv_dim,
+                        f->softcap, f->q + (size_t)f->cu_q[b] * row, f->k + (size_t)f->cu_k[b] * f->kv_dim,
                         f->v + (size_t)f->cu_k[b] * f->kv_dim, f->ref + (size_t)f->cu_q[b] * row);
 }
 
@@ -590,8 +591,8 @@ static void sliding_window_varlen(void **state) {
   kern_backend_destroy(be3);
 }
 
-/* Decode rows under windows across tile, block and segment edges: the
- * appended key counts, attn_decode matches the reference and gives the bits
+/* Decode rows under windows across tile, block and segment edges (and with
+ * soft-capped scores): the appended key counts, attn_decode matches the reference and gives the bits
  * of attn_varlen_paged and attn_varlen on the same batch; a prompt run in
  * chunks gives the bits of its whole prefill. */
 static void sliding_window_decode_and_chunks(void **state) {
@@ -608,8 +609,9 @@ static void sliding_window_decode_and_chunks(void **state) {
   fx_init(&f, be, &rng, n, ql, kl, nh, kvh, hd, bs, 1);
   decode_in_t in;
   decode_in_init(&in, &f, cached);
-  const int windows[] = {1, 16, 17, 64, 100, 1025, 4000};
+  const int windows[] = {1, 16, 17, 64, 100, 1025, 4000, 0, 64};
   for (size_t w = 0; w < sizeof windows / sizeof *windows; w++) {
+    f.softcap = w >= 7 ? 1.5f : 0.0f; /* the last two: Gemma 2's soft-capped scores */
     fx_window(&f, windows[w]);
     kern_attn_args_t a = decode_in_args(&in, &f);
     tu_poison_f32(f.out, fx_out_n(&f));
@@ -617,7 +619,7 @@ static void sliding_window_decode_and_chunks(void **state) {
     float *o_decode = malloc(fx_out_n(&f) * sizeof(float));
     memcpy(o_decode, f.out, fx_out_n(&f) * sizeof(float));
     char what[64];
-    snprintf(what, sizeof what, "attn_decode, window %d", windows[w]);
+    snprintf(what, sizeof what, "attn_decode, window %d, softcap %g", windows[w], f.softcap);
     ref_check(what, o_decode, f.ref, (long)fx_out_n(&f));
     float *o_paged = fx_run(&f, be, RUN_PAGED);
     assert_same_bits("window: decode vs varlen_paged", o_decode, o_paged, fx_out_n(&f));

@@ -159,9 +159,13 @@ static const char *write_tiny(const tiny_t *t) {
       T("attn_k.bias", kv * HEAD_DIM, 0);
       T("attn_v.bias", kv * HEAD_DIM, 0);
     }
-    if (strcmp(arch, "qwen3") == 0) {
+    if (strcmp(arch, "qwen3") == 0 || strcmp(arch, "gemma3") == 0) {
       T("attn_q_norm.weight", HEAD_DIM, 0);
       T("attn_k_norm.weight", HEAD_DIM, 0);
+    }
+    if (strncmp(arch, "gemma", 5) == 0) {
+      T("post_attention_norm.weight", DIM, 0);
+      T("post_ffw_norm.weight", DIM, 0);
     }
     T("attn_output.weight", HEADS * HEAD_DIM, DIM);
     T("ffn_norm.weight", DIM, 0);
@@ -267,6 +271,29 @@ static void loads_tiny_llama(void **state) {
   assert_int_equal(hp->rope_neox, 1);
   assert_true(hp->qk_norm);
   assert_false(hp->qkv_bias);
+  model_destroy(m);
+
+  /* gemma2: GeGLU, post-norms, sqrt(dim) embedding, soft-capping, every other layer sliding */
+  m = load(&(tiny_t){.arch = "gemma2", .extra_key = "attention.sliding_window", .extra_val = 16}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  hp = model_hparams(m);
+  assert_int_equal(hp->arch, MODEL_ARCH_GEMMA2);
+  assert_true(hp->gelu_mlp && hp->post_norms && !hp->qk_norm && hp->rope_neox);
+  assert_float_equal(hp->embed_scale, sqrtf((float)DIM), 0);
+  assert_float_equal(hp->attn_scale, 1.0f / sqrtf((float)HEAD_DIM), 0);
+  assert_int_equal(model_layer_window(hp, 0), 16);
+  assert_int_equal(model_layer_window(hp, 1), 0);
+  assert_float_equal(hp->rope_base_swa, 0, 0);
+  model_destroy(m);
+  /* gemma3: pattern 6 (both tiny layers sliding), the local RoPE base */
+  m = load(&(tiny_t){.arch = "gemma3", .extra_key = "attention.sliding_window", .extra_val = 16}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  hp = model_hparams(m);
+  assert_int_equal(hp->arch, MODEL_ARCH_GEMMA3);
+  assert_true(hp->qk_norm && hp->gelu_mlp && hp->post_norms);
+  assert_int_equal(model_layer_window(hp, 0), 16);
+  assert_int_equal(model_layer_window(hp, 1), 16);
+  assert_float_equal(hp->rope_base_swa, 10000.0f, 0);
   model_destroy(m);
 }
 
@@ -504,12 +531,16 @@ static void wrong_shapes(void **state) {
 static void unsupported_types_and_archs(void **state) {
   (void)state;
   expect_error(&(tiny_t){.arch = "gpt2"}, "unsupported architecture \"gpt2\" (general.architecture)");
-  expect_error(&(tiny_t){.arch = "mamba"}, "tram runs llama, qwen2 and qwen3");
+  expect_error(&(tiny_t){.arch = "mamba"}, "tram runs llama, qwen2, qwen3, gemma2 and gemma3");
   /* qwen3: per-head Q/K norms are required, of head_dim */
   expect_error(&(tiny_t){.arch = "qwen3", .omit = "blk.1.attn_k_norm.weight"},
                "tensor 'blk.1.attn_k_norm.weight' is missing");
   expect_error(&(tiny_t){.arch = "qwen3", .reshape = "blk.0.attn_q_norm.weight"},
                "tensor 'blk.0.attn_q_norm.weight' has shape [16], the hyper-parameters need [8]");
+  expect_error(&(tiny_t){.arch = "gemma2", .omit = "blk.1.post_ffw_norm.weight"},
+               "tensor 'blk.1.post_ffw_norm.weight' is missing");
+  expect_error(&(tiny_t){.arch = "gemma2", .extra_key = "attn_logit_softcapping", .extra_val = 0xffffffffu},
+               "key 'gemma2.attn_logit_softcapping' is not a float");
   expect_error(&(tiny_t){.extra = "blk.0.attn_q_norm.weight"},
                "tensor 'blk.0.attn_q_norm.weight' is not part of the llama architecture as tram runs it");
   expect_error(&(tiny_t){.as_q8 = "blk.0.ffn_norm.weight"},
