@@ -41,6 +41,12 @@ static void *dev_alloc(attn_t *at, size_t bytes, int *failed) {
 
 attn_t *attn_create(kern_backend_t *be, kv_cache_t *cache, const attn_config_t *cfg) {
   const int64_t cache_slots = (int64_t)cache->num_blocks * cache->block_size;
+  if (!kern_attn_head_dim_ok(be, cache->head_dim)) {
+    log_error("attn_create: the %s backend's attention kernels do not support heads of %d (the CUDA ones take "
+              "64 and 128; run this model with --device cpu)",
+              be->name, cache->head_dim);
+    return NULL;
+  }
   int bad_window = -1;
   for (int l = 0; cfg->layer_window && l < cache->n_layers && bad_window < 0; l++)
     if (cfg->layer_window[l] < 0) bad_window = l;

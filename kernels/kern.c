@@ -26,3 +26,8 @@ kern_backend_t *kern_backend_create(const char *device, int n_threads) {
 void kern_backend_destroy(kern_backend_t *be) {
   if (be) be->destroy(be);
 }
+
+int kern_attn_head_dim_ok(const kern_backend_t *be, int head_dim) {
+  if (strcmp(be->name, "cuda") == 0) return head_dim == 64 || head_dim == 128;
+  return head_dim > 0;
+}

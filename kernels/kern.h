@@ -181,6 +181,11 @@ struct kern_backend {
  * NULL after logging why (unknown name, no CUDA support built in, no GPU). */
 kern_backend_t *kern_backend_create(const char *device, int n_threads);
 
+/* Whether be's attention kernels take heads of head_dim: the CPU kernels
+ * any, the CUDA ones 64 and 128 (they abort on others, so callers check
+ * first: attn_create refuses the model). */
+int kern_attn_head_dim_ok(const kern_backend_t *be, int head_dim);
+
 /* be->destroy(be); NULL is a no-op. */
 void kern_backend_destroy(kern_backend_t *be);
 
