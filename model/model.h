@@ -20,6 +20,9 @@
  *   gemma3 gemma2 without soft-capping, with per-head Q/K norms (as
  *          qwen3), five sliding layers to one global (pattern 6), the
  *          sliding layers on their own unscaled RoPE base (10000).
+ *   phi3   the llama block with neox RoPE, Q/K/V fused in one matrix
+ *          (attn_qkv) and gate/up in another (ffn_up), both used as row
+ *          views; LongRoPE (rope_factors_long/short) when present.
  *
  * A model_t owns the GGUF mapping for its whole life: on the CPU backend the
  * weight matrices are views into it (other backends copy them to the device
@@ -72,6 +75,7 @@ typedef enum model_arch {
   MODEL_ARCH_QWEN3 = 2,
   MODEL_ARCH_GEMMA2 = 3,
   MODEL_ARCH_GEMMA3 = 4,
+  MODEL_ARCH_PHI3 = 5,
 } model_arch_t;
 
 /* The `general.architecture` name of arch ("llama", "qwen2", ...). */
@@ -81,7 +85,8 @@ typedef enum model_rope_scaling {
   MODEL_ROPE_SCALING_NONE = 0,
   MODEL_ROPE_SCALING_LINEAR,     /* rope.scaling.type "linear": inv_freq / factor */
   MODEL_ROPE_SCALING_LLAMA3,     /* rope.scaling.type "llama3": Llama 3.1's smooth band */
-  MODEL_ROPE_SCALING_FREQ_TENSOR /* a rope_freqs.weight tensor: inv_freq[p] / rope_freqs[p] */
+  MODEL_ROPE_SCALING_FREQ_TENSOR /* a rope_freqs.weight tensor: inv_freq[p] / rope_freqs[p] (or phi3's
+                                    LongRoPE factors) */
 } model_rope_scaling_t;
 
 /* The hyper-parameters, as read from `<arch>.*` metadata (key names in the
@@ -112,6 +117,8 @@ typedef struct model_hparams {
   int tied_output;  /* 1: no output.weight, the logits use token_embd.weight */
   int qkv_bias;     /* 1: attn_{q,k,v}.bias (qwen2; optional for llama) */
   int qk_norm;      /* 1: attn_{q,k}_norm.weight, per-head RMSNorm before RoPE (qwen3) */
+  int fused;        /* 1: attn_qkv.weight and a gate/up ffn_up.weight (phi3) */
+  int rope_longrope; /* 1: phi3's rope_factors_{long,short}.weight (the one in use per model_hparams.c) */
   int sliding_window; /* attention.sliding_window: a query sees this many keys, itself
                          included (flash-attn window_size (sliding_window - 1, 0)); 0: all */
   int swa_pattern;    /* attention.sliding_window_pattern: 0, every layer has the window;

@@ -152,32 +152,71 @@ static float *inv_freq_compute(const model_hparams_t *hp, const gguf_tensor_t *r
   return out;
 }
 
-/* Checks rope_freqs.weight, when present: F32 [rot_dim / 2], positive
- * finite values, and no other scaling. *t = the tensor or NULL. */
-static int check_rope_freqs(const gguf_ctx_t *g, model_hparams_t *hp, const gguf_tensor_t **t, char *err,
-                            size_t err_len) {
-  *t = gguf_find_tensor(g, "rope_freqs.weight");
+/* Checks the per-frequency divisor tensor `name` (rope_freqs.weight, or
+ * phi3's rope_factors_{long,short}.weight), when present: F32
+ * [rot_dim / 2], positive finite values, and no other scaling. *t = the
+ * tensor or NULL. */
+static int check_freq_tensor(const gguf_ctx_t *g, const model_hparams_t *hp, const char *name,
+                             const gguf_tensor_t **t, char *err, size_t err_len) {
+  *t = gguf_find_tensor(g, name);
   if (!*t) return 0;
   const gguf_tensor_t *f = *t;
   if (f->type != KERN_F32 || f->n_dims != 1 || f->ne[0] != hp->rot_dim / 2) {
-    snprintf(err, err_len, "tensor 'rope_freqs.weight' must be F32 [%d] (rope.dimension_count / 2)",
-             hp->rot_dim / 2);
+    snprintf(err, err_len, "tensor '%s' must be F32 [%d] (rope.dimension_count / 2)", name, hp->rot_dim / 2);
     return -EINVAL;
   }
   if (hp->rope_scaling != MODEL_ROPE_SCALING_NONE) {
-    snprintf(err, err_len, "tensor 'rope_freqs.weight' and rope.scaling.type given together");
+    snprintf(err, err_len, "tensor '%s' and rope.scaling.type given together", name);
     return -EINVAL;
   }
   for (int64_t p = 0; p < f->ne[0]; p++) {
     float v;
     memcpy(&v, (const char *)f->data + p * (int64_t)sizeof v, sizeof v);
     if (!(v > 0) || !isfinite(v)) {
-      snprintf(err, err_len, "tensor 'rope_freqs.weight': element %lld is %g, not a positive finite factor",
-               (long long)p, v);
+      snprintf(err, err_len, "tensor '%s': element %lld is %g, not a positive finite factor", name, (long long)p, v);
       return -EINVAL;
     }
   }
+  return 0;
+}
+
+/* rope_freqs.weight (Llama 3.1's scaling as llama.cpp stores it). */
+static int check_rope_freqs(const gguf_ctx_t *g, model_hparams_t *hp, const gguf_tensor_t **t, char *err,
+                            size_t err_len) {
+  int rc = check_freq_tensor(g, hp, "rope_freqs.weight", t, err, err_len);
+  if (rc == 0 && *t) hp->rope_scaling = MODEL_ROPE_SCALING_FREQ_TENSOR;
+  return rc;
+}
+
+/* Phi-3's LongRoPE (HF _compute_longrope_parameters): frequency p divided
+ * by long_factor[p] when the model's context exceeds
+ * rope.scaling.original_context_length, else by short_factor[p], fixed at
+ * load as llama.cpp does with its default context (HF switches per
+ * forward on the sequence length); cos and sin times the attention factor
+ * (rope.scaling.attn_factor, or sqrt(1 + ln(ctx / orig) / ln(orig))),
+ * which tram folds into the scores' scale as its square. */
+static int read_longrope(const gguf_ctx_t *g, const char *arch, model_hparams_t *hp, const gguf_tensor_t **t,
+                         char *err, size_t err_len) {
+  const gguf_tensor_t *lf, *sf;
+  int rc = check_freq_tensor(g, hp, "rope_factors_long.weight", &lf, err, err_len);
+  if (rc == 0) rc = check_freq_tensor(g, hp, "rope_factors_short.weight", &sf, err, err_len);
+  if (rc != 0 || (!lf && !sf)) return rc;
+  if (!lf || !sf) {
+    snprintf(err, err_len, "tensor 'rope_factors_%s.weight' is missing (LongRoPE needs both)", lf ? "short" : "long");
+    return -EINVAL;
+  }
+  int orig;
+  rc = get_int(g, arch, "rope.scaling.original_context_length", -1, 1, INT32_MAX, &orig, err, err_len);
+  if (rc != 0) return rc;
+  const double factor = (double)hp->n_ctx / orig;
+  float af = factor <= 1.0 || orig < 2 ? 1.0f : (float)sqrt(1.0 + log(factor) / log((double)orig));
+  rc = get_pos_float(g, arch, "rope.scaling.attn_factor", af, &af, err, err_len);
+  if (rc != 0) return rc;
+  *t = hp->n_ctx > orig ? lf : sf;
   hp->rope_scaling = MODEL_ROPE_SCALING_FREQ_TENSOR;
+  hp->rope_longrope = 1;
+  hp->rope_orig_ctx = orig;
+  hp->attn_scale = af * af / sqrtf((float)hp->head_dim);
   return 0;
 }
 
@@ -215,20 +254,25 @@ static int read_vocab(const gguf_ctx_t *g, const char *arch, model_hparams_t *hp
 static const char *const GEMMA_KEYS[] = {"attn_logit_softcapping", "final_logit_softcapping",
                                          "attention.sliding_window_pattern", "rope.freq_base_swa", NULL};
 
+/* The `<arch>.` keys only phi3 reads. */
+static const char *const PHI3_KEYS[] = {"rope.scaling.attn_factor", NULL};
+
 /* The architectures tram runs: name, RoPE pairing, Q/K/V biases (1: always,
  * 0: when the file has them), per-head Q/K norms, Gemma's block (2 or 3),
- * the keys beyond KNOWN_KEYS it reads. */
+ * the keys beyond KNOWN_KEYS it reads, fused QKV and gate/up (phi3). */
 static const struct arch_info {
   const char *name;
   model_arch_t arch;
   int neox, qkv_bias, qk_norm, gemma;
   const char *const *extra_keys;
+  int fused;
 } ARCHS[] = {
-    {"llama", MODEL_ARCH_LLAMA, 0, 0, 0, 0, NULL},
-    {"qwen2", MODEL_ARCH_QWEN2, 1, 1, 0, 0, NULL},
-    {"qwen3", MODEL_ARCH_QWEN3, 1, 0, 1, 0, NULL},
-    {"gemma2", MODEL_ARCH_GEMMA2, 1, 0, 0, 2, GEMMA_KEYS},
-    {"gemma3", MODEL_ARCH_GEMMA3, 1, 0, 1, 3, GEMMA_KEYS},
+    {"llama", MODEL_ARCH_LLAMA, 0, 0, 0, 0, NULL, 0},
+    {"qwen2", MODEL_ARCH_QWEN2, 1, 1, 0, 0, NULL, 0},
+    {"qwen3", MODEL_ARCH_QWEN3, 1, 0, 1, 0, NULL, 0},
+    {"gemma2", MODEL_ARCH_GEMMA2, 1, 0, 0, 2, GEMMA_KEYS, 0},
+    {"gemma3", MODEL_ARCH_GEMMA3, 1, 0, 1, 3, GEMMA_KEYS, 0},
+    {"phi3", MODEL_ARCH_PHI3, 1, 0, 0, 0, PHI3_KEYS, 1},
 };
 #define N_ARCHS (sizeof ARCHS / sizeof ARCHS[0])
 
@@ -335,7 +379,7 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   if (!ai) {
     snprintf(err, err_len,
              "unsupported architecture \"%.*s\" (general.architecture): tram runs llama, qwen2, qwen3, "
-             "gemma2 and gemma3",
+             "gemma2, gemma3 and phi3",
              (int)(a.len > 40 ? 40 : a.len), a.ptr);
     return -EINVAL;
   }
@@ -343,6 +387,7 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   hp->arch = ai->arch;
   hp->rope_neox = ai->neox;
   hp->qk_norm = ai->qk_norm;
+  hp->fused = ai->fused;
   int rc = check_keys(g, arch, ai->extra_keys, err, err_len);
   if (rc != 0) return rc;
 
@@ -397,6 +442,7 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   const gguf_tensor_t *rope_freqs;
   rc = read_rope_scaling(g, arch, hp, err, err_len);
   if (rc == 0) rc = check_rope_freqs(g, hp, &rope_freqs, err, err_len);
+  if (rc == 0 && ai->fused && !rope_freqs) rc = read_longrope(g, arch, hp, &rope_freqs, err, err_len);
   if (rc == 0) rc = read_vocab(g, arch, hp, err, err_len);
   if (rc != 0) return rc;
 

@@ -19,6 +19,9 @@
  *   blk.N.ffn_up.weight        [dim, ff_dim]
  *   blk.N.ffn_down.weight      [ff_dim, dim]
  *   blk.N.post_attention_norm.weight, blk.N.post_ffw_norm.weight [dim]  F32; gemma
+ *   blk.N.attn_qkv.weight      [dim, q_dim + 2 kv_dim]  phi3: for attn_{q,k,v}
+ *   blk.N.ffn_up.weight        [dim, 2 ff_dim]          phi3: gate rows, then up rows
+ *   rope_factors_{long,short}.weight [rot_dim / 2] F32  phi3 LongRoPE (model_hparams.c)
  * Any other tensor is an error: a weight tram would silently ignore means
  * the file is not the architecture tram runs. */
 #include <errno.h>
@@ -72,18 +75,26 @@ static const gguf_tensor_t *find(loader_t *ld, const char *name, int64_t ne0, in
     *bad = 1;
     return NULL;
   }
+  for (size_t i = 0; i < ld->n_used; i++)
+    if (ld->used[i] == t) return t; /* a fused tensor, found again for its next slice */
   xgrow(&ld->used, &ld->cap, ld->n_used + 1, sizeof *ld->used, 64);
   ld->used[ld->n_used++] = t;
   return t;
 }
 
-/* A weight matrix of rows × cols, prepared on the backend. 0 or -EINVAL. */
-static int load_matrix(loader_t *ld, const char *name, int64_t rows, int64_t cols, kern_weight_t *w) {
+/* Rows [row0, row0 + rows) of the weight matrix `name` of total_rows ×
+ * cols, prepared on the backend (a view of one part of a fused matrix:
+ * phi3's attn_qkv and ffn_up). 0 or -EINVAL. */
+static int load_rows(loader_t *ld, const char *name, int64_t total_rows, int64_t cols, int64_t row0, int64_t rows,
+                     kern_weight_t *w) {
   int bad = 0;
-  const gguf_tensor_t *t = find(ld, name, cols, rows, 1, &bad);
+  const gguf_tensor_t *t = find(ld, name, cols, total_rows, 1, &bad);
   if (!t) return -EINVAL;
   kern_backend_t *be = ld->m->be;
-  int rc = be->weight_init(be, w, (kern_type_t)t->type, rows, cols, t->data);
+  const int64_t row_bytes = kern_type_row_bytes((kern_type_t)t->type, cols);
+  int rc = row_bytes > 0 ? be->weight_init(be, w, (kern_type_t)t->type, rows, cols,
+                                           (const char *)t->data + row0 * row_bytes)
+                         : -EINVAL;
   if (rc != 0) {
     memset(w, 0, sizeof *w);
     const char *type = kern_type_name(t->type);
@@ -91,8 +102,13 @@ static int load_matrix(loader_t *ld, const char *name, int64_t rows, int64_t col
              be->name, type ? type : "?", (long long)rows, (long long)cols, strerror(-rc));
     return -EINVAL;
   }
-  ld->m->step_bytes += (int64_t)t->nbytes;
+  ld->m->step_bytes += rows * row_bytes;
   return 0;
+}
+
+/* A weight matrix of rows × cols, prepared on the backend. 0 or -EINVAL. */
+static int load_matrix(loader_t *ld, const char *name, int64_t rows, int64_t cols, kern_weight_t *w) {
+  return load_rows(ld, name, rows, cols, 0, rows, w);
 }
 
 /* An F32 vector of n elements copied into a new device buffer (*dst). A
@@ -123,9 +139,16 @@ static int load_layer(loader_t *ld, int l) {
   char name[64];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
   int rc = load_vector(ld, NAME("attn_norm.weight"), hp->dim, &L->attn_norm, 1);
-  if (rc == 0) rc = load_matrix(ld, NAME("attn_q.weight"), hp->q_dim, hp->dim, &L->wq);
-  if (rc == 0) rc = load_matrix(ld, NAME("attn_k.weight"), hp->kv_dim, hp->dim, &L->wk);
-  if (rc == 0) rc = load_matrix(ld, NAME("attn_v.weight"), hp->kv_dim, hp->dim, &L->wv);
+  if (rc == 0 && hp->fused) { /* phi3: attn_qkv = [Wq; Wk; Wv] */
+    const int64_t all = (int64_t)hp->q_dim + 2 * hp->kv_dim;
+    rc = load_rows(ld, NAME("attn_qkv.weight"), all, hp->dim, 0, hp->q_dim, &L->wq);
+    if (rc == 0) rc = load_rows(ld, name, all, hp->dim, hp->q_dim, hp->kv_dim, &L->wk);
+    if (rc == 0) rc = load_rows(ld, name, all, hp->dim, hp->q_dim + hp->kv_dim, hp->kv_dim, &L->wv);
+  } else {
+    if (rc == 0) rc = load_matrix(ld, NAME("attn_q.weight"), hp->q_dim, hp->dim, &L->wq);
+    if (rc == 0) rc = load_matrix(ld, NAME("attn_k.weight"), hp->kv_dim, hp->dim, &L->wk);
+    if (rc == 0) rc = load_matrix(ld, NAME("attn_v.weight"), hp->kv_dim, hp->dim, &L->wv);
+  }
   if (rc == 0 && hp->qkv_bias) {
     rc = load_vector(ld, NAME("attn_q.bias"), hp->q_dim, &L->bq, 1);
     if (rc == 0) rc = load_vector(ld, NAME("attn_k.bias"), hp->kv_dim, &L->bk, 1);
@@ -137,8 +160,13 @@ static int load_layer(loader_t *ld, int l) {
   }
   if (rc == 0) rc = load_matrix(ld, NAME("attn_output.weight"), hp->dim, hp->q_dim, &L->wo);
   if (rc == 0) rc = load_vector(ld, NAME("ffn_norm.weight"), hp->dim, &L->ffn_norm, 1);
-  if (rc == 0) rc = load_matrix(ld, NAME("ffn_gate.weight"), hp->ff_dim, hp->dim, &L->w_gate);
-  if (rc == 0) rc = load_matrix(ld, NAME("ffn_up.weight"), hp->ff_dim, hp->dim, &L->w_up);
+  if (rc == 0 && hp->fused) { /* phi3: ffn_up = [Wgate; Wup] */
+    rc = load_rows(ld, NAME("ffn_up.weight"), 2 * (int64_t)hp->ff_dim, hp->dim, 0, hp->ff_dim, &L->w_gate);
+    if (rc == 0) rc = load_rows(ld, name, 2 * (int64_t)hp->ff_dim, hp->dim, hp->ff_dim, hp->ff_dim, &L->w_up);
+  } else {
+    if (rc == 0) rc = load_matrix(ld, NAME("ffn_gate.weight"), hp->ff_dim, hp->dim, &L->w_gate);
+    if (rc == 0) rc = load_matrix(ld, NAME("ffn_up.weight"), hp->ff_dim, hp->dim, &L->w_up);
+  }
   if (rc == 0) rc = load_matrix(ld, NAME("ffn_down.weight"), hp->dim, hp->ff_dim, &L->w_down);
   if (rc == 0 && hp->post_norms) {
     rc = load_vector(ld, NAME("post_attention_norm.weight"), hp->dim, &L->post_attn_norm, 1);
@@ -173,8 +201,12 @@ static int load_tensors(loader_t *ld) {
   int rc = load_matrix(ld, "token_embd.weight", hp->n_vocab, hp->dim, &m->tok_embd);
   if (rc == 0) rc = load_vector(ld, "output_norm.weight", hp->dim, &m->output_norm, 1);
   if (rc == 0 && !hp->tied_output) rc = load_matrix(ld, "output.weight", hp->n_vocab, hp->dim, &m->output);
-  if (rc == 0 && hp->rope_scaling == MODEL_ROPE_SCALING_FREQ_TENSOR)
+  if (rc == 0 && hp->rope_longrope) {
+    rc = find(ld, "rope_factors_long.weight", hp->rot_dim / 2, 0, 1, &bad) ? 0 : -EINVAL;
+    if (rc == 0) rc = find(ld, "rope_factors_short.weight", hp->rot_dim / 2, 0, 1, &bad) ? 0 : -EINVAL;
+  } else if (rc == 0 && hp->rope_scaling == MODEL_ROPE_SCALING_FREQ_TENSOR) {
     rc = find(ld, "rope_freqs.weight", hp->rot_dim / 2, 0, 1, &bad) ? 0 : -EINVAL;
+  }
   if (rc != 0) return rc;
   /* token_embd counts once as the output of a tied model; a decode step
    * reads one embedding row of it */

@@ -21,6 +21,7 @@ FAMILIES = {
     "llama_sliding_window": dict(arch="llama", untied=True, llama3_rope=False, window=6),
     "gemma2": dict(arch="gemma2", untied=False, llama3_rope=False, window=6),
     "gemma3": dict(arch="gemma3", untied=False, llama3_rope=False, window=6),
+    "phi3": dict(arch="phi3", untied=True, llama3_rope=False, window=6),
 }
 
 

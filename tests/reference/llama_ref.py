@@ -29,6 +29,15 @@ GGUF conventions it relies on (from the GGUF/llama.cpp format, not from tram):
   (pattern 6, or attention.sliding_window_pattern); gemma3: Q/K RMSNorm per
   head before RoPE, and the sliding layers' RoPE at rope_local_base_freq
   (rope.freq_base_swa, default 10000) without the global scaling
+- `phi3` (HF modeling_phi3.py): neox RoPE; qkv_proj fused (rows: Q, K, V;
+  llama.cpp's attn_qkv) and gate_up_proj fused (rows: gate, up; llama.cpp's
+  ffn_up); LongRoPE (HF _compute_longrope_parameters): inv_freq divided by
+  long_factor when max_position_embeddings (context_length) exceeds
+  original_max_position_embeddings, else short_factor, and cos / sin times
+  attention_factor = sqrt(1 + ln(factor) / ln(original)) (or the file's
+  rope.scaling.attn_factor). HF switches factor sets per forward on the
+  sequence length; this reference, like tram and llama.cpp, fixes it from
+  the context length.
 """
 import math
 
@@ -54,7 +63,7 @@ class LlamaRef:
         self.rot_dim = get(f"{a}.rope.dimension_count", self.head_dim)
         self.eps = float(get(f"{a}.attention.layer_norm_rms_epsilon"))
         self.theta = float(get(f"{a}.rope.freq_base", 10000.0))
-        self.neox = a in ("qwen2", "qwen3", "gemma2", "gemma3")
+        self.neox = a in ("qwen2", "qwen3", "gemma2", "gemma3", "phi3")
         self.gemma = a in ("gemma2", "gemma3")
         self.pattern = get(f"{a}.attention.sliding_window_pattern", {"gemma2": 2, "gemma3": 6}.get(a, 0))
         self.attn_softcap = float(get(f"{a}.attn_logit_softcapping", 0.0))
@@ -92,6 +101,15 @@ class LlamaRef:
         if "rope_freqs.weight" in self.tensors:
             t = self.tensors["rope_freqs.weight"]
             inv = inv / np.asarray(quants.dequantize(t.data, t.tensor_type), dtype=np.float64).reshape(-1)[:half]
+        self.mscale = 1.0
+        if "rope_factors_long.weight" in self.tensors:  # phi3 LongRoPE
+            orig = get(f"{a}.rope.scaling.original_context_length")
+            ctx = get(f"{a}.context_length")
+            t = self.tensors["rope_factors_long.weight" if ctx > orig else "rope_factors_short.weight"]
+            inv = inv / np.asarray(quants.dequantize(t.data, t.tensor_type), dtype=np.float64).reshape(-1)
+            factor = ctx / orig
+            self.mscale = float(get(f"{a}.rope.scaling.attn_factor",
+                                    math.sqrt(1 + math.log(factor) / math.log(orig)) if factor > 1 else 1.0))
         return inv
 
     def w(self, name):
@@ -119,7 +137,7 @@ class LlamaRef:
         """x: (n, heads, head_dim); rotates the first rot_dim dims of each head."""
         inv_freq = self.inv_freq if inv_freq is None else inv_freq
         ang = positions[:, None].astype(np.float64) * inv_freq[None, :]  # (n, half)
-        cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+        cos, sin = np.cos(ang)[:, None, :] * self.mscale, np.sin(ang)[:, None, :] * self.mscale
         out = x.copy()
         half = self.rot_dim // 2
         if self.neox:
@@ -149,9 +167,12 @@ class LlamaRef:
             mask = windowed if self.sliding(l) else causal
             inv_freq = self.inv_freq_swa if self.sliding(l) else self.inv_freq
             h = self.rmsnorm(x, self.w(p + "attn_norm.weight"))
-            q = h @ self.w(p + "attn_q.weight").T
-            k = h @ self.w(p + "attn_k.weight").T
-            v = h @ self.w(p + "attn_v.weight").T
+            if self.has(p + "attn_qkv.weight"):  # phi3: rows Q, K, V
+                q, k, v = np.split(h @ self.w(p + "attn_qkv.weight").T, [H * D, H * D + KV * D], axis=1)
+            else:
+                q = h @ self.w(p + "attn_q.weight").T
+                k = h @ self.w(p + "attn_k.weight").T
+                v = h @ self.w(p + "attn_v.weight").T
             if self.has(p + "attn_q.bias"):
                 q = q + self.w(p + "attn_q.bias")
                 k = k + self.w(p + "attn_k.bias")
@@ -178,8 +199,11 @@ class LlamaRef:
                 o = self.rmsnorm(o, self.w(p + "post_attention_norm.weight"))
             x = x + o
             h = self.rmsnorm(x, self.w(p + "ffn_norm.weight"))
-            g = h @ self.w(p + "ffn_gate.weight").T
-            u = h @ self.w(p + "ffn_up.weight").T
+            if self.has(p + "ffn_gate.weight"):
+                g = h @ self.w(p + "ffn_gate.weight").T
+                u = h @ self.w(p + "ffn_up.weight").T
+            else:  # phi3: gate_up_proj, rows gate then up
+                g, u = np.split(h @ self.w(p + "ffn_up.weight").T, 2, axis=1)
             if self.gemma:  # gelu_pytorch_tanh
                 act = 0.5 * g * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (g + 0.044715 * g ** 3)))
             else:

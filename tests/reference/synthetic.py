@@ -46,6 +46,12 @@ def write_synthetic(path, arch, untied, llama3_rope, window=0):
         w.add_float32(f"{arch}.rope.scaling.low_freq_factor", 1.0)
         w.add_float32(f"{arch}.rope.scaling.high_freq_factor", 4.0)
         w.add_rope_scaling_orig_ctx_len(64)
+    if arch == "phi3":
+        # LongRoPE: context 256 > original 64 picks the long factors; attention factor computed
+        w.add_rope_scaling_orig_ctx_len(64)
+        half = HD // 2
+        w.add_tensor("rope_factors_long.weight", (1.0 + rng.random(half) * 4).astype(np.float32))
+        w.add_tensor("rope_factors_short.weight", (1.0 + rng.random(half) * 0.5).astype(np.float32))
     tokens = [chr(33 + i) for i in range(V - 1)] + ["!\""]
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("gpt2")
@@ -68,9 +74,12 @@ def write_synthetic(path, arch, untied, llama3_rope, window=0):
     for l in range(L):
         p = f"blk.{l}."
         add(p + "attn_norm.weight", D, 1, T.F32)
-        add(p + "attn_q.weight", H * HD, D, T.Q4_1)
-        add(p + "attn_k.weight", KV * HD, D, T.BF16)
-        add(p + "attn_v.weight", KV * HD, D, T.Q5_0)
+        if arch == "phi3":  # fused: rows Q, K, V
+            add(p + "attn_qkv.weight", (H + 2 * KV) * HD, D, T.Q8_0)
+        else:
+            add(p + "attn_q.weight", H * HD, D, T.Q4_1)
+            add(p + "attn_k.weight", KV * HD, D, T.BF16)
+            add(p + "attn_v.weight", KV * HD, D, T.Q5_0)
         if arch == "qwen2":
             add(p + "attn_q.bias", H * HD, 1, T.F32)
             add(p + "attn_k.bias", KV * HD, 1, T.F32)
@@ -83,8 +92,11 @@ def write_synthetic(path, arch, untied, llama3_rope, window=0):
             add(p + "post_ffw_norm.weight", D, 1, T.F32)
         add(p + "attn_output.weight", D, H * HD, T.F16)
         add(p + "ffn_norm.weight", D, 1, T.F32)
-        add(p + "ffn_gate.weight", FF, D, T.Q8_0)
-        add(p + "ffn_up.weight", FF, D, T.F32)
+        if arch == "phi3":  # fused: gate rows, then up rows
+            add(p + "ffn_up.weight", 2 * FF, D, T.Q4_1)
+        else:
+            add(p + "ffn_gate.weight", FF, D, T.Q8_0)
+            add(p + "ffn_up.weight", FF, D, T.F32)
         add(p + "ffn_down.weight", D, FF, T.Q4_1)
     w.write_header_to_file()
     w.write_kv_data_to_file()

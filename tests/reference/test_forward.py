@@ -139,6 +139,8 @@ SYNTHETIC = {
     "gemma2_softcap_local_global": ("gemma2", False, False, 6),
     # layer 0 local (base 10000), layer 1 global (base 1e6, linear x8); Q/K norms
     "gemma3_local_global_rope": ("gemma3", False, False, 6),
+    # fused QKV and gate/up, LongRoPE long factors and attention factor, a window on every layer
+    "phi3_fused_longrope": ("phi3", True, False, 6),
 }
 
 

@@ -150,10 +150,15 @@ static const char *write_tiny(const tiny_t *t) {
   for (int l = 0; l < LAYERS; l++) {
     char name[64];
 #define T(suffix, ne0, ne1) (snprintf(name, sizeof name, "blk.%d." suffix, l), tensor(w, t, &rng, name, ne0, ne1))
+    const int fused = strcmp(arch, "phi3") == 0;
     T("attn_norm.weight", DIM, 0);
-    T("attn_q.weight", DIM, HEADS * HEAD_DIM);
-    T("attn_k.weight", DIM, kv * HEAD_DIM);
-    T("attn_v.weight", DIM, kv * HEAD_DIM);
+    if (fused) {
+      T("attn_qkv.weight", DIM, (HEADS + 2 * kv) * HEAD_DIM);
+    } else {
+      T("attn_q.weight", DIM, HEADS * HEAD_DIM);
+      T("attn_k.weight", DIM, kv * HEAD_DIM);
+      T("attn_v.weight", DIM, kv * HEAD_DIM);
+    }
     if (t->qkv_bias) {
       T("attn_q.bias", HEADS * HEAD_DIM, 0);
       T("attn_k.bias", kv * HEAD_DIM, 0);
@@ -169,8 +174,12 @@ static const char *write_tiny(const tiny_t *t) {
     }
     T("attn_output.weight", HEADS * HEAD_DIM, DIM);
     T("ffn_norm.weight", DIM, 0);
-    T("ffn_gate.weight", DIM, FF);
-    T("ffn_up.weight", DIM, FF);
+    if (fused) {
+      T("ffn_up.weight", DIM, 2 * FF);
+    } else {
+      T("ffn_gate.weight", DIM, FF);
+      T("ffn_up.weight", DIM, FF);
+    }
     T("ffn_down.weight", FF, DIM);
 #undef T
   }
@@ -271,6 +280,15 @@ static void loads_tiny_llama(void **state) {
   assert_int_equal(hp->rope_neox, 1);
   assert_true(hp->qk_norm);
   assert_false(hp->qkv_bias);
+  model_destroy(m);
+
+  /* phi3: the fused matrices as row views; 4 + 2 + 2 heads of 8 in attn_qkv */
+  m = load(&(tiny_t){.arch = "phi3"}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  hp = model_hparams(m);
+  assert_int_equal(hp->arch, MODEL_ARCH_PHI3);
+  assert_true(hp->fused && hp->rope_neox && !hp->rope_longrope);
+  assert_int_equal(model_step_weight_bytes(m), LAYERS * per_layer + 4 * (int64_t)DIM * VOCAB + 4 * DIM);
   model_destroy(m);
 
   /* gemma2: GeGLU, post-norms, sqrt(dim) embedding, soft-capping, every other layer sliding */
@@ -531,7 +549,7 @@ static void wrong_shapes(void **state) {
 static void unsupported_types_and_archs(void **state) {
   (void)state;
   expect_error(&(tiny_t){.arch = "gpt2"}, "unsupported architecture \"gpt2\" (general.architecture)");
-  expect_error(&(tiny_t){.arch = "mamba"}, "tram runs llama, qwen2, qwen3, gemma2 and gemma3");
+  expect_error(&(tiny_t){.arch = "mamba"}, "tram runs llama, qwen2, qwen3, gemma2, gemma3 and phi3");
   /* qwen3: per-head Q/K norms are required, of head_dim */
   expect_error(&(tiny_t){.arch = "qwen3", .omit = "blk.1.attn_k_norm.weight"},
                "tensor 'blk.1.attn_k_norm.weight' is missing");
@@ -541,6 +559,12 @@ static void unsupported_types_and_archs(void **state) {
                "tensor 'blk.1.post_ffw_norm.weight' is missing");
   expect_error(&(tiny_t){.arch = "gemma2", .extra_key = "attn_logit_softcapping", .extra_val = 0xffffffffu},
                "key 'gemma2.attn_logit_softcapping' is not a float");
+  /* phi3: the fused matrices, of the fused shapes */
+  expect_error(&(tiny_t){.arch = "phi3", .reshape = "blk.0.attn_qkv.weight"},
+               "tensor 'blk.0.attn_qkv.weight' has shape [32, 72], the hyper-parameters need [32, 64]");
+  expect_error(&(tiny_t){.arch = "phi3", .omit = "blk.1.ffn_up.weight"}, "tensor 'blk.1.ffn_up.weight' is missing");
+  expect_error(&(tiny_t){.arch = "phi3", .extra = "rope_factors_long.weight"},
+               "tensor 'rope_factors_long.weight' must be F32 [4]");
   expect_error(&(tiny_t){.extra = "blk.0.attn_q_norm.weight"},
                "tensor 'blk.0.attn_q_norm.weight' is not part of the llama architecture as tram runs it");
   expect_error(&(tiny_t){.as_q8 = "blk.0.ffn_norm.weight"},
