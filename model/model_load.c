@@ -32,6 +32,7 @@
 
 #include "base/log.h"
 #include "base/alloc.h"
+#include "hf/hf.h"
 #include "model/model_internal.h"
 
 /* The state of one load: the tensors used so far, and the error line. */
@@ -256,7 +257,12 @@ static int load_extras(model_t *m, char *err, size_t err_len) {
 }
 
 model_t *model_load(const char *path, kern_backend_t *be, char *err, size_t err_len) {
+#ifndef TRAM_NO_HF /* the GPU test build links no JSON library (Makefile) */
+  /* a Hugging Face checkpoint is read as the GGUF file it converts to (hf/hf.h) */
+  gguf_ctx_t *g = hf_is_checkpoint(path) ? hf_open(path, err, err_len) : gguf_open(path, err, err_len);
+#else
   gguf_ctx_t *g = gguf_open(path, err, err_len);
+#endif
   if (!g) return NULL;
   model_t *m = calloc(1, sizeof *m);
   if (!m) abort();

@@ -7,6 +7,16 @@ symbols of themselves) plus one merge, so any text without spaces tokenizes."""
 import numpy as np
 
 
+def add_shape(w, layers, dim, ff, heads, kv_heads, ctx=256):
+    """The size keys of a GGUFWriter's architecture."""
+    w.add_block_count(layers)
+    w.add_context_length(ctx)
+    w.add_embedding_length(dim)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+
+
 def write_synthetic(path, arch, untied, llama3_rope, window=0):
     """A small random model of `arch` (2 layers, dim 64, 4 heads / 2 KV heads of 16 — qwen3:
     of 32, wider than dim / heads as Qwen3's are — MLP 128, vocab 96) with matrices of several
@@ -31,12 +41,7 @@ def write_synthetic(path, arch, untied, llama3_rope, window=0):
         w.add_uint32("gemma3.attention.sliding_window_pattern", 2)
         w.add_string("gemma3.rope.scaling.type", "linear")
         w.add_rope_scaling_factor(8.0)
-    w.add_block_count(L)
-    w.add_context_length(256)
-    w.add_embedding_length(D)
-    w.add_feed_forward_length(FF)
-    w.add_head_count(H)
-    w.add_head_count_kv(KV)
+    add_shape(w, L, D, FF, H, KV)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_freq_base(1e6 if arch == "gemma3" else 10000.0)
     if llama3_rope:
