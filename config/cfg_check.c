@@ -119,6 +119,12 @@ int cfg__check(cfg_t *cfg, cfg__err_t *e) {
     cfg_json = realloc(cfg_json, strlen(cfg->model) + sizeof "/config.json");
     if (!cfg_json) abort();
     strcat(cfg_json, "/config.json");
+    if (access(cfg_json, R_OK) != 0) {
+      free(cfg_json);
+      return cfg__fail(e, "%s: model file \"%s\" is not a regular file (a folder, but no Hugging Face checkpoint: "
+                          "no readable config.json)",
+                       cfg__where(cfg, CFG_MODEL, where, sizeof where), cfg->model);
+    }
   }
   int rc = check_readable(cfg, CFG_MODEL, dir ? cfg_json : cfg->model,
                           dir ? "model folder's config.json" : "model file", e);
