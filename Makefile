@@ -115,7 +115,7 @@ endif
 # --- sources ----------------------------------------------------------------
 # Every .c in these folders is part of the library; server/main.c is the
 # program. New files need no Makefile change.
-SRC_DIRS := base gguf model text text/jinja sample server scheduler attention cache kernels kernels/cpu config grammar
+SRC_DIRS := base gguf st hf model text text/jinja sample server scheduler attention cache kernels kernels/cpu config grammar
 MAIN_SRC := server/main.c
 LIB_SRCS := $(filter-out $(MAIN_SRC),$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -295,14 +295,15 @@ $(GPU_MODEL_BINS): $(GPU_LINK_OBJS) $(GPU_MODEL_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(NVCC) $(CUDA_ARCHS) $(filter %.o,$^) $(GPU_MODEL_LIB) $(CUBLAS_LIBS) $(PCRE2_LIBS) $(GPU_RPATH) -lm -o $@
 
-# The C sources, compiled without the Debian packages' flags (PCRE2's aside).
+# The C sources, compiled without the Debian packages' flags (PCRE2's aside);
+# without cJSON, so without Hugging Face checkpoints (TRAM_NO_HF: GGUF only).
 # GPU_WARN: run-on-device.sh drops -Werror (another machine's gcc may warn
 # where this one does not; a device minute is too dear to lose to that).
 GPU_WARN ?= $(WARN)
 $(BUILD)/obj/gpu/%.o: %.c
 	$(call say,CC,$<)
 	@mkdir -p $(@D)
-	$(Q)$(CC) -I. -DTRAM_CUDA=1 $(PCRE2_CFLAGS) -D_GNU_SOURCE -MMD -MP $(CSTD) $(GPU_WARN) -O2 -g $(ARCH_FLAGS) \
+	$(Q)$(CC) -I. -DTRAM_CUDA=1 -DTRAM_NO_HF=1 $(PCRE2_CFLAGS) -D_GNU_SOURCE -MMD -MP $(CSTD) $(GPU_WARN) -O2 -g $(ARCH_FLAGS) \
 		-pthread -c $< -o $@
 
 -include $(GPU_TEST_OBJS:.o=.d) $(GPU_MODEL_SRCS:%.c=$(BUILD)/obj/gpu/%.d) \

@@ -5,13 +5,16 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 
 struct attn {
   kern_backend_t *be;  /* not owned */
   kv_cache_t *cache;   /* not owned */
-  attn_config_t cfg;
+  attn_config_t cfg;       /* cfg.layer_window points at layer_window below */
+  int *layer_window;       /* [n_layers] owned copy, or NULL */
   int max_seq_len;        /* attn_seq_len_cap(cfg.max_seq_len) */
   int max_blocks_per_seq; /* block-table row capacity: ceil(max_seq_len / block_size) */
 
@@ -49,8 +52,15 @@ int32_t attn_seq_len_cap(const kv_cache_t *cache, int64_t want) {
 
 attn_t *attn_create(kern_backend_t *be, kv_cache_t *cache, const attn_config_t *cfg) {
   const int64_t cache_slots = (int64_t)cache->num_blocks * cache->block_size;
+  int bad_window = -1;
+  for (int l = 0; cfg->layer_window && l < cache->n_layers && bad_window < 0; l++)
+    if (cfg->layer_window[l] < 0) bad_window = l;
+  if (bad_window >= 0) {
+    log_error("attn_create: layer %d has a sliding window of %d (want >= 0)", bad_window, cfg->layer_window[bad_window]);
+    return NULL;
+  }
   if (cfg->n_heads < 1 || cfg->n_heads % cache->n_kv_heads != 0 || cfg->max_seqs < 1 || cfg->max_tokens < 1 ||
-      cfg->max_seq_len < 0 || cfg->max_kv_tokens < 0 || !(cfg->scale >= 0.0f)) {
+      cfg->max_seq_len < 0 || cfg->max_kv_tokens < 0 || !(cfg->scale >= 0.0f) || !(cfg->softcap >= 0.0f)) {
     log_error("attn_create: bad configuration: %d query heads for %d KV heads, %d sequences, %d tokens, "
               "max_seq_len %d, max_kv_tokens %lld, scale %g",
               cfg->n_heads, cache->n_kv_heads, cfg->max_seqs, cfg->max_tokens, cfg->max_seq_len,
@@ -63,6 +73,11 @@ attn_t *attn_create(kern_backend_t *be, kv_cache_t *cache, const attn_config_t *
   at->cache = cache;
   at->cfg = *cfg;
   if (at->cfg.scale == 0.0f) at->cfg.scale = 1.0f / sqrtf((float)cache->head_dim);
+  if (cfg->layer_window) {
+    at->layer_window = xmalloc((size_t)cache->n_layers * sizeof *at->layer_window);
+    memcpy(at->layer_window, cfg->layer_window, (size_t)cache->n_layers * sizeof *at->layer_window);
+    at->cfg.layer_window = at->layer_window;
+  }
   at->max_seq_len = attn_seq_len_cap(cache, cfg->max_seq_len);
   at->cfg.max_seq_len = at->max_seq_len;
   at->max_blocks_per_seq = (int)(((int64_t)at->max_seq_len + cache->block_size - 1) / cache->block_size);
@@ -103,6 +118,7 @@ void attn_destroy(attn_t *at) {
   be->free(be, at->k_gather);
   be->free(be, at->v_gather);
   free(at->host_slots);
+  free(at->layer_window);
   free(at);
 }
 
@@ -200,6 +216,7 @@ int attn_step_begin(attn_t *at, const attn_batch_t *bt) {
       .max_seqlen_q = at->max_q, /* the exact maxima (bt's may be bounds): they size the grids */
       .max_seqlen_k = at->max_k,
       .total_q = bt->n_tokens,
+      .softcap = at->cfg.softcap,
       .k = at->k_gather,
       .v = at->v_gather,
       .block_size = c->block_size,
@@ -236,6 +253,7 @@ int attn_layer_forward(attn_t *at, int layer, const float *q, const float *k, co
   a.out = out;
   a.k_cache = kv_cache_k(c, layer);
   a.v_cache = kv_cache_v(c, layer);
+  a.sliding_window = at->layer_window ? at->layer_window[layer] : 0;
   if (at->path == ATTN_PATH_DECODE) {
     a.k_new = k;
     a.v_new = v;

@@ -22,7 +22,8 @@
  *
  * Semantics (flash_attn_varlen_func / flash_attn_with_kvcache): scale
  * 1/sqrt(head_dim) unless configured, causal aligned bottom-right, zeros for
- * a row that sees no key, query head h reads KV head h / (n_heads / n_kv_heads).
+ * a row that sees no key, query head h reads KV head h / (n_heads / n_kv_heads),
+ * and per layer an optional sliding window W: window_size = (W - 1, 0).
  *
  * Threads: the engine thread drives an attn_t; attn_get_stats() may be
  * called from any thread. */
@@ -38,11 +39,14 @@
 typedef struct attn_config {
   int n_heads;         /* query heads; a multiple of the cache's n_kv_heads */
   float scale;         /* score scale; 0: 1 / sqrt(head_dim) */
+  float softcap;       /* > 0: scores soft-capped, softcap * tanh(score / softcap) (Gemma 2); 0: none */
   int max_seqs;        /* sequences per step */
   int max_tokens;      /* query tokens per step */
   int max_seq_len;     /* tokens one sequence may hold, clamped to the cache's slots; 0: every slot */
   int gather;          /* 1: the varlen path gathers K/V and runs attn_varlen (reference) */
   int64_t max_kv_tokens; /* gather only: keys per step (sum of k_len); 0: every slot of the cache */
+  const int *layer_window; /* [cache n_layers] each layer's sliding window W (kern_attn_args_t.sliding_window:
+                              keys a row sees, itself included; 0: all), copied; NULL: no layer has one */
 } attn_config_t;
 
 typedef enum attn_path {

@@ -72,11 +72,13 @@ static int read_key_file(cfg_t *cfg, cfg__err_t *e) {
   return rc;
 }
 
-/* The model file's name without folders and ".gguf". */
+/* The model file's (or checkpoint folder's) name without folders and ".gguf". */
 static char *model_name(const char *path) {
-  const char *base = strrchr(path, '/');
+  size_t len = strlen(path);
+  while (len > 1 && path[len - 1] == '/') len--; /* a checkpoint folder "dir/" */
+  const char *base = memrchr(path, '/', len);
   base = base ? base + 1 : path;
-  size_t n = strlen(base);
+  size_t n = len - (size_t)(base - path);
   if (n > 5 && strcmp(base + n - 5, ".gguf") == 0) n -= 5;
   char *name = strndup(base, n);
   if (!name) abort();
@@ -110,7 +112,23 @@ int cfg__check(cfg_t *cfg, cfg__err_t *e) {
   if (!cfg->model)
     return cfg__fail(e, "model: no model file given (use --model PATH, TRAM_MODEL or the "
                         "\"model\" key of the config file)");
-  int rc = check_readable(cfg, CFG_MODEL, cfg->model, "model file", e);
+  struct stat mst; /* a Hugging Face checkpoint folder: its config.json (docs/models.md) */
+  int dir = stat(cfg->model, &mst) == 0 && S_ISDIR(mst.st_mode);
+  char *cfg_json = dir ? cfg__strdup(cfg->model) : NULL;
+  if (dir) {
+    cfg_json = realloc(cfg_json, strlen(cfg->model) + sizeof "/config.json");
+    if (!cfg_json) abort();
+    strcat(cfg_json, "/config.json");
+    if (access(cfg_json, R_OK) != 0) {
+      free(cfg_json);
+      return cfg__fail(e, "%s: model file \"%s\" is not a regular file (a folder, but no Hugging Face checkpoint: "
+                          "no readable config.json)",
+                       cfg__where(cfg, CFG_MODEL, where, sizeof where), cfg->model);
+    }
+  }
+  int rc = check_readable(cfg, CFG_MODEL, dir ? cfg_json : cfg->model,
+                          dir ? "model folder's config.json" : "model file", e);
+  free(cfg_json);
   if (rc) return rc;
   if (!cfg->served_model_name) cfg->served_model_name = model_name(cfg->model);
 

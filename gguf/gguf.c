@@ -109,6 +109,7 @@ gguf_ctx_t *gguf_open(const char *path, char *err, size_t err_len) {
 void gguf_close(gguf_ctx_t *ctx) {
   if (!ctx) return;
   gguf__free_parsed(ctx);
+  gguf__free_built(ctx);
   if (ctx->map) munmap(ctx->map, ctx->map_len);
   free(ctx);
 }

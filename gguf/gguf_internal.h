@@ -29,7 +29,17 @@ struct gguf_ctx {
   uint64_t n_tensors;
   gguf_tensor_t *tensors; /* [n_tensors], file order */
   strmap_t tensor_index;  /* name → position in tensors[] */
+
+  /* built contexts (gguf_build.c): memory freed at close, and the owner of
+   * what the tensors borrow */
+  void **owned;
+  size_t n_owned, owned_cap;
+  void (*release)(void *);
+  void *release_arg;
 };
+
+/* Frees what a built context owns (no-op for a parsed one). */
+void gguf__free_built(gguf_ctx_t *ctx);
 
 /* The keys of the two name indexes (base/strmap.h): kv i's key, tensor i's
  * name. */

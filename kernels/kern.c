@@ -35,3 +35,4 @@ kern_backend_t *kern_backend_create(const char *device, int n_threads) {
 void kern_backend_destroy(kern_backend_t *be) {
   if (be) be->destroy(be);
 }
+

@@ -68,7 +68,11 @@ typedef struct kern_weight {
  *
  * Sequence b of the batch has q_len = cu_seq_lens_q[b+1] - cu_seq_lens_q[b]
  * query rows and attends over k_len keys; query row i (0-based within the
- * sequence) sees keys j <= i + k_len - q_len (causal, aligned bottom-right).
+ * sequence) sees keys j <= p = i + k_len - q_len (causal, aligned
+ * bottom-right). With a sliding window W > 0 it sees only keys j > p - W:
+ * itself and the W - 1 keys before it, flash-attn's window_size = (W - 1, 0)
+ * (the count of Hugging Face's sliding_window and GGUF's
+ * attention.sliding_window).
  * A row that sees no key outputs zeros. Query head h reads KV head
  * h / (n_heads / n_kv_heads). Scores are scaled by `scale`; softmax in f32.
  *
@@ -82,6 +86,9 @@ typedef struct kern_attn_args {
   int n_kv_heads; /* key/value heads; divides n_heads */
   int head_dim;
   float scale;    /* usually 1 / sqrt(head_dim) */
+  int sliding_window; /* W: keys a row sees, itself included; 0: no window (every key up to p) */
+  float softcap;      /* > 0: each score s (after the scale) becomes softcap * tanh(s / softcap)
+                         (Gemma 2's attn_logit_softcapping); 0: none */
   const float *q; /* [total_q, n_heads, head_dim] */
   float *out;     /* [total_q, n_heads, head_dim] */
 
@@ -174,6 +181,11 @@ struct kern_backend {
                int rot_dim, const float *inv_freq, int neox);
   /* y[i] = silu(gate[i]) * up[i] over `count` elements; y may alias gate. */
   void (*swiglu)(kern_backend_t *be, float *y, const float *gate, const float *up, int64_t count);
+  /* y[i] = gelu_tanh(gate[i]) * up[i] (Gemma's GeGLU; PyTorch's
+   * gelu(approximate="tanh")) over `count` elements; y may alias gate. */
+  void (*geglu)(kern_backend_t *be, float *y, const float *gate, const float *up, int64_t count);
+  /* y[i] = x[i] * s; y may alias x (Gemma's embedding times sqrt(dim)). */
+  void (*scale)(kern_backend_t *be, float *y, const float *x, float s, int64_t count);
   /* y[i] = a[i] + b[i]; y may alias a or b. */
   void (*add)(kern_backend_t *be, float *y, const float *a, const float *b, int64_t count);
   /* y[i, :] += bias for each of n rows of dim (Q/K/V biases of qwen2). */

@@ -9,6 +9,21 @@
  *          rows of `llama` models so that this is the right pairing.
  *   qwen2  the same block with Q/K/V biases, RoPE on (p, p + rot_dim / 2)
  *          ("neox").
+ *   qwen3  qwen2's RoPE without biases, and an RMSNorm over each head of
+ *          Q and K (attn_q_norm, attn_k_norm, [head_dim]) before RoPE.
+ * Any of them may carry `<arch>.attention.sliding_window` (Mistral-style
+ * local attention: a query sees itself and the window - 1 keys before it).
+ *   gemma2 the embedding times sqrt(dim); RMSNorm before and after both
+ *          sub-blocks (post_attention_norm, post_ffw_norm; GGUF stores
+ *          Gemma's (1 + w) weights with the 1 added); GeGLU (tanh GELU)
+ *          MLP; attention and final logits soft-capped; a sliding window
+ *          on every other layer (0, 2, ...); neox RoPE; tied output.
+ *   gemma3 gemma2 without soft-capping, with per-head Q/K norms (as
+ *          qwen3), five sliding layers to one global (pattern 6), the
+ *          sliding layers on their own unscaled RoPE base (10000).
+ *   phi3   the llama block with neox RoPE, Q/K/V fused in one matrix
+ *          (attn_qkv) and gate/up in another (ffn_up), both used as row
+ *          views; LongRoPE (rope_factors_long/short) when present.
  *
  * A model_t owns the GGUF mapping for its whole life: on the CPU backend the
  * weight matrices are views into it (other backends copy them to the device
@@ -25,16 +40,19 @@
  *   model_forward(runner, &batch, logits) → sample → kv_seq_commit().
  *
  * The forward (model_forward), for the batch's n_tokens rows:
- *   x = embed(tokens)
+ *   x = embed(tokens)                          (· sqrt(dim): gemma)
  *   per layer:  h = rmsnorm(x) · attn_norm
  *               q, k, v = h·Wqᵀ (+bq), h·Wkᵀ (+bk), h·Wvᵀ (+bv)
+ *               q, k = rmsnorm(q) · q_norm, rmsnorm(k) · k_norm per head (qwen3)
  *               q, k = rope(q, k) at each token's own position
  *               a = paged attention(q, k, v)     (writes k, v to the cache)
- *               x = x + a·Woᵀ
+ *               x = x + a·Woᵀ                  (gemma: x + rmsnorm(a·Woᵀ) · post_attention_norm)
  *               h = rmsnorm(x) · ffn_norm
  *               x = x + (silu(h·Wgateᵀ) ⊙ h·Wupᵀ)·Wdownᵀ
+ *                        (gemma: gelu_tanh, and the post_ffw_norm as above)
  *   logits = rmsnorm(x[logit_rows]) · output_norm · Woutᵀ   (Wout: output.weight,
- *            or token_embd.weight when the output is tied)
+ *            or token_embd.weight when the output is tied; gemma2: then
+ *            cap · tanh(logits / cap))
  * Every kernel is batch invariant (kernels/kern.h), so a row's logits do not
  * depend on the other rows of the batch, on chunked prefill, or on the
  * attention path taken: bit for bit.
@@ -55,13 +73,21 @@
 typedef enum model_arch {
   MODEL_ARCH_LLAMA = 0,
   MODEL_ARCH_QWEN2 = 1,
+  MODEL_ARCH_QWEN3 = 2,
+  MODEL_ARCH_GEMMA2 = 3,
+  MODEL_ARCH_GEMMA3 = 4,
+  MODEL_ARCH_PHI3 = 5,
 } model_arch_t;
+
+/* The `general.architecture` name of arch ("llama", "qwen2", ...). */
+const char *model_arch_name(model_arch_t arch);
 
 typedef enum model_rope_scaling {
   MODEL_ROPE_SCALING_NONE = 0,
   MODEL_ROPE_SCALING_LINEAR,     /* rope.scaling.type "linear": inv_freq / factor */
   MODEL_ROPE_SCALING_LLAMA3,     /* rope.scaling.type "llama3": Llama 3.1's smooth band */
-  MODEL_ROPE_SCALING_FREQ_TENSOR /* a rope_freqs.weight tensor: inv_freq[p] / rope_freqs[p] */
+  MODEL_ROPE_SCALING_FREQ_TENSOR /* a rope_freqs.weight tensor: inv_freq[p] / rope_freqs[p] (or phi3's
+                                    LongRoPE factors) */
 } model_rope_scaling_t;
 
 /* The hyper-parameters, as read from `<arch>.*` metadata (key names in the
@@ -91,6 +117,22 @@ typedef struct model_hparams {
   /* tensors present */
   int tied_output;  /* 1: no output.weight, the logits use token_embd.weight */
   int qkv_bias;     /* 1: attn_{q,k,v}.bias (qwen2; optional for llama) */
+  int qk_norm;      /* 1: attn_{q,k}_norm.weight, per-head RMSNorm before RoPE (qwen3) */
+  int fused;        /* 1: attn_qkv.weight and a gate/up ffn_up.weight (phi3) */
+  int rope_longrope; /* 1: phi3's rope_factors_{long,short}.weight (the one in use per model_hparams.c) */
+  int sliding_window; /* attention.sliding_window: a query sees this many keys, itself
+                         included (flash-attn window_size (sliding_window - 1, 0)); 0: all */
+  int swa_pattern;    /* attention.sliding_window_pattern: 0, every layer has the window;
+                         n > 0, layer l has it iff (l + 1) % n != 0 (gemma2 2, gemma3 6) */
+  float rope_base_swa; /* rope.freq_base_swa: the sliding layers' unscaled RoPE base (gemma3,
+                          default 10000); 0: every layer uses rope_base and its scaling */
+  /* Gemma */
+  float embed_scale;   /* x = embed · embed_scale (sqrt(dim)); 0: no scaling */
+  int gelu_mlp;        /* 1: GeGLU (gelu_tanh) instead of SwiGLU */
+  int post_norms;      /* 1: post_attention_norm and post_ffw_norm */
+  float attn_scale;    /* the scores' scale; 0: 1 / sqrt(head_dim) (gemma: see model_hparams.c) */
+  float attn_softcap;  /* attn_logit_softcapping; 0: none */
+  float final_softcap; /* final_logit_softcapping; 0: none */
 } model_hparams_t;
 
 typedef struct model model_t;
@@ -109,14 +151,15 @@ model_t *model_load(const char *path, kern_backend_t *be, char *err, size_t err_
 void model_destroy(model_t *m);
 
 const model_hparams_t *model_hparams(const model_t *m);
-/* The architecture's GGUF name ("llama", "qwen2"). */
-const char *model_arch_name(const model_t *m);
 /* The model file's mapping (owned by the model, valid while it is): what
  * text/ reads the tokenizer and the chat template from. */
 const gguf_ctx_t *model_gguf(const model_t *m);
 /* RoPE inverse frequencies [rot_dim / 2], host memory owned by the model,
  * scaling applied: pair p turns by pos · inv_freq[p]. */
 const float *model_rope_inv_freq(const model_t *m);
+/* Layer l's sliding window (hp->sliding_window on the layers swa_pattern
+ * selects), or 0 when it attends over every key. */
+int model_layer_window(const model_hparams_t *hp, int l);
 /* Bytes of weights, as the file stores them, that a forward of one token
  * reads: every matrix of every layer and the output projection once, plus
  * one embedding row (the numerator of the decode bandwidth bound). */

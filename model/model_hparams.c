@@ -152,32 +152,71 @@ static float *inv_freq_compute(const model_hparams_t *hp, const gguf_tensor_t *r
   return out;
 }
 
-/* Checks rope_freqs.weight, when present: F32 [rot_dim / 2], positive
- * finite values, and no other scaling. *t = the tensor or NULL. */
-static int check_rope_freqs(const gguf_ctx_t *g, model_hparams_t *hp, const gguf_tensor_t **t, char *err,
-                            size_t err_len) {
-  *t = gguf_find_tensor(g, "rope_freqs.weight");
+/* Checks the per-frequency divisor tensor `name` (rope_freqs.weight, or
+ * phi3's rope_factors_{long,short}.weight), when present: F32
+ * [rot_dim / 2], positive finite values, and no other scaling. *t = the
+ * tensor or NULL. */
+static int check_freq_tensor(const gguf_ctx_t *g, const model_hparams_t *hp, const char *name,
+                             const gguf_tensor_t **t, char *err, size_t err_len) {
+  *t = gguf_find_tensor(g, name);
   if (!*t) return 0;
   const gguf_tensor_t *f = *t;
   if (f->type != KERN_F32 || f->n_dims != 1 || f->ne[0] != hp->rot_dim / 2) {
-    snprintf(err, err_len, "tensor 'rope_freqs.weight' must be F32 [%d] (rope.dimension_count / 2)",
-             hp->rot_dim / 2);
+    snprintf(err, err_len, "tensor '%s' must be F32 [%d] (rope.dimension_count / 2)", name, hp->rot_dim / 2);
     return -EINVAL;
   }
   if (hp->rope_scaling != MODEL_ROPE_SCALING_NONE) {
-    snprintf(err, err_len, "tensor 'rope_freqs.weight' and rope.scaling.type given together");
+    snprintf(err, err_len, "tensor '%s' and rope.scaling.type given together", name);
     return -EINVAL;
   }
   for (int64_t p = 0; p < f->ne[0]; p++) {
     float v;
     memcpy(&v, (const char *)f->data + p * (int64_t)sizeof v, sizeof v);
     if (!(v > 0) || !isfinite(v)) {
-      snprintf(err, err_len, "tensor 'rope_freqs.weight': element %lld is %g, not a positive finite factor",
-               (long long)p, v);
+      snprintf(err, err_len, "tensor '%s': element %lld is %g, not a positive finite factor", name, (long long)p, v);
       return -EINVAL;
     }
   }
+  return 0;
+}
+
+/* rope_freqs.weight (Llama 3.1's scaling as llama.cpp stores it). */
+static int check_rope_freqs(const gguf_ctx_t *g, model_hparams_t *hp, const gguf_tensor_t **t, char *err,
+                            size_t err_len) {
+  int rc = check_freq_tensor(g, hp, "rope_freqs.weight", t, err, err_len);
+  if (rc == 0 && *t) hp->rope_scaling = MODEL_ROPE_SCALING_FREQ_TENSOR;
+  return rc;
+}
+
+/* Phi-3's LongRoPE (HF _compute_longrope_parameters): frequency p divided
+ * by long_factor[p] when the model's context exceeds
+ * rope.scaling.original_context_length, else by short_factor[p], fixed at
+ * load as llama.cpp does with its default context (HF switches per
+ * forward on the sequence length); cos and sin times the attention factor
+ * (rope.scaling.attn_factor, or sqrt(1 + ln(ctx / orig) / ln(orig))),
+ * which tram folds into the scores' scale as its square. */
+static int read_longrope(const gguf_ctx_t *g, const char *arch, model_hparams_t *hp, const gguf_tensor_t **t,
+                         char *err, size_t err_len) {
+  const gguf_tensor_t *lf, *sf;
+  int rc = check_freq_tensor(g, hp, "rope_factors_long.weight", &lf, err, err_len);
+  if (rc == 0) rc = check_freq_tensor(g, hp, "rope_factors_short.weight", &sf, err, err_len);
+  if (rc != 0 || (!lf && !sf)) return rc;
+  if (!lf || !sf) {
+    snprintf(err, err_len, "tensor 'rope_factors_%s.weight' is missing (LongRoPE needs both)", lf ? "short" : "long");
+    return -EINVAL;
+  }
+  int orig;
+  rc = get_int(g, arch, "rope.scaling.original_context_length", -1, 1, INT32_MAX, &orig, err, err_len);
+  if (rc != 0) return rc;
+  const double factor = (double)hp->n_ctx / orig;
+  float af = factor <= 1.0 || orig < 2 ? 1.0f : (float)sqrt(1.0 + log(factor) / log((double)orig));
+  rc = get_pos_float(g, arch, "rope.scaling.attn_factor", af, &af, err, err_len);
+  if (rc != 0) return rc;
+  *t = hp->n_ctx > orig ? lf : sf;
   hp->rope_scaling = MODEL_ROPE_SCALING_FREQ_TENSOR;
+  hp->rope_longrope = 1;
+  hp->rope_orig_ctx = orig;
+  hp->attn_scale = af * af / sqrtf((float)hp->head_dim);
   return 0;
 }
 
@@ -211,6 +250,121 @@ static int read_vocab(const gguf_ctx_t *g, const char *arch, model_hparams_t *hp
   return 0;
 }
 
+/* The `<arch>.` keys only Gemma's block reads. */
+static const char *const GEMMA_KEYS[] = {"attn_logit_softcapping", "final_logit_softcapping",
+                                         "attention.sliding_window_pattern", "rope.freq_base_swa", NULL};
+
+/* The `<arch>.` keys only phi3 reads. */
+static const char *const PHI3_KEYS[] = {"rope.scaling.attn_factor", NULL};
+
+/* The architectures tram runs: name, RoPE pairing, Q/K/V biases (1: always,
+ * 0: when the file has them), per-head Q/K norms, Gemma's block (2 or 3),
+ * the keys beyond KNOWN_KEYS it reads, fused QKV and gate/up (phi3). */
+static const struct arch_info {
+  const char *name;
+  model_arch_t arch;
+  int neox, qkv_bias, qk_norm, gemma;
+  const char *const *extra_keys;
+  int fused;
+} ARCHS[] = {
+    {"llama", MODEL_ARCH_LLAMA, 0, 0, 0, 0, NULL, 0},
+    {"qwen2", MODEL_ARCH_QWEN2, 1, 1, 0, 0, NULL, 0},
+    {"qwen3", MODEL_ARCH_QWEN3, 1, 0, 1, 0, NULL, 0},
+    {"gemma2", MODEL_ARCH_GEMMA2, 1, 0, 0, 2, GEMMA_KEYS, 0},
+    {"gemma3", MODEL_ARCH_GEMMA3, 1, 0, 1, 3, GEMMA_KEYS, 0},
+    {"phi3", MODEL_ARCH_PHI3, 1, 0, 0, 0, PHI3_KEYS, 1},
+};
+#define N_ARCHS (sizeof ARCHS / sizeof ARCHS[0])
+
+const char *model_arch_name(model_arch_t arch) {
+  for (size_t i = 0; i < N_ARCHS; i++)
+    if (ARCHS[i].arch == arch) return ARCHS[i].name;
+  return "?";
+}
+
+/* The `<arch>.` keys tram reads (above), and those it may ignore because
+ * they do not change the forward. Any other key under the architecture's
+ * prefix means a feature tram does not run: an error naming it. */
+static const char *const KNOWN_KEYS[] = {
+    "block_count", "embedding_length", "feed_forward_length", "context_length", "vocab_size",
+    "attention.head_count", "attention.head_count_kv", "attention.key_length", "attention.value_length",
+    "attention.layer_norm_rms_epsilon", "attention.sliding_window", "rope.freq_base", "rope.dimension_count",
+    "rope.scaling.type", "rope.scaling.factor", "rope.scale_linear", "rope.scaling.low_freq_factor",
+    "rope.scaling.high_freq_factor", "rope.scaling.original_context_length",
+    "rope.scaling.finetuned", /* a training note */
+};
+
+/* Checks that every `<arch>.*` key is known (or one of extra, NULL
+ * terminated); integer-valued expert counts of 0 (what converters write
+ * for dense models) are accepted too. */
+static int check_keys(const gguf_ctx_t *g, const char *arch, const char *const *extra, char *err, size_t err_len) {
+  const size_t alen = strlen(arch);
+  for (uint64_t i = 0; i < gguf_kv_count(g); i++) {
+    const gguf_str_t key = gguf_kv_at(g, i)->key;
+    if (key.len <= alen || memcmp(key.ptr, arch, alen) != 0 || key.ptr[alen] != '.') continue;
+    const gguf_str_t rest = {key.ptr + alen + 1, key.len - alen - 1};
+    int known = 0;
+    for (size_t k = 0; k < sizeof KNOWN_KEYS / sizeof KNOWN_KEYS[0] && !known; k++)
+      known = gguf_str_eq(rest, KNOWN_KEYS[k]);
+    for (size_t k = 0; extra && extra[k] && !known; k++) known = gguf_str_eq(rest, extra[k]);
+    if (!known && (gguf_str_eq(rest, "expert_count") || gguf_str_eq(rest, "expert_used_count"))) {
+      int64_t v;
+      char name[64];
+      snprintf(name, sizeof name, "%s.%.*s", arch, (int)rest.len, rest.ptr);
+      known = gguf_get_i64(g, name, &v) == 0 && v == 0;
+    }
+    if (!known) {
+      snprintf(err, err_len, "key '%.*s' is not something tram handles for the %s architecture",
+               (int)(key.len > 80 ? 80 : key.len), key.ptr, arch);
+      return -EINVAL;
+    }
+  }
+  return 0;
+}
+
+/* A float key `<arch>.<name>` >= 0 (0: the feature is off), def when absent. */
+static int get_nonneg_float(const gguf_ctx_t *g, const char *arch, const char *name, float def, float *out,
+                            char *err, size_t err_len) {
+  char key[128];
+  snprintf(key, sizeof key, "%s.%s", arch, name);
+  float v;
+  int rc = gguf_get_f32(g, key, &v);
+  if (rc == -ENOENT) {
+    *out = def;
+    return 0;
+  }
+  if (rc != 0 || !(v >= 0) || !isfinite(v)) {
+    snprintf(err, err_len, "key '%s' is %s", key, rc != 0 ? "not a float" : "not a finite number >= 0");
+    return -EINVAL;
+  }
+  *out = v;
+  return 0;
+}
+
+/* Gemma's block (version 2 or 3) on top of the common keys. As llama.cpp
+ * reads these files: the scores' scale is 1 / sqrt(head_dim) (Gemma's
+ * query_pre_attn_scalar = head_dim), except for the 27B models (gemma2 of
+ * 46 layers, gemma3 of 62), whose query_pre_attn_scalar is dim / n_heads;
+ * the sliding layers follow sliding_window_pattern (2 for gemma2, 6 for
+ * gemma3 when absent); the sliding layers use rope.freq_base_swa, unscaled
+ * (gemma3: 10000 when absent; gemma2: the global base); soft-capping where
+ * the keys give it (Gemma 2 checkpoints). */
+static int read_gemma(const gguf_ctx_t *g, const char *arch, int version, model_hparams_t *hp, char *err,
+                      size_t err_len) {
+  hp->embed_scale = sqrtf((float)hp->dim);
+  hp->gelu_mlp = 1;
+  hp->post_norms = 1;
+  const int big = version == 2 ? 46 : 62;
+  hp->attn_scale = 1.0f / sqrtf((float)(hp->n_layers == big ? hp->dim / hp->n_heads : hp->head_dim));
+  int rc = get_int(g, arch, "attention.sliding_window_pattern", version == 2 ? 2 : 6, 0, MAX_LAYERS,
+                   &hp->swa_pattern, err, err_len);
+  if (rc == 0) rc = get_nonneg_float(g, arch, "attn_logit_softcapping", 0, &hp->attn_softcap, err, err_len);
+  if (rc == 0) rc = get_nonneg_float(g, arch, "final_logit_softcapping", 0, &hp->final_softcap, err, err_len);
+  if (rc == 0)
+    rc = get_nonneg_float(g, arch, "rope.freq_base_swa", version == 3 ? 10000.0f : 0, &hp->rope_base_swa, err, err_len);
+  return rc;
+}
+
 int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_freq, char *err, size_t err_len) {
   memset(hp, 0, sizeof *hp);
   *inv_freq = NULL;
@@ -219,27 +373,34 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
     snprintf(err, err_len, "key 'general.architecture' is missing or not a string");
     return -EINVAL;
   }
-  const char *arch;
-  if (gguf_str_eq(a, "llama")) {
-    hp->arch = MODEL_ARCH_LLAMA;
-    arch = "llama";
-  } else if (gguf_str_eq(a, "qwen2")) {
-    hp->arch = MODEL_ARCH_QWEN2;
-    arch = "qwen2";
-  } else {
-    snprintf(err, err_len, "unsupported architecture \"%.*s\" (general.architecture): tram runs llama and qwen2",
+  const struct arch_info *ai = NULL;
+  for (size_t i = 0; i < N_ARCHS && !ai; i++)
+    if (gguf_str_eq(a, ARCHS[i].name)) ai = &ARCHS[i];
+  if (!ai) {
+    snprintf(err, err_len,
+             "unsupported architecture \"%.*s\" (general.architecture): tram runs llama, qwen2, qwen3, "
+             "gemma2, gemma3 and phi3",
              (int)(a.len > 40 ? 40 : a.len), a.ptr);
     return -EINVAL;
   }
-  hp->rope_neox = hp->arch == MODEL_ARCH_QWEN2;
+  const char *arch = ai->name;
+  hp->arch = ai->arch;
+  hp->rope_neox = ai->neox;
+  hp->qk_norm = ai->qk_norm;
+  hp->fused = ai->fused;
+  int rc = check_keys(g, arch, ai->extra_keys, err, err_len);
+  if (rc != 0) return rc;
 
-  int rc = get_int(g, arch, "block_count", -1, 1, MAX_LAYERS, &hp->n_layers, err, err_len);
+
+  rc = get_int(g, arch, "block_count", -1, 1, MAX_LAYERS, &hp->n_layers, err, err_len);
   if (rc == 0) rc = get_int(g, arch, "embedding_length", -1, 1, MAX_DIM, &hp->dim, err, err_len);
   if (rc == 0) rc = get_int(g, arch, "feed_forward_length", -1, 1, MAX_DIM, &hp->ff_dim, err, err_len);
   if (rc == 0) rc = get_int(g, arch, "attention.head_count", -1, 1, MAX_HEADS, &hp->n_heads, err, err_len);
   if (rc == 0)
     rc = get_int(g, arch, "attention.head_count_kv", hp->n_heads, 1, hp->n_heads, &hp->n_kv_heads, err, err_len);
   if (rc == 0) rc = get_int(g, arch, "context_length", -1, 1, INT32_MAX, &hp->n_ctx, err, err_len);
+  if (rc == 0)
+    rc = get_int(g, arch, "attention.sliding_window", 0, 0, INT32_MAX, &hp->sliding_window, err, err_len);
   if (rc != 0) return rc;
   if (hp->n_heads % hp->n_kv_heads != 0) {
     snprintf(err, err_len, "key '%s.attention.head_count_kv' (%d) does not divide head_count (%d)", arch,
@@ -281,11 +442,20 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   const gguf_tensor_t *rope_freqs;
   rc = read_rope_scaling(g, arch, hp, err, err_len);
   if (rc == 0) rc = check_rope_freqs(g, hp, &rope_freqs, err, err_len);
+  if (rc == 0 && ai->fused && !rope_freqs) rc = read_longrope(g, arch, hp, &rope_freqs, err, err_len);
   if (rc == 0) rc = read_vocab(g, arch, hp, err, err_len);
   if (rc != 0) return rc;
 
+  if (ai->gemma) rc = read_gemma(g, arch, ai->gemma, hp, err, err_len);
+  if (rc != 0) return rc;
+
   hp->tied_output = gguf_find_tensor(g, "output.weight") == NULL;
-  hp->qkv_bias = hp->arch == MODEL_ARCH_QWEN2 || gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
+  hp->qkv_bias = ai->qkv_bias || gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
   *inv_freq = inv_freq_compute(hp, rope_freqs);
   return 0;
+}
+
+int model_layer_window(const model_hparams_t *hp, int l) {
+  if (hp->swa_pattern > 0 && (l + 1) % hp->swa_pattern == 0) return 0;
+  return hp->sliding_window;
 }

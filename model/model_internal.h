@@ -15,6 +15,8 @@ typedef struct model_layer {
   kern_weight_t wk;      /* [kv_dim, dim] */
   kern_weight_t wv;      /* [kv_dim, dim] */
   float *bq, *bk, *bv;   /* [q_dim], [kv_dim], [kv_dim]; NULL without qkv_bias */
+  float *q_norm, *k_norm; /* [head_dim] each; NULL without qk_norm */
+  float *post_attn_norm, *post_ffn_norm; /* [dim] each; NULL without post_norms */
   kern_weight_t wo;      /* [dim, q_dim] */
   float *ffn_norm;       /* [dim] */
   kern_weight_t w_gate;  /* [ff_dim, dim] */
@@ -28,6 +30,7 @@ struct model {
   model_hparams_t hp;
   float *inv_freq;       /* host [rot_dim / 2], owned */
   float *inv_freq_dev;   /* device [rot_dim / 2] */
+  float *inv_freq_swa_dev; /* device [rot_dim / 2]: the sliding layers' (rope_base_swa), or NULL */
 
   kern_weight_t tok_embd; /* [n_vocab, dim]: the embedding, and the output when tied */
   kern_weight_t output;   /* [n_vocab, dim]: output.weight, unset (impl NULL) when tied */

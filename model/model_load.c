@@ -12,20 +12,27 @@
  *   blk.N.attn_k.weight        [dim, kv_dim]
  *   blk.N.attn_v.weight        [dim, kv_dim]
  *   blk.N.attn_{q,k,v}.bias    [q_dim], [kv_dim]     F32; qwen2 (llama: all or none)
+ *   blk.N.attn_{q,k}_norm.weight [head_dim]         F32; qwen3
  *   blk.N.attn_output.weight   [q_dim, dim]
  *   blk.N.ffn_norm.weight      [dim]                 F32
  *   blk.N.ffn_gate.weight      [dim, ff_dim]
  *   blk.N.ffn_up.weight        [dim, ff_dim]
  *   blk.N.ffn_down.weight      [ff_dim, dim]
+ *   blk.N.post_attention_norm.weight, blk.N.post_ffw_norm.weight [dim]  F32; gemma
+ *   blk.N.attn_qkv.weight      [dim, q_dim + 2 kv_dim]  phi3: for attn_{q,k,v}
+ *   blk.N.ffn_up.weight        [dim, 2 ff_dim]          phi3: gate rows, then up rows
+ *   rope_factors_{long,short}.weight [rot_dim / 2] F32  phi3 LongRoPE (model_hparams.c)
  * Any other tensor is an error: a weight tram would silently ignore means
  * the file is not the architecture tram runs. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
 #include "base/alloc.h"
+#include "hf/hf.h"
 #include "model/model_internal.h"
 
 /* The state of one load: the tensors used so far, and the error line. */
@@ -69,18 +76,26 @@ static const gguf_tensor_t *find(loader_t *ld, const char *name, int64_t ne0, in
     *bad = 1;
     return NULL;
   }
+  for (size_t i = 0; i < ld->n_used; i++)
+    if (ld->used[i] == t) return t; /* a fused tensor, found again for its next slice */
   xgrow(&ld->used, &ld->cap, ld->n_used + 1, sizeof *ld->used, 64);
   ld->used[ld->n_used++] = t;
   return t;
 }
 
-/* A weight matrix of rows × cols, prepared on the backend. 0 or -EINVAL. */
-static int load_matrix(loader_t *ld, const char *name, int64_t rows, int64_t cols, kern_weight_t *w) {
+/* Rows [row0, row0 + rows) of the weight matrix `name` of total_rows ×
+ * cols, prepared on the backend (a view of one part of a fused matrix:
+ * phi3's attn_qkv and ffn_up). 0 or -EINVAL. */
+static int load_rows(loader_t *ld, const char *name, int64_t total_rows, int64_t cols, int64_t row0, int64_t rows,
+                     kern_weight_t *w) {
   int bad = 0;
-  const gguf_tensor_t *t = find(ld, name, cols, rows, 1, &bad);
+  const gguf_tensor_t *t = find(ld, name, cols, total_rows, 1, &bad);
   if (!t) return -EINVAL;
   kern_backend_t *be = ld->m->be;
-  int rc = be->weight_init(be, w, (kern_type_t)t->type, rows, cols, t->data);
+  const int64_t row_bytes = kern_type_row_bytes((kern_type_t)t->type, cols);
+  int rc = row_bytes > 0 ? be->weight_init(be, w, (kern_type_t)t->type, rows, cols,
+                                           (const char *)t->data + row0 * row_bytes)
+                         : -EINVAL;
   if (rc != 0) {
     memset(w, 0, sizeof *w);
     const char *type = kern_type_name(t->type);
@@ -88,8 +103,13 @@ static int load_matrix(loader_t *ld, const char *name, int64_t rows, int64_t col
              be->name, type ? type : "?", (long long)rows, (long long)cols, strerror(-rc));
     return -EINVAL;
   }
-  ld->m->step_bytes += (int64_t)t->nbytes;
+  ld->m->step_bytes += rows * row_bytes;
   return 0;
+}
+
+/* A weight matrix of rows × cols, prepared on the backend. 0 or -EINVAL. */
+static int load_matrix(loader_t *ld, const char *name, int64_t rows, int64_t cols, kern_weight_t *w) {
+  return load_rows(ld, name, rows, cols, 0, rows, w);
 }
 
 /* An F32 vector of n elements copied into a new device buffer (*dst). A
@@ -120,19 +140,39 @@ static int load_layer(loader_t *ld, int l) {
   char name[64];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
   int rc = load_vector(ld, NAME("attn_norm.weight"), hp->dim, &L->attn_norm, 1);
-  if (rc == 0) rc = load_matrix(ld, NAME("attn_q.weight"), hp->q_dim, hp->dim, &L->wq);
-  if (rc == 0) rc = load_matrix(ld, NAME("attn_k.weight"), hp->kv_dim, hp->dim, &L->wk);
-  if (rc == 0) rc = load_matrix(ld, NAME("attn_v.weight"), hp->kv_dim, hp->dim, &L->wv);
+  if (rc == 0 && hp->fused) { /* phi3: attn_qkv = [Wq; Wk; Wv] */
+    const int64_t all = (int64_t)hp->q_dim + 2 * hp->kv_dim;
+    rc = load_rows(ld, NAME("attn_qkv.weight"), all, hp->dim, 0, hp->q_dim, &L->wq);
+    if (rc == 0) rc = load_rows(ld, name, all, hp->dim, hp->q_dim, hp->kv_dim, &L->wk);
+    if (rc == 0) rc = load_rows(ld, name, all, hp->dim, hp->q_dim + hp->kv_dim, hp->kv_dim, &L->wv);
+  } else {
+    if (rc == 0) rc = load_matrix(ld, NAME("attn_q.weight"), hp->q_dim, hp->dim, &L->wq);
+    if (rc == 0) rc = load_matrix(ld, NAME("attn_k.weight"), hp->kv_dim, hp->dim, &L->wk);
+    if (rc == 0) rc = load_matrix(ld, NAME("attn_v.weight"), hp->kv_dim, hp->dim, &L->wv);
+  }
   if (rc == 0 && hp->qkv_bias) {
     rc = load_vector(ld, NAME("attn_q.bias"), hp->q_dim, &L->bq, 1);
     if (rc == 0) rc = load_vector(ld, NAME("attn_k.bias"), hp->kv_dim, &L->bk, 1);
     if (rc == 0) rc = load_vector(ld, NAME("attn_v.bias"), hp->kv_dim, &L->bv, 1);
   }
+  if (rc == 0 && hp->qk_norm) {
+    rc = load_vector(ld, NAME("attn_q_norm.weight"), hp->head_dim, &L->q_norm, 1);
+    if (rc == 0) rc = load_vector(ld, NAME("attn_k_norm.weight"), hp->head_dim, &L->k_norm, 1);
+  }
   if (rc == 0) rc = load_matrix(ld, NAME("attn_output.weight"), hp->dim, hp->q_dim, &L->wo);
   if (rc == 0) rc = load_vector(ld, NAME("ffn_norm.weight"), hp->dim, &L->ffn_norm, 1);
-  if (rc == 0) rc = load_matrix(ld, NAME("ffn_gate.weight"), hp->ff_dim, hp->dim, &L->w_gate);
-  if (rc == 0) rc = load_matrix(ld, NAME("ffn_up.weight"), hp->ff_dim, hp->dim, &L->w_up);
+  if (rc == 0 && hp->fused) { /* phi3: ffn_up = [Wgate; Wup] */
+    rc = load_rows(ld, NAME("ffn_up.weight"), 2 * (int64_t)hp->ff_dim, hp->dim, 0, hp->ff_dim, &L->w_gate);
+    if (rc == 0) rc = load_rows(ld, name, 2 * (int64_t)hp->ff_dim, hp->dim, hp->ff_dim, hp->ff_dim, &L->w_up);
+  } else {
+    if (rc == 0) rc = load_matrix(ld, NAME("ffn_gate.weight"), hp->ff_dim, hp->dim, &L->w_gate);
+    if (rc == 0) rc = load_matrix(ld, NAME("ffn_up.weight"), hp->ff_dim, hp->dim, &L->w_up);
+  }
   if (rc == 0) rc = load_matrix(ld, NAME("ffn_down.weight"), hp->dim, hp->ff_dim, &L->w_down);
+  if (rc == 0 && hp->post_norms) {
+    rc = load_vector(ld, NAME("post_attention_norm.weight"), hp->dim, &L->post_attn_norm, 1);
+    if (rc == 0) rc = load_vector(ld, NAME("post_ffw_norm.weight"), hp->dim, &L->post_ffn_norm, 1);
+  }
 #undef NAME
   return rc;
 }
@@ -148,7 +188,7 @@ static int check_all_used(loader_t *ld) {
     while (j < ld->n_used && ld->used[j] != t) j++;
     if (j == ld->n_used) {
       snprintf(ld->err, ld->err_len, "tensor '%.*s' is not part of the %s architecture as tram runs it",
-               (int)t->name.len, t->name.ptr, ld->m->hp.arch == MODEL_ARCH_QWEN2 ? "qwen2" : "llama");
+               (int)t->name.len, t->name.ptr, model_arch_name(ld->m->hp.arch));
       return -EINVAL;
     }
   }
@@ -162,8 +202,12 @@ static int load_tensors(loader_t *ld) {
   int rc = load_matrix(ld, "token_embd.weight", hp->n_vocab, hp->dim, &m->tok_embd);
   if (rc == 0) rc = load_vector(ld, "output_norm.weight", hp->dim, &m->output_norm, 1);
   if (rc == 0 && !hp->tied_output) rc = load_matrix(ld, "output.weight", hp->n_vocab, hp->dim, &m->output);
-  if (rc == 0 && hp->rope_scaling == MODEL_ROPE_SCALING_FREQ_TENSOR)
+  if (rc == 0 && hp->rope_longrope) {
+    rc = find(ld, "rope_factors_long.weight", hp->rot_dim / 2, 0, 1, &bad) ? 0 : -EINVAL;
+    if (rc == 0) rc = find(ld, "rope_factors_short.weight", hp->rot_dim / 2, 0, 1, &bad) ? 0 : -EINVAL;
+  } else if (rc == 0 && hp->rope_scaling == MODEL_ROPE_SCALING_FREQ_TENSOR) {
     rc = find(ld, "rope_freqs.weight", hp->rot_dim / 2, 0, 1, &bad) ? 0 : -EINVAL;
+  }
   if (rc != 0) return rc;
   /* token_embd counts once as the output of a tied model; a decode step
    * reads one embedding row of it */
@@ -185,11 +229,28 @@ static int load_extras(model_t *m, char *err, size_t err_len) {
     return -ENOMEM;
   }
   be->upload(be, m->inv_freq_dev, m->inv_freq, bytes);
+  if (m->hp.rope_base_swa > 0) { /* the sliding layers' base, unscaled */
+    const int half = m->hp.rot_dim / 2;
+    float *swa = xmalloc(bytes);
+    for (int p = 0; p < half; p++) swa[p] = (float)(1.0 / pow((double)m->hp.rope_base_swa, 2.0 * p / m->hp.rot_dim));
+    m->inv_freq_swa_dev = be->alloc(be, bytes);
+    if (m->inv_freq_swa_dev) be->upload(be, m->inv_freq_swa_dev, swa, bytes);
+    free(swa);
+    if (!m->inv_freq_swa_dev) {
+      snprintf(err, err_len, "the %s backend is out of memory", be->name);
+      return -ENOMEM;
+    }
+  }
   return 0;
 }
 
 model_t *model_load(const char *path, kern_backend_t *be, char *err, size_t err_len) {
+#ifndef TRAM_NO_HF /* the GPU test build links no JSON library (Makefile) */
+  /* a Hugging Face checkpoint is read as the GGUF file it converts to (hf/hf.h) */
+  gguf_ctx_t *g = hf_is_checkpoint(path) ? hf_open(path, err, err_len) : gguf_open(path, err, err_len);
+#else
   gguf_ctx_t *g = gguf_open(path, err, err_len);
+#endif
   if (!g) return NULL;
   model_t *m = calloc(1, sizeof *m);
   if (!m) abort();
@@ -210,9 +271,10 @@ model_t *model_load(const char *path, kern_backend_t *be, char *err, size_t err_
   }
   const model_hparams_t *hp = &m->hp;
   log_info("model: %s: %s, %d layers, dim %d, MLP %d, %d heads (%d KV) of %d, vocabulary %d, context %d, "
-           "%.1f MB read per token",
-           path, model_arch_name(m), hp->n_layers, hp->dim, hp->ff_dim, hp->n_heads,
-           hp->n_kv_heads, hp->head_dim, hp->n_vocab, hp->n_ctx, (double)m->step_bytes / 1e6);
+           "sliding window %d, %.1f MB read per token",
+           path, model_arch_name(hp->arch), hp->n_layers, hp->dim, hp->ff_dim, hp->n_heads,
+           hp->n_kv_heads, hp->head_dim, hp->n_vocab, hp->n_ctx, hp->sliding_window,
+           (double)m->step_bytes / 1e6);
   return m;
 }
 
@@ -231,6 +293,10 @@ void model_destroy(model_t *m) {
       be->free(be, L->bq);
       be->free(be, L->bk);
       be->free(be, L->bv);
+      be->free(be, L->q_norm);
+      be->free(be, L->k_norm);
+      be->free(be, L->post_attn_norm);
+      be->free(be, L->post_ffn_norm);
       release(be, &L->wq);
       release(be, &L->wk);
       release(be, &L->wv);
@@ -245,13 +311,13 @@ void model_destroy(model_t *m) {
   release(be, &m->output);
   be->free(be, m->output_norm);
   be->free(be, m->inv_freq_dev);
+  be->free(be, m->inv_freq_swa_dev);
   free(m->inv_freq);
   gguf_close(m->gguf);
   free(m);
 }
 
 const model_hparams_t *model_hparams(const model_t *m) { return &m->hp; }
-const char *model_arch_name(const model_t *m) { return m->hp.arch == MODEL_ARCH_QWEN2 ? "qwen2" : "llama"; }
 const gguf_ctx_t *model_gguf(const model_t *m) { return m->gguf; }
 const float *model_rope_inv_freq(const model_t *m) { return m->inv_freq; }
 int64_t model_step_weight_bytes(const model_t *m) { return m->step_bytes; }

@@ -1,9 +1,12 @@
 /* model/model_runner.c — the per-engine runner and the forward pass of one
  * batch (see model.h). Every buffer is sized at creation; a step allocates
  * nothing. T below is the step's token count, L its logit row count. */
+#include <assert.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "kernels/kern_sample.h"
 #include "model/model_internal.h"
@@ -62,14 +65,23 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
   r->cache = cache;
   r->cfg = *cfg;
   r->cfg.max_logits = max_logits;
+  int *windows = NULL; /* every layer's sliding window (attn copies them) */
+  if (hp->sliding_window > 0) {
+    windows = xmalloc((size_t)hp->n_layers * sizeof *windows);
+    for (int l = 0; l < hp->n_layers; l++) windows[l] = model_layer_window(hp, l);
+  }
   const attn_config_t ac = {
       .n_heads = hp->n_heads,
       .max_seqs = cfg->max_seqs,
       .max_tokens = cfg->max_tokens,
       .max_seq_len = cfg->max_seq_len ? cfg->max_seq_len : hp->n_ctx, /* the attention clamps it */
       .gather = cfg->gather,
+      .layer_window = windows,
+      .scale = hp->attn_scale,
+      .softcap = hp->attn_softcap,
   };
   r->attn = attn_create(m->be, cache, &ac);
+  free(windows);
   if (!r->attn) {
     free(r);
     return NULL;
@@ -171,8 +183,11 @@ int model_forward(model_runner_t *r, const model_batch_t *b, float *logits) {
   be->upload(be, r->pos, b->positions, (size_t)T * sizeof(int32_t));
 
   be->embed(be, r->x, &m->tok_embd, r->ids, T); /* x [T, dim] */
+  if (hp->embed_scale > 0) be->scale(be, r->x, r->x, hp->embed_scale, (int64_t)T * dim);
   for (int l = 0; l < hp->n_layers; l++) {
     const model_layer_t *w = &m->layers[l];
+    /* gemma: the sliding layers turn at their own base */
+    const float *inv_freq = m->inv_freq_swa_dev && model_layer_window(hp, l) ? m->inv_freq_swa_dev : m->inv_freq_dev;
     /* attention: x += attn(rmsnorm(x)) · Woᵀ */
     be->rmsnorm(be, r->h, r->x, w->attn_norm, T, dim, hp->rms_eps);
     be->matmul(be, r->q, r->h, &w->wq, T); /* q [T, q_dim] */
@@ -183,19 +198,28 @@ int model_forward(model_runner_t *r, const model_batch_t *b, float *logits) {
       be->add_bias(be, r->k, w->bk, T, hp->kv_dim);
       be->add_bias(be, r->v, w->bv, T, hp->kv_dim);
     }
-    be->rope(be, r->q, r->pos, T, hp->n_heads, hp->head_dim, hp->rot_dim, m->inv_freq_dev, hp->rope_neox);
-    be->rope(be, r->k, r->pos, T, hp->n_kv_heads, hp->head_dim, hp->rot_dim, m->inv_freq_dev, hp->rope_neox);
+    if (w->q_norm) { /* per-head RMSNorm: rows of head_dim */
+      be->rmsnorm(be, r->q, r->q, w->q_norm, T * hp->n_heads, hp->head_dim, hp->rms_eps);
+      be->rmsnorm(be, r->k, r->k, w->k_norm, T * hp->n_kv_heads, hp->head_dim, hp->rms_eps);
+    }
+    be->rope(be, r->q, r->pos, T, hp->n_heads, hp->head_dim, hp->rot_dim, inv_freq, hp->rope_neox);
+    be->rope(be, r->k, r->pos, T, hp->n_kv_heads, hp->head_dim, hp->rot_dim, inv_freq, hp->rope_neox);
     rc = attn_layer_forward(r->attn, l, r->q, r->k, r->v, r->att); /* att [T, q_dim] */
     if (rc != 0) return rc;
     be->matmul(be, r->proj, r->att, &w->wo, T); /* proj [T, dim] */
+    if (w->post_attn_norm) be->rmsnorm(be, r->proj, r->proj, w->post_attn_norm, T, dim, hp->rms_eps);
     be->add(be, r->x, r->x, r->proj, (int64_t)T * dim);
 
     /* MLP: x += (silu(h · Wgateᵀ) ⊙ h · Wupᵀ) · Wdownᵀ, h = rmsnorm(x) */
     be->rmsnorm(be, r->h, r->x, w->ffn_norm, T, dim, hp->rms_eps);
     be->matmul(be, r->gate, r->h, &w->w_gate, T); /* gate [T, ff_dim] */
     be->matmul(be, r->up, r->h, &w->w_up, T);     /* up [T, ff_dim] */
-    be->swiglu(be, r->gate, r->gate, r->up, (int64_t)T * hp->ff_dim);
+    if (hp->gelu_mlp)
+      be->geglu(be, r->gate, r->gate, r->up, (int64_t)T * hp->ff_dim);
+    else
+      be->swiglu(be, r->gate, r->gate, r->up, (int64_t)T * hp->ff_dim);
     be->matmul(be, r->proj, r->gate, &w->w_down, T); /* proj [T, dim] */
+    if (w->post_ffn_norm) be->rmsnorm(be, r->proj, r->proj, w->post_ffn_norm, T, dim, hp->rms_eps);
     be->add(be, r->x, r->x, r->proj, (int64_t)T * dim);
   }
   if (L == 0) {
@@ -207,8 +231,13 @@ int model_forward(model_runner_t *r, const model_batch_t *b, float *logits) {
   be->gather_rows(be, r->xl, r->x, r->rows, L, dim);              /* xl [L, dim] */
   be->rmsnorm(be, r->xl, r->xl, m->output_norm, L, dim, hp->rms_eps);
   be->matmul(be, r->logits, r->xl, model__output(m), L);          /* logits [L, n_vocab] */
+  assert(!b->sample || hp->final_softcap == 0); /* the engine samples such models on the host */
   if (!b->sample) {
     be->download(be, logits, r->logits, (size_t)L * hp->n_vocab * sizeof(float));
+    if (hp->final_softcap > 0) { /* gemma2: on the host, element-wise */
+      const float cap = hp->final_softcap;
+      for (size_t i = 0; i < (size_t)L * hp->n_vocab; i++) logits[i] = cap * tanhf(logits[i] / cap);
+    }
     return 0;
   }
   const size_t row_bytes = (size_t)hp->n_vocab * sizeof(float);

@@ -80,7 +80,9 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
              e->max_len, e->cache->num_blocks, e->cache->block_size, e->max_len_model);
   /* penalty ops a step may send with device sampling: 2,048 a row on
    * average (a row whose ops do not fit samples on the host) */
-  e->sample_ops_cap = be->sample ? c.max_seqs * 2048 : 0;
+  /* a final soft-cap (gemma2) is applied on the host: such models sample there */
+  const int device_sampling = be->sample && hp->final_softcap == 0;
+  e->sample_ops_cap = device_sampling ? c.max_seqs * 2048 : 0;
   const model_runner_config_t rc = {
       .max_tokens = c.max_batch_tokens,
       .max_seqs = c.max_seqs,
@@ -102,7 +104,7 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   e->logit_rows = xcalloc((size_t)c.max_seqs, sizeof *e->logit_rows);
   e->logit_seqs = xcalloc((size_t)c.max_seqs, sizeof *e->logit_seqs);
   e->logits = xcalloc((size_t)c.max_seqs * (size_t)e->n_vocab, sizeof *e->logits);
-  if (be->sample) { /* rows whose request qualifies pick their token on the device */
+  if (device_sampling) { /* rows whose request qualifies pick their token on the device */
     e->sample_rows = xcalloc((size_t)c.max_seqs, sizeof(kern_sample_row_t));
     e->sample_ops = xcalloc((size_t)e->sample_ops_cap, sizeof(kern_sample_op_t));
     e->sampled = xcalloc((size_t)c.max_seqs, sizeof(kern_sample_out_t));
@@ -326,7 +328,7 @@ void sched_get_stats(sched_engine_t *e, sched_stats_t *out) {
 
 const tok_t *sched_engine_tokenizer(const sched_engine_t *e) { return e->tok; }
 int32_t sched_engine_max_model_len(const sched_engine_t *e) { return e->max_len; }
-const char *sched_engine_model_arch(const sched_engine_t *e) { return model_arch_name(e->m); }
+const char *sched_engine_model_arch(const sched_engine_t *e) { return model_arch_name(model_hparams(e->m)->arch); }
 int64_t sched_engine_kv_cache_bytes(const sched_engine_t *e) {
   return (int64_t)e->cache->tensor_bytes * 2 * e->cache->n_layers;
 }

@@ -79,6 +79,24 @@ void tok__pre_destroy(tok__pre_t *pre) {
   free(pre);
 }
 
+const char *tok_pre_name_of(const char *const *res, int n, int *ignore_merges) {
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    int i = 0;
+    while (i < n && kinds[k].res[i]) {
+      const char *r = strcmp(res[i], TOK_PRE_BYTELEVEL) == 0 ? RE_GPT2
+                      : strcmp(res[i], TOK_PRE_DIGITS) == 0  ? "\\p{N}"
+                                                             : res[i];
+      if (strcmp(kinds[k].res[i], r) != 0) break;
+      i++;
+    }
+    if (i == n && !kinds[k].res[n]) {
+      *ignore_merges = kinds[k].ignore_merges;
+      return kinds[k].names[0];
+    }
+  }
+  return NULL;
+}
+
 tok__pre_t *tok__pre_create(const char *name, tok__pre_info_t *info, char *err, size_t err_len) {
   const pre_kind_t *kind = find_kind(name);
   if (!kind) {

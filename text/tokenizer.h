@@ -108,6 +108,15 @@ void tok_destroy(tok_t *tok);
  * "qwen2". */
 int tok_pre_supported(const char *name);
 
+/* The pre-tokenizer name whose regex list is res[0..n) exactly: each a
+ * tokenizer.json Split step's regex, or TOK_PRE_DIGITS (tokenizers' Digits
+ * with individual_digits) or TOK_PRE_BYTELEVEL (ByteLevel with use_regex:
+ * GPT-2's regex). *ignore_merges: whether that pre-tokenizer's models
+ * ignore merges. NULL when tram has none. */
+#define TOK_PRE_DIGITS "<Digits>"
+#define TOK_PRE_BYTELEVEL "<ByteLevel>"
+const char *tok_pre_name_of(const char *const *res, int n, int *ignore_merges);
+
 /* ---- vocabulary --------------------------------------------------------- */
 
 int32_t tok_n_vocab(const tok_t *tok);

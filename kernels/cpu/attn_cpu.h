@@ -13,6 +13,11 @@
  * positions) with kern_cpu__attn_merge(); segments fold, in order, into the
  * row state; the output is acc / l (zeros for a row that sees no key).
  *
+ * A sliding window only masks keys: tiles stay at the same absolute
+ * positions, the tile holding the window's edge masks the keys before it,
+ * and tiles and segments wholly before the edge are skipped (an empty state
+ * folds as a no-op), so windowed rows keep every property below.
+ *
  * Because tile and segment boundaries depend only on key positions, a row's
  * bits depend only on its query vector and its keys: not on the kernel, the
  * other rows of the batch, how a prompt was split into chunks, or the thread
@@ -55,15 +60,17 @@ void kern_cpu__attn_empty(float *st, int head_dim);
 typedef struct kern_cpu__attn_keys {
   const float *const *krows;
   const float *const *vrows;
-  int n; /* 0..KERN_ATTN_TILE */
+  int n;     /* 0..KERN_ATTN_TILE */
+  int first; /* keys before it are masked (a sliding window's edge); 0..n-1 */
 } kern_cpu__attn_keys_t;
 
-/* The partials of one query row, q [n_heads, head_dim], over the n keys of
- * one tile (1 <= n): head h reads KV head h / group. Writes
- * part [n_heads, KERN_ATTN_PART(head_dim)]. Scores are q·k * scale. A
- * head's partial depends only on its query vector and the n keys, never on
- * the other heads. */
-void kern_cpu__attn_tile(const float *q, int n_heads, int group, int head_dim, float scale,
+/* The partials of one query row, q [n_heads, head_dim], over keys
+ * [first, n) of one tile (1 <= n): head h reads KV head h / group. Writes
+ * part [n_heads, KERN_ATTN_PART(head_dim)]. Scores are q·k * scale, then,
+ * when softcap > 0, softcap * tanh(score / softcap). A head's partial
+ * depends only on its query vector and the n keys, never on the other
+ * heads. */
+void kern_cpu__attn_tile(const float *q, int n_heads, int group, int head_dim, float scale, float softcap,
                          const kern_cpu__attn_keys_t *keys, float *part);
 
 /* Folds state src into dst (dst := dst ∘ src, in that order); an empty src

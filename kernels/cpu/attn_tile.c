@@ -26,24 +26,28 @@ void kern_cpu__attn_empty(float *st, int head_dim) {
 }
 
 /* The portable tile: same contract as kern_cpu__attn_tile. */
+/* Gemma 2's soft-capping of one score (softcap > 0). */
+static inline float soft_cap(float s, float softcap) { return softcap * tanhf(s / softcap); }
+
 static void tile_scalar(const float *q, const float *const *krows, const float *const *vrows,
-                        int kv_off, int n, int hd, float scale, float *part) {
+                        int kv_off, int first, int n, int hd, float scale, float softcap, float *part) {
   float p[KERN_ATTN_TILE];
   float m = -INFINITY;
-  for (int j = 0; j < n; j++) {
+  for (int j = first; j < n; j++) {
     const float *k = krows[j] + kv_off;
     float dot = 0.0f;
     for (int d = 0; d < hd; d++) dot = fmaf(q[d], k[d], dot);
     p[j] = dot * scale;
+    if (softcap > 0) p[j] = soft_cap(p[j], softcap);
     if (p[j] > m) m = p[j];
   }
   float l = 0.0f;
-  for (int j = 0; j < n; j++) {
+  for (int j = first; j < n; j++) {
     p[j] = expf(p[j] - m);
     l += p[j];
   }
   for (int d = 0; d < hd; d++) part[d] = 0.0f;
-  for (int j = 0; j < n; j++) {
+  for (int j = first; j < n; j++) {
     const float *v = vrows[j] + kv_off;
     for (int d = 0; d < hd; d++) part[d] = fmaf(p[j], v[d], part[d]);
   }
@@ -145,8 +149,8 @@ static inline void accumulate_v(float *acc, const float *p, const float *const *
 /* The key loop runs in groups of 8 keys, every head of the row per group,
  * so the tile's K (then V) rows are read front to back once, each KV head's
  * slice serving its `group` query heads from L1. */
-static void tile_avx2(const float *q, int n_heads, int group, int hd, float scale, const kern_cpu__attn_keys_t *keys,
-                      float *part) {
+static void tile_avx2(const float *q, int n_heads, int group, int hd, float scale, float softcap,
+                      const kern_cpu__attn_keys_t *keys, float *part) {
   const int n = keys->n, nc = (n + 7) / 8, n_kv = n_heads / group, P = KERN_ATTN_PART(hd);
   const float *const *krows = keys->krows, *const *vrows = keys->vrows;
   float p[n_heads][KERN_ATTN_TILE]; /* scores, then exp(score - m) */
@@ -157,7 +161,9 @@ static void tile_avx2(const float *q, int n_heads, int group, int hd, float scal
   /* scores, 8 keys at a time: one FMA chain per key over head_dim */
   for (int c = 0; c < nc; c++) {
     const float *const *kr = krows + 8 * c;
-    const __m256 valid = _mm256_cmp_ps(lane, _mm256_set1_ps((float)(n - 8 * c)), _CMP_LT_OQ);
+    /* keys in [first, n): the window's edge and the tile's end */
+    const __m256 valid = _mm256_and_ps(_mm256_cmp_ps(lane, _mm256_set1_ps((float)(n - 8 * c)), _CMP_LT_OQ),
+                                       _mm256_cmp_ps(lane, _mm256_set1_ps((float)(keys->first - 8 * c)), _CMP_GE_OQ));
     for (int g = 0; g < n_kv; g++) {
       const int off = g * hd;
       const float *k0 = kr[0] + off, *k1 = kr[1] + off, *k2 = kr[2] + off, *k3 = kr[3] + off,
@@ -177,7 +183,13 @@ static void tile_avx2(const float *q, int n_heads, int group, int hd, float scal
           a7 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k7 + d), a7);
         }
         __m256 sc = _mm256_mul_ps(hsum8x8(a0, a1, a2, a3, a4, a5, a6, a7), _mm256_set1_ps(scale));
-        sc = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sc, valid); /* keys past n add nothing */
+        if (softcap > 0) { /* before the mask: a capped -inf would be -softcap */
+          float t[8];
+          _mm256_storeu_ps(t, sc);
+          for (int e = 0; e < 8; e++) t[e] = soft_cap(t[e], softcap);
+          sc = _mm256_loadu_ps(t);
+        }
+        sc = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sc, valid); /* masked keys add nothing */
         _mm256_storeu_ps(&p[h][8 * c], sc);
         vmax[h] = _mm256_max_ps(vmax[h], sc);
       }
@@ -211,16 +223,17 @@ static void tile_avx2(const float *q, int n_heads, int group, int hd, float scal
 #endif
 
 __attribute__((noinline)) void kern_cpu__attn_tile(const float *q, int n_heads, int group, int head_dim,
-                                                   float scale, const kern_cpu__attn_keys_t *keys,
+                                                   float scale, float softcap, const kern_cpu__attn_keys_t *keys,
                                                    float *part) {
 #if ATTN_SIMD
   if (head_dim % 8 == 0) {
-    tile_avx2(q, n_heads, group, head_dim, scale, keys, part);
+    tile_avx2(q, n_heads, group, head_dim, scale, softcap, keys, part);
     return;
   }
 #endif
   for (int h = 0; h < n_heads; h++)
-    tile_scalar(q + (size_t)h * head_dim, keys->krows, keys->vrows, (h / group) * head_dim, keys->n, head_dim, scale,
+    tile_scalar(q + (size_t)h * head_dim, keys->krows, keys->vrows, (h / group) * head_dim, keys->first, keys->n,
+                head_dim, scale, softcap,
                 part + (size_t)h * KERN_ATTN_PART(head_dim));
 }
 

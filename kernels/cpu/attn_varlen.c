@@ -23,7 +23,9 @@
 typedef struct unit {
   int seq;           /* sequence index b */
   int r0, n_rows;    /* rows [r0, r0 + n_rows) of the sequence */
-  int n_tiles;       /* tiles the unit's last row sees */
+  int t_first;       /* the first tile the unit's first row sees (> 0 only under a sliding window) */
+  int n_tiles;       /* tiles the unit's last row sees: [t_first, n_tiles) are walked */
+  int s_first;       /* t_first's segment: segments [s_first, n_segs) hold keys */
   int n_segs;        /* segments those tiles span */
   int64_t cost;      /* rows x tiles, for ordering and splitting */
   float *scratch;    /* split units: [n_segs, n_rows, n_heads] states; NULL when whole */
@@ -62,6 +64,13 @@ static int visible(int r, int q_len, int k_len) {
   return n < 0 ? 0 : n > k_len ? k_len : n;
 }
 
+/* The first key row r sees: 0, or under a sliding window W the key W - 1
+ * before its own position vis - 1 (vis: visible(r, ...)). */
+static int window_first(const job_t *j, int vis) {
+  const int w = j->a->sliding_window;
+  return w > 0 && vis > w ? vis - w : 0;
+}
+
 /* Points krows/vrows at the keys of tile t of sequence b up to max_vis
  * (padded to a multiple of 8 with the last one) and describes them in keys.
  * Paged keys are walked a block at a time (one table lookup per run). */
@@ -93,7 +102,7 @@ static void load_tile(const job_t *j, int b, int t, int max_vis, const float **k
     krows[i] = krows[nk - 1];
     vrows[i] = vrows[nk - 1];
   }
-  *keys = (kern_cpu__attn_keys_t){krows, vrows, nk};
+  *keys = (kern_cpu__attn_keys_t){krows, vrows, nk, 0};
 }
 
 /* Runs segments [s0, s1) of unit u: folds tiles into segment states, then
@@ -107,9 +116,12 @@ static void run_piece(const job_t *j, const piece_t *pc, float *ws) {
   const int nq = u->n_rows * H;
   float *row_st = ws, *seg_st = ws + (size_t)nq * P, *part = ws + (size_t)2 * nq * P;
   const float *krows[KERN_ATTN_TILE], *vrows[KERN_ATTN_TILE];
-  int vis[MAX_ROWS]; /* keys each row of the unit sees */
+  int vis[MAX_ROWS], lo[MAX_ROWS]; /* each row of the unit sees keys [lo, vis) */
 
-  for (int r = 0; r < u->n_rows; r++) vis[r] = visible(u->r0 + r, q_len, k_len);
+  for (int r = 0; r < u->n_rows; r++) {
+    vis[r] = visible(u->r0 + r, q_len, k_len);
+    lo[r] = window_first(j, vis[r]);
+  }
   for (int i = 0; i < nq; i++) {
     kern_cpu__attn_empty(row_st + (size_t)i * P, hd);
     kern_cpu__attn_empty(seg_st + (size_t)i * P, hd);
@@ -117,15 +129,17 @@ static void run_piece(const job_t *j, const piece_t *pc, float *ws) {
   const int max_vis = vis[u->n_rows - 1];
   for (int s = pc->s0; s < pc->s1; s++) {
     const int t_end = (s + 1) * KERN_ATTN_SEG_TILES < u->n_tiles ? (s + 1) * KERN_ATTN_SEG_TILES : u->n_tiles;
-    for (int t = s * KERN_ATTN_SEG_TILES; t < t_end; t++) {
+    const int t_begin = s * KERN_ATTN_SEG_TILES > u->t_first ? s * KERN_ATTN_SEG_TILES : u->t_first;
+    for (int t = t_begin; t < t_end; t++) {
       const int base = t * KERN_ATTN_TILE;
       kern_cpu__attn_keys_t tile;
       load_tile(j, b, t, max_vis, krows, vrows, &tile);
       for (int r = 0; r < u->n_rows; r++) {
         kern_cpu__attn_keys_t k = tile;
         k.n = vis[r] - base < KERN_ATTN_TILE ? vis[r] - base : KERN_ATTN_TILE;
-        if (k.n <= 0) continue;
-        kern_cpu__attn_tile(a->q + (int64_t)(q0 + r) * H * hd, H, j->group, hd, a->scale, &k, part);
+        k.first = lo[r] > base ? lo[r] - base : 0;
+        if (k.n <= k.first) continue;
+        kern_cpu__attn_tile(a->q + (int64_t)(q0 + r) * H * hd, H, j->group, hd, a->scale, a->softcap, &k, part);
         for (int h = 0; h < H; h++)
           kern_cpu__attn_merge(seg_st + (size_t)(r * H + h) * P, part + (size_t)h * P, hd);
       }
@@ -161,7 +175,8 @@ static void combine_fn(void *ctx, int64_t begin, int64_t end, int tid) {
     const int nq = u->n_rows * a->n_heads, q0 = seq_q0(j, u->seq) + u->r0;
     for (int i = 0; i < nq; i++) {
       kern_cpu__attn_empty(st, hd);
-      for (int s = 0; s < u->n_segs; s++) kern_cpu__attn_merge(st, u->scratch + ((size_t)s * nq + i) * P, hd);
+      for (int s = u->s_first; s < u->n_segs; s++)
+        kern_cpu__attn_merge(st, u->scratch + ((size_t)s * nq + i) * P, hd);
       kern_cpu__attn_finish(a->out + ((int64_t)q0 * a->n_heads + i) * hd, st, hd);
     }
   }
@@ -176,8 +191,9 @@ static int by_cost_desc(const void *x, const void *y) {
 /* How many pieces unit u is cut into: one, unless it is more than its share
  * of the call's work and spans several segments. */
 static int64_t n_pieces_of(const unit_t *u, int64_t target, int threads) {
+  const int segs = u->n_segs - u->s_first;
   int64_t k = threads > 1 ? (u->cost + target - 1) / target : 1;
-  return k > u->n_segs ? (u->n_segs > 1 ? u->n_segs : 1) : k;
+  return k > segs ? (segs > 1 ? segs : 1) : k;
 }
 
 static void run(kern_backend_t *be, const kern_attn_args_t *a, int decode, int paged) {
@@ -208,8 +224,11 @@ static void run(kern_backend_t *be, const kern_attn_args_t *a, int decode, int p
       u->r0 = r0;
       u->n_rows = q_len - r0 < rows ? q_len - r0 : rows;
       u->n_tiles = (visible(r0 + u->n_rows - 1, q_len, k_len) + KERN_ATTN_TILE - 1) / KERN_ATTN_TILE;
+      u->t_first = window_first(&j, visible(r0, q_len, k_len)) / KERN_ATTN_TILE;
+      if (u->t_first > u->n_tiles) u->t_first = u->n_tiles;
       u->n_segs = (u->n_tiles + KERN_ATTN_SEG_TILES - 1) / KERN_ATTN_SEG_TILES;
-      u->cost = (int64_t)u->n_rows * (u->n_tiles + 1);
+      u->s_first = u->t_first / KERN_ATTN_SEG_TILES;
+      u->cost = (int64_t)u->n_rows * (u->n_tiles - u->t_first + 1);
       u->scratch = NULL;
       total += u->cost;
     }
@@ -240,9 +259,10 @@ static void run(kern_backend_t *be, const kern_attn_args_t *a, int decode, int p
       off += (size_t)u->n_segs * u->n_rows * a->n_heads * j.part;
       j.split[ns++] = (int)i;
     }
+    const int segs = u->n_segs - u->s_first;
     for (int64_t p = 0; p < k; p++) {
-      const int s0 = (int)(p * u->n_segs / k), s1 = (int)((p + 1) * u->n_segs / k);
-      const int64_t cost = u->n_segs ? u->cost * (s1 - s0) / u->n_segs : u->cost;
+      const int s0 = u->s_first + (int)(p * segs / k), s1 = u->s_first + (int)((p + 1) * segs / k);
+      const int64_t cost = segs ? u->cost * (s1 - s0) / segs : u->cost;
       j.pieces[np++] = (piece_t){.unit = (int)i, .s0 = s0, .s1 = s1, .cost = cost};
     }
   }

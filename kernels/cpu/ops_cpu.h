@@ -32,6 +32,13 @@ void kern_cpu_rope(kern_backend_t *be, float *x, const int32_t *pos, int n, int 
  * to ~2 ulp (kern_cpu_expf). */
 void kern_cpu_swiglu(kern_backend_t *be, float *y, const float *gate, const float *up, int64_t count);
 
+/* y = gelu_tanh(gate) · up (kernels/cpu/ops_gemma.c), with tanhf. */
+void kern_cpu_geglu(kern_backend_t *be, float *y, const float *gate, const float *up, int64_t count);
+/* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x³))): PyTorch's gelu(approximate="tanh"). */
+float kern_cpu_gelu_tanh(float x);
+/* y = x · s. */
+void kern_cpu_scale(kern_backend_t *be, float *y, const float *x, float s, int64_t count);
+
 void kern_cpu_add(kern_backend_t *be, float *y, const float *a, const float *b, int64_t count);
 void kern_cpu_add_bias(kern_backend_t *be, float *y, const float *bias, int n, int dim);
 void kern_cpu_gather_rows(kern_backend_t *be, float *y, const float *x, const int32_t *idx, int n_idx, int dim);

@@ -19,6 +19,8 @@ typedef struct decode_params {
   int seq0;        /* first sequence of this chunk */
   int block_size, mbps, n_heads, n_kv_heads, group, hgroups, max_splits;
   float scale_log2;
+  int window; /* sliding window (kern_attn_args_t), 0: none */
+  float scale, softcap; /* kern_attn_args_t's: the soft-capped score needs the plain scale */
 } decode_params;
 
 /* Writes k_new[b], v_new[b] ([n_kv_heads * D] f32) at position
@@ -64,6 +66,7 @@ static __global__ void __launch_bounds__(DC_THREADS) attn_split_kernel(const dec
   for (int j = 0; j < NDT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const int lim[2] = {L, L};
+  const int lo[2] = {attn_window_lo(L, p.window), attn_window_lo(L, p.window)};
   const int dim0 = warp * (D / DC_WARPS);
 
   const int32_t *bt = p.block_table + (int64_t)b * p.mbps;
@@ -96,7 +99,8 @@ static __global__ void __launch_bounds__(DC_THREADS) attn_split_kernel(const dec
     const __nv_bfloat16 *ks = smem + (it % DC_STAGES) * 2 * G::TILE_ELEMS;
     float sc[ATTN_TILE / 8][4], corr[2];
     attn_qk<D>(sc, qf, ks, lane); /* every warp: the full scores (cheap) */
-    attn_softmax(sc, m, l, corr, (t_begin + it) * ATTN_TILE + 2 * t, lim, p.scale_log2);
+    attn_softmax(sc, m, l, corr, (t_begin + it) * ATTN_TILE + 2 * t, lo, lim, p.scale_log2, p.scale,
+                 p.softcap);
     attn_pv<D, NDT>(acc, sc, corr, ks + G::TILE_ELEMS, dim0, lane);
     __syncthreads(); /* the stage is free for the next load into it */
   }
@@ -196,6 +200,9 @@ void kern_cuda__attn_decode(kern_backend_t *be, const kern_attn_args_t *a) {
     abort();
   }
   p.scale_log2 = a->scale * ATTN_LOG2E;
+  p.window = a->sliding_window;
+  p.scale = a->scale;
+  p.softcap = a->softcap;
   if ((int64_t)p.n_kv_heads * p.hgroups > 65535) {
     log_error("attn_decode: too many KV heads (%d)", p.n_kv_heads);
     abort();

@@ -141,12 +141,15 @@ static __device__ __forceinline__ void attn_qk(float (&s)[ATTN_TILE / 8][4],
 }
 
 /* Online-softmax step for one tile. s holds the raw scores of rows g (ri = 0)
- * and g + 8 (ri = 1) for keys key0 + 8nt + e (key0 = tile start + 2t); keys at
- * or past lim[ri] are masked. On return s holds p = 2^(s·scale_log2 - m) and
- * corr[ri] the factor to apply to acc. */
+ * and g + 8 (ri = 1) for keys key0 + 8nt + e (key0 = tile start + 2t); keys
+ * before lo[ri] (a sliding window's edge, see attn_window_lo) or at or past
+ * lim[ri] are masked. A score is s·scale_log2, or with softcap > 0 (Gemma 2)
+ * softcap·tanh(s·scale / softcap)·log2(e). On return s holds
+ * p = 2^(score - m) and corr[ri] the factor to apply to acc. */
 static __device__ __forceinline__ void attn_softmax(float (&s)[ATTN_TILE / 8][4], float (&m)[2],
                                                     float (&l)[2], float (&corr)[2], int key0,
-                                                    const int (&lim)[2], float scale_log2) {
+                                                    const int (&lo)[2], const int (&lim)[2],
+                                                    float scale_log2, float scale, float softcap) {
 #pragma unroll
   for (int ri = 0; ri < 2; ri++) {
     float mx = -INFINITY;
@@ -155,7 +158,11 @@ static __device__ __forceinline__ void attn_softmax(float (&s)[ATTN_TILE / 8][4]
 #pragma unroll
       for (int e = 0; e < 2; e++) {
         const int key = key0 + 8 * nt + e;
-        const float v = key < lim[ri] ? __fmul_rn(s[nt][2 * ri + e], scale_log2) : -INFINITY;
+        const float x = s[nt][2 * ri + e];
+        const float sc = softcap > 0.f
+                             ? __fmul_rn(__fmul_rn(softcap, tanhf(__fdiv_rn(__fmul_rn(x, scale), softcap))), ATTN_LOG2E)
+                             : __fmul_rn(x, scale_log2);
+        const float v = key >= lo[ri] && key < lim[ri] ? sc : -INFINITY;
         s[nt][2 * ri + e] = v;
         mx = fmaxf(mx, v);
       }
@@ -182,6 +189,13 @@ static __device__ __forceinline__ void attn_softmax(float (&s)[ATTN_TILE / 8][4]
     l[ri] = __fadd_rn(__fmul_rn(l[ri], corr[ri]), rs);
     m[ri] = m_new;
   }
+}
+
+/* The first key a row sees whose keys end at lim (its own key is lim - 1):
+ * under a sliding window W > 0 (kern_attn_args_t.sliding_window,
+ * flash-attn's window_size = (W - 1, 0)) lim - W when positive, else 0. */
+static __device__ __forceinline__ int attn_window_lo(int lim, int window) {
+  return window > 0 && lim > window ? lim - window : 0;
 }
 
 /* acc = acc · corr + P · V over this warp's NDT dim-tiles of 8, starting at

@@ -21,6 +21,8 @@ typedef struct prefill_params {
   int n_seqs, block_size, mbps;
   int n_heads, n_kv_heads, group; /* group = n_heads / n_kv_heads */
   float scale_log2;               /* scale * log2(e) */
+  int window;                     /* sliding window (kern_attn_args_t), 0: none */
+  float scale, softcap;           /* kern_attn_args_t's: the soft-capped score needs the plain scale */
 } prefill_params;
 
 /* tiles[b] = sum of cuda_geom_row_tiles(q_len) over sequences before b, for
@@ -74,6 +76,7 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(cons
   const int warp_kmax = active ? max(0, min(min(wr0 + 16, q_len) + off, k_len)) : 0;
   const int row[2] = {wr0 + g, wr0 + g + 8};
   const int lim[2] = {min(row[0] + off + 1, k_len), min(row[1] + off + 1, k_len)};
+  const int lo[2] = {attn_window_lo(lim[0], p.window), attn_window_lo(lim[1], p.window)};
 
   uint32_t qf[D / 16][4];
   {
@@ -124,7 +127,7 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(cons
     if (active && it * ATTN_TILE < warp_kmax) {
       float s[ATTN_TILE / 8][4], corr[2];
       attn_qk<D>(s, qf, ks, lane);
-      attn_softmax(s, m, l, corr, it * ATTN_TILE + 2 * t, lim, p.scale_log2);
+      attn_softmax(s, m, l, corr, it * ATTN_TILE + 2 * t, lo, lim, p.scale_log2, p.scale, p.softcap);
       attn_pv<D, D / 8>(acc, s, corr, ks + G::TILE_ELEMS, 0, lane);
     }
     if (active && ((it + 1) % ATTN_TILES_PER_SPLIT == 0 || it + 1 == n_tiles)) {
@@ -218,6 +221,9 @@ static void varlen(kern_backend_t *be, const kern_attn_args_t *a, bool paged) {
   p.n_kv_heads = a->n_kv_heads;
   p.group = a->n_heads / a->n_kv_heads;
   p.scale_log2 = a->scale * ATTN_LOG2E;
+  p.window = a->sliding_window;
+  p.scale = a->scale;
+  p.softcap = a->softcap;
   if (a->head_dim == 64)
     paged ? prefill_launch<64, true>(cu, p, a) : prefill_launch<64, false>(cu, p, a);
   else

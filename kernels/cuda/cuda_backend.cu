@@ -17,6 +17,7 @@
 #include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/sample.cuh"
 #include "kernels/cuda/swiglu.cuh"
+#include "kernels/cuda/gemma_ops.cuh"
 #include "kernels/cuda/weights.cuh"
 
 void kern_cuda__fail(const char *stmt, const char *file, int line, cudaError_t err) {
@@ -175,6 +176,8 @@ static const kern_backend_t cuda_table = {
     .rmsnorm = kern_cuda__rmsnorm,
     .rope = kern_cuda__rope,
     .swiglu = kern_cuda__swiglu,
+    .geglu = kern_cuda__geglu,
+    .scale = kern_cuda__scale,
     .add = kern_cuda__add,
     .add_bias = kern_cuda__add_bias,
     .gather_rows = kern_cuda__gather_rows,

@@ -6,7 +6,8 @@
  * Cases: the spec's two worked examples; head_dim 64 and 128; GQA ratios 1,
  * 4, 8 (and 24: two head groups in decode); pages of 16 and 32; lengths 0, 1,
  * page - 1, page, page + 1, split boundaries (256, 257), 4096+; rows with
- * q_len > k_len. Pages are shuffled, and every cache slot no sequence owns
+ * q_len > k_len; sliding windows around tiles, pages and splits (one with
+ * soft-capped scores). Pages are shuffled, and every cache slot no sequence owns
  * holds NaN, so a wrong address shows up as a NaN. The reference uses the
  * f32 inputs before bf16 rounding. */
 #include <math.h>
@@ -23,6 +24,8 @@
 
 typedef struct attn_cfg {
   int D, H, HKV, BS;
+  int W; /* sliding window (kern_attn_args_t.sliding_window), 0: none */
+  float CAP; /* score soft-cap (kern_attn_args_t.softcap), 0: none */
 } attn_cfg_t;
 
 /* One batch: host inputs, the paged cache and its packed copy. */
@@ -109,20 +112,22 @@ static void reference(const acase_t &a, std::vector<double> &out, int sample) {
       int lim = i + a.kl[b] - a.ql[b] + 1;
       lim = lim < a.kl[b] ? lim : a.kl[b];
       if (lim <= 0) continue;
+      /* flash-attn window_size = (W - 1, 0): keys lim - 1 - (W - 1) .. lim - 1 */
+      const int lo = a.c.W > 0 && lim - 1 - (a.c.W - 1) > 0 ? lim - 1 - (a.c.W - 1) : 0;
       for (int h = 0; h < H; h++) {
         const float *qr = &a.q[((size_t)(a.cu_q[b] + i) * H + h) * D];
         const int kvh = h / grp;
         double mx = -INFINITY, sum = 0;
-        for (int j = 0; j < lim; j++) {
+        for (int j = lo; j < lim; j++) {
           const float *kr = &a.k[((size_t)(a.cu_k[b] + j) * HKV + kvh) * D];
           double s = 0;
           for (int d = 0; d < D; d++) s += (double)qr[d] * kr[d];
-          p[j] = s * scale;
+          p[j] = a.c.CAP > 0 ? a.c.CAP * tanh(s * scale / a.c.CAP) : s * scale;
           mx = p[j] > mx ? p[j] : mx;
         }
-        for (int j = 0; j < lim; j++) sum += (p[j] = exp(p[j] - mx));
+        for (int j = lo; j < lim; j++) sum += (p[j] = exp(p[j] - mx));
         double *o = &out[((size_t)(a.cu_q[b] + i) * H + h) * D];
-        for (int j = 0; j < lim; j++) {
+        for (int j = lo; j < lim; j++) {
           const float *vr = &a.v[((size_t)(a.cu_k[b] + j) * HKV + kvh) * D];
           const double w = p[j] / sum;
           for (int d = 0; d < D; d++) o[d] += w * vr[d];
@@ -201,6 +206,8 @@ static kern_attn_args_t args_of(const acase_t &a, const dcase_t &d) {
   x.k_cache = d.kc, x.v_cache = d.vc, x.block_size = a.c.BS, x.block_table = d.bt,
   x.max_blocks_per_seq = a.mbps;
   x.cache_seqlens = d.seqlens, x.k_new = d.k_new, x.v_new = d.v_new;
+  x.sliding_window = a.c.W;
+  x.softcap = a.c.CAP;
   return x;
 }
 
@@ -226,7 +233,7 @@ static void run_same(gt_t *t, attn_fn fn, const kern_attn_args_t &x, size_t n_ou
 }
 
 static const char *cfg_name(const attn_cfg_t &c, char *buf, size_t n) {
-  snprintf(buf, n, "D=%d H=%d HKV=%d page=%d", c.D, c.H, c.HKV, c.BS);
+  snprintf(buf, n, "D=%d H=%d HKV=%d page=%d window=%d softcap=%g", c.D, c.H, c.HKV, c.BS, c.W, c.CAP);
   return buf;
 }
 
@@ -347,9 +354,9 @@ void gt_check_attn(gt_t *t) {
     for (int hi = 0; hi < 3; hi++)
       for (int bi = 0; bi < 2; bi++) {
         if (t->quick && (hi == 1 || bi == 1)) continue;
-        cfgs.push_back({Ds[di], HH[hi][0], HH[hi][1], BSs[bi]});
+        cfgs.push_back({Ds[di], HH[hi][0], HH[hi][1], BSs[bi], 0, 0});
       }
-  cfgs.push_back({128, 24, 1, 16}); /* ratio 24: two head groups in decode */
+  cfgs.push_back({128, 24, 1, 16, 0, 0}); /* ratio 24: two head groups in decode */
 
   /* The spec's examples. */
   const int32_t spec_bt[] = {2, -1, -1, -1, 0, 1, -1, -1, 3, 5, 6, -1};
@@ -366,6 +373,15 @@ void gt_check_attn(gt_t *t) {
                  {1, p - 1, p, p + 1, 9, 5, 0, 37, 130, 64, t->quick ? 40 : 300},
                  {1, p - 1, p, p + 1, 4, 0, 5, 300, 130, 4100, t->quick ? 90 : 600}, 0);
   }
+  /* Sliding windows smaller than, equal to and larger than the sequences,
+   * on tile (64), page and split (256) edges. */
+  const int windows[] = {1, 16, 17, 64, 65, 256, 257, 5000};
+  for (int w : windows) {
+    const attn_cfg_t c = {w % 2 ? 64 : 128, 8, 2, 16, w, w == 64 ? 1.5f : 0.0f}; /* and Gemma 2's soft-cap */
+    check_decode(t, "window: cache_seqlens [0,1,15,16,17,255,256,257,600]", c,
+                 {0, 1, 15, 16, 17, 255, 256, 257, 600}, NULL, 0, 0);
+    check_varlen(t, "window: lengths", c, {1, 17, 300, 9, 64}, {1, 17, 300, 700, 64}, 0);
+  }
   if (!t->quick) /* a long causal prefill: many row blocks and splits */
-    check_varlen(t, "long prefill q=k=4100", {128, 8, 2, 16}, {4100}, {4100}, 1);
+    check_varlen(t, "long prefill q=k=4100", {128, 8, 2, 16, 0, 0}, {4100}, {4100}, 1);
 }

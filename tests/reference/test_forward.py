@@ -17,6 +17,7 @@ import subprocess
 import numpy as np
 import pytest
 from llama_ref import LlamaRef
+from synthetic import write_synthetic
 
 PROMPTS = [
     ("The capital of France is", False),
@@ -144,77 +145,28 @@ def test_batch_mix(name, precision, tool, tmp_path, model_path, prompts, referen
 
 # ---- synthetic models: the paths the default model does not take ----------------------------
 
-def write_synthetic(path, arch, untied, llama3_rope):
-    """A small random model of `arch` (2 layers, dim 64, 4 heads / 2 KV heads of 16, MLP 128,
-    vocab 96) with matrices of several weight types, written with the gguf package."""
-    from gguf import GGMLQuantizationType as T
-    from gguf import GGUFWriter, quants
-
-    rng = np.random.default_rng(1234)
-    L, D, H, KV, HD, FF, V = 2, 64, 4, 2, 16, 128, 96
-    w = GGUFWriter(str(path), arch)
-    w.add_block_count(L)
-    w.add_context_length(256)
-    w.add_embedding_length(D)
-    w.add_feed_forward_length(FF)
-    w.add_head_count(H)
-    w.add_head_count_kv(KV)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_freq_base(10000.0)
-    if llama3_rope:
-        # every wavelength of a 16-wide head falls in a different part of Llama 3.1's band
-        w.add_string(f"{arch}.rope.scaling.type", "llama3")
-        w.add_rope_scaling_factor(8.0)
-        w.add_float32(f"{arch}.rope.scaling.low_freq_factor", 1.0)
-        w.add_float32(f"{arch}.rope.scaling.high_freq_factor", 4.0)
-        w.add_rope_scaling_orig_ctx_len(64)
-    tokens = [chr(33 + i) for i in range(V - 1)] + ["!\""]
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("gpt2")
-    w.add_token_list(tokens)
-    w.add_token_merges(["! \""])
-
-    def add(name, rows, cols, qtype):
-        x = (rng.standard_normal((rows, cols)) * (0.5 if cols == 1 else 1 / np.sqrt(cols))).astype(np.float32)
-        if cols == 1:
-            w.add_tensor(name, x[:, 0] + (1.0 if name.endswith("norm.weight") else 0.0))
-        elif qtype == T.F32:
-            w.add_tensor(name, x)
-        else:
-            w.add_tensor(name, quants.quantize(x, qtype), raw_dtype=qtype)
-
-    add("token_embd.weight", V, D, T.Q8_0)
-    add("output_norm.weight", D, 1, T.F32)
-    if untied:
-        add("output.weight", V, D, T.F16)
-    for l in range(L):
-        p = f"blk.{l}."
-        add(p + "attn_norm.weight", D, 1, T.F32)
-        add(p + "attn_q.weight", H * HD, D, T.Q4_1)
-        add(p + "attn_k.weight", KV * HD, D, T.BF16)
-        add(p + "attn_v.weight", KV * HD, D, T.Q5_0)
-        if arch == "qwen2":
-            add(p + "attn_q.bias", H * HD, 1, T.F32)
-            add(p + "attn_k.bias", KV * HD, 1, T.F32)
-            add(p + "attn_v.bias", KV * HD, 1, T.F32)
-        add(p + "attn_output.weight", D, H * HD, T.F16)
-        add(p + "ffn_norm.weight", D, 1, T.F32)
-        add(p + "ffn_gate.weight", FF, D, T.Q8_0)
-        add(p + "ffn_up.weight", FF, D, T.F32)
-        add(p + "ffn_down.weight", D, FF, T.Q4_1)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+SYNTHETIC = {
+    "qwen2_bias_neox": ("qwen2", False, False, 0),
+    "llama_untied_llama3_rope": ("llama", True, True, 0),
+    "qwen3_qk_norm": ("qwen3", False, False, 0),
+    # Mistral-style: a window smaller than every sequence, not a multiple of the block size
+    "llama_sliding_window_6": ("llama", True, False, 6),
+    # layer 0 local (window 6), layer 1 global; soft-capped scores and logits; GeGLU, post-norms
+    "gemma2_softcap_local_global": ("gemma2", False, False, 6),
+    # layer 0 local (base 10000), layer 1 global (base 1e6, linear x8); Q/K norms
+    "gemma3_local_global_rope": ("gemma3", False, False, 6),
+    # fused QKV and gate/up, LongRoPE long factors and attention factor, a window on every layer
+    "phi3_fused_longrope": ("phi3", True, False, 6),
+}
 
 
-@pytest.mark.parametrize("arch,untied,llama3_rope", [("qwen2", False, False), ("llama", True, True)],
-                         ids=["qwen2_bias_neox", "llama_untied_llama3_rope"])
-def test_synthetic_model(arch, untied, llama3_rope, tool, tmp_path):
+@pytest.mark.parametrize("name", list(SYNTHETIC))
+def test_synthetic_model(name, tool, tmp_path):
+    arch, untied, llama3_rope, window = SYNTHETIC[name]
     path = tmp_path / "synthetic.gguf"
-    write_synthetic(path, arch, untied, llama3_rope)
+    write_synthetic(path, arch, untied, llama3_rope, window)
     ref = LlamaRef(path)
-    assert ref.neox == (arch == "qwen2")
+    assert ref.neox == (arch != "llama") and ref.window == window
     rng = np.random.default_rng(5)
     seqs = [rng.integers(0, 96, n).tolist() for n in (9, 23, 14)]
     want = [ref.forward(s) for s in seqs]

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hf/hf.h"
 #include "text/tokenizer.h"
 
 static char *read_all(FILE *f, size_t *len) {
@@ -163,7 +164,7 @@ int main(int argc, char **argv) {
   }
   char err[512];
   tok_t *tok;
-  gguf_ctx_t *g = gguf_open(model, err, sizeof err);
+  gguf_ctx_t *g = hf_is_checkpoint(model) ? hf_open(model, err, sizeof err) : gguf_open(model, err, sizeof err);
   tok = g ? tok_create_from_gguf(g, err, sizeof err) : NULL;
   gguf_close(g); /* the tokenizer keeps copies */
   if (!tok) {

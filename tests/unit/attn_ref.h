@@ -11,6 +11,13 @@
 void ref_attn_seq(int q_len, int k_len, int n_heads, int n_kv_heads, int head_dim, const float *q,
                   const float *k, const float *v, double *out);
 
+/* The same with a sliding window: a row at absolute position p (= i + k_len
+ * - q_len) sees keys max(0, p - window_left) .. p, flash-attn's
+ * window_size = (window_left, 0); window_left < 0: no window. softcap > 0:
+ * each scaled score s becomes softcap * tanh(s / softcap) (Gemma 2). */
+void ref_attn_seq_window(int q_len, int k_len, int n_heads, int n_kv_heads, int head_dim, int window_left,
+                         double softcap, const float *q, const float *k, const float *v, double *out);
+
 /* Checks a kernel's output against the reference: no element is NaN (every
  * one was written over the poison), elements whose reference is exactly 0
  * (rows that see no key) are exactly 0, and the relative L2 error is below

@@ -2,7 +2,8 @@
  * attn_varlen_paged, attn_decode) and the KV copies (kv_write, kv_gather):
  * random batches against a float64 naive attention, and the bitwise
  * agreements tram relies on (decode == varlen, paged == gather, a row's bits
- * independent of the thread count, the rest of the batch and chunking). */
+ * independent of the thread count, the rest of the batch and chunking), with
+ * and without sliding windows. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,6 +34,8 @@ typedef struct fixture {
   float *k_cache, *v_cache; /* [num_blocks, block_size, n_kv_heads, head_dim] */
   float *out;             /* [total_q, n_heads, head_dim] */
   double *ref;            /* same, float64 (malloc) */
+  int window;             /* kern_attn_args_t.sliding_window of the runs (0: none; see fx_window) */
+  float softcap;          /* kern_attn_args_t.softcap of the runs (see fx_window) */
 } fixture_t;
 
 static void *dev(kern_backend_t *be, size_t bytes) {
@@ -154,7 +157,19 @@ static kern_attn_args_t fx_args(const fixture_t *f) {
       .k = f->k, .v = f->v,
       .k_cache = f->k_cache, .v_cache = f->v_cache, .block_size = f->block_size,
       .block_table = f->block_table, .max_blocks_per_seq = f->max_blocks,
+      .sliding_window = f->window, .softcap = f->softcap,
   };
+}
+
+/* Sets the fixture's sliding window W (0: none) and recomputes the
+ * reference with flash-attn's window_size = (W - 1, 0) and f->softcap. */
+static void fx_window(fixture_t *f, int w) {
+  f->window = w;
+  const size_t row = (size_t)f->n_heads * f->head_dim;
+  for (int b = 0; b < f->n_seqs; b++)
+    ref_attn_seq_window(f->q_len[b], f->k_len[b], f->n_heads, f->n_kv_heads, f->head_dim, w > 0 ? w - 1 : -1,
+                        f->softcap, f->q + (size_t)f->cu_q[b] * row, f->k + (size_t)f->cu_k[b] * f->kv_dim,
+                        f->v + (size_t)f->cu_k[b] * f->kv_dim, f->ref + (size_t)f->cu_q[b] * row);
 }
 
 /* Runs one kernel into a fresh malloc'd copy of the output (NaN-poisoned first). */
@@ -177,6 +192,67 @@ static void assert_same_bits(const char *what, const float *x, const float *y, s
     while (i < n && memcmp(&x[i], &y[i], sizeof(float)) == 0) i++;
     fail_msg("%s: outputs differ at element %zu (%.9g vs %.9g)", what, i, x[i], y[i]);
   }
+}
+
+/* The one sequence of f (q_len = k_len) prefilled in chunks [cuts[i],
+ * cuts[i + 1]) — each chunk's queries over all keys so far, as chunked
+ * prefill runs them, under f's window — gives the bits of `whole`. */
+static void check_chunks(const fixture_t *f, kern_backend_t *be, const float *whole, const int *cuts, size_t n_cuts) {
+  const size_t row = (size_t)f->n_heads * f->head_dim;
+  for (size_t c = 0; c + 1 < n_cuts; c++) {
+    const int done = cuts[c], len = cuts[c + 1] - cuts[c];
+    int32_t cu_q[2] = {0, len}, cu_k[2] = {0, done + len};
+    kern_attn_args_t a = fx_args(f);
+    a.cu_seq_lens_q = cu_q;
+    a.cu_seq_lens_k = cu_k;
+    a.max_seqlen_q = len;
+    a.max_seqlen_k = done + len;
+    a.q = f->q + (size_t)done * row;
+    float *o = malloc((size_t)len * row * sizeof(float));
+    a.out = o;
+    tu_poison_f32(o, (size_t)len * row);
+    be->attn_varlen_paged(be, &a);
+    assert_same_bits("chunked vs whole prefill", whole + (size_t)done * row, o, (size_t)len * row);
+    free(o);
+  }
+}
+
+/* A decode batch's inputs for a fixture built with hold_back 1: sequence b
+ * has cached[b] keys in the cache and appends key cached[b] (its last). */
+typedef struct decode_in {
+  int32_t *seqlens, *slots; /* [n_seqs] */
+  float *k_new, *v_new;     /* [n_seqs, kv_dim] */
+} decode_in_t;
+
+static void decode_in_init(decode_in_t *in, const fixture_t *f, const int32_t *cached) {
+  kern_backend_t *be = f->be;
+  const int n = f->n_seqs, kv_dim = f->kv_dim;
+  in->seqlens = dev(be, (size_t)n * sizeof(int32_t));
+  in->slots = dev(be, (size_t)n * sizeof(int32_t));
+  in->k_new = dev(be, (size_t)n * kv_dim * sizeof(float));
+  in->v_new = dev(be, (size_t)n * kv_dim * sizeof(float));
+  for (int b = 0; b < n; b++) {
+    in->seqlens[b] = cached[b];
+    in->slots[b] = fx_slot(f, b, cached[b]);
+    memcpy(in->k_new + (size_t)b * kv_dim, f->k + (size_t)(f->cu_k[b + 1] - 1) * kv_dim, (size_t)kv_dim * sizeof(float));
+    memcpy(in->v_new + (size_t)b * kv_dim, f->v + (size_t)(f->cu_k[b + 1] - 1) * kv_dim, (size_t)kv_dim * sizeof(float));
+  }
+}
+
+/* The fixture's arguments with the decode inputs. */
+static kern_attn_args_t decode_in_args(const decode_in_t *in, const fixture_t *f) {
+  kern_attn_args_t a = fx_args(f);
+  a.cache_seqlens = in->seqlens;
+  a.k_new = in->k_new;
+  a.v_new = in->v_new;
+  return a;
+}
+
+static void decode_in_free(decode_in_t *in, kern_backend_t *be) {
+  be->free(be, in->seqlens);
+  be->free(be, in->slots);
+  be->free(be, in->k_new);
+  be->free(be, in->v_new);
 }
 
 /* --- random batches against the float64 reference ----------------------- */
@@ -273,20 +349,11 @@ static void decode_equals_varlen(void **state) {
     fixture_t f;
     fx_init(&f, be, &rng, n, ql, kl, nh, kvh, hd, bs, 1);
     const int kv_dim = f.kv_dim;
-    int32_t *seqlens = dev(be, (size_t)n * sizeof(int32_t));
-    float *k_new = dev(be, (size_t)n * kv_dim * sizeof(float));
-    float *v_new = dev(be, (size_t)n * kv_dim * sizeof(float));
-    int32_t *slots = dev(be, (size_t)n * sizeof(int32_t));
-    for (int b = 0; b < n; b++) {
-      seqlens[b] = cached[b];
-      memcpy(k_new + (size_t)b * kv_dim, f.k + (size_t)(f.cu_k[b + 1] - 1) * kv_dim, (size_t)kv_dim * sizeof(float));
-      memcpy(v_new + (size_t)b * kv_dim, f.v + (size_t)(f.cu_k[b + 1] - 1) * kv_dim, (size_t)kv_dim * sizeof(float));
-      slots[b] = fx_slot(&f, b, cached[b]);
-    }
-    kern_attn_args_t a = fx_args(&f);
-    a.cache_seqlens = seqlens;
-    a.k_new = k_new;
-    a.v_new = v_new;
+    decode_in_t in;
+    decode_in_init(&in, &f, cached);
+    int32_t *slots = in.slots;
+    float *k_new = in.k_new, *v_new = in.v_new;
+    kern_attn_args_t a = decode_in_args(&in, &f);
     tu_poison_f32(f.out, fx_out_n(&f));
     be->attn_decode(be, &a);
     float *o_decode = malloc(fx_out_n(&f) * sizeof(float));
@@ -312,10 +379,7 @@ static void decode_equals_varlen(void **state) {
     free(o_decode);
     free(o_paged);
     free(o_varlen);
-    be->free(be, seqlens);
-    be->free(be, k_new);
-    be->free(be, v_new);
-    be->free(be, slots);
+    decode_in_free(&in, be);
     fx_free(&f);
   }
   kern_backend_destroy(be);
@@ -394,23 +458,7 @@ static void invariant_to_chunking(void **state) {
   float *whole = fx_run(&f, be, RUN_PAGED);
   ref_check("whole prefill", whole, f.ref, (long)fx_out_n(&f));
   const int cuts[] = {0, 1, 63, 64, 500, 1100, 1499, L};
-  const size_t row = (size_t)nh * hd;
-  for (size_t c = 0; c + 1 < sizeof cuts / sizeof *cuts; c++) {
-    const int done = cuts[c], len = cuts[c + 1] - cuts[c];
-    int32_t cu_q[2] = {0, len}, cu_k[2] = {0, done + len};
-    kern_attn_args_t a = fx_args(&f);
-    a.cu_seq_lens_q = cu_q;
-    a.cu_seq_lens_k = cu_k;
-    a.max_seqlen_q = len;
-    a.max_seqlen_k = done + len;
-    a.q = f.q + (size_t)done * row;
-    float *o = malloc((size_t)len * row * sizeof(float));
-    a.out = o;
-    tu_poison_f32(o, (size_t)len * row);
-    be->attn_varlen_paged(be, &a);
-    assert_same_bits("chunked vs whole prefill", whole + (size_t)done * row, o, (size_t)len * row);
-    free(o);
-  }
+  check_chunks(&f, be, whole, cuts, sizeof cuts / sizeof *cuts);
   free(whole);
   fx_free(&f);
   kern_backend_destroy(be);
@@ -494,6 +542,110 @@ static void kv_write_skips_minus_one(void **state) {
   kern_backend_destroy(be);
 }
 
+/* --- sliding windows ---------------------------------------------------------- */
+
+/* Windows smaller than, equal to and larger than the sequences, on tile (64),
+ * block (16) and segment (1,024 keys) edges: both varlen kernels match the
+ * float64 reference, agree bitwise, and keep their bits on 1 and 3 threads
+ * (3 threads split the long sequences along keys, the segments before the
+ * window skipped). */
+static void sliding_window_varlen(void **state) {
+  (void)state;
+  kern_backend_t *be1 = kern_backend_create("cpu", 1), *be3 = kern_backend_create("cpu", 3);
+  assert_non_null(be1);
+  assert_non_null(be3);
+  tu_rng_t rng;
+  tu_rng_init(&rng, tu_seed() + 6);
+  const int32_t ql[] = {200, 7, 1, 5, 40, 1, 130}, kl[] = {200, 2500, 1, 3, 40, 1100, 1200};
+  fixture_t f;
+  fx_init(&f, be1, &rng, 7, ql, kl, 4, 2, 64, 16, 0);
+  const int windows[] = {1, 2, 15, 16, 17, 40, 64, 65, 100, 1024, 1025, 1100, 2500, 2501, 5000};
+  for (size_t w = 0; w < sizeof windows / sizeof *windows; w++) {
+    fx_window(&f, windows[w]);
+    char what[80];
+    float *o_varlen = fx_run(&f, be1, RUN_VARLEN);
+    snprintf(what, sizeof what, "attn_varlen, window %d", windows[w]);
+    ref_check(what, o_varlen, f.ref, (long)fx_out_n(&f));
+    float *o_paged = fx_run(&f, be1, RUN_PAGED);
+    snprintf(what, sizeof what, "attn_varlen_paged, window %d", windows[w]);
+    ref_check(what, o_paged, f.ref, (long)fx_out_n(&f));
+    assert_same_bits("window: paged vs gather", o_paged, o_varlen, fx_out_n(&f));
+    float *o3 = fx_run(&f, be3, RUN_PAGED);
+    assert_same_bits("window: 3 threads vs 1", o_paged, o3, fx_out_n(&f));
+    free(o3);
+    free(o_varlen);
+    free(o_paged);
+  }
+  /* a window changes the output where it hides keys (the test can fail) */
+  fx_window(&f, 0);
+  float *full = fx_run(&f, be1, RUN_PAGED);
+  fx_window(&f, 64);
+  float *win = fx_run(&f, be1, RUN_PAGED);
+  const size_t row = (size_t)4 * 64;
+  assert_memory_equal(full, win, 64 * row * sizeof(float)); /* rows 0..63 of the prefill see <= 64 keys */
+  assert_memory_not_equal(full + 64 * row, win + 64 * row, row * sizeof(float));
+  free(full);
+  free(win);
+  fx_free(&f);
+  kern_backend_destroy(be1);
+  kern_backend_destroy(be3);
+}
+
+/* Decode rows under windows across tile, block and segment edges (and with
+ * soft-capped scores): the appended key counts, attn_decode matches the reference and gives the bits
+ * of attn_varlen_paged and attn_varlen on the same batch; a prompt run in
+ * chunks gives the bits of its whole prefill. */
+static void sliding_window_decode_and_chunks(void **state) {
+  (void)state;
+  kern_backend_t *be = kern_backend_create("cpu", 2);
+  assert_non_null(be);
+  tu_rng_t rng;
+  tu_rng_init(&rng, tu_seed() + 7);
+  int32_t cached[] = {0, 1, 15, 16, 17, 63, 64, 65, 1030, 2100};
+  const int n = (int)(sizeof cached / sizeof *cached), hd = 128, nh = 8, kvh = 2, bs = 16;
+  int32_t ql[10], kl[10];
+  for (int b = 0; b < n; b++) ql[b] = 1, kl[b] = cached[b] + 1;
+  fixture_t f;
+  fx_init(&f, be, &rng, n, ql, kl, nh, kvh, hd, bs, 1);
+  decode_in_t in;
+  decode_in_init(&in, &f, cached);
+  const int windows[] = {1, 16, 17, 64, 100, 1025, 4000, 0, 64};
+  for (size_t w = 0; w < sizeof windows / sizeof *windows; w++) {
+    f.softcap = w >= 7 ? 1.5f : 0.0f; /* the last two: Gemma 2's soft-capped scores */
+    fx_window(&f, windows[w]);
+    kern_attn_args_t a = decode_in_args(&in, &f);
+    tu_poison_f32(f.out, fx_out_n(&f));
+    be->attn_decode(be, &a); /* appends, then attends */
+    float *o_decode = malloc(fx_out_n(&f) * sizeof(float));
+    memcpy(o_decode, f.out, fx_out_n(&f) * sizeof(float));
+    char what[64];
+    snprintf(what, sizeof what, "attn_decode, window %d, softcap %g", windows[w], f.softcap);
+    ref_check(what, o_decode, f.ref, (long)fx_out_n(&f));
+    float *o_paged = fx_run(&f, be, RUN_PAGED);
+    assert_same_bits("window: decode vs varlen_paged", o_decode, o_paged, fx_out_n(&f));
+    float *o_varlen = fx_run(&f, be, RUN_VARLEN);
+    assert_same_bits("window: decode vs varlen (gather)", o_decode, o_varlen, fx_out_n(&f));
+    free(o_decode);
+    free(o_paged);
+    free(o_varlen);
+  }
+  decode_in_free(&in, be);
+  fx_free(&f);
+
+  /* chunked prefill of one prompt under a window of 100 */
+  const int L = 1300;
+  int32_t q1[1] = {L}, k1[1] = {L};
+  fx_init(&f, be, &rng, 1, q1, k1, 4, 2, 64, 32, 0);
+  fx_window(&f, 100);
+  float *whole = fx_run(&f, be, RUN_PAGED);
+  ref_check("window 100, whole prefill", whole, f.ref, (long)fx_out_n(&f));
+  const int cuts[] = {0, 1, 99, 100, 101, 700, 1100, 1299, L};
+  check_chunks(&f, be, whole, cuts, sizeof cuts / sizeof *cuts);
+  free(whole);
+  fx_free(&f);
+  kern_backend_destroy(be);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(random_batches_match_reference),
@@ -502,6 +654,8 @@ int main(void) {
       cmocka_unit_test(invariant_to_chunking),
       cmocka_unit_test(spec_varlen_example),
       cmocka_unit_test(kv_write_skips_minus_one),
+      cmocka_unit_test(sliding_window_varlen),
+      cmocka_unit_test(sliding_window_decode_and_chunks),
   };
   return cmocka_run_group_tests_name("attention kernels", tests, NULL, NULL);
 }

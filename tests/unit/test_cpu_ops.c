@@ -1,6 +1,6 @@
 /* tests/unit/test_cpu_ops.c — the CPU backend's dense operations
- * (kernels/cpu/ops_cpu.h: embed, rmsnorm, rope, swiglu, add, add_bias,
- * gather_rows) against float64 references, with sizes that run both inline
+ * (kernels/cpu/ops_cpu.h: embed, rmsnorm, rope, swiglu, geglu, scale, add,
+ * add_bias, gather_rows) against float64 references, with sizes that run both inline
  * and on the pool, in-place aliasing, and row-by-row batch invariance. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -217,12 +217,45 @@ static void add_bias_gather_exact(void **state) {
   free(a), free(b), free(y), free(m), free(m0), free(bias), free(g);
 }
 
+/* Gemma's GeGLU (PyTorch gelu approximate="tanh", written here from its
+ * formula in float64) and the scale, on the pool and in place. */
+static void geglu_scale_match_float64(void **state) {
+  (void)state;
+  tu_rng_t r;
+  tu_rng_init(&r, tu_seed() + 29);
+  const int64_t counts[] = {1, 13, 70001};
+  for (size_t c = 0; c < 3; c++) {
+    const int64_t n = counts[c];
+    float *g = fvec((size_t)n), *u = fvec((size_t)n), *y = fvec((size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+      g[i] = (float)(i % 5 == 0 ? tu_uniform(&r, -30, 30) : tu_normal(&r) * 3);
+      u[i] = (float)tu_normal(&r);
+    }
+    tu_poison_f32(y, (size_t)n);
+    be->geglu(be, y, g, u, n);
+    for (int64_t i = 0; i < n; i++) {
+      const double x = g[i];
+      const double want = 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))) * u[i];
+      if (!(fabs(y[i] - want) <= 2e-6 * fabs(u[i]) * (fabs(x) + 1)))
+        fail_msg("geglu g %.9g u %.9g: %.9g vs %.9g", g[i], u[i], y[i], want);
+    }
+    be->geglu(be, g, g, u, n); /* in place */
+    assert_memory_equal(g, y, sizeof(float) * (size_t)n);
+    be->scale(be, y, u, 8.0f, n);
+    for (int64_t i = 0; i < n; i++) assert_true(y[i] == u[i] * 8.0f);
+    be->scale(be, u, u, 0.5f, n); /* in place */
+    for (int64_t i = 0; i < n; i++) assert_true(u[i] == y[i] / 16.0f);
+    free(g), free(u), free(y);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(embed_every_type),
       cmocka_unit_test(rmsnorm_matches_float64),
       cmocka_unit_test(rope_matches_float64),
       cmocka_unit_test(swiglu_matches_float64),
+      cmocka_unit_test(geglu_scale_match_float64),
       cmocka_unit_test(add_bias_gather_exact),
   };
   return cmocka_run_group_tests_name("cpu_ops", tests, setup, teardown);

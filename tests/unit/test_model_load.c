@@ -48,6 +48,8 @@ typedef struct tiny {
   int rope_orig_ctx;      /* rope.scaling.original_context_length when > 0 */
   int rope_freqs;         /* write a rope_freqs.weight tensor */
   int no_tokenizer;
+  const char *extra_key;  /* an extra u32 key <arch>.<extra_key> = extra_val */
+  uint32_t extra_val;
 } tiny_t;
 
 static uint64_t g_seed;
@@ -122,6 +124,7 @@ static const char *write_tiny(const tiny_t *t) {
   }
   if (t->rope_factor > 0) key_f32(w, t, arch, "rope.scaling.factor", t->rope_factor);
   if (t->rope_orig_ctx > 0) key_u32(w, t, arch, "rope.scaling.original_context_length", (uint32_t)t->rope_orig_ctx);
+  if (t->extra_key) key_u32(w, t, arch, t->extra_key, t->extra_val);
   if (!t->no_tokenizer) {
     const char *toks[VOCAB];
     char buf[VOCAB][4];
@@ -150,19 +153,36 @@ static const char *write_tiny(const tiny_t *t) {
   for (int l = 0; l < LAYERS; l++) {
     char name[64];
 #define T(suffix, ne0, ne1) (snprintf(name, sizeof name, "blk.%d." suffix, l), tensor(w, t, &rng, name, ne0, ne1))
+    const int fused = strcmp(arch, "phi3") == 0;
     T("attn_norm.weight", DIM, 0);
-    T("attn_q.weight", DIM, HEADS * HEAD_DIM);
-    T("attn_k.weight", DIM, kv * HEAD_DIM);
-    T("attn_v.weight", DIM, kv * HEAD_DIM);
+    if (fused) {
+      T("attn_qkv.weight", DIM, (HEADS + 2 * kv) * HEAD_DIM);
+    } else {
+      T("attn_q.weight", DIM, HEADS * HEAD_DIM);
+      T("attn_k.weight", DIM, kv * HEAD_DIM);
+      T("attn_v.weight", DIM, kv * HEAD_DIM);
+    }
     if (t->qkv_bias) {
       T("attn_q.bias", HEADS * HEAD_DIM, 0);
       T("attn_k.bias", kv * HEAD_DIM, 0);
       T("attn_v.bias", kv * HEAD_DIM, 0);
     }
+    if (strcmp(arch, "qwen3") == 0 || strcmp(arch, "gemma3") == 0) {
+      T("attn_q_norm.weight", HEAD_DIM, 0);
+      T("attn_k_norm.weight", HEAD_DIM, 0);
+    }
+    if (strncmp(arch, "gemma", 5) == 0) {
+      T("post_attention_norm.weight", DIM, 0);
+      T("post_ffw_norm.weight", DIM, 0);
+    }
     T("attn_output.weight", HEADS * HEAD_DIM, DIM);
     T("ffn_norm.weight", DIM, 0);
-    T("ffn_gate.weight", DIM, FF);
-    T("ffn_up.weight", DIM, FF);
+    if (fused) {
+      T("ffn_up.weight", DIM, 2 * FF);
+    } else {
+      T("ffn_gate.weight", DIM, FF);
+      T("ffn_up.weight", DIM, FF);
+    }
     T("ffn_down.weight", FF, DIM);
 #undef T
   }
@@ -261,6 +281,48 @@ static void loads_tiny_llama(void **state) {
   assert_false(hp->tied_output);
   /* untied: the output matrix instead of the whole embedding, plus one row */
   assert_int_equal(model_step_weight_bytes(m), LAYERS * per_layer + 4 * (int64_t)DIM * VOCAB + 4 * DIM);
+  model_destroy(m);
+
+  m = load(&(tiny_t){.arch = "qwen3"}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  hp = model_hparams(m);
+  assert_int_equal(hp->arch, MODEL_ARCH_QWEN3);
+  assert_string_equal(model_arch_name(hp->arch), "qwen3");
+  assert_int_equal(hp->rope_neox, 1);
+  assert_true(hp->qk_norm);
+  assert_false(hp->qkv_bias);
+  model_destroy(m);
+
+  /* phi3: the fused matrices as row views; 4 + 2 + 2 heads of 8 in attn_qkv */
+  m = load(&(tiny_t){.arch = "phi3"}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  hp = model_hparams(m);
+  assert_int_equal(hp->arch, MODEL_ARCH_PHI3);
+  assert_true(hp->fused && hp->rope_neox && !hp->rope_longrope);
+  assert_int_equal(model_step_weight_bytes(m), LAYERS * per_layer + 4 * (int64_t)DIM * VOCAB + 4 * DIM);
+  model_destroy(m);
+
+  /* gemma2: GeGLU, post-norms, sqrt(dim) embedding, soft-capping, every other layer sliding */
+  m = load(&(tiny_t){.arch = "gemma2", .extra_key = "attention.sliding_window", .extra_val = 16}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  hp = model_hparams(m);
+  assert_int_equal(hp->arch, MODEL_ARCH_GEMMA2);
+  assert_true(hp->gelu_mlp && hp->post_norms && !hp->qk_norm && hp->rope_neox);
+  assert_float_equal(hp->embed_scale, sqrtf((float)DIM), 0);
+  assert_float_equal(hp->attn_scale, 1.0f / sqrtf((float)HEAD_DIM), 0);
+  assert_int_equal(model_layer_window(hp, 0), 16);
+  assert_int_equal(model_layer_window(hp, 1), 0);
+  assert_float_equal(hp->rope_base_swa, 0, 0);
+  model_destroy(m);
+  /* gemma3: pattern 6 (both tiny layers sliding), the local RoPE base */
+  m = load(&(tiny_t){.arch = "gemma3", .extra_key = "attention.sliding_window", .extra_val = 16}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  hp = model_hparams(m);
+  assert_int_equal(hp->arch, MODEL_ARCH_GEMMA3);
+  assert_true(hp->qk_norm && hp->gelu_mlp && hp->post_norms);
+  assert_int_equal(model_layer_window(hp, 0), 16);
+  assert_int_equal(model_layer_window(hp, 1), 16);
+  assert_float_equal(hp->rope_base_swa, 10000.0f, 0);
   model_destroy(m);
 }
 
@@ -498,7 +560,24 @@ static void wrong_shapes(void **state) {
 static void unsupported_types_and_archs(void **state) {
   (void)state;
   expect_error(&(tiny_t){.arch = "gpt2"}, "unsupported architecture \"gpt2\" (general.architecture)");
-  expect_error(&(tiny_t){.arch = "mamba"}, "tram runs llama and qwen2");
+  expect_error(&(tiny_t){.arch = "mamba"}, "tram runs llama, qwen2, qwen3, gemma2, gemma3 and phi3");
+  /* qwen3: per-head Q/K norms are required, of head_dim */
+  expect_error(&(tiny_t){.arch = "qwen3", .omit = "blk.1.attn_k_norm.weight"},
+               "tensor 'blk.1.attn_k_norm.weight' is missing");
+  expect_error(&(tiny_t){.arch = "qwen3", .reshape = "blk.0.attn_q_norm.weight"},
+               "tensor 'blk.0.attn_q_norm.weight' has shape [16], the hyper-parameters need [8]");
+  expect_error(&(tiny_t){.arch = "gemma2", .omit = "blk.1.post_ffw_norm.weight"},
+               "tensor 'blk.1.post_ffw_norm.weight' is missing");
+  expect_error(&(tiny_t){.arch = "gemma2", .extra_key = "attn_logit_softcapping", .extra_val = 0xffffffffu},
+               "key 'gemma2.attn_logit_softcapping' is not a float");
+  /* phi3: the fused matrices, of the fused shapes */
+  expect_error(&(tiny_t){.arch = "phi3", .reshape = "blk.0.attn_qkv.weight"},
+               "tensor 'blk.0.attn_qkv.weight' has shape [32, 72], the hyper-parameters need [32, 64]");
+  expect_error(&(tiny_t){.arch = "phi3", .omit = "blk.1.ffn_up.weight"}, "tensor 'blk.1.ffn_up.weight' is missing");
+  expect_error(&(tiny_t){.arch = "phi3", .extra = "rope_factors_long.weight"},
+               "tensor 'rope_factors_long.weight' must be F32 [4]");
+  expect_error(&(tiny_t){.extra = "blk.0.attn_q_norm.weight"},
+               "tensor 'blk.0.attn_q_norm.weight' is not part of the llama architecture as tram runs it");
   expect_error(&(tiny_t){.as_q8 = "blk.0.ffn_norm.weight"},
                "tensor 'blk.0.ffn_norm.weight' has type Q8_0; norm weights and biases must be F32");
   /* a type tram has no kernel for: the GGUF reader names the tensor */
@@ -539,6 +618,19 @@ static void bad_keys(void **state) {
                "key 'llama.vocab_size' is 21 but tokenizer.ggml.tokens holds 20 tokens");
   /* a file without a tokenizer: the model loads (its vocabulary size comes
    * from the embedding), the tokenizer (text/) is refused */
+  /* a key of a feature tram does not run is named, not ignored */
+  expect_error(&(tiny_t){.extra_key = "attn_logit_softcapping", .extra_val = 50},
+               "key 'llama.attn_logit_softcapping' is not something tram handles for the llama architecture");
+  expect_error(&(tiny_t){.extra_key = "expert_count", .extra_val = 8}, "key 'llama.expert_count' is not something");
+  char err0[512];
+  model_t *m0 = load(&(tiny_t){.extra_key = "expert_count", .extra_val = 0}, err0, sizeof err0);
+  if (!m0) fail_msg("%s", err0);
+  model_destroy(m0);
+  /* a sliding window (Mistral-style) is read */
+  m0 = load(&(tiny_t){.extra_key = "attention.sliding_window", .extra_val = 4}, err0, sizeof err0);
+  if (!m0) fail_msg("%s", err0);
+  assert_int_equal(model_hparams(m0)->sliding_window, 4);
+  model_destroy(m0);
   char err[512];
   model_t *m = load(&(tiny_t){.no_tokenizer = 1}, err, sizeof err);
   if (!m) fail_msg("%s", err);

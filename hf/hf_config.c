@@ -1,0 +1,298 @@
+/* hf/hf_config.c — config.json read into llama.cpp's `<arch>.*` keys (see
+ * hf.h). Field by field, as Hugging Face's configuration_*.py define them:
+ *   model_type            llama, mistral → llama; qwen2; qwen3; gemma2;
+ *                         gemma3_text → gemma3; phi3
+ *   hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
+ *   num_key_value_heads (default: heads), head_dim (default: hidden / heads),
+ *   rms_norm_eps, rope_theta (default 10000), max_position_embeddings,
+ *   vocab_size, tie_word_embeddings, partial_rotary_factor (phi)
+ *   sliding_window        mistral, gemma, phi3 (qwen's use_sliding_window is refused)
+ *   rope_scaling          none/default, linear, llama3, longrope (phi3)
+ *   hidden_act / hidden_activation  silu (gelu_pytorch_tanh for gemma)
+ *   gemma: query_pre_attn_scalar (must be what llama.cpp's reading gives),
+ *   attn_logit_softcapping, final_logit_softcapping, sliding_window_pattern
+ *   or layer_types, rope_local_base_freq. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "hf/hf_internal.h"
+
+int hf__int(const cJSON *v, const char *what, long long def, long long lo, long long hi, long long *out, char *err,
+            size_t err_len) {
+  if (!v || cJSON_IsNull(v)) {
+    if (def < lo) {
+      snprintf(err, err_len, "%s is missing", what);
+      return -EINVAL;
+    }
+    *out = def;
+    return 0;
+  }
+  const double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+  if (!(d >= (double)lo && d <= (double)hi) || floor(d) != d) {
+    snprintf(err, err_len, "%s is not a whole number in %lld..%lld", what, lo, hi);
+    return -EINVAL;
+  }
+  *out = (long long)d;
+  return 0;
+}
+
+/* A positive finite number, def when absent (an error when def <= 0). */
+static int pos_float(const cJSON *v, const char *what, double def, double *out, char *err, size_t err_len) {
+  if (!v || cJSON_IsNull(v)) {
+    if (!(def > 0)) {
+      snprintf(err, err_len, "%s is missing", what);
+      return -EINVAL;
+    }
+    *out = def;
+    return 0;
+  }
+  if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble)) {
+    snprintf(err, err_len, "%s is not a positive number", what);
+    return -EINVAL;
+  }
+  *out = v->valuedouble;
+  return 0;
+}
+
+static const cJSON *field(const cJSON *o, const char *name) { return cJSON_GetObjectItemCaseSensitive(o, name); }
+
+/* Reads an array of n positive numbers (a LongRoPE factor list). */
+static float *factors(const cJSON *v, int n, const char *what, char *err, size_t err_len) {
+  if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != n) {
+    snprintf(err, err_len, "%s is not a list of %d numbers", what, n);
+    return NULL;
+  }
+  float *f = xmalloc((size_t)n * sizeof *f);
+  for (int i = 0; i < n; i++) {
+    const cJSON *x = cJSON_GetArrayItem(v, i);
+    if (!cJSON_IsNumber(x) || !(x->valuedouble > 0) || !isfinite(x->valuedouble)) {
+      snprintf(err, err_len, "%s[%d] is not a positive number", what, i);
+      free(f);
+      return NULL;
+    }
+    f[i] = (float)x->valuedouble;
+  }
+  return f;
+}
+
+/* rope_scaling → keys. */
+static int rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arch_t *arch, int rot_dim, char *err,
+                        size_t err_len) {
+  const cJSON *rs = field(cfg, "rope_scaling");
+  if (!rs || cJSON_IsNull(rs)) return 0;
+  const cJSON *type = field(rs, "rope_type");
+  if (!cJSON_IsString(type)) type = field(rs, "type");
+  if (!cJSON_IsObject(rs) || !cJSON_IsString(type)) {
+    snprintf(err, err_len, "config.json: rope_scaling has no rope_type");
+    return -EINVAL;
+  }
+  const char *t = type->valuestring;
+  char key[96];
+  double factor, lo, hi;
+  long long orig;
+  if (strcmp(t, "default") == 0) return 0;
+  if (strcmp(t, "linear") == 0 || strcmp(t, "llama3") == 0) {
+    if (pos_float(field(rs, "factor"), "config.json: rope_scaling.factor", 0, &factor, err, err_len)) return -EINVAL;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    gguf_build_str(b, key, t, strlen(t));
+    snprintf(key, sizeof key, "%s.rope.scaling.factor", a);
+    gguf_build_f32(b, key, (float)factor);
+    if (t[1] == 'i') return 0; /* linear */
+    if (pos_float(field(rs, "low_freq_factor"), "config.json: rope_scaling.low_freq_factor", 1.0, &lo, err, err_len) ||
+        pos_float(field(rs, "high_freq_factor"), "config.json: rope_scaling.high_freq_factor", 4.0, &hi, err,
+                  err_len) ||
+        hf__int(field(rs, "original_max_position_embeddings"), "config.json: rope_scaling.original_max_position_embeddings",
+                8192, 1, INT32_MAX, &orig, err, err_len))
+      return -EINVAL;
+    snprintf(key, sizeof key, "%s.rope.scaling.low_freq_factor", a);
+    gguf_build_f32(b, key, (float)lo);
+    snprintf(key, sizeof key, "%s.rope.scaling.high_freq_factor", a);
+    gguf_build_f32(b, key, (float)hi);
+    snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", a);
+    gguf_build_u32(b, key, (uint32_t)orig);
+    return 0;
+  }
+  if ((strcmp(t, "longrope") == 0 || strcmp(t, "su") == 0) && strcmp(a, "phi3") == 0) {
+    if (hf__int(field(cfg, "original_max_position_embeddings"), "config.json: original_max_position_embeddings", -1,
+                1, INT32_MAX, &orig, err, err_len))
+      return -EINVAL;
+    arch->n_rope = rot_dim / 2;
+    arch->rope_long = factors(field(rs, "long_factor"), arch->n_rope, "config.json: rope_scaling.long_factor", err,
+                              err_len);
+    if (!arch->rope_long) return -EINVAL;
+    arch->rope_short = factors(field(rs, "short_factor"), arch->n_rope, "config.json: rope_scaling.short_factor",
+                               err, err_len);
+    if (!arch->rope_short) return -EINVAL;
+    snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", a);
+    gguf_build_u32(b, key, (uint32_t)orig);
+    double af;
+    const cJSON *v = field(rs, "attention_factor");
+    if (v && !cJSON_IsNull(v)) {
+      if (pos_float(v, "config.json: rope_scaling.attention_factor", 0, &af, err, err_len)) return -EINVAL;
+      snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", a);
+      gguf_build_f32(b, key, (float)af);
+    }
+    return 0;
+  }
+  snprintf(err, err_len, "config.json: rope_scaling type \"%.32s\" is not one tram runs for %s", t, a);
+  return -EINVAL;
+}
+
+/* Gemma's fields. n_layers, head_dim, dim, heads as read. */
+static int gemma_fields(gguf_build_t *b, const cJSON *cfg, const char *a, int version, int n_layers, int head_dim,
+                        int dim, int heads, char *err, size_t err_len) {
+  char key[96];
+  double v;
+  const int big = version == 2 ? 46 : 62;
+  const int want = n_layers == big ? dim / heads : head_dim;
+  long long qpas;
+  if (hf__int(field(cfg, "query_pre_attn_scalar"), "config.json: query_pre_attn_scalar", want, 1, INT32_MAX, &qpas,
+              err, err_len))
+    return -EINVAL;
+  if (qpas != want) {
+    snprintf(err, err_len, "config.json: query_pre_attn_scalar %lld: tram (as llama.cpp) uses %d for this model", qpas,
+             want);
+    return -EINVAL;
+  }
+  const char *caps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
+  for (int i = 0; i < 2; i++) {
+    const cJSON *c = field(cfg, caps[i]);
+    if (!c || cJSON_IsNull(c)) continue;
+    char what[64];
+    snprintf(what, sizeof what, "config.json: %s", caps[i]);
+    if (pos_float(c, what, 0, &v, err, err_len)) return -EINVAL;
+    snprintf(key, sizeof key, "%s.%s", a, caps[i]);
+    gguf_build_f32(b, key, (float)v);
+  }
+  long long pattern;
+  const cJSON *types = field(cfg, "layer_types");
+  if (cJSON_IsArray(types)) { /* newer configs: the pattern spelled out; tram runs a periodic one */
+    pattern = 0;
+    for (int l = 0; l < cJSON_GetArraySize(types) && !pattern; l++) {
+      const cJSON *t = cJSON_GetArrayItem(types, l);
+      if (cJSON_IsString(t) && strcmp(t->valuestring, "full_attention") == 0) pattern = l + 1;
+    }
+    for (int l = 0; l < cJSON_GetArraySize(types); l++) {
+      const cJSON *t = cJSON_GetArrayItem(types, l);
+      const int full = pattern && (l + 1) % pattern == 0;
+      if (!cJSON_IsString(t) || strcmp(t->valuestring, full ? "full_attention" : "sliding_attention") != 0) {
+        snprintf(err, err_len, "config.json: layer_types[%d] breaks the periodic sliding/full pattern tram runs", l);
+        return -EINVAL;
+      }
+    }
+  } else if (hf__int(field(cfg, "sliding_window_pattern"), "config.json: sliding_window_pattern", version == 2 ? 2 : 6,
+                     0, 4096, &pattern, err, err_len)) {
+    return -EINVAL;
+  }
+  snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a);
+  gguf_build_u32(b, key, (uint32_t)pattern);
+  if (version == 3) {
+    if (pos_float(field(cfg, "rope_local_base_freq"), "config.json: rope_local_base_freq", 10000.0, &v, err, err_len))
+      return -EINVAL;
+    snprintf(key, sizeof key, "%s.rope.freq_base_swa", a);
+    gguf_build_f32(b, key, (float)v);
+  }
+  return 0;
+}
+
+int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, size_t err_len) {
+  memset(arch, 0, sizeof *arch);
+  const cJSON *mt = field(cfg, "model_type");
+  if (!cJSON_IsObject(cfg) || !cJSON_IsString(mt)) {
+    snprintf(err, err_len, "config.json: no model_type");
+    return -EINVAL;
+  }
+  const char *t = mt->valuestring;
+  int gemma = 0;
+  if (strcmp(t, "llama") == 0 || strcmp(t, "mistral") == 0) {
+    arch->name = "llama";
+    arch->permute_qk = 1;
+  } else if (strcmp(t, "qwen2") == 0 || strcmp(t, "qwen3") == 0 || strcmp(t, "phi3") == 0) {
+    arch->name = t[0] == 'p' ? "phi3" : t[4] == '2' ? "qwen2" : "qwen3";
+  } else if (strcmp(t, "gemma2") == 0) {
+    arch->name = "gemma2", gemma = 2;
+  } else if (strcmp(t, "gemma3_text") == 0) {
+    arch->name = "gemma3", gemma = 3;
+  } else {
+    snprintf(err, err_len, "config.json: model_type \"%.40s\" is not one tram runs (llama, mistral, qwen2, qwen3, "
+             "gemma2, gemma3_text, phi3)", t);
+    return -EINVAL;
+  }
+  arch->gemma = gemma != 0;
+  const char *a = arch->name;
+  long long dim, ff, layers, heads, kv, head_dim, ctx, vocab, window = 0;
+  if (hf__int(field(cfg, "hidden_size"), "config.json: hidden_size", -1, 1, 1 << 20, &dim, err, err_len) ||
+      hf__int(field(cfg, "intermediate_size"), "config.json: intermediate_size", -1, 1, 1 << 22, &ff, err, err_len) ||
+      hf__int(field(cfg, "num_hidden_layers"), "config.json: num_hidden_layers", -1, 1, 4096, &layers, err, err_len) ||
+      hf__int(field(cfg, "num_attention_heads"), "config.json: num_attention_heads", -1, 1, 4096, &heads, err,
+              err_len) ||
+      hf__int(field(cfg, "num_key_value_heads"), "config.json: num_key_value_heads", heads, 1, heads, &kv, err,
+              err_len) ||
+      hf__int(field(cfg, "head_dim"), "config.json: head_dim", dim / heads, 2, 1 << 16, &head_dim, err, err_len) ||
+      hf__int(field(cfg, "max_position_embeddings"), "config.json: max_position_embeddings", 4096, 1, INT32_MAX, &ctx,
+              err, err_len) ||
+      hf__int(field(cfg, "vocab_size"), "config.json: vocab_size", -1, 1, 1 << 24, &vocab, err, err_len))
+    return -EINVAL;
+  const cJSON *sw = field(cfg, "sliding_window");
+  const cJSON *use_sw = field(cfg, "use_sliding_window");
+  if (strncmp(a, "qwen", 4) == 0) {
+    if (cJSON_IsTrue(use_sw)) {
+      snprintf(err, err_len, "config.json: use_sliding_window (Qwen's per-layer windows) is not something tram runs");
+      return -EINVAL;
+    }
+  } else if (hf__int(sw, "config.json: sliding_window", 0, 0, INT32_MAX, &window, err, err_len)) {
+    return -EINVAL;
+  }
+  double eps, theta, partial;
+  if (pos_float(field(cfg, "rms_norm_eps"), "config.json: rms_norm_eps", 0, &eps, err, err_len) ||
+      pos_float(field(cfg, "rope_theta"), "config.json: rope_theta", 10000.0, &theta, err, err_len) ||
+      pos_float(field(cfg, "partial_rotary_factor"), "config.json: partial_rotary_factor", 1.0, &partial, err,
+                err_len))
+    return -EINVAL;
+  const cJSON *act = field(cfg, gemma ? "hidden_activation" : "hidden_act");
+  if (gemma && !cJSON_IsString(act)) act = field(cfg, "hidden_act");
+  const char *want_act = gemma ? "gelu_pytorch_tanh" : "silu";
+  if (act && !cJSON_IsNull(act) && (!cJSON_IsString(act) || strcmp(act->valuestring, want_act) != 0)) {
+    snprintf(err, err_len, "config.json: activation \"%.32s\": tram runs %s for %s",
+             cJSON_IsString(act) ? act->valuestring : "?", want_act, a);
+    return -EINVAL;
+  }
+  if (cJSON_IsTrue(field(cfg, "mlp_bias"))) {
+    snprintf(err, err_len, "config.json: mlp_bias is not something tram runs");
+    return -EINVAL;
+  }
+  const int rot_dim = (int)(head_dim * partial) & ~1;
+  char key[96];
+#define U32(name, v) (snprintf(key, sizeof key, "%s." name, a), gguf_build_u32(b, key, (uint32_t)(v)))
+#define F32(name, v) (snprintf(key, sizeof key, "%s." name, a), gguf_build_f32(b, key, (float)(v)))
+  gguf_build_str(b, "general.architecture", a, strlen(a));
+  U32("block_count", layers);
+  U32("embedding_length", dim);
+  U32("feed_forward_length", ff);
+  U32("context_length", ctx);
+  U32("vocab_size", vocab);
+  U32("attention.head_count", heads);
+  U32("attention.head_count_kv", kv);
+  U32("attention.key_length", head_dim);
+  U32("attention.value_length", head_dim);
+  U32("rope.dimension_count", rot_dim);
+  F32("attention.layer_norm_rms_epsilon", eps);
+  F32("rope.freq_base", theta);
+  if (window > 0) U32("attention.sliding_window", window);
+#undef U32
+#undef F32
+  arch->n_heads = (int)heads;
+  arch->n_kv_heads = (int)kv;
+  arch->n_layers = (int)layers;
+  arch->n_vocab = (int)vocab;
+  const cJSON *tie = field(cfg, "tie_word_embeddings");
+  arch->tied = tie ? cJSON_IsTrue(tie) : gemma != 0; /* the configs' defaults: gemma true, the others false */
+  if (rope_scaling(b, cfg, a, arch, rot_dim, err, err_len)) return -EINVAL;
+  if (gemma && gemma_fields(b, cfg, a, gemma, (int)layers, (int)head_dim, (int)dim, (int)heads, err, err_len))
+    return -EINVAL;
+  return 0;
+}

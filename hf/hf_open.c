@@ -1,0 +1,259 @@
+/* hf/hf_open.c — a Hugging Face checkpoint folder opened as a GGUF context
+ * (see hf.h): the JSON files, then every safetensors tensor under its GGUF
+ * name. Tensor names (Hugging Face → llama.cpp):
+ *   model.embed_tokens.weight → token_embd.weight, model.norm.weight →
+ *   output_norm.weight, lm_head.weight → output.weight (dropped when tied);
+ *   model.layers.N.: input_layernorm → attn_norm, self_attn.{q,k,v,o}_proj →
+ *   attn_{q,k,v,output}, self_attn.qkv_proj → attn_qkv, self_attn.{q,k}_norm
+ *   → attn_{q,k}_norm, post_attention_layernorm → ffn_norm (gemma:
+ *   post_attention_norm), pre_feedforward_layernorm → ffn_norm,
+ *   post_feedforward_layernorm → post_ffw_norm, mlp.{gate,up,down}_proj →
+ *   ffn_{gate,up,down}, mlp.gate_up_proj → ffn_up.
+ * Matrices stay views of the mapping, except Llama's Q and K (and their
+ * biases), whose rows are reordered as llama.cpp's converter does so that
+ * adjacent-pair RoPE applies; 1-D norm weights and biases become F32 copies
+ * (Gemma's norms as 1 + w). */
+#include "hf/hf.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/alloc.h"
+#include "hf/hf_internal.h"
+#include "kernels/cpu/half.h"
+#include "st/safetensors.h"
+
+#define HF_MAX_JSON (256u << 20) /* bytes of one JSON file (tokenizer.json runs to tens of MB) */
+
+int hf_is_checkpoint(const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return 1;
+  const size_t n = strlen(path);
+  return (n > 12 && strcmp(path + n - 12, ".safetensors") == 0) || (n > 5 && strcmp(path + n - 5, ".json") == 0);
+}
+
+/* dir/name parsed as JSON; NULL when absent (*missing set) or malformed
+ * (err written). */
+static cJSON *read_json(const char *dir, const char *name, int *missing, char *err, size_t err_len) {
+  char path[4096];
+  *missing = 0;
+  FILE *f = (size_t)snprintf(path, sizeof path, "%s/%s", dir, name) < sizeof path ? fopen(path, "rb") : NULL;
+  if (!f) {
+    *missing = 1;
+    snprintf(err, err_len, "%.400s: cannot open", path);
+    return NULL;
+  }
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    xgrow(&buf, &cap, n + 65536, 1, 65536);
+    const size_t got = fread(buf + n, 1, cap - n, f);
+    n += got;
+    if (got == 0 || n > HF_MAX_JSON) break;
+  }
+  fclose(f);
+  cJSON *j = n <= HF_MAX_JSON ? cJSON_ParseWithLength(buf, n) : NULL;
+  if (!j) snprintf(err, err_len, "%.400s: not valid JSON%s", path, n > HF_MAX_JSON ? " (too large)" : "");
+  free(buf);
+  return j;
+}
+
+/* The whole file dir/name as a malloc'd string, or NULL. */
+static char *read_text(const char *dir, const char *name, size_t *len) {
+  char path[4096];
+  FILE *f = (size_t)snprintf(path, sizeof path, "%s/%s", dir, name) < sizeof path ? fopen(path, "rb") : NULL;
+  if (!f) return NULL;
+  char *buf = NULL;
+  size_t n = 0, cap = 0, got;
+  do {
+    xgrow(&buf, &cap, n + 65536, 1, 65536);
+    got = fread(buf + n, 1, cap - n - 1, f);
+    n += got;
+  } while (got > 0 && n < HF_MAX_JSON);
+  fclose(f);
+  buf[n] = 0;
+  *len = n;
+  return buf;
+}
+
+enum { K_MATRIX, K_VECTOR, K_Q, K_K, K_SKIP };
+
+/* The GGUF name of Hugging Face tensor `hf` into out, and its kind; -1 when
+ * it has none. */
+static int map_name(const char *hf, const hf_arch_t *a, char *out, size_t len) {
+  static const struct {
+    const char *hf, *gguf, *gguf_gemma;
+    int kind;
+  } layer[] = {
+      {"input_layernorm.weight", "attn_norm.weight", NULL, K_VECTOR},
+      {"self_attn.q_proj.weight", "attn_q.weight", NULL, K_Q},
+      {"self_attn.k_proj.weight", "attn_k.weight", NULL, K_K},
+      {"self_attn.v_proj.weight", "attn_v.weight", NULL, K_MATRIX},
+      {"self_attn.o_proj.weight", "attn_output.weight", NULL, K_MATRIX},
+      {"self_attn.q_proj.bias", "attn_q.bias", NULL, K_Q},
+      {"self_attn.k_proj.bias", "attn_k.bias", NULL, K_K},
+      {"self_attn.v_proj.bias", "attn_v.bias", NULL, K_VECTOR},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight", NULL, K_VECTOR},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight", NULL, K_VECTOR},
+      {"self_attn.qkv_proj.weight", "attn_qkv.weight", NULL, K_MATRIX},
+      {"self_attn.rotary_emb.inv_freq", NULL, NULL, K_SKIP}, /* a buffer some checkpoints save */
+      {"post_attention_layernorm.weight", "ffn_norm.weight", "post_attention_norm.weight", K_VECTOR},
+      {"pre_feedforward_layernorm.weight", "ffn_norm.weight", NULL, K_VECTOR},
+      {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", NULL, K_VECTOR},
+      {"mlp.gate_proj.weight", "ffn_gate.weight", NULL, K_MATRIX},
+      {"mlp.up_proj.weight", "ffn_up.weight", NULL, K_MATRIX},
+      {"mlp.down_proj.weight", "ffn_down.weight", NULL, K_MATRIX},
+      {"mlp.gate_up_proj.weight", "ffn_up.weight", NULL, K_MATRIX},
+  };
+  int l, at = 0;
+  if (sscanf(hf, "model.layers.%d.%n", &l, &at) == 1 && at > 0 && l >= 0 && l < a->n_layers) {
+    for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
+      if (strcmp(hf + at, layer[i].hf) == 0) {
+        const char *g = a->gemma && layer[i].gguf_gemma ? layer[i].gguf_gemma : layer[i].gguf;
+        if (g) snprintf(out, len, "blk.%d.%s", l, g);
+        return layer[i].kind;
+      }
+    return -1;
+  }
+  if (strcmp(hf, "model.embed_tokens.weight") == 0) return snprintf(out, len, "token_embd.weight"), K_MATRIX;
+  if (strcmp(hf, "model.norm.weight") == 0) return snprintf(out, len, "output_norm.weight"), K_VECTOR;
+  if (strcmp(hf, "lm_head.weight") == 0) return a->tied ? K_SKIP : (snprintf(out, len, "output.weight"), K_MATRIX);
+  return -1;
+}
+
+/* Element i of t as f32. */
+static float elem(const st_tensor_t *t, int64_t i) {
+  if (t->type == KERN_F32) {
+    float f;
+    memcpy(&f, (const char *)t->data + 4 * i, 4);
+    return f;
+  }
+  uint16_t h;
+  memcpy(&h, (const char *)t->data + 2 * i, 2);
+  return t->type == KERN_F16 ? kern_cpu_f16_to_f32(h) : kern_cpu__bits_f32((uint32_t)h << 16);
+}
+
+/* Rows of t (n_rows of row_bytes) reordered for adjacent-pair RoPE over
+ * heads of n_rows / n_head rows: new row h·hd + 2i + j = old row
+ * h·hd + j·hd/2 + i (llama.cpp's permute). A copy the builder keeps. */
+static void *permuted(gguf_build_t *b, const void *src, int64_t n_rows, int64_t row_bytes, int n_head) {
+  char *dst = xmalloc((size_t)(n_rows * row_bytes));
+  const int64_t hd = n_rows / n_head;
+  for (int64_t h = 0; h < n_head; h++)
+    for (int64_t i = 0; i < hd / 2; i++)
+      for (int64_t j = 0; j < 2; j++)
+        memcpy(dst + (h * hd + 2 * i + j) * row_bytes, (const char *)src + (h * hd + j * (hd / 2) + i) * row_bytes,
+               (size_t)row_bytes);
+  gguf_build_keep(b, dst);
+  return dst;
+}
+
+static int add_tensor(gguf_build_t *b, const st_tensor_t *t, const hf_arch_t *a, char *err, size_t err_len) {
+  char name[160];
+  const int kind = map_name(t->name, a, name, sizeof name);
+  if (kind == K_SKIP) return 0;
+  if (kind < 0) {
+    snprintf(err, err_len, "tensor '%.100s' has no counterpart in the %s architecture as tram runs it", t->name,
+             a->name);
+    return -EINVAL;
+  }
+  const int vector = t->n_dims == 1;
+  if (!vector && t->n_dims != 2) {
+    snprintf(err, err_len, "tensor '%.100s' has %d dimensions (want 1 or 2)", t->name, t->n_dims);
+    return -EINVAL;
+  }
+  const int n_head = kind == K_Q ? a->n_heads : a->n_kv_heads;
+  if ((kind == K_Q || kind == K_K) && a->permute_qk && (t->shape[0] % (2 * n_head) != 0)) {
+    snprintf(err, err_len, "tensor '%.100s': %lld rows do not split into %d heads", t->name,
+             (long long)t->shape[0], n_head);
+    return -EINVAL;
+  }
+  const int permute = (kind == K_Q || kind == K_K) && a->permute_qk;
+  if (vector) { /* norms and biases: F32 copies (Gemma's norms as 1 + w) */
+    const int norm = strstr(name, "norm") != NULL;
+    float *f = xmalloc((size_t)(t->n_elems ? t->n_elems : 1) * sizeof *f);
+    for (int64_t i = 0; i < t->n_elems; i++) f[i] = elem(t, i) + (a->gemma && norm ? 1.0f : 0.0f);
+    gguf_build_keep(b, f);
+    const void *data = permute ? permuted(b, f, t->n_elems, 4, n_head) : f;
+    return gguf_build_tensor(b, name, KERN_F32, 1, (int64_t[]){t->shape[0]}, data, (uint64_t)t->n_elems * 4);
+  }
+  const int64_t row_bytes = (int64_t)(t->nbytes / (uint64_t)(t->shape[0] ? t->shape[0] : 1));
+  const void *data = permute ? permuted(b, t->data, t->shape[0], row_bytes, n_head) : t->data;
+  if (gguf_build_tensor(b, name, t->type, 2, (int64_t[]){t->shape[1], t->shape[0]}, data, t->nbytes) != 0) {
+    snprintf(err, err_len, "tensor '%.100s' is not a matrix tram can use", t->name);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+static void release_st(void *st) { st_close(st); }
+
+gguf_ctx_t *hf_open(const char *path, char *err, size_t err_len) {
+  char dir[4096], msg[512] = "";
+  struct stat sb;
+  if (strlen(path) >= sizeof dir) {
+    snprintf(err, err_len, "%.200s...: path too long", path);
+    return NULL;
+  }
+  memcpy(dir, path, strlen(path) + 1);
+  if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    char *slash = strrchr(dir, '/');
+    if (slash)
+      *slash = 0;
+    else
+      snprintf(dir, sizeof dir, ".");
+  }
+  /* config.json and tokenizer.json are needed; tokenizer_config.json and
+   * generation_config.json may be absent, not malformed */
+  int missing, rc = 0;
+  cJSON *cfg = read_json(dir, "config.json", &missing, msg, sizeof msg);
+  cJSON *tok = cfg ? read_json(dir, "tokenizer.json", &missing, msg, sizeof msg) : NULL;
+  cJSON *tcfg = NULL, *gen = NULL;
+  if (!cfg || !tok) rc = -EINVAL;
+  if (rc == 0 && !(tcfg = read_json(dir, "tokenizer_config.json", &missing, msg, sizeof msg)) && !missing) rc = -EINVAL;
+  if (rc == 0 && !(gen = read_json(dir, "generation_config.json", &missing, msg, sizeof msg)) && !missing) rc = -EINVAL;
+  gguf_build_t *b = gguf_build_new();
+  hf_arch_t arch = {0};
+  st_ctx_t *st = NULL;
+  if (rc == 0) rc = hf__config(b, cfg, &arch, msg, sizeof msg);
+  if (rc == 0) {
+    const cJSON *ids = gen && cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id") ? gen : cfg;
+    rc = hf__tokenizer(b, tok, tcfg, ids, arch.n_vocab, msg, sizeof msg);
+  }
+  if (rc == 0 && !cJSON_GetObjectItemCaseSensitive(tcfg, "chat_template")) {
+    size_t len;
+    char *tpl = read_text(dir, "chat_template.jinja", &len);
+    if (tpl) gguf_build_str(b, "tokenizer.chat_template", tpl, len);
+    free(tpl);
+  }
+  if (rc == 0) {
+    st = st_open(stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) ? dir : path, msg, sizeof msg);
+    rc = st ? 0 : -EINVAL;
+  }
+  if (rc == 0) gguf_build_on_close(b, release_st, st);
+  for (size_t i = 0; rc == 0 && i < st_tensor_count(st); i++) rc = add_tensor(b, st_tensor_at(st, i), &arch, msg, sizeof msg);
+  if (rc == 0 && arch.rope_long) {
+    gguf_build_keep(b, arch.rope_long);
+    gguf_build_keep(b, arch.rope_short);
+    const int64_t ne[1] = {arch.n_rope};
+    gguf_build_tensor(b, "rope_factors_long.weight", KERN_F32, 1, ne, arch.rope_long, (uint64_t)arch.n_rope * 4);
+    gguf_build_tensor(b, "rope_factors_short.weight", KERN_F32, 1, ne, arch.rope_short, (uint64_t)arch.n_rope * 4);
+    arch.rope_long = arch.rope_short = NULL;
+  }
+  free(arch.rope_long);
+  free(arch.rope_short);
+  cJSON_Delete(cfg);
+  cJSON_Delete(tok);
+  cJSON_Delete(tcfg);
+  cJSON_Delete(gen);
+  gguf_ctx_t *g = NULL;
+  if (rc == 0)
+    g = gguf_build_finish(b, msg, sizeof msg);
+  else
+    gguf_build_abort(b); /* closes st too, through on_close */
+  if (!g) snprintf(err, err_len, "%.400s: %s", path, msg[0] ? msg : "cannot read the checkpoint");
+  return g;
+}

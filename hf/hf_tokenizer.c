@@ -1,0 +1,279 @@
+/* hf/hf_tokenizer.c — tokenizer.json's byte-level BPE read into
+ * llama.cpp's tokenizer.ggml.* keys (see hf.h), for text/'s tokenizer.
+ *
+ *   model          BPE without byte_fallback, continuing_subword_prefix or
+ *                  end_of_word_suffix → tokenizer.ggml.model "gpt2";
+ *                  vocab → tokens by id, merges ("a b" or ["a", "b"])
+ *   added_tokens   special → control (3), others user-defined (4)
+ *   normalizer     none (any other is refused)
+ *   pre_tokenizer  ByteLevel, or a Sequence of Split (Isolated) / Digits
+ *                  (individual) / ByteLevel, matched against text/'s table
+ *                  (tok_pre_name_of) → tokenizer.ggml.pre; ignore_merges
+ *                  must agree with it
+ *   decoder        ByteLevel
+ * Ids with no token up to config.json's vocab_size (embedding rows
+ * converters pad) become "[PAD<id>]" of type unused (5), as llama.cpp's
+ * converter writes them. Special tokens: tokenizer_config.json's
+ * bos_token / eos_token (a string or {"content"}), else config.json's
+ * bos_token_id / eos_token_id (the first of a list; a second one becomes
+ * the end-of-turn id); add_bos_token / add_eos_token; chat_template (a
+ * string, or the entry named "default" of a list). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "hf/hf_internal.h"
+#include "text/tokenizer.h"
+
+static const cJSON *field(const cJSON *o, const char *name) { return cJSON_GetObjectItemCaseSensitive(o, name); }
+
+static int is_type(const cJSON *o, const char *type) {
+  const cJSON *t = field(o, "type");
+  return cJSON_IsString(t) && strcmp(t->valuestring, type) == 0;
+}
+
+/* One pre-tokenizer step as text/'s regex list entry; NULL if tram has none. */
+static const char *step_regex(const cJSON *p) {
+  if (is_type(p, "ByteLevel")) return cJSON_IsFalse(field(p, "use_regex")) ? "" : TOK_PRE_BYTELEVEL;
+  if (is_type(p, "Digits")) return cJSON_IsTrue(field(p, "individual_digits")) ? TOK_PRE_DIGITS : NULL;
+  if (is_type(p, "Split")) {
+    const cJSON *pat = field(field(p, "pattern"), "Regex"), *beh = field(p, "behavior");
+    if (!cJSON_IsString(pat) || !cJSON_IsString(beh) || strcmp(beh->valuestring, "Isolated") != 0 ||
+        cJSON_IsTrue(field(p, "invert")))
+      return NULL;
+    return pat->valuestring;
+  }
+  return NULL;
+}
+
+/* The pre-tokenizer name for tokenizer.json's pre_tokenizer. */
+static int pre_name(const cJSON *tok, const char **name, char *err, size_t err_len) {
+  const cJSON *pre = field(tok, "pre_tokenizer");
+  const char *res[8];
+  int n = 0, ok = cJSON_IsObject(pre);
+  if (ok && is_type(pre, "Sequence")) {
+    const cJSON *steps = field(pre, "pretokenizers");
+    ok = cJSON_IsArray(steps) && cJSON_GetArraySize(steps) <= 8;
+    for (const cJSON *s = ok ? steps->child : NULL; s && ok; s = s->next) {
+      const char *r = step_regex(s);
+      ok = r != NULL;
+      if (ok && r[0]) res[n++] = r; /* a ByteLevel without regex only maps bytes */
+    }
+  } else if (ok) {
+    const char *r = step_regex(pre);
+    ok = r && r[0];
+    if (ok) res[n++] = r;
+  }
+  int ignore_merges = 0;
+  *name = ok && n ? tok_pre_name_of(res, n, &ignore_merges) : NULL;
+  if (!*name) {
+    snprintf(err, err_len, "tokenizer.json: pre_tokenizer %s is not one tram runs (ByteLevel, or the Split/Digits + "
+             "ByteLevel sequences of GPT-2, SmolLM, Llama 3, Qwen 2)",
+             cJSON_IsObject(pre) && cJSON_IsString(field(pre, "type")) ? field(pre, "type")->valuestring : "(none)");
+    return -EINVAL;
+  }
+  const cJSON *im = field(field(tok, "model"), "ignore_merges");
+  if ((im && cJSON_IsTrue(im)) != (ignore_merges != 0)) {
+    snprintf(err, err_len, "tokenizer.json: model.ignore_merges is %s, tram's \"%s\" pre-tokenizer %s", 
+             cJSON_IsTrue(im) ? "true" : "false", *name, ignore_merges ? "ignores merges" : "applies them");
+    return -EINVAL;
+  }
+  return 0;
+}
+
+/* The content of a special-token field: a string or {"content": string}. */
+static const char *token_content(const cJSON *v) {
+  if (cJSON_IsString(v)) return v->valuestring;
+  const cJSON *c = field(v, "content");
+  return cJSON_IsString(c) ? c->valuestring : NULL;
+}
+
+typedef struct vocab {
+  char **text; /* [n] owned copies, NULL for a hole */
+  int32_t *type;
+  int n;
+} vocab_t;
+
+static int32_t find_token(const vocab_t *v, const char *s) {
+  for (int i = 0; s && i < v->n; i++)
+    if (v->text[i] && strcmp(v->text[i], s) == 0) return i;
+  return -1;
+}
+
+/* A token id: tokenizer_config's token text, else config.json's id (item
+ * `which` of a list), else -1. */
+static int32_t special_id(const vocab_t *v, const cJSON *tcfg, const char *tname, const cJSON *cfg, const char *cname,
+                          int which) {
+  const int32_t id = find_token(v, token_content(field(tcfg, tname)));
+  if (id >= 0) return id;
+  const cJSON *c = field(cfg, cname);
+  if (cJSON_IsArray(c)) c = cJSON_GetArrayItem(c, which);
+  else if (which > 0) c = NULL;
+  return cJSON_IsNumber(c) && c->valuedouble >= 0 && c->valuedouble < v->n ? (int32_t)c->valuedouble : -1;
+}
+
+static int set_token(vocab_t *v, long long id, const char *s, int32_t type, char *err, size_t err_len) {
+  if (id < 0 || id >= v->n) {
+    snprintf(err, err_len, "tokenizer.json: token '%.40s' has id %lld, outside the vocabulary of %d (config.json "
+             "vocab_size)", s, id, v->n);
+    return -EINVAL;
+  }
+  if (v->text[id] && strcmp(v->text[id], s) != 0) {
+    snprintf(err, err_len, "tokenizer.json: id %lld is both '%.40s' and '%.40s'", id, v->text[id], s);
+    return -EINVAL;
+  }
+  if (!v->text[id]) v->text[id] = strcpy(xmalloc(strlen(s) + 1), s);
+  v->type[id] = type;
+  return 0;
+}
+
+static int read_vocab(vocab_t *v, const cJSON *tok, char *err, size_t err_len) {
+  const cJSON *model = field(tok, "model"), *vocab = field(model, "vocab");
+  if (!cJSON_IsObject(vocab)) {
+    snprintf(err, err_len, "tokenizer.json: model.vocab is not an object");
+    return -EINVAL;
+  }
+  for (const cJSON *e = vocab->child; e; e = e->next) {
+    long long id;
+    char what[96];
+    snprintf(what, sizeof what, "tokenizer.json: the id of '%.40s'", e->string);
+    if (hf__int(e, what, -1, 0, INT32_MAX, &id, err, err_len) ||
+        set_token(v, id, e->string, TOK_TYPE_NORMAL, err, err_len))
+      return -EINVAL;
+  }
+  const cJSON *added = field(tok, "added_tokens");
+  for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e; e = e->next) {
+    long long id;
+    const cJSON *content = field(e, "content");
+    if (!cJSON_IsString(content) ||
+        hf__int(field(e, "id"), "tokenizer.json: an added token's id", -1, 0, INT32_MAX, &id, err, err_len)) {
+      if (!cJSON_IsString(content)) snprintf(err, err_len, "tokenizer.json: an added token has no content");
+      return -EINVAL;
+    }
+    const int32_t type = cJSON_IsTrue(field(e, "special")) ? TOK_TYPE_CONTROL : TOK_TYPE_USER_DEFINED;
+    if (set_token(v, id, content->valuestring, type, err, err_len)) return -EINVAL;
+  }
+  for (int i = 0; i < v->n; i++)
+    if (!v->text[i]) {
+      char pad[32];
+      snprintf(pad, sizeof pad, "[PAD%d]", i);
+      v->text[i] = strcpy(xmalloc(strlen(pad) + 1), pad);
+      v->type[i] = TOK_TYPE_UNUSED;
+    }
+  return 0;
+}
+
+/* model.merges → "a b" strings in b. */
+static int read_merges(gguf_build_t *b, const cJSON *tok, char *err, size_t err_len) {
+  const cJSON *merges = field(field(tok, "model"), "merges");
+  if (!cJSON_IsArray(merges)) {
+    snprintf(err, err_len, "tokenizer.json: model.merges is not a list");
+    return -EINVAL;
+  }
+  const int n = cJSON_GetArraySize(merges);
+  char **s = xcalloc((size_t)(n ? n : 1), sizeof *s);
+  size_t *lens = xcalloc((size_t)(n ? n : 1), sizeof *lens);
+  int i = 0, rc = 0;
+  for (const cJSON *m = merges->child; m && rc == 0; m = m->next, i++) {
+    const char *a = NULL, *c = NULL;
+    if (cJSON_IsString(m)) {
+      const char *sp = strchr(m->valuestring, ' ');
+      if (sp && sp != m->valuestring && sp[1] && !strchr(sp + 1, ' ')) a = m->valuestring, c = "";
+    } else if (cJSON_IsArray(m) && cJSON_GetArraySize(m) == 2 && cJSON_IsString(m->child) &&
+               cJSON_IsString(m->child->next)) {
+      a = m->child->valuestring, c = m->child->next->valuestring;
+    }
+    if (!a || (c[0] == 0 && cJSON_IsArray(m))) {
+      snprintf(err, err_len, "tokenizer.json: merge %d is not \"a b\" or [\"a\", \"b\"]", i);
+      rc = -EINVAL;
+      break;
+    }
+    const size_t la = strlen(a), lc = strlen(c);
+    s[i] = xmalloc(la + lc + 2);
+    memcpy(s[i], a, la);
+    if (lc) {
+      s[i][la] = ' ';
+      memcpy(s[i] + la + 1, c, lc);
+    }
+    lens[i] = lc ? la + 1 + lc : la;
+    s[i][lens[i]] = 0;
+  }
+  if (rc == 0) gguf_build_arr_str(b, "tokenizer.ggml.merges", (const char *const *)s, lens, (size_t)n);
+  for (int k = 0; k < n; k++) free(s[k]);
+  free(s);
+  free(lens);
+  return rc;
+}
+
+/* The checks on tokenizer.json's model, normalizer and decoder. */
+static int check_kinds(const cJSON *tok, char *err, size_t err_len) {
+  const cJSON *model = field(tok, "model"), *norm = field(tok, "normalizer"), *dec = field(tok, "decoder");
+  if (!is_type(model, "BPE")) {
+    snprintf(err, err_len, "tokenizer.json: model type %s: tram reads byte-level BPE",
+             cJSON_IsString(field(model, "type")) ? field(model, "type")->valuestring : "(none)");
+    return -EINVAL;
+  }
+  if (cJSON_IsTrue(field(model, "byte_fallback")) || cJSON_IsString(field(model, "continuing_subword_prefix")) ||
+      cJSON_IsString(field(model, "end_of_word_suffix"))) {
+    snprintf(err, err_len, "tokenizer.json: BPE with byte_fallback or word affixes (SentencePiece-style) is not "
+             "something tram reads from tokenizer.json; use the model's GGUF");
+    return -EINVAL;
+  }
+  if (norm && !cJSON_IsNull(norm)) {
+    snprintf(err, err_len, "tokenizer.json: normalizer %s is not something tram runs",
+             cJSON_IsString(field(norm, "type")) ? field(norm, "type")->valuestring : "?");
+    return -EINVAL;
+  }
+  if (dec && !cJSON_IsNull(dec) && !is_type(dec, "ByteLevel")) {
+    snprintf(err, err_len, "tokenizer.json: decoder %s: tram decodes byte-level BPE",
+             cJSON_IsString(field(dec, "type")) ? field(dec, "type")->valuestring : "?");
+    return -EINVAL;
+  }
+  return 0;
+}
+
+int hf__tokenizer(gguf_build_t *b, const cJSON *tok, const cJSON *tcfg, const cJSON *cfg, int n_vocab, char *err,
+                  size_t err_len) {
+  const char *pre;
+  if (!cJSON_IsObject(tok)) {
+    snprintf(err, err_len, "tokenizer.json: not a JSON object");
+    return -EINVAL;
+  }
+  if (check_kinds(tok, err, err_len) || pre_name(tok, &pre, err, err_len)) return -EINVAL;
+  vocab_t v = {xcalloc((size_t)n_vocab, sizeof(char *)), xcalloc((size_t)n_vocab, sizeof(int32_t)), n_vocab};
+  int rc = read_vocab(&v, tok, err, err_len);
+  if (rc == 0) rc = read_merges(b, tok, err, err_len);
+  if (rc == 0) {
+    size_t *lens = xmalloc((size_t)n_vocab * sizeof *lens);
+    for (int i = 0; i < n_vocab; i++) lens[i] = strlen(v.text[i]);
+    gguf_build_str(b, "tokenizer.ggml.model", "gpt2", 4);
+    gguf_build_str(b, "tokenizer.ggml.pre", pre, strlen(pre));
+    gguf_build_arr_str(b, "tokenizer.ggml.tokens", (const char *const *)v.text, lens, (size_t)n_vocab);
+    gguf_build_arr_i32(b, "tokenizer.ggml.token_type", v.type, (size_t)n_vocab);
+    free(lens);
+    const int32_t bos = special_id(&v, tcfg, "bos_token", cfg, "bos_token_id", 0);
+    const int32_t eos = special_id(&v, tcfg, "eos_token", cfg, "eos_token_id", 0);
+    const int32_t eot = special_id(&v, NULL, "", cfg, "eos_token_id", 1);
+    if (bos >= 0) gguf_build_u32(b, "tokenizer.ggml.bos_token_id", (uint32_t)bos);
+    if (eos >= 0) gguf_build_u32(b, "tokenizer.ggml.eos_token_id", (uint32_t)eos);
+    if (eot >= 0 && eot != eos) gguf_build_u32(b, "tokenizer.ggml.eot_token_id", (uint32_t)eot);
+    const char *flags[] = {"add_bos_token", "add_eos_token"};
+    for (int i = 0; i < 2; i++) {
+      const cJSON *f = field(tcfg, flags[i]);
+      char key[64];
+      snprintf(key, sizeof key, "tokenizer.ggml.%s", flags[i]);
+      if (cJSON_IsBool(f)) gguf_build_bool(b, key, cJSON_IsTrue(f));
+    }
+    const cJSON *tpl = field(tcfg, "chat_template");
+    for (const cJSON *e = cJSON_IsArray(tpl) ? tpl->child : NULL; e; e = e->next)
+      if (cJSON_IsString(field(e, "name")) && strcmp(field(e, "name")->valuestring, "default") == 0)
+        tpl = field(e, "template");
+    if (cJSON_IsString(tpl)) gguf_build_str(b, "tokenizer.chat_template", tpl->valuestring, strlen(tpl->valuestring));
+  }
+  for (int i = 0; i < n_vocab; i++) free(v.text[i]);
+  free(v.text);
+  free(v.type);
+  return rc;
+}
