@@ -40,8 +40,39 @@ typedef struct word_ctx {
   tok__out_t *out;
 } word_ctx_t;
 
+/* A word longer than TOK_PIECE_MAX: merged piece by piece, a piece equal
+ * to the one before (a run of one character) taking its ids again. */
+static void long_word(word_ctx_t *c, const uint8_t *w, size_t n) {
+  tok__scratch_t *sc = c->sc;
+  if (!sc->piece_ids) {
+    sc->piece_ids = malloc(TOK_PIECE_MAX * sizeof *sc->piece_ids);
+    if (!sc->piece_ids) abort();
+  }
+  for (size_t at = 0; at < n;) {
+    size_t k = n - at;
+    if (k > TOK_PIECE_MAX) {
+      k = TOK_PIECE_MAX;
+      while (k > 1 && (w[at + k] & 0xC0) == 0x80) k--; /* not inside a character */
+    }
+    const uint8_t *p = w + at;
+    if (!sc->piece || sc->piece_len != k || memcmp(sc->piece, p, k) != 0) {
+      tok__out_t mine = {sc->piece_ids, TOK_PIECE_MAX, 0}; /* k bytes give at most k ids */
+      tok__bpe_word(c->tok, sc, p, k, &mine);
+      sc->piece = p;
+      sc->piece_len = k;
+      sc->piece_n = mine.n;
+    }
+    for (int64_t i = 0; i < sc->piece_n; i++) tok__emit(c->out, sc->piece_ids[i]);
+    at += k;
+  }
+}
+
 static int on_word(void *arg, const uint8_t *w, size_t n) {
   word_ctx_t *c = arg;
+  if (n > TOK_PIECE_MAX) {
+    long_word(c, w, n);
+    return 0;
+  }
   if (n < 2 || n > CACHE_WORD || !c->sc->cache) {
     tok__bpe_word(c->tok, c->sc, w, n, c->out);
     return 0;
@@ -140,6 +171,7 @@ int64_t tok_encode(const tok_t *tok, const char *text, size_t len, int flags, in
   free(sc.sym);
   free(sc.heap);
   free(sc.buf);
+  free(sc.piece_ids);
   free(clean);
   return rc < 0 ? rc : out.n;
 }
