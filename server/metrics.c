@@ -88,6 +88,12 @@ srv_metrics_t *srv_metrics_create(const char *model_name, int32_t max_model_len)
   m->http_timeouts = counter(r, "tram:http_timeouts_total", "Requests cut off for arriving too slowly (408).");
   m->http_dropped =
       counter(r, "tram:http_clients_dropped_total", "Clients dropped for not reading their responses.");
+  m->http_evicted = counter(r, "tram:http_connections_evicted_total",
+                            "Idle connections closed at the connection cap to make room for a new one.");
+  m->loop_stall_max = gauge(r, "tram:event_loop_stall_max_seconds",
+                            "The longest the event loop was late running its 10 ms probe timer (blocked by work).");
+  m->loop_stall_total =
+      counter(r, "tram:event_loop_stall_seconds_total", "Summed lateness of the event loop's probe timer.");
   return m;
 }
 
@@ -104,6 +110,7 @@ void srv_metrics_http(srv_metrics_t *m, const http_server_stats_t *st) {
   prom_set(m->http_requests, (double)st->requests);
   prom_set(m->http_timeouts, (double)st->timeouts);
   prom_set(m->http_dropped, (double)st->dropped);
+  prom_set(m->http_evicted, (double)st->evicted);
 }
 
 char *srv_metrics_render(const srv_metrics_t *m, size_t *len) { return prom_render(m->reg, len); }

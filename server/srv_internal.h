@@ -10,12 +10,16 @@
  *   srv_completions.c     POST /v1/completions and /v1/chat/completions: parse,
  *                 tokenize, check lengths, create and submit the engine
  *                 requests (one per prompt), start the response
+ *   srv_work.c    the worker pool hand-off of the generation handlers'
+ *                 CPU work (parse, render, tokenize), the loop stall probe
  *   srv_events.c  the engine → loop bridge: drain the events, write SSE
  *                 chunks (coalesced per job and wake-up) or collect the
  *                 whole response, feed the metrics, write the access log,
  *                 free each job once its last request is done
  *
- * Threads: everything here runs on the loop thread, except the loader
+ * Threads: everything here runs on the loop thread, except the run half of
+ * srv__offload's work items (libuv's worker pool: parse and encode only,
+ * nothing shared but the immutable tokenizer and template), the loader
  * (srv_main.c: it builds the backend, model and engine with srv_stack.c,
  * then hands them over through uv_queue_work's completion) and the engine's notify hook (which
  * only calls uv_async_send). */
@@ -52,6 +56,14 @@ typedef enum srv_state {
 /* After the drain timeout ended the requests left, connections still open
  * (clients not reading their last bytes) get this long before they are cut. */
 #define SRV_CLOSE_GRACE_MS 5000
+/* File descriptors kept out of the automatic connection cap (the model,
+ * log, listeners, the probe reserve, libuv's own). */
+#define SRV_FD_RESERVE 256
+/* The loop stall probe's period (srv_work.c). */
+#define SRV_PROBE_MS 10
+/* The nice value of the worker threads that parse and tokenize requests:
+ * when cores are short, the loop's I/O and the engine's steps go first. */
+#define SRV_WORK_NICE 5
 
 typedef struct srv_job srv_job_t;
 
@@ -86,6 +98,13 @@ typedef struct srv {
   int signals;           /* SIGTERM/SIGINT received */
   bool http_drained;     /* no connection left after http_server_drain */
   bool aborted_all;      /* the drain timeout ended what was left */
+
+  /* the loop stall probe (srv_work.c) and the work items out on the pool */
+  uv_timer_t probe;
+  int64_t probe_due_ns;  /* when the probe should fire next */
+  int64_t stall_max_ns;  /* the latest it ever fired */
+  int64_t stall_sum_ns;  /* summed lateness */
+  int n_work;            /* srv__offload items not yet completed */
 
   /* jobs in flight (a doubly linked list) */
   srv_job_t *jobs;
@@ -158,6 +177,35 @@ void srv__access(uint64_t id, const char *endpoint, int status);
 
 void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx);
 void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx);
+
+/* ---- srv_work.c -------------------------------------------------------------- */
+
+typedef struct srv_work srv_work_t;
+typedef void (*srv_work_fn)(srv_work_t *w);
+
+/* One request's CPU work, done off the loop thread. */
+struct srv_work {
+  uv_work_t uv;
+  srv_t *s;
+  http_res_t *res;     /* NULL once the client went away */
+  uint64_t rid;        /* http_req_t.id */
+  int64_t arrival_ns;
+  char *body;          /* a copy of the request body, NUL-terminated */
+  size_t body_len;
+  arena_t arena;       /* run's allocations; freed with the item */
+  srv_work_fn run;     /* on a worker thread: may read s's tokenizer, template and limits */
+  srv_work_fn done;    /* on the loop thread: answers, or with res NULL only frees */
+  void *out;           /* what run leaves for done */
+};
+
+/* Hands req's CPU work to the worker pool: run(w) on a worker, then done(w)
+ * on the loop, with w->res NULL if the client went away meanwhile (res's
+ * on_abort is taken until then; done must end the response or set
+ * callbacks). */
+void srv__offload(srv_t *s, const http_req_t *req, http_res_t *res, int64_t arrival_ns, srv_work_fn run,
+                  srv_work_fn done);
+/* Starts the stall probe timer (closed by srv__maybe_finish). */
+void srv__probe_start(srv_t *s);
 
 /* ---- srv_events.c ----------------------------------------------------------- */
 

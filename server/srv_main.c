@@ -95,13 +95,14 @@ static void load_done(uv_work_t *w, int status) {
 static void on_closed(uv_handle_t *h) {}
 
 void srv__maybe_finish(srv_t *s) {
-  if (s->state != SRV_DRAINING || !s->http_drained || s->n_jobs > 0 || s->loader_busy) return;
+  if (s->state != SRV_DRAINING || !s->http_drained || s->n_jobs > 0 || s->loader_busy || s->n_work > 0) return;
   s->state = SRV_STOPPED;
   /* the engine first: its notify hook must not find the async closed */
   sched_engine_destroy(s->engine);
   s->engine = s->stack.engine = NULL;
   uv_close((uv_handle_t *)&s->wake, on_closed);
   uv_close((uv_handle_t *)&s->tick, on_closed);
+  uv_close((uv_handle_t *)&s->probe, on_closed);
   uv_close((uv_handle_t *)&s->drain_timer, on_closed);
   uv_close((uv_handle_t *)&s->sig_term, on_closed);
   uv_close((uv_handle_t *)&s->sig_int, on_closed);
@@ -235,6 +236,10 @@ static http_limits_t limits(const cfg_t *c) {
   l.max_header_bytes = (size_t)c->max_header_size;
   l.max_body_bytes = (size_t)c->max_body_size;
   l.max_connections = c->max_connections;
+  if (l.max_connections <= 0) {
+    l.max_connections = http_connection_cap_from_fds(SRV_FD_RESERVE);
+    log_info("max_connections: %d (from the open-file limit)", l.max_connections);
+  }
   l.header_timeout_ms = (uint32_t)c->slow_client_timeout_ms;
   l.body_timeout_ms = (uint32_t)c->slow_client_timeout_ms;
   l.write_stall_ms = (uint32_t)c->slow_client_timeout_ms;
@@ -292,6 +297,7 @@ int srv_run(const cfg_t *cfg) {
     s->wd_usec = 0;
   }
   uv_timer_start(&s->tick, on_tick, tick_ms, tick_ms);
+  srv__probe_start(s);
 
   s->state = SRV_LOADING;
   srv__status(s, NULL, "loading %s", cfg->model);

@@ -161,6 +161,8 @@ static void h_metrics(const http_req_t *req, http_res_t *res, void *ctx) {
   http_server_stats_t hs;
   http_server_stats(s->http, &hs);
   srv_metrics_http(m, &hs);
+  prom_set(m->loop_stall_max, (double)s->stall_max_ns / 1e9);
+  prom_set(m->loop_stall_total, (double)s->stall_sum_ns / 1e9);
   size_t len;
   char *text = srv_metrics_render(m, &len);
   http_res_send(res, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
@@ -233,9 +235,9 @@ static void h_detokenize(const http_req_t *req, http_res_t *res, void *ctx) {
 
 void srv__routes(srv_t *s) {
   http_server_t *h = s->http;
-  http_server_route(h, HTTP_GET, "/health", h_health, s, HTTP_ROUTE_PUBLIC);
+  http_server_route(h, HTTP_GET, "/health", h_health, s, HTTP_ROUTE_PUBLIC | HTTP_ROUTE_PROBE);
   http_server_route(h, HTTP_GET, "/v1/models", h_models, s, 0);
-  if (s->cfg->metrics) http_server_route(h, HTTP_GET, "/metrics", h_metrics, s, 0);
+  if (s->cfg->metrics) http_server_route(h, HTTP_GET, "/metrics", h_metrics, s, HTTP_ROUTE_PROBE);
   http_server_route(h, HTTP_POST, "/tokenize", h_tokenize, s, 0);
   http_server_route(h, HTTP_POST, "/detokenize", h_detokenize, s, 0);
   http_server_route(h, HTTP_POST, "/v1/completions", srv__h_completions, s, 0);
