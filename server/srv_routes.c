@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "server/oai_chat_val.h"
 #include "server/srv_internal.h"
@@ -170,37 +171,59 @@ static void h_metrics(const http_req_t *req, http_res_t *res, void *ctx) {
   if (log_get_level() >= LOG_LEVEL_DEBUG) srv__access(rid, "/metrics", 200);
 }
 
+/* What /tokenize's work item leaves for its done (in the item's arena). */
+typedef struct tokenize_out {
+  int parse_rc; /* 0, or the parse failed (e) */
+  oai_error_t e;
+  oai_tokenize_req_t t;
+  int32_t *ids; /* malloc'd [n] */
+  int32_t n;
+  int rc;       /* the encoding's */
+  char err[512];
+} tokenize_out_t;
+
+/* Worker: parse and tokenize. */
+static void tokenize_run(srv_work_t *w) {
+  srv_t *s = w->s;
+  tokenize_out_t *o = w->out = arena_alloc(&w->arena, sizeof *o);
+  memset(o, 0, sizeof *o);
+  if ((o->parse_rc = oai_parse_tokenize(w->body, w->body_len, &s->oai_lim, &w->arena, &o->t, &o->e)) != 0) return;
+  const oai_tokenize_req_t *t = &o->t;
+  o->rc = t->prompt ? srv__encode(s, t->prompt, t->prompt_len,
+                                  TOK_ENC_PARSE_SPECIAL | (t->add_special_tokens ? TOK_ENC_ADD_SPECIAL : 0), &o->ids,
+                                  &o->n, o->err, sizeof o->err)
+                    : srv__encode_chat(s, t->messages, t->n_messages, t->add_generation_prompt,
+                                       t->add_special_tokens, &o->ids, &o->n, o->err, sizeof o->err);
+}
+
+/* Loop: answers (or, with the client gone, only frees). */
+static void tokenize_done(srv_work_t *w) {
+  srv_t *s = w->s;
+  tokenize_out_t *o = w->out;
+  http_res_t *res = w->res;
+  const uint64_t rid = w->rid;
+  if (!res) {
+  } else if (o->parse_rc != 0) {
+    srv__send_oai_error(res, &o->e);
+    srv__access(rid, "/tokenize", 400);
+  } else if (!srv__serving(s, res)) {
+  } else if (!srv__model_ok(s, res, o->t.model)) {
+    srv__access(rid, "/tokenize", 404);
+  } else if (o->rc != 0) {
+    const int status = o->rc == -ENOSYS ? 500 : 400;
+    http_res_send_error(res, status, NULL, o->err, o->t.prompt ? "prompt" : "messages", "invalid_value");
+    srv__access(rid, "/tokenize", status);
+  } else {
+    srv__send_json(res, 200, oai_write_tokenize(o->ids, o->n, s->max_model_len, NULL));
+    srv__access(rid, "/tokenize", 200);
+  }
+  free(o->ids);
+}
+
 static void h_tokenize(const http_req_t *req, http_res_t *res, void *ctx) {
   srv_t *s = ctx;
-  const uint64_t rid = req->id; /* req is freed once answered */
   if (!srv__serving(s, res)) return;
-  oai_tokenize_req_t t;
-  oai_error_t e;
-  if (oai_parse_tokenize(req->body, req->body_len, &s->oai_lim, req->arena, &t, &e) != 0) {
-    srv__send_oai_error(res, &e);
-    srv__access(rid, "/tokenize", 400);
-    return;
-  }
-  if (!srv__model_ok(s, res, t.model)) {
-    srv__access(rid, "/tokenize", 404);
-    return;
-  }
-  int32_t *ids = NULL, n = 0;
-  char err[512];
-  int rc = t.prompt ? srv__encode(s, t.prompt, t.prompt_len,
-                                  TOK_ENC_PARSE_SPECIAL | (t.add_special_tokens ? TOK_ENC_ADD_SPECIAL : 0), &ids,
-                                  &n, err, sizeof err)
-                    : srv__encode_chat(s, t.messages, t.n_messages, t.add_generation_prompt,
-                                       t.add_special_tokens, &ids, &n, err, sizeof err);
-  if (rc != 0) {
-    const int status = rc == -ENOSYS ? 500 : 400;
-    http_res_send_error(res, status, NULL, err, t.prompt ? "prompt" : "messages", "invalid_value");
-    srv__access(rid, "/tokenize", status);
-    return;
-  }
-  srv__send_json(res, 200, oai_write_tokenize(ids, n, s->max_model_len, NULL));
-  free(ids);
-  srv__access(rid, "/tokenize", 200);
+  srv__offload(s, req, res, clock_now_ns(), tokenize_run, tokenize_done);
 }
 
 static void h_detokenize(const http_req_t *req, http_res_t *res, void *ctx) {

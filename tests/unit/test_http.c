@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 
 #include "base/log.h"
+#include "server/http_parse.h"
 #include "tests/unit/test_http_util.h"
 
 /* ---- handlers ------------------------------------------------------------------- */
@@ -218,6 +219,33 @@ static void malformed_requests_400(void **state) {
   expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Length: 1\r\n\r\nx", 400, true);
   /* the server still serves others */
   expect_status("GET /health HTTP/1.1\r\nHost: x\r\n\r\n", 200, false);
+  th_stop(&T);
+}
+
+/* RFC 9112 strictness: what a proxy in front might read differently. */
+static void strict_http(void **state) {
+  http_limits_t l = fast_limits();
+  start(&l);
+  expect_status("GET /health HTTP/2.0\r\nHost: x\r\n\r\n", 505, true);
+  expect_status("GET /health HTTP/1.1\r\nHost: x\r\n: empty\r\n\r\n", 400, true);
+  expect_status("GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\r\n folded\r\n\r\n", 400, true);
+  /* chunk extensions past HTTP__MAX_CHUNK_EXT bytes */
+  size_t n = 64 * 1024;
+  char *req = malloc(n + 200);
+  int k = sprintf(req, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;e=");
+  memset(req + k, 'x', n);
+  strcpy(req + k + n, "\r\nz\r\n0\r\n\r\n");
+  expect_status(req, 400, true);
+  /* extensions within the limit are fine */
+  k = sprintf(req, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;e=");
+  memset(req + k, 'x', HTTP__MAX_CHUNK_EXT - 4);
+  strcpy(req + k + HTTP__MAX_CHUNK_EXT - 4, "\r\nz\r\n0\r\n\r\n");
+  expect_status(req, 200, false);
+  free(req);
+  /* a chunk size past the body limit: 413 at once (before the deadline's 408) */
+  expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n", 413,
+                true);
+  expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10001\r\n", 413, true);
   th_stop(&T);
 }
 
@@ -680,6 +708,7 @@ int main(void) {
       cmocka_unit_test(keep_alive_reuse),
       cmocka_unit_test(routing_404_405),
       cmocka_unit_test(malformed_requests_400),
+      cmocka_unit_test(strict_http),
       cmocka_unit_test(header_limits_431),
       cmocka_unit_test(body_limits_413),
       cmocka_unit_test(chunked_bodies),
