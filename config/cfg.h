@@ -51,6 +51,7 @@ typedef enum cfg_key {
   CFG_DEVICE,
   CFG_THREADS,
   CFG_MAX_MODEL_LEN,
+  CFG_SPECIAL_TOKENS_IN_INPUT,
   CFG_HOST,
   CFG_PORT,
   CFG_UNIX_SOCKET,
@@ -106,6 +107,7 @@ typedef struct cfg {
   int device;              /* cfg_device_t; CUDA only in a CUDA build */
   int threads;             /* CPU compute threads; 0 = one per online core */
   int max_model_len;       /* longest sequence (prompt + output); 0 = the model's context */
+  bool special_tokens_in_input; /* control-token texts in request text are those tokens */
   /* listening */
   char *host;              /* address to bind (IPv4/IPv6 literal or host name) */
   int port;                /* TCP port; 0 = any free port */

@@ -44,6 +44,14 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                            "Longest sequence, prompt plus output, in tokens. 0: the model's "
                            "context length.",
                            OFF(max_model_len)},
+    [CFG_SPECIAL_TOKENS_IN_INPUT] = {"special_tokens_in_input", CFG_T_BOOL, "Model", "false", 0, 0, 0, NULL,
+                                     "BOOL", 0,
+                                     "Read the texts of control tokens (such as <|im_start|>) in a "
+                                     "request's messages and prompt strings as those tokens, as vLLM "
+                                     "and llama.cpp do. Off: they are plain text, so no user can "
+                                     "forge a turn; only the chat template's markup yields control "
+                                     "tokens.",
+                                     OFF(special_tokens_in_input)},
 
     [CFG_HOST] = {"host", CFG_T_STRING, "Network", "127.0.0.1", 0, 0, 0, NULL, "ADDR", 0,
                   "Address to listen on: an IPv4 or IPv6 address or a host name. 0.0.0.0 or :: "

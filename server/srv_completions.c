@@ -77,7 +77,7 @@ static int encode_completion(srv_t *s, const oai_completion_req_t *c, int32_t i,
   if (c->prompts[i].text) {
     p->echo = c->prompts[i].text;
     p->echo_len = c->prompts[i].text_len;
-    return srv__encode(s, p->echo, p->echo_len, TOK_ENC_ADD_SPECIAL | TOK_ENC_PARSE_SPECIAL, &p->ids, &p->n, err,
+    return srv__encode(s, p->echo, p->echo_len, TOK_ENC_ADD_SPECIAL | srv__text_flags(s), &p->ids, &p->n, err,
                        err_len);
   }
   p->n = c->prompts[i].n_tokens;

@@ -161,8 +161,14 @@ void srv__send_oai_error(http_res_t *res, const oai_error_t *e);
  * *n). Returns 0 or -EINVAL with the reason in err. */
 int srv__encode(srv_t *s, const char *text, size_t len, int flags, int32_t **ids, int32_t *n, char *err,
                 size_t err_len);
+/* The TOK_ENC_* flags for text a request gives (a prompt string):
+ * TOK_ENC_PARSE_SPECIAL only with the special_tokens_in_input setting. */
+int srv__text_flags(const srv_t *s);
 /* Renders messages through the chat template and tokenizes the result
- * (special tokens parsed; BOS/EOS added only with add_special). Returns 0,
+ * (special tokens parsed; BOS/EOS added only with add_special). Unless
+ * special_tokens_in_input, the messages' text is marked first
+ * (tok_mark_specials): only the template's own markup yields control
+ * tokens. Returns 0,
  * -EINVAL with the reason in err (a template error, raise_exception), or
  * -ENOSYS when the model's template did not compile (a 500). */
 int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool add_generation_prompt,

@@ -80,6 +80,29 @@ int srv__encode(srv_t *s, const char *text, size_t len, int flags, int32_t **ids
   return 0;
 }
 
+int srv__text_flags(const srv_t *s) { return s->cfg->special_tokens_in_input ? TOK_ENC_PARSE_SPECIAL : 0; }
+
+/* msgs[n] with their user text (content, name) marked (tok_mark_specials),
+ * in arena: the control tokens' texts in them stay plain text. */
+static oai_message_t *marked_messages(srv_t *s, arena_t *a, const oai_message_t *msgs, int32_t n) {
+  oai_message_t *m = arena_array(a, (size_t)n, sizeof *m);
+  for (int32_t i = 0; i < n; i++) {
+    m[i] = msgs[i];
+    if (msgs[i].content) {
+      char *c = arena_alloc(a, tok_mark_cap(msgs[i].content_len));
+      m[i].content_len = tok_mark_specials(s->tok, msgs[i].content, msgs[i].content_len, c);
+      m[i].content = c;
+    }
+    if (msgs[i].name) {
+      const size_t len = strlen(msgs[i].name);
+      char *c = arena_alloc(a, tok_mark_cap(len));
+      c[tok_mark_specials(s->tok, msgs[i].name, len, c)] = 0;
+      m[i].name = c;
+    }
+  }
+  return m;
+}
+
 int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool add_generation_prompt,
                      bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len) {
   if (!s->tmpl) {
@@ -88,8 +111,9 @@ int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool a
   }
   arena_t arena;
   arena_init(&arena, 0, 0);
+  const bool mark = !s->cfg->special_tokens_in_input;
   const chat_tmpl_input_t in = {
-      .messages = oai_chat_messages(&arena, msgs, n_msgs),
+      .messages = oai_chat_messages(&arena, mark ? marked_messages(s, &arena, msgs, n_msgs) : msgs, n_msgs),
       .add_generation_prompt = add_generation_prompt,
       .bos_token = s->bos,
       .eos_token = s->eos,
@@ -99,8 +123,8 @@ int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool a
   int rc = chat_tmpl_render(s->tmpl, &in, &text, &len, err, err_len);
   arena_free(&arena);
   if (rc != 0) return -EINVAL;
-  rc = srv__encode(s, text, len, TOK_ENC_PARSE_SPECIAL | (add_special ? TOK_ENC_ADD_SPECIAL : 0), ids, n, err,
-                   err_len);
+  const int flags = TOK_ENC_PARSE_SPECIAL | (mark ? TOK_ENC_MARKED : 0) | (add_special ? TOK_ENC_ADD_SPECIAL : 0);
+  rc = srv__encode(s, text, len, flags, ids, n, err, err_len);
   free(text);
   return rc;
 }
@@ -190,7 +214,7 @@ static void tokenize_run(srv_work_t *w) {
   if ((o->parse_rc = oai_parse_tokenize(w->body, w->body_len, &s->oai_lim, &w->arena, &o->t, &o->e)) != 0) return;
   const oai_tokenize_req_t *t = &o->t;
   o->rc = t->prompt ? srv__encode(s, t->prompt, t->prompt_len,
-                                  TOK_ENC_PARSE_SPECIAL | (t->add_special_tokens ? TOK_ENC_ADD_SPECIAL : 0), &o->ids,
+                                  srv__text_flags(s) | (t->add_special_tokens ? TOK_ENC_ADD_SPECIAL : 0), &o->ids,
                                   &o->n, o->err, sizeof o->err)
                     : srv__encode_chat(s, t->messages, t->n_messages, t->add_generation_prompt,
                                        t->add_special_tokens, &o->ids, &o->n, o->err, sizeof o->err);
