@@ -2,6 +2,7 @@
  * socket, inherited fd), accepting under the connection cap, draining and
  * closing. Connections live in http_conn.c, responses in http_res.c. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -340,6 +341,15 @@ int http_server_listen_unix(http_server_t *srv, const char *path) {
       return -EEXIST;
     }
     unlink(path); /* a stale socket from an earlier run */
+  }
+  const char *slash = strrchr(path, '/');
+  if (slash && slash != path) { /* libuv reports a missing directory as EACCES: say what it is */
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+      log_error("http: cannot listen on %s: the directory %s does not exist", path, dir);
+      return -ENOENT;
+    }
   }
   http__listener_t *l = listener_new(srv, true);
   int r = uv_pipe_bind(&l->io.pipe, path);

@@ -128,7 +128,7 @@ static void on_abort(http_res_t *res, void *user) {
   srv_job_t *j = user;
   j->res = NULL;
   j->client_gone = true;
-  if (!j->status) j->status = 499; /* nginx's "client closed request" */
+  j->status = 499; /* nginx's "client closed request", also for a stream whose 200 head went out */
   srv__job_cancel(j, "the client went away");
   if (j->n_live == 0) complete(j);
   srv__job_maybe_free(j);

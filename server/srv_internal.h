@@ -12,6 +12,7 @@
  *                 requests (one per prompt), start the response
  *   srv_work.c    the worker pool hand-off of the generation handlers'
  *                 CPU work (parse, render, tokenize), the loop stall probe
+ *   srv_dump.c    the SIGUSR1 state dump
  *   srv_events.c  the engine → loop bridge: drain the events, write SSE
  *                 chunks (coalesced per job and wake-up) or collect the
  *                 whole response, feed the metrics, write the access log,
@@ -92,7 +93,7 @@ typedef struct srv {
 
   /* loop handles */
   uv_async_t wake;       /* the engine's notify hook sends it */
-  uv_signal_t sig_term, sig_int, sig_hup;
+  uv_signal_t sig_term, sig_int, sig_hup, sig_usr1;
   uv_timer_t tick;       /* every second: watchdog, STATUS=, stalls, timeouts */
   uv_timer_t drain_timer;
   int signals;           /* SIGTERM/SIGINT received */
@@ -279,6 +280,11 @@ bool srv__job_maybe_free(srv_job_t *j);
 void srv__job_start(srv_job_t *j, const char *const *echo, const size_t *echo_len);
 /* uv_async callback: drains the engine's events. */
 void srv__on_wake(uv_async_t *h);
+
+/* ---- srv_dump.c ------------------------------------------------------------- */
+
+/* Logs one screen of state (SIGUSR1): connections, engine, jobs. */
+void srv__dump_state(srv_t *s);
 
 /* ---- srv_main.c ------------------------------------------------------------- */
 

@@ -107,6 +107,7 @@ void srv__maybe_finish(srv_t *s) {
   uv_close((uv_handle_t *)&s->sig_term, on_closed);
   uv_close((uv_handle_t *)&s->sig_int, on_closed);
   uv_close((uv_handle_t *)&s->sig_hup, on_closed);
+  uv_close((uv_handle_t *)&s->sig_usr1, on_closed);
   http_server_close(s->http, NULL, NULL);
   s->http = NULL;
   if (s->ev_count)
@@ -163,6 +164,10 @@ static void begin_drain(srv_t *s, const char *why) {
 
 static void on_signal(uv_signal_t *h, int signum) {
   srv_t *s = h->data;
+  if (signum == SIGUSR1) {
+    srv__dump_state(s);
+    return;
+  }
   if (signum == SIGHUP) {
     int rc = log_reopen();
     if (rc == 0) log_info("SIGHUP: log file reopened");
@@ -255,6 +260,7 @@ static void start_signal(srv_t *s, uv_signal_t *h, int signum) {
 
 int srv_run(const cfg_t *cfg) {
   signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is an EPIPE, not a death */
+  signal(SIGUSR2, SIG_IGN); /* no use yet; a stray one must not kill (SIGUSR1 dumps the state) */
   srv_t *s = calloc(1, sizeof *s);
   if (!s) xoom("server", 0);
   s->cfg = cfg;
@@ -285,6 +291,7 @@ int srv_run(const cfg_t *cfg) {
   start_signal(s, &s->sig_term, SIGTERM);
   start_signal(s, &s->sig_int, SIGINT);
   start_signal(s, &s->sig_hup, SIGHUP);
+  start_signal(s, &s->sig_usr1, SIGUSR1);
   uv_timer_init(&s->loop, &s->tick);
   s->tick.data = s;
   uv_timer_init(&s->loop, &s->drain_timer);

@@ -143,13 +143,19 @@ static void h_health(const http_req_t *req, http_res_t *res, void *ctx) {
   if (code != 200 || log_get_level() >= LOG_LEVEL_DEBUG) srv__access(rid, "/health", code);
 }
 
+/* The last part of a path. */
+static const char *model_file_name(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
 static void h_models(const http_req_t *req, http_res_t *res, void *ctx) {
   srv_t *s = ctx;
   const uint64_t rid = req->id; /* req is freed once answered */
   if (!srv__serving(s, res)) return;
   const oai_model_t m = {
       .id = s->cfg->served_model_name,
-      .root = s->cfg->model,
+      .root = model_file_name(s->cfg->model), /* not the path: it says nothing a client needs */
       .owned_by = "tram",
       .created = s->boot_time,
       .max_model_len = s->max_model_len,

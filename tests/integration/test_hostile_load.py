@@ -11,17 +11,26 @@
   idle connections than the cap do not lock a prober out (the one idle
   longest makes room); with every slot busy, /health answers on a reserve
   (tests/unit/test_http.c, connection_cap).
+- Signals: SIGUSR1 logs a state dump, SIGUSR2 is ignored.
+- Small leaks and wrong messages: /v1/models' root is the file name, a file
+  that is not GGUF is refused without quoting its bytes, a missing unix
+  socket directory is named, --check-config fails on a log it cannot write,
+  a stream whose client left is logged 499.
 """
+import json
 import random
 import re
 import resource
+import signal
 import socket
+import subprocess
 import threading
 import time
 
 import httpx
+import pytest
 
-from tram_server import server_fixture, start
+from tram_server import clean_env, model_path, server_fixture, start, tram_bin
 
 server = server_fixture()
 
@@ -133,3 +142,62 @@ def test_idle_connection_flood_does_not_lock_out_probers(tmp_path):
         for s in flood:
             s.close()
         assert srv.stop() == 0
+
+
+# ---- signals, and small leaks and wrong messages (items 5 and 9) -----------------------------
+
+def run_tram(*args, timeout=60):
+    return subprocess.run([str(tram_bin()), *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                          env=clean_env())
+
+
+def test_sigusr1_dumps_state_and_sigusr2_is_ignored(server):
+    if server.proc is None:
+        pytest.skip("an external server")
+    server.proc.send_signal(signal.SIGUSR1)
+    server.proc.send_signal(signal.SIGUSR2)
+    deadline = time.monotonic() + 10
+    while "SIGUSR1 engine:" not in server.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    log = server.log()
+    assert re.search(r"SIGUSR1 state: ready, pid \d+, up \d+ s; HTTP: \d+ connections open", log), log[-2000:]
+    assert re.search(r"SIGUSR1 engine: 0 running, 0 waiting; \d+ steps", log), log[-2000:]
+    assert server.get("/health").status_code == 200 and server.proc.poll() is None
+
+
+def test_models_root_is_not_the_path(server):
+    data = server.get("/v1/models").json()["data"][0]
+    assert data["root"] == model_path().name
+
+
+def test_a_file_that_is_not_gguf_is_refused_without_quoting_it(tmp_path):
+    secret = tmp_path / "passwd"
+    secret.write_bytes(b"SEKRET:x:0:0:root:/root:/bin/bash\n")
+    p = run_tram("serve", "-m", secret, "--port", "0")
+    assert p.returncode != 0
+    assert "not a GGUF file" in p.stderr and "SEKR" not in p.stderr + p.stdout, p.stderr
+
+
+def test_a_missing_unix_socket_directory_is_named(tmp_path):
+    p = run_tram("serve", "-m", model_path(), "--unix-socket", tmp_path / "nonexistent" / "d" / "s")
+    assert p.returncode != 0
+    assert "does not exist" in p.stderr and "ermission denied" not in p.stderr, p.stderr
+
+
+def test_check_config_fails_when_the_log_cannot_be_written():
+    p = run_tram("serve", "-m", model_path(), "--log-file", "/dev/full", "--check-config")
+    assert p.returncode == 2 and "No space left on device" in p.stderr, (p.returncode, p.stderr)
+
+
+def test_a_stream_whose_client_left_is_logged_499(server):
+    body = {"prompt": "Count to one hundred:", "max_tokens": 300, "ignore_eos": True, "stream": True}
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        with c.stream("POST", "/v1/completions", json=body) as r:
+            lines = r.iter_lines()
+            first = next(line for line in lines if line.startswith("data: "))
+            rid = json.loads(first[6:])["id"]
+    deadline = time.monotonic() + 20
+    while f"id={rid} " not in server.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    line = next(l for l in server.log().splitlines() if f"id={rid} " in l)
+    assert "status=499" in line and "finish_reason=cancelled" in line, line

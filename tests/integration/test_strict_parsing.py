@@ -34,9 +34,9 @@ def python_accepts(body: bytes) -> bool:
     def refuse(name):
         raise ValueError(name)
     try:
-        text = body.decode("utf-8", "surrogatepass")
+        text = body.decode("utf-8")
     except UnicodeDecodeError:
-        return None  # not the grammar's concern: skipped
+        return False  # RFC 8259 8.1: JSON text is UTF-8
     try:
         v = json.loads(text, object_pairs_hook=no_dups, parse_constant=refuse)
         json.dumps(v, ensure_ascii=False).encode()  # lone surrogates: refused (cJSON refuses them)
@@ -62,7 +62,9 @@ CASES = [
     b'{"prompt": "x\x01"}', b'{"prompt": "\\u12"}', b'{"prompt": "\\x"}', b'{"prompt": [1,]}',
     b'{"prompt": "x",}', b'{"prompt": tru}', b'{"prompt": "x", "n": NaN}', b'{"prompt": "x", "n": Infinity}',
     b'{"prompt": "x"} {}', b'[1, 2]', b'"x"', b'  {"prompt" : "x" }  \r\n', b'{"prompt": "\\ud83d\\ude00"}',
-    b'{"prompt": "\\ud800"}', b'{"prompt": "\\udc00x"}',
+    b'{"prompt": "\\ud800"}', b'{"prompt": "\\udc00x"}', b'{"prompt": "\xff"}', b'{"prompt": "\xed\xa0\x80"}',
+    b'{"prompt": "\xc0\xaf"}', b'{"prompt": "\xf4\x90\x80\x80"}', b'{"prompt": "\xe2\x82"}',
+    '{"prompt": "caf\u00e9 \u65e5\u672c \U0001F600"}'.encode(),
     b'{"prompt": "x", "n": 01.5}', b'{"prompt": "x", "n": 1.5e+}', b"{'prompt': 'x'}", b'{"prompt": "x"',
     b'{"prompt": "x"}}', b'{"a" 1}', b'{"prompt": "x", "d": {"e": {"f": [[[[]]]]}}}', b'{"prompt": "\t"}',
 ]
@@ -71,10 +73,7 @@ CASES = [
 def test_the_issue_cases_and_more_agree_with_python(server):
     with httpx.Client(base_url=server.url, timeout=30) as c:
         for body in CASES:
-            want = python_accepts(body)
-            if want is None:
-                continue
-            assert tram_accepts(c, body) == want, body
+            assert tram_accepts(c, body) == python_accepts(body), body
 
 
 def test_mutated_bodies_agree_with_python(server):
@@ -86,7 +85,6 @@ def test_mutated_bodies_agree_with_python(server):
             b'{"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": true}']
     alphabet = b'{}[]:,"\\0123456789.-+eE tfnul\x00\t\n\xef'
     with httpx.Client(base_url=server.url, timeout=30) as c:
-        n = 0
         for _ in range(300):
             b = bytearray(rng.choice(base))
             for _ in range(rng.randint(1, 3)):
@@ -100,9 +98,4 @@ def test_mutated_bodies_agree_with_python(server):
                     j = rng.randrange(len(b) + 1)
                     b[i:i] = b[min(i, j):max(i, j)][:20]  # a repeated piece: duplicate keys
             body = bytes(b)
-            want = python_accepts(body)
-            if want is None:
-                continue
-            assert tram_accepts(c, body) == want, body
-            n += 1
-        assert n > 250
+            assert tram_accepts(c, body) == python_accepts(body), body
