@@ -179,6 +179,12 @@ bool http_res_writable(const http_res_t *res);
  * kernel. */
 size_t http_res_queued(const http_res_t *res);
 
+/* Bytes written but not yet taken by the client: those queued here plus
+ * those in the kernel's send queue (SIOCOUTQ: unsent or unacknowledged). A
+ * client that reads keeps this small; one that stopped reading makes it
+ * grow once its receive window closes. */
+size_t http_res_unsent(const http_res_t *res);
+
 /* ---- server ---------------------------------------------------------------- */
 
 typedef struct http_server http_server_t;

@@ -60,6 +60,9 @@ typedef enum srv_state {
 /* File descriptors kept out of the automatic connection cap (the model,
  * log, listeners, the probe reserve, libuv's own). */
 #define SRV_FD_RESERVE 256
+/* Output a streaming client has not taken (ours queued plus the kernel's
+ * send queue) above which it counts as not reading (srv__check_readers). */
+#define SRV_UNREAD_BYTES (32 * 1024)
 /* The loop stall probe's period (srv_work.c). */
 #define SRV_PROBE_MS 10
 /* The nice value of the worker threads that parse and tokenize requests:
@@ -264,6 +267,7 @@ struct srv_job {
   bool dirty;                  /* out holds bytes (the job is on the flush list) */
   srv_job_t *next_dirty;
   bool client_gone, timed_out, errored;
+  int64_t unread_since;        /* when the client's unread output first passed SRV_UNREAD_BYTES; 0: it reads */
   int status;                  /* HTTP status sent */
 };
 
@@ -278,6 +282,11 @@ bool srv__job_maybe_free(srv_job_t *j);
 /* The response has started (all parts submitted): stream head and the
  * first chunks (chat role, echo), or nothing until the end. */
 void srv__job_start(srv_job_t *j, const char *const *echo, const size_t *echo_len);
+/* The tick's check of streaming clients: a job whose client has left more
+ * than SRV_UNREAD_BYTES unread for longer than slow_client_timeout (counted
+ * from when its output stopped draining) is cancelled, so that it stops
+ * taking engine steps and cache. */
+void srv__check_readers(srv_t *s, int64_t now);
 /* uv_async callback: drains the engine's events. */
 void srv__on_wake(uv_async_t *h);
 

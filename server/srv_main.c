@@ -194,6 +194,7 @@ static void on_tick(uv_timer_t *t) {
   else if (s->state == SRV_DRAINING)
     srv__status(s, NULL, "draining: %d requests in flight", s->n_jobs);
   const int64_t limit = s->cfg->request_timeout_ms * 1000000, now = clock_now_ns();
+  srv__check_readers(s, now);
   if (limit <= 0) return;
   for (srv_job_t *j = s->jobs; j; j = j->next)
     if (!j->timed_out && !j->client_gone && j->n_live && now - j->arrival_ns > limit) {

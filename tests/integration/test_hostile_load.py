@@ -11,6 +11,8 @@
   idle connections than the cap do not lock a prober out (the one idle
   longest makes room); with every slot busy, /health answers on a reserve
   (tests/unit/test_http.c, connection_cap).
+- Slow readers: a stream whose client stopped reading is cancelled after
+  slow_client_timeout counted from when its output stopped draining.
 - Signals: SIGUSR1 logs a state dump, SIGUSR2 is ignored.
 - Small leaks and wrong messages: /v1/models' root is the file name, a file
   that is not GGUF is refused without quoting its bytes, a missing unix
@@ -201,3 +203,43 @@ def test_a_stream_whose_client_left_is_logged_499(server):
         time.sleep(0.05)
     line = next(l for l in server.log().splitlines() if f"id={rid} " in l)
     assert "status=499" in line and "finish_reason=cancelled" in line, line
+
+
+# ---- slow readers (item 3) ---------------------------------------------------------------------
+
+def test_a_client_that_stops_reading_stops_taking_engine_steps(server):
+    """Two streams whose clients never read (a small receive window, as a
+    stuck client's fills) beside one that reads: the stuck ones are
+    cancelled once their unread output has stayed above the threshold for
+    slow_client_timeout (2 s here), long before max_tokens, and the reading
+    one completes."""
+    host, port = server.host_port
+    body = json.dumps({"prompt": "Write a long story:", "max_tokens": 900, "ignore_eos": True,
+                       "stream": True}).encode()
+    stuck = []
+    for _ in range(2):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect((host, port))
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        stuck.append(s)
+    try:
+        out = server.client().completions.create(model=None, prompt="Count:", max_tokens=64,
+                                                 stream=True, extra_body={"ignore_eos": True})
+        n = sum(1 for chunk in out if chunk.choices and chunk.choices[0].text is not None)
+        assert n >= 64
+        deadline = time.monotonic() + 60
+        while server.log().count("the client stopped reading (") < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert server.log().count("the client stopped reading (") >= 2, server.log()[-3000:]
+        deadline = time.monotonic() + 20
+        while server.metric("tram:num_requests_running") > 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert server.metric("tram:num_requests_running") == 0
+        generated = [int(m) for m in re.findall(r"status=\d+ prompt_tokens=\d+ output_tokens=(\d+)[^\n]*"
+                                                r"finish_reason=timeout", server.log())]
+        assert len(generated) >= 2 and max(generated) < 900, generated
+    finally:
+        for s in stuck:
+            s.close()
