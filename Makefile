@@ -6,6 +6,7 @@
 #   make sanitize   build everything with ASan + UBSan into build/san/
 #   make model      fetch and verify the default model into models/
 #   make fuzz       build the libFuzzer targets (clang) into build/fuzz/
+#   make fuzz-long  run each to 10^7 executions (or 30 min), corpus merged back
 #
 # Knobs: V=1 (echo commands), CUDA=auto|0|1, SANITIZER=address,undefined,
 # ARCH_FLAGS (default -march=native), BUILD (output folder), PREFIX, DESTDIR.
@@ -150,7 +151,7 @@ ALL_OBJS := $(LIB_OBJS) $(CU_OBJS) $(BUILD)/obj/$(MAIN_SRC:.c=.o) \
 
 # --- build rules ------------------------------------------------------------
 
-.PHONY: tools fuzz fuzzers all unit-tests benches sanitize test test-unit test-python run model venv \
+.PHONY: tools fuzz fuzz-long fuzzers all unit-tests benches sanitize test test-unit test-python run model venv \
         deps clean distclean install uninstall compile_commands.json cuda-check help
 
 all: $(TRAM) unit-tests benches tools
@@ -208,6 +209,11 @@ fuzz:
 		CUDA=0 fuzzers
 
 fuzzers: $(FUZZ_BINS)
+
+# Long fuzzing (not in make test): every target to 10^7 executions or 30 min,
+# new coverage merged into tests/fuzz/corpus (scripts/run-fuzz-long.sh).
+fuzz-long: fuzz
+	$(Q)scripts/run-fuzz-long.sh
 
 $(BUILD)/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(LIB) $(LLHTTP_LIB)
 	$(call say,LINK,$@)
