@@ -160,7 +160,10 @@ enum {
  * before tokenizing it. TOK_MARK (0xFF) never occurs in UTF-8; a 0xFF byte
  * already in the text becomes U+FFFD, as encoding would make it anyway.
  * A mark is a byte inside a string: templates that measure or cut message
- * text (length, slices) see one more byte per control-token text. */
+ * text (length, slices) see one more byte per control-token text. Not
+ * covered: a control token's text that starts in the template's own text
+ * and ends in the request's (or the other way round); templates put whole
+ * control tokens around message text, so none arises with them. */
 #define TOK_MARK 0xFF
 
 /* Writes s[len] with the marks to out (tok_mark_cap(len) bytes at least) and
