@@ -6,6 +6,8 @@
 #   make sanitize   build everything with ASan + UBSan into build/san/
 #   make model      fetch and verify the default model into models/
 #   make fuzz       build the libFuzzer targets (clang) into build/fuzz/
+#   make fuzz-long  run each to 10^7 executions (or 30 min), corpus merged back
+#   make soak       an hour of mixed load on tram (SOAK_MINUTES, SOAK_CLIENTS)
 #
 # Knobs: V=1 (echo commands), CUDA=auto|0|1, SANITIZER=address,undefined,
 # ARCH_FLAGS (default -march=native), BUILD (output folder), PREFIX, DESTDIR.
@@ -160,7 +162,7 @@ ALL_OBJS := $(LIB_OBJS) $(CU_OBJS) $(BUILD)/obj/$(MAIN_SRC:.c=.o) \
 
 # --- build rules ------------------------------------------------------------
 
-.PHONY: tools fuzz fuzzers all unit-tests benches sanitize test test-unit test-python run model venv \
+.PHONY: tools fuzz fuzz-long soak fuzzers all unit-tests benches sanitize test test-unit test-python run model venv \
         deps clean distclean install uninstall compile_commands.json cuda-check help
 
 all: $(TRAM) unit-tests benches tools
@@ -223,6 +225,18 @@ fuzz:
 		CUDA=0 fuzzers
 
 fuzzers: $(FUZZ_BINS)
+
+# Long fuzzing (not in make test): every target to 10^7 executions or 30 min,
+# new coverage merged into tests/fuzz/corpus (scripts/run-fuzz-long.sh).
+fuzz-long: fuzz
+	$(Q)scripts/run-fuzz-long.sh
+
+# The soak (not in make test; tests/integration/test_soak.py is its 30 s
+# form): writes docs/benchmarks/reliability.md (bench/soak.py).
+SOAK_MINUTES ?= 60
+SOAK_CLIENTS ?= 32
+soak: venv model $(TRAM)
+	$(Q).venv/bin/python bench/soak.py --minutes $(SOAK_MINUTES) --clients $(SOAK_CLIENTS)
 
 $(BUILD)/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(LIB) $(LLHTTP_LIB)
 	$(call say,LINK,$@)

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+static _Atomic int write_error; /* errno of the last line that could not be written */
 static _Atomic int log_level = LOG_LEVEL_INFO;
 static _Atomic int log_format = LOG_FORMAT_TEXT;
 static _Atomic int log_fd = STDERR_FILENO;
@@ -259,7 +260,10 @@ static void line_end(line_t *l, bool json_close) {
   while (left > 0) {
     ssize_t w = write(atomic_load(&log_fd), p, left);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return; /* nowhere to report it */
+    if (w <= 0) { /* nowhere to report it but log_write_error() */
+      atomic_store(&write_error, w < 0 ? errno : ENOSPC);
+      return;
+    }
     p += w;
     left -= (size_t)w;
   }
@@ -268,6 +272,8 @@ static void line_end(line_t *l, bool json_close) {
 static bool enabled(log_level_t level) {
   return (unsigned)level < 4 && (int)level <= atomic_load(&log_level);
 }
+
+int log_write_error(void) { return -atomic_load(&write_error); }
 
 void log_vwrite(log_level_t level, const char *fmt, va_list ap) {
   if (!enabled(level)) return;

@@ -68,6 +68,10 @@ int log_configure(log_level_t level, log_format_t format, const char *path);
  * or a negative errno, in which case lines keep going to the old file. */
 int log_reopen(void);
 
+/* The negative errno of the last line that could not be written (a full
+ * disk, /dev/full), or 0 if every line was. */
+int log_write_error(void);
+
 /* Goes back to stderr and closes the log file, if any. Call when no other
  * thread logs any more. */
 void log_close(void);

@@ -52,6 +52,7 @@ typedef enum cfg_key {
   CFG_THREADS,
   CFG_PRECISION,
   CFG_MAX_MODEL_LEN,
+  CFG_SPECIAL_TOKENS_IN_INPUT,
   CFG_HOST,
   CFG_PORT,
   CFG_UNIX_SOCKET,
@@ -118,6 +119,7 @@ typedef struct cfg {
   int threads;             /* CPU compute threads; 0 = one per online core */
   int precision;           /* kern_precision_t: 0 exact, 1 fast (the matmul arithmetic) */
   int max_model_len;       /* longest sequence (prompt + output); 0 = the model's context */
+  bool special_tokens_in_input; /* control-token texts in request text are those tokens */
   /* listening */
   char *host;              /* address to bind (IPv4/IPv6 literal or host name) */
   int port;                /* TCP port; 0 = any free port */

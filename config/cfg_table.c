@@ -52,6 +52,14 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                            "Longest sequence, prompt plus output, in tokens. 0: the model's "
                            "context length.",
                            OFF(max_model_len)},
+    [CFG_SPECIAL_TOKENS_IN_INPUT] = {"special_tokens_in_input", CFG_T_BOOL, "Model", "false", 0, 0, 0, NULL,
+                                     "BOOL", 0,
+                                     "Read the texts of control tokens (such as <|im_start|>) in a "
+                                     "request's messages and prompt strings as those tokens, as vLLM "
+                                     "and llama.cpp do. Off: they are plain text, so no user can "
+                                     "forge a turn; only the chat template's markup yields control "
+                                     "tokens.",
+                                     OFF(special_tokens_in_input)},
 
     [CFG_HOST] = {"host", CFG_T_STRING, "Network", "127.0.0.1", 0, 0, 0, NULL, "ADDR", 0,
                   "Address to listen on: an IPv4 or IPv6 address or a host name. 0.0.0.0 or :: "
@@ -63,10 +71,13 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                          "Listen on this Unix socket instead of host:port (e.g. behind nginx "
                          "on the same machine).",
                          OFF(unix_socket)},
-    [CFG_MAX_CONNECTIONS] = {"max_connections", CFG_T_INT, "Network", "256", 0, 1, 1000000,
+    [CFG_MAX_CONNECTIONS] = {"max_connections", CFG_T_INT, "Network", "0", 0, 0, 1000000,
                              NULL, "N", 0,
-                             "Open client connections at most; further connections are "
-                             "closed at once.",
+                             "Open client connections at most. 0: sized from the open-file "
+                             "limit (raised to its hard limit at start; at most 65536). At the "
+                             "cap a new connection closes the one idle longest; only when every "
+                             "one has a request in flight is it refused (503), and /health and "
+                             "/metrics still answer on a small reserve.",
                              OFF(max_connections)},
 
     [CFG_KV_CACHE_BYTES] = {"kv_cache_bytes", CFG_T_SIZE, "Engine", "512M", 0, MiB, 64 * TiB,

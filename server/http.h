@@ -14,7 +14,12 @@
  *   too big 413 (from Content-Length before reading it, or while reading a
  *   chunked body), headers or body not complete in time 408 (a slowloris
  *   client is cut off by a total deadline, not an inactivity timer), more
- *   connections than the cap 503, HTTP/1.1 without Host 400. Unknown path 404,
+ *   connections than the cap 503 (only when no connection is idle: at the cap a
+ *   new connection closes the one that has waited longest for a request,
+ *   keep-alive or never used, and a reserve of HTTP_PROBE_RESERVE answers
+ *   /health and /metrics when none is idle; a first request must arrive
+ *   within a tenth of header_timeout_ms while the cap is near), HTTP/1.1
+ *   without Host 400. Unknown path 404,
  *   wrong method on a known path 405 (with Allow), missing or wrong API key
  *   401. Every error body is an OpenAI error object. An idle keep-alive
  *   connection is closed silently after idle_timeout_ms.
@@ -174,6 +179,12 @@ bool http_res_writable(const http_res_t *res);
  * kernel. */
 size_t http_res_queued(const http_res_t *res);
 
+/* Bytes written but not yet taken by the client: those queued here plus
+ * those in the kernel's send queue (SIOCOUTQ: unsent or unacknowledged). A
+ * client that reads keeps this small; one that stopped reading makes it
+ * grow once its receive window closes. */
+size_t http_res_unsent(const http_res_t *res);
+
 /* ---- server ---------------------------------------------------------------- */
 
 typedef struct http_server http_server_t;
@@ -183,7 +194,18 @@ typedef void (*http_handler_fn)(const http_req_t *req, http_res_t *res, void *ct
 
 enum {
   HTTP_ROUTE_PUBLIC = 1, /* no API key needed (e.g. /health) */
+  HTTP_ROUTE_PROBE = 2,  /* answerable over the connection cap (/health, /metrics) */
 };
+
+/* Connections over the cap that may still ask for HTTP_ROUTE_PROBE routes
+ * (one request each, then closed), so that a prober gets through when every
+ * counted connection has a request in flight. */
+#define HTTP_PROBE_RESERVE 16
+
+/* Raises the soft RLIMIT_NOFILE to its hard limit and returns a connection
+ * cap that leaves `reserve` descriptors for the rest of the process (at
+ * least 16, at most 65536); logs what it did. */
+int http_connection_cap_from_fds(int reserve);
 
 typedef struct http_server_stats {
   uint64_t connections_accepted; /* including those rejected for the cap */
@@ -192,6 +214,8 @@ typedef struct http_server_stats {
   uint64_t requests;             /* dispatched to a handler or answered by the server */
   uint64_t timeouts;             /* 408s */
   uint64_t dropped;              /* clients dropped for a stuck or overfull write queue */
+  uint64_t evicted;              /* idle connections closed at the cap to make room */
+  uint32_t probe_open;           /* reserve connections open (HTTP_PROBE_RESERVE at most) */
   size_t max_queued;             /* the most bytes ever queued on one connection */
 } http_server_stats_t;
 

@@ -83,7 +83,8 @@ static void on_timer(uv_timer_t *t) {
  * accept, later ones idle_timeout. */
 static void wait_next(http__conn_t *c) {
   const http_limits_t *l = &c->srv->limits;
-  timer_arm(c, HTTP__TIMER_WAIT, c->first ? l->header_timeout_ms : l->idle_timeout_ms);
+  timer_arm(c, HTTP__TIMER_WAIT, c->first ? http__first_wait_ms(c) : l->idle_timeout_ms);
+  http__idle_add(c);
 }
 
 /* ---- reading ------------------------------------------------------------------ */
@@ -135,7 +136,7 @@ static void process(http__conn_t *c, const char *data, size_t len) {
       http__conn_send_error(c, p->error_status, p->error_reason);
       return;
     }
-    if (!was_begun && p->begun) timer_arm(c, HTTP__TIMER_HEADERS, l->header_timeout_ms);
+    if (!was_begun && p->begun) timer_arm(c, HTTP__TIMER_HEADERS, c->first ? http__first_wait_ms(c) : l->header_timeout_ms);
     if (!was_headers && p->headers_done && r == HTTP__PARSE_MORE) {
       timer_arm(c, HTTP__TIMER_BODY, l->body_timeout_ms);
       if (p->expect_continue) {
@@ -192,13 +193,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 static void dispatch(http__conn_t *c) {
   http_server_t *srv = c->srv;
   timer_stop(c);
+  http__idle_remove(c);
   c->first = false;
   http_res_t *ex = http__res_new(c);
   bool keep_alive;
   http__parse_take(&c->parser, &ex->arena, &ex->req, &ex->body_buf, &keep_alive);
   ex->req.id = ++srv->next_req_id;
   ex->req.peer = c->peer;
-  ex->keep_alive = keep_alive && !c->draining && !srv->draining && !srv->closing;
+  ex->keep_alive = keep_alive && !c->draining && !srv->draining && !srv->closing && !c->probe_only;
   srv->stats.requests++;
   c->ex = ex;
   c->in_dispatch = true;
@@ -252,6 +254,7 @@ static void on_close(uv_handle_t *h) {
 
 void http__conn_close(http__conn_t *c) {
   if (c->closing) return;
+  http__idle_remove(c);
   c->closing = true;
   c->reading = false;
   c->pending_closes = 3;
@@ -273,6 +276,7 @@ static void on_shutdown(uv_shutdown_t *req, int status) {
 
 void http__conn_finish(http__conn_t *c) {
   if (c->closing || c->finishing) return;
+  http__idle_remove(c);
   c->finishing = true;
   timer_stop(c);
   c->shut.data = c;

@@ -78,6 +78,9 @@ struct http__conn {
   bool rejected;            /* accepted over the cap, answered 503 */
   bool in_dispatch;         /* a handler is running on this connection */
   bool first;               /* no request received yet */
+  bool probe_only;          /* accepted over the cap into the probe reserve */
+  bool idle;                /* on the server's idle queue (http_guard.c) */
+  http__conn_t *iprev, *inext; /* the idle queue, oldest first */
   char peer[64];
 };
 
@@ -111,6 +114,7 @@ struct http_server {
   uv_timer_t defer;           /* runs deferred server-level callbacks */
   http__conn_t *conns;        /* every connection, the rejected included */
   int n_rejecting;            /* rejected connections still open */
+  http__conn_t *idle_head, *idle_tail; /* connections waiting for a request, oldest first */
   bool draining, closing;
   void (*on_drained)(void *);
   void *drained_arg;
@@ -129,6 +133,20 @@ void http__conn_close(http__conn_t *c);             /* closes now; on_abort foll
 void http__conn_finish(http__conn_t *c);            /* flush, shut down, linger, close */
 void http__conn_response_ended(http__conn_t *c, bool keep_alive); /* ex has been freed */
 void http__conn_send_error(http__conn_t *c, int status, const char *message); /* + finish */
+
+/* http_guard.c: the connection budget */
+void http__idle_add(http__conn_t *c);    /* c waits for (or reads) a request */
+void http__idle_remove(http__conn_t *c); /* no longer (no-op if not queued) */
+/* Closes the connection that has waited longest for a request (never one
+ * with a request in flight) and stops counting it at once. Returns whether
+ * there was one. */
+bool http__evict_idle(http_server_t *srv);
+/* The deadline for c's first request: header_timeout_ms, cut to a tenth
+ * (at least 1 s) while more than three quarters of the cap are open. */
+uint32_t http__first_wait_ms(const http__conn_t *c);
+/* A probe_only connection asking for a route without HTTP_ROUTE_PROBE:
+ * answers 503 and returns true. */
+bool http__probe_refused(http_res_t *res, int route_flags);
 
 /* http_res.c */
 http_res_t *http__res_new(http__conn_t *c);

@@ -87,22 +87,37 @@ static int on_header_field(llhttp_t *ll, const char *at, size_t n) {
   return hbuf_append(p, at, n);
 }
 
+static int on_version_complete(llhttp_t *ll) {
+  if (ll->http_major == 1 && (ll->http_minor == 0 || ll->http_minor == 1)) return 0;
+  return fail(P(ll), 505, "HTTP version not supported (HTTP/1.0 and HTTP/1.1 are)");
+}
+
 static int on_header_field_complete(llhttp_t *ll) {
   http__parser_t *p = P(ll);
   if (p->headers_done) return 0;
   uint32_t n = token_close(p, &p->pending_name_off);
   if (n == UINT32_MAX) return HPE_USER;
+  if (n == 0) return fail(p, 400, "empty header name");
   p->pending_name_len = n;
   return 0;
 }
 
+/* A value arrives in spans, split where a read ended; a span that starts
+ * anywhere else than where the last one ended means llhttp skipped a line
+ * break: a folded line (obs-fold), which RFC 9112 lets a server reject. */
 static int on_header_value(llhttp_t *ll, const char *at, size_t n) {
+  http__parser_t *p = P(ll);
+  if (p->vend && at != p->vend && !(at == p->feed_start && p->vend_at_feed_end))
+    return fail(p, 400, "folded header line (obs-fold)");
+  p->vend = at + n;
+  p->vend_at_feed_end = p->vend == p->feed_end;
   return on_header_field(ll, at, n); /* same accounting; the token says which */
 }
 
 static int on_header_value_complete(llhttp_t *ll) {
   http__parser_t *p = P(ll);
   p->header_bytes += HEADER_LINE_OVERHEAD;
+  p->vend = NULL;
   if (p->headers_done) return 0;
   uint32_t start;
   uint32_t n = token_close(p, &start);
@@ -161,6 +176,22 @@ static int on_body(llhttp_t *ll, const char *at, size_t n) {
   return 0;
 }
 
+static int on_chunk_extension(llhttp_t *ll, const char *at, size_t n) {
+  (void)at;
+  http__parser_t *p = P(ll);
+  p->ext_bytes += n;
+  return p->ext_bytes > HTTP__MAX_CHUNK_EXT ? fail(p, 400, "chunk extensions too long") : 0;
+}
+
+/* A chunk's size line is read (its size in content_length). */
+static int on_chunk_header(llhttp_t *ll) {
+  http__parser_t *p = P(ll);
+  p->ext_bytes = 0;
+  if (ll->content_length > p->limits->max_body_bytes - p->body_len)
+    return fail(p, 413, "request body larger than the limit");
+  return 0;
+}
+
 static int on_message_complete(llhttp_t *ll) {
   (void)ll;
   return HPE_PAUSED;
@@ -177,6 +208,10 @@ static const llhttp_settings_t parse_settings = {
     .on_headers_complete = on_headers_complete,
     .on_body = on_body,
     .on_message_complete = on_message_complete,
+    .on_version_complete = on_version_complete,
+    .on_chunk_extension_name = on_chunk_extension,
+    .on_chunk_extension_value = on_chunk_extension,
+    .on_chunk_header = on_chunk_header,
 };
 
 /* Clears the per-message state, keeping buffers' capacity. */
@@ -187,6 +222,8 @@ static void reset_message(http__parser_t *p) {
   p->in_token = false;
   p->n_hdrs = 0;
   p->header_bytes = 0;
+  p->ext_bytes = 0;
+  p->vend = NULL;
   p->body = NULL;
   p->body_len = p->body_cap = 0;
 }
@@ -208,6 +245,8 @@ void http__parse_free(http__parser_t *p) {
 http__parse_result_t http__parse_feed(http__parser_t *p, const char *data, size_t len,
                                       size_t *consumed) {
   *consumed = 0;
+  p->feed_start = data;
+  p->feed_end = data + len;
   llhttp_errno_t e = llhttp_execute(&p->ll, data, len);
   if (e == HPE_OK) {
     *consumed = len;

@@ -5,7 +5,13 @@
  * target feeds it arbitrary bytes). It stops after each complete message so
  * that pipelined requests are handed out one at a time, and owns the buffers
  * of the message in progress: the URL and header lines (bounded by
- * max_header_bytes) and the body (bounded by max_body_bytes). */
+ * max_header_bytes) and the body (bounded by max_body_bytes).
+ *
+ * Strict, as RFC 9112 asks (llhttp runs with no lenient flag): a version
+ * other than HTTP/1.0 or 1.1 is 505; an empty header name, a folded header
+ * line (obs-fold) or a chunk's extensions over HTTP__MAX_CHUNK_EXT bytes are
+ * 400; a chunk whose size takes the body past max_body_bytes is 413 as soon
+ * as its size line is read. */
 #ifndef TRAM_HTTP_PARSE_H
 #define TRAM_HTTP_PARSE_H
 
@@ -16,6 +22,8 @@
 #include <llhttp.h>
 
 #include "server/http.h"
+
+#define HTTP__MAX_CHUNK_EXT 1024 /* chunk extension bytes per chunk */
 
 typedef enum {
   HTTP__PARSE_MORE = 0,  /* every byte consumed; the message is not complete */
@@ -34,7 +42,7 @@ typedef struct http__parser {
   bool begun;                   /* a byte of the current message has arrived */
   bool headers_done;            /* its header section is complete */
   bool expect_continue;         /* it asked for 100-continue */
-  int error_status;             /* 400, 413 or 431 after HTTP__PARSE_ERROR */
+  int error_status;             /* 400, 413, 431 or 505 after HTTP__PARSE_ERROR */
   const char *error_reason;     /* a static string saying why */
   char *hbuf;                   /* url, then NUL-terminated names and values */
   size_t hlen, hcap;
@@ -46,6 +54,10 @@ typedef struct http__parser {
   int n_hdrs;
   size_t cap_hdrs;
   size_t header_bytes;          /* request line + headers seen so far */
+  size_t ext_bytes;             /* chunk extension bytes of the current chunk */
+  const char *feed_start, *feed_end; /* the buffer being parsed */
+  const char *vend;             /* the end of the header value's last span; NULL: none yet */
+  bool vend_at_feed_end;        /* that span ended its buffer */
   char *body;                   /* [body_len] (+1 for a NUL), malloc'd */
   size_t body_len, body_cap;
 } http__parser_t;

@@ -7,9 +7,11 @@
  * write-stall timer. */
 #include <errno.h>
 #include <inttypes.h>
+#include <linux/sockios.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include "base/alloc.h"
 #include "base/log.h"
@@ -358,3 +360,12 @@ int http_res_stream_end(http_res_t *res) {
 bool http_res_writable(const http_res_t *res) { return !res->paused; }
 
 size_t http_res_queued(const http_res_t *res) { return res->conn ? res->conn->queued : 0; }
+
+size_t http_res_unsent(const http_res_t *res) {
+  if (!res->conn || res->conn->closing) return 0;
+  size_t n = res->conn->queued;
+  uv_os_fd_t fd;
+  int outq = 0;
+  if (uv_fileno(&res->conn->io.handle, &fd) == 0 && ioctl(fd, SIOCOUTQ, &outq) == 0 && outq > 0) n += (size_t)outq;
+  return n;
+}

@@ -127,5 +127,6 @@ void http__route_dispatch(http_server_t *srv, http_res_t *res) {
     http_res_send_error(res, 405, NULL, msg, NULL, "method_not_allowed");
     return;
   }
+  if (http__probe_refused(res, match->flags)) return;
   match->handler(req, res, match->ctx);
 }

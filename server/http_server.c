@@ -2,6 +2,7 @@
  * socket, inherited fd), accepting under the connection cap, draining and
  * closing. Connections live in http_conn.c, responses in http_res.c. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,7 @@ void http__server_conn_gone(http_server_t *srv, http__conn_t *c) {
   if (c->next) c->next->prev = c->prev;
   if (c->counted) srv->stats.connections_open--;
   if (c->rejected) srv->n_rejecting--;
+  if (c->probe_only) srv->stats.probe_open--;
   check_done(srv);
 }
 
@@ -229,10 +231,19 @@ static void on_connection(uv_stream_t *ls, int status) {
   }
   srv->stats.connections_accepted++;
   peer_name(c, l->is_pipe);
-  if (srv->stats.connections_open >= (uint32_t)srv->limits.max_connections) {
+  const uint32_t cap = (uint32_t)srv->limits.max_connections;
+  if (srv->stats.connections_open >= cap) http__evict_idle(srv);
+  if (srv->stats.connections_open >= cap && srv->stats.probe_open < HTTP_PROBE_RESERVE) {
+    c->probe_only = true; /* every slot has a request in flight: /health and /metrics only */
+    srv->stats.probe_open++;
+    if (!l->is_pipe) uv_tcp_nodelay(&c->io.tcp, 1);
+    http__conn_accepted(c);
+    return;
+  }
+  if (srv->stats.connections_open >= cap) {
     srv->stats.connections_rejected++;
-    log_warn("http: %s: connection refused, %d connections open (the limit)", c->peer,
-             srv->limits.max_connections);
+    log_warn("http: %s: connection refused, %d connections open (the limit), each with a request in flight",
+             c->peer, srv->limits.max_connections);
     if (srv->n_rejecting >= MAX_REJECTING) {
       http__conn_close(c);
       return;
@@ -330,6 +341,15 @@ int http_server_listen_unix(http_server_t *srv, const char *path) {
       return -EEXIST;
     }
     unlink(path); /* a stale socket from an earlier run */
+  }
+  const char *slash = strrchr(path, '/');
+  if (slash && slash != path) { /* libuv reports a missing directory as EACCES: say what it is */
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+      log_error("http: cannot listen on %s: the directory %s does not exist", path, dir);
+      return -ENOENT;
+    }
   }
   http__listener_t *l = listener_new(srv, true);
   int r = uv_pipe_bind(&l->io.pipe, path);

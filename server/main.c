@@ -65,6 +65,12 @@ static int serve(int argc, char **argv) {
   }
   if (check_only) {
     log_info("configuration is valid%s%s", cfg.config ? ": " : "", cfg.config ? cfg.config : "");
+    if (log_write_error()) { /* the log itself is not: say so where it can be read */
+      fprintf(stderr, "tram: cannot write to the log file \"%s\": %s\n", cfg.log_file ? cfg.log_file : "(stderr)",
+              strerror(-log_write_error()));
+      cfg_free(&cfg);
+      return EXIT_USAGE;
+    }
     char *json = cfg_to_json(&cfg);
     if (!json) abort();
     printf("%s\n", json);

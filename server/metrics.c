@@ -95,6 +95,12 @@ static void create_http(srv_metrics_t *m) {
   m->http_requests = counter(m, "tram:http_requests_total", "HTTP requests received.");
   m->http_timeouts = counter(m, "tram:http_timeouts_total", "Requests cut off for arriving too slowly (408).");
   m->http_dropped = counter(m, "tram:http_clients_dropped_total", "Clients dropped for not reading their responses.");
+  m->http_evicted = counter(m, "tram:http_connections_evicted_total",
+                            "Idle connections closed at the connection cap to make room for a new one.");
+  m->loop_stall_max = gauge(m, "tram:event_loop_stall_max_seconds",
+                            "The longest the event loop was late running its 10 ms probe timer (blocked by work).");
+  m->loop_stall_total =
+      counter(m, "tram:event_loop_stall_seconds_total", "Summed lateness of the event loop's probe timer.");
 }
 
 srv_metrics_t *srv_metrics_create(const char *model_name, int32_t max_model_len) {
@@ -210,6 +216,7 @@ void srv_metrics_http(srv_metrics_t *m, const http_server_stats_t *st) {
   prom_set(m->http_requests, (double)st->requests);
   prom_set(m->http_timeouts, (double)st->timeouts);
   prom_set(m->http_dropped, (double)st->dropped);
+  prom_set(m->http_evicted, (double)st->evicted);
 }
 
 char *srv_metrics_render(const srv_metrics_t *m, size_t *len) { return prom_render(m->reg, len); }

@@ -63,6 +63,10 @@ typedef struct srv_metrics {
   prom_series_t *http_requests; /* tram:http_requests_total */
   prom_series_t *http_timeouts; /* tram:http_timeouts_total */
   prom_series_t *http_dropped;  /* tram:http_clients_dropped_total */
+  prom_series_t *http_evicted;  /* tram:http_connections_evicted_total */
+  /* the loop's stall probe */
+  prom_series_t *loop_stall_max;   /* tram:event_loop_stall_max_seconds */
+  prom_series_t *loop_stall_total; /* tram:event_loop_stall_seconds_total */
 } srv_metrics_t;
 
 /* One finished engine request (one prompt with its n sequences), for the

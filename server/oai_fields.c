@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "server/json_strict.h"
+
 #define INT_EXACT_MAX 9007199254740992.0 /* 2^53: larger doubles are not exact integers */
 
 int oai__fail(oai__ctx_t *c, const char *code, const char *param, const char *fmt, ...) {
@@ -162,23 +164,20 @@ int oai__parse_object(oai__ctx_t *c, const char *body, size_t len, cJSON **root)
     start++;
   if (start == len)
     return oai__fail(c, "invalid_json", NULL, "the request body is empty; expected a JSON object");
-  const char *end = NULL;
-  cJSON *x = cJSON_ParseWithLengthOpts(body, len, &end, false);
-  if (!x) {
-    size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
-    return oai__fail(c, "invalid_json", NULL, "the request body is not valid JSON (error at byte %zu)", at);
-  }
-  /* Only whitespace may follow the value. */
-  size_t pos = end ? (size_t)(end - body) : len;
-  while (pos < len && (body[pos] == ' ' || body[pos] == '\t' || body[pos] == '\r' || body[pos] == '\n'))
-    pos++;
-  if (pos < len) {
-    cJSON_Delete(x);
-    return oai__fail(c, "invalid_json", NULL, "the request body has data after the JSON value (byte %zu)", pos);
-  }
+  char why[160];
+  if (json_strict_check(body, len, why, sizeof why) != 0) return oai__fail(c, "invalid_json", NULL, "%s", why);
+  cJSON *x = cJSON_ParseWithLength(body, len);
+  if (!x) /* cannot happen after the strict check, but cJSON has the last word */
+    return oai__fail(c, "invalid_json", NULL, "the request body is not valid JSON");
   if (!cJSON_IsObject(x)) {
     int r = oai__fail(c, "invalid_type", NULL, "the request body must be a JSON object, got %s",
                       oai__type_name(x));
+    cJSON_Delete(x);
+    return r;
+  }
+  const char *dup = json_strict_dup_key(x);
+  if (dup) {
+    int r = oai__fail(c, "invalid_json", NULL, "the key \"%.100s\" appears twice in one object", dup);
     cJSON_Delete(x);
     return r;
   }

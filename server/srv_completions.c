@@ -70,45 +70,31 @@ static int check_prompt(srv_t *s, uint64_t rid, http_res_t *res, const char *end
 }
 
 /* Tokenizes prompt i of a completions request into *p (text, or token ids
- * copied; with echo, the text the choice starts with). Returns 0, or
- * answers and returns -EINVAL. */
-static int encode_completion(srv_t *s, uint64_t rid, http_res_t *res, const oai_completion_req_t *c, int32_t i,
-                             prompt_in_t *p) {
-  char err[512], param[64];
-  if (c->n_prompts > 1) snprintf(param, sizeof param, "prompt[%d]", i);
-  else snprintf(param, sizeof param, "prompt");
-  int rc = 0;
+ * copied; with echo, the text the choice starts with). Runs on a worker
+ * thread. Returns 0 or an encoding error with the reason in err. */
+static int encode_completion(srv_t *s, const oai_completion_req_t *c, int32_t i, prompt_in_t *p, char *err,
+                             size_t err_len) {
   if (c->prompts[i].text) {
     p->echo = c->prompts[i].text;
     p->echo_len = c->prompts[i].text_len;
-    rc = srv__encode(s, p->echo, p->echo_len, TOK_ENC_ADD_SPECIAL | TOK_ENC_PARSE_SPECIAL, &p->ids, &p->n, err,
-                     sizeof err);
-  } else {
-    p->n = c->prompts[i].n_tokens;
-    p->ids = malloc(((size_t)p->n + 1) * sizeof *p->ids);
-    if (!p->ids) xoom("server", 0);
-    memcpy(p->ids, c->prompts[i].tokens, (size_t)p->n * sizeof *p->ids);
-    if (c->params.echo) {
-      const int flags = TOK_DEC_SPECIAL | TOK_DEC_STRIP_PREFIX;
-      int64_t len = tok_decode(s->tok, p->ids, (size_t)p->n, flags, NULL, 0);
-      p->echo_owned = malloc(len > 0 ? (size_t)len + 1 : 1);
-      if (!p->echo_owned) xoom("server", 0);
-      p->echo_owned[0] = 0;
-      if (len > 0) tok_decode(s->tok, p->ids, (size_t)p->n, flags, p->echo_owned, (size_t)len + 1);
-      p->echo = p->echo_owned;
-      p->echo_len = len > 0 ? (size_t)len : 0;
-    }
+    return srv__encode(s, p->echo, p->echo_len, TOK_ENC_ADD_SPECIAL | srv__text_flags(s), &p->ids, &p->n, err,
+                       err_len);
   }
-  return check_prompt(s, rid, res, COMPLETIONS, &c->params, "prompt", param, rc, err, sizeof err, p);
-}
-
-/* Renders a chat request's messages through the template and tokenizes
- * them into *p. Returns 0, or answers and returns -EINVAL. */
-static int encode_chat(srv_t *s, uint64_t rid, http_res_t *res, const oai_chat_req_t *ch, prompt_in_t *p) {
-  char err[512];
-  const int rc = srv__encode_chat(s, ch->messages, ch->n_messages, ch->add_generation_prompt, false, &p->ids, &p->n,
-                                  err, sizeof err);
-  return check_prompt(s, rid, res, CHAT, &ch->params, "messages", "messages", rc, err, sizeof err, p);
+  p->n = c->prompts[i].n_tokens;
+  p->ids = malloc(((size_t)p->n + 1) * sizeof *p->ids);
+  if (!p->ids) xoom("server", 0);
+  memcpy(p->ids, c->prompts[i].tokens, (size_t)p->n * sizeof *p->ids);
+  if (c->params.echo) {
+    const int flags = TOK_DEC_SPECIAL | TOK_DEC_STRIP_PREFIX;
+    int64_t len = tok_decode(s->tok, p->ids, (size_t)p->n, flags, NULL, 0);
+    p->echo_owned = malloc(len > 0 ? (size_t)len + 1 : 1);
+    if (!p->echo_owned) xoom("server", 0);
+    p->echo_owned[0] = 0;
+    if (len > 0) tok_decode(s->tok, p->ids, (size_t)p->n, flags, p->echo_owned, (size_t)len + 1);
+    p->echo = p->echo_owned;
+    p->echo_len = len > 0 ? (size_t)len : 0;
+  }
+  return 0;
 }
 
 static void free_prompts(prompt_in_t *in, int32_t n) {
@@ -236,50 +222,133 @@ static bool model_ok(srv_t *s, http_res_t *res, uint64_t rid, const char *endpoi
   return false;
 }
 
-void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx) {
-  srv_t *s = ctx;
-  const uint64_t rid = req->id; /* req is freed once answered */
-  const int64_t arrival = clock_now_ns();
-  if (!serving(s, res, rid, COMPLETIONS)) return;
+/* What a work item's run leaves for its done (in the item's arena). */
+typedef struct enc_out {
+  int parse_rc;            /* 0, or the parse failed (e) */
+  oai_error_t e;
+  oai_completion_req_t c;  /* completions */
+  oai_chat_req_t ch;       /* chat */
+  const char *model;       /* the request's model field (NULL: none) */
+  prompt_in_t *in;         /* [n_in] malloc'd (calloc'd: unencoded ones are empty) */
+  int32_t n_in;
+  int32_t n_done;          /* prompts encoded, or the index of the one that failed */
+  int rc;                  /* that prompt's encoding error, 0 if all encoded */
+  char err[512];
+} enc_out_t;
+
+static enc_out_t *enc_out(srv_work_t *w, int32_t n_in) {
+  enc_out_t *o = w->out = arena_alloc(&w->arena, sizeof *o);
+  memset(o, 0, sizeof *o);
+  if (n_in > 0) {
+    o->in = calloc((size_t)n_in, sizeof *o->in);
+    if (!o->in) xoom("server", 0);
+    o->n_in = n_in;
+  }
+  return o;
+}
+
+/* Worker: parse a completions request and tokenize its prompts (up to the
+ * first that fails). */
+static void completions_run(srv_work_t *w) {
+  srv_t *s = w->s;
   oai_completion_req_t c;
   oai_error_t e;
-  if (oai_parse_completion(req->body, req->body_len, &s->oai_lim, req->arena, &c, &e) != 0) {
-    parse_failed(res, rid, COMPLETIONS, &e);
+  if (oai_parse_completion(w->body, w->body_len, &s->oai_lim, &w->arena, &c, &e) != 0) {
+    enc_out(w, 0)->parse_rc = -EINVAL;
+    ((enc_out_t *)w->out)->e = e;
     return;
   }
-  if (!model_ok(s, res, rid, COMPLETIONS, c.model)) return;
-  if (c.params.echo && c.params.samp.logprobs) {
+  enc_out_t *o = enc_out(w, c.n_prompts);
+  o->c = c;
+  o->model = c.model;
+  for (; o->n_done < c.n_prompts; o->n_done++)
+    if ((o->rc = encode_completion(s, &o->c, o->n_done, &o->in[o->n_done], o->err, sizeof o->err)) != 0) break;
+}
+
+/* Loop: the start of both done callbacks. Takes o->in into *in (the
+ * caller frees or submits it); returns true when the request goes on, false
+ * once answered (a parse error, not serving, another model) or when its
+ * client went away (w->res NULL). */
+static bool done_start(srv_work_t *w, const char *endpoint, prompt_in_t **in) {
+  enc_out_t *o = w->out;
+  *in = o->in;
+  o->in = NULL;
+  if (!w->res) return false;
+  if (o->parse_rc != 0) {
+    parse_failed(w->res, w->rid, endpoint, &o->e);
+    return false;
+  }
+  return serving(w->s, w->res, w->rid, endpoint) && model_ok(w->s, w->res, w->rid, endpoint, o->model);
+}
+
+/* Loop: answers a completions request whose work item is done. */
+static void completions_done(srv_work_t *w) {
+  srv_t *s = w->s;
+  enc_out_t *o = w->out;
+  http_res_t *res = w->res;
+  const uint64_t rid = w->rid;
+  prompt_in_t *in;
+  if (!done_start(w, COMPLETIONS, &in)) {
+  } else if (o->c.params.echo && o->c.params.samp.logprobs) {
     fail(rid, res, COMPLETIONS, 400, "echo with logprobs is not supported (prompt logprobs are not computed)",
          "echo", "unsupported_parameter");
+  } else {
+    for (int32_t i = 0; i < o->c.n_prompts; i++) {
+      char param[64];
+      if (o->c.n_prompts > 1) snprintf(param, sizeof param, "prompt[%d]", i);
+      else snprintf(param, sizeof param, "prompt");
+      if (check_prompt(s, rid, res, COMPLETIONS, &o->c.params, "prompt", param, i == o->n_done ? o->rc : 0,
+                       o->err, sizeof o->err, &in[i]) != 0) { /* answered */
+        free_prompts(in, o->n_in);
+        return;
+      }
+    }
+    submit_and_start(s, rid, res, COMPLETIONS, w->arrival_ns, false, &o->c.params, in, o->c.n_prompts);
     return;
   }
-  prompt_in_t *in = calloc((size_t)c.n_prompts, sizeof *in);
-  if (!in) xoom("server", 0);
-  for (int32_t i = 0; i < c.n_prompts; i++)
-    if (encode_completion(s, rid, res, &c, i, &in[i]) != 0) { /* answered */
-      free_prompts(in, c.n_prompts);
-      return;
-    }
-  submit_and_start(s, rid, res, COMPLETIONS, arrival, false, &c.params, in, c.n_prompts);
+  free_prompts(in, o->n_in);
+}
+
+/* Worker: parse a chat request, render its messages and tokenize them. */
+static void chat_run(srv_work_t *w) {
+  srv_t *s = w->s;
+  oai_chat_req_t ch;
+  oai_error_t e;
+  if (oai_parse_chat(w->body, w->body_len, &s->oai_lim, &w->arena, &ch, &e) != 0) {
+    enc_out(w, 0)->parse_rc = -EINVAL;
+    ((enc_out_t *)w->out)->e = e;
+    return;
+  }
+  enc_out_t *o = enc_out(w, 1);
+  o->ch = ch;
+  o->model = ch.model;
+  o->rc = srv__encode_chat(s, ch.messages, ch.n_messages, ch.add_generation_prompt, false, &o->in[0].ids,
+                           &o->in[0].n, o->err, sizeof o->err);
+}
+
+/* Loop: answers a chat request whose work item is done. */
+static void chat_done(srv_work_t *w) {
+  srv_t *s = w->s;
+  enc_out_t *o = w->out;
+  prompt_in_t *in;
+  if (done_start(w, CHAT, &in) && check_prompt(s, w->rid, w->res, CHAT, &o->ch.params, "messages", "messages",
+                                                o->rc, o->err, sizeof o->err, in) == 0) {
+    submit_and_start(s, w->rid, w->res, CHAT, w->arrival_ns, true, &o->ch.params, in, 1);
+    return;
+  }
+  free_prompts(in, o->n_in);
+}
+
+void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx) {
+  srv_t *s = ctx;
+  const int64_t arrival = clock_now_ns();
+  if (!serving(s, res, req->id, COMPLETIONS)) return;
+  srv__offload(s, req, res, arrival, completions_run, completions_done);
 }
 
 void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx) {
   srv_t *s = ctx;
-  const uint64_t rid = req->id;
   const int64_t arrival = clock_now_ns();
-  if (!serving(s, res, rid, CHAT)) return;
-  oai_chat_req_t ch;
-  oai_error_t e;
-  if (oai_parse_chat(req->body, req->body_len, &s->oai_lim, req->arena, &ch, &e) != 0) {
-    parse_failed(res, rid, CHAT, &e);
-    return;
-  }
-  if (!model_ok(s, res, rid, CHAT, ch.model)) return;
-  prompt_in_t *in = calloc(1, sizeof *in);
-  if (!in) xoom("server", 0);
-  if (encode_chat(s, rid, res, &ch, in) != 0) { /* answered */
-    free_prompts(in, 1);
-    return;
-  }
-  submit_and_start(s, rid, res, CHAT, arrival, true, &ch.params, in, 1);
+  if (!serving(s, res, req->id, CHAT)) return;
+  srv__offload(s, req, res, arrival, chat_run, chat_done);
 }

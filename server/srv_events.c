@@ -14,6 +14,10 @@
  * writing while its client reads slowly; the HTTP layer queues up to
  * max_write_queue bytes (8 MiB) and then drops the client with a log line,
  * which cancels the request (on_abort). Memory per stream stays bounded.
+ * Before that, the tick (srv__check_readers) cancels a stream whose client
+ * has left more than SRV_UNREAD_BYTES unread (kernel send queue included)
+ * for slow_client_timeout: a client that stopped reading stops taking
+ * engine steps after that long, not after the kernel's buffers filled.
  *
  * Ownership: a job lives until its response has ended (or its client left)
  * and every engine request has posted its final event; each engine request
@@ -129,10 +133,27 @@ static void on_abort(http_res_t *res, void *user) {
   srv_job_t *j = user;
   j->res = NULL;
   j->client_gone = true;
-  if (!j->status) j->status = 499; /* nginx's "client closed request" */
+  j->status = 499; /* nginx's "client closed request", also for a stream whose 200 head went out */
   srv__job_cancel(j, "the client went away");
   if (j->n_live == 0) complete(j);
   srv__job_maybe_free(j);
+}
+
+void srv__check_readers(srv_t *s, int64_t now) {
+  const int64_t limit = s->cfg->slow_client_timeout_ms * INT64_C(1000000);
+  for (srv_job_t *j = s->jobs; j; j = j->next) {
+    if (!j->stream || !j->res || !j->n_live || j->client_gone || j->timed_out) continue;
+    if (http_res_unsent(j->res) <= SRV_UNREAD_BYTES) {
+      j->unread_since = 0;
+    } else if (!j->unread_since) {
+      j->unread_since = now;
+    } else if (now - j->unread_since > limit) {
+      log_info("%s: the client stopped reading (%zu bytes unread for %.1f s): cancelled", j->id,
+               http_res_unsent(j->res), (double)(now - j->unread_since) / 1e9);
+      j->timed_out = true;
+      srv__job_cancel(j, "the client stopped reading");
+    }
+  }
 }
 
 static void on_writable(http_res_t *res, bool writable, void *user) {

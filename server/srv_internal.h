@@ -10,12 +10,17 @@
  *   srv_completions.c     POST /v1/completions and /v1/chat/completions: parse,
  *                 tokenize, check lengths, create and submit the engine
  *                 requests (one per prompt), start the response
+ *   srv_work.c    the worker pool hand-off of the generation handlers'
+ *                 CPU work (parse, render, tokenize), the loop stall probe
+ *   srv_dump.c    the SIGUSR1 state dump
  *   srv_events.c  the engine → loop bridge: drain the events, write SSE
  *                 chunks (coalesced per job and wake-up) or collect the
  *                 whole response, feed the metrics, write the access log,
  *                 free each job once its last request is done
  *
- * Threads: everything here runs on the loop thread, except the loader
+ * Threads: everything here runs on the loop thread, except the run half of
+ * srv__offload's work items (libuv's worker pool: parse and encode only,
+ * nothing shared but the immutable tokenizer and template), the loader
  * (srv_main.c: it builds the backend, model and engine with srv_stack.c,
  * then hands them over through uv_queue_work's completion) and the engine's notify hook (which
  * only calls uv_async_send). */
@@ -54,6 +59,17 @@ typedef enum srv_state {
 /* After the drain timeout ended the requests left, connections still open
  * (clients not reading their last bytes) get this long before they are cut. */
 #define SRV_CLOSE_GRACE_MS 5000
+/* File descriptors kept out of the automatic connection cap (the model,
+ * log, listeners, the probe reserve, libuv's own). */
+#define SRV_FD_RESERVE 256
+/* Output a streaming client has not taken (ours queued plus the kernel's
+ * send queue) above which it counts as not reading (srv__check_readers). */
+#define SRV_UNREAD_BYTES (32 * 1024)
+/* The loop stall probe's period (srv_work.c). */
+#define SRV_PROBE_MS 10
+/* The nice value of the worker threads that parse and tokenize requests:
+ * when cores are short, the loop's I/O and the engine's steps go first. */
+#define SRV_WORK_NICE 5
 
 typedef struct srv_job srv_job_t;
 
@@ -84,12 +100,19 @@ typedef struct srv {
 
   /* loop handles */
   uv_async_t wake;       /* the engine's notify hook sends it */
-  uv_signal_t sig_term, sig_int, sig_hup;
+  uv_signal_t sig_term, sig_int, sig_hup, sig_usr1;
   uv_timer_t tick;       /* every second: watchdog, STATUS=, stalls, timeouts */
   uv_timer_t drain_timer;
   int signals;           /* SIGTERM/SIGINT received */
   bool http_drained;     /* no connection left after http_server_drain */
   bool aborted_all;      /* the drain timeout ended what was left */
+
+  /* the loop stall probe (srv_work.c) and the work items out on the pool */
+  uv_timer_t probe;
+  int64_t probe_due_ns;  /* when the probe should fire next */
+  int64_t stall_max_ns;  /* the latest it ever fired */
+  int64_t stall_sum_ns;  /* summed lateness */
+  int n_work;            /* srv__offload items not yet completed */
 
   /* jobs in flight (a doubly linked list) */
   srv_job_t *jobs;
@@ -146,8 +169,14 @@ void srv__send_oai_error(http_res_t *res, const oai_error_t *e);
  * *n). Returns 0 or -EINVAL with the reason in err. */
 int srv__encode(srv_t *s, const char *text, size_t len, int flags, int32_t **ids, int32_t *n, char *err,
                 size_t err_len);
+/* The TOK_ENC_* flags for text a request gives (a prompt string):
+ * TOK_ENC_PARSE_SPECIAL only with the special_tokens_in_input setting. */
+int srv__text_flags(const srv_t *s);
 /* Renders messages through the chat template and tokenizes the result
- * (special tokens parsed; BOS/EOS added only with add_special). Returns 0,
+ * (special tokens parsed; BOS/EOS added only with add_special). Unless
+ * special_tokens_in_input, the messages' text is marked first
+ * (tok_mark_specials): only the template's own markup yields control
+ * tokens. Returns 0,
  * -EINVAL with the reason in err (a template error, raise_exception), or
  * -ENOSYS when the model's template did not compile (a 500). */
 int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool add_generation_prompt,
@@ -168,6 +197,35 @@ void srv__info_routes(srv_t *s);
 
 void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx);
 void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx);
+
+/* ---- srv_work.c -------------------------------------------------------------- */
+
+typedef struct srv_work srv_work_t;
+typedef void (*srv_work_fn)(srv_work_t *w);
+
+/* One request's CPU work, done off the loop thread. */
+struct srv_work {
+  uv_work_t uv;
+  srv_t *s;
+  http_res_t *res;     /* NULL once the client went away */
+  uint64_t rid;        /* http_req_t.id */
+  int64_t arrival_ns;
+  char *body;          /* a copy of the request body, NUL-terminated */
+  size_t body_len;
+  arena_t arena;       /* run's allocations; freed with the item */
+  srv_work_fn run;     /* on a worker thread: may read s's tokenizer, template and limits */
+  srv_work_fn done;    /* on the loop thread: answers, or with res NULL only frees */
+  void *out;           /* what run leaves for done */
+};
+
+/* Hands req's CPU work to the worker pool: run(w) on a worker, then done(w)
+ * on the loop, with w->res NULL if the client went away meanwhile (res's
+ * on_abort is taken until then; done must end the response or set
+ * callbacks). */
+void srv__offload(srv_t *s, const http_req_t *req, http_res_t *res, int64_t arrival_ns, srv_work_fn run,
+                  srv_work_fn done);
+/* Starts the stall probe timer (closed by srv__maybe_finish). */
+void srv__probe_start(srv_t *s);
 
 /* ---- srv_events.c ----------------------------------------------------------- */
 
@@ -222,6 +280,7 @@ struct srv_job {
   bool dirty;                  /* out holds bytes (the job is on the flush list) */
   srv_job_t *next_dirty;
   bool client_gone, timed_out, errored;
+  int64_t unread_since;        /* when the client's unread output first passed SRV_UNREAD_BYTES; 0: it reads */
   int status;                  /* HTTP status sent */
 };
 
@@ -236,8 +295,18 @@ bool srv__job_maybe_free(srv_job_t *j);
 /* The response has started (all parts submitted): stream head and the
  * first chunks (chat role, echo), or nothing until the end. */
 void srv__job_start(srv_job_t *j, const char *const *echo, const size_t *echo_len);
+/* The tick's check of streaming clients: a job whose client has left more
+ * than SRV_UNREAD_BYTES unread for longer than slow_client_timeout (counted
+ * from when its output stopped draining) is cancelled, so that it stops
+ * taking engine steps and cache. */
+void srv__check_readers(srv_t *s, int64_t now);
 /* uv_async callback: drains the engine's events. */
 void srv__on_wake(uv_async_t *h);
+
+/* ---- srv_dump.c ------------------------------------------------------------- */
+
+/* Logs one screen of state (SIGUSR1): connections, engine, jobs. */
+void srv__dump_state(srv_t *s);
 
 /* ---- srv_main.c ------------------------------------------------------------- */
 

@@ -102,7 +102,7 @@ static void load_done(uv_work_t *w, int status) {
 static void on_closed(uv_handle_t *h) {}
 
 void srv__maybe_finish(srv_t *s) {
-  if (s->state != SRV_DRAINING || !s->http_drained || s->n_jobs > 0 || s->loader_busy) return;
+  if (s->state != SRV_DRAINING || !s->http_drained || s->n_jobs > 0 || s->loader_busy || s->n_work > 0) return;
   s->state = SRV_STOPPED;
   srv__dash_stop(s); /* before the engine: it unsubscribes */
   /* the engine first: its notify hook must not find the async closed */
@@ -110,10 +110,12 @@ void srv__maybe_finish(srv_t *s) {
   s->engine = s->stack.engine = NULL;
   uv_close((uv_handle_t *)&s->wake, on_closed);
   uv_close((uv_handle_t *)&s->tick, on_closed);
+  uv_close((uv_handle_t *)&s->probe, on_closed);
   uv_close((uv_handle_t *)&s->drain_timer, on_closed);
   uv_close((uv_handle_t *)&s->sig_term, on_closed);
   uv_close((uv_handle_t *)&s->sig_int, on_closed);
   uv_close((uv_handle_t *)&s->sig_hup, on_closed);
+  uv_close((uv_handle_t *)&s->sig_usr1, on_closed);
   http_server_close(s->http, NULL, NULL);
   s->http = NULL;
   if (s->ev_count)
@@ -193,6 +195,10 @@ static void begin_drain(srv_t *s, const char *why, bool grace) {
 
 static void on_signal(uv_signal_t *h, int signum) {
   srv_t *s = h->data;
+  if (signum == SIGUSR1) {
+    srv__dump_state(s);
+    return;
+  }
   if (signum == SIGHUP) {
     int rc = log_reopen();
     if (rc == 0) log_info("SIGHUP: log file reopened");
@@ -219,6 +225,7 @@ static void on_tick(uv_timer_t *t) {
   else if (s->state == SRV_DRAINING)
     srv__status(s, NULL, "draining: %d requests in flight", s->n_jobs);
   const int64_t limit = s->cfg->request_timeout_ms * 1000000, now = clock_now_ns();
+  srv__check_readers(s, now);
   if (limit <= 0) return;
   for (srv_job_t *j = s->jobs; j; j = j->next)
     if (!j->timed_out && !j->client_gone && j->n_live && now - j->arrival_ns > limit) {
@@ -266,6 +273,10 @@ static http_limits_t limits(const cfg_t *c) {
   l.max_header_bytes = (size_t)c->max_header_size;
   l.max_body_bytes = (size_t)c->max_body_size;
   l.max_connections = c->max_connections;
+  if (l.max_connections <= 0) {
+    l.max_connections = http_connection_cap_from_fds(SRV_FD_RESERVE);
+    log_info("max_connections: %d (from the open-file limit)", l.max_connections);
+  }
   l.header_timeout_ms = (uint32_t)c->slow_client_timeout_ms;
   l.body_timeout_ms = (uint32_t)c->slow_client_timeout_ms;
   l.write_stall_ms = (uint32_t)c->slow_client_timeout_ms;
@@ -281,6 +292,7 @@ static void start_signal(srv_t *s, uv_signal_t *h, int signum) {
 
 int srv_run(const cfg_t *cfg) {
   signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is an EPIPE, not a death */
+  signal(SIGUSR2, SIG_IGN); /* no use yet; a stray one must not kill (SIGUSR1 dumps the state) */
   srv_t *s = calloc(1, sizeof *s);
   if (!s) xoom("server", 0);
   s->cfg = cfg;
@@ -312,6 +324,7 @@ int srv_run(const cfg_t *cfg) {
   start_signal(s, &s->sig_term, SIGTERM);
   start_signal(s, &s->sig_int, SIGINT);
   start_signal(s, &s->sig_hup, SIGHUP);
+  start_signal(s, &s->sig_usr1, SIGUSR1);
   uv_timer_init(&s->loop, &s->tick);
   s->tick.data = s;
   uv_timer_init(&s->loop, &s->drain_timer);
@@ -324,6 +337,7 @@ int srv_run(const cfg_t *cfg) {
     s->wd_usec = 0;
   }
   uv_timer_start(&s->tick, on_tick, tick_ms, tick_ms);
+  srv__probe_start(s);
 
   s->state = SRV_LOADING;
   srv__status(s, NULL, "loading %s", cfg->model);

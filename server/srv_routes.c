@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "server/oai_chat_val.h"
 #include "server/srv_internal.h"
@@ -79,6 +80,29 @@ int srv__encode(srv_t *s, const char *text, size_t len, int flags, int32_t **ids
   return 0;
 }
 
+int srv__text_flags(const srv_t *s) { return s->cfg->special_tokens_in_input ? TOK_ENC_PARSE_SPECIAL : 0; }
+
+/* msgs[n] with their user text (content, name) marked (tok_mark_specials),
+ * in arena: the control tokens' texts in them stay plain text. */
+static oai_message_t *marked_messages(srv_t *s, arena_t *a, const oai_message_t *msgs, int32_t n) {
+  oai_message_t *m = arena_array(a, (size_t)n, sizeof *m);
+  for (int32_t i = 0; i < n; i++) {
+    m[i] = msgs[i];
+    if (msgs[i].content) {
+      char *c = arena_alloc(a, tok_mark_cap(msgs[i].content_len));
+      m[i].content_len = tok_mark_specials(s->tok, msgs[i].content, msgs[i].content_len, c);
+      m[i].content = c;
+    }
+    if (msgs[i].name) {
+      const size_t len = strlen(msgs[i].name);
+      char *c = arena_alloc(a, tok_mark_cap(len));
+      c[tok_mark_specials(s->tok, msgs[i].name, len, c)] = 0;
+      m[i].name = c;
+    }
+  }
+  return m;
+}
+
 int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool add_generation_prompt,
                      bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len) {
   if (!s->tmpl) {
@@ -87,8 +111,9 @@ int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool a
   }
   arena_t arena;
   arena_init(&arena, 0, 0);
+  const bool mark = !s->cfg->special_tokens_in_input;
   const chat_tmpl_input_t in = {
-      .messages = oai_chat_messages(&arena, msgs, n_msgs),
+      .messages = oai_chat_messages(&arena, mark ? marked_messages(s, &arena, msgs, n_msgs) : msgs, n_msgs),
       .add_generation_prompt = add_generation_prompt,
       .bos_token = s->bos,
       .eos_token = s->eos,
@@ -98,8 +123,8 @@ int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool a
   int rc = chat_tmpl_render(s->tmpl, &in, &text, &len, err, err_len);
   arena_free(&arena);
   if (rc != 0) return -EINVAL;
-  rc = srv__encode(s, text, len, TOK_ENC_PARSE_SPECIAL | (add_special ? TOK_ENC_ADD_SPECIAL : 0), ids, n, err,
-                   err_len);
+  const int flags = TOK_ENC_PARSE_SPECIAL | (mark ? TOK_ENC_MARKED : 0) | (add_special ? TOK_ENC_ADD_SPECIAL : 0);
+  rc = srv__encode(s, text, len, flags, ids, n, err, err_len);
   free(text);
   return rc;
 }
@@ -118,13 +143,19 @@ static void h_health(const http_req_t *req, http_res_t *res, void *ctx) {
   if (code != 200 || log_get_level() >= LOG_LEVEL_DEBUG) srv__access(rid, "/health", code);
 }
 
+/* The last part of a path. */
+static const char *model_file_name(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
 static void h_models(const http_req_t *req, http_res_t *res, void *ctx) {
   srv_t *s = ctx;
   const uint64_t rid = req->id; /* req is freed once answered */
   if (!srv__serving(s, res)) return;
   const oai_model_t m = {
       .id = s->cfg->served_model_name,
-      .root = s->cfg->model,
+      .root = model_file_name(s->cfg->model), /* not the path: it says nothing a client needs */
       .owned_by = "tram",
       .created = s->boot_time,
       .max_model_len = s->max_model_len,
@@ -148,6 +179,8 @@ static void h_metrics(const http_req_t *req, http_res_t *res, void *ctx) {
   http_server_stats_t hs;
   http_server_stats(s->http, &hs);
   srv_metrics_http(m, &hs);
+  prom_set(m->loop_stall_max, (double)s->stall_max_ns / 1e9);
+  prom_set(m->loop_stall_total, (double)s->stall_sum_ns / 1e9);
   size_t len;
   char *text = srv_metrics_render(m, &len);
   http_res_send(res, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
@@ -155,37 +188,59 @@ static void h_metrics(const http_req_t *req, http_res_t *res, void *ctx) {
   if (log_get_level() >= LOG_LEVEL_DEBUG) srv__access(rid, "/metrics", 200);
 }
 
+/* What /tokenize's work item leaves for its done (in the item's arena). */
+typedef struct tokenize_out {
+  int parse_rc; /* 0, or the parse failed (e) */
+  oai_error_t e;
+  oai_tokenize_req_t t;
+  int32_t *ids; /* malloc'd [n] */
+  int32_t n;
+  int rc;       /* the encoding's */
+  char err[512];
+} tokenize_out_t;
+
+/* Worker: parse and tokenize. */
+static void tokenize_run(srv_work_t *w) {
+  srv_t *s = w->s;
+  tokenize_out_t *o = w->out = arena_alloc(&w->arena, sizeof *o);
+  memset(o, 0, sizeof *o);
+  if ((o->parse_rc = oai_parse_tokenize(w->body, w->body_len, &s->oai_lim, &w->arena, &o->t, &o->e)) != 0) return;
+  const oai_tokenize_req_t *t = &o->t;
+  o->rc = t->prompt ? srv__encode(s, t->prompt, t->prompt_len,
+                                  srv__text_flags(s) | (t->add_special_tokens ? TOK_ENC_ADD_SPECIAL : 0), &o->ids,
+                                  &o->n, o->err, sizeof o->err)
+                    : srv__encode_chat(s, t->messages, t->n_messages, t->add_generation_prompt,
+                                       t->add_special_tokens, &o->ids, &o->n, o->err, sizeof o->err);
+}
+
+/* Loop: answers (or, with the client gone, only frees). */
+static void tokenize_done(srv_work_t *w) {
+  srv_t *s = w->s;
+  tokenize_out_t *o = w->out;
+  http_res_t *res = w->res;
+  const uint64_t rid = w->rid;
+  if (!res) {
+  } else if (o->parse_rc != 0) {
+    srv__send_oai_error(res, &o->e);
+    srv__access(rid, "/tokenize", 400);
+  } else if (!srv__serving(s, res)) {
+  } else if (!srv__model_ok(s, res, o->t.model)) {
+    srv__access(rid, "/tokenize", 404);
+  } else if (o->rc != 0) {
+    const int status = o->rc == -ENOSYS ? 500 : 400;
+    http_res_send_error(res, status, NULL, o->err, o->t.prompt ? "prompt" : "messages", "invalid_value");
+    srv__access(rid, "/tokenize", status);
+  } else {
+    srv__send_json(res, 200, oai_write_tokenize(o->ids, o->n, s->max_model_len, NULL));
+    srv__access(rid, "/tokenize", 200);
+  }
+  free(o->ids);
+}
+
 static void h_tokenize(const http_req_t *req, http_res_t *res, void *ctx) {
   srv_t *s = ctx;
-  const uint64_t rid = req->id; /* req is freed once answered */
   if (!srv__serving(s, res)) return;
-  oai_tokenize_req_t t;
-  oai_error_t e;
-  if (oai_parse_tokenize(req->body, req->body_len, &s->oai_lim, req->arena, &t, &e) != 0) {
-    srv__send_oai_error(res, &e);
-    srv__access(rid, "/tokenize", 400);
-    return;
-  }
-  if (!srv__model_ok(s, res, t.model)) {
-    srv__access(rid, "/tokenize", 404);
-    return;
-  }
-  int32_t *ids = NULL, n = 0;
-  char err[512];
-  int rc = t.prompt ? srv__encode(s, t.prompt, t.prompt_len,
-                                  TOK_ENC_PARSE_SPECIAL | (t.add_special_tokens ? TOK_ENC_ADD_SPECIAL : 0), &ids,
-                                  &n, err, sizeof err)
-                    : srv__encode_chat(s, t.messages, t.n_messages, t.add_generation_prompt,
-                                       t.add_special_tokens, &ids, &n, err, sizeof err);
-  if (rc != 0) {
-    const int status = rc == -ENOSYS ? 500 : 400;
-    http_res_send_error(res, status, NULL, err, t.prompt ? "prompt" : "messages", "invalid_value");
-    srv__access(rid, "/tokenize", status);
-    return;
-  }
-  srv__send_json(res, 200, oai_write_tokenize(ids, n, s->max_model_len, NULL));
-  free(ids);
-  srv__access(rid, "/tokenize", 200);
+  srv__offload(s, req, res, clock_now_ns(), tokenize_run, tokenize_done);
 }
 
 static void h_detokenize(const http_req_t *req, http_res_t *res, void *ctx) {
@@ -220,9 +275,9 @@ static void h_detokenize(const http_req_t *req, http_res_t *res, void *ctx) {
 
 void srv__routes(srv_t *s) {
   http_server_t *h = s->http;
-  http_server_route(h, HTTP_GET, "/health", h_health, s, HTTP_ROUTE_PUBLIC);
+  http_server_route(h, HTTP_GET, "/health", h_health, s, HTTP_ROUTE_PUBLIC | HTTP_ROUTE_PROBE);
   http_server_route(h, HTTP_GET, "/v1/models", h_models, s, 0);
-  if (s->cfg->metrics) http_server_route(h, HTTP_GET, "/metrics", h_metrics, s, 0);
+  if (s->cfg->metrics) http_server_route(h, HTTP_GET, "/metrics", h_metrics, s, HTTP_ROUTE_PROBE);
   http_server_route(h, HTTP_POST, "/tokenize", h_tokenize, s, 0);
   http_server_route(h, HTTP_POST, "/detokenize", h_detokenize, s, 0);
   http_server_route(h, HTTP_POST, "/v1/completions", srv__h_completions, s, 0);

@@ -40,8 +40,39 @@ typedef struct word_ctx {
   tok__out_t *out;
 } word_ctx_t;
 
+/* A word longer than TOK_PIECE_MAX: merged piece by piece, a piece equal
+ * to the one before (a run of one character) taking its ids again. */
+static void long_word(word_ctx_t *c, const uint8_t *w, size_t n) {
+  tok__scratch_t *sc = c->sc;
+  if (!sc->piece_ids) {
+    sc->piece_ids = malloc(TOK_PIECE_MAX * sizeof *sc->piece_ids);
+    if (!sc->piece_ids) abort();
+  }
+  for (size_t at = 0; at < n;) {
+    size_t k = n - at;
+    if (k > TOK_PIECE_MAX) {
+      k = TOK_PIECE_MAX;
+      while (k > 1 && (w[at + k] & 0xC0) == 0x80) k--; /* not inside a character */
+    }
+    const uint8_t *p = w + at;
+    if (!sc->piece || sc->piece_len != k || memcmp(sc->piece, p, k) != 0) {
+      tok__out_t mine = {sc->piece_ids, TOK_PIECE_MAX, 0}; /* k bytes give at most k ids */
+      tok__bpe_word(c->tok, sc, p, k, &mine);
+      sc->piece = p;
+      sc->piece_len = k;
+      sc->piece_n = mine.n;
+    }
+    for (int64_t i = 0; i < sc->piece_n; i++) tok__emit(c->out, sc->piece_ids[i]);
+    at += k;
+  }
+}
+
 static int on_word(void *arg, const uint8_t *w, size_t n) {
   word_ctx_t *c = arg;
+  if (n > TOK_PIECE_MAX) {
+    long_word(c, w, n);
+    return 0;
+  }
   if (n < 2 || n > CACHE_WORD || !c->sc->cache) {
     tok__bpe_word(c->tok, c->sc, w, n, c->out);
     return 0;
@@ -81,13 +112,72 @@ static int fragment(const tok_t *tok, tok__scratch_t *sc, const uint8_t *s, size
   return tok__pre_split(tok->pre, s, n, on_word, &c);
 }
 
+size_t tok_mark_specials(const tok_t *tok, const char *text, size_t len, char *out) {
+  const uint8_t *s = (const uint8_t *)text;
+  size_t k = 0;
+  for (size_t i = 0; i < len;) {
+    if (s[i] == TOK_MARK) { /* never UTF-8: what encoding would make of it */
+      memcpy(out + k, "\xEF\xBF\xBD", 3);
+      k += 3;
+      i++;
+      continue;
+    }
+    int32_t id = tok->special_at[s[i]] == tok->special_at[s[i] + 1]
+                     ? -1
+                     : special_at(tok, s + i, len - i, TOK_ENC_PARSE_SPECIAL);
+    size_t tlen = 1;
+    if (id >= 0 && tok->types[id] != TOK_TYPE_USER_DEFINED) {
+      tok__text(tok, id, &tlen);
+      for (size_t j = 0; j < tlen;) { /* a mark after each character: no special starts inside */
+        int cl = tok__utf8_char(s + i + j, tlen - j);
+        if (cl < 1) cl = 1;
+        memcpy(out + k, s + i + j, (size_t)cl);
+        k += (size_t)cl;
+        out[k++] = (char)TOK_MARK;
+        j += (size_t)cl;
+      }
+    } else {
+      out[k++] = (char)s[i];
+    }
+    i += tlen;
+  }
+  return k;
+}
+
+/* fragment() for TOK_ENC_MARKED text: the marks dropped, then invalid UTF-8
+ * replaced (or refused with TOK_ENC_STRICT) as tok_encode does for the whole
+ * text otherwise. */
+static int marked_fragment(const tok_t *tok, tok__scratch_t *sc, const uint8_t *s, size_t n, int flags,
+                           int *prefix, tok__out_t *out) {
+  if (n == 0) return 0;
+  uint8_t *plain = malloc(n), *clean = NULL;
+  if (!plain) abort();
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (s[i] != TOK_MARK) plain[m++] = s[i];
+  const uint8_t *t = plain;
+  int rc = 0;
+  if (!tok__utf8_valid(plain, m)) {
+    if (flags & TOK_ENC_STRICT) rc = -EILSEQ;
+    clean = malloc(3 * m);
+    if (!clean) abort();
+    m = tok__utf8_sanitize(plain, m, 0, clean, NULL);
+    t = clean;
+  }
+  if (rc == 0) rc = fragment(tok, sc, t, m, prefix, out);
+  free(plain);
+  free(clean);
+  return rc;
+}
+
 int64_t tok_encode(const tok_t *tok, const char *text, size_t len, int flags, int32_t *ids,
                    size_t cap) {
   if (!text && len > 0) return -EINVAL;
   if (!ids) cap = 0;
   const uint8_t *s = (const uint8_t *)text;
   uint8_t *clean = NULL;
-  if (len > 0 && !tok__utf8_valid(s, len)) {
+  const int marked = flags & TOK_ENC_MARKED; /* checked per fragment, the marks dropped */
+  if (!marked && len > 0 && !tok__utf8_valid(s, len)) {
     if (flags & TOK_ENC_STRICT) return -EILSEQ;
     clean = malloc(3 * len);
     if (!clean) abort();
@@ -112,12 +202,13 @@ int64_t tok_encode(const tok_t *tok, const char *text, size_t len, int flags, in
       i++;
       continue;
     }
-    int32_t id = special_at(tok, s + i, len - i, flags);
+    int32_t id = marked && i + 1 < len && s[i + 1] == TOK_MARK ? -1 : special_at(tok, s + i, len - i, flags);
     if (id < 0) {
       i++;
       continue;
     }
-    rc = fragment(tok, &sc, s + start, i - start, &prefix, &out);
+    rc = marked ? marked_fragment(tok, &sc, s + start, i - start, flags, &prefix, &out)
+                : fragment(tok, &sc, s + start, i - start, &prefix, &out);
     if (tok->types[id] == TOK_TYPE_USER_DEFINED) {
       /* part of the text, as in SentencePiece: a prefix still due goes
        * before it, and the text after it gets none */
@@ -133,13 +224,16 @@ int64_t tok_encode(const tok_t *tok, const char *text, size_t len, int flags, in
     i += tlen;
     start = i;
   }
-  if (rc == 0) rc = fragment(tok, &sc, s + start, len - start, &prefix, &out);
+  if (rc == 0)
+    rc = marked ? marked_fragment(tok, &sc, s + start, len - start, flags, &prefix, &out)
+                : fragment(tok, &sc, s + start, len - start, &prefix, &out);
   if ((flags & TOK_ENC_ADD_SPECIAL) && tok->add_eos) tok__emit(&out, tok->eos);
 
   free(sc.cache);
   free(sc.sym);
   free(sc.heap);
   free(sc.buf);
+  free(sc.piece_ids);
   free(clean);
   return rc < 0 ? rc : out.n;
 }

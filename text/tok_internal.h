@@ -153,7 +153,20 @@ typedef struct tok__scratch {
   char *buf;     /* a word in stored form (BPE) or the escaped fragment (SPM) */
   size_t buf_cap;
   struct tok__wslot *cache; /* words already encoded in this call (tok_encode.c) */
+  int32_t *piece_ids;       /* [TOK_PIECE_MAX] the last piece of a long word (tok_encode.c) */
+  int64_t piece_n;          /* its ids */
+  const uint8_t *piece;     /* its bytes (in the text being encoded), NULL: none */
+  size_t piece_len;
 } tok__scratch_t;
+
+/* A pre-token longer than this many bytes (a run of spaces, letters without
+ * a space) is merged in pieces of at most this size, cut at character
+ * boundaries, so the cost of encoding stays linear in the text: merging one
+ * word of n bytes costs O(n log n) and a huge word is a denial of service.
+ * Hugging Face `tokenizers` merges the whole word; the ids of such a word
+ * may differ from its at the cuts (the text decodes the same). Words of
+ * ordinary text are far shorter: their ids are unchanged. */
+#define TOK_PIECE_MAX 1024
 
 /* Encodes one word (valid UTF-8 bytes) with byte-level BPE. */
 void tok__bpe_word(const tok_t *tok, tok__scratch_t *sc, const uint8_t *w, size_t n,

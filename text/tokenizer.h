@@ -153,7 +153,34 @@ enum {
   TOK_ENC_ADD_SPECIAL = 1 << 0,   /* BOS (and EOS) as the model's add_bos/add_eos say */
   TOK_ENC_PARSE_SPECIAL = 1 << 1, /* control tokens' texts in the input become their ids */
   TOK_ENC_STRICT = 1 << 2,        /* invalid UTF-8 → -EILSEQ instead of U+FFFD */
+  TOK_ENC_MARKED = 1 << 3,        /* the text holds TOK_MARK bytes (see tok_mark_specials) */
 };
+
+/* ---- text from users inside a template's markup ----------------------------
+ *
+ * A chat template wraps request text (message contents) in control tokens;
+ * the rendered text is then encoded with TOK_ENC_PARSE_SPECIAL. For the
+ * control tokens' texts inside the request text to stay plain text, that
+ * text is marked before rendering: tok_mark_specials puts a TOK_MARK byte
+ * after each character of each control (or unknown) token's text in it, and
+ * encoding with TOK_ENC_MARKED recognises no special token whose first byte
+ * is followed by a mark, so that none matches there; encoding with TOK_ENC_MARKED
+ * drops the marks from the plain text between the real control tokens
+ * before tokenizing it. TOK_MARK (0xFF) never occurs in UTF-8; a 0xFF byte
+ * already in the text becomes U+FFFD, as encoding would make it anyway.
+ * A mark is a byte inside a string: templates that measure or cut message
+ * text (length, slices) see one more byte per control-token text. Not
+ * covered: a control token's text that starts in the template's own text
+ * and ends in the request's (or the other way round); templates put whole
+ * control tokens around message text, so none arises with them. */
+#define TOK_MARK 0xFF
+
+/* Writes s[len] with the marks to out (tok_mark_cap(len) bytes at least) and
+ * returns the length written. User-defined tokens are left alone (they are
+ * always recognised, in any text). */
+size_t tok_mark_specials(const tok_t *tok, const char *s, size_t len, char *out);
+/* The output capacity tok_mark_specials needs for len bytes. */
+static inline size_t tok_mark_cap(size_t len) { return 4 * len + 1; }
 
 /* Encodes text[len] (any bytes; NUL is an ordinary byte). Writes the first
  * min(n, cap) ids to ids[] and returns n, the full count, which may exceed

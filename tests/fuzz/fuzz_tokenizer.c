@@ -111,6 +111,24 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
+/* Marked text (tok_mark_specials) encoded with TOK_ENC_MARKED gives what
+ * the text gives with its control tokens' texts as plain text. */
+static void fuzz_marked(const uint8_t *text, size_t len, int flags) {
+  char *marked = malloc(tok_mark_cap(len));
+  CHECK(marked);
+  size_t m = tok_mark_specials(tok, (const char *)text, len, marked);
+  int64_t n_plain, n_marked;
+  int32_t *plain = encode(text, len, flags & ~TOK_ENC_PARSE_SPECIAL, &n_plain);
+  int32_t *ids = encode((const uint8_t *)marked, m, flags | TOK_ENC_MARKED, &n_marked);
+  if (tok__utf8_valid(text, len)) {
+    CHECK(plain && ids && n_plain == n_marked);
+    CHECK(memcmp(plain, ids, (size_t)n_plain * sizeof *ids) == 0);
+  }
+  free(plain);
+  free(ids);
+  free(marked);
+}
+
 static void fuzz_text(int mode, const uint8_t *text, size_t len) {
   int flags = (mode & 1 ? TOK_ENC_PARSE_SPECIAL : 0) | (mode & 2 ? TOK_ENC_ADD_SPECIAL : 0) |
               (mode & 4 ? TOK_ENC_STRICT : 0);
@@ -136,6 +154,7 @@ static void fuzz_text(int mode, const uint8_t *text, size_t len) {
     free(back);
   }
   free(ids);
+  if (flags & TOK_ENC_PARSE_SPECIAL) fuzz_marked(text, len, flags);
 }
 
 static void fuzz_ids(int mode, const uint8_t *data, size_t size) {

@@ -283,7 +283,8 @@ def test_api_keys_and_queue_full(tmp_path):
         h = {"authorization": "Bearer k1"}
         with httpx.Client(base_url=srv.url, timeout=60) as a, httpx.Client(base_url=srv.url, timeout=60) as b:
             with a.stream("POST", "/v1/completions", json=long, headers=h) as running:
-                next(running.iter_lines())  # admitted and running
+                lines = running.iter_lines()  # kept: a discarded iterator closes the connection
+                next(lines)  # admitted and running
                 with b.stream("POST", "/v1/completions", json=long, headers=h) as waiting:
                     assert waiting.status_code == 200  # queued: the one waiting slot
                     with pytest.raises(openai.RateLimitError):

@@ -248,6 +248,51 @@ def test_default_model_special_ids(tool, smol_src, smol):
         hf_bytelevel(smol, smollm_pre()), ["Hi"])
 
 
+PIECE_MAX = 1024  # TOK_PIECE_MAX (text/tok_internal.h)
+
+
+def hf_pieces_encode(tk, text):
+    """The reference for long pre-tokens: HF's pre-tokenizer splits the text,
+    a word of more than PIECE_MAX UTF-8 bytes is cut into pieces of at most
+    PIECE_MAX bytes at character boundaries, and HF's BPE model merges each
+    piece on its own."""
+    bl = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    pre = pre_tokenizers.Digits(individual_digits=True)
+    ids = []
+    for word, _ in pre.pre_tokenize_str(text):
+        for w, _ in pre_tokenizers.Split(Regex(GPT2_RE), "isolated").pre_tokenize_str(word):
+            raw = w.encode()
+            pieces = []
+            while raw:
+                k = min(len(raw), PIECE_MAX)
+                while k < len(raw) and (raw[k] & 0xC0) == 0x80:
+                    k -= 1
+                pieces.append(raw[:k].decode())
+                raw = raw[k:]
+            for p in pieces:
+                (form, _), = bl.pre_tokenize_str(p)
+                ids += [t.id for t in tk.model.tokenize(form)]
+    return ids
+
+
+def test_long_pretokens_are_merged_in_pieces(tool, smol_src, smol_hf):
+    """A huge pre-token (a run of spaces, letters without a space) is merged
+    in pieces of PIECE_MAX bytes, so tokenizing stays linear in the input;
+    up to PIECE_MAX bytes the ids are HF's, beyond it they are HF's ids of
+    each piece, and the text decodes back unchanged."""
+    rng = random.Random(seed())
+    letters = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(5000))
+    short = ["a" * PIECE_MAX, " " * (PIECE_MAX - 1) + "x", letters[:PIECE_MAX]]
+    long = ["x" + " " * 5000 + "y", "a" * 3001, letters + " end", "\u00e9" * 1500 + "!",
+            "\u65e5\u672c" * 700, " " * 20000, "\n" * 3000 + "z", "word " + "b" * 40000]
+    assert_same(short, tram_encode(tool, smol_src, short), hf_encode(smol_hf, short, False),
+                "words of PIECE_MAX bytes")
+    got = tram_encode(tool, smol_src, long)
+    assert_same(long, got, [hf_pieces_encode(smol_hf, t) for t in long], "long words")
+    back = tram_decode(tool, smol_src, got, "--decode")
+    assert [b.decode() for b in back] == long
+
+
 # ---- other pre-tokenizers on the same vocabulary ---------------------------------------
 
 @pytest.mark.parametrize("pre,regex,ignore_merges", [("llama3", LLAMA3_RE, True),

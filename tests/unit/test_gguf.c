@@ -571,7 +571,7 @@ static void one_tensor(gw_t *w) { one_tensor_named(w, "w"); }
 
 static void b_magic(gw_t *w, expect_t *e) {
   base_kvs(w);
-  want(e, 0, "header: magic 'GGU\\x00' at byte 0 is not 'GGUF': not a GGUF file");
+  want(e, 0, "header: no 'GGUF' magic at byte 0: not a GGUF file");
 }
 static void p_magic(uint8_t *img, size_t *size) { img[3] = 0; (void)size; }
 

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 
 #include "base/log.h"
+#include "server/http_parse.h"
 #include "tests/unit/test_http_util.h"
 
 /* ---- handlers ------------------------------------------------------------------- */
@@ -64,11 +65,20 @@ static void h_slow(const http_req_t *req, http_res_t *res, void *ctx) {
   uv_timer_start(&s->timer, slow_fire, 150, 0);
 }
 
+/* Never answers: the response ends when its client goes away. */
+static void hold_abort(http_res_t *res, void *user) {}
+
+static void h_hold(const http_req_t *req, http_res_t *res, void *ctx) {
+  http_res_set_callbacks(res, &(http_res_cbs_t){.on_abort = hold_abort});
+}
+
 static th_server_t T;
 
 static void start(const http_limits_t *lim) {
   th_init(&T, lim);
-  assert_int_equal(http_server_route(T.srv, HTTP_GET, "/health", h_health, NULL, HTTP_ROUTE_PUBLIC), 0);
+  assert_int_equal(
+      http_server_route(T.srv, HTTP_GET, "/health", h_health, NULL, HTTP_ROUTE_PUBLIC | HTTP_ROUTE_PROBE), 0);
+  assert_int_equal(http_server_route(T.srv, HTTP_GET, "/hold", h_hold, NULL, 0), 0);
   assert_int_equal(http_server_route(T.srv, HTTP_POST, "/echo", h_echo, NULL, 0), 0);
   assert_int_equal(http_server_route(T.srv, HTTP_PUT, "/echo", h_echo, NULL, 0), 0);
   assert_int_equal(http_server_route(T.srv, HTTP_GET, "/slow", h_slow, &T.loop, 0), 0);
@@ -209,6 +219,33 @@ static void malformed_requests_400(void **state) {
   expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Length: 1\r\n\r\nx", 400, true);
   /* the server still serves others */
   expect_status("GET /health HTTP/1.1\r\nHost: x\r\n\r\n", 200, false);
+  th_stop(&T);
+}
+
+/* RFC 9112 strictness: what a proxy in front might read differently. */
+static void strict_http(void **state) {
+  http_limits_t l = fast_limits();
+  start(&l);
+  expect_status("GET /health HTTP/2.0\r\nHost: x\r\n\r\n", 505, true);
+  expect_status("GET /health HTTP/1.1\r\nHost: x\r\n: empty\r\n\r\n", 400, true);
+  expect_status("GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\r\n folded\r\n\r\n", 400, true);
+  /* chunk extensions past HTTP__MAX_CHUNK_EXT bytes */
+  size_t n = 64 * 1024;
+  char *req = malloc(n + 200);
+  int k = sprintf(req, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;e=");
+  memset(req + k, 'x', n);
+  strcpy(req + k + n, "\r\nz\r\n0\r\n\r\n");
+  expect_status(req, 400, true);
+  /* extensions within the limit are fine */
+  k = sprintf(req, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;e=");
+  memset(req + k, 'x', HTTP__MAX_CHUNK_EXT - 4);
+  strcpy(req + k + HTTP__MAX_CHUNK_EXT - 4, "\r\nz\r\n0\r\n\r\n");
+  expect_status(req, 200, false);
+  free(req);
+  /* a chunk size past the body limit: 413 at once (before the deadline's 408) */
+  expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n", 413,
+                true);
+  expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10001\r\n", 413, true);
   th_stop(&T);
 }
 
@@ -458,7 +495,26 @@ static bool conns_open_is(void *arg) {
   return th_stats(w->t).connections_open == w->want;
 }
 
-static void connection_cap_503(void **state) {
+static bool requests_are(void *arg) {
+  open_wait_t *w = arg;
+  return th_stats(w->t).requests == w->want;
+}
+
+static bool probes_are(void *arg) {
+  open_wait_t *w = arg;
+  return th_stats(w->t).probe_open == w->want;
+}
+
+/* Expects `status` for req on a fresh connection, then the server's close. */
+static void probe(const char *req, int status) {
+  expect_status(req, status, true);
+}
+
+/* At the cap: a newcomer closes the connection idle longest (never one with
+ * a request in flight); when every slot is busy, /health (a probe route)
+ * still answers on the reserve, other routes get 503, and past the reserve
+ * connections are refused with 503. */
+static void connection_cap(void **state) {
   http_limits_t l = fast_limits();
   l.max_connections = 3;
   l.idle_timeout_ms = l.header_timeout_ms = 10000;
@@ -467,29 +523,37 @@ static void connection_cap_503(void **state) {
   for (int i = 0; i < 3; i++) c[i] = tc_connect(T.port);
   open_wait_t w = {&T, 3};
   assert_true(th_wait_until(conns_open_is, &w, 5));
-  tc_client_t *extra = tc_connect(T.port);
-  assert_non_null(extra);
+  tc_client_t *extra = tc_connect(T.port); /* evicts c[0], the oldest idle one */
   tc_resp_t r;
-  assert_int_equal(tc_read_response(extra, &r), 0);
-  assert_int_equal(r.status, 503);
-  assert_true(tc_expect_close(extra, 5));
-  tc_resp_free(&r);
-  tc_close(extra);
-  /* the three still work; after one leaves, a newcomer is served */
-  for (int i = 0; i < 3; i++) {
-    assert_int_equal(tc_roundtrip(c[i], "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", &r), 0);
-    assert_int_equal(r.status, 200);
-    tc_resp_free(&r);
-  }
-  tc_close(c[0]);
-  w.want = 2;
-  assert_true(th_wait_until(conns_open_is, &w, 5));
-  c[0] = tc_connect(T.port);
-  assert_int_equal(tc_roundtrip(c[0], "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", &r), 0);
+  assert_int_equal(tc_roundtrip(extra, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", &r), 0);
   assert_int_equal(r.status, 200);
+  assert_true(r.keep_alive);
   tc_resp_free(&r);
+  assert_true(tc_expect_close(c[0], 5));
+  tc_close(c[0]);
+  /* every slot gets a request in flight */
+  const uint64_t before = th_stats(&T).requests;
+  c[0] = extra;
+  for (int i = 0; i < 3; i++) assert_true(tc_send(c[i], "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n"));
+  w.want = (uint32_t)before + 3;
+  assert_true(th_wait_until(requests_are, &w, 5));
+  probe("GET /health HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  probe("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 503);
+  w.want = 0;
+  assert_true(th_wait_until(probes_are, &w, 5));
+  /* the reserve held by silent connections: the next one is refused */
+  tc_client_t *held[HTTP_PROBE_RESERVE];
+  for (int i = 0; i < HTTP_PROBE_RESERVE; i++) held[i] = tc_connect(T.port);
+  tc_client_t *refused = tc_connect(T.port);
+  assert_int_equal(tc_read_response(refused, &r), 0);
+  assert_int_equal(r.status, 503);
+  assert_true(tc_expect_close(refused, 5));
+  tc_resp_free(&r);
+  tc_close(refused);
+  for (int i = 0; i < HTTP_PROBE_RESERVE; i++) tc_close(held[i]);
   for (int i = 0; i < 3; i++) tc_close(c[i]);
   http_server_stats_t st = th_stats(&T);
+  assert_int_equal(st.evicted, 1);
   assert_int_equal(st.connections_rejected, 1);
   th_stop(&T);
 }
@@ -644,6 +708,7 @@ int main(void) {
       cmocka_unit_test(keep_alive_reuse),
       cmocka_unit_test(routing_404_405),
       cmocka_unit_test(malformed_requests_400),
+      cmocka_unit_test(strict_http),
       cmocka_unit_test(header_limits_431),
       cmocka_unit_test(body_limits_413),
       cmocka_unit_test(chunked_bodies),
@@ -651,7 +716,7 @@ int main(void) {
       cmocka_unit_test(truncated_body_408),
       cmocka_unit_test(slowloris),
       cmocka_unit_test(idle_timeout),
-      cmocka_unit_test(connection_cap_503),
+      cmocka_unit_test(connection_cap),
       cmocka_unit_test(auth_401),
       cmocka_unit_test(other_listeners),
       cmocka_unit_test(drain),

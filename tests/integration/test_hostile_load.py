@@ -1,0 +1,247 @@
+"""Issue 17: tram under hostile load.
+
+- A blocked loop: prompts whose tokenizing is costly (1.9 MB of letters
+  without a space) are parsed and tokenized on the worker pool, not on the
+  libuv loop, so /health answers while three clients send them, and the
+  loop's stall probe (tram:event_loop_stall_max_seconds) stays small. No
+  absolute time is asserted: the bounds are fractions of the time one such
+  request takes alone, measured in the same run (with tokenizing on the loop
+  the loop would stall for at least that long).
+- Connection floods: the cap is sized from the open-file limit; far more
+  idle connections than the cap do not lock a prober out (the one idle
+  longest makes room); with every slot busy, /health answers on a reserve
+  (tests/unit/test_http.c, connection_cap).
+- Slow readers: a stream whose client stopped reading is cancelled after
+  slow_client_timeout counted from when its output stopped draining.
+- Signals: SIGUSR1 logs a state dump, SIGUSR2 is ignored.
+- Small leaks and wrong messages: /v1/models' root is the file name, a file
+  that is not GGUF is refused without quoting its bytes, a missing unix
+  socket directory is named, --check-config fails on a log it cannot write,
+  a stream whose client left is logged 499.
+"""
+import json
+import random
+import re
+import resource
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import httpx
+import pytest
+
+from tram_server import clean_env, model_path, server_fixture, start, tram_bin
+
+server = server_fixture()
+
+
+def heavy_body(rng, n=1_900_000):
+    """A single pre-token of n random letters: ~n/3 tokens, far over the
+    context (so the answer is a 400 and no engine work follows)."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return {"prompt": "".join(rng.choice(letters) for _ in range(n)), "max_tokens": 1}
+
+
+def test_loop_stays_free_while_clients_send_costly_prompts(server):
+    rng = random.Random(17)
+    body = heavy_body(rng)
+    with httpx.Client(base_url=server.url, timeout=120) as c:
+        t0 = time.monotonic()
+        r = c.post("/v1/completions", json=body)
+        alone = time.monotonic() - t0
+    assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded", r.text
+    stall_before = server.metric("tram:event_loop_stall_max_seconds")
+
+    statuses, done = [], threading.Event()
+
+    def attacker():
+        with httpx.Client(base_url=server.url, timeout=120) as c:
+            for _ in range(2):
+                statuses.append(c.post("/v1/completions", json=body).status_code)
+
+    threads = [threading.Thread(target=attacker) for _ in range(3)]
+    for t in threads:
+        t.start()
+    polls = []
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        while any(t.is_alive() for t in threads):
+            t0 = time.monotonic()
+            h = c.get("/health")
+            polls.append((h.status_code, time.monotonic() - t0))
+            time.sleep(0.02)
+    for t in threads:
+        t.join()
+    assert statuses == [400] * 6
+    assert polls and all(code == 200 for code, _ in polls)
+    worst = max(lat for _, lat in polls)
+    stall = server.metric("tram:event_loop_stall_max_seconds")
+    print(f"one costly request alone: {alone:.3f} s; {len(polls)} /health polls, the slowest {worst * 1e3:.1f} ms; "
+          f"loop stall max {stall_before * 1e3:.1f} ms before, {stall * 1e3:.1f} ms after")
+    # tokenizing on the loop would stall it for about `alone` per request
+    # (and a /health poll behind up to three of them): half of that is the bound
+    assert worst < alone, (worst, alone)
+    assert stall < alone / 2, (stall, alone)
+
+
+# ---- connection floods -----------------------------------------------------------------
+
+def raise_nofile():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+def test_connection_cap_is_sized_from_the_open_file_limit(server):
+    """max_connections 0 (the default): the soft limit is raised to the hard
+    one and the cap leaves 256 descriptors (at most 65536)."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    want = min(hard - 256, 65536) if hard != resource.RLIM_INFINITY else 65536
+    m = re.search(r"max_connections: (\d+) \(from the open-file limit\)", server.log())
+    assert m and int(m.group(1)) == max(want, 16), server.log()[-2000:]
+
+
+def test_idle_connection_flood_does_not_lock_out_probers(tmp_path):
+    """A flood of idle connections (no byte sent) far over the cap: each new
+    one closes the connection idle longest, so a prober's fresh connection
+    always gets its /health answered."""
+    raise_nofile()
+    srv = start(tmp_path, "--max-connections", "64")
+    flood, stop = [], threading.Event()
+
+    def flooder():
+        host, port = srv.host_port
+        while not stop.is_set() and len(flood) < 1500:
+            try:
+                flood.append(socket.create_connection((host, port), timeout=5))
+            except OSError:
+                pass
+            time.sleep(0.002)
+
+    try:
+        t = threading.Thread(target=flooder)
+        t.start()
+        codes, worst = [], 0.0
+        while len(flood) < 400:
+            time.sleep(0.01)
+        for _ in range(30):
+            t0 = time.monotonic()
+            with httpx.Client(base_url=srv.url, timeout=10) as c:
+                codes.append(c.get("/health").status_code)
+            worst = max(worst, time.monotonic() - t0)
+            time.sleep(0.02)
+        stop.set()
+        t.join()
+        m = srv.metrics()
+        evicted = m["tram:http_connections_evicted_total"][frozenset()]
+        rejected = m["tram:http_connections_rejected_total"][frozenset()]
+        print(f"{len(flood)} flood connections; /health {codes.count(200)}/{len(codes)} ok, slowest "
+              f"{worst * 1e3:.1f} ms; evicted {evicted:.0f}, rejected {rejected:.0f}")
+        assert codes == [200] * 30
+        assert evicted >= len(flood) - 64 - 30 and rejected == 0
+    finally:
+        stop.set()
+        for s in flood:
+            s.close()
+        assert srv.stop() == 0
+
+
+# ---- signals, and small leaks and wrong messages (items 5 and 9) -----------------------------
+
+def run_tram(*args, timeout=60):
+    return subprocess.run([str(tram_bin()), *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                          env=clean_env())
+
+
+def test_sigusr1_dumps_state_and_sigusr2_is_ignored(server):
+    if server.proc is None:
+        pytest.skip("an external server")
+    server.proc.send_signal(signal.SIGUSR1)
+    server.proc.send_signal(signal.SIGUSR2)
+    deadline = time.monotonic() + 10
+    while "SIGUSR1 engine:" not in server.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    log = server.log()
+    assert re.search(r"SIGUSR1 state: ready, pid \d+, up \d+ s; HTTP: \d+ connections open", log), log[-2000:]
+    assert re.search(r"SIGUSR1 engine: 0 running, 0 waiting; \d+ steps", log), log[-2000:]
+    assert server.get("/health").status_code == 200 and server.proc.poll() is None
+
+
+def test_models_root_is_not_the_path(server):
+    data = server.get("/v1/models").json()["data"][0]
+    assert data["root"] == model_path().name
+
+
+def test_a_file_that_is_not_gguf_is_refused_without_quoting_it(tmp_path):
+    secret = tmp_path / "passwd"
+    secret.write_bytes(b"SEKRET:x:0:0:root:/root:/bin/bash\n")
+    p = run_tram("serve", "-m", secret, "--port", "0")
+    assert p.returncode != 0
+    assert "not a GGUF file" in p.stderr and "SEKR" not in p.stderr + p.stdout, p.stderr
+
+
+def test_a_missing_unix_socket_directory_is_named(tmp_path):
+    p = run_tram("serve", "-m", model_path(), "--unix-socket", tmp_path / "nonexistent" / "d" / "s")
+    assert p.returncode != 0
+    assert "does not exist" in p.stderr and "ermission denied" not in p.stderr, p.stderr
+
+
+def test_check_config_fails_when_the_log_cannot_be_written():
+    p = run_tram("serve", "-m", model_path(), "--log-file", "/dev/full", "--check-config")
+    assert p.returncode == 2 and "No space left on device" in p.stderr, (p.returncode, p.stderr)
+
+
+def test_a_stream_whose_client_left_is_logged_499(server):
+    body = {"prompt": "Count to one hundred:", "max_tokens": 300, "ignore_eos": True, "stream": True}
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        with c.stream("POST", "/v1/completions", json=body) as r:
+            lines = r.iter_lines()
+            first = next(line for line in lines if line.startswith("data: "))
+            rid = json.loads(first[6:])["id"]
+    deadline = time.monotonic() + 20
+    while f"id={rid} " not in server.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    line = next(l for l in server.log().splitlines() if f"id={rid} " in l)
+    assert "status=499" in line and "finish_reason=cancelled" in line, line
+
+
+# ---- slow readers (item 3) ---------------------------------------------------------------------
+
+def test_a_client_that_stops_reading_stops_taking_engine_steps(server):
+    """Two streams whose clients never read (a small receive window, as a
+    stuck client's fills) beside one that reads: the stuck ones are
+    cancelled once their unread output has stayed above the threshold for
+    slow_client_timeout (2 s here), long before max_tokens, and the reading
+    one completes."""
+    host, port = server.host_port
+    body = json.dumps({"prompt": "Write a long story:", "max_tokens": 900, "ignore_eos": True,
+                       "stream": True}).encode()
+    stuck = []
+    for _ in range(2):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect((host, port))
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        stuck.append(s)
+    try:
+        out = server.client().completions.create(model=None, prompt="Count:", max_tokens=64,
+                                                 stream=True, extra_body={"ignore_eos": True})
+        n = sum(1 for chunk in out if chunk.choices and chunk.choices[0].text is not None)
+        assert n >= 64
+        deadline = time.monotonic() + 60
+        while server.log().count("the client stopped reading (") < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert server.log().count("the client stopped reading (") >= 2, server.log()[-3000:]
+        deadline = time.monotonic() + 20
+        while server.metric("vllm:num_requests_running") > 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert server.metric("vllm:num_requests_running") == 0
+        generated = [int(m) for m in re.findall(r"status=\d+ prompt_tokens=\d+ output_tokens=(\d+)[^\n]*"
+                                                r"finish_reason=timeout", server.log())]
+        assert len(generated) >= 2 and max(generated) < 900, generated
+    finally:
+        for s in stuck:
+            s.close()
