@@ -88,6 +88,9 @@ typedef struct sched_req_params {
   const int32_t *stop_ids;      /* [n_stop_ids] token ids that stop (copied) */
   int32_t n_stop_ids;
   int special;                  /* 1: render control tokens' text in the output (TOK_DEC_SPECIAL) */
+  int32_t min_tokens;           /* until a sequence has this many tokens, end-of-generation and stop
+                                 * tokens cannot be sampled (their logits are -inf; logprobs are
+                                 * those of that masked row) and stop strings do not match; 0: off */
 } sched_req_params_t;
 
 /* The parameters that change nothing: samp_params_default(), max_tokens 0,

@@ -96,6 +96,7 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   e->logit_rows = xcalloc((size_t)c.max_seqs, sizeof *e->logit_rows);
   e->logit_seqs = xcalloc((size_t)c.max_seqs, sizeof *e->logit_seqs);
   e->logits = xcalloc((size_t)c.max_seqs * (size_t)e->n_vocab, sizeof *e->logits);
+  e->masked = xcalloc((size_t)e->n_vocab, sizeof *e->masked);
   e->piece_cap = tok_stream_max_out(e->tok);
   e->piece = xcalloc(e->piece_cap, 1);
 
@@ -293,6 +294,7 @@ void sched_engine_destroy(sched_engine_t *e) {
   free(e->positions);
   free(e->logit_rows);
   free(e->logit_seqs);
+  free(e->masked);
   free(e->logits);
   free(e->piece);
   free(e);

@@ -78,6 +78,7 @@ struct sched_engine {
   int32_t *logit_rows;        /* [max_seqs] */
   sched_eseq_t **logit_seqs;  /* [max_seqs] */
   float *logits;              /* [max_seqs, n_vocab] */
+  float *masked;              /* [n_vocab]: a row with the stop tokens masked (min_tokens) */
   char *piece;                /* [tok_stream_max_out] */
   size_t piece_cap;
 

@@ -2,6 +2,7 @@
  * plan (sched_plan.c), the batch and the forward, then per logits row the
  * sampling, n > 1 forks, detokenizing, stop conditions and events. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,7 +128,11 @@ static int accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t 
     stop_token = t;
   } else {
     const int n = tok_stream_push(&q->detok, t, e->piece, e->piece_cap);
-    if (n > 0) stop_idx = sched_stop_push(&q->stop, &r->stops, e->piece, (size_t)n, &text);
+    if (n > 0 && q->generated < r->p.min_tokens) { /* stop strings match only from min_tokens on */
+      if (buf_put(&text, e->piece, (size_t)n) != 0) abort();
+    }
+    else if (n > 0)
+      stop_idx = sched_stop_push(&q->stop, &r->stops, e->piece, (size_t)n, &text);
     if (stop_idx >= 0) finish = SCHED_FINISH_STOP;
   }
   if (finish == SCHED_FINISH_NONE &&
@@ -145,6 +150,22 @@ static int accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t 
   ev.stop_str = stop_idx >= 0 ? r->stops.str[stop_idx] : NULL;
   finish_seq(e, q, &ev, finish);
   return 1;
+}
+
+/* Samples q's next token from row; before q has min_tokens tokens, from a
+ * copy of row where its stop tokens (end-of-generation unless ignore_eos,
+ * and stop_ids) are -inf. */
+static int sample(sched_engine_t *e, sched_eseq_t *q, const float *row, samp_result_t *res) {
+  const sched_req_t *r = q->req;
+  if (q->generated < r->p.min_tokens) {
+    memcpy(e->masked, row, (size_t)e->n_vocab * sizeof *row);
+    const int32_t *eog;
+    const int32_t n_eog = r->p.ignore_eos ? 0 : tok_eog_ids(e->tok, &eog);
+    for (int32_t i = 0; i < n_eog; i++) e->masked[eog[i]] = -INFINITY;
+    for (int32_t i = 0; i < r->p.n_stop_ids; i++) e->masked[r->stop_ids[i]] = -INFINITY;
+    row = e->masked;
+  }
+  return samp_sample(q->samp, e->ws, row, res);
 }
 
 static void fail_seq(sched_engine_t *e, sched_eseq_t *q, const char *msg) {
@@ -167,7 +188,7 @@ static void fork_children(sched_engine_t *e, sched_eseq_t *lead, const float *ro
     sched_seq_init(&q->s, r->prompt, r->n_prompt, 1);
     q->started = 1;
     samp_result_t res;
-    if (samp_sample(q->samp, e->ws, row, &res) != 0) {
+    if (sample(e, q, row, &res) != 0) {
       fail_seq(e, q, "the model produced no finite logit");
       continue;
     }
@@ -181,7 +202,7 @@ static void sample_row(sched_engine_t *e, sched_eseq_t *q, const float *row) {
   sched_req_t *r = q->req;
   const int fork = q->index == 0 && r->p.n > 1 && !r->forked;
   samp_result_t res;
-  if (samp_sample(q->samp, e->ws, row, &res) != 0) {
+  if (sample(e, q, row, &res) != 0) {
     if (fork) /* the other sequences have not started: they end too */
       sched__finish_req(e, r, SCHED_FINISH_ERROR, "the model produced no finite logit");
     else

@@ -52,6 +52,10 @@ int oai__token_id(oai__ctx_t *c, const cJSON *x, const char *param, int32_t *out
 int oai__token_array(oai__ctx_t *c, const cJSON *arr, const char *param, int32_t **out,
                      int32_t *n);
 
+/* vLLM's extension fields and the table of fields tram refuses
+ * (oai_extras.c), for parse_gen; g's OpenAI fields are already parsed. */
+int oai__parse_extras(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *g);
+
 /* Parses body into an object; on failure fills the error (invalid_json or a
  * body that is not an object). */
 int oai__parse_object(oai__ctx_t *c, const char *body, size_t len, cJSON **root);

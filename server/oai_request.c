@@ -230,7 +230,7 @@ static int parse_gen(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *
     if (oai__get_bool(c, root, "echo", &g->echo, NULL)) return -EINVAL;
     if (refuse(c, root, "suffix", "insertion (suffix) is not implemented")) return -EINVAL;
   }
-  return 0;
+  return oai__parse_extras(c, root, chat, g);
 }
 
 static int parse_model(oai__ctx_t *c, const cJSON *root, const char **model) {
@@ -432,6 +432,15 @@ static int parse_messages(oai__ctx_t *c, const cJSON *root, oai_message_t **msgs
   return 0;
 }
 
+/* vLLM's continue_final_message: a boolean, not with add_generation_prompt. */
+static int parse_continue(oai__ctx_t *c, const cJSON *root, bool add_generation_prompt, bool *out) {
+  if (oai__get_bool(c, root, "continue_final_message", out, NULL)) return -EINVAL;
+  if (*out && add_generation_prompt)
+    return oai__fail(c, "invalid_value", "continue_final_message",
+                     "continue_final_message needs add_generation_prompt false (both were true)");
+  return 0;
+}
+
 int oai_parse_chat(const char *body, size_t len, const oai_limits_t *lim, arena_t *arena,
                    oai_chat_req_t *out, oai_error_t *err) {
   oai__ctx_t c;
@@ -444,6 +453,7 @@ int oai_parse_chat(const char *body, size_t len, const oai_limits_t *lim, arena_
   int r = -EINVAL;
   if (!parse_model(&c, root, &out->model) && !parse_messages(&c, root, &out->messages, &out->n_messages) &&
       !oai__get_bool(&c, root, "add_generation_prompt", &out->add_generation_prompt, NULL) &&
+      !parse_continue(&c, root, out->add_generation_prompt, &out->continue_final_message) &&
       !parse_gen(&c, root, true, &out->params))
     r = 0;
   cJSON_Delete(root);
@@ -471,6 +481,10 @@ int oai_parse_tokenize(const char *body, size_t len, const oai_limits_t *lim,
   if (!r && has_messages) r = parse_messages(&c, root, &out->messages, &out->n_messages);
   if (!r) r = oai__get_bool(&c, root, "add_special_tokens", &out->add_special_tokens, NULL);
   if (!r) r = oai__get_bool(&c, root, "add_generation_prompt", &out->add_generation_prompt, NULL);
+  if (!r) r = parse_continue(&c, root, out->add_generation_prompt, &out->continue_final_message);
+  if (!r && has_prompt && out->continue_final_message)
+    r = oai__fail(&c, "invalid_value", "continue_final_message", "continue_final_message needs messages");
+  if (!r) r = oai__get_bool(&c, root, "return_token_strs", &out->return_token_strs, NULL);
   cJSON_Delete(root);
   return r ? -EINVAL : 0;
 }

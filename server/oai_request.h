@@ -30,10 +30,11 @@
  *   logprobs true);
  *   n 1..limits.max_n; best_of absent or equal to n; stream bool;
  *   stream_options {include_usage: bool} only with stream true;
- *   ignore_eos bool; echo bool (completions); user ignored;
+ *   ignore_eos bool; echo bool (completions); user accepted, not used;
  *   suffix, tools, functions, tool_choice (other than "none"), and
  *   response_format other than {"type": "text"} are refused (400) rather
- *   than silently ignored. */
+ *   than silently ignored; vLLM's extensions and the table of refused
+ *   fields are server/oai_extras.c's (docs/api.md lists them all). */
 #ifndef TRAM_OAI_REQUEST_H
 #define TRAM_OAI_REQUEST_H
 
@@ -87,6 +88,14 @@ typedef struct oai_params {
   bool stream;
   bool include_usage; /* stream_options.include_usage */
   bool echo;          /* completions: output starts with the prompt */
+  /* vLLM's extensions (server/oai_extras.c) */
+  int32_t min_tokens;             /* end-of-generation and stop tokens and stop strings are
+                                   * ignored until this many tokens are out; 0: off */
+  int32_t truncate_prompt_tokens; /* keep only the prompt's last this many tokens; 0: off */
+  bool include_stop_str;          /* include_stop_str_in_output: the matched stop string ends the text */
+  bool special;                   /* skip_special_tokens false: control tokens' text is output */
+  bool add_special_tokens;        /* BOS etc. added to the prompt; default: completions true, chat false */
+  bool continuous_usage;          /* stream_options.continuous_usage_stats: usage on every chunk */
 } oai_params_t;
 
 typedef struct oai_completion_req {
@@ -108,6 +117,8 @@ typedef struct oai_chat_req {
   oai_message_t *messages; /* [n_messages] >= 1 */
   int32_t n_messages;
   bool add_generation_prompt; /* vLLM extension; default true */
+  bool continue_final_message; /* vLLM: the output continues the last message (no end-of-turn
+                                * after it); needs add_generation_prompt false */
   oai_params_t params;
 } oai_chat_req_t;
 
@@ -122,6 +133,8 @@ typedef struct oai_tokenize_req {
   int32_t n_messages;
   bool add_special_tokens;
   bool add_generation_prompt;
+  bool continue_final_message; /* as in chat */
+  bool return_token_strs;      /* answer each token's text too */
 } oai_tokenize_req_t;
 
 /* vLLM /detokenize: {"tokens": [ids]}. */

@@ -106,6 +106,8 @@ static void add_usage(cJSON *root, const oai_usage_t *u) {
   add_num(usage, "prompt_tokens", u->prompt_tokens);
   add_num(usage, "completion_tokens", u->completion_tokens);
   add_num(usage, "total_tokens", (double)u->prompt_tokens + u->completion_tokens);
+  cJSON *details = must(cJSON_AddObjectToObject(usage, "prompt_tokens_details"));
+  add_num(details, "cached_tokens", u->cached_tokens);
 }
 
 static void add_finish(cJSON *choice, const oai_choice_t *c, bool stop_reason) {
@@ -208,6 +210,7 @@ static char *write_choices(const oai_meta_t *m, const char *object, const oai_ch
   for (int32_t i = 0; i < n; i++)
     cJSON_AddItemToArray(arr, choice_json(&choices[i], kind, first, usage != NULL));
   if (usage) add_usage(root, usage);
+  else if (usage_null && m->chunk_usage) add_usage(root, m->chunk_usage);
   else if (usage_null) must(cJSON_AddNullToObject(root, "usage"));
   return print(root);
 }

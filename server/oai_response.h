@@ -60,6 +60,7 @@ typedef struct oai_choice {
 typedef struct oai_usage {
   int32_t prompt_tokens;
   int32_t completion_tokens;
+  int32_t cached_tokens; /* prompt tokens found in the prefix cache: "prompt_tokens_details" */
 } oai_usage_t;
 
 /* What every object of one response shares. */
@@ -67,6 +68,8 @@ typedef struct oai_meta {
   const char *id; /* "cmpl-..." / "chatcmpl-..." (oai_make_id) */
   const char *model;
   int64_t created; /* Unix seconds */
+  const oai_usage_t *chunk_usage; /* chunks: written in place of "usage": null (vLLM's
+                                   * continuous_usage_stats); NULL: null as usual */
 } oai_meta_t;
 
 typedef struct oai_model {

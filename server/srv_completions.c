@@ -37,12 +37,12 @@ static void fail(uint64_t rid, http_res_t *res, const char *endpoint, int status
 }
 
 /* Answers 400 for a prompt that did not encode (rc, with the reason in
- * err; 500 for -ENOSYS: no chat template), or one that leaves no room in the
- * context. what ("prompt" or "messages") and param name it. Returns 0 when
+ * err; 500 for -ENOSYS: no chat template), or, once truncated to its last
+ * g->truncate_prompt_tokens tokens, one that leaves no room in the context. what ("prompt" or "messages") and param name it. Returns 0 when
  * p fits, an error once answered. */
 static int check_prompt(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, const oai_params_t *g,
                         const char *what, const char *param, int rc, char *err, size_t err_len,
-                        const prompt_in_t *p) {
+                        prompt_in_t *p) {
   if (rc == 0 && p->n == 0) {
     snprintf(err, err_len, "the prompt has no tokens");
     rc = -EINVAL;
@@ -50,6 +50,10 @@ static int check_prompt(srv_t *s, uint64_t rid, http_res_t *res, const char *end
   if (rc != 0) {
     fail(rid, res, endpoint, rc == -ENOSYS ? 500 : 400, err, param, rc == -ENOSYS ? NULL : "invalid_value");
     return rc;
+  }
+  if (g->truncate_prompt_tokens > 0 && p->n > g->truncate_prompt_tokens) { /* keep the last ones (vLLM) */
+    memmove(p->ids, p->ids + (p->n - g->truncate_prompt_tokens), (size_t)g->truncate_prompt_tokens * sizeof *p->ids);
+    p->n = g->truncate_prompt_tokens;
   }
   const int32_t max = s->max_model_len, out = g->max_tokens > 0 ? g->max_tokens : 0;
   if (p->n >= max || (int64_t)p->n + out > max) {
@@ -81,8 +85,9 @@ static int encode_completion(srv_t *s, uint64_t rid, http_res_t *res, const oai_
   if (c->prompts[i].text) {
     p->echo = c->prompts[i].text;
     p->echo_len = c->prompts[i].text_len;
-    rc = srv__encode(s, p->echo, p->echo_len, TOK_ENC_ADD_SPECIAL | TOK_ENC_PARSE_SPECIAL, &p->ids, &p->n, err,
-                     sizeof err);
+    rc = srv__encode(s, p->echo, p->echo_len,
+                     (c->params.add_special_tokens ? TOK_ENC_ADD_SPECIAL : 0) | TOK_ENC_PARSE_SPECIAL, &p->ids, &p->n,
+                     err, sizeof err);
   } else {
     p->n = c->prompts[i].n_tokens;
     p->ids = malloc(((size_t)p->n + 1) * sizeof *p->ids);
@@ -106,8 +111,9 @@ static int encode_completion(srv_t *s, uint64_t rid, http_res_t *res, const oai_
  * them into *p. Returns 0, or answers and returns -EINVAL. */
 static int encode_chat(srv_t *s, uint64_t rid, http_res_t *res, const oai_chat_req_t *ch, prompt_in_t *p) {
   char err[512];
-  const int rc = srv__encode_chat(s, ch->messages, ch->n_messages, ch->add_generation_prompt, false, &p->ids, &p->n,
-                                  err, sizeof err);
+  const int rc = srv__encode_chat(s, ch->messages, ch->n_messages, ch->add_generation_prompt,
+                                  ch->continue_final_message, ch->params.add_special_tokens, &p->ids, &p->n, err,
+                                  sizeof err);
   return check_prompt(s, rid, res, CHAT, &ch->params, "messages", "messages", rc, err, sizeof err, p);
 }
 
@@ -164,6 +170,8 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
   p.n_stop = g->n_stop;
   p.stop_ids = g->stop_token_ids;
   p.n_stop_ids = g->n_stop_token_ids;
+  p.min_tokens = g->min_tokens;
+  p.special = g->special;
   srv_job_t *j = srv__job_create(s, res, chat, g, n_parts);
   j->endpoint = endpoint;
   j->arrival_ns = arrival; /* parsing and tokenizing count as the request's time */
@@ -251,6 +259,11 @@ void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx) {
   if (c.params.echo && c.params.samp.logprobs) {
     fail(rid, res, COMPLETIONS, 400, "echo with logprobs is not supported (prompt logprobs are not computed)",
          "echo", "unsupported_parameter");
+    return;
+  }
+  if (c.params.echo && c.params.truncate_prompt_tokens) {
+    fail(rid, res, COMPLETIONS, 400, "echo with truncate_prompt_tokens is not supported", "truncate_prompt_tokens",
+         "unsupported_parameter");
     return;
   }
   prompt_in_t *in = calloc((size_t)c.n_prompts, sizeof *in);

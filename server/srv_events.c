@@ -39,6 +39,8 @@ srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_param
   j->chat = chat;
   j->stream = g->stream;
   j->include_usage = g->include_usage;
+  j->include_stop_str = g->include_stop_str;
+  j->continuous_usage = g->continuous_usage;
   j->logprobs = g->samp.logprobs || g->samp.top_logprobs > 0;
   j->n = g->n;
   oai_make_id(j->id, sizeof j->id, chat ? "chatcmpl" : "cmpl", s->boot_id, http_res_req(res)->id);
@@ -110,8 +112,20 @@ static oai_meta_t meta(const srv_job_t *j) {
   return (oai_meta_t){.id = j->id, .model = j->srv->cfg->served_model_name, .created = j->created};
 }
 
+/* The usage so far (continuous_usage_stats): every prompt, the tokens
+ * generated until now. */
+static oai_usage_t usage_now(const srv_job_t *j) {
+  oai_usage_t u = {0};
+  for (int32_t i = 0; i < j->n_parts; i++) u.prompt_tokens += j->parts[i].prompt_tokens;
+  for (int32_t i = 0; i < j->n_choices; i++) u.completion_tokens += j->choices[i].tokens;
+  u.cached_tokens = (int32_t)j->cached_tokens;
+  return u;
+}
+
 static char *chunk(const srv_job_t *j, const oai_choice_t *c, bool first) {
-  const oai_meta_t m = meta(j);
+  oai_meta_t m = meta(j);
+  const oai_usage_t u = usage_now(j);
+  if (j->continuous_usage) m.chunk_usage = &u;
   return j->chat ? oai_write_chat_chunk(&m, c, first, j->include_usage)
                  : oai_write_completion_chunk(&m, c, j->include_usage);
 }
@@ -231,6 +245,7 @@ static void part_final(srv_t *s, srv_job_t *j, srv_part_t *p, const sched_event_
   const sched_times_t *t = &ev->times;
   j->prompt_tokens += ev->usage.prompt_tokens;
   j->completion_tokens += ev->usage.completion_tokens;
+  j->cached_tokens += ev->usage.cached_tokens;
   if (t->first_scheduled && (!j->first_scheduled_ns || t->first_scheduled < j->first_scheduled_ns))
     j->first_scheduled_ns = t->first_scheduled;
   if (t->first_token && (!j->first_token_ns || t->first_token < j->first_token_ns))
@@ -266,10 +281,21 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
     }
     count_finish(s, c->finish);
   }
+  sched_event_t with_stop; /* include_stop_str_in_output: the event's text and the stop string */
+  if (j->include_stop_str && ev->stop_str) {
+    with_stop = *ev;
+    const size_t n = strlen(ev->stop_str);
+    with_stop.text = xmalloc(ev->text_len + n);
+    if (ev->text_len) memcpy(with_stop.text, ev->text, ev->text_len);
+    memcpy(with_stop.text + ev->text_len, ev->stop_str, n);
+    with_stop.text_len = ev->text_len + n;
+    ev = &with_stop;
+  }
   if (j->res) {
     if (j->stream) stream_event(j, c, ci, ev);
     else collect_event(j, c, ev);
   }
+  if (ev == &with_stop) free(with_stop.text);
   if (ev->token >= 0) {
     size_t len = 0;
     tok_piece(s->tok, ev->token, &len);
@@ -286,7 +312,7 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
 /* The whole (non-streamed) response. */
 static void send_whole(srv_job_t *j) {
   const oai_meta_t m = meta(j);
-  const oai_usage_t u = {(int32_t)j->prompt_tokens, (int32_t)j->completion_tokens};
+  const oai_usage_t u = {(int32_t)j->prompt_tokens, (int32_t)j->completion_tokens, (int32_t)j->cached_tokens};
   if (j->errored) {
     const char *msg = "generation failed";
     for (int32_t i = 0; i < j->n_choices; i++)
@@ -316,7 +342,8 @@ static void complete(srv_job_t *j) {
     if (j->stream) {
       if (j->include_usage) {
         const oai_meta_t m = meta(j);
-        const oai_usage_t u = {(int32_t)j->prompt_tokens, (int32_t)j->completion_tokens};
+        const oai_usage_t u = {(int32_t)j->prompt_tokens, (int32_t)j->completion_tokens,
+                               (int32_t)j->cached_tokens};
         sse(j, oai_write_usage_chunk(&m, j->chat, &u));
       }
       buf_put(&j->out, "data: [DONE]\n\n", 14);

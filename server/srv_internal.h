@@ -143,11 +143,14 @@ void srv__send_oai_error(http_res_t *res, const oai_error_t *e);
 int srv__encode(srv_t *s, const char *text, size_t len, int flags, int32_t **ids, int32_t *n, char *err,
                 size_t err_len);
 /* Renders messages through the chat template and tokenizes the result
- * (special tokens parsed; BOS/EOS added only with add_special). Returns 0,
+ * (special tokens parsed; BOS/EOS added only with add_special). With
+ * continue_final (vLLM's continue_final_message) the rendered text ends
+ * where the last message's content ends (its end-of-turn dropped), so the
+ * output continues it. Returns 0,
  * -EINVAL with the reason in err (a template error, raise_exception), or
  * -ENOSYS when the model's template did not compile (a 500). */
 int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool add_generation_prompt,
-                     bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len);
+                     bool continue_final, bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len);
 /* Sends a malloc'd JSON body and frees it. */
 void srv__send_json(http_res_t *res, int status, char *json);
 /* Writes the access-log line of a request answered without the engine; id
@@ -194,6 +197,8 @@ struct srv_job {
   srv_job_t *prev, *next;
   http_res_t *res;             /* NULL once the response ended or the client left */
   bool chat, stream, include_usage, logprobs;
+  bool include_stop_str;       /* include_stop_str_in_output */
+  bool continuous_usage;       /* stream_options.continuous_usage_stats */
   int32_t n;                   /* choices per prompt */
   char id[64];
   int64_t created;             /* Unix seconds */
@@ -203,7 +208,7 @@ struct srv_job {
   int32_t n_parts, n_live;
   srv_choice_t *choices;       /* [n_parts * n] */
   int32_t n_choices;
-  int64_t prompt_tokens, completion_tokens;
+  int64_t prompt_tokens, completion_tokens, cached_tokens; /* from the parts' final events */
   int64_t first_scheduled_ns, first_token_ns; /* earliest over the parts; 0: not yet */
   buf_t out;               /* SSE bytes waiting for this wake-up's single write */
   bool dirty;                  /* out holds bytes (the job is on the flush list) */

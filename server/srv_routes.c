@@ -79,8 +79,23 @@ int srv__encode(srv_t *s, const char *text, size_t len, int flags, int32_t **ids
   return 0;
 }
 
+/* Cuts text[*len] after the last occurrence of the final message's
+ * content (continue_final_message). Returns 0 or -EINVAL with err. */
+static int cut_after_final(const oai_message_t *last, const char *text, size_t *len, char *err, size_t err_len) {
+  const char *at = NULL;
+  for (const char *p = text; last->content_len && p + last->content_len <= text + *len; p++)
+    if (memcmp(p, last->content, last->content_len) == 0) at = p;
+  if (!at) {
+    snprintf(err, err_len, "continue_final_message: the final message's content is empty or not in the rendered "
+                           "prompt");
+    return -EINVAL;
+  }
+  *len = (size_t)(at - text) + last->content_len;
+  return 0;
+}
+
 int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool add_generation_prompt,
-                     bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len) {
+                     bool continue_final, bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len) {
   if (!s->tmpl) {
     snprintf(err, err_len, "chat is not available: this model's chat template does not compile (see the server log)");
     return -ENOSYS;
@@ -97,7 +112,11 @@ int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool a
   size_t len = 0;
   int rc = chat_tmpl_render(s->tmpl, &in, &text, &len, err, err_len);
   arena_free(&arena);
-  if (rc != 0) return -EINVAL;
+  if (rc == 0 && continue_final) rc = cut_after_final(&msgs[n_msgs - 1], text, &len, err, err_len);
+  if (rc != 0) {
+    free(text);
+    return -EINVAL;
+  }
   rc = srv__encode(s, text, len, TOK_ENC_PARSE_SPECIAL | (add_special ? TOK_ENC_ADD_SPECIAL : 0), ids, n, err,
                    err_len);
   free(text);
@@ -189,14 +208,23 @@ static void h_tokenize(const http_req_t *req, http_res_t *res, void *ctx) {
                                   TOK_ENC_PARSE_SPECIAL | (t.add_special_tokens ? TOK_ENC_ADD_SPECIAL : 0), &ids,
                                   &n, err, sizeof err)
                     : srv__encode_chat(s, t.messages, t.n_messages, t.add_generation_prompt,
-                                       t.add_special_tokens, &ids, &n, err, sizeof err);
+                                       t.continue_final_message, t.add_special_tokens, &ids, &n, err, sizeof err);
   if (rc != 0) {
     const int status = rc == -ENOSYS ? 500 : 400;
     http_res_send_error(res, status, NULL, err, t.prompt ? "prompt" : "messages", "invalid_value");
     srv__access(rid, "/tokenize", status);
     return;
   }
-  srv__send_json(res, 200, oai_write_tokenize(ids, n, s->max_model_len, NULL));
+  const char **strs = NULL; /* return_token_strs: the vocabulary's strings, as vLLM's token_strs */
+  if (t.return_token_strs) {
+    strs = arena_array(req->arena, (size_t)(n ? n : 1), sizeof *strs);
+    for (int32_t i = 0; i < n; i++) {
+      size_t len = 0;
+      const char *x = tok_text(s->tok, ids[i], &len);
+      strs[i] = arena_strndup(req->arena, x ? x : "", x ? len : 0);
+    }
+  }
+  srv__send_json(res, 200, oai_write_tokenize(ids, n, s->max_model_len, strs));
   free(ids);
   srv__access(rid, "/tokenize", 200);
 }

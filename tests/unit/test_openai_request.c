@@ -202,7 +202,39 @@ static const case_t cases[] = {
     {CHAT, "{" M ",\"response_format\":{\"type\":\"text\"}}", NULL, NULL},
     {CHAT, "{" M ",\"response_format\":{\"type\":\"json_object\"}}", "response_format", "unsupported_parameter"},
     {CHAT, "{" M ",\"add_generation_prompt\":\"no\"}", "add_generation_prompt", "invalid_type"},
-    {CHAT, "{" M ",\"echo\":\"ignored for chat\"}", NULL, NULL},
+    {CHAT, "{" M ",\"echo\":true}", "echo", "unsupported_parameter"},
+    {CHAT, "{" M ",\"echo\":false}", NULL, NULL},
+    /* vLLM's extensions: taken, or refused by name when they ask for something (oai_extras.c) */
+    {COMPL, "{" P ",\"min_tokens\":3,\"max_tokens\":3}", NULL, NULL},
+    {COMPL, "{" P ",\"min_tokens\":4,\"max_tokens\":3}", "min_tokens", "invalid_value"},
+    {COMPL, "{" P ",\"min_tokens\":-1}", "min_tokens", "invalid_value"},
+    {COMPL, "{" P ",\"truncate_prompt_tokens\":0}", "truncate_prompt_tokens", "invalid_value"},
+    {COMPL, "{" P ",\"include_stop_str_in_output\":1}", "include_stop_str_in_output", "invalid_type"},
+    {COMPL, "{" P ",\"skip_special_tokens\":\"no\"}", "skip_special_tokens", "invalid_type"},
+    {COMPL, "{" P ",\"use_beam_search\":false,\"length_penalty\":1,\"priority\":0}", NULL, NULL},
+    {COMPL, "{" P ",\"use_beam_search\":true}", "use_beam_search", "unsupported_parameter"},
+    {COMPL, "{" P ",\"length_penalty\":0.5}", "length_penalty", "unsupported_parameter"},
+    {COMPL, "{" P ",\"prompt_logprobs\":0}", "prompt_logprobs", "unsupported_parameter"},
+    {COMPL, "{" P ",\"return_token_ids\":true}", "return_token_ids", "unsupported_parameter"},
+    {COMPL, "{" P ",\"guided_json\":{}}", NULL, NULL},
+    {COMPL, "{" P ",\"guided_choice\":[\"a\"]}", "guided_choice", "unsupported_parameter"},
+    {COMPL, "{" P ",\"spaces_between_special_tokens\":false}", "spaces_between_special_tokens",
+     "unsupported_parameter"},
+    {COMPL, "{" P ",\"stream\":true,\"stream_options\":{\"continuous_usage_stats\":true}}",
+     "stream_options.continuous_usage_stats", "invalid_value"},
+    {COMPL, "{" P ",\"stream\":true,\"stream_options\":{\"include_usage\":true,\"continuous_usage_stats\":3}}",
+     "stream_options.continuous_usage_stats", "invalid_type"},
+    {CHAT, "{" M ",\"continue_final_message\":true}", "continue_final_message", "invalid_value"},
+    {CHAT, "{" M ",\"continue_final_message\":true,\"add_generation_prompt\":false}", NULL, NULL},
+    {CHAT, "{" M ",\"parallel_tool_calls\":true}", "parallel_tool_calls", "unsupported_parameter"},
+    {CHAT, "{" M ",\"chat_template\":\"{{x}}\"}", "chat_template", "unsupported_parameter"},
+    {CHAT, "{" M ",\"modalities\":[\"text\"],\"service_tier\":\"auto\",\"store\":false}", NULL, NULL},
+    {CHAT, "{" M ",\"modalities\":[\"audio\"]}", "modalities", "unsupported_parameter"},
+    {CHAT, "{" M ",\"service_tier\":\"flex\"}", "service_tier", "unsupported_parameter"},
+    {CHAT, "{" M ",\"store\":true}", "store", "unsupported_parameter"},
+    {TOKENIZE, "{\"prompt\":\"a\",\"return_token_strs\":\"y\"}", "return_token_strs", "invalid_type"},
+    {TOKENIZE, "{\"prompt\":\"a\",\"continue_final_message\":true,\"add_generation_prompt\":false}",
+     "continue_final_message", "invalid_value"},
     /* tokenize / detokenize */
     {TOKENIZE, "{\"prompt\":\"hello\"}", NULL, NULL},
     {TOKENIZE, "{" M "}", NULL, NULL},
@@ -350,6 +382,22 @@ static void chat_values(void **state) {
   assert_false(r.add_generation_prompt);
   assert_true(r.params.stream);
   assert_false(r.params.include_usage);
+  assert_false(r.params.add_special_tokens); /* chat's default, as vLLM */
+  arena_free(&a);
+  /* vLLM's extensions reach the request */
+  body = "{" M ",\"min_tokens\":2,\"truncate_prompt_tokens\":7,\"include_stop_str_in_output\":true,"
+         "\"skip_special_tokens\":false,\"add_special_tokens\":true,\"continue_final_message\":true,"
+         "\"add_generation_prompt\":false,\"stream\":true,"
+         "\"stream_options\":{\"include_usage\":true,\"continuous_usage_stats\":true}}";
+  arena_init(&a, 0, 0);
+  assert_int_equal(oai_parse_chat(body, strlen(body), NULL, &a, &r, &err), 0);
+  assert_int_equal(r.params.min_tokens, 2);
+  assert_int_equal(r.params.truncate_prompt_tokens, 7);
+  assert_true(r.params.include_stop_str);
+  assert_true(r.params.special);
+  assert_true(r.params.add_special_tokens);
+  assert_true(r.continue_final_message);
+  assert_true(r.params.continuous_usage);
   arena_free(&a);
   /* defaults: to the end of the context, add the generation prompt */
   arena_init(&a, 0, 0);
