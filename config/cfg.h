@@ -51,6 +51,7 @@ typedef enum cfg_key {
   CFG_DEVICE,
   CFG_THREADS,
   CFG_MAX_MODEL_LEN,
+  CFG_DEFAULT_MAX_TOKENS,
   CFG_HOST,
   CFG_PORT,
   CFG_UNIX_SOCKET,
@@ -69,6 +70,7 @@ typedef enum cfg_key {
   CFG_DRAIN_TIMEOUT,
   CFG_API_KEYS,
   CFG_API_KEY_FILE,
+  CFG_ALLOWED_ORIGINS,
   CFG_LOG_LEVEL,
   CFG_LOG_FORMAT,
   CFG_LOG_FILE,
@@ -88,6 +90,9 @@ typedef enum cfg_device {
   CFG_DEVICE_CUDA = 1,
 } cfg_device_t;
 
+/* served_model_name's names after the first, at most. */
+#define CFG_MAX_ALIASES 16
+
 /* A list of strings; items and the array are owned by the cfg_t. */
 typedef struct cfg_list {
   char **items;
@@ -102,10 +107,13 @@ typedef struct cfg {
   char *config;            /* the config file read, or NULL */
   char *model;             /* path of the model file (checked readable) */
   char *served_model_name; /* model name in the API; never NULL: defaults to the
-                            * model file's name without ".gguf" */
+                            * model file's name without ".gguf"; the setting's first
+                            * comma-separated name */
+  cfg_list_t served_model_aliases; /* the setting's other names (not a setting of its own) */
   int device;              /* cfg_device_t; CUDA only in a CUDA build */
   int threads;             /* CPU compute threads; 0 = one per online core */
   int max_model_len;       /* longest sequence (prompt + output); 0 = the model's context */
+  int default_max_tokens;  /* max_tokens of a chat request that gives none; 0 = to the end of the context */
   /* listening */
   char *host;              /* address to bind (IPv4/IPv6 literal or host name) */
   int port;                /* TCP port; 0 = any free port */
@@ -129,6 +137,7 @@ typedef struct cfg {
   cfg_list_t api_keys;     /* accepted bearer keys: the api_keys setting followed by
                             * the lines of api_key_file; n == 0: no auth */
   char *api_key_file;      /* file the extra keys came from, or NULL */
+  cfg_list_t allowed_origins; /* CORS: origins answered with Access-Control-Allow-Origin ("*": any) */
   /* logging and metrics */
   int log_level;           /* log_level_t */
   int log_format;          /* log_format_t */

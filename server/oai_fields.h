@@ -18,6 +18,8 @@ typedef struct oai__ctx {
   const oai_limits_t *lim;
   oai_error_t *err;
   const char *prefix; /* getters name fields "<prefix>.<key>" when set */
+  const char *body;   /* the request's JSON text (oai__parse_object sets it), for oai__get_u64 */
+  size_t body_len;
 } oai__ctx_t;
 
 /* Fills the error (400, invalid_request_error) and returns -EINVAL. param is
@@ -40,6 +42,11 @@ int oai__get_float(oai__ctx_t *c, const cJSON *obj, const char *key, double lo, 
 /* An integral number in [lo, hi] (1.0 counts as 1). */
 int oai__get_int(oai__ctx_t *c, const cJSON *obj, const char *key, int64_t lo, int64_t hi,
                  int64_t *out, bool *given);
+
+/* A top-level integer field of the body that may need all 64 bits (a
+ * seed): any integer in [-2^63, 2^64 - 1], read from the JSON text itself
+ * (a double holds only 53 bits), negative ones taken modulo 2^64. */
+int oai__get_u64(oai__ctx_t *c, const cJSON *root, const char *key, uint64_t *out, bool *given);
 
 /* A string, copied into the arena. */
 int oai__get_string(oai__ctx_t *c, const cJSON *obj, const char *key, const char **out,

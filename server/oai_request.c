@@ -161,9 +161,10 @@ static int parse_gen(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *
                        samp_field_range(f, range, sizeof range), (double)x);
     samp_field_set(sp, f, f->integral ? (double)v : x);
   }
-  if (oai__get_int(c, root, "seed", -(INT64_C(1) << 53), INT64_C(1) << 53, &v, &given)) return -EINVAL;
+  uint64_t seed;
+  if (oai__get_u64(c, root, "seed", &seed, &given)) return -EINVAL;
   if (given) {
-    sp->seed = (uint64_t)v;
+    sp->seed = seed;
     sp->has_seed = 1;
   }
   if (parse_logit_bias(c, root, sp)) return -EINVAL;

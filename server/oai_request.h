@@ -19,7 +19,7 @@
  *   context); chat max_completion_tokens wins over max_tokens;
  *   temperature 0..2; top_p (0, 1]; top_k -1, 0 (off) or >= 1; min_p 0..1
  *   (these sampling ranges come from one table, sample/samp_params.h);
- *   seed any integer within +-2^53 (taken modulo 2^64); presence_penalty and
+ *   seed any integer in [-2^63, 2^64 - 1] (taken modulo 2^64); presence_penalty and
  *   frequency_penalty -2..2; repetition_penalty (0, 10];
  *   stop: a string or an array of up to limits.max_stop non-empty strings of
  *   at most limits.max_stop_len bytes each; stop_token_ids: up to

@@ -98,6 +98,7 @@ static cJSON *head(const oai_meta_t *m, const char *object) {
   must(cJSON_AddStringToObject(root, "object", object));
   add_num(root, "created", (double)m->created);
   add_str_or_null(root, "model", m->model);
+  if (m->fingerprint) must(cJSON_AddStringToObject(root, "system_fingerprint", m->fingerprint));
   return root;
 }
 
@@ -261,25 +262,28 @@ const char *oai_error_type_for_status(int status) {
   }
 }
 
+static cJSON *model_json(const oai_model_t *md) {
+  cJSON *o = must(cJSON_CreateObject());
+  add_str_or_null(o, "id", md->id);
+  must(cJSON_AddStringToObject(o, "object", "model"));
+  add_num(o, "created", (double)md->created);
+  add_str_or_null(o, "owned_by", md->owned_by ? md->owned_by : "tram");
+  add_str_or_null(o, "root", md->root ? md->root : md->id);
+  must(cJSON_AddNullToObject(o, "parent"));
+  add_num(o, "max_model_len", md->max_model_len);
+  must(cJSON_AddArrayToObject(o, "permission"));
+  return o;
+}
+
 char *oai_write_models(const oai_model_t *models, int n) {
   cJSON *root = must(cJSON_CreateObject());
   must(cJSON_AddStringToObject(root, "object", "list"));
   cJSON *data = must(cJSON_AddArrayToObject(root, "data"));
-  for (int i = 0; i < n; i++) {
-    const oai_model_t *md = &models[i];
-    cJSON *o = must(cJSON_CreateObject());
-    add_str_or_null(o, "id", md->id);
-    must(cJSON_AddStringToObject(o, "object", "model"));
-    add_num(o, "created", (double)md->created);
-    add_str_or_null(o, "owned_by", md->owned_by ? md->owned_by : "tram");
-    add_str_or_null(o, "root", md->root ? md->root : md->id);
-    must(cJSON_AddNullToObject(o, "parent"));
-    add_num(o, "max_model_len", md->max_model_len);
-    must(cJSON_AddArrayToObject(o, "permission"));
-    cJSON_AddItemToArray(data, o);
-  }
+  for (int i = 0; i < n; i++) cJSON_AddItemToArray(data, model_json(&models[i]));
   return print(root);
 }
+
+char *oai_write_model(const oai_model_t *m) { return print(model_json(m)); }
 
 char *oai_write_tokenize(const int32_t *tokens, int32_t n, int32_t max_model_len,
                          const char *const *token_strs) {

@@ -68,6 +68,7 @@ typedef struct oai_meta {
   const char *id; /* "cmpl-..." / "chatcmpl-..." (oai_make_id) */
   const char *model;
   int64_t created; /* Unix seconds */
+  const char *fingerprint; /* "system_fingerprint" (NULL: none written) */
   const oai_usage_t *chunk_usage; /* chunks: written in place of "usage": null (vLLM's
                                    * continuous_usage_stats); NULL: null as usual */
 } oai_meta_t;
@@ -124,6 +125,9 @@ const char *oai_error_type_for_status(int status);
 /* {"object":"list","data":[{"id","object":"model","created","owned_by",
  * "root","parent":null,"max_model_len","permission":[]}]} */
 char *oai_write_models(const oai_model_t *models, int n);
+
+/* One model object, as in the list (GET /v1/models/{id}). */
+char *oai_write_model(const oai_model_t *m);
 
 /* vLLM /tokenize: {"count","max_model_len","tokens":[...],"token_strs":null
  * or [...]}; token_strs may be NULL. */

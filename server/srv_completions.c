@@ -294,5 +294,9 @@ void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx) {
     free_prompts(in, 1);
     return;
   }
+  if (ch.params.max_tokens < 0 && s->cfg->default_max_tokens > 0) { /* the server's default, within the context */
+    const int32_t room = s->max_model_len - in->n;
+    ch.params.max_tokens = s->cfg->default_max_tokens < room ? s->cfg->default_max_tokens : room;
+  }
   submit_and_start(s, rid, res, CHAT, arrival, true, &ch.params, in, 1);
 }

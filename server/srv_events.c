@@ -108,8 +108,27 @@ static void sse(srv_job_t *j, char *json) {
   free(json);
 }
 
+/* FNV-1a over s, continuing from h. */
+static uint64_t fnv(uint64_t h, const char *s) {
+  for (; s && *s; s++) h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
+  return h;
+}
+
+/* OpenAI's system_fingerprint: the configuration that decides the outputs
+ * (the model file, device, context length, KV block size), made once. */
+static const char *fingerprint(srv_t *s) {
+  if (!s->fingerprint[0]) {
+    char conf[64];
+    snprintf(conf, sizeof conf, "/%d/%d/%d", s->cfg->device, s->max_model_len, s->cfg->block_size);
+    const uint64_t h = fnv(fnv(UINT64_C(0xcbf29ce484222325), s->cfg->model), conf);
+    snprintf(s->fingerprint, sizeof s->fingerprint, "fp_%016llx", (unsigned long long)h);
+  }
+  return s->fingerprint;
+}
+
 static oai_meta_t meta(const srv_job_t *j) {
-  return (oai_meta_t){.id = j->id, .model = j->srv->cfg->served_model_name, .created = j->created};
+  return (oai_meta_t){
+      .id = j->id, .model = j->srv->cfg->served_model_name, .created = j->created, .fingerprint = fingerprint(j->srv)};
 }
 
 /* The usage so far (continuous_usage_stats): every prompt, the tokens
@@ -324,7 +343,13 @@ static void send_whole(srv_job_t *j) {
   oai_choice_t *cs = calloc((size_t)j->n_choices, sizeof *cs);
   if (!cs) xoom("server", 0);
   for (int32_t i = 0; i < j->n_choices; i++) {
-    const srv_choice_t *c = &j->choices[i];
+    srv_choice_t *c = &j->choices[i];
+    /* a stop string cut the text: the logprobs end where it ends (tokens
+     * that start at or past the cut were not returned) */
+    while (c->stop_str && c->n_lp > 0 && (size_t)c->lp[c->n_lp - 1].text_offset >= c->text.len) {
+      free((void *)c->lp[c->n_lp - 1].top);
+      c->n_lp--;
+    }
     cs[i] = (oai_choice_t){.index = i, .text = c->text.p ? c->text.p : "", .text_len = c->text.len,
                            .finish = c->finish, .stop_str = c->stop_str, .stop_token = c->stop_token,
                            .has_logprobs = j->logprobs, .logprobs = c->lp, .n_logprobs = c->n_lp};

@@ -75,6 +75,7 @@ typedef struct srv {
   const tok_t *tok;
   int32_t max_model_len, n_vocab;
   char bos[256], eos[256]; /* the special tokens' texts, for chat templates */
+  char fingerprint[32];    /* "system_fingerprint": "fp_" + a hash of what decides the outputs */
   oai_limits_t oai_lim;
   srv_metrics_t *metrics;
 

@@ -43,6 +43,8 @@ bool srv__serving(srv_t *s, http_res_t *res) {
 
 bool srv__model_ok(srv_t *s, http_res_t *res, const char *model) {
   if (!model || strcmp(model, s->cfg->served_model_name) == 0) return true;
+  for (int i = 0; i < s->cfg->served_model_aliases.n; i++)
+    if (strcmp(model, s->cfg->served_model_aliases.items[i]) == 0) return true;
   char msg[512];
   snprintf(msg, sizeof msg, "The model `%.200s` does not exist; this server serves `%.200s`.", model,
            s->cfg->served_model_name);
@@ -137,19 +139,61 @@ static void h_health(const http_req_t *req, http_res_t *res, void *ctx) {
   if (code != 200 || log_get_level() >= LOG_LEVEL_DEBUG) srv__access(rid, "/health", code);
 }
 
-static void h_models(const http_req_t *req, http_res_t *res, void *ctx) {
-  srv_t *s = ctx;
-  const uint64_t rid = req->id; /* req is freed once answered */
-  if (!srv__serving(s, res)) return;
-  const oai_model_t m = {
-      .id = s->cfg->served_model_name,
+/* The served model under name i: 0 the served name, then the aliases. */
+static oai_model_t model_entry(const srv_t *s, int i) {
+  return (oai_model_t){
+      .id = i == 0 ? s->cfg->served_model_name : s->cfg->served_model_aliases.items[i - 1],
       .root = s->cfg->model,
       .owned_by = "tram",
       .created = s->boot_time,
       .max_model_len = s->max_model_len,
   };
-  srv__send_json(res, 200, oai_write_models(&m, 1));
+}
+
+/* GET /v1/models: the served name, then each alias (as vLLM lists them). */
+static void h_models(const http_req_t *req, http_res_t *res, void *ctx) {
+  srv_t *s = ctx;
+  const uint64_t rid = req->id; /* req is freed once answered */
+  if (!srv__serving(s, res)) return;
+  oai_model_t m[1 + CFG_MAX_ALIASES];
+  int n = 1 + s->cfg->served_model_aliases.n;
+  if (n > 1 + CFG_MAX_ALIASES) n = 1 + CFG_MAX_ALIASES;
+  for (int i = 0; i < n; i++) m[i] = model_entry(s, i);
+  srv__send_json(res, 200, oai_write_models(m, n));
   srv__access(rid, "/v1/models", 200);
+}
+
+/* Writes "/v1/models/<name>" into path[cap] with each '/' of name as
+ * `slash` ("/", "%2F" or "%2f": clients percent-encode it). */
+static void model_path(char *path, size_t cap, const char *name, const char *slash) {
+  size_t n = (size_t)snprintf(path, cap, "/v1/models/");
+  for (const char *p = name; *p && n + 4 < cap; p++)
+    n += (size_t)snprintf(path + n, cap - n, "%s", *p == '/' ? slash : (char[]){*p, 0});
+}
+
+/* GET /v1/models/{name}: routes for each name, '/' in it as is and
+ * percent-encoded (an unknown name is a 404 like any unknown path). */
+static void h_model(const http_req_t *req, http_res_t *res, void *ctx) {
+  srv_t *s = ctx;
+  const uint64_t rid = req->id;
+  if (!srv__serving(s, res)) return;
+  char name[1100];
+  size_t n = 0;
+  for (const char *p = req->path + strlen("/v1/models/"); *p && n + 1 < sizeof name; p++) {
+    if (p[0] == '%' && p[1] == '2' && (p[2] == 'F' || p[2] == 'f')) {
+      name[n++] = '/';
+      p += 2;
+    } else {
+      name[n++] = *p;
+    }
+  }
+  name[n] = '\0';
+  int i = 0;
+  for (int k = 0; k < s->cfg->served_model_aliases.n; k++)
+    if (strcmp(name, s->cfg->served_model_aliases.items[k]) == 0) i = k + 1;
+  const oai_model_t m = model_entry(s, i);
+  srv__send_json(res, 200, oai_write_model(&m));
+  srv__access(rid, "/v1/models/{model}", 200);
 }
 
 static void h_metrics(const http_req_t *req, http_res_t *res, void *ctx) {
@@ -263,6 +307,14 @@ void srv__routes(srv_t *s) {
   http_server_t *h = s->http;
   http_server_route(h, HTTP_GET, "/health", h_health, s, HTTP_ROUTE_PUBLIC);
   http_server_route(h, HTTP_GET, "/v1/models", h_models, s, 0);
+  for (int i = 0; i <= s->cfg->served_model_aliases.n && i <= CFG_MAX_ALIASES; i++) {
+    const char *slashes[] = {"/", "%2F", "%2f"};
+    for (int k = 0; k < 3; k++) {
+      char path[1100];
+      model_path(path, sizeof path, model_entry(s, i).id, slashes[k]);
+      http_server_route(h, HTTP_GET, path, h_model, s, 0); /* -EEXIST (no '/') is fine */
+    }
+  }
   if (s->cfg->metrics) http_server_route(h, HTTP_GET, "/metrics", h_metrics, s, 0);
   http_server_route(h, HTTP_POST, "/tokenize", h_tokenize, s, 0);
   http_server_route(h, HTTP_POST, "/detokenize", h_detokenize, s, 0);

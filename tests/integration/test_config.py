@@ -19,12 +19,12 @@ import pytest
 # The settings issue 8 asks for (plus the config file itself): each must be a
 # flag, an environment variable and (but config) a config file key.
 EXPECTED = [
-    "config", "model", "served_model_name", "device", "threads", "max_model_len",
+    "config", "model", "served_model_name", "device", "threads", "max_model_len", "default_max_tokens",
     "host", "port", "unix_socket", "max_connections",
     "kv_cache_bytes", "kv_cache_blocks", "block_size", "max_batch_tokens", "max_seqs",
     "max_waiting", "max_body_size", "max_header_size",
     "request_timeout", "idle_timeout", "slow_client_timeout", "drain_timeout",
-    "api_keys", "api_key_file", "log_level", "log_format", "log_file", "metrics",
+    "api_keys", "api_key_file", "allowed_origins", "log_level", "log_format", "log_file", "metrics",
 ]
 
 BEGIN = "<!-- BEGIN SETTINGS"

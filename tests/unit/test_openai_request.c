@@ -100,6 +100,9 @@ static const case_t cases[] = {
     {COMPL, "{" P ",\"seed\":1.5}", "seed", "invalid_type"},
     {COMPL, "{" P ",\"seed\":1e300}", "seed", "invalid_value"},
     {COMPL, "{" P ",\"seed\":\"42\"}", "seed", "invalid_type"},
+    {COMPL, "{" P ",\"seed\":18446744073709551616}", "seed", "invalid_value"}, /* 2^64 */
+    {COMPL, "{" P ",\"seed\":-9223372036854775809}", "seed", "invalid_value"}, /* -2^63 - 1 */
+    {COMPL, "{" P ",\"seed\":1e20}", "seed", "invalid_value"},
     {COMPL, "{" P ",\"presence_penalty\":-2}", NULL, NULL},
     {COMPL, "{" P ",\"presence_penalty\":2.5}", "presence_penalty", "invalid_value"},
     {COMPL, "{" P ",\"frequency_penalty\":-2.5}", "frequency_penalty", "invalid_value"},
@@ -471,6 +474,45 @@ static void caps(void **state) {
   }
 }
 
+/* Seeds keep all 64 bits (read from the JSON text), wherever the key is;
+ * integers in errors are printed whole. */
+static void seeds_and_numbers(void **state) {
+  const struct {
+    const char *body;
+    uint64_t seed;
+  } ok[] = {
+      {"{\"seed\":9223372036854775807," P "}", UINT64_C(9223372036854775807)},
+      {"{" P ", \"n\" : 1 , \"seed\" : 18446744073709551615 }", UINT64_MAX},
+      {"{\"stop\":[\"seed\",\"}\\\"\"],\"x\":{\"seed\":1},\"seed\":-9223372036854775808," P "}",
+       (uint64_t)INT64_MIN},
+      {"{" P ",\"seed\":4e3}", 4000},
+  };
+  for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+    arena_t a;
+    arena_init(&a, 0, 0);
+    oai_completion_req_t r;
+    oai_error_t err;
+    assert_int_equal(oai_parse_completion(ok[i].body, strlen(ok[i].body), NULL, &a, &r, &err), 0);
+    assert_int_equal(r.params.samp.has_seed, 1);
+    assert_true(r.params.samp.seed == ok[i].seed);
+    arena_free(&a);
+  }
+  arena_t a;
+  arena_init(&a, 0, 0);
+  oai_completion_req_t r;
+  oai_error_t err;
+  const char *b = "{\"prompt\":[1,100000000]}";
+  assert_int_equal(oai_parse_completion(b, strlen(b), NULL, &a, &r, &err), 0); /* no vocabulary limit */
+  oai_limits_t lim = oai_limits_default();
+  lim.vocab_size = 10;
+  assert_int_equal(oai_parse_completion(b, strlen(b), &lim, &a, &r, &err), -EINVAL);
+  assert_non_null(strstr(err.message, "100000000"));
+  b = "{" P ",\"max_tokens\":12345678901}";
+  assert_int_equal(oai_parse_completion(b, strlen(b), NULL, &a, &r, &err), -EINVAL);
+  assert_non_null(strstr(err.message, "got 12345678901"));
+  arena_free(&a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(field_table),
@@ -478,6 +520,7 @@ int main(void) {
       cmocka_unit_test(chat_values),
       cmocka_unit_test(tokenize_values),
       cmocka_unit_test(caps),
+      cmocka_unit_test(seeds_and_numbers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
