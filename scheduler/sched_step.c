@@ -198,8 +198,34 @@ static void fork_children(sched_engine_t *e, sched_eseq_t *lead, const float *ro
   }
 }
 
+/* prompt_logprobs: posts the PROMPT event of the prompt token at pos from
+ * the row that predicts it. */
+static void prompt_row(sched_engine_t *e, sched_eseq_t *q, int32_t pos, const float *row) {
+  const int32_t t = q->s.tokens[pos];
+  samp_result_t res = {.token = t, .n_top = q->req->p.prompt_top_logprobs};
+  samp_logprobs(row, e->n_vocab, t, res.n_top, &res.logprob, res.top);
+  int32_t above = 0;
+  for (int32_t v = 0; v < e->n_vocab; v++) above += row[v] > row[t];
+  sched_event_t ev = make_event(e, q, SCHED_EV_PROMPT, &res, NULL, 0);
+  ev.logprob = res.logprob; /* make_event copies them only for the output's logprobs */
+  ev.n_top = res.n_top;
+  if (res.n_top > 0 && !ev.top) {
+    ev.top = malloc((size_t)res.n_top * sizeof *ev.top);
+    if (!ev.top) abort();
+    memcpy(ev.top, res.top, (size_t)res.n_top * sizeof *ev.top);
+  }
+  ev.position = pos;
+  ev.rank = above + 1;
+  q->prompt_lp_next = pos + 1;
+  sched__post(e, &ev);
+}
+
 static void sample_row(sched_engine_t *e, sched_eseq_t *q, const float *row) {
   sched_req_t *r = q->req;
+  if (r->p.score_only) { /* prompt scoring: nothing is sampled */
+    sched__finish_req(e, r, SCHED_FINISH_LENGTH, NULL);
+    return;
+  }
   const int fork = q->index == 0 && r->p.n > 1 && !r->forked;
   samp_result_t res;
   if (sample(e, q, row, &res) != 0) {
@@ -269,9 +295,20 @@ static int build_batch(sched_engine_t *e, int64_t now, int32_t *n_rows, uint64_t
       e->positions[row] = (int32_t)(start + j);
     }
     if (start < s->n_prompt) *prompt_tokens += (uint64_t)((start + it->q_len < s->n_prompt ? start + it->q_len : s->n_prompt) - start);
+    sched_eseq_t *q = eseq(s);
+    if (r->p.prompt_logprobs && q->index == 0) /* rows that predict a prompt token not yet posted */
+      for (int32_t j = 0; j < it->q_len; j++) {
+        const int64_t next = start + j + 1;
+        if (next < s->n_prompt && next >= q->prompt_lp_next) {
+          e->logit_rows[n_logits] = row - it->q_len + j;
+          e->logit_pos[n_logits] = (int32_t)next;
+          e->logit_seqs[n_logits++] = q;
+        }
+      }
     if (it->logits) {
       e->logit_rows[n_logits] = row - 1;
-      e->logit_seqs[n_logits++] = eseq(s);
+      e->logit_pos[n_logits] = -1;
+      e->logit_seqs[n_logits++] = q;
     }
   }
   *n_rows = row;
@@ -319,7 +356,11 @@ int sched__step(sched_engine_t *e) {
       fail_step(e, rc);
     } else {
       sched_plan_commit(&e->plan);
-      for (int k = 0; k < n_logits; k++) sample_row(e, e->logit_seqs[k], e->logits + (size_t)k * (size_t)e->n_vocab);
+      for (int k = 0; k < n_logits; k++) {
+        const float *row = e->logits + (size_t)k * (size_t)e->n_vocab;
+        if (e->logit_pos[k] >= 0) prompt_row(e, e->logit_seqs[k], e->logit_pos[k], row);
+        else sample_row(e, e->logit_seqs[k], row);
+      }
     }
   }
   const int64_t t_end = clock_now_ns();

@@ -34,7 +34,6 @@ typedef struct refused {
 static const refused_t REFUSED[] = {
     {"use_beam_search", REFUSE_TRUE, 0, BOTH, "beam search is not implemented"},
     {"length_penalty", REFUSE_NE, 1, BOTH, "it applies to beam search, which is not implemented"},
-    {"prompt_logprobs", REFUSE_GIVEN, 0, BOTH, "prompt logprobs are not computed"},
     {"return_token_ids", REFUSE_TRUE, 0, BOTH, "returning token ids is not implemented"},
     {"return_tokens_as_token_ids", REFUSE_TRUE, 0, BOTH, "returning token ids is not implemented"},
     {"spaces_between_special_tokens", REFUSE_FALSE, 0, BOTH, "the detokenizer has no such mode"},
@@ -104,6 +103,13 @@ int oai__parse_extras(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t 
   if (check_refused(c, root, chat)) return -EINVAL;
   int64_t v;
   bool given;
+  g->prompt_logprobs = -1;
+  if (oai__get_int(c, root, "prompt_logprobs", 0, SAMP_MAX_TOP_LOGPROBS, &v, &given)) return -EINVAL;
+  if (given) g->prompt_logprobs = (int32_t)v;
+  if (g->stream && (g->prompt_logprobs >= 0 || (g->echo && g->samp.logprobs)))
+    return oai__fail(c, "unsupported_parameter", g->prompt_logprobs >= 0 ? "prompt_logprobs" : "echo",
+                     "prompt logprobs (%s) are not supported with stream",
+                     g->prompt_logprobs >= 0 ? "prompt_logprobs" : "echo with logprobs");
   if (oai__get_int(c, root, "min_tokens", 0, INT32_MAX, &v, &given)) return -EINVAL;
   if (given) g->min_tokens = (int32_t)v;
   if (g->max_tokens > 0 && g->min_tokens > g->max_tokens)

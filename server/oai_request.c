@@ -169,7 +169,7 @@ static int parse_gen(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *
   }
   if (parse_logit_bias(c, root, sp)) return -EINVAL;
 
-  if (oai__get_int(c, root, "max_tokens", 1, INT32_MAX, &v, &given)) return -EINVAL;
+  if (oai__get_int(c, root, "max_tokens", chat ? 1 : 0, INT32_MAX, &v, &given)) return -EINVAL;
   if (given) g->max_tokens = (int32_t)v;
   if (chat) {
     if (oai__get_int(c, root, "max_completion_tokens", 1, INT32_MAX, &v, &given)) return -EINVAL;
@@ -229,6 +229,9 @@ static int parse_gen(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *
       sp->top_logprobs = (int32_t)v;
     }
     if (oai__get_bool(c, root, "echo", &g->echo, NULL)) return -EINVAL;
+    if (g->max_tokens == 0 && !g->echo)
+      return oai__fail(c, "invalid_value", "max_tokens", "max_tokens must be at least 1 (0 only with echo: "
+                                                         "scoring the prompt)");
     if (refuse(c, root, "suffix", "insertion (suffix) is not implemented")) return -EINVAL;
   }
   return oai__parse_extras(c, root, chat, g);

@@ -78,7 +78,8 @@ typedef struct oai_prompt {
 /* What both endpoints share: sampling, limits, stop conditions, output. */
 typedef struct oai_params {
   samp_params_t samp;  /* logit_bias points into the arena */
-  int32_t max_tokens;  /* -1: until the context is full */
+  int32_t max_tokens;  /* -1: until the context is full; 0 (completions with echo): score the
+                        * prompt, generate nothing */
   int32_t n;           /* choices per prompt */
   const char *const *stop; /* [n_stop] NUL-terminated strings */
   int32_t n_stop;
@@ -96,6 +97,7 @@ typedef struct oai_params {
   bool special;                   /* skip_special_tokens false: control tokens' text is output */
   bool add_special_tokens;        /* BOS etc. added to the prompt; default: completions true, chat false */
   bool continuous_usage;          /* stream_options.continuous_usage_stats: usage on every chunk */
+  int32_t prompt_logprobs;        /* vLLM's prompt_logprobs: -1 off, else the alternatives (0..20) */
 } oai_params_t;
 
 typedef struct oai_completion_req {

@@ -133,6 +133,12 @@ static void add_completion_logprobs(cJSON *choice, const oai_choice_t *c) {
   for (int32_t i = 0; i < c->n_logprobs; i++) {
     const oai_token_logprob_t *t = &c->logprobs[i];
     cJSON_AddItemToArray(tokens, text_json(t->token, t->token_len));
+    cJSON_AddItemToArray(offsets, must(cJSON_CreateNumber(t->text_offset)));
+    if (t->no_logprob) { /* the prompt's first token: nothing predicts it */
+      cJSON_AddItemToArray(values, must(cJSON_CreateNull()));
+      cJSON_AddItemToArray(tops, must(cJSON_CreateNull()));
+      continue;
+    }
     cJSON_AddItemToArray(values, must(cJSON_CreateNumber(logprob_value(t->logprob))));
     cJSON *top = must(cJSON_CreateObject());
     for (int32_t k = 0; k < t->n_top; k++) {
@@ -142,8 +148,34 @@ static void add_completion_logprobs(cJSON *choice, const oai_choice_t *c) {
       free(key);
     }
     cJSON_AddItemToArray(tops, top);
-    cJSON_AddItemToArray(offsets, must(cJSON_CreateNumber(t->text_offset)));
   }
+}
+
+/* vLLM's prompt_logprobs: [null, {"<id>": {"logprob", "rank",
+ * "decoded_token"}, ...}, ...]: the prompt token, then its alternatives
+ * (ranked 1, 2, ...). */
+static cJSON *prompt_lp_json(const oai_token_logprob_t *lp, int32_t n) {
+  cJSON *arr = must(cJSON_CreateArray());
+  for (int32_t i = 0; i < n; i++) {
+    const oai_token_logprob_t *t = &lp[i];
+    if (t->no_logprob) {
+      cJSON_AddItemToArray(arr, must(cJSON_CreateNull()));
+      continue;
+    }
+    cJSON *o = must(cJSON_CreateObject());
+    for (int32_t k = -1; k < t->n_top; k++) {
+      char key[16];
+      snprintf(key, sizeof key, "%d", k < 0 ? t->id : t->top[k].id);
+      if (cJSON_GetObjectItemCaseSensitive(o, key)) continue; /* the prompt token among the top */
+      cJSON *e = must(cJSON_AddObjectToObject(o, key));
+      add_num(e, "logprob", logprob_value(k < 0 ? t->logprob : t->top[k].logprob));
+      add_num(e, "rank", k < 0 ? t->rank : k + 1);
+      if (k < 0) add_text(e, "decoded_token", t->token, t->token_len);
+      else add_text(e, "decoded_token", t->top[k].token, t->top[k].token_len);
+    }
+    cJSON_AddItemToArray(arr, o);
+  }
+  return arr;
 }
 
 static cJSON *bytes_json(const char *s, size_t n) {
@@ -191,6 +223,7 @@ static cJSON *choice_json(const oai_choice_t *c, choice_kind_t kind, bool first,
   if (kind == CHOICE_TEXT) {
     add_text(ch, "text", c->text, c->text ? c->text_len : 0);
     add_completion_logprobs(ch, c);
+    if (c->prompt_lp) cJSON_AddItemToObject(ch, "prompt_logprobs", prompt_lp_json(c->prompt_lp, c->n_prompt_lp));
   } else {
     cJSON *msg = must(cJSON_AddObjectToObject(ch, kind == CHOICE_MESSAGE ? "message" : "delta"));
     if (kind == CHOICE_MESSAGE || first) must(cJSON_AddStringToObject(msg, "role", "assistant"));
@@ -210,6 +243,8 @@ static char *write_choices(const oai_meta_t *m, const char *object, const oai_ch
   cJSON *arr = must(cJSON_AddArrayToObject(root, "choices"));
   for (int32_t i = 0; i < n; i++)
     cJSON_AddItemToArray(arr, choice_json(&choices[i], kind, first, usage != NULL));
+  if (kind == CHOICE_MESSAGE && n > 0 && choices[0].prompt_lp) /* chat: the one prompt's, at the top */
+    cJSON_AddItemToObject(root, "prompt_logprobs", prompt_lp_json(choices[0].prompt_lp, choices[0].n_prompt_lp));
   if (usage) add_usage(root, usage);
   else if (usage_null && m->chunk_usage) add_usage(root, m->chunk_usage);
   else if (usage_null) must(cJSON_AddNullToObject(root, "usage"));

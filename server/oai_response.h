@@ -34,6 +34,7 @@ typedef struct oai_top_logprob {
   const char *token; /* the token's bytes (may be a partial UTF-8 character) */
   size_t token_len;
   float logprob;
+  int32_t id;        /* the token id (vLLM's prompt_logprobs are keyed by it) */
 } oai_top_logprob_t;
 
 typedef struct oai_token_logprob {
@@ -43,6 +44,9 @@ typedef struct oai_token_logprob {
   int32_t text_offset;          /* completions: where it starts in the choice text */
   const oai_top_logprob_t *top; /* [n_top] alternatives, most likely first */
   int32_t n_top;
+  int32_t id;                   /* the token id (prompt logprobs) */
+  int32_t rank;                 /* prompt logprobs: 1 + tokens the model found likelier */
+  bool no_logprob;              /* a prompt's first token: "token_logprobs"/"top_logprobs" null */
 } oai_token_logprob_t;
 
 typedef struct oai_choice {
@@ -53,8 +57,13 @@ typedef struct oai_choice {
   const char *stop_str; /* vLLM "stop_reason": the stop string that matched, or */
   int32_t stop_token;   /* the stop token id (-1: none); both unset: null */
   bool has_logprobs;    /* false: "logprobs": null */
-  const oai_token_logprob_t *logprobs; /* [n_logprobs], one per generated token */
+  const oai_token_logprob_t *logprobs; /* [n_logprobs], one per generated token (after the
+                                        * prompt's with echo and logprobs) */
   int32_t n_logprobs;
+  const oai_token_logprob_t *prompt_lp; /* [n_prompt_lp] vLLM's "prompt_logprobs" (entry 0: null);
+                                         * NULL: not written (chat: written at the top level from
+                                         * the first choice) */
+  int32_t n_prompt_lp;
 } oai_choice_t;
 
 typedef struct oai_usage {

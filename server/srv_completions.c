@@ -172,6 +172,11 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
   p.n_stop_ids = g->n_stop_token_ids;
   p.min_tokens = g->min_tokens;
   p.special = g->special;
+  const bool echo_lp = g->echo && g->samp.logprobs;
+  p.prompt_logprobs = echo_lp || g->prompt_logprobs >= 0;
+  p.prompt_top_logprobs = echo_lp ? g->samp.top_logprobs : 0;
+  if (g->prompt_logprobs > p.prompt_top_logprobs) p.prompt_top_logprobs = g->prompt_logprobs;
+  p.score_only = g->max_tokens == 0;
   srv_job_t *j = srv__job_create(s, res, chat, g, n_parts);
   j->endpoint = endpoint;
   j->arrival_ns = arrival; /* parsing and tokenizing count as the request's time */
@@ -180,6 +185,7 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
   for (int32_t i = 0; i < n_parts; i++) {
     srv_part_t *part = &j->parts[i];
     part->prompt_tokens = in[i].n;
+    if (p.prompt_logprobs) srv__plp_init(s, part, in[i].ids, in[i].n);
     part->req = sched_req_create(in[i].ids, in[i].n, &p, part, err, sizeof err);
     if (!part->req) {
       rc = -EINVAL;
@@ -256,11 +262,6 @@ void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx) {
     return;
   }
   if (!model_ok(s, res, rid, COMPLETIONS, c.model)) return;
-  if (c.params.echo && c.params.samp.logprobs) {
-    fail(rid, res, COMPLETIONS, 400, "echo with logprobs is not supported (prompt logprobs are not computed)",
-         "echo", "unsupported_parameter");
-    return;
-  }
   if (c.params.echo && c.params.truncate_prompt_tokens) {
     fail(rid, res, COMPLETIONS, 400, "echo with truncate_prompt_tokens is not supported", "truncate_prompt_tokens",
          "unsupported_parameter");

@@ -41,6 +41,9 @@ srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_param
   j->include_usage = g->include_usage;
   j->include_stop_str = g->include_stop_str;
   j->continuous_usage = g->continuous_usage;
+  j->echo_logprobs = g->echo && g->samp.logprobs;
+  j->echo_top = g->samp.top_logprobs;
+  j->prompt_logprobs = g->prompt_logprobs;
   j->logprobs = g->samp.logprobs || g->samp.top_logprobs > 0;
   j->n = g->n;
   oai_make_id(j->id, sizeof j->id, chat ? "chatcmpl" : "cmpl", s->boot_id, http_res_req(res)->id);
@@ -84,7 +87,10 @@ static void choice_free(srv_choice_t *c) {
 bool srv__job_maybe_free(srv_job_t *j) {
   if (j->res || j->n_live > 0) return false;
   srv_t *s = j->srv;
-  for (int32_t i = 0; i < j->n_parts; i++) sched_req_destroy(j->parts[i].req);
+  for (int32_t i = 0; i < j->n_parts; i++) {
+    sched_req_destroy(j->parts[i].req);
+    srv__plp_free(&j->parts[i]);
+  }
   for (int32_t i = 0; i < j->n_choices; i++) choice_free(&j->choices[i]);
   if (j->prev) j->prev->next = j->next;
   else s->jobs = j->next;
@@ -282,6 +288,10 @@ static void part_final(srv_t *s, srv_job_t *j, srv_part_t *p, const sched_event_
 static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
   srv_part_t *p = ev->user;
   srv_job_t *j = p->job;
+  if (ev->kind == SCHED_EV_PROMPT) { /* a prompt token's logprob: kept for the whole response */
+    srv__plp_event(s, p, ev);
+    return;
+  }
   const int32_t ci = p->index * j->n + ev->index;
   srv_choice_t *c = &j->choices[ci];
   if (ev->token >= 0) {
@@ -328,6 +338,34 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
   }
 }
 
+/* Adds the prompt logprobs to the choices cs[] of a whole response: with
+ * echo + logprobs, the prompt's entries lead each choice's logprobs; with
+ * prompt_logprobs, vLLM's list. Returns the arrays to free after writing
+ * ([2 * n_choices]), or NULL when there are none. */
+static oai_token_logprob_t **prompt_views(const srv_job_t *j, oai_choice_t *cs) {
+  if (!j->echo_logprobs && j->prompt_logprobs < 0) return NULL;
+  oai_token_logprob_t **views = xcalloc((size_t)j->n_choices * 2, sizeof *views);
+  for (int32_t i = 0; i < j->n_choices; i++) {
+    const srv_part_t *p = &j->parts[i / j->n];
+    if (!p->plp) continue;
+    if (j->prompt_logprobs >= 0) {
+      views[2 * i] = srv__plp_view(p, j->prompt_logprobs);
+      cs[i].prompt_lp = views[2 * i];
+      cs[i].n_prompt_lp = p->prompt_tokens;
+    }
+    if (j->echo_logprobs) { /* the prompt's entries, then the output's */
+      oai_token_logprob_t *v = srv__plp_view(p, j->echo_top);
+      const int32_t n = p->prompt_tokens + cs[i].n_logprobs;
+      v = xreallocarray(v, (size_t)n, sizeof *v);
+      memcpy(v + p->prompt_tokens, cs[i].logprobs, (size_t)cs[i].n_logprobs * sizeof *v);
+      views[2 * i + 1] = v;
+      cs[i].logprobs = v;
+      cs[i].n_logprobs = n;
+    }
+  }
+  return views;
+}
+
 /* The whole (non-streamed) response. */
 static void send_whole(srv_job_t *j) {
   const oai_meta_t m = meta(j);
@@ -354,8 +392,11 @@ static void send_whole(srv_job_t *j) {
                            .finish = c->finish, .stop_str = c->stop_str, .stop_token = c->stop_token,
                            .has_logprobs = j->logprobs, .logprobs = c->lp, .n_logprobs = c->n_lp};
   }
+  oai_token_logprob_t **views = prompt_views(j, cs);
   char *json = j->chat ? oai_write_chat_completion(&m, cs, j->n_choices, &u)
                        : oai_write_completion(&m, cs, j->n_choices, &u);
+  for (int32_t i = 0; views && i < 2 * j->n_choices; i++) free(views[i]);
+  free(views);
   free(cs);
   j->status = 200;
   srv__send_json(j->res, 200, json);

@@ -188,6 +188,9 @@ typedef struct srv_part {
   int32_t index;               /* prompt index: choices index*n .. index*n + n-1 */
   int32_t prompt_tokens;
   bool live;                   /* submitted, final event not yet seen */
+  /* prompt logprobs (srv_prompt_lp.c): one entry per prompt token, entry 0 without a logprob */
+  oai_token_logprob_t *plp;    /* [prompt_tokens] or NULL */
+  oai_top_logprob_t *plp_top;  /* [prompt_tokens * SAMP_MAX_TOP_LOGPROBS] their alternatives */
 } srv_part_t;
 
 /* One generation request (completions or chat) from arrival until its
@@ -200,6 +203,9 @@ struct srv_job {
   bool chat, stream, include_usage, logprobs;
   bool include_stop_str;       /* include_stop_str_in_output */
   bool continuous_usage;       /* stream_options.continuous_usage_stats */
+  bool echo_logprobs;          /* completions echo + logprobs: the prompt's logprobs lead the choice's */
+  int32_t echo_top;            /* their alternatives (the request's logprobs) */
+  int32_t prompt_logprobs;     /* vLLM's prompt_logprobs: -1 off, else the alternatives */
   int32_t n;                   /* choices per prompt */
   char id[64];
   int64_t created;             /* Unix seconds */
@@ -221,6 +227,18 @@ struct srv_job {
 /* A job for a request with n_parts prompts of n choices each, on s's list.
  * The caller fills the rest. */
 srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_params_t *g, int32_t n_parts);
+/* ---- srv_prompt_lp.c --------------------------------------------------------- */
+/* Gives part its prompt-logprob entries for prompt ids[n] (entry 0, the
+ * first token, has no logprob). */
+void srv__plp_init(srv_t *s, srv_part_t *p, const int32_t *ids, int32_t n);
+/* Stores a SCHED_EV_PROMPT event in its part. */
+void srv__plp_event(srv_t *s, srv_part_t *p, const sched_event_t *ev);
+/* The part's entries with at most n_top alternatives each and text_offset
+ * counted from 0 (malloc'd [p->prompt_tokens]; the strings are the
+ * tokenizer's, the alternatives the part's). */
+oai_token_logprob_t *srv__plp_view(const srv_part_t *p, int32_t n_top);
+void srv__plp_free(srv_part_t *p);
+
 /* Cancels the job's live engine requests (client gone, timeout, shutdown). */
 void srv__job_cancel(srv_job_t *j, const char *why);
 /* Frees the job if nothing refers to it any more (response ended or client

@@ -146,7 +146,6 @@ def test_return_token_strs(server):
 
 @pytest.mark.parametrize("path,field,value", [
     ("/v1/completions", "use_beam_search", True),
-    ("/v1/completions", "prompt_logprobs", 1),
     ("/v1/completions", "return_token_ids", True),
     ("/v1/completions", "guided_regex", "a+"),
     ("/v1/chat/completions", "use_beam_search", True),

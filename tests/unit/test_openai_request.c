@@ -217,7 +217,14 @@ static const case_t cases[] = {
     {COMPL, "{" P ",\"use_beam_search\":false,\"length_penalty\":1,\"priority\":0}", NULL, NULL},
     {COMPL, "{" P ",\"use_beam_search\":true}", "use_beam_search", "unsupported_parameter"},
     {COMPL, "{" P ",\"length_penalty\":0.5}", "length_penalty", "unsupported_parameter"},
-    {COMPL, "{" P ",\"prompt_logprobs\":0}", "prompt_logprobs", "unsupported_parameter"},
+    {COMPL, "{" P ",\"prompt_logprobs\":0}", NULL, NULL},
+    {COMPL, "{" P ",\"prompt_logprobs\":21}", "prompt_logprobs", "invalid_value"},
+    {COMPL, "{" P ",\"prompt_logprobs\":-1}", "prompt_logprobs", "invalid_value"},
+    {COMPL, "{" P ",\"prompt_logprobs\":1,\"stream\":true}", "prompt_logprobs", "unsupported_parameter"},
+    {COMPL, "{" P ",\"echo\":true,\"logprobs\":0,\"stream\":true}", "echo", "unsupported_parameter"},
+    {COMPL, "{" P ",\"echo\":true,\"logprobs\":0,\"max_tokens\":0}", NULL, NULL},
+    {COMPL, "{" P ",\"max_tokens\":0}", "max_tokens", "invalid_value"},
+    {CHAT, "{" M ",\"max_tokens\":0}", "max_tokens", "invalid_value"},
     {COMPL, "{" P ",\"return_token_ids\":true}", "return_token_ids", "unsupported_parameter"},
     {COMPL, "{" P ",\"guided_json\":{}}", NULL, NULL},
     {COMPL, "{" P ",\"guided_choice\":[\"a\"]}", "guided_choice", "unsupported_parameter"},
@@ -290,7 +297,7 @@ static void completion_values(void **state) {
       "\"top_k\":-1,\"min_p\":0.05,\"seed\":-3,\"stop\":[\"\\n\\n\",\"END\"],\"presence_penalty\":0.5,"
       "\"frequency_penalty\":-0.5,\"repetition_penalty\":1.2,\"logit_bias\":{\"50\":-100,\"7\":2.5},"
       "\"logprobs\":3,\"n\":2,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
-      "\"ignore_eos\":true,\"stop_token_ids\":[0,2],\"echo\":true,\"user\":\"u\"}";
+      "\"ignore_eos\":true,\"stop_token_ids\":[0,2],\"echo\":false,\"user\":\"u\"}";
   arena_t a;
   arena_init(&a, 0, 0);
   oai_completion_req_t r;
@@ -322,7 +329,7 @@ static void completion_values(void **state) {
   assert_int_equal(g->samp.logprobs, 1);
   assert_int_equal(g->samp.top_logprobs, 3);
   assert_int_equal(g->n, 2);
-  assert_true(g->stream && g->include_usage && g->ignore_eos && g->echo);
+  assert_true(g->stream && g->include_usage && g->ignore_eos && !g->echo); /* echo + logprobs: not streamed */
   assert_int_equal(g->n_stop, 2);
   assert_string_equal(g->stop[0], "\n\n");
   assert_string_equal(g->stop[1], "END");
