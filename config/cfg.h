@@ -52,6 +52,8 @@ typedef enum cfg_key {
   CFG_THREADS,
   CFG_MAX_MODEL_LEN,
   CFG_DEFAULT_MAX_TOKENS,
+  CFG_CHAT_TEMPLATE,
+  CFG_TOOL_CALL_PARSER,
   CFG_HOST,
   CFG_PORT,
   CFG_UNIX_SOCKET,
@@ -85,6 +87,14 @@ typedef enum cfg_source {
   CFG_SRC_FLAG,
 } cfg_source_t;
 
+typedef enum cfg_tool_parser {
+  CFG_TOOL_PARSER_AUTO = 0, /* from the chat template's text */
+  CFG_TOOL_PARSER_HERMES,   /* <tool_call>{json}</tool_call> (Hermes, Qwen2.5) */
+  CFG_TOOL_PARSER_LLAMA3,   /* {"name", "parameters"} JSON, maybe after <|python_tag|> (Llama 3.x) */
+  CFG_TOOL_PARSER_MISTRAL,  /* [TOOL_CALLS][{"name", "arguments"}, ...] */
+  CFG_TOOL_PARSER_NONE,     /* tools refused */
+} cfg_tool_parser_t;
+
 typedef enum cfg_device {
   CFG_DEVICE_CPU = 0,
   CFG_DEVICE_CUDA = 1,
@@ -114,6 +124,8 @@ typedef struct cfg {
   int threads;             /* CPU compute threads; 0 = one per online core */
   int max_model_len;       /* longest sequence (prompt + output); 0 = the model's context */
   int default_max_tokens;  /* max_tokens of a chat request that gives none; 0 = to the end of the context */
+  char *chat_template;     /* a Jinja chat template file replacing the model's, or NULL */
+  int tool_call_parser;    /* cfg_tool_parser_t */
   /* listening */
   char *host;              /* address to bind (IPv4/IPv6 literal or host name) */
   int port;                /* TCP port; 0 = any free port */

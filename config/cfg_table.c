@@ -22,6 +22,7 @@
 static const char *const devices[] = {"cpu", "cuda", NULL};
 static const char *const levels[] = {"error", "warn", "info", "debug", NULL}; /* log_level_t */
 static const char *const formats[] = {"text", "json", NULL};                 /* log_format_t */
+static const char *const tool_parsers[] = {"auto", "hermes", "llama3_json", "mistral", "none", NULL}; /* cfg_tool_parser_t */
 
 const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
     [CFG_CONFIG] = {"config", CFG_T_PATH, "General", "", 'c', 0, 0, NULL, "FILE", CFG_F_NOFILE,
@@ -80,6 +81,16 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                               OFF(max_batch_tokens)},
     [CFG_MAX_SEQS] = {"max_seqs", CFG_T_INT, "Engine", "16", 0, 1, 65536, NULL, "N", 0,
                       "Sequences running at once at most.", OFF(max_seqs)},
+    [CFG_CHAT_TEMPLATE] = {"chat_template", CFG_T_PATH, "Model", "", 0, 0, 0, NULL, "FILE", 0,
+                           "A Jinja chat template file to use instead of the model's (e.g. one "
+                           "with tool support).",
+                           OFF(chat_template)},
+    [CFG_TOOL_CALL_PARSER] = {"tool_call_parser", CFG_T_ENUM, "Model", "auto", 0, 0, 0, tool_parsers, "PARSER", 0,
+                              "How tool calls are read from the model's output: hermes "
+                              "(<tool_call>{...}</tool_call>), llama3_json, mistral "
+                              "([TOOL_CALLS]), none (requests with tools are refused), or auto: "
+                              "from the chat template's text.",
+                              OFF(tool_call_parser)},
     [CFG_DEFAULT_MAX_TOKENS] = {"default_max_tokens", CFG_T_INT, "Engine", "0", 0, 0, 1 << 24, NULL, "N", 0,
                                 "max_tokens of a chat request that sets neither max_tokens nor "
                                 "max_completion_tokens. 0: up to the end of the context.",

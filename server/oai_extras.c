@@ -57,7 +57,6 @@ static const refused_t REFUSED[] = {
     {"documents", REFUSE_GIVEN, 0, CHAT, "not implemented"},
     {"mm_processor_kwargs", REFUSE_GIVEN, 0, CHAT, "the model takes text only"},
     {"function_call", REFUSE_GIVEN, 0, CHAT, "function calling is not implemented"},
-    {"parallel_tool_calls", REFUSE_GIVEN, 0, CHAT, "tool calling is not implemented"},
     {"audio", REFUSE_GIVEN, 0, CHAT, "the model produces text only"},
     {"prediction", REFUSE_GIVEN, 0, CHAT, "predicted outputs are not implemented"},
     {"web_search_options", REFUSE_GIVEN, 0, CHAT, "web search is not implemented"},

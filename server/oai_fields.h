@@ -63,6 +63,12 @@ int oai__token_array(oai__ctx_t *c, const cJSON *arr, const char *param, int32_t
  * (oai_extras.c), for parse_gen; g's OpenAI fields are already parsed. */
 int oai__parse_extras(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *g);
 
+/* oai_tools.c: tools, tool_choice, parallel_tool_calls into out; an
+ * assistant message's tool_calls and a tool message's tool_call_id (m is
+ * messages[i]). */
+int oai__parse_tools(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out);
+int oai__parse_message_tools(oai__ctx_t *c, const cJSON *m, int i, oai_message_t *out);
+
 /* Parses body into an object; on failure fills the error (invalid_json or a
  * body that is not an object). */
 int oai__parse_object(oai__ctx_t *c, const char *body, size_t len, cJSON **root);

@@ -208,13 +208,7 @@ static int parse_gen(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *
       return oai__fail(c, "invalid_value", "top_logprobs", "top_logprobs requires logprobs to be true");
     sp->logprobs = lp;
     sp->top_logprobs = top_given ? (int32_t)v : 0;
-    if (refuse(c, root, "tools", "tool calling is not implemented") ||
-        refuse(c, root, "functions", "function calling is not implemented"))
-      return -EINVAL;
-    const cJSON *tc = oai__get(root, "tool_choice");
-    if (tc && !(cJSON_IsString(tc) && strcmp(tc->valuestring, "none") == 0) &&
-        !(cJSON_IsString(tc) && strcmp(tc->valuestring, "auto") == 0 && !oai__get(root, "tools")))
-      return oai__fail(c, "unsupported_parameter", "tool_choice", "tool_choice is not supported (tool calling is not implemented)");
+    if (refuse(c, root, "functions", "the deprecated functions are not supported: use tools")) return -EINVAL;
     const cJSON *rf = oai__get(root, "response_format");
     if (rf) {
       const cJSON *t = cJSON_IsObject(rf) ? oai__get(rf, "type") : NULL;
@@ -415,16 +409,18 @@ static int parse_messages(oai__ctx_t *c, const cJSON *root, oai_message_t **msgs
     if (strcmp(r, "system") == 0 || strcmp(r, "developer") == 0) out[i].role = "system";
     else if (strcmp(r, "user") == 0) out[i].role = "user";
     else if (strcmp(r, "assistant") == 0) out[i].role = "assistant";
-    else if (strcmp(r, "tool") == 0 || strcmp(r, "function") == 0)
-      return oai__fail(c, "unsupported_value", param, "%s \"%s\" is not supported (tool calling is not implemented)",
-                       param, r);
+    else if (strcmp(r, "tool") == 0) out[i].role = "tool";
+    else if (strcmp(r, "function") == 0)
+      return oai__fail(c, "unsupported_value", param, "%s \"function\" is deprecated and not supported: use \"tool\"",
+                       param);
     else
       return oai__fail(c, "invalid_value", param,
-                       "%s must be \"system\", \"developer\", \"user\" or \"assistant\", got \"%.40s\"", param, r);
+                       "%s must be \"system\", \"developer\", \"user\", \"assistant\" or \"tool\", got \"%.40s\"",
+                       param, r);
     bool assistant = strcmp(out[i].role, "assistant") == 0;
     snprintf(param, sizeof param, "messages[%d]", i);
     c->prefix = param;
-    bool bad = (assistant && refuse(c, m, "tool_calls", "tool calling is not implemented")) ||
+    bool bad = oai__parse_message_tools(c, m, i, &out[i]) ||
                parse_content(c, m, i, assistant, &out[i]) ||
                oai__get_string(c, m, "name", &out[i].name, NULL, NULL);
     c->prefix = NULL;
@@ -458,7 +454,7 @@ int oai_parse_chat(const char *body, size_t len, const oai_limits_t *lim, arena_
   if (!parse_model(&c, root, &out->model) && !parse_messages(&c, root, &out->messages, &out->n_messages) &&
       !oai__get_bool(&c, root, "add_generation_prompt", &out->add_generation_prompt, NULL) &&
       !parse_continue(&c, root, out->add_generation_prompt, &out->continue_final_message) &&
-      !parse_gen(&c, root, true, &out->params))
+      !oai__parse_tools(&c, root, out) && !parse_gen(&c, root, true, &out->params))
     r = 0;
   cJSON_Delete(root);
   return r;
@@ -489,6 +485,11 @@ int oai_parse_tokenize(const char *body, size_t len, const oai_limits_t *lim,
   if (!r && has_prompt && out->continue_final_message)
     r = oai__fail(&c, "invalid_value", "continue_final_message", "continue_final_message needs messages");
   if (!r) r = oai__get_bool(&c, root, "return_token_strs", &out->return_token_strs, NULL);
+  if (!r && has_messages) {
+    oai_chat_req_t chat = {0};
+    r = oai__parse_tools(&c, root, &chat);
+    out->tools = chat.tools;
+  }
   cJSON_Delete(root);
   return r ? -EINVAL : 0;
 }

@@ -112,7 +112,14 @@ typedef struct oai_message {
   const char *content; /* text parts joined with "\n"; "" for none */
   size_t content_len;
   const char *name;    /* NULL when absent */
+  const char *tool_calls;   /* assistant: its tool_calls as JSON text (checked), or NULL */
+  const char *tool_call_id; /* tool: the call it answers, or NULL */
 } oai_message_t;
+
+typedef enum oai_tool_choice {
+  OAI_TOOL_CHOICE_AUTO = 0, /* the default with tools: the model may call them */
+  OAI_TOOL_CHOICE_NONE,     /* tools are not shown to the model */
+} oai_tool_choice_t;
 
 typedef struct oai_chat_req {
   const char *model;
@@ -121,6 +128,9 @@ typedef struct oai_chat_req {
   bool add_generation_prompt; /* vLLM extension; default true */
   bool continue_final_message; /* vLLM: the output continues the last message (no end-of-turn
                                 * after it); needs add_generation_prompt false */
+  const char *tools;           /* the tools as JSON text (checked: function tools), or NULL */
+  oai_tool_choice_t tool_choice;
+  bool parallel_tool_calls;    /* false: at most one call is returned */
   oai_params_t params;
 } oai_chat_req_t;
 
@@ -137,6 +147,7 @@ typedef struct oai_tokenize_req {
   bool add_generation_prompt;
   bool continue_final_message; /* as in chat */
   bool return_token_strs;      /* answer each token's text too */
+  const char *tools;           /* with messages: tools for the template (as chat), or NULL */
 } oai_tokenize_req_t;
 
 /* vLLM /detokenize: {"tokens": [ids]}. */

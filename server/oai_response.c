@@ -112,7 +112,8 @@ static void add_usage(cJSON *root, const oai_usage_t *u) {
 }
 
 static void add_finish(cJSON *choice, const oai_choice_t *c, bool stop_reason) {
-  add_str_or_null(choice, "finish_reason", oai_finish_name(c->finish));
+  add_str_or_null(choice, "finish_reason",
+                  c->finish_tool_calls && c->finish != SCHED_FINISH_NONE ? "tool_calls" : oai_finish_name(c->finish));
   if (!stop_reason) return;
   if (c->stop_str) add_text(choice, "stop_reason", c->stop_str, strlen(c->stop_str));
   else if (c->stop_token >= 0) add_num(choice, "stop_reason", c->stop_token);
@@ -214,6 +215,29 @@ static void add_chat_logprobs(cJSON *choice, const oai_choice_t *c) {
 
 typedef enum { CHOICE_TEXT, CHOICE_MESSAGE, CHOICE_DELTA } choice_kind_t;
 
+/* message.tool_calls [{"id", "type": "function", "function": {"name",
+ * "arguments"}}], or in a chunk (delta) with "index" and, as OpenAI streams
+ * them, first the id, type and name with "arguments": "", then the
+ * arguments alone. */
+static cJSON *tool_calls_json(const oai_choice_t *c, bool delta) {
+  cJSON *arr = must(cJSON_CreateArray());
+  for (int32_t i = 0; i < c->n_tool_calls; i++) {
+    const oai_tool_call_t *t = &c->tool_calls[i];
+    cJSON *o = must(cJSON_CreateObject());
+    if (delta) add_num(o, "index", c->tool_index + i);
+    const bool head = !delta || c->tool_delta != 2, args = !delta || c->tool_delta == 2;
+    if (head) {
+      add_str_or_null(o, "id", t->id);
+      must(cJSON_AddStringToObject(o, "type", "function"));
+    }
+    cJSON *f = must(cJSON_AddObjectToObject(o, "function"));
+    if (head) add_text(f, "name", t->name, strlen(t->name));
+    add_text(f, "arguments", args ? t->arguments : "", args ? strlen(t->arguments) : 0);
+    cJSON_AddItemToArray(arr, o);
+  }
+  return arr;
+}
+
 /* One element of "choices": text (completions), message (chat) or delta
  * (chat chunk; with the role when first). A finished chunk and every final
  * choice carry vLLM's stop_reason. */
@@ -227,7 +251,9 @@ static cJSON *choice_json(const oai_choice_t *c, choice_kind_t kind, bool first,
   } else {
     cJSON *msg = must(cJSON_AddObjectToObject(ch, kind == CHOICE_MESSAGE ? "message" : "delta"));
     if (kind == CHOICE_MESSAGE || first) must(cJSON_AddStringToObject(msg, "role", "assistant"));
-    if (kind == CHOICE_MESSAGE || c->text) add_text(msg, "content", c->text, c->text ? c->text_len : 0);
+    if (kind == CHOICE_MESSAGE && !c->text && c->n_tool_calls) must(cJSON_AddNullToObject(msg, "content"));
+    else if (kind == CHOICE_MESSAGE || c->text) add_text(msg, "content", c->text, c->text ? c->text_len : 0);
+    if (c->n_tool_calls) cJSON_AddItemToObject(msg, "tool_calls", tool_calls_json(c, kind == CHOICE_DELTA));
     add_chat_logprobs(ch, c);
   }
   add_finish(ch, c, final || c->finish != SCHED_FINISH_NONE);

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "scheduler/sched.h"
+#include "server/oai_tool_parse.h"
 
 /* The engine's finish reason (sched_finish_t, decided once, in the engine)
  * as OpenAI's finish_reason: "stop", "length", "abort" (vLLM's name, for
@@ -64,6 +65,12 @@ typedef struct oai_choice {
                                          * NULL: not written (chat: written at the top level from
                                          * the first choice) */
   int32_t n_prompt_lp;
+  /* chat tool calls (message.tool_calls, or delta.tool_calls in a chunk) */
+  const oai_tool_call_t *tool_calls; /* [n_tool_calls], each with its id */
+  int32_t n_tool_calls;
+  int32_t tool_index;   /* chunks: the first call's "index" */
+  int tool_delta;       /* chunks: 1 the calls' id, type, name and "arguments": ""; 2 only their arguments */
+  bool finish_tool_calls; /* finish_reason "tool_calls" (the model called tools) instead of "stop" */
 } oai_choice_t;
 
 typedef struct oai_usage {

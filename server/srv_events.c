@@ -247,6 +247,37 @@ static void stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_
   sse(j, chunk(j, &oc, false));
 }
 
+/* A stream with tools: the text is kept until the choice ends (it may be
+ * calls), then sent as OpenAI streams it: the content, each call's id,
+ * type and name (arguments ""), each call's arguments, the finish. */
+static void stream_tools_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_event_t *ev) {
+  if (ev->kind == SCHED_EV_ERROR) {
+    stream_event(j, c, ci, ev);
+    return;
+  }
+  buf_put(&c->text, ev->text, ev->text_len);
+  if (ev->kind != SCHED_EV_FINISHED) return;
+  arena_t a;
+  arena_init(&a, 0, 0);
+  oai_choice_t parsed = {0};
+  srv__tools_parse(j, ci, c, &a, &parsed);
+  oai_choice_t oc = {.index = ci, .stop_token = -1, .text = parsed.text, .text_len = parsed.text_len};
+  if (oc.text) sse(j, chunk(j, &oc, false));
+  oc.text = NULL;
+  for (int32_t k = 0; k < parsed.n_tool_calls; k++)
+    for (int d = 1; d <= 2; d++) {
+      oai_choice_t t = {.index = ci, .stop_token = -1, .tool_calls = &parsed.tool_calls[k], .n_tool_calls = 1,
+                        .tool_index = k, .tool_delta = d};
+      sse(j, chunk(j, &t, false));
+    }
+  oc.finish = c->finish;
+  oc.finish_tool_calls = parsed.finish_tool_calls;
+  oc.stop_str = c->stop_str;
+  oc.stop_token = c->stop_token;
+  sse(j, chunk(j, &oc, false));
+  arena_free(&a);
+}
+
 /* Keeps what one event adds to a whole response. */
 static void collect_event(srv_job_t *j, srv_choice_t *c, const sched_event_t *ev) {
   buf_put(&c->text, ev->text, ev->text_len);
@@ -321,7 +352,8 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
     ev = &with_stop;
   }
   if (j->res) {
-    if (j->stream) stream_event(j, c, ci, ev);
+    if (j->stream && j->tools_format) stream_tools_event(j, c, ci, ev);
+    else if (j->stream) stream_event(j, c, ci, ev);
     else collect_event(j, c, ev);
   }
   if (ev == &with_stop) free(with_stop.text);
@@ -392,12 +424,20 @@ static void send_whole(srv_job_t *j) {
                            .finish = c->finish, .stop_str = c->stop_str, .stop_token = c->stop_token,
                            .has_logprobs = j->logprobs, .logprobs = c->lp, .n_logprobs = c->n_lp};
   }
+  arena_t tools_arena;
+  arena_init(&tools_arena, 0, 0);
+  for (int32_t i = 0; j->tools_format && i < j->n_choices; i++) {
+    oai_choice_t parsed = cs[i];
+    srv__tools_parse(j, i, &j->choices[i], &tools_arena, &parsed);
+    cs[i] = parsed;
+  }
   oai_token_logprob_t **views = prompt_views(j, cs);
   char *json = j->chat ? oai_write_chat_completion(&m, cs, j->n_choices, &u)
                        : oai_write_completion(&m, cs, j->n_choices, &u);
   for (int32_t i = 0; views && i < 2 * j->n_choices; i++) free(views[i]);
   free(views);
   free(cs);
+  arena_free(&tools_arena);
   j->status = 200;
   srv__send_json(j->res, 200, json);
 }

@@ -147,11 +147,12 @@ int srv__encode(srv_t *s, const char *text, size_t len, int flags, int32_t **ids
  * (special tokens parsed; BOS/EOS added only with add_special). With
  * continue_final (vLLM's continue_final_message) the rendered text ends
  * where the last message's content ends (its end-of-turn dropped), so the
- * output continues it. Returns 0,
+ * output continues it. tools (JSON text, or NULL) is the template's
+ * `tools`. Returns 0,
  * -EINVAL with the reason in err (a template error, raise_exception), or
  * -ENOSYS when the model's template did not compile (a 500). */
-int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool add_generation_prompt,
-                     bool continue_final, bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len);
+int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, const char *tools,
+                     bool add_generation_prompt, bool continue_final, bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len);
 /* Sends a malloc'd JSON body and frees it. */
 void srv__send_json(http_res_t *res, int status, char *json);
 /* Writes the access-log line of a request answered without the engine; id
@@ -206,6 +207,8 @@ struct srv_job {
   bool echo_logprobs;          /* completions echo + logprobs: the prompt's logprobs lead the choice's */
   int32_t echo_top;            /* their alternatives (the request's logprobs) */
   int32_t prompt_logprobs;     /* vLLM's prompt_logprobs: -1 off, else the alternatives */
+  oai_tools_format_t tools_format; /* chat with tools: how the output is read; NONE: no tools */
+  bool parallel_tool_calls;    /* false: at most one call */
   int32_t n;                   /* choices per prompt */
   char id[64];
   int64_t created;             /* Unix seconds */
@@ -227,6 +230,14 @@ struct srv_job {
 /* A job for a request with n_parts prompts of n choices each, on s's list.
  * The caller fills the rest. */
 srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_params_t *g, int32_t n_parts);
+/* ---- srv_tools.c ------------------------------------------------------------ */
+/* The format tool calls are read in: the tool_call_parser setting, or
+ * (auto) the chat template's. */
+oai_tools_format_t srv__tools_format(const srv_t *s);
+/* Choice ci's finished text c->text as oc's content and tool calls (ids
+ * made here), finish_reason "tool_calls" when it called any; in a. */
+void srv__tools_parse(const srv_job_t *j, int32_t ci, const srv_choice_t *c, arena_t *a, oai_choice_t *oc);
+
 /* ---- srv_prompt_lp.c --------------------------------------------------------- */
 /* Gives part its prompt-logprob entries for prompt ids[n] (entry 0, the
  * first token, has no logprob). */

@@ -96,8 +96,8 @@ static int cut_after_final(const oai_message_t *last, const char *text, size_t *
   return 0;
 }
 
-int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool add_generation_prompt,
-                     bool continue_final, bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len) {
+int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, const char *tools,
+                     bool add_generation_prompt, bool continue_final, bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len) {
   if (!s->tmpl) {
     snprintf(err, err_len, "chat is not available: this model's chat template does not compile (see the server log)");
     return -ENOSYS;
@@ -109,6 +109,7 @@ int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool a
       .add_generation_prompt = add_generation_prompt,
       .bos_token = s->bos,
       .eos_token = s->eos,
+      .extra = oai_chat_tools(&arena, tools),
   };
   char *text = NULL;
   size_t len = 0;
@@ -251,7 +252,7 @@ static void h_tokenize(const http_req_t *req, http_res_t *res, void *ctx) {
   int rc = t.prompt ? srv__encode(s, t.prompt, t.prompt_len,
                                   TOK_ENC_PARSE_SPECIAL | (t.add_special_tokens ? TOK_ENC_ADD_SPECIAL : 0), &ids,
                                   &n, err, sizeof err)
-                    : srv__encode_chat(s, t.messages, t.n_messages, t.add_generation_prompt,
+                    : srv__encode_chat(s, t.messages, t.n_messages, t.tools, t.add_generation_prompt,
                                        t.continue_final_message, t.add_special_tokens, &ids, &n, err, sizeof err);
   if (rc != 0) {
     const int status = rc == -ENOSYS ? 500 : 400;

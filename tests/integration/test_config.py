@@ -20,6 +20,7 @@ import pytest
 # flag, an environment variable and (but config) a config file key.
 EXPECTED = [
     "config", "model", "served_model_name", "device", "threads", "max_model_len", "default_max_tokens",
+    "chat_template", "tool_call_parser",
     "host", "port", "unix_socket", "max_connections",
     "kv_cache_bytes", "kv_cache_blocks", "block_size", "max_batch_tokens", "max_seqs",
     "max_waiting", "max_body_size", "max_header_size",

@@ -150,7 +150,6 @@ def test_return_token_strs(server):
     ("/v1/completions", "guided_regex", "a+"),
     ("/v1/chat/completions", "use_beam_search", True),
     ("/v1/chat/completions", "echo", True),
-    ("/v1/chat/completions", "parallel_tool_calls", False),
     ("/v1/chat/completions", "chat_template_kwargs", {"x": 1}),
 ])
 def test_refused_fields_name_themselves(server, path, field, value):
