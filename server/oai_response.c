@@ -1,6 +1,7 @@
 /* server/oai_response.c — OpenAI-compatible response JSON (see
  * oai_response.h). Objects are built as cJSON trees and printed compactly. */
 #include "server/oai_response.h"
+#include "server/oai_json.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -374,3 +375,9 @@ char *oai_write_health(const char *status) {
   add_str_or_null(root, "status", status);
   return print(root);
 }
+
+/* ---- shared with the other writers (oai_json.h) ------------------------------------ */
+
+cJSON *oai__must(cJSON *x) { return must(x); }
+cJSON *oai__text(const char *s, size_t n) { return text_json(s, n); }
+char *oai__print(cJSON *root) { return print(root); }

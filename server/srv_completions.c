@@ -109,13 +109,14 @@ static int encode_completion(srv_t *s, uint64_t rid, http_res_t *res, const oai_
 
 /* Renders a chat request's messages through the template and tokenizes
  * them into *p. Returns 0, or answers and returns -EINVAL. */
-static int encode_chat(srv_t *s, uint64_t rid, http_res_t *res, const oai_chat_req_t *ch, prompt_in_t *p) {
+static int encode_chat(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, const oai_chat_req_t *ch,
+                       prompt_in_t *p) {
   char err[512];
   const char *tools = ch->tool_choice == OAI_TOOL_CHOICE_NONE ? NULL : ch->tools;
   const int rc = srv__encode_chat(s, ch->messages, ch->n_messages, tools, ch->add_generation_prompt,
                                   ch->continue_final_message, ch->params.add_special_tokens, &p->ids, &p->n, err,
                                   sizeof err);
-  return check_prompt(s, rid, res, CHAT, &ch->params, "messages", "messages", rc, err, sizeof err, p);
+  return check_prompt(s, rid, res, endpoint, &ch->params, "messages", "messages", rc, err, sizeof err, p);
 }
 
 static void free_prompts(prompt_in_t *in, int32_t n) {
@@ -162,7 +163,7 @@ static int submit_failed(uint64_t rid, http_res_t *res, const char *endpoint, in
  * starts. Frees in[n_parts]. */
 static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
                              bool chat, const oai_params_t *g, oai_tools_format_t tools, bool parallel_tools,
-                             prompt_in_t *in, int32_t n_parts) {
+                             const oai_responses_req_t *resp, prompt_in_t *in, int32_t n_parts) {
   sched_req_params_t p = sched_req_params_default();
   p.samp = g->samp;
   p.max_tokens = g->max_tokens > 0 ? g->max_tokens : 0;
@@ -183,6 +184,7 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
   j->endpoint = endpoint;
   j->tools_format = tools;
   j->parallel_tool_calls = parallel_tools;
+  if (resp) srv__resp_init(j, resp);
   if (tools == OAI_TOOLS_LLAMA3 || tools == OAI_TOOLS_MISTRAL) p.special = 1; /* <|python_tag|>, [TOOL_CALLS] */
   j->arrival_ns = arrival; /* parsing and tokenizing count as the request's time */
   char err[512] = "";
@@ -279,7 +281,7 @@ void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx) {
       free_prompts(in, c.n_prompts);
       return;
     }
-  submit_and_start(s, rid, res, COMPLETIONS, arrival, false, &c.params, OAI_TOOLS_NONE, false, in, c.n_prompts);
+  submit_and_start(s, rid, res, COMPLETIONS, arrival, false, &c.params, OAI_TOOLS_NONE, false, NULL, in, c.n_prompts);
 }
 
 void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx) {
@@ -293,11 +295,16 @@ void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx) {
     parse_failed(res, rid, CHAT, &e);
     return;
   }
-  if (!model_ok(s, res, rid, CHAT, ch.model)) return;
-  const bool tools = ch.tools && ch.tool_choice == OAI_TOOL_CHOICE_AUTO;
+  srv__run_chat(s, rid, res, CHAT, arrival, &ch, NULL);
+}
+
+void srv__run_chat(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
+                   oai_chat_req_t *ch, const oai_responses_req_t *resp) {
+  if (!model_ok(s, res, rid, endpoint, ch->model)) return;
+  const bool tools = ch->tools && ch->tool_choice == OAI_TOOL_CHOICE_AUTO;
   const oai_tools_format_t format = tools ? srv__tools_format(s) : OAI_TOOLS_NONE;
   if (tools && format == OAI_TOOLS_NONE) {
-    fail(rid, res, CHAT, 400,
+    fail(rid, res, endpoint, 400,
          "tools: the chat template teaches no tool-call format this server reads (hermes, llama3_json, mistral); "
          "use a template with tools (chat_template) or set tool_call_parser",
          "tools", "unsupported_parameter");
@@ -305,13 +312,13 @@ void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx) {
   }
   prompt_in_t *in = calloc(1, sizeof *in);
   if (!in) xoom("server", 0);
-  if (encode_chat(s, rid, res, &ch, in) != 0) { /* answered */
+  if (encode_chat(s, rid, res, endpoint, ch, in) != 0) { /* answered */
     free_prompts(in, 1);
     return;
   }
-  if (ch.params.max_tokens < 0 && s->cfg->default_max_tokens > 0) { /* the server's default, within the context */
+  if (ch->params.max_tokens < 0 && s->cfg->default_max_tokens > 0) { /* the server's default, within the context */
     const int32_t room = s->max_model_len - in->n;
-    ch.params.max_tokens = s->cfg->default_max_tokens < room ? s->cfg->default_max_tokens : room;
+    ch->params.max_tokens = s->cfg->default_max_tokens < room ? s->cfg->default_max_tokens : room;
   }
-  submit_and_start(s, rid, res, CHAT, arrival, true, &ch.params, format, ch.parallel_tool_calls, in, 1);
+  submit_and_start(s, rid, res, endpoint, arrival, true, &ch->params, format, ch->parallel_tool_calls, resp, in, 1);
 }

@@ -99,6 +99,7 @@ bool srv__job_maybe_free(srv_job_t *j) {
   buf_free(&j->out);
   free(j->parts);
   free(j->choices);
+  free(j->resp_instructions);
   free(j);
   if (s->n_jobs == 0 && s->state == SRV_DRAINING) uv_async_send(&s->wake); /* maybe the last thing awaited */
   return true;
@@ -188,7 +189,8 @@ void srv__job_start(srv_job_t *j, const char *const *echo, const size_t *echo_le
   }
   j->status = 200;
   http_res_stream_begin(j->res, 200, "text/event-stream");
-  for (int32_t i = 0; i < j->n_choices; i++) {
+  if (j->responses) srv__resp_stream_start(j);
+  for (int32_t i = 0; !j->responses && i < j->n_choices; i++) {
     oai_choice_t c = {.index = i, .stop_token = -1};
     if (j->chat) { /* the role comes first, with empty content (as OpenAI and vLLM) */
       c.text = "";
@@ -352,7 +354,9 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
     ev = &with_stop;
   }
   if (j->res) {
-    if (j->stream && j->tools_format) stream_tools_event(j, c, ci, ev);
+    if (j->stream && j->responses && ev->kind != SCHED_EV_ERROR) {
+      if (ev->text_len) srv__resp_stream_text(j, ev->text, ev->text_len);
+    } else if (j->stream && j->tools_format) stream_tools_event(j, c, ci, ev);
     else if (j->stream) stream_event(j, c, ci, ev);
     else collect_event(j, c, ev);
   }
@@ -410,6 +414,11 @@ static void send_whole(srv_job_t *j) {
     http_res_send_error(j->res, 500, NULL, msg, NULL, NULL);
     return;
   }
+  if (j->responses) {
+    j->status = 200;
+    srv__send_json(j->res, 200, srv__resp_whole(j));
+    return;
+  }
   oai_choice_t *cs = calloc((size_t)j->n_choices, sizeof *cs);
   if (!cs) xoom("server", 0);
   for (int32_t i = 0; i < j->n_choices; i++) {
@@ -445,7 +454,11 @@ static void send_whole(srv_job_t *j) {
 /* Every engine request of j is done: end the response, log it. */
 static void complete(srv_job_t *j) {
   if (j->res) {
-    if (j->stream) {
+    if (j->stream && j->responses) {
+      srv__resp_stream_end(j);
+      flush(j);
+      http_res_stream_end(j->res);
+    } else if (j->stream) {
       if (j->include_usage) {
         const oai_meta_t m = meta(j);
         const oai_usage_t u = {(int32_t)j->prompt_tokens, (int32_t)j->completion_tokens,

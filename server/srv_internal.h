@@ -37,6 +37,7 @@
 #include "server/metrics.h"
 #include "server/oai_request.h"
 #include "server/oai_response.h"
+#include "server/oai_responses.h"
 #include "server/srv_stack.h"
 
 typedef enum srv_state {
@@ -163,6 +164,10 @@ void srv__access(uint64_t id, const char *endpoint, int status);
 
 void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx);
 void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx);
+/* The chat flow once ch is parsed: model check, tools, template, submit,
+ * start; resp non-NULL makes the job a /v1/responses one. */
+void srv__run_chat(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
+                   oai_chat_req_t *ch, const oai_responses_req_t *resp);
 
 /* ---- srv_events.c ----------------------------------------------------------- */
 
@@ -209,6 +214,13 @@ struct srv_job {
   int32_t prompt_logprobs;     /* vLLM's prompt_logprobs: -1 off, else the alternatives */
   oai_tools_format_t tools_format; /* chat with tools: how the output is read; NONE: no tools */
   bool parallel_tool_calls;    /* false: at most one call */
+  /* /v1/responses (srv_responses.c) */
+  bool responses;              /* answer as a Responses object / events */
+  char *resp_instructions;     /* malloc'd, or NULL */
+  int32_t resp_max_output;     /* -1: none */
+  float resp_temperature, resp_top_p;
+  int64_t resp_seq;            /* the next event's sequence_number */
+  char resp_item_id[64];
   int32_t n;                   /* choices per prompt */
   char id[64];
   int64_t created;             /* Unix seconds */
@@ -230,6 +242,18 @@ struct srv_job {
 /* A job for a request with n_parts prompts of n choices each, on s's list.
  * The caller fills the rest. */
 srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_params_t *g, int32_t n_parts);
+/* ---- srv_responses.c -------------------------------------------------------- */
+void srv__h_responses(const http_req_t *req, http_res_t *res, void *ctx);
+/* Makes j a Responses job (ids, what the response echoes). */
+void srv__resp_init(srv_job_t *j, const oai_responses_req_t *r);
+/* The stream's events: the opening ones; a text delta (kept for the end);
+ * the closing ones (done, completed or incomplete). */
+void srv__resp_stream_start(srv_job_t *j);
+void srv__resp_stream_text(srv_job_t *j, const char *text, size_t len);
+void srv__resp_stream_end(srv_job_t *j);
+/* The whole response object (malloc'd). */
+char *srv__resp_whole(const srv_job_t *j);
+
 /* ---- srv_tools.c ------------------------------------------------------------ */
 /* The format tool calls are read in: the tool_call_parser setting, or
  * (auto) the chat template's. */

@@ -321,4 +321,5 @@ void srv__routes(srv_t *s) {
   http_server_route(h, HTTP_POST, "/detokenize", h_detokenize, s, 0);
   http_server_route(h, HTTP_POST, "/v1/completions", srv__h_completions, s, 0);
   http_server_route(h, HTTP_POST, "/v1/chat/completions", srv__h_chat, s, 0);
+  http_server_route(h, HTTP_POST, "/v1/responses", srv__h_responses, s, 0);
 }

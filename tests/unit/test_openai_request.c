@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "server/oai_request.h"
+#include "server/oai_responses.h"
 
 enum { COMPL, CHAT, TOKENIZE, DETOKENIZE };
 
@@ -539,6 +540,58 @@ static void seeds_and_numbers(void **state) {
   arena_free(&a);
 }
 
+/* /v1/responses: input and instructions become messages, the echoed
+ * fields are kept, unsupported parts are named. */
+static void responses(void **state) {
+  arena_t a;
+  arena_init(&a, 0, 0);
+  oai_responses_req_t r;
+  oai_error_t err;
+  const char *b = "{\"model\":\"m\",\"instructions\":\"be brief\",\"input\":[{\"role\":\"user\",\"content\":"
+                  "[{\"type\":\"input_text\",\"text\":\"a\"},{\"type\":\"input_text\",\"text\":\"b\"}]},"
+                  "{\"type\":\"message\",\"role\":\"assistant\",\"content\":\"c\"}],\"max_output_tokens\":9,"
+                  "\"temperature\":0.5,\"top_p\":0.9,\"store\":false,\"text\":{\"format\":{\"type\":\"text\"}},"
+                  "\"stream\":true,\"tools\":[],\"metadata\":{}}";
+  assert_int_equal(oai_parse_responses(b, strlen(b), NULL, &a, &r, &err), 0);
+  assert_int_equal(r.chat.n_messages, 3);
+  assert_string_equal(r.chat.messages[0].role, "system");
+  assert_string_equal(r.chat.messages[0].content, "be brief");
+  assert_string_equal(r.chat.messages[1].content, "a\nb");
+  assert_string_equal(r.chat.messages[2].role, "assistant");
+  assert_int_equal(r.chat.params.max_tokens, 9);
+  assert_int_equal(r.max_output_tokens, 9);
+  assert_true(r.chat.params.stream && r.chat.params.n == 1);
+  assert_true(fabsf(r.chat.params.samp.temperature - 0.5f) < 1e-6f);
+  b = "{\"input\":\"hi\"}";
+  assert_int_equal(oai_parse_responses(b, strlen(b), NULL, &a, &r, &err), 0);
+  assert_int_equal(r.chat.n_messages, 1);
+  assert_int_equal(r.max_output_tokens, -1);
+  assert_true(fabsf(r.chat.params.samp.temperature - 1.0f) < 1e-6f); /* OpenAI's default */
+  const struct {
+    const char *body, *param;
+  } bad[] = {
+      {"{}", "input"},
+      {"{\"input\":[]}", "input"},
+      {"{\"input\":5}", "input"},
+      {"{\"input\":\"x\",\"store\":true}", "store"},
+      {"{\"input\":\"x\",\"previous_response_id\":\"r\"}", "previous_response_id"},
+      {"{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools"},
+      {"{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_object\"}}}", "text.format"},
+      {"{\"input\":\"x\",\"truncation\":\"auto\"}", "truncation"},
+      {"{\"input\":\"x\",\"temperature\":3}", "temperature"},
+      {"{\"input\":\"x\",\"max_output_tokens\":0}", "max_output_tokens"},
+      {"{\"input\":[{\"type\":\"reasoning\"}]}", "input[0]"},
+      {"{\"input\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "input[0]"},
+      {"{\"input\":[{\"role\":\"user\"}]}", "input[0].content"},
+      {"{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_file\"}]}]}", "input[0].content[0].type"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    assert_int_equal(oai_parse_responses(bad[i].body, strlen(bad[i].body), NULL, &a, &r, &err), -EINVAL);
+    if (strcmp(err.param, bad[i].param) != 0) fail_msg("%s: param %s, want %s", bad[i].body, err.param, bad[i].param);
+  }
+  arena_free(&a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(field_table),
@@ -547,6 +600,7 @@ int main(void) {
       cmocka_unit_test(tokenize_values),
       cmocka_unit_test(caps),
       cmocka_unit_test(seeds_and_numbers),
+      cmocka_unit_test(responses),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
