@@ -53,6 +53,9 @@ typedef enum cfg_key {
   CFG_PRECISION,
   CFG_MAX_MODEL_LEN,
   CFG_SPECIAL_TOKENS_IN_INPUT,
+  CFG_DEFAULT_MAX_TOKENS,
+  CFG_CHAT_TEMPLATE,
+  CFG_TOOL_CALL_PARSER,
   CFG_HOST,
   CFG_PORT,
   CFG_UNIX_SOCKET,
@@ -72,6 +75,7 @@ typedef enum cfg_key {
   CFG_DRAIN_GRACE,
   CFG_API_KEYS,
   CFG_API_KEY_FILE,
+  CFG_ALLOWED_ORIGINS,
   CFG_LOG_LEVEL,
   CFG_LOG_FORMAT,
   CFG_LOG_FILE,
@@ -89,6 +93,14 @@ typedef enum cfg_source {
   CFG_SRC_FLAG,
 } cfg_source_t;
 
+typedef enum cfg_tool_parser {
+  CFG_TOOL_PARSER_AUTO = 0, /* from the chat template's text */
+  CFG_TOOL_PARSER_HERMES,   /* <tool_call>{json}</tool_call> (Hermes, Qwen2.5) */
+  CFG_TOOL_PARSER_LLAMA3,   /* {"name", "parameters"} JSON, maybe after <|python_tag|> (Llama 3.x) */
+  CFG_TOOL_PARSER_MISTRAL,  /* [TOOL_CALLS][{"name", "arguments"}, ...] */
+  CFG_TOOL_PARSER_NONE,     /* tools refused */
+} cfg_tool_parser_t;
+
 typedef enum cfg_device {
   CFG_DEVICE_CPU = 0,
   CFG_DEVICE_CUDA = 1,
@@ -99,6 +111,8 @@ typedef enum cfg_dashboard {
   CFG_DASHBOARD_ON = 1,
   CFG_DASHBOARD_OFF = 2,
 } cfg_dashboard_t;
+/* served_model_name's names after the first, at most. */
+#define CFG_MAX_ALIASES 16
 
 /* A list of strings; items and the array are owned by the cfg_t. */
 typedef struct cfg_list {
@@ -114,12 +128,17 @@ typedef struct cfg {
   char *config;            /* the config file read, or NULL */
   char *model;             /* path of the model file (checked readable) */
   char *served_model_name; /* model name in the API; never NULL: defaults to the
-                            * model file's name without ".gguf" */
+                            * model file's name without ".gguf"; the setting's first
+                            * comma-separated name */
+  cfg_list_t served_model_aliases; /* the setting's other names (not a setting of its own) */
   int device;              /* cfg_device_t; CUDA only in a CUDA build */
   int threads;             /* CPU compute threads; 0 = one per online core */
   int precision;           /* kern_precision_t: 0 exact, 1 fast (the matmul arithmetic) */
   int max_model_len;       /* longest sequence (prompt + output); 0 = the model's context */
   bool special_tokens_in_input; /* control-token texts in request text are those tokens */
+  int default_max_tokens;  /* max_tokens of a chat request that gives none; 0 = to the end of the context */
+  char *chat_template;     /* a Jinja chat template file replacing the model's, or NULL */
+  int tool_call_parser;    /* cfg_tool_parser_t */
   /* listening */
   char *host;              /* address to bind (IPv4/IPv6 literal or host name) */
   int port;                /* TCP port; 0 = any free port */
@@ -144,6 +163,7 @@ typedef struct cfg {
   cfg_list_t api_keys;     /* accepted bearer keys: the api_keys setting followed by
                             * the lines of api_key_file; n == 0: no auth */
   char *api_key_file;      /* file the extra keys came from, or NULL */
+  cfg_list_t allowed_origins; /* CORS: origins answered with Access-Control-Allow-Origin ("*": any) */
   /* logging and metrics */
   int log_level;           /* log_level_t */
   int log_format;          /* log_format_t */

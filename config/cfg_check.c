@@ -105,6 +105,32 @@ static int check_log_file(const cfg_t *cfg, cfg__err_t *e) {
   return rc;
 }
 
+/* served_model_name "a, b,c": the first name stays, the others become
+ * served_model_aliases (spaces around names dropped). Every name must be
+ * non-empty. */
+static int split_names(cfg_t *cfg, cfg__err_t *e) {
+  char where[600];
+  char *name = cfg->served_model_name;
+  if (!strchr(name, ',')) return 0;
+  for (int first = 1; name;) {
+    char *end = strchr(name, ',');
+    if (end) *end = '\0';
+    while (*name == ' ') name++;
+    size_t n = strlen(name);
+    while (n && name[n - 1] == ' ') name[--n] = '\0';
+    if (n == 0)
+      return cfg__fail(e, "%s: a name is empty", cfg__where(cfg, CFG_SERVED_MODEL_NAME, where, sizeof where));
+    if (!first && cfg->served_model_aliases.n == CFG_MAX_ALIASES)
+      return cfg__fail(e, "%s: at most %d names after the first",
+                       cfg__where(cfg, CFG_SERVED_MODEL_NAME, where, sizeof where), CFG_MAX_ALIASES);
+    if (first) memmove(cfg->served_model_name, name, n + 1);
+    else cfg__list_push(&cfg->served_model_aliases, name);
+    first = 0;
+    name = end ? end + 1 : NULL;
+  }
+  return 0;
+}
+
 int cfg__check(cfg_t *cfg, cfg__err_t *e) {
   char where[600], other[600];
 
@@ -131,6 +157,8 @@ int cfg__check(cfg_t *cfg, cfg__err_t *e) {
   free(cfg_json);
   if (rc) return rc;
   if (!cfg->served_model_name) cfg->served_model_name = model_name(cfg->model);
+  rc = split_names(cfg, e);
+  if (rc) return rc;
 
 #ifndef TRAM_CUDA
   if (cfg->device == CFG_DEVICE_CUDA)

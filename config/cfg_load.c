@@ -467,5 +467,6 @@ void cfg_free(cfg_t *cfg) {
     if (t == CFG_T_STRING || t == CFG_T_PATH) free(*CFG__FIELD(cfg, k, char *));
     else if (t == CFG_T_LIST) cfg__list_clear(CFG__FIELD(cfg, k, cfg_list_t));
   }
+  cfg__list_clear(&cfg->served_model_aliases);
   memset(cfg, 0, sizeof *cfg);
 }

@@ -24,6 +24,7 @@ static const char *const precisions[] = {"exact", "fast", NULL}; /* kern_precisi
 static const char *const levels[] = {"error", "warn", "info", "debug", NULL}; /* log_level_t */
 static const char *const formats[] = {"text", "json", NULL};                 /* log_format_t */
 static const char *const dashboards[] = {"auto", "on", "off", NULL};         /* cfg_dashboard_t */
+static const char *const tool_parsers[] = {"auto", "hermes", "llama3_json", "mistral", "none", NULL}; /* cfg_tool_parser_t */
 
 const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
     [CFG_CONFIG] = {"config", CFG_T_PATH, "General", "", 'c', 0, 0, NULL, "FILE", CFG_F_NOFILE,
@@ -34,9 +35,10 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
     [CFG_MODEL] = {"model", CFG_T_PATH, "Model", "", 'm', 0, 0, NULL, "PATH", 0,
                    "Model file to serve (GGUF). Required.", OFF(model)},
     [CFG_SERVED_MODEL_NAME] = {"served_model_name", CFG_T_STRING, "Model", "", 0, 0, 0, NULL,
-                               "NAME", 0,
-                               "Model name in the API (/v1/models, the \"model\" field). Empty: "
-                               "the model file's name without \".gguf\".",
+                               "NAME[,ALIAS...]", 0,
+                               "Model name in the API (/v1/models, the \"model\" field of "
+                               "responses), then other names requests may use. Empty: the model "
+                               "file's name without \".gguf\".",
                                OFF(served_model_name)},
     [CFG_DEVICE] = {"device", CFG_T_ENUM, "Model", "cpu", 0, 0, 0, devices, "DEVICE", 0,
                     "Compute backend. cuda needs a build with CUDA and a GPU.", OFF(device)},
@@ -98,6 +100,20 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                               OFF(max_batch_tokens)},
     [CFG_MAX_SEQS] = {"max_seqs", CFG_T_INT, "Engine", "16", 0, 1, 65536, NULL, "N", 0,
                       "Sequences running at once at most.", OFF(max_seqs)},
+    [CFG_CHAT_TEMPLATE] = {"chat_template", CFG_T_PATH, "Model", "", 0, 0, 0, NULL, "FILE", 0,
+                           "A Jinja chat template file to use instead of the model's (e.g. one "
+                           "with tool support).",
+                           OFF(chat_template)},
+    [CFG_TOOL_CALL_PARSER] = {"tool_call_parser", CFG_T_ENUM, "Model", "auto", 0, 0, 0, tool_parsers, "PARSER", 0,
+                              "How tool calls are read from the model's output: hermes "
+                              "(<tool_call>{...}</tool_call>), llama3_json, mistral "
+                              "([TOOL_CALLS]), none (requests with tools are refused), or auto: "
+                              "from the chat template's text.",
+                              OFF(tool_call_parser)},
+    [CFG_DEFAULT_MAX_TOKENS] = {"default_max_tokens", CFG_T_INT, "Engine", "0", 0, 0, 1 << 24, NULL, "N", 0,
+                                "max_tokens of a chat request that sets neither max_tokens nor "
+                                "max_completion_tokens. 0: up to the end of the context.",
+                                OFF(default_max_tokens)},
     [CFG_MAX_WAITING] = {"max_waiting", CFG_T_INT, "Engine", "128", 0, 0, 1 << 24, NULL, "N", 0,
                          "Requests waiting for a running slot at most; beyond that, new "
                          "requests get 429 Too Many Requests.",
@@ -146,6 +162,11 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                           "File of further API keys, one per line; blank lines and lines "
                           "starting with # are skipped.",
                           OFF(api_key_file)},
+    [CFG_ALLOWED_ORIGINS] = {"allowed_origins", CFG_T_LIST, "Security", "", 0, 0, 0, NULL, "ORIGIN,...", 0,
+                             "Browser origins allowed to call the API (CORS), e.g. "
+                             "https://app.example.com; * allows any. Their preflight OPTIONS "
+                             "requests are answered without an API key. None: no CORS headers.",
+                             OFF(allowed_origins)},
 
     [CFG_LOG_LEVEL] = {"log_level", CFG_T_ENUM, "Logging and metrics", "info", 0, 0, 0, levels,
                        "LEVEL", 0, "Most verbose log level written.", OFF(log_level)},

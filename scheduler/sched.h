@@ -91,6 +91,16 @@ typedef struct sched_req_params {
   const int32_t *stop_ids;      /* [n_stop_ids] token ids that stop (copied) */
   int32_t n_stop_ids;
   int special;                  /* 1: render control tokens' text in the output (TOK_DEC_SPECIAL) */
+  int32_t min_tokens;           /* until a sequence has this many tokens, end-of-generation and stop
+                                 * tokens cannot be sampled (their logits are -inf; logprobs are
+                                 * those of that masked row) and stop strings do not match; 0: off */
+  int prompt_logprobs;          /* 1: a SCHED_EV_PROMPT event for each prompt token from the second (its
+                                 * raw logprob given the tokens before it, its rank, and
+                                 * prompt_top_logprobs alternatives); the prompt is then computed whole
+                                 * (no prefix-cache hit) */
+  int32_t prompt_top_logprobs;  /* 0..SAMP_MAX_TOP_LOGPROBS */
+  int score_only;               /* 1: no token is sampled: once the prompt is computed the request
+                                 * ends (SCHED_FINISH_LENGTH, 0 tokens) — prompt scoring */
 } sched_req_params_t;
 
 /* The parameters that change nothing: samp_params_default(), max_tokens 0,
@@ -128,6 +138,8 @@ typedef enum sched_event_kind {
   SCHED_EV_TOKEN = 0,    /* a sampled token of sequence `index` */
   SCHED_EV_FINISHED = 1, /* sequence `index` ended (finish says why); may carry its last token */
   SCHED_EV_ERROR = 2,    /* sequence `index` failed (message in error) */
+  SCHED_EV_PROMPT = 3,   /* prompt_logprobs: prompt token `token` at `position` (index 0); these come
+                          * in position order, each once, before the request's first TOKEN */
 } sched_event_kind_t;
 
 typedef enum sched_finish {
@@ -164,8 +176,10 @@ typedef struct sched_event {
   int32_t token;     /* the sampled token; -1 when none (abort, error, a flush) */
   char *text;        /* [text_len] output text released by this event (owned by the event; NULL if empty) */
   size_t text_len;
-  float logprob;             /* token's raw logprob when samp.logprobs or top_logprobs */
-  int32_t n_top;             /* = samp.top_logprobs */
+  float logprob;             /* token's raw logprob when samp.logprobs or top_logprobs (or PROMPT) */
+  int32_t n_top;             /* = samp.top_logprobs (PROMPT: prompt_top_logprobs) */
+  int32_t position;          /* PROMPT: the token's position in the prompt (1..n_prompt-1) */
+  int32_t rank;              /* PROMPT: 1 + how many tokens the model found likelier */
   samp_logprob_t *top;       /* [n_top] (owned by the event; NULL when 0) */
   int64_t time;              /* when the engine produced it (CLOCK_MONOTONIC ns) */
   uint64_t step;             /* the engine step that produced it (1, 2, ...) */

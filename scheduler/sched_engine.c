@@ -86,7 +86,7 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   const model_runner_config_t rc = {
       .max_tokens = c.max_batch_tokens,
       .max_seqs = c.max_seqs,
-      .max_logits = c.max_seqs,
+      .max_logits = c.max_batch_tokens, /* prompt_logprobs: every row of a step may need logits */
       .max_seq_len = e->max_len,
       .max_sample_ops = e->sample_ops_cap,
   };
@@ -101,13 +101,15 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   e->q_lens = xcalloc((size_t)c.max_seqs, sizeof *e->q_lens);
   e->tokens = xcalloc((size_t)c.max_batch_tokens, sizeof *e->tokens);
   e->positions = xcalloc((size_t)c.max_batch_tokens, sizeof *e->positions);
-  e->logit_rows = xcalloc((size_t)c.max_seqs, sizeof *e->logit_rows);
-  e->logit_seqs = xcalloc((size_t)c.max_seqs, sizeof *e->logit_seqs);
-  e->logits = xcalloc((size_t)c.max_seqs * (size_t)e->n_vocab, sizeof *e->logits);
+  e->logit_rows = xcalloc((size_t)c.max_batch_tokens, sizeof *e->logit_rows);
+  e->logit_seqs = xcalloc((size_t)c.max_batch_tokens, sizeof *e->logit_seqs);
+  e->logit_pos = xcalloc((size_t)c.max_batch_tokens, sizeof *e->logit_pos);
+  e->logits = xcalloc((size_t)c.max_batch_tokens * (size_t)e->n_vocab, sizeof *e->logits);
+  e->masked = xcalloc((size_t)e->n_vocab, sizeof *e->masked);
   if (device_sampling) { /* rows whose request qualifies pick their token on the device */
-    e->sample_rows = xcalloc((size_t)c.max_seqs, sizeof(kern_sample_row_t));
+    e->sample_rows = xcalloc((size_t)c.max_batch_tokens, sizeof(kern_sample_row_t));
     e->sample_ops = xcalloc((size_t)e->sample_ops_cap, sizeof(kern_sample_op_t));
-    e->sampled = xcalloc((size_t)c.max_seqs, sizeof(kern_sample_out_t));
+    e->sampled = xcalloc((size_t)c.max_batch_tokens, sizeof(kern_sample_out_t));
   }
   e->piece_cap = tok_stream_max_out(e->tok);
   e->piece = xcalloc(e->piece_cap, 1);
@@ -209,6 +211,10 @@ int sched_submit(sched_engine_t *e, sched_req_t *r, char *err, size_t err_len) {
       snprintf(err, err_len, "stop token id %d is not in the vocabulary of %d", r->stop_ids[i], e->n_vocab);
       return -EINVAL;
     }
+  if (r->p.prompt_top_logprobs < 0 || r->p.prompt_top_logprobs > SAMP_MAX_TOP_LOGPROBS) {
+    snprintf(err, err_len, "prompt_top_logprobs = %d: must be 0..%d", r->p.prompt_top_logprobs, SAMP_MAX_TOP_LOGPROBS);
+    return -EINVAL;
+  }
   if ((rc = check_lengths(e, r, err, err_len)) != 0) return rc;
   if (r->p.n > e->cfg.max_seqs) {
     snprintf(err, err_len, "n = %d completions cannot run at once: max_seqs is %d", r->p.n, e->cfg.max_seqs);
@@ -231,6 +237,8 @@ int sched_submit(sched_engine_t *e, sched_req_t *r, char *err, size_t err_len) {
     sched_stop_state_init(&q->stop, &r->stops);
   }
   sched_seq_init(&r->seqs[0].s, r->prompt, r->n_prompt, r->p.n);
+  r->seqs[0].s.no_prefix = r->p.prompt_logprobs;
+  r->seqs[0].prompt_lp_next = 1;
   r->seqs[0].started = 1;
   r->n_live = r->p.n;
   memset(&r->times, 0, sizeof r->times);
@@ -306,6 +314,8 @@ void sched_engine_destroy(sched_engine_t *e) {
   free(e->positions);
   free(e->logit_rows);
   free(e->logit_seqs);
+  free(e->masked);
+  free(e->logit_pos);
   free(e->logits);
   free(e->sample_rows);
   free(e->sample_ops);

@@ -30,6 +30,8 @@ typedef struct sched_eseq {
   tok_stream_t detok;      /* its streaming detokenizer */
   sched_stop_state_t stop; /* its stop-string matcher */
   int32_t generated;       /* tokens sampled */
+  int32_t prompt_lp_next;  /* prompt_logprobs: the next prompt position to post (recomputation
+                            * after a preemption posts nothing twice) */
 } sched_eseq_t;
 
 struct sched_req {
@@ -77,13 +79,16 @@ struct sched_engine {
   const kv_seq_t **seqs;      /* [max_seqs] */
   int32_t *q_lens;            /* [max_seqs] */
   int32_t *tokens, *positions; /* [max_batch_tokens] */
-  int32_t *logit_rows;        /* [max_seqs] */
-  sched_eseq_t **logit_seqs;  /* [max_seqs] */
-  float *logits;              /* [max_seqs, n_vocab] */
-  struct kern_sample_row *sample_rows; /* [max_seqs] when the backend samples (be->sample), else NULL */
+  int32_t *logit_rows;        /* [max_batch_tokens]: any row may need logits (prompt_logprobs) */
+  sched_eseq_t **logit_seqs;  /* [max_batch_tokens] */
+  int32_t *logit_pos;         /* [max_batch_tokens] a prompt row's next position (prompt_logprobs), or -1:
+                               * a row to sample from */
+  float *logits;              /* [max_batch_tokens, n_vocab] (pages touched only as rows are used) */
+  float *masked;              /* [n_vocab]: a row with the stop tokens masked (min_tokens) */
+  struct kern_sample_row *sample_rows; /* [max_batch_tokens] when the backend samples (be->sample), else NULL */
   struct kern_sample_op *sample_ops;   /* [sample_ops_cap] their penalty ops */
   int32_t sample_ops_cap, n_sample_ops;
-  struct kern_sample_out *sampled; /* [max_seqs] the device's tokens (and logprobs) */
+  struct kern_sample_out *sampled; /* [max_batch_tokens] the device's tokens (and logprobs) */
   char *piece;                /* [tok_stream_max_out] */
   size_t piece_cap;
 

@@ -169,7 +169,7 @@ static int64_t make_room(sched_plan_t *c, sched_seq_t *s, int64_t q, int shrink)
 static int64_t admit(sched_plan_t *c, sched_seq_t *s, int64_t budget) {
   if (c->running_places + s->places > c->max_seqs) return 0;
   int32_t hit = 0;
-  if (c->prefix_caching && s->kv.n_blocks == 0) hit = kv_seq_match_prefix(c->alloc, &s->kv, s->tokens, s->len - 1);
+  if (c->prefix_caching && !s->no_prefix && s->kv.n_blocks == 0) hit = kv_seq_match_prefix(c->alloc, &s->kv, s->tokens, s->len - 1);
   const int64_t pending = s->len - s->kv.n_tokens;
   if (kv_seq_blocks_needed(c->alloc, &s->kv, pending) > kv_alloc_free_blocks(c->alloc)) {
     kv_seq_free(c->alloc, &s->kv); /* hits go back to the free list, still cached */

@@ -62,6 +62,7 @@ struct sched_seq {
   uint64_t planned;         /* the step it was last planned in */
   int64_t cached_tokens;    /* tokens the prefix cache gave at its last admission */
   int32_t admissions;       /* times admitted */
+  int no_prefix;            /* 1: never take prefix-cache hits (every prompt row is computed) */
 };
 
 typedef struct sched_list {

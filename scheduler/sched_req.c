@@ -40,6 +40,10 @@ sched_req_t *sched_req_create(const int32_t *prompt, int32_t n_prompt, const sch
     snprintf(err, err_len, "n = %d: must be 1..%d", n, SCHED_MAX_N);
     return NULL;
   }
+  if (p->min_tokens < 0 || (p->max_tokens > 0 && p->min_tokens > p->max_tokens)) {
+    snprintf(err, err_len, "min_tokens = %d: must be 0..max_tokens (%d)", p->min_tokens, p->max_tokens);
+    return NULL;
+  }
   if (p->max_tokens < 0) {
     snprintf(err, err_len, "max_tokens = %d: must be positive", p->max_tokens);
     return NULL;

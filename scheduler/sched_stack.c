@@ -6,11 +6,36 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/log.h"
 #include "kernels/kern.h"
 #include "model/model.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
+
+/* Compiles the template file at path into st->tmpl. Returns 0 or -EINVAL
+ * with the reason in err. */
+static int load_template(sched_stack_t *st, const char *path, char *err, size_t err_len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(err, err_len, "chat_template %s: %s", path, strerror(errno));
+    return -EINVAL;
+  }
+  buf_t src = {0};
+  char chunk[4096];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && src.len < CHAT_TMPL_MAX_OUTPUT) buf_put(&src, chunk, n);
+  fclose(f);
+  char why[512];
+  st->tmpl = chat_tmpl_compile(src.p ? src.p : "", src.len, why, sizeof why);
+  buf_free(&src);
+  if (!st->tmpl) {
+    snprintf(err, err_len, "chat_template %s does not compile: %s", path, why);
+    return -EINVAL;
+  }
+  log_info("chat template: %s (instead of the model's)", path);
+  return 0;
+}
 
 int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, size_t err_len) {
   memset(st, 0, sizeof *st);
@@ -38,8 +63,15 @@ int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, 
     sched_stack_close(st);
     return -EINVAL;
   }
-  st->tmpl = chat_tmpl_from_gguf(model_gguf(st->model));
-  if (!st->tmpl) log_warn("the model's chat template does not compile: chat requests will be refused");
+  if (o->chat_template_path) {
+    if (load_template(st, o->chat_template_path, err, err_len) != 0) {
+      sched_stack_close(st);
+      return -EINVAL;
+    }
+  } else {
+    st->tmpl = chat_tmpl_from_gguf(model_gguf(st->model));
+    if (!st->tmpl) log_warn("the model's chat template does not compile: chat requests will be refused");
+  }
   st->engine = sched_engine_create(st->model, st->tok, st->be, &o->sched);
   if (!st->engine) {
     snprintf(err, err_len, "cannot start the engine (see above)");

@@ -22,6 +22,7 @@ typedef struct sched_stack_opts {
   int threads;            /* compute threads (the CPU backend's pool) */
   int precision;          /* kern_precision_t: the matmul arithmetic (0 exact, 1 fast) */
   sched_config_t sched;   /* the engine's configuration */
+  const char *chat_template_path; /* a template file replacing the model's; NULL: the model's */
 } sched_stack_opts_t;
 
 typedef struct sched_stack {
@@ -33,9 +34,10 @@ typedef struct sched_stack {
 } sched_stack_t;
 
 /* Builds *st for o. Returns 0, or -EINVAL with the reason in err[err_len]
- * and *st all NULL (what was built is freed). A template that does not
- * compile is not an error: st->tmpl is NULL and chat is the caller's to
- * refuse. */
+ * and *st all NULL (what was built is freed). A model template that does
+ * not compile is not an error: st->tmpl is NULL and chat is the caller's
+ * to refuse; a chat_template_path that cannot be read or does not compile
+ * is. */
 int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, size_t err_len);
 
 /* Frees what st holds, the engine first (sched_engine_destroy's contract:

@@ -2,6 +2,7 @@
  * plan (sched_plan.c), the batch and the forward, then per logits row the
  * sampling, n > 1 forks, detokenizing, stop conditions and events. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,7 +129,11 @@ static int accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t 
     stop_token = t;
   } else {
     const int n = tok_stream_push(&q->detok, t, e->piece, e->piece_cap);
-    if (n > 0) stop_idx = sched_stop_push(&q->stop, &r->stops, e->piece, (size_t)n, &text);
+    if (n > 0 && q->generated < r->p.min_tokens) { /* stop strings match only from min_tokens on */
+      if (buf_put(&text, e->piece, (size_t)n) != 0) abort();
+    }
+    else if (n > 0)
+      stop_idx = sched_stop_push(&q->stop, &r->stops, e->piece, (size_t)n, &text);
     if (stop_idx >= 0) finish = SCHED_FINISH_STOP;
   }
   if (finish == SCHED_FINISH_NONE &&
@@ -146,6 +151,22 @@ static int accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t 
   ev.stop_str = stop_idx >= 0 ? r->stops.str[stop_idx] : NULL;
   finish_seq(e, q, &ev, finish);
   return 1;
+}
+
+/* Samples q's next token from row; before q has min_tokens tokens, from a
+ * copy of row where its stop tokens (end-of-generation unless ignore_eos,
+ * and stop_ids) are -inf. */
+static int sample(sched_engine_t *e, sched_eseq_t *q, const float *row, samp_result_t *res) {
+  const sched_req_t *r = q->req;
+  if (q->generated < r->p.min_tokens) {
+    memcpy(e->masked, row, (size_t)e->n_vocab * sizeof *row);
+    const int32_t *eog;
+    const int32_t n_eog = r->p.ignore_eos ? 0 : tok_eog_ids(e->tok, &eog);
+    for (int32_t i = 0; i < n_eog; i++) e->masked[eog[i]] = -INFINITY;
+    for (int32_t i = 0; i < r->p.n_stop_ids; i++) e->masked[r->stop_ids[i]] = -INFINITY;
+    row = e->masked;
+  }
+  return samp_sample(q->samp, e->ws, row, res);
 }
 
 static void fail_seq(sched_engine_t *e, sched_eseq_t *q, const char *msg) {
@@ -168,7 +189,7 @@ static void fork_children(sched_engine_t *e, sched_eseq_t *lead, const float *ro
     sched_seq_init(&q->s, r->prompt, r->n_prompt, 1);
     q->started = 1;
     samp_result_t res;
-    if (samp_sample(q->samp, e->ws, row, &res) != 0) {
+    if (sample(e, q, row, &res) != 0) {
       fail_seq(e, q, "the model produced no finite logit");
       continue;
     }
@@ -178,11 +199,37 @@ static void fork_children(sched_engine_t *e, sched_eseq_t *lead, const float *ro
   }
 }
 
+/* prompt_logprobs: posts the PROMPT event of the prompt token at pos from
+ * the row that predicts it. */
+static void prompt_row(sched_engine_t *e, sched_eseq_t *q, int32_t pos, const float *row) {
+  const int32_t t = q->s.tokens[pos];
+  samp_result_t res = {.token = t, .n_top = q->req->p.prompt_top_logprobs};
+  samp_logprobs(row, e->n_vocab, t, res.n_top, &res.logprob, res.top);
+  int32_t above = 0;
+  for (int32_t v = 0; v < e->n_vocab; v++) above += row[v] > row[t];
+  sched_event_t ev = make_event(e, q, SCHED_EV_PROMPT, &res, NULL, 0);
+  ev.logprob = res.logprob; /* make_event copies them only for the output's logprobs */
+  ev.n_top = res.n_top;
+  if (res.n_top > 0 && !ev.top) {
+    ev.top = malloc((size_t)res.n_top * sizeof *ev.top);
+    if (!ev.top) abort();
+    memcpy(ev.top, res.top, (size_t)res.n_top * sizeof *ev.top);
+  }
+  ev.position = pos;
+  ev.rank = above + 1;
+  q->prompt_lp_next = pos + 1;
+  sched__post(e, &ev);
+}
+
 static void sample_row(sched_engine_t *e, sched_eseq_t *q, const float *row) {
   sched_req_t *r = q->req;
+  if (r->p.score_only) { /* prompt scoring: nothing is sampled */
+    sched__finish_req(e, r, SCHED_FINISH_LENGTH, NULL);
+    return;
+  }
   const int fork = q->index == 0 && r->p.n > 1 && !r->forked;
   samp_result_t res;
-  if (samp_sample(q->samp, e->ws, row, &res) != 0) {
+  if (sample(e, q, row, &res) != 0) {
     if (fork) /* the other sequences have not started: they end too */
       sched__finish_req(e, r, SCHED_FINISH_ERROR, "the model produced no finite logit");
     else
@@ -221,8 +268,11 @@ static int plan_device_rows(sched_engine_t *e, int n_logits) {
   for (int k = 0; k < n_logits; k++) {
     sched_eseq_t *q = e->logit_seqs[k];
     const int fork = q->index == 0 && q->req->p.n > 1 && !q->req->forked;
+    /* on the host: prompt rows (prompt_logprobs), rows still masked by
+     * min_tokens, prompt scoring */
+    const int host = e->logit_pos[k] >= 0 || q->generated < q->req->p.min_tokens || q->req->p.score_only;
     kern_sample_row_t *row = &e->sample_rows[k];
-    if (!fork && samp_state_device_row(q->samp, row, e->sample_ops, e->n_sample_ops, e->sample_ops_cap)) {
+    if (!fork && !host && samp_state_device_row(q->samp, row, e->sample_ops, e->n_sample_ops, e->sample_ops_cap)) {
       e->n_sample_ops = row->op_begin + row->n_bias + row->n_count;
       n++;
     } else {
@@ -288,9 +338,20 @@ static int build_batch(sched_engine_t *e, int64_t now, int32_t *n_rows, uint64_t
       e->positions[row] = (int32_t)(start + j);
     }
     if (start < s->n_prompt) *prompt_tokens += (uint64_t)((start + it->q_len < s->n_prompt ? start + it->q_len : s->n_prompt) - start);
+    sched_eseq_t *q = eseq(s);
+    if (r->p.prompt_logprobs && q->index == 0) /* rows that predict a prompt token not yet posted */
+      for (int32_t j = 0; j < it->q_len; j++) {
+        const int64_t next = start + j + 1;
+        if (next < s->n_prompt && next >= q->prompt_lp_next) {
+          e->logit_rows[n_logits] = row - it->q_len + j;
+          e->logit_pos[n_logits] = (int32_t)next;
+          e->logit_seqs[n_logits++] = q;
+        }
+      }
     if (it->logits) {
       e->logit_rows[n_logits] = row - 1;
-      e->logit_seqs[n_logits++] = eseq(s);
+      e->logit_pos[n_logits] = -1;
+      e->logit_seqs[n_logits++] = q;
     }
   }
   *n_rows = row;
@@ -353,10 +414,11 @@ int sched__step(sched_engine_t *e) {
     } else {
       sched_plan_commit(&e->plan);
       for (int k = 0; k < n_logits; k++) {
-        if (on_device && e->sample_rows[k].on_device)
+        const float *row = e->logits + (size_t)k * (size_t)e->n_vocab;
+        if (e->logit_pos[k] >= 0) prompt_row(e, e->logit_seqs[k], e->logit_pos[k], row);
+        else if (on_device && e->sample_rows[k].on_device)
           take_device_token(e, e->logit_seqs[k], &e->sample_rows[k], &e->sampled[k]);
-        else
-          sample_row(e, e->logit_seqs[k], e->logits + (size_t)k * (size_t)e->n_vocab);
+        else sample_row(e, e->logit_seqs[k], row);
       }
     }
   }

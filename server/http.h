@@ -235,6 +235,15 @@ int http_server_route(http_server_t *srv, llhttp_method_t method, const char *pa
  * empty key. */
 int http_server_set_api_keys(http_server_t *srv, const char *const *keys, int n);
 
+/* CORS: a request whose Origin is one of origins[n] (copied; "*": any) gets
+ * Access-Control-Allow-Origin (and Vary: Origin) on its answer, whatever the
+ * status; a preflight (OPTIONS with Origin and
+ * Access-Control-Request-Method) to a known path is answered 200 with the
+ * allowed methods and headers, before and without authentication, or 403
+ * for an origin not allowed. n == 0 (the default): no CORS, OPTIONS is an
+ * ordinary method (405). Returns 0 or -EINVAL for an empty origin. */
+int http_server_set_allowed_origins(http_server_t *srv, const char *const *origins, int n);
+
 /* Listens on host:port (an IPv4 or IPv6 literal or a name; "::" is dual-stack
  * on Linux); port 0 picks a free port, written to *bound_port (may be NULL).
  * Returns 0 or a negative errno after logging why. */

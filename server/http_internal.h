@@ -109,6 +109,8 @@ struct http_server {
   char **keys; /* API keys; none: auth off */
   size_t *key_lens;
   int n_keys;
+  char **origins; /* CORS allowed origins (http_cors.c); none: no CORS headers */
+  int n_origins;
   http__listener_t *listeners;
   int handles_open;           /* listeners + the defer timer, not yet closed */
   uv_timer_t defer;           /* runs deferred server-level callbacks */
@@ -162,6 +164,12 @@ int http__write_response(http__conn_t *c, int status, bool keep_alive, int http_
 /* http_route.c */
 void http__route_dispatch(http_server_t *srv, http_res_t *res);
 void http__routes_free(http_server_t *srv);
+
+/* http_cors.c: adds the CORS headers to res for an allowed Origin; answers a
+ * preflight (allow: the path's methods, "GET, POST") and returns true, else
+ * false (the request goes on to authentication and its handler). */
+bool http__cors(http_server_t *srv, http_res_t *res, const char *allow);
+void http__cors_free(http_server_t *srv);
 
 /* http_server.c */
 void http__server_conn_gone(http_server_t *srv, http__conn_t *c); /* unlink + checks */

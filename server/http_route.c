@@ -104,6 +104,7 @@ void http__route_dispatch(http_server_t *srv, http_res_t *res) {
       allow_len += (size_t)snprintf(allow + allow_len, sizeof allow - allow_len, "%s%s",
                                     allow_len ? ", " : "", name);
   }
+  if (path_known && http__cors(srv, res, allow)) return; /* a preflight, answered */
   if (srv->n_keys > 0 && !(match && (match->flags & HTTP_ROUTE_PUBLIC)) &&
       !authorized(srv, req)) {
     log_info("http: %s: %s %s: missing or wrong API key (401)", req->peer, req->method_name,

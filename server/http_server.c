@@ -89,6 +89,7 @@ static void server_free(http_server_t *srv) {
   for (int i = 0; i < srv->n_keys; i++) free(srv->keys[i]);
   free(srv->keys);
   free(srv->key_lens);
+  http__cors_free(srv);
   free(srv);
   if (cb) cb(arg);
 }

@@ -4,11 +4,13 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 static chat_val_t str_val(const char *s, size_t n) { return (chat_val_t){.kind = CHAT_VAL_STR, .s = s, .n = n}; }
 
-static void from_json(arena_t *a, const cJSON *j, chat_val_t *out) {
+/* j as a value; strings borrowed from j, or copied into a when copy. */
+static void from_json(arena_t *a, const cJSON *j, chat_val_t *out, bool copy) {
   memset(out, 0, sizeof *out);
   if (cJSON_IsBool(j)) {
     out->kind = CHAT_VAL_BOOL;
@@ -23,15 +25,17 @@ static void from_json(arena_t *a, const cJSON *j, chat_val_t *out) {
       out->f = d;
     }
   } else if (cJSON_IsString(j)) {
-    *out = str_val(j->valuestring, strlen(j->valuestring));
+    const size_t n = strlen(j->valuestring);
+    *out = str_val(copy ? arena_strndup(a, j->valuestring, n) : j->valuestring, n);
   } else if (cJSON_IsArray(j) || cJSON_IsObject(j)) {
     const size_t n = (size_t)cJSON_GetArraySize(j);
     chat_val_t *items = arena_array(a, n, sizeof *items);
     chat_val_t *keys = cJSON_IsObject(j) ? arena_array(a, n, sizeof *keys) : NULL;
     size_t i = 0;
     for (const cJSON *e = j->child; e && i < n; e = e->next, i++) {
-      from_json(a, e, &items[i]);
-      if (keys) keys[i] = str_val(e->string ? e->string : "", e->string ? strlen(e->string) : 0);
+      from_json(a, e, &items[i], copy);
+      const size_t kn = e->string ? strlen(e->string) : 0;
+      if (keys) keys[i] = str_val(e->string ? (copy ? arena_strndup(a, e->string, kn) : e->string) : "", kn);
     }
     *out = (chat_val_t){.kind = keys ? CHAT_VAL_DICT : CHAT_VAL_LIST, .n = i, .items = items, .keys = keys};
   } /* null (and anything else): None */
@@ -39,14 +43,42 @@ static void from_json(arena_t *a, const cJSON *j, chat_val_t *out) {
 
 const chat_val_t *oai_chat_val(arena_t *a, const cJSON *j) {
   chat_val_t *v = arena_alloc(a, sizeof *v);
-  from_json(a, j, v);
+  from_json(a, j, v, false);
   return v;
+}
+
+/* JSON text (checked by the request parser) as a value owning its strings
+ * (copied into a). A tool call's function.arguments that holds a JSON
+ * object becomes that object, as templates expect (vLLM does the same). */
+static const chat_val_t *json_text_val(arena_t *a, const char *text) {
+  cJSON *j = cJSON_Parse(text);
+  for (cJSON *call = j && cJSON_IsArray(j) ? j->child : NULL; call; call = call->next) {
+    cJSON *f = cJSON_GetObjectItemCaseSensitive(call, "function");
+    cJSON *args = f ? cJSON_GetObjectItemCaseSensitive(f, "arguments") : NULL;
+    cJSON *obj = args && cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : NULL;
+    if (obj && cJSON_IsObject(obj)) cJSON_ReplaceItemInObjectCaseSensitive(f, "arguments", obj);
+    else cJSON_Delete(obj);
+  }
+  chat_val_t *v = arena_alloc(a, sizeof *v);
+  from_json(a, j, v, true);
+  cJSON_Delete(j);
+  return v;
+}
+
+const chat_val_t *oai_chat_tools(arena_t *a, const char *tools_json) {
+  if (!tools_json) return NULL;
+  chat_val_t *keys = arena_array(a, 1, sizeof *keys), *items = arena_array(a, 1, sizeof *items);
+  keys[0] = str_val("tools", 5);
+  items[0] = *json_text_val(a, tools_json);
+  chat_val_t *d = arena_alloc(a, sizeof *d);
+  *d = (chat_val_t){.kind = CHAT_VAL_DICT, .n = 1, .items = items, .keys = keys};
+  return d;
 }
 
 const chat_val_t *oai_chat_messages(arena_t *a, const oai_message_t *msgs, int32_t n) {
   chat_val_t *list = arena_array(a, (size_t)(n > 0 ? n : 0), sizeof *list);
   for (int32_t i = 0; i < n; i++) {
-    chat_val_t *keys = arena_array(a, 3, sizeof *keys), *items = arena_array(a, 3, sizeof *items);
+    chat_val_t *keys = arena_array(a, 5, sizeof *keys), *items = arena_array(a, 5, sizeof *items);
     size_t k = 0;
     keys[k] = str_val("role", 4);
     items[k++] = str_val(msgs[i].role, strlen(msgs[i].role));
@@ -55,6 +87,14 @@ const chat_val_t *oai_chat_messages(arena_t *a, const oai_message_t *msgs, int32
     if (msgs[i].name) {
       keys[k] = str_val("name", 4);
       items[k++] = str_val(msgs[i].name, strlen(msgs[i].name));
+    }
+    if (msgs[i].tool_calls) {
+      keys[k] = str_val("tool_calls", 10);
+      items[k++] = *json_text_val(a, msgs[i].tool_calls);
+    }
+    if (msgs[i].tool_call_id) {
+      keys[k] = str_val("tool_call_id", 12);
+      items[k++] = str_val(msgs[i].tool_call_id, strlen(msgs[i].tool_call_id));
     }
     list[i] = (chat_val_t){.kind = CHAT_VAL_DICT, .n = k, .items = items, .keys = keys};
   }

@@ -23,7 +23,13 @@ struct cJSON;
  * "1.0" apart from "1"). */
 const chat_val_t *oai_chat_val(arena_t *a, const struct cJSON *j);
 
-/* msgs[n] as the template's `messages`: a list of {role, content[, name]}. */
+/* msgs[n] as the template's `messages`: a list of {role, content[, name]
+ * [, tool_calls][, tool_call_id]}; tool calls' arguments holding a JSON
+ * object become that object. */
 const chat_val_t *oai_chat_messages(arena_t *a, const oai_message_t *msgs, int32_t n);
+
+/* The extra template variables {"tools": [...]} for a request's tools
+ * (JSON text); NULL for none. */
+const chat_val_t *oai_chat_tools(arena_t *a, const char *tools_json);
 
 #endif

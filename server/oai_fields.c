@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/json_strict.h"
@@ -102,7 +103,7 @@ int oai__get_int(oai__ctx_t *c, const cJSON *obj, const char *key, int64_t lo, i
   if (x->valuedouble != floor(x->valuedouble))
     return oai__fail(c, "invalid_type", name, "%s must be an integer, got %g", name, x->valuedouble);
   if (!int_in(x, lo, hi, out))
-    return oai__fail(c, "invalid_value", name, "%s must be between %lld and %lld, got %g", name,
+    return oai__fail(c, "invalid_value", name, "%s must be between %lld and %lld, got %.0f", name,
                      (long long)lo, (long long)hi, x->valuedouble);
   return 0;
 }
@@ -128,8 +129,8 @@ int oai__token_id(oai__ctx_t *c, const cJSON *x, const char *param, int32_t *out
     if (!cJSON_IsNumber(x))
       return oai__fail(c, "invalid_type", param, "%s must be a token id (an integer), got %s", param,
                        oai__type_name(x));
-    return oai__fail(c, "invalid_value", param, "%s: token id %g is not in [0, %lld]", param,
-                     x->valuedouble, (long long)hi);
+    return oai__fail(c, "invalid_value", param, "%s: token id %.*f is not in [0, %lld]", param,
+                     x->valuedouble == floor(x->valuedouble) ? 0 : 6, x->valuedouble, (long long)hi);
   }
   *out = (int32_t)v;
   return 0;
@@ -182,5 +183,98 @@ int oai__parse_object(oai__ctx_t *c, const char *body, size_t len, cJSON **root)
     return r;
   }
   *root = x;
+  c->body = body;
+  c->body_len = len;
+  return 0;
+}
+
+/* ---- 64-bit integers from the JSON text ------------------------------------------ */
+
+/* Skips the JSON value at body[i] (which cJSON accepted) and returns the
+ * index after it. */
+static size_t skip_value(const char *b, size_t len, size_t i) {
+  int depth = 0;
+  bool in_str = false;
+  for (; i < len; i++) {
+    const char ch = b[i];
+    if (in_str) {
+      if (ch == '\\') i++;
+      else if (ch == '"') {
+        in_str = false;
+        if (depth == 0) return i + 1;
+      }
+    } else if (ch == '"') {
+      in_str = true;
+    } else if (ch == '{' || ch == '[') {
+      depth++;
+    } else if (ch == '}' || ch == ']') {
+      if (depth == 0) return i; /* the end of the enclosing object */
+      if (--depth == 0) return i + 1;
+    } else if (depth == 0 && (ch == ',' || ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n')) {
+      return i;
+    }
+  }
+  return i;
+}
+
+static size_t skip_ws(const char *b, size_t len, size_t i) {
+  while (i < len && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n')) i++;
+  return i;
+}
+
+/* The text of the first top-level member named key (written without
+ * escapes), or NULL. */
+static const char *raw_member(const char *b, size_t len, const char *key, size_t *vlen) {
+  const size_t klen = strlen(key);
+  size_t i = skip_ws(b, len, 0) + 1; /* past '{' */
+  while (i < len) {
+    i = skip_ws(b, len, i);
+    if (i >= len || b[i] != '"') return NULL;
+    const size_t k0 = i + 1, k1 = skip_value(b, len, i) - 1; /* the key's text: b[k0, k1) */
+    i = skip_ws(b, len, k1 + 1) + 1; /* past ':' */
+    i = skip_ws(b, len, i);
+    const size_t v0 = i;
+    i = skip_value(b, len, i);
+    if (k1 - k0 == klen && memcmp(b + k0, key, klen) == 0) {
+      *vlen = i - v0;
+      return b + v0;
+    }
+    i = skip_ws(b, len, i);
+    if (i < len && b[i] == ',') i++;
+    else return NULL;
+  }
+  return NULL;
+}
+
+int oai__get_u64(oai__ctx_t *c, const cJSON *root, const char *key, uint64_t *out, bool *given) {
+  const cJSON *x = oai__get(root, key);
+  *given = x != NULL;
+  if (!x) return 0;
+  if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble != floor(x->valuedouble))
+    return oai__fail(c, "invalid_type", key, "%s must be an integer, got %s", key,
+                     cJSON_IsNumber(x) ? "a fraction" : oai__type_name(x));
+  size_t n = 0;
+  const char *raw = c->body ? raw_member(c->body, c->body_len, key, &n) : NULL;
+  char text[32];
+  bool digits = raw && n > 0 && n < sizeof text;
+  for (size_t i = 0; digits && i < n; i++) digits = (raw[i] >= '0' && raw[i] <= '9') || (i == 0 && raw[i] == '-');
+  if (!digits) { /* an exponent form, or a key written with escapes: only what a double holds exactly */
+    int64_t v;
+    if (oai__get_int(c, root, key, -(INT64_C(1) << 53), INT64_C(1) << 53, &v, NULL)) return -EINVAL;
+    *out = (uint64_t)v;
+    return 0;
+  }
+  memcpy(text, raw, n);
+  text[n] = '\0';
+  errno = 0;
+  char *end;
+  if (text[0] == '-') {
+    long long s = strtoll(text, &end, 10);
+    *out = (uint64_t)s;
+  } else {
+    *out = (uint64_t)strtoull(text, &end, 10);
+  }
+  if (errno == ERANGE || *end)
+    return oai__fail(c, "invalid_value", key, "%s must be an integer in [-2^63, 2^64 - 1], got %s", key, text);
   return 0;
 }

@@ -18,6 +18,8 @@ typedef struct oai__ctx {
   const oai_limits_t *lim;
   oai_error_t *err;
   const char *prefix; /* getters name fields "<prefix>.<key>" when set */
+  const char *body;   /* the request's JSON text (oai__parse_object sets it), for oai__get_u64 */
+  size_t body_len;
 } oai__ctx_t;
 
 /* Fills the error (400, invalid_request_error) and returns -EINVAL. param is
@@ -41,6 +43,11 @@ int oai__get_float(oai__ctx_t *c, const cJSON *obj, const char *key, double lo, 
 int oai__get_int(oai__ctx_t *c, const cJSON *obj, const char *key, int64_t lo, int64_t hi,
                  int64_t *out, bool *given);
 
+/* A top-level integer field of the body that may need all 64 bits (a
+ * seed): any integer in [-2^63, 2^64 - 1], read from the JSON text itself
+ * (a double holds only 53 bits), negative ones taken modulo 2^64. */
+int oai__get_u64(oai__ctx_t *c, const cJSON *root, const char *key, uint64_t *out, bool *given);
+
 /* A string, copied into the arena. */
 int oai__get_string(oai__ctx_t *c, const cJSON *obj, const char *key, const char **out,
                     size_t *len, bool *given);
@@ -51,6 +58,16 @@ int oai__token_id(oai__ctx_t *c, const cJSON *x, const char *param, int32_t *out
 /* A non-empty array of token ids, copied into the arena. */
 int oai__token_array(oai__ctx_t *c, const cJSON *arr, const char *param, int32_t **out,
                      int32_t *n);
+
+/* vLLM's extension fields and the table of fields tram refuses
+ * (oai_extras.c), for parse_gen; g's OpenAI fields are already parsed. */
+int oai__parse_extras(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *g);
+
+/* oai_tools.c: tools, tool_choice, parallel_tool_calls into out; an
+ * assistant message's tool_calls and a tool message's tool_call_id (m is
+ * messages[i]). */
+int oai__parse_tools(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out);
+int oai__parse_message_tools(oai__ctx_t *c, const cJSON *m, int i, oai_message_t *out);
 
 /* Parses body into an object; on failure fills the error (invalid_json or a
  * body that is not an object). */

@@ -161,14 +161,15 @@ static int parse_gen(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *
                        samp_field_range(f, range, sizeof range), (double)x);
     samp_field_set(sp, f, f->integral ? (double)v : x);
   }
-  if (oai__get_int(c, root, "seed", -(INT64_C(1) << 53), INT64_C(1) << 53, &v, &given)) return -EINVAL;
+  uint64_t seed;
+  if (oai__get_u64(c, root, "seed", &seed, &given)) return -EINVAL;
   if (given) {
-    sp->seed = (uint64_t)v;
+    sp->seed = seed;
     sp->has_seed = 1;
   }
   if (parse_logit_bias(c, root, sp)) return -EINVAL;
 
-  if (oai__get_int(c, root, "max_tokens", 1, INT32_MAX, &v, &given)) return -EINVAL;
+  if (oai__get_int(c, root, "max_tokens", chat ? 1 : 0, INT32_MAX, &v, &given)) return -EINVAL;
   if (given) g->max_tokens = (int32_t)v;
   if (chat) {
     if (oai__get_int(c, root, "max_completion_tokens", 1, INT32_MAX, &v, &given)) return -EINVAL;
@@ -207,13 +208,7 @@ static int parse_gen(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *
       return oai__fail(c, "invalid_value", "top_logprobs", "top_logprobs requires logprobs to be true");
     sp->logprobs = lp;
     sp->top_logprobs = top_given ? (int32_t)v : 0;
-    if (refuse(c, root, "tools", "tool calling is not implemented") ||
-        refuse(c, root, "functions", "function calling is not implemented"))
-      return -EINVAL;
-    const cJSON *tc = oai__get(root, "tool_choice");
-    if (tc && !(cJSON_IsString(tc) && strcmp(tc->valuestring, "none") == 0) &&
-        !(cJSON_IsString(tc) && strcmp(tc->valuestring, "auto") == 0 && !oai__get(root, "tools")))
-      return oai__fail(c, "unsupported_parameter", "tool_choice", "tool_choice is not supported (tool calling is not implemented)");
+    if (refuse(c, root, "functions", "the deprecated functions are not supported: use tools")) return -EINVAL;
     const cJSON *rf = oai__get(root, "response_format");
     if (rf) {
       const cJSON *t = cJSON_IsObject(rf) ? oai__get(rf, "type") : NULL;
@@ -228,9 +223,12 @@ static int parse_gen(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *
       sp->top_logprobs = (int32_t)v;
     }
     if (oai__get_bool(c, root, "echo", &g->echo, NULL)) return -EINVAL;
+    if (g->max_tokens == 0 && !g->echo)
+      return oai__fail(c, "invalid_value", "max_tokens", "max_tokens must be at least 1 (0 only with echo: "
+                                                         "scoring the prompt)");
     if (refuse(c, root, "suffix", "insertion (suffix) is not implemented")) return -EINVAL;
   }
-  return 0;
+  return oai__parse_extras(c, root, chat, g);
 }
 
 static int parse_model(oai__ctx_t *c, const cJSON *root, const char **model) {
@@ -411,16 +409,18 @@ static int parse_messages(oai__ctx_t *c, const cJSON *root, oai_message_t **msgs
     if (strcmp(r, "system") == 0 || strcmp(r, "developer") == 0) out[i].role = "system";
     else if (strcmp(r, "user") == 0) out[i].role = "user";
     else if (strcmp(r, "assistant") == 0) out[i].role = "assistant";
-    else if (strcmp(r, "tool") == 0 || strcmp(r, "function") == 0)
-      return oai__fail(c, "unsupported_value", param, "%s \"%s\" is not supported (tool calling is not implemented)",
-                       param, r);
+    else if (strcmp(r, "tool") == 0) out[i].role = "tool";
+    else if (strcmp(r, "function") == 0)
+      return oai__fail(c, "unsupported_value", param, "%s \"function\" is deprecated and not supported: use \"tool\"",
+                       param);
     else
       return oai__fail(c, "invalid_value", param,
-                       "%s must be \"system\", \"developer\", \"user\" or \"assistant\", got \"%.40s\"", param, r);
+                       "%s must be \"system\", \"developer\", \"user\", \"assistant\" or \"tool\", got \"%.40s\"",
+                       param, r);
     bool assistant = strcmp(out[i].role, "assistant") == 0;
     snprintf(param, sizeof param, "messages[%d]", i);
     c->prefix = param;
-    bool bad = (assistant && refuse(c, m, "tool_calls", "tool calling is not implemented")) ||
+    bool bad = oai__parse_message_tools(c, m, i, &out[i]) ||
                parse_content(c, m, i, assistant, &out[i]) ||
                oai__get_string(c, m, "name", &out[i].name, NULL, NULL);
     c->prefix = NULL;
@@ -429,6 +429,15 @@ static int parse_messages(oai__ctx_t *c, const cJSON *root, oai_message_t **msgs
   }
   *msgs = out;
   *n_msgs = count;
+  return 0;
+}
+
+/* vLLM's continue_final_message: a boolean, not with add_generation_prompt. */
+static int parse_continue(oai__ctx_t *c, const cJSON *root, bool add_generation_prompt, bool *out) {
+  if (oai__get_bool(c, root, "continue_final_message", out, NULL)) return -EINVAL;
+  if (*out && add_generation_prompt)
+    return oai__fail(c, "invalid_value", "continue_final_message",
+                     "continue_final_message needs add_generation_prompt false (both were true)");
   return 0;
 }
 
@@ -444,7 +453,8 @@ int oai_parse_chat(const char *body, size_t len, const oai_limits_t *lim, arena_
   int r = -EINVAL;
   if (!parse_model(&c, root, &out->model) && !parse_messages(&c, root, &out->messages, &out->n_messages) &&
       !oai__get_bool(&c, root, "add_generation_prompt", &out->add_generation_prompt, NULL) &&
-      !parse_gen(&c, root, true, &out->params))
+      !parse_continue(&c, root, out->add_generation_prompt, &out->continue_final_message) &&
+      !oai__parse_tools(&c, root, out) && !parse_gen(&c, root, true, &out->params))
     r = 0;
   cJSON_Delete(root);
   return r;
@@ -471,6 +481,15 @@ int oai_parse_tokenize(const char *body, size_t len, const oai_limits_t *lim,
   if (!r && has_messages) r = parse_messages(&c, root, &out->messages, &out->n_messages);
   if (!r) r = oai__get_bool(&c, root, "add_special_tokens", &out->add_special_tokens, NULL);
   if (!r) r = oai__get_bool(&c, root, "add_generation_prompt", &out->add_generation_prompt, NULL);
+  if (!r) r = parse_continue(&c, root, out->add_generation_prompt, &out->continue_final_message);
+  if (!r && has_prompt && out->continue_final_message)
+    r = oai__fail(&c, "invalid_value", "continue_final_message", "continue_final_message needs messages");
+  if (!r) r = oai__get_bool(&c, root, "return_token_strs", &out->return_token_strs, NULL);
+  if (!r && has_messages) {
+    oai_chat_req_t chat = {0};
+    r = oai__parse_tools(&c, root, &chat);
+    out->tools = chat.tools;
+  }
   cJSON_Delete(root);
   return r ? -EINVAL : 0;
 }

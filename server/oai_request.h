@@ -19,7 +19,7 @@
  *   context); chat max_completion_tokens wins over max_tokens;
  *   temperature 0..2; top_p (0, 1]; top_k -1, 0 (off) or >= 1; min_p 0..1
  *   (these sampling ranges come from one table, sample/samp_params.h);
- *   seed any integer within +-2^53 (taken modulo 2^64); presence_penalty and
+ *   seed any integer in [-2^63, 2^64 - 1] (taken modulo 2^64); presence_penalty and
  *   frequency_penalty -2..2; repetition_penalty (0, 10];
  *   stop: a string or an array of up to limits.max_stop non-empty strings of
  *   at most limits.max_stop_len bytes each; stop_token_ids: up to
@@ -30,10 +30,11 @@
  *   logprobs true);
  *   n 1..limits.max_n; best_of absent or equal to n; stream bool;
  *   stream_options {include_usage: bool} only with stream true;
- *   ignore_eos bool; echo bool (completions); user ignored;
+ *   ignore_eos bool; echo bool (completions); user accepted, not used;
  *   suffix, tools, functions, tool_choice (other than "none"), and
  *   response_format other than {"type": "text"} are refused (400) rather
- *   than silently ignored. */
+ *   than silently ignored; vLLM's extensions and the table of refused
+ *   fields are server/oai_extras.c's (docs/api.md lists them all). */
 #ifndef TRAM_OAI_REQUEST_H
 #define TRAM_OAI_REQUEST_H
 
@@ -77,7 +78,8 @@ typedef struct oai_prompt {
 /* What both endpoints share: sampling, limits, stop conditions, output. */
 typedef struct oai_params {
   samp_params_t samp;  /* logit_bias points into the arena */
-  int32_t max_tokens;  /* -1: until the context is full */
+  int32_t max_tokens;  /* -1: until the context is full; 0 (completions with echo): score the
+                        * prompt, generate nothing */
   int32_t n;           /* choices per prompt */
   const char *const *stop; /* [n_stop] NUL-terminated strings */
   int32_t n_stop;
@@ -87,6 +89,15 @@ typedef struct oai_params {
   bool stream;
   bool include_usage; /* stream_options.include_usage */
   bool echo;          /* completions: output starts with the prompt */
+  /* vLLM's extensions (server/oai_extras.c) */
+  int32_t min_tokens;             /* end-of-generation and stop tokens and stop strings are
+                                   * ignored until this many tokens are out; 0: off */
+  int32_t truncate_prompt_tokens; /* keep only the prompt's last this many tokens; 0: off */
+  bool include_stop_str;          /* include_stop_str_in_output: the matched stop string ends the text */
+  bool special;                   /* skip_special_tokens false: control tokens' text is output */
+  bool add_special_tokens;        /* BOS etc. added to the prompt; default: completions true, chat false */
+  bool continuous_usage;          /* stream_options.continuous_usage_stats: usage on every chunk */
+  int32_t prompt_logprobs;        /* vLLM's prompt_logprobs: -1 off, else the alternatives (0..20) */
 } oai_params_t;
 
 typedef struct oai_completion_req {
@@ -101,13 +112,25 @@ typedef struct oai_message {
   const char *content; /* text parts joined with "\n"; "" for none */
   size_t content_len;
   const char *name;    /* NULL when absent */
+  const char *tool_calls;   /* assistant: its tool_calls as JSON text (checked), or NULL */
+  const char *tool_call_id; /* tool: the call it answers, or NULL */
 } oai_message_t;
+
+typedef enum oai_tool_choice {
+  OAI_TOOL_CHOICE_AUTO = 0, /* the default with tools: the model may call them */
+  OAI_TOOL_CHOICE_NONE,     /* tools are not shown to the model */
+} oai_tool_choice_t;
 
 typedef struct oai_chat_req {
   const char *model;
   oai_message_t *messages; /* [n_messages] >= 1 */
   int32_t n_messages;
   bool add_generation_prompt; /* vLLM extension; default true */
+  bool continue_final_message; /* vLLM: the output continues the last message (no end-of-turn
+                                * after it); needs add_generation_prompt false */
+  const char *tools;           /* the tools as JSON text (checked: function tools), or NULL */
+  oai_tool_choice_t tool_choice;
+  bool parallel_tool_calls;    /* false: at most one call is returned */
   oai_params_t params;
 } oai_chat_req_t;
 
@@ -122,6 +145,9 @@ typedef struct oai_tokenize_req {
   int32_t n_messages;
   bool add_special_tokens;
   bool add_generation_prompt;
+  bool continue_final_message; /* as in chat */
+  bool return_token_strs;      /* answer each token's text too */
+  const char *tools;           /* with messages: tools for the template (as chat), or NULL */
 } oai_tokenize_req_t;
 
 /* vLLM /detokenize: {"tokens": [ids]}. */

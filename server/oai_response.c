@@ -1,6 +1,7 @@
 /* server/oai_response.c — OpenAI-compatible response JSON (see
  * oai_response.h). Objects are built as cJSON trees and printed compactly. */
 #include "server/oai_response.h"
+#include "server/oai_json.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -98,6 +99,7 @@ static cJSON *head(const oai_meta_t *m, const char *object) {
   must(cJSON_AddStringToObject(root, "object", object));
   add_num(root, "created", (double)m->created);
   add_str_or_null(root, "model", m->model);
+  if (m->fingerprint) must(cJSON_AddStringToObject(root, "system_fingerprint", m->fingerprint));
   return root;
 }
 
@@ -106,10 +108,13 @@ static void add_usage(cJSON *root, const oai_usage_t *u) {
   add_num(usage, "prompt_tokens", u->prompt_tokens);
   add_num(usage, "completion_tokens", u->completion_tokens);
   add_num(usage, "total_tokens", (double)u->prompt_tokens + u->completion_tokens);
+  cJSON *details = must(cJSON_AddObjectToObject(usage, "prompt_tokens_details"));
+  add_num(details, "cached_tokens", u->cached_tokens);
 }
 
 static void add_finish(cJSON *choice, const oai_choice_t *c, bool stop_reason) {
-  add_str_or_null(choice, "finish_reason", oai_finish_name(c->finish));
+  add_str_or_null(choice, "finish_reason",
+                  c->finish_tool_calls && c->finish != SCHED_FINISH_NONE ? "tool_calls" : oai_finish_name(c->finish));
   if (!stop_reason) return;
   if (c->stop_str) add_text(choice, "stop_reason", c->stop_str, strlen(c->stop_str));
   else if (c->stop_token >= 0) add_num(choice, "stop_reason", c->stop_token);
@@ -130,6 +135,12 @@ static void add_completion_logprobs(cJSON *choice, const oai_choice_t *c) {
   for (int32_t i = 0; i < c->n_logprobs; i++) {
     const oai_token_logprob_t *t = &c->logprobs[i];
     cJSON_AddItemToArray(tokens, text_json(t->token, t->token_len));
+    cJSON_AddItemToArray(offsets, must(cJSON_CreateNumber(t->text_offset)));
+    if (t->no_logprob) { /* the prompt's first token: nothing predicts it */
+      cJSON_AddItemToArray(values, must(cJSON_CreateNull()));
+      cJSON_AddItemToArray(tops, must(cJSON_CreateNull()));
+      continue;
+    }
     cJSON_AddItemToArray(values, must(cJSON_CreateNumber(logprob_value(t->logprob))));
     cJSON *top = must(cJSON_CreateObject());
     for (int32_t k = 0; k < t->n_top; k++) {
@@ -139,8 +150,34 @@ static void add_completion_logprobs(cJSON *choice, const oai_choice_t *c) {
       free(key);
     }
     cJSON_AddItemToArray(tops, top);
-    cJSON_AddItemToArray(offsets, must(cJSON_CreateNumber(t->text_offset)));
   }
+}
+
+/* vLLM's prompt_logprobs: [null, {"<id>": {"logprob", "rank",
+ * "decoded_token"}, ...}, ...]: the prompt token, then its alternatives
+ * (ranked 1, 2, ...). */
+static cJSON *prompt_lp_json(const oai_token_logprob_t *lp, int32_t n) {
+  cJSON *arr = must(cJSON_CreateArray());
+  for (int32_t i = 0; i < n; i++) {
+    const oai_token_logprob_t *t = &lp[i];
+    if (t->no_logprob) {
+      cJSON_AddItemToArray(arr, must(cJSON_CreateNull()));
+      continue;
+    }
+    cJSON *o = must(cJSON_CreateObject());
+    for (int32_t k = -1; k < t->n_top; k++) {
+      char key[16];
+      snprintf(key, sizeof key, "%d", k < 0 ? t->id : t->top[k].id);
+      if (cJSON_GetObjectItemCaseSensitive(o, key)) continue; /* the prompt token among the top */
+      cJSON *e = must(cJSON_AddObjectToObject(o, key));
+      add_num(e, "logprob", logprob_value(k < 0 ? t->logprob : t->top[k].logprob));
+      add_num(e, "rank", k < 0 ? t->rank : k + 1);
+      if (k < 0) add_text(e, "decoded_token", t->token, t->token_len);
+      else add_text(e, "decoded_token", t->top[k].token, t->top[k].token_len);
+    }
+    cJSON_AddItemToArray(arr, o);
+  }
+  return arr;
 }
 
 static cJSON *bytes_json(const char *s, size_t n) {
@@ -179,6 +216,29 @@ static void add_chat_logprobs(cJSON *choice, const oai_choice_t *c) {
 
 typedef enum { CHOICE_TEXT, CHOICE_MESSAGE, CHOICE_DELTA } choice_kind_t;
 
+/* message.tool_calls [{"id", "type": "function", "function": {"name",
+ * "arguments"}}], or in a chunk (delta) with "index" and, as OpenAI streams
+ * them, first the id, type and name with "arguments": "", then the
+ * arguments alone. */
+static cJSON *tool_calls_json(const oai_choice_t *c, bool delta) {
+  cJSON *arr = must(cJSON_CreateArray());
+  for (int32_t i = 0; i < c->n_tool_calls; i++) {
+    const oai_tool_call_t *t = &c->tool_calls[i];
+    cJSON *o = must(cJSON_CreateObject());
+    if (delta) add_num(o, "index", c->tool_index + i);
+    const bool head = !delta || c->tool_delta != 2, args = !delta || c->tool_delta == 2;
+    if (head) {
+      add_str_or_null(o, "id", t->id);
+      must(cJSON_AddStringToObject(o, "type", "function"));
+    }
+    cJSON *f = must(cJSON_AddObjectToObject(o, "function"));
+    if (head) add_text(f, "name", t->name, strlen(t->name));
+    add_text(f, "arguments", args ? t->arguments : "", args ? strlen(t->arguments) : 0);
+    cJSON_AddItemToArray(arr, o);
+  }
+  return arr;
+}
+
 /* One element of "choices": text (completions), message (chat) or delta
  * (chat chunk; with the role when first). A finished chunk and every final
  * choice carry vLLM's stop_reason. */
@@ -188,10 +248,13 @@ static cJSON *choice_json(const oai_choice_t *c, choice_kind_t kind, bool first,
   if (kind == CHOICE_TEXT) {
     add_text(ch, "text", c->text, c->text ? c->text_len : 0);
     add_completion_logprobs(ch, c);
+    if (c->prompt_lp) cJSON_AddItemToObject(ch, "prompt_logprobs", prompt_lp_json(c->prompt_lp, c->n_prompt_lp));
   } else {
     cJSON *msg = must(cJSON_AddObjectToObject(ch, kind == CHOICE_MESSAGE ? "message" : "delta"));
     if (kind == CHOICE_MESSAGE || first) must(cJSON_AddStringToObject(msg, "role", "assistant"));
-    if (kind == CHOICE_MESSAGE || c->text) add_text(msg, "content", c->text, c->text ? c->text_len : 0);
+    if (kind == CHOICE_MESSAGE && !c->text && c->n_tool_calls) must(cJSON_AddNullToObject(msg, "content"));
+    else if (kind == CHOICE_MESSAGE || c->text) add_text(msg, "content", c->text, c->text ? c->text_len : 0);
+    if (c->n_tool_calls) cJSON_AddItemToObject(msg, "tool_calls", tool_calls_json(c, kind == CHOICE_DELTA));
     add_chat_logprobs(ch, c);
   }
   add_finish(ch, c, final || c->finish != SCHED_FINISH_NONE);
@@ -207,7 +270,10 @@ static char *write_choices(const oai_meta_t *m, const char *object, const oai_ch
   cJSON *arr = must(cJSON_AddArrayToObject(root, "choices"));
   for (int32_t i = 0; i < n; i++)
     cJSON_AddItemToArray(arr, choice_json(&choices[i], kind, first, usage != NULL));
+  if (kind == CHOICE_MESSAGE && n > 0 && choices[0].prompt_lp) /* chat: the one prompt's, at the top */
+    cJSON_AddItemToObject(root, "prompt_logprobs", prompt_lp_json(choices[0].prompt_lp, choices[0].n_prompt_lp));
   if (usage) add_usage(root, usage);
+  else if (usage_null && m->chunk_usage) add_usage(root, m->chunk_usage);
   else if (usage_null) must(cJSON_AddNullToObject(root, "usage"));
   return print(root);
 }
@@ -258,25 +324,28 @@ const char *oai_error_type_for_status(int status) {
   }
 }
 
+static cJSON *model_json(const oai_model_t *md) {
+  cJSON *o = must(cJSON_CreateObject());
+  add_str_or_null(o, "id", md->id);
+  must(cJSON_AddStringToObject(o, "object", "model"));
+  add_num(o, "created", (double)md->created);
+  add_str_or_null(o, "owned_by", md->owned_by ? md->owned_by : "tram");
+  add_str_or_null(o, "root", md->root ? md->root : md->id);
+  must(cJSON_AddNullToObject(o, "parent"));
+  add_num(o, "max_model_len", md->max_model_len);
+  must(cJSON_AddArrayToObject(o, "permission"));
+  return o;
+}
+
 char *oai_write_models(const oai_model_t *models, int n) {
   cJSON *root = must(cJSON_CreateObject());
   must(cJSON_AddStringToObject(root, "object", "list"));
   cJSON *data = must(cJSON_AddArrayToObject(root, "data"));
-  for (int i = 0; i < n; i++) {
-    const oai_model_t *md = &models[i];
-    cJSON *o = must(cJSON_CreateObject());
-    add_str_or_null(o, "id", md->id);
-    must(cJSON_AddStringToObject(o, "object", "model"));
-    add_num(o, "created", (double)md->created);
-    add_str_or_null(o, "owned_by", md->owned_by ? md->owned_by : "tram");
-    add_str_or_null(o, "root", md->root ? md->root : md->id);
-    must(cJSON_AddNullToObject(o, "parent"));
-    add_num(o, "max_model_len", md->max_model_len);
-    must(cJSON_AddArrayToObject(o, "permission"));
-    cJSON_AddItemToArray(data, o);
-  }
+  for (int i = 0; i < n; i++) cJSON_AddItemToArray(data, model_json(&models[i]));
   return print(root);
 }
+
+char *oai_write_model(const oai_model_t *m) { return print(model_json(m)); }
 
 char *oai_write_tokenize(const int32_t *tokens, int32_t n, int32_t max_model_len,
                          const char *const *token_strs) {
@@ -306,3 +375,9 @@ char *oai_write_health(const char *status) {
   add_str_or_null(root, "status", status);
   return print(root);
 }
+
+/* ---- shared with the other writers (oai_json.h) ------------------------------------ */
+
+cJSON *oai__must(cJSON *x) { return must(x); }
+cJSON *oai__text(const char *s, size_t n) { return text_json(s, n); }
+char *oai__print(cJSON *root) { return print(root); }

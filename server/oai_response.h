@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "scheduler/sched.h"
+#include "server/oai_tool_parse.h"
 
 /* The engine's finish reason (sched_finish_t, decided once, in the engine)
  * as OpenAI's finish_reason: "stop", "length", "abort" (vLLM's name, for
@@ -34,6 +35,7 @@ typedef struct oai_top_logprob {
   const char *token; /* the token's bytes (may be a partial UTF-8 character) */
   size_t token_len;
   float logprob;
+  int32_t id;        /* the token id (vLLM's prompt_logprobs are keyed by it) */
 } oai_top_logprob_t;
 
 typedef struct oai_token_logprob {
@@ -43,6 +45,9 @@ typedef struct oai_token_logprob {
   int32_t text_offset;          /* completions: where it starts in the choice text */
   const oai_top_logprob_t *top; /* [n_top] alternatives, most likely first */
   int32_t n_top;
+  int32_t id;                   /* the token id (prompt logprobs) */
+  int32_t rank;                 /* prompt logprobs: 1 + tokens the model found likelier */
+  bool no_logprob;              /* a prompt's first token: "token_logprobs"/"top_logprobs" null */
 } oai_token_logprob_t;
 
 typedef struct oai_choice {
@@ -53,13 +58,25 @@ typedef struct oai_choice {
   const char *stop_str; /* vLLM "stop_reason": the stop string that matched, or */
   int32_t stop_token;   /* the stop token id (-1: none); both unset: null */
   bool has_logprobs;    /* false: "logprobs": null */
-  const oai_token_logprob_t *logprobs; /* [n_logprobs], one per generated token */
+  const oai_token_logprob_t *logprobs; /* [n_logprobs], one per generated token (after the
+                                        * prompt's with echo and logprobs) */
   int32_t n_logprobs;
+  const oai_token_logprob_t *prompt_lp; /* [n_prompt_lp] vLLM's "prompt_logprobs" (entry 0: null);
+                                         * NULL: not written (chat: written at the top level from
+                                         * the first choice) */
+  int32_t n_prompt_lp;
+  /* chat tool calls (message.tool_calls, or delta.tool_calls in a chunk) */
+  const oai_tool_call_t *tool_calls; /* [n_tool_calls], each with its id */
+  int32_t n_tool_calls;
+  int32_t tool_index;   /* chunks: the first call's "index" */
+  int tool_delta;       /* chunks: 1 the calls' id, type, name and "arguments": ""; 2 only their arguments */
+  bool finish_tool_calls; /* finish_reason "tool_calls" (the model called tools) instead of "stop" */
 } oai_choice_t;
 
 typedef struct oai_usage {
   int32_t prompt_tokens;
   int32_t completion_tokens;
+  int32_t cached_tokens; /* prompt tokens found in the prefix cache: "prompt_tokens_details" */
 } oai_usage_t;
 
 /* What every object of one response shares. */
@@ -67,6 +84,9 @@ typedef struct oai_meta {
   const char *id; /* "cmpl-..." / "chatcmpl-..." (oai_make_id) */
   const char *model;
   int64_t created; /* Unix seconds */
+  const char *fingerprint; /* "system_fingerprint" (NULL: none written) */
+  const oai_usage_t *chunk_usage; /* chunks: written in place of "usage": null (vLLM's
+                                   * continuous_usage_stats); NULL: null as usual */
 } oai_meta_t;
 
 typedef struct oai_model {
@@ -121,6 +141,9 @@ const char *oai_error_type_for_status(int status);
 /* {"object":"list","data":[{"id","object":"model","created","owned_by",
  * "root","parent":null,"max_model_len","permission":[]}]} */
 char *oai_write_models(const oai_model_t *models, int n);
+
+/* One model object, as in the list (GET /v1/models/{id}). */
+char *oai_write_model(const oai_model_t *m);
 
 /* vLLM /tokenize: {"count","max_model_len","tokens":[...],"token_strs":null
  * or [...]}; token_strs may be NULL. */

@@ -37,12 +37,13 @@ static void fail(uint64_t rid, http_res_t *res, const char *endpoint, int status
 }
 
 /* Answers 400 for a prompt that did not encode (rc, with the reason in
- * err; 500 for -ENOSYS: no chat template), or one that leaves no room in the
- * context. what ("prompt" or "messages") and param name it. Returns 0 when
+ * err; 500 for -ENOSYS: no chat template), or, once truncated to its last
+ * g->truncate_prompt_tokens tokens, one that leaves no room in the context.
+ * what ("prompt" or "messages") and param name it. Returns 0 when
  * p fits, an error once answered. */
 static int check_prompt(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, const oai_params_t *g,
                         const char *what, const char *param, int rc, char *err, size_t err_len,
-                        const prompt_in_t *p) {
+                        prompt_in_t *p) {
   if (rc == 0 && p->n == 0) {
     snprintf(err, err_len, "the prompt has no tokens");
     rc = -EINVAL;
@@ -50,6 +51,10 @@ static int check_prompt(srv_t *s, uint64_t rid, http_res_t *res, const char *end
   if (rc != 0) {
     fail(rid, res, endpoint, rc == -ENOSYS ? 500 : 400, err, param, rc == -ENOSYS ? NULL : "invalid_value");
     return rc;
+  }
+  if (g->truncate_prompt_tokens > 0 && p->n > g->truncate_prompt_tokens) { /* keep the last ones (vLLM) */
+    memmove(p->ids, p->ids + (p->n - g->truncate_prompt_tokens), (size_t)g->truncate_prompt_tokens * sizeof *p->ids);
+    p->n = g->truncate_prompt_tokens;
   }
   const int32_t max = s->max_model_len, out = g->max_tokens > 0 ? g->max_tokens : 0;
   if (p->n >= max || (int64_t)p->n + out > max) {
@@ -77,8 +82,9 @@ static int encode_completion(srv_t *s, const oai_completion_req_t *c, int32_t i,
   if (c->prompts[i].text) {
     p->echo = c->prompts[i].text;
     p->echo_len = c->prompts[i].text_len;
-    return srv__encode(s, p->echo, p->echo_len, TOK_ENC_ADD_SPECIAL | srv__text_flags(s), &p->ids, &p->n, err,
-                       err_len);
+    return srv__encode(s, p->echo, p->echo_len,
+                       (c->params.add_special_tokens ? TOK_ENC_ADD_SPECIAL : 0) | srv__text_flags(s), &p->ids, &p->n,
+                       err, err_len);
   }
   p->n = c->prompts[i].n_tokens;
   p->ids = malloc(((size_t)p->n + 1) * sizeof *p->ids);
@@ -95,6 +101,15 @@ static int encode_completion(srv_t *s, const oai_completion_req_t *c, int32_t i,
     p->echo_len = len > 0 ? (size_t)len : 0;
   }
   return 0;
+}
+
+/* Renders a chat request's messages (and tools, unless tool_choice is
+ * "none") through the template and tokenizes them into *p. Returns 0 or an
+ * encoding error with the reason in err. Any thread. */
+static int encode_chat_text(srv_t *s, const oai_chat_req_t *ch, prompt_in_t *p, char *err, size_t err_len) {
+  const char *tools = ch->tool_choice == OAI_TOOL_CHOICE_NONE ? NULL : ch->tools;
+  return srv__encode_chat(s, ch->messages, ch->n_messages, tools, ch->add_generation_prompt,
+                          ch->continue_final_message, ch->params.add_special_tokens, &p->ids, &p->n, err, err_len);
 }
 
 static void free_prompts(prompt_in_t *in, int32_t n) {
@@ -140,7 +155,8 @@ static int submit_failed(uint64_t rid, http_res_t *res, const char *endpoint, in
  * (a refusal cancels those already in and answers), then the response
  * starts. Frees in[n_parts]. */
 static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
-                             bool chat, const oai_params_t *g, prompt_in_t *in, int32_t n_parts) {
+                             bool chat, const oai_params_t *g, oai_tools_format_t tools, bool parallel_tools,
+                             const oai_responses_req_t *resp, prompt_in_t *in, int32_t n_parts) {
   sched_req_params_t p = sched_req_params_default();
   p.samp = g->samp;
   p.max_tokens = g->max_tokens > 0 ? g->max_tokens : 0;
@@ -150,14 +166,26 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
   p.n_stop = g->n_stop;
   p.stop_ids = g->stop_token_ids;
   p.n_stop_ids = g->n_stop_token_ids;
+  p.min_tokens = g->min_tokens;
+  p.special = g->special;
+  const bool echo_lp = g->echo && g->samp.logprobs;
+  p.prompt_logprobs = echo_lp || g->prompt_logprobs >= 0;
+  p.prompt_top_logprobs = echo_lp ? g->samp.top_logprobs : 0;
+  if (g->prompt_logprobs > p.prompt_top_logprobs) p.prompt_top_logprobs = g->prompt_logprobs;
+  p.score_only = g->max_tokens == 0;
   srv_job_t *j = srv__job_create(s, res, chat, g, n_parts);
   j->endpoint = endpoint;
+  j->tools_format = tools;
+  j->parallel_tool_calls = parallel_tools;
+  if (resp) srv__resp_init(j, resp);
+  if (tools == OAI_TOOLS_LLAMA3 || tools == OAI_TOOLS_MISTRAL) p.special = 1; /* <|python_tag|>, [TOOL_CALLS] */
   j->arrival_ns = arrival; /* parsing and tokenizing count as the request's time */
   char err[512] = "";
   int rc = 0;
   for (int32_t i = 0; i < n_parts; i++) {
     srv_part_t *part = &j->parts[i];
     part->prompt_tokens = in[i].n;
+    if (p.prompt_logprobs) srv__plp_init(s, part, in[i].ids, in[i].n);
     part->req = sched_req_create(in[i].ids, in[i].n, &p, part, err, sizeof err);
     if (!part->req) {
       rc = -EINVAL;
@@ -289,9 +317,9 @@ static void completions_done(srv_work_t *w) {
   const uint64_t rid = w->rid;
   prompt_in_t *in;
   if (!done_start(w, COMPLETIONS, &in)) {
-  } else if (o->c.params.echo && o->c.params.samp.logprobs) {
-    fail(rid, res, COMPLETIONS, 400, "echo with logprobs is not supported (prompt logprobs are not computed)",
-         "echo", "unsupported_parameter");
+  } else if (o->c.params.echo && o->c.params.truncate_prompt_tokens) {
+    fail(rid, res, COMPLETIONS, 400, "echo with truncate_prompt_tokens is not supported", "truncate_prompt_tokens",
+         "unsupported_parameter");
   } else {
     for (int32_t i = 0; i < o->c.n_prompts; i++) {
       char param[64];
@@ -303,7 +331,8 @@ static void completions_done(srv_work_t *w) {
         return;
       }
     }
-    submit_and_start(s, rid, res, COMPLETIONS, w->arrival_ns, false, &o->c.params, in, o->c.n_prompts);
+    submit_and_start(s, rid, res, COMPLETIONS, w->arrival_ns, false, &o->c.params, OAI_TOOLS_NONE, false, NULL, in,
+                     o->c.n_prompts);
     return;
   }
   free_prompts(in, o->n_in);
@@ -322,21 +351,53 @@ static void chat_run(srv_work_t *w) {
   enc_out_t *o = enc_out(w, 1);
   o->ch = ch;
   o->model = ch.model;
-  o->rc = srv__encode_chat(s, ch.messages, ch.n_messages, ch.add_generation_prompt, false, &o->in[0].ids,
-                           &o->in[0].n, o->err, sizeof o->err);
+  o->rc = encode_chat_text(s, &o->ch, &o->in[0], o->err, sizeof o->err);
+}
+
+/* Loop: a chat request whose messages are encoded into *in (rc, err: the
+ * encoding's outcome): the tools check, the context check, the server's
+ * default max_tokens, then the submit. Takes in (frees or submits it). */
+static void chat_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
+                       oai_chat_req_t *ch, const oai_responses_req_t *resp, int rc, char *err, size_t err_len,
+                       prompt_in_t *in) {
+  const bool tools = ch->tools && ch->tool_choice == OAI_TOOL_CHOICE_AUTO;
+  const oai_tools_format_t format = tools ? srv__tools_format(s) : OAI_TOOLS_NONE;
+  if (tools && format == OAI_TOOLS_NONE) {
+    fail(rid, res, endpoint, 400,
+         "tools: the chat template teaches no tool-call format this server reads (hermes, llama3_json, mistral); "
+         "use a template with tools (chat_template) or set tool_call_parser",
+         "tools", "unsupported_parameter");
+  } else if (check_prompt(s, rid, res, endpoint, &ch->params, "messages", "messages", rc, err, err_len, in) == 0) {
+    if (ch->params.max_tokens < 0 && s->cfg->default_max_tokens > 0) { /* the server's default, within the context */
+      const int32_t room = s->max_model_len - in->n;
+      ch->params.max_tokens = s->cfg->default_max_tokens < room ? s->cfg->default_max_tokens : room;
+    }
+    submit_and_start(s, rid, res, endpoint, arrival, true, &ch->params, format, ch->parallel_tool_calls, resp, in,
+                     1);
+    return;
+  }
+  free_prompts(in, 1);
 }
 
 /* Loop: answers a chat request whose work item is done. */
 static void chat_done(srv_work_t *w) {
-  srv_t *s = w->s;
   enc_out_t *o = w->out;
   prompt_in_t *in;
-  if (done_start(w, CHAT, &in) && check_prompt(s, w->rid, w->res, CHAT, &o->ch.params, "messages", "messages",
-                                                o->rc, o->err, sizeof o->err, in) == 0) {
-    submit_and_start(s, w->rid, w->res, CHAT, w->arrival_ns, true, &o->ch.params, in, 1);
+  if (done_start(w, CHAT, &in)) {
+    chat_start(w->s, w->rid, w->res, CHAT, w->arrival_ns, &o->ch, NULL, o->rc, o->err, sizeof o->err, in);
     return;
   }
   free_prompts(in, o->n_in);
+}
+
+void srv__run_chat(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
+                   oai_chat_req_t *ch, const oai_responses_req_t *resp) {
+  if (!model_ok(s, res, rid, endpoint, ch->model)) return;
+  prompt_in_t *in = calloc(1, sizeof *in);
+  if (!in) xoom("server", 0);
+  char err[512];
+  const int rc = encode_chat_text(s, ch, in, err, sizeof err); /* on the loop: /v1/responses only */
+  chat_start(s, rid, res, endpoint, arrival, ch, resp, rc, err, sizeof err, in);
 }
 
 void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx) {

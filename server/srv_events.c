@@ -43,6 +43,11 @@ srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_param
   j->chat = chat;
   j->stream = g->stream;
   j->include_usage = g->include_usage;
+  j->include_stop_str = g->include_stop_str;
+  j->continuous_usage = g->continuous_usage;
+  j->echo_logprobs = g->echo && g->samp.logprobs;
+  j->echo_top = g->samp.top_logprobs;
+  j->prompt_logprobs = g->prompt_logprobs;
   j->logprobs = g->samp.logprobs || g->samp.top_logprobs > 0;
   j->n = g->n;
   j->max_tokens = g->max_tokens > 0 ? g->max_tokens : 0;
@@ -87,7 +92,10 @@ static void choice_free(srv_choice_t *c) {
 bool srv__job_maybe_free(srv_job_t *j) {
   if (j->res || j->n_live > 0) return false;
   srv_t *s = j->srv;
-  for (int32_t i = 0; i < j->n_parts; i++) sched_req_destroy(j->parts[i].req);
+  for (int32_t i = 0; i < j->n_parts; i++) {
+    sched_req_destroy(j->parts[i].req);
+    srv__plp_free(&j->parts[i]);
+  }
   for (int32_t i = 0; i < j->n_choices; i++) choice_free(&j->choices[i]);
   if (j->prev) j->prev->next = j->next;
   else s->jobs = j->next;
@@ -96,6 +104,7 @@ bool srv__job_maybe_free(srv_job_t *j) {
   buf_free(&j->out);
   free(j->parts);
   free(j->choices);
+  free(j->resp_instructions);
   free(j);
   if (s->n_jobs == 0 && s->state == SRV_DRAINING) uv_async_send(&s->wake); /* maybe the last thing awaited */
   return true;
@@ -111,12 +120,43 @@ static void sse(srv_job_t *j, char *json) {
   free(json);
 }
 
+/* FNV-1a over s, continuing from h. */
+static uint64_t fnv(uint64_t h, const char *s) {
+  for (; s && *s; s++) h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
+  return h;
+}
+
+/* OpenAI's system_fingerprint: the configuration that decides the outputs
+ * (the model file, device, context length, KV block size), made once. */
+static const char *fingerprint(srv_t *s) {
+  if (!s->fingerprint[0]) {
+    char conf[64];
+    snprintf(conf, sizeof conf, "/%d/%d/%d", s->cfg->device, s->max_model_len, s->cfg->block_size);
+    const uint64_t h = fnv(fnv(UINT64_C(0xcbf29ce484222325), s->cfg->model), conf);
+    snprintf(s->fingerprint, sizeof s->fingerprint, "fp_%016llx", (unsigned long long)h);
+  }
+  return s->fingerprint;
+}
+
 static oai_meta_t meta(const srv_job_t *j) {
-  return (oai_meta_t){.id = j->id, .model = j->srv->cfg->served_model_name, .created = j->created};
+  return (oai_meta_t){
+      .id = j->id, .model = j->srv->cfg->served_model_name, .created = j->created, .fingerprint = fingerprint(j->srv)};
+}
+
+/* The usage so far (continuous_usage_stats): every prompt, the tokens
+ * generated until now. */
+static oai_usage_t usage_now(const srv_job_t *j) {
+  oai_usage_t u = {0};
+  for (int32_t i = 0; i < j->n_parts; i++) u.prompt_tokens += j->parts[i].prompt_tokens;
+  for (int32_t i = 0; i < j->n_choices; i++) u.completion_tokens += j->choices[i].tokens;
+  u.cached_tokens = (int32_t)j->cached_tokens;
+  return u;
 }
 
 static char *chunk(const srv_job_t *j, const oai_choice_t *c, bool first) {
-  const oai_meta_t m = meta(j);
+  oai_meta_t m = meta(j);
+  const oai_usage_t u = usage_now(j);
+  if (j->continuous_usage) m.chunk_usage = &u;
   return j->chat ? oai_write_chat_chunk(&m, c, first, j->include_usage)
                  : oai_write_completion_chunk(&m, c, j->include_usage);
 }
@@ -171,7 +211,8 @@ void srv__job_start(srv_job_t *j, const char *const *echo, const size_t *echo_le
   }
   j->status = 200;
   http_res_stream_begin(j->res, 200, "text/event-stream");
-  for (int32_t i = 0; i < j->n_choices; i++) {
+  if (j->responses) srv__resp_stream_start(j);
+  for (int32_t i = 0; !j->responses && i < j->n_choices; i++) {
     oai_choice_t c = {.index = i, .stop_token = -1};
     if (j->chat) { /* the role comes first, with empty content (as OpenAI and vLLM) */
       c.text = "";
@@ -230,6 +271,37 @@ static void stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_
   sse(j, chunk(j, &oc, false));
 }
 
+/* A stream with tools: the text is kept until the choice ends (it may be
+ * calls), then sent as OpenAI streams it: the content, each call's id,
+ * type and name (arguments ""), each call's arguments, the finish. */
+static void stream_tools_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_event_t *ev) {
+  if (ev->kind == SCHED_EV_ERROR) {
+    stream_event(j, c, ci, ev);
+    return;
+  }
+  buf_put(&c->text, ev->text, ev->text_len);
+  if (ev->kind != SCHED_EV_FINISHED) return;
+  arena_t a;
+  arena_init(&a, 0, 0);
+  oai_choice_t parsed = {0};
+  srv__tools_parse(j, ci, c, &a, &parsed);
+  oai_choice_t oc = {.index = ci, .stop_token = -1, .text = parsed.text, .text_len = parsed.text_len};
+  if (oc.text) sse(j, chunk(j, &oc, false));
+  oc.text = NULL;
+  for (int32_t k = 0; k < parsed.n_tool_calls; k++)
+    for (int d = 1; d <= 2; d++) {
+      oai_choice_t t = {.index = ci, .stop_token = -1, .tool_calls = &parsed.tool_calls[k], .n_tool_calls = 1,
+                        .tool_index = k, .tool_delta = d};
+      sse(j, chunk(j, &t, false));
+    }
+  oc.finish = c->finish;
+  oc.finish_tool_calls = parsed.finish_tool_calls;
+  oc.stop_str = c->stop_str;
+  oc.stop_token = c->stop_token;
+  sse(j, chunk(j, &oc, false));
+  arena_free(&a);
+}
+
 /* Keeps what one event adds to a whole response. */
 static void collect_event(srv_job_t *j, srv_choice_t *c, const sched_event_t *ev) {
   buf_put(&c->text, ev->text, ev->text_len);
@@ -253,6 +325,7 @@ static void part_final(srv_t *s, srv_job_t *j, srv_part_t *p, const sched_event_
   const sched_times_t *t = &ev->times;
   j->prompt_tokens += ev->usage.prompt_tokens;
   j->completion_tokens += ev->usage.completion_tokens;
+  j->cached_tokens += ev->usage.cached_tokens;
   if (t->first_scheduled && (!j->first_scheduled_ns || t->first_scheduled < j->first_scheduled_ns))
     j->first_scheduled_ns = t->first_scheduled;
   if (t->first_token && (!j->first_token_ns || t->first_token < j->first_token_ns))
@@ -275,6 +348,10 @@ static void part_final(srv_t *s, srv_job_t *j, srv_part_t *p, const sched_event_
 static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
   srv_part_t *p = ev->user;
   srv_job_t *j = p->job;
+  if (ev->kind == SCHED_EV_PROMPT) { /* a prompt token's logprob: kept for the whole response */
+    srv__plp_event(s, p, ev);
+    return;
+  }
   const int32_t ci = p->index * j->n + ev->index;
   srv_choice_t *c = &j->choices[ci];
   if (ev->token >= 0) {
@@ -296,10 +373,24 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
     count_finish(s, c->finish);
     if (c->tokens > p->max_seq_tokens) p->max_seq_tokens = c->tokens;
   }
+  sched_event_t with_stop; /* include_stop_str_in_output: the event's text and the stop string */
+  if (j->include_stop_str && ev->stop_str) {
+    with_stop = *ev;
+    const size_t n = strlen(ev->stop_str);
+    with_stop.text = xmalloc(ev->text_len + n);
+    if (ev->text_len) memcpy(with_stop.text, ev->text, ev->text_len);
+    memcpy(with_stop.text + ev->text_len, ev->stop_str, n);
+    with_stop.text_len = ev->text_len + n;
+    ev = &with_stop;
+  }
   if (j->res) {
-    if (j->stream) stream_event(j, c, ci, ev);
+    if (j->stream && j->responses && ev->kind != SCHED_EV_ERROR) {
+      if (ev->text_len) srv__resp_stream_text(j, ev->text, ev->text_len);
+    } else if (j->stream && j->tools_format) stream_tools_event(j, c, ci, ev);
+    else if (j->stream) stream_event(j, c, ci, ev);
     else collect_event(j, c, ev);
   }
+  if (ev == &with_stop) free(with_stop.text);
   if (ev->token >= 0) {
     size_t len = 0;
     tok_piece(s->tok, ev->token, &len);
@@ -313,10 +404,38 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
   }
 }
 
+/* Adds the prompt logprobs to the choices cs[] of a whole response: with
+ * echo + logprobs, the prompt's entries lead each choice's logprobs; with
+ * prompt_logprobs, vLLM's list. Returns the arrays to free after writing
+ * ([2 * n_choices]), or NULL when there are none. */
+static oai_token_logprob_t **prompt_views(const srv_job_t *j, oai_choice_t *cs) {
+  if (!j->echo_logprobs && j->prompt_logprobs < 0) return NULL;
+  oai_token_logprob_t **views = xcalloc((size_t)j->n_choices * 2, sizeof *views);
+  for (int32_t i = 0; i < j->n_choices; i++) {
+    const srv_part_t *p = &j->parts[i / j->n];
+    if (!p->plp) continue;
+    if (j->prompt_logprobs >= 0) {
+      views[2 * i] = srv__plp_view(p, j->prompt_logprobs);
+      cs[i].prompt_lp = views[2 * i];
+      cs[i].n_prompt_lp = p->prompt_tokens;
+    }
+    if (j->echo_logprobs) { /* the prompt's entries, then the output's */
+      oai_token_logprob_t *v = srv__plp_view(p, j->echo_top);
+      const int32_t n = p->prompt_tokens + cs[i].n_logprobs;
+      v = xreallocarray(v, (size_t)n, sizeof *v);
+      memcpy(v + p->prompt_tokens, cs[i].logprobs, (size_t)cs[i].n_logprobs * sizeof *v);
+      views[2 * i + 1] = v;
+      cs[i].logprobs = v;
+      cs[i].n_logprobs = n;
+    }
+  }
+  return views;
+}
+
 /* The whole (non-streamed) response. */
 static void send_whole(srv_job_t *j) {
   const oai_meta_t m = meta(j);
-  const oai_usage_t u = {(int32_t)j->prompt_tokens, (int32_t)j->completion_tokens};
+  const oai_usage_t u = {(int32_t)j->prompt_tokens, (int32_t)j->completion_tokens, (int32_t)j->cached_tokens};
   if (j->errored) {
     const char *msg = "generation failed";
     for (int32_t i = 0; i < j->n_choices; i++)
@@ -325,17 +444,39 @@ static void send_whole(srv_job_t *j) {
     http_res_send_error(j->res, 500, NULL, msg, NULL, NULL);
     return;
   }
+  if (j->responses) {
+    j->status = 200;
+    srv__send_json(j->res, 200, srv__resp_whole(j));
+    return;
+  }
   oai_choice_t *cs = calloc((size_t)j->n_choices, sizeof *cs);
   if (!cs) xoom("server", 0);
   for (int32_t i = 0; i < j->n_choices; i++) {
-    const srv_choice_t *c = &j->choices[i];
+    srv_choice_t *c = &j->choices[i];
+    /* a stop string cut the text: the logprobs end where it ends (tokens
+     * that start at or past the cut were not returned) */
+    while (c->stop_str && c->n_lp > 0 && (size_t)c->lp[c->n_lp - 1].text_offset >= c->text.len) {
+      free((void *)c->lp[c->n_lp - 1].top);
+      c->n_lp--;
+    }
     cs[i] = (oai_choice_t){.index = i, .text = c->text.p ? c->text.p : "", .text_len = c->text.len,
                            .finish = c->finish, .stop_str = c->stop_str, .stop_token = c->stop_token,
                            .has_logprobs = j->logprobs, .logprobs = c->lp, .n_logprobs = c->n_lp};
   }
+  arena_t tools_arena;
+  arena_init(&tools_arena, 0, 0);
+  for (int32_t i = 0; j->tools_format && i < j->n_choices; i++) {
+    oai_choice_t parsed = cs[i];
+    srv__tools_parse(j, i, &j->choices[i], &tools_arena, &parsed);
+    cs[i] = parsed;
+  }
+  oai_token_logprob_t **views = prompt_views(j, cs);
   char *json = j->chat ? oai_write_chat_completion(&m, cs, j->n_choices, &u)
                        : oai_write_completion(&m, cs, j->n_choices, &u);
+  for (int32_t i = 0; views && i < 2 * j->n_choices; i++) free(views[i]);
+  free(views);
   free(cs);
+  arena_free(&tools_arena);
   j->status = 200;
   srv__send_json(j->res, 200, json);
 }
@@ -343,10 +484,15 @@ static void send_whole(srv_job_t *j) {
 /* Every engine request of j is done: end the response, log it. */
 static void complete(srv_job_t *j) {
   if (j->res) {
-    if (j->stream) {
+    if (j->stream && j->responses) {
+      srv__resp_stream_end(j);
+      flush(j);
+      http_res_stream_end(j->res);
+    } else if (j->stream) {
       if (j->include_usage) {
         const oai_meta_t m = meta(j);
-        const oai_usage_t u = {(int32_t)j->prompt_tokens, (int32_t)j->completion_tokens};
+        const oai_usage_t u = {(int32_t)j->prompt_tokens, (int32_t)j->completion_tokens,
+                               (int32_t)j->cached_tokens};
         sse(j, oai_write_usage_chunk(&m, j->chat, &u));
       }
       buf_put(&j->out, "data: [DONE]\n\n", 14);

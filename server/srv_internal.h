@@ -44,6 +44,7 @@
 #include "server/metrics.h"
 #include "server/oai_request.h"
 #include "server/oai_response.h"
+#include "server/oai_responses.h"
 #include "server/srv_stack.h"
 
 typedef enum srv_state {
@@ -93,6 +94,7 @@ typedef struct srv {
   const tok_t *tok;
   int32_t max_model_len, n_vocab;
   char bos[256], eos[256]; /* the special tokens' texts, for chat templates */
+  char fingerprint[32];    /* "system_fingerprint": "fp_" + a hash of what decides the outputs */
   oai_limits_t oai_lim;
   srv_metrics_t *metrics;
   kvev_t *kv_events;     /* vLLM's KV-cache events, or NULL (off) */
@@ -176,11 +178,14 @@ int srv__text_flags(const srv_t *s);
  * (special tokens parsed; BOS/EOS added only with add_special). Unless
  * special_tokens_in_input, the messages' text is marked first
  * (tok_mark_specials): only the template's own markup yields control
- * tokens. Returns 0,
+ * tokens. With continue_final (vLLM's continue_final_message) the rendered
+ * text ends where the last message's content ends (its end-of-turn
+ * dropped), so the output continues it. tools (JSON text, or NULL) is the
+ * template's `tools`. Returns 0,
  * -EINVAL with the reason in err (a template error, raise_exception), or
  * -ENOSYS when the model's template did not compile (a 500). */
-int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool add_generation_prompt,
-                     bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len);
+int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, const char *tools,
+                     bool add_generation_prompt, bool continue_final, bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len);
 /* Sends a malloc'd JSON body and frees it. */
 void srv__send_json(http_res_t *res, int status, char *json);
 /* Writes the access-log line of a request answered without the engine; id
@@ -197,6 +202,10 @@ void srv__info_routes(srv_t *s);
 
 void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx);
 void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx);
+/* The chat flow once ch is parsed: model check, tools, template, submit,
+ * start; resp non-NULL makes the job a /v1/responses one. */
+void srv__run_chat(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
+                   oai_chat_req_t *ch, const oai_responses_req_t *resp);
 
 /* ---- srv_work.c -------------------------------------------------------------- */
 
@@ -254,6 +263,9 @@ typedef struct srv_part {
   int64_t last_token_ns;       /* of any of its sequences (metrics) */
   int32_t max_seq_tokens;      /* the longest of its sequences (metrics) */
   bool live;                   /* submitted, final event not yet seen */
+  /* prompt logprobs (srv_prompt_lp.c): one entry per prompt token, entry 0 without a logprob */
+  oai_token_logprob_t *plp;    /* [prompt_tokens] or NULL */
+  oai_top_logprob_t *plp_top;  /* [prompt_tokens * SAMP_MAX_TOP_LOGPROBS] their alternatives */
 } srv_part_t;
 
 /* One generation request (completions or chat) from arrival until its
@@ -264,6 +276,20 @@ struct srv_job {
   srv_job_t *prev, *next;
   http_res_t *res;             /* NULL once the response ended or the client left */
   bool chat, stream, include_usage, logprobs;
+  bool include_stop_str;       /* include_stop_str_in_output */
+  bool continuous_usage;       /* stream_options.continuous_usage_stats */
+  bool echo_logprobs;          /* completions echo + logprobs: the prompt's logprobs lead the choice's */
+  int32_t echo_top;            /* their alternatives (the request's logprobs) */
+  int32_t prompt_logprobs;     /* vLLM's prompt_logprobs: -1 off, else the alternatives */
+  oai_tools_format_t tools_format; /* chat with tools: how the output is read; NONE: no tools */
+  bool parallel_tool_calls;    /* false: at most one call */
+  /* /v1/responses (srv_responses.c) */
+  bool responses;              /* answer as a Responses object / events */
+  char *resp_instructions;     /* malloc'd, or NULL */
+  int32_t resp_max_output;     /* -1: none */
+  float resp_temperature, resp_top_p;
+  int64_t resp_seq;            /* the next event's sequence_number */
+  char resp_item_id[64];
   int32_t n;                   /* choices per prompt */
   int32_t max_tokens;          /* the request's max_tokens; 0: none given */
   char id[64];
@@ -274,7 +300,7 @@ struct srv_job {
   int32_t n_parts, n_live;
   srv_choice_t *choices;       /* [n_parts * n] */
   int32_t n_choices;
-  int64_t prompt_tokens, completion_tokens;
+  int64_t prompt_tokens, completion_tokens, cached_tokens; /* from the parts' final events */
   int64_t first_scheduled_ns, first_token_ns; /* earliest over the parts; 0: not yet */
   buf_t out;               /* SSE bytes waiting for this wake-up's single write */
   bool dirty;                  /* out holds bytes (the job is on the flush list) */
@@ -287,6 +313,38 @@ struct srv_job {
 /* A job for a request with n_parts prompts of n choices each, on s's list.
  * The caller fills the rest. */
 srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_params_t *g, int32_t n_parts);
+/* ---- srv_responses.c -------------------------------------------------------- */
+void srv__h_responses(const http_req_t *req, http_res_t *res, void *ctx);
+/* Makes j a Responses job (ids, what the response echoes). */
+void srv__resp_init(srv_job_t *j, const oai_responses_req_t *r);
+/* The stream's events: the opening ones; a text delta (kept for the end);
+ * the closing ones (done, completed or incomplete). */
+void srv__resp_stream_start(srv_job_t *j);
+void srv__resp_stream_text(srv_job_t *j, const char *text, size_t len);
+void srv__resp_stream_end(srv_job_t *j);
+/* The whole response object (malloc'd). */
+char *srv__resp_whole(const srv_job_t *j);
+
+/* ---- srv_tools.c ------------------------------------------------------------ */
+/* The format tool calls are read in: the tool_call_parser setting, or
+ * (auto) the chat template's. */
+oai_tools_format_t srv__tools_format(const srv_t *s);
+/* Choice ci's finished text c->text as oc's content and tool calls (ids
+ * made here), finish_reason "tool_calls" when it called any; in a. */
+void srv__tools_parse(const srv_job_t *j, int32_t ci, const srv_choice_t *c, arena_t *a, oai_choice_t *oc);
+
+/* ---- srv_prompt_lp.c --------------------------------------------------------- */
+/* Gives part its prompt-logprob entries for prompt ids[n] (entry 0, the
+ * first token, has no logprob). */
+void srv__plp_init(srv_t *s, srv_part_t *p, const int32_t *ids, int32_t n);
+/* Stores a SCHED_EV_PROMPT event in its part. */
+void srv__plp_event(srv_t *s, srv_part_t *p, const sched_event_t *ev);
+/* The part's entries with at most n_top alternatives each and text_offset
+ * counted from 0 (malloc'd [p->prompt_tokens]; the strings are the
+ * tokenizer's, the alternatives the part's). */
+oai_token_logprob_t *srv__plp_view(const srv_part_t *p, int32_t n_top);
+void srv__plp_free(srv_part_t *p);
+
 /* Cancels the job's live engine requests (client gone, timeout, shutdown). */
 void srv__job_cancel(srv_job_t *j, const char *why);
 /* Frees the job if nothing refers to it any more (response ended or client

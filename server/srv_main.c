@@ -307,6 +307,9 @@ int srv_run(const cfg_t *cfg) {
   const http_limits_t lim = limits(cfg);
   s->http = http_server_create(&s->loop, &lim);
   rc = s->http ? http_server_set_api_keys(s->http, (const char *const *)cfg->api_keys.items, cfg->api_keys.n) : -1;
+  if (rc == 0)
+    rc = http_server_set_allowed_origins(s->http, (const char *const *)cfg->allowed_origins.items,
+                                         cfg->allowed_origins.n);
   if (rc == 0) {
     srv__routes(s);
     rc = listen_all(s);

@@ -44,6 +44,8 @@ bool srv__serving(srv_t *s, http_res_t *res) {
 
 bool srv__model_ok(srv_t *s, http_res_t *res, const char *model) {
   if (!model || strcmp(model, s->cfg->served_model_name) == 0) return true;
+  for (int i = 0; i < s->cfg->served_model_aliases.n; i++)
+    if (strcmp(model, s->cfg->served_model_aliases.items[i]) == 0) return true;
   char msg[512];
   snprintf(msg, sizeof msg, "The model `%.200s` does not exist; this server serves `%.200s`.", model,
            s->cfg->served_model_name);
@@ -103,8 +105,23 @@ static oai_message_t *marked_messages(srv_t *s, arena_t *a, const oai_message_t 
   return m;
 }
 
-int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool add_generation_prompt,
-                     bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len) {
+/* Cuts text[*len] after the last occurrence of the final message's
+ * content (continue_final_message). Returns 0 or -EINVAL with err. */
+static int cut_after_final(const oai_message_t *last, const char *text, size_t *len, char *err, size_t err_len) {
+  const char *at = NULL;
+  for (const char *p = text; last->content_len && p + last->content_len <= text + *len; p++)
+    if (memcmp(p, last->content, last->content_len) == 0) at = p;
+  if (!at) {
+    snprintf(err, err_len, "continue_final_message: the final message's content is empty or not in the rendered "
+                           "prompt");
+    return -EINVAL;
+  }
+  *len = (size_t)(at - text) + last->content_len;
+  return 0;
+}
+
+int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, const char *tools,
+                     bool add_generation_prompt, bool continue_final, bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len) {
   if (!s->tmpl) {
     snprintf(err, err_len, "chat is not available: this model's chat template does not compile (see the server log)");
     return -ENOSYS;
@@ -112,17 +129,23 @@ int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, bool a
   arena_t arena;
   arena_init(&arena, 0, 0);
   const bool mark = !s->cfg->special_tokens_in_input;
+  const oai_message_t *use = mark ? marked_messages(s, &arena, msgs, n_msgs) : msgs;
   const chat_tmpl_input_t in = {
-      .messages = oai_chat_messages(&arena, mark ? marked_messages(s, &arena, msgs, n_msgs) : msgs, n_msgs),
+      .messages = oai_chat_messages(&arena, use, n_msgs),
       .add_generation_prompt = add_generation_prompt,
       .bos_token = s->bos,
       .eos_token = s->eos,
+      .extra = oai_chat_tools(&arena, tools),
   };
   char *text = NULL;
   size_t len = 0;
   int rc = chat_tmpl_render(s->tmpl, &in, &text, &len, err, err_len);
+  if (rc == 0 && continue_final) rc = cut_after_final(&use[n_msgs - 1], text, &len, err, err_len);
   arena_free(&arena);
-  if (rc != 0) return -EINVAL;
+  if (rc != 0) {
+    free(text);
+    return -EINVAL;
+  }
   const int flags = TOK_ENC_PARSE_SPECIAL | (mark ? TOK_ENC_MARKED : 0) | (add_special ? TOK_ENC_ADD_SPECIAL : 0);
   rc = srv__encode(s, text, len, flags, ids, n, err, err_len);
   free(text);
@@ -149,19 +172,61 @@ static const char *model_file_name(const char *path) {
   return slash ? slash + 1 : path;
 }
 
-static void h_models(const http_req_t *req, http_res_t *res, void *ctx) {
-  srv_t *s = ctx;
-  const uint64_t rid = req->id; /* req is freed once answered */
-  if (!srv__serving(s, res)) return;
-  const oai_model_t m = {
-      .id = s->cfg->served_model_name,
+/* The served model under name i: 0 the served name, then the aliases. */
+static oai_model_t model_entry(const srv_t *s, int i) {
+  return (oai_model_t){
+      .id = i == 0 ? s->cfg->served_model_name : s->cfg->served_model_aliases.items[i - 1],
       .root = model_file_name(s->cfg->model), /* not the path: it says nothing a client needs */
       .owned_by = "tram",
       .created = s->boot_time,
       .max_model_len = s->max_model_len,
   };
-  srv__send_json(res, 200, oai_write_models(&m, 1));
+}
+
+/* GET /v1/models: the served name, then each alias (as vLLM lists them). */
+static void h_models(const http_req_t *req, http_res_t *res, void *ctx) {
+  srv_t *s = ctx;
+  const uint64_t rid = req->id; /* req is freed once answered */
+  if (!srv__serving(s, res)) return;
+  oai_model_t m[1 + CFG_MAX_ALIASES];
+  int n = 1 + s->cfg->served_model_aliases.n;
+  if (n > 1 + CFG_MAX_ALIASES) n = 1 + CFG_MAX_ALIASES;
+  for (int i = 0; i < n; i++) m[i] = model_entry(s, i);
+  srv__send_json(res, 200, oai_write_models(m, n));
   srv__access(rid, "/v1/models", 200);
+}
+
+/* Writes "/v1/models/<name>" into path[cap] with each '/' of name as
+ * `slash` ("/", "%2F" or "%2f": clients percent-encode it). */
+static void model_path(char *path, size_t cap, const char *name, const char *slash) {
+  size_t n = (size_t)snprintf(path, cap, "/v1/models/");
+  for (const char *p = name; *p && n + 4 < cap; p++)
+    n += (size_t)snprintf(path + n, cap - n, "%s", *p == '/' ? slash : (char[]){*p, 0});
+}
+
+/* GET /v1/models/{name}: routes for each name, '/' in it as is and
+ * percent-encoded (an unknown name is a 404 like any unknown path). */
+static void h_model(const http_req_t *req, http_res_t *res, void *ctx) {
+  srv_t *s = ctx;
+  const uint64_t rid = req->id;
+  if (!srv__serving(s, res)) return;
+  char name[1100];
+  size_t n = 0;
+  for (const char *p = req->path + strlen("/v1/models/"); *p && n + 1 < sizeof name; p++) {
+    if (p[0] == '%' && p[1] == '2' && (p[2] == 'F' || p[2] == 'f')) {
+      name[n++] = '/';
+      p += 2;
+    } else {
+      name[n++] = *p;
+    }
+  }
+  name[n] = '\0';
+  int i = 0;
+  for (int k = 0; k < s->cfg->served_model_aliases.n; k++)
+    if (strcmp(name, s->cfg->served_model_aliases.items[k]) == 0) i = k + 1;
+  const oai_model_t m = model_entry(s, i);
+  srv__send_json(res, 200, oai_write_model(&m));
+  srv__access(rid, "/v1/models/{model}", 200);
 }
 
 static void h_metrics(const http_req_t *req, http_res_t *res, void *ctx) {
@@ -209,8 +274,9 @@ static void tokenize_run(srv_work_t *w) {
   o->rc = t->prompt ? srv__encode(s, t->prompt, t->prompt_len,
                                   srv__text_flags(s) | (t->add_special_tokens ? TOK_ENC_ADD_SPECIAL : 0), &o->ids,
                                   &o->n, o->err, sizeof o->err)
-                    : srv__encode_chat(s, t->messages, t->n_messages, t->add_generation_prompt,
-                                       t->add_special_tokens, &o->ids, &o->n, o->err, sizeof o->err);
+                    : srv__encode_chat(s, t->messages, t->n_messages, t->tools, t->add_generation_prompt,
+                                       t->continue_final_message, t->add_special_tokens, &o->ids, &o->n, o->err,
+                                       sizeof o->err);
 }
 
 /* Loop: answers (or, with the client gone, only frees). */
@@ -231,7 +297,16 @@ static void tokenize_done(srv_work_t *w) {
     http_res_send_error(res, status, NULL, o->err, o->t.prompt ? "prompt" : "messages", "invalid_value");
     srv__access(rid, "/tokenize", status);
   } else {
-    srv__send_json(res, 200, oai_write_tokenize(o->ids, o->n, s->max_model_len, NULL));
+    const char **strs = NULL; /* return_token_strs: the vocabulary's strings, as vLLM's token_strs */
+    if (o->t.return_token_strs) {
+      strs = arena_array(&w->arena, (size_t)(o->n ? o->n : 1), sizeof *strs);
+      for (int32_t i = 0; i < o->n; i++) {
+        size_t len = 0;
+        const char *x = tok_text(s->tok, o->ids[i], &len);
+        strs[i] = arena_strndup(&w->arena, x ? x : "", x ? len : 0);
+      }
+    }
+    srv__send_json(res, 200, oai_write_tokenize(o->ids, o->n, s->max_model_len, strs));
     srv__access(rid, "/tokenize", 200);
   }
   free(o->ids);
@@ -277,11 +352,20 @@ void srv__routes(srv_t *s) {
   http_server_t *h = s->http;
   http_server_route(h, HTTP_GET, "/health", h_health, s, HTTP_ROUTE_PUBLIC | HTTP_ROUTE_PROBE);
   http_server_route(h, HTTP_GET, "/v1/models", h_models, s, 0);
+  for (int i = 0; i <= s->cfg->served_model_aliases.n && i <= CFG_MAX_ALIASES; i++) {
+    const char *slashes[] = {"/", "%2F", "%2f"};
+    for (int k = 0; k < 3; k++) {
+      char path[1100];
+      model_path(path, sizeof path, model_entry(s, i).id, slashes[k]);
+      http_server_route(h, HTTP_GET, path, h_model, s, 0); /* -EEXIST (no '/') is fine */
+    }
+  }
   if (s->cfg->metrics) http_server_route(h, HTTP_GET, "/metrics", h_metrics, s, HTTP_ROUTE_PROBE);
   http_server_route(h, HTTP_POST, "/tokenize", h_tokenize, s, 0);
   http_server_route(h, HTTP_POST, "/detokenize", h_detokenize, s, 0);
   http_server_route(h, HTTP_POST, "/v1/completions", srv__h_completions, s, 0);
   http_server_route(h, HTTP_POST, "/v1/chat/completions", srv__h_chat, s, 0);
+  http_server_route(h, HTTP_POST, "/v1/responses", srv__h_responses, s, 0);
   srv__info_routes(s);
   srv__dash_routes(s);
 }

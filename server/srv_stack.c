@@ -18,5 +18,6 @@ sched_stack_opts_t srv_stack_opts(const cfg_t *c) {
               .max_waiting = c->max_waiting,
               .prefix_caching = 1,
           },
+      .chat_template_path = c->chat_template,
   };
 }

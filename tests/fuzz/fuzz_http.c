@@ -19,6 +19,7 @@
 #include "base/arena.h"
 #include "server/http_parse.h"
 #include "server/oai_request.h"
+#include "server/oai_responses.h"
 #include "server/oai_response.h"
 
 /* The validators on one body, then the writers on what they produced. */
@@ -53,6 +54,15 @@ static void validate(const char *body, size_t len) {
   oai_tokenize_req_t t;
   if (oai_parse_tokenize(body, len, &lim, &a, &t, &err) == 0 && t.prompt)
     free(oai_write_detokenize(t.prompt, t.prompt_len));
+  oai_responses_req_t rr;
+  if (oai_parse_responses(body, len, &lim, &a, &rr, &err) == 0) {
+    const oai_message_t *last = &rr.chat.messages[rr.chat.n_messages - 1];
+    const oai_resp_info_t info = {.id = "resp-x", .item_id = "msg-x", .model = rr.chat.model, .status = "completed",
+                                  .instructions = rr.instructions, .max_output_tokens = rr.max_output_tokens,
+                                  .text = last->content, .text_len = last->content_len, .has_usage = true};
+    free(oai_write_response(&info));
+    free(oai_write_response_event("response.output_text.delta", 1, &info, last->content, last->content_len));
+  }
   oai_detokenize_req_t d;
   if (oai_parse_detokenize(body, len, &lim, &a, &d, &err) == 0)
     free(oai_write_tokenize(d.tokens, d.n_tokens, 2048, NULL));

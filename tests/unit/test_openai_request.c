@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "server/oai_request.h"
+#include "server/oai_responses.h"
 
 enum { COMPL, CHAT, TOKENIZE, DETOKENIZE };
 
@@ -100,6 +101,9 @@ static const case_t cases[] = {
     {COMPL, "{" P ",\"seed\":1.5}", "seed", "invalid_type"},
     {COMPL, "{" P ",\"seed\":1e300}", "seed", "invalid_value"},
     {COMPL, "{" P ",\"seed\":\"42\"}", "seed", "invalid_type"},
+    {COMPL, "{" P ",\"seed\":18446744073709551616}", "seed", "invalid_value"}, /* 2^64 */
+    {COMPL, "{" P ",\"seed\":-9223372036854775809}", "seed", "invalid_value"}, /* -2^63 - 1 */
+    {COMPL, "{" P ",\"seed\":1e20}", "seed", "invalid_value"},
     {COMPL, "{" P ",\"presence_penalty\":-2}", NULL, NULL},
     {COMPL, "{" P ",\"presence_penalty\":2.5}", "presence_penalty", "invalid_value"},
     {COMPL, "{" P ",\"frequency_penalty\":-2.5}", "frequency_penalty", "invalid_value"},
@@ -168,13 +172,13 @@ static const case_t cases[] = {
     {CHAT, "{\"messages\":[{\"content\":\"hi\"}]}", "messages[0].role", "missing_required_parameter"},
     {CHAT, "{\"messages\":[{\"role\":5,\"content\":\"hi\"}]}", "messages[0].role", "invalid_type"},
     {CHAT, "{\"messages\":[{\"role\":\"robot\",\"content\":\"hi\"}]}", "messages[0].role", "invalid_value"},
-    {CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"tool\",\"content\":\"x\"}]}",
-     "messages[1].role", "unsupported_value"},
+    {CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"tool\",\"content\":\"x\"}]}", NULL,
+     NULL},
     {CHAT, "{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content", "missing_required_parameter"},
     {CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":null}]}", NULL,
      NULL},
     {CHAT, "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"x\"}]}]}",
-     "messages[0].tool_calls", "unsupported_parameter"},
+     "messages[0].tool_calls[0]", "invalid_type"},
     {CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "messages[0].content", "invalid_type"},
     {CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"}]}]}", NULL, NULL},
     {CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{}}]}]}",
@@ -195,14 +199,72 @@ static const case_t cases[] = {
     {CHAT, "{" M ",\"logprobs\":3}", "logprobs", "invalid_type"},
     {CHAT, "{" M ",\"temperature\":3}", "temperature", "invalid_value"},
     {CHAT, "{" M ",\"stop\":[\"x\"],\"seed\":1,\"n\":3,\"stream\":true}", NULL, NULL},
-    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\"}]}", "tools", "unsupported_parameter"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\"}]}", "tools[0].function", "invalid_type"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{}}}]}", NULL, NULL},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]}", "tools[0].function",
+     "invalid_type"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0]", "unsupported_value"},
+    {CHAT, "{" M ",\"tools\":{}}", "tools", "invalid_type"},
+    {CHAT, "{" M ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}", "tool_choice",
+     "unsupported_value"},
+    {CHAT, "{" M ",\"tool_choice\":\"sometimes\"}", "tool_choice", "invalid_value"},
+    {CHAT, "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"x\",\"type\":"
+     "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":"
+     "\"x\",\"content\":\"42\"}]}", NULL, NULL},
+    {CHAT, "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"function\":{\"name\":"
+     "\"f\",\"arguments\":{}}}]}]}", "messages[0].tool_calls[0].function", "invalid_type"},
+    {CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"tool_calls\":[{\"function\":{\"name\":\"f\"}}]}]}",
+     "messages[0].tool_calls", "invalid_value"},
+    {CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"tool_call_id\":\"x\"}]}",
+     "messages[0].tool_call_id", "invalid_value"},
+    {CHAT, "{\"messages\":[{\"role\":\"function\",\"content\":\"a\"}]}", "messages[0].role", "unsupported_value"},
     {CHAT, "{" M ",\"tools\":[]}", NULL, NULL},
     {CHAT, "{" M ",\"tool_choice\":\"none\"}", NULL, NULL},
-    {CHAT, "{" M ",\"tool_choice\":\"required\"}", "tool_choice", "unsupported_parameter"},
+    {CHAT, "{" M ",\"tool_choice\":\"required\"}", "tool_choice", "unsupported_value"},
     {CHAT, "{" M ",\"response_format\":{\"type\":\"text\"}}", NULL, NULL},
     {CHAT, "{" M ",\"response_format\":{\"type\":\"json_object\"}}", "response_format", "unsupported_parameter"},
     {CHAT, "{" M ",\"add_generation_prompt\":\"no\"}", "add_generation_prompt", "invalid_type"},
-    {CHAT, "{" M ",\"echo\":\"ignored for chat\"}", NULL, NULL},
+    {CHAT, "{" M ",\"echo\":true}", "echo", "unsupported_parameter"},
+    {CHAT, "{" M ",\"echo\":false}", NULL, NULL},
+    /* vLLM's extensions: taken, or refused by name when they ask for something (oai_extras.c) */
+    {COMPL, "{" P ",\"min_tokens\":3,\"max_tokens\":3}", NULL, NULL},
+    {COMPL, "{" P ",\"min_tokens\":4,\"max_tokens\":3}", "min_tokens", "invalid_value"},
+    {COMPL, "{" P ",\"min_tokens\":-1}", "min_tokens", "invalid_value"},
+    {COMPL, "{" P ",\"truncate_prompt_tokens\":0}", "truncate_prompt_tokens", "invalid_value"},
+    {COMPL, "{" P ",\"include_stop_str_in_output\":1}", "include_stop_str_in_output", "invalid_type"},
+    {COMPL, "{" P ",\"skip_special_tokens\":\"no\"}", "skip_special_tokens", "invalid_type"},
+    {COMPL, "{" P ",\"use_beam_search\":false,\"length_penalty\":1,\"priority\":0}", NULL, NULL},
+    {COMPL, "{" P ",\"use_beam_search\":true}", "use_beam_search", "unsupported_parameter"},
+    {COMPL, "{" P ",\"length_penalty\":0.5}", "length_penalty", "unsupported_parameter"},
+    {COMPL, "{" P ",\"prompt_logprobs\":0}", NULL, NULL},
+    {COMPL, "{" P ",\"prompt_logprobs\":21}", "prompt_logprobs", "invalid_value"},
+    {COMPL, "{" P ",\"prompt_logprobs\":-1}", "prompt_logprobs", "invalid_value"},
+    {COMPL, "{" P ",\"prompt_logprobs\":1,\"stream\":true}", "prompt_logprobs", "unsupported_parameter"},
+    {COMPL, "{" P ",\"echo\":true,\"logprobs\":0,\"stream\":true}", "echo", "unsupported_parameter"},
+    {COMPL, "{" P ",\"echo\":true,\"logprobs\":0,\"max_tokens\":0}", NULL, NULL},
+    {COMPL, "{" P ",\"max_tokens\":0}", "max_tokens", "invalid_value"},
+    {CHAT, "{" M ",\"max_tokens\":0}", "max_tokens", "invalid_value"},
+    {COMPL, "{" P ",\"return_token_ids\":true}", "return_token_ids", "unsupported_parameter"},
+    {COMPL, "{" P ",\"guided_json\":{}}", NULL, NULL},
+    {COMPL, "{" P ",\"guided_choice\":[\"a\"]}", "guided_choice", "unsupported_parameter"},
+    {COMPL, "{" P ",\"spaces_between_special_tokens\":false}", "spaces_between_special_tokens",
+     "unsupported_parameter"},
+    {COMPL, "{" P ",\"stream\":true,\"stream_options\":{\"continuous_usage_stats\":true}}",
+     "stream_options.continuous_usage_stats", "invalid_value"},
+    {COMPL, "{" P ",\"stream\":true,\"stream_options\":{\"include_usage\":true,\"continuous_usage_stats\":3}}",
+     "stream_options.continuous_usage_stats", "invalid_type"},
+    {CHAT, "{" M ",\"continue_final_message\":true}", "continue_final_message", "invalid_value"},
+    {CHAT, "{" M ",\"continue_final_message\":true,\"add_generation_prompt\":false}", NULL, NULL},
+    {CHAT, "{" M ",\"parallel_tool_calls\":false}", NULL, NULL},
+    {CHAT, "{" M ",\"parallel_tool_calls\":1}", "parallel_tool_calls", "invalid_type"},
+    {CHAT, "{" M ",\"chat_template\":\"{{x}}\"}", "chat_template", "unsupported_parameter"},
+    {CHAT, "{" M ",\"modalities\":[\"text\"],\"service_tier\":\"auto\",\"store\":false}", NULL, NULL},
+    {CHAT, "{" M ",\"modalities\":[\"audio\"]}", "modalities", "unsupported_parameter"},
+    {CHAT, "{" M ",\"service_tier\":\"flex\"}", "service_tier", "unsupported_parameter"},
+    {CHAT, "{" M ",\"store\":true}", "store", "unsupported_parameter"},
+    {TOKENIZE, "{\"prompt\":\"a\",\"return_token_strs\":\"y\"}", "return_token_strs", "invalid_type"},
+    {TOKENIZE, "{\"prompt\":\"a\",\"continue_final_message\":true,\"add_generation_prompt\":false}",
+     "continue_final_message", "invalid_value"},
     /* tokenize / detokenize */
     {TOKENIZE, "{\"prompt\":\"hello\"}", NULL, NULL},
     {TOKENIZE, "{" M "}", NULL, NULL},
@@ -255,7 +317,7 @@ static void completion_values(void **state) {
       "\"top_k\":-1,\"min_p\":0.05,\"seed\":-3,\"stop\":[\"\\n\\n\",\"END\"],\"presence_penalty\":0.5,"
       "\"frequency_penalty\":-0.5,\"repetition_penalty\":1.2,\"logit_bias\":{\"50\":-100,\"7\":2.5},"
       "\"logprobs\":3,\"n\":2,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
-      "\"ignore_eos\":true,\"stop_token_ids\":[0,2],\"echo\":true,\"user\":\"u\"}";
+      "\"ignore_eos\":true,\"stop_token_ids\":[0,2],\"echo\":false,\"user\":\"u\"}";
   arena_t a;
   arena_init(&a, 0, 0);
   oai_completion_req_t r;
@@ -287,7 +349,7 @@ static void completion_values(void **state) {
   assert_int_equal(g->samp.logprobs, 1);
   assert_int_equal(g->samp.top_logprobs, 3);
   assert_int_equal(g->n, 2);
-  assert_true(g->stream && g->include_usage && g->ignore_eos && g->echo);
+  assert_true(g->stream && g->include_usage && g->ignore_eos && !g->echo); /* echo + logprobs: not streamed */
   assert_int_equal(g->n_stop, 2);
   assert_string_equal(g->stop[0], "\n\n");
   assert_string_equal(g->stop[1], "END");
@@ -350,6 +412,22 @@ static void chat_values(void **state) {
   assert_false(r.add_generation_prompt);
   assert_true(r.params.stream);
   assert_false(r.params.include_usage);
+  assert_false(r.params.add_special_tokens); /* chat's default, as vLLM */
+  arena_free(&a);
+  /* vLLM's extensions reach the request */
+  body = "{" M ",\"min_tokens\":2,\"truncate_prompt_tokens\":7,\"include_stop_str_in_output\":true,"
+         "\"skip_special_tokens\":false,\"add_special_tokens\":true,\"continue_final_message\":true,"
+         "\"add_generation_prompt\":false,\"stream\":true,"
+         "\"stream_options\":{\"include_usage\":true,\"continuous_usage_stats\":true}}";
+  arena_init(&a, 0, 0);
+  assert_int_equal(oai_parse_chat(body, strlen(body), NULL, &a, &r, &err), 0);
+  assert_int_equal(r.params.min_tokens, 2);
+  assert_int_equal(r.params.truncate_prompt_tokens, 7);
+  assert_true(r.params.include_stop_str);
+  assert_true(r.params.special);
+  assert_true(r.params.add_special_tokens);
+  assert_true(r.continue_final_message);
+  assert_true(r.params.continuous_usage);
   arena_free(&a);
   /* defaults: to the end of the context, add the generation prompt */
   arena_init(&a, 0, 0);
@@ -423,6 +501,97 @@ static void caps(void **state) {
   }
 }
 
+/* Seeds keep all 64 bits (read from the JSON text), wherever the key is;
+ * integers in errors are printed whole. */
+static void seeds_and_numbers(void **state) {
+  const struct {
+    const char *body;
+    uint64_t seed;
+  } ok[] = {
+      {"{\"seed\":9223372036854775807," P "}", UINT64_C(9223372036854775807)},
+      {"{" P ", \"n\" : 1 , \"seed\" : 18446744073709551615 }", UINT64_MAX},
+      {"{\"stop\":[\"seed\",\"}\\\"\"],\"x\":{\"seed\":1},\"seed\":-9223372036854775808," P "}",
+       (uint64_t)INT64_MIN},
+      {"{" P ",\"seed\":4e3}", 4000},
+  };
+  for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+    arena_t a;
+    arena_init(&a, 0, 0);
+    oai_completion_req_t r;
+    oai_error_t err;
+    assert_int_equal(oai_parse_completion(ok[i].body, strlen(ok[i].body), NULL, &a, &r, &err), 0);
+    assert_int_equal(r.params.samp.has_seed, 1);
+    assert_true(r.params.samp.seed == ok[i].seed);
+    arena_free(&a);
+  }
+  arena_t a;
+  arena_init(&a, 0, 0);
+  oai_completion_req_t r;
+  oai_error_t err;
+  const char *b = "{\"prompt\":[1,100000000]}";
+  assert_int_equal(oai_parse_completion(b, strlen(b), NULL, &a, &r, &err), 0); /* no vocabulary limit */
+  oai_limits_t lim = oai_limits_default();
+  lim.vocab_size = 10;
+  assert_int_equal(oai_parse_completion(b, strlen(b), &lim, &a, &r, &err), -EINVAL);
+  assert_non_null(strstr(err.message, "100000000"));
+  b = "{" P ",\"max_tokens\":12345678901}";
+  assert_int_equal(oai_parse_completion(b, strlen(b), NULL, &a, &r, &err), -EINVAL);
+  assert_non_null(strstr(err.message, "got 12345678901"));
+  arena_free(&a);
+}
+
+/* /v1/responses: input and instructions become messages, the echoed
+ * fields are kept, unsupported parts are named. */
+static void responses(void **state) {
+  arena_t a;
+  arena_init(&a, 0, 0);
+  oai_responses_req_t r;
+  oai_error_t err;
+  const char *b = "{\"model\":\"m\",\"instructions\":\"be brief\",\"input\":[{\"role\":\"user\",\"content\":"
+                  "[{\"type\":\"input_text\",\"text\":\"a\"},{\"type\":\"input_text\",\"text\":\"b\"}]},"
+                  "{\"type\":\"message\",\"role\":\"assistant\",\"content\":\"c\"}],\"max_output_tokens\":9,"
+                  "\"temperature\":0.5,\"top_p\":0.9,\"store\":false,\"text\":{\"format\":{\"type\":\"text\"}},"
+                  "\"stream\":true,\"tools\":[],\"metadata\":{}}";
+  assert_int_equal(oai_parse_responses(b, strlen(b), NULL, &a, &r, &err), 0);
+  assert_int_equal(r.chat.n_messages, 3);
+  assert_string_equal(r.chat.messages[0].role, "system");
+  assert_string_equal(r.chat.messages[0].content, "be brief");
+  assert_string_equal(r.chat.messages[1].content, "a\nb");
+  assert_string_equal(r.chat.messages[2].role, "assistant");
+  assert_int_equal(r.chat.params.max_tokens, 9);
+  assert_int_equal(r.max_output_tokens, 9);
+  assert_true(r.chat.params.stream && r.chat.params.n == 1);
+  assert_true(fabsf(r.chat.params.samp.temperature - 0.5f) < 1e-6f);
+  b = "{\"input\":\"hi\"}";
+  assert_int_equal(oai_parse_responses(b, strlen(b), NULL, &a, &r, &err), 0);
+  assert_int_equal(r.chat.n_messages, 1);
+  assert_int_equal(r.max_output_tokens, -1);
+  assert_true(fabsf(r.chat.params.samp.temperature - 1.0f) < 1e-6f); /* OpenAI's default */
+  const struct {
+    const char *body, *param;
+  } bad[] = {
+      {"{}", "input"},
+      {"{\"input\":[]}", "input"},
+      {"{\"input\":5}", "input"},
+      {"{\"input\":\"x\",\"store\":true}", "store"},
+      {"{\"input\":\"x\",\"previous_response_id\":\"r\"}", "previous_response_id"},
+      {"{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools"},
+      {"{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_object\"}}}", "text.format"},
+      {"{\"input\":\"x\",\"truncation\":\"auto\"}", "truncation"},
+      {"{\"input\":\"x\",\"temperature\":3}", "temperature"},
+      {"{\"input\":\"x\",\"max_output_tokens\":0}", "max_output_tokens"},
+      {"{\"input\":[{\"type\":\"reasoning\"}]}", "input[0]"},
+      {"{\"input\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "input[0]"},
+      {"{\"input\":[{\"role\":\"user\"}]}", "input[0].content"},
+      {"{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_file\"}]}]}", "input[0].content[0].type"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    assert_int_equal(oai_parse_responses(bad[i].body, strlen(bad[i].body), NULL, &a, &r, &err), -EINVAL);
+    if (strcmp(err.param, bad[i].param) != 0) fail_msg("%s: param %s, want %s", bad[i].body, err.param, bad[i].param);
+  }
+  arena_free(&a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(field_table),
@@ -430,6 +599,8 @@ int main(void) {
       cmocka_unit_test(chat_values),
       cmocka_unit_test(tokenize_values),
       cmocka_unit_test(caps),
+      cmocka_unit_test(seeds_and_numbers),
+      cmocka_unit_test(responses),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,7 +57,7 @@ static void check_usage(const cJSON *root, int p, int c) {
   assert_int_equal((int)num(u, "total_tokens"), p + c);
 }
 
-static const oai_top_logprob_t TOP[] = {{" the", 4, -0.25f}, {" a", 2, -1.5f}, {" the", 4, -3.0f}};
+static const oai_top_logprob_t TOP[] = {{" the", 4, -0.25f, 0}, {" a", 2, -1.5f, 0}, {" the", 4, -3.0f, 0}};
 static const oai_token_logprob_t LP[] = {
     {.token = " the", .token_len = 4, .logprob = -0.25f, .text_offset = 5, .top = TOP, .n_top = 3},
     {.token = "\xE2\x82", .token_len = 2, .logprob = -INFINITY, .text_offset = 9, .top = NULL, .n_top = 0},

@@ -1,0 +1,102 @@
+/* server/oai_tools.c — the tool-calling fields of a chat request: `tools`
+ * (function tools, kept as JSON text for the chat template), `tool_choice`
+ * ("none" or "auto"; "required" and a named function need constrained
+ * decoding, which tram does not have: refused by name),
+ * `parallel_tool_calls`, an assistant message's `tool_calls` and a tool
+ * message's `tool_call_id`. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/oai_fields.h"
+
+/* x printed compactly into the arena. */
+static const char *json_text(oai__ctx_t *c, const cJSON *x) {
+  char *s = cJSON_PrintUnformatted(x);
+  if (!s) abort();
+  const char *out = arena_strndup(c->arena, s, strlen(s));
+  free(s);
+  return out;
+}
+
+/* obj[key] must be a non-empty string; param names obj. */
+static int need_string(oai__ctx_t *c, const cJSON *obj, const char *key, const char *param) {
+  const cJSON *x = oai__get(obj, key);
+  if (x && cJSON_IsString(x) && x->valuestring[0]) return 0;
+  return oai__fail(c, x ? "invalid_type" : "missing_required_parameter", param, "%s.%s must be a non-empty string",
+                   param, key);
+}
+
+int oai__parse_tools(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out) {
+  out->parallel_tool_calls = true;
+  if (oai__get_bool(c, root, "parallel_tool_calls", &out->parallel_tool_calls, NULL)) return -EINVAL;
+  const cJSON *tools = oai__get(root, "tools");
+  if (tools && !cJSON_IsArray(tools))
+    return oai__fail(c, "invalid_type", "tools", "tools must be an array, got %s", oai__type_name(tools));
+  int i = 0;
+  const cJSON *t;
+  cJSON_ArrayForEach(t, tools) {
+    char param[48];
+    snprintf(param, sizeof param, "tools[%d]", i++);
+    const cJSON *type = cJSON_IsObject(t) ? oai__get(t, "type") : NULL;
+    if (!type || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0)
+      return oai__fail(c, "unsupported_value", param, "%s: only {\"type\": \"function\", \"function\": {...}} tools "
+                                                      "are supported", param);
+    const cJSON *f = oai__get(t, "function");
+    char fp[64];
+    snprintf(fp, sizeof fp, "%s.function", param);
+    if (!f || !cJSON_IsObject(f)) return oai__fail(c, "invalid_type", fp, "%s must be an object", fp);
+    if (need_string(c, f, "name", fp)) return -EINVAL;
+    const cJSON *params = oai__get(f, "parameters");
+    if (params && !cJSON_IsObject(params))
+      return oai__fail(c, "invalid_type", fp, "%s.parameters must be a JSON schema object", fp);
+  }
+  if (i > 0) out->tools = json_text(c, tools);
+  const cJSON *tc = oai__get(root, "tool_choice");
+  if (!tc) return 0;
+  if (cJSON_IsString(tc) && strcmp(tc->valuestring, "none") == 0) {
+    out->tool_choice = OAI_TOOL_CHOICE_NONE;
+    return 0;
+  }
+  if (cJSON_IsString(tc) && strcmp(tc->valuestring, "auto") == 0) return 0;
+  if ((cJSON_IsString(tc) && strcmp(tc->valuestring, "required") == 0) || cJSON_IsObject(tc))
+    return oai__fail(c, "unsupported_value", "tool_choice",
+                     "tool_choice \"required\" or a named function needs constrained decoding, which this server "
+                     "does not have yet; use \"auto\" (the model may answer in text) or \"none\"");
+  return oai__fail(c, "invalid_value", "tool_choice", "tool_choice must be \"none\", \"auto\", \"required\" or "
+                                                       "{\"type\": \"function\", ...}");
+}
+
+int oai__parse_message_tools(oai__ctx_t *c, const cJSON *m, int i, oai_message_t *out) {
+  char param[64];
+  const bool tool = strcmp(out->role, "tool") == 0, assistant = strcmp(out->role, "assistant") == 0;
+  const cJSON *id = oai__get(m, "tool_call_id");
+  snprintf(param, sizeof param, "messages[%d].tool_call_id", i);
+  if (id && (!tool || !cJSON_IsString(id)))
+    return oai__fail(c, tool ? "invalid_type" : "invalid_value", param,
+                     tool ? "%s must be a string" : "%s is only for role \"tool\"", param);
+  if (id) out->tool_call_id = arena_strndup(c->arena, id->valuestring, strlen(id->valuestring));
+  const cJSON *calls = oai__get(m, "tool_calls");
+  snprintf(param, sizeof param, "messages[%d].tool_calls", i);
+  if (!calls || (cJSON_IsArray(calls) && cJSON_GetArraySize(calls) == 0)) return 0;
+  if (!assistant) return oai__fail(c, "invalid_value", param, "%s is only for role \"assistant\"", param);
+  if (!cJSON_IsArray(calls)) return oai__fail(c, "invalid_type", param, "%s must be an array", param);
+  int k = 0;
+  const cJSON *call;
+  cJSON_ArrayForEach(call, calls) {
+    char cp[96];
+    snprintf(cp, sizeof cp, "%s[%d]", param, k++);
+    const cJSON *f = cJSON_IsObject(call) ? oai__get(call, "function") : NULL;
+    if (!f || !cJSON_IsObject(f))
+      return oai__fail(c, "invalid_type", cp, "%s must be {\"id\", \"type\": \"function\", \"function\": {\"name\", "
+                                              "\"arguments\"}}", cp);
+    snprintf(cp + strlen(cp), sizeof cp - strlen(cp), ".function");
+    if (need_string(c, f, "name", cp)) return -EINVAL;
+    const cJSON *args = oai__get(f, "arguments");
+    if (args && !cJSON_IsString(args))
+      return oai__fail(c, "invalid_type", cp, "%s.arguments must be a string (JSON text)", cp);
+  }
+  out->tool_calls = json_text(c, calls);
+  return 0;
+}

@@ -1,0 +1,108 @@
+/* server/srv_responses.c — POST /v1/responses (stateless): the request is
+ * read (server/oai_responses.h) into a chat request and runs the chat path
+ * (srv__run_chat); its job then answers as a Responses object, or streams
+ * OpenAI's events: response.created, response.in_progress,
+ * response.output_item.added, response.content_part.added,
+ * response.output_text.delta ..., response.output_text.done,
+ * response.content_part.done, response.output_item.done, and
+ * response.completed (or response.incomplete when max_output_tokens or the
+ * context ended it). Each event is `event: <type>` and `data: <json>`; no
+ * [DONE], as OpenAI. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "server/oai_responses.h"
+#include "server/srv_internal.h"
+
+#define RESPONSES "/v1/responses"
+
+void srv__h_responses(const http_req_t *req, http_res_t *res, void *ctx) {
+  srv_t *s = ctx;
+  const uint64_t rid = req->id;
+  const int64_t arrival = clock_now_ns();
+  if (!srv__serving(s, res)) {
+    srv__access(rid, RESPONSES, 503);
+    return;
+  }
+  oai_responses_req_t r;
+  oai_error_t e;
+  if (oai_parse_responses(req->body, req->body_len, &s->oai_lim, req->arena, &r, &e) != 0) {
+    srv__send_oai_error(res, &e);
+    srv__access(rid, RESPONSES, e.status ? e.status : 400);
+    return;
+  }
+  srv__run_chat(s, rid, res, RESPONSES, arrival, &r.chat, &r);
+}
+
+void srv__resp_init(srv_job_t *j, const oai_responses_req_t *r) {
+  j->responses = true;
+  if (r->instructions && !(j->resp_instructions = strdup(r->instructions))) xoom("server", 0);
+  j->resp_max_output = r->max_output_tokens;
+  j->resp_temperature = r->chat.params.samp.temperature;
+  j->resp_top_p = r->chat.params.samp.top_p;
+  oai_make_id(j->id, sizeof j->id, "resp", j->srv->boot_id, (uint64_t)j->arrival_ns);
+  oai_make_id(j->resp_item_id, sizeof j->resp_item_id, "msg", j->srv->boot_id, (uint64_t)j->arrival_ns + 1);
+}
+
+/* The response as it stands: done adds the text, status and usage. */
+static oai_resp_info_t info(const srv_job_t *j, bool done) {
+  const srv_choice_t *c = &j->choices[0];
+  const bool cut = done && c->finish == SCHED_FINISH_LENGTH;
+  return (oai_resp_info_t){
+      .id = j->id,
+      .item_id = j->resp_item_id,
+      .model = j->srv->cfg->served_model_name,
+      .created_at = j->created,
+      .status = !done ? "in_progress" : j->errored ? "failed" : cut ? "incomplete" : "completed",
+      .incomplete_reason = cut ? "max_output_tokens" : NULL,
+      .instructions = j->resp_instructions,
+      .max_output_tokens = j->resp_max_output,
+      .temperature = j->resp_temperature,
+      .top_p = j->resp_top_p,
+      .text = done ? (c->text.p ? c->text.p : "") : NULL,
+      .text_len = done ? c->text.len : 0,
+      .has_usage = done,
+      .input_tokens = (int32_t)j->prompt_tokens,
+      .output_tokens = (int32_t)j->completion_tokens,
+      .cached_tokens = (int32_t)j->cached_tokens,
+  };
+}
+
+/* Appends one event to the job's stream buffer. */
+static void event(srv_job_t *j, const char *type, const oai_resp_info_t *r, const char *text, size_t len) {
+  char *json = oai_write_response_event(type, j->resp_seq++, r, text, len);
+  buf_printf(&j->out, "event: %s\ndata: ", type);
+  buf_put(&j->out, json, strlen(json));
+  buf_put(&j->out, "\n\n", 2);
+  free(json);
+}
+
+void srv__resp_stream_start(srv_job_t *j) {
+  const oai_resp_info_t r = info(j, false);
+  event(j, "response.created", &r, NULL, 0);
+  event(j, "response.in_progress", &r, NULL, 0);
+  event(j, "response.output_item.added", &r, NULL, 0);
+  event(j, "response.content_part.added", &r, NULL, 0);
+}
+
+void srv__resp_stream_text(srv_job_t *j, const char *text, size_t len) {
+  buf_put(&j->choices[0].text, text, len);
+  const oai_resp_info_t r = info(j, false);
+  event(j, "response.output_text.delta", &r, text, len);
+}
+
+void srv__resp_stream_end(srv_job_t *j) {
+  const oai_resp_info_t r = info(j, true);
+  event(j, "response.output_text.done", &r, NULL, 0);
+  event(j, "response.content_part.done", &r, NULL, 0);
+  event(j, "response.output_item.done", &r, NULL, 0);
+  event(j, r.incomplete_reason ? "response.incomplete" : "response.completed", &r, NULL, 0);
+}
+
+char *srv__resp_whole(const srv_job_t *j) {
+  const oai_resp_info_t r = info(j, true);
+  return oai_write_response(&r);
+}

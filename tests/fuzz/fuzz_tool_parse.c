@@ -1,0 +1,41 @@
+/* tests/fuzz/fuzz_tool_parse.c — libFuzzer target for reading tool calls
+ * out of model output (server/oai_tool_parse.h): model output follows what
+ * users put in prompts, so it is outside input too.
+ *
+ * The first byte picks the format (and the parallel limit), the rest is the
+ * output text. Promises checked: it never fails; without calls the content
+ * is the whole text; with calls, each has a non-empty name and arguments
+ * that parse as a JSON object, and the content lies inside the text.
+ *
+ *   make fuzz
+ *   build/fuzz/fuzz_tool_parse -max_total_time=180 tests/fuzz/corpus/fuzz_tool_parse */
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/oai_tool_parse.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1) return 0;
+  const oai_tools_format_t f = (oai_tools_format_t)(data[0] % 4);
+  const int32_t max = data[0] & 4 ? 1 : 0;
+  const char *text = (const char *)data + 1;
+  const size_t len = size - 1;
+  arena_t a;
+  arena_init(&a, 0, 0);
+  oai_tool_parse_t p;
+  oai_tools_parse(f, text, len, max, &a, &p);
+  if (p.n_calls == 0 && !(p.content == (len ? text : NULL) && p.content_len == len)) abort();
+  if (max && p.n_calls > 1) abort();
+  if (p.content && (p.content < text || p.content + p.content_len > text + len)) abort();
+  for (int32_t i = 0; i < p.n_calls; i++) {
+    if (!p.calls[i].name[0]) abort();
+    cJSON *args = cJSON_Parse(p.calls[i].arguments);
+    if (!cJSON_IsObject(args)) abort();
+    cJSON_Delete(args);
+  }
+  arena_free(&a);
+  return 0;
+}

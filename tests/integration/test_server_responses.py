@@ -1,0 +1,100 @@
+"""POST /v1/responses (stateless) on a real `tram serve`, through the
+official client's `client.responses.create(...)`, sync and async, whole and
+streamed, and raw HTTP for the event framing: the same greedy text as chat
+for the same messages, instructions as a system message, input as text or
+message items, max_output_tokens ending it as "incomplete", usage, and a 400
+naming each unsupported part."""
+import asyncio
+import json
+
+import openai
+import pytest
+
+from tram_server import server_fixture
+
+server = server_fixture()
+
+Q = "What is the capital of France?"
+
+
+def test_matches_chat_and_counts_tokens(server):
+    c = server.client()
+    r = c.responses.create(model=None, input=Q, instructions="Answer briefly.", max_output_tokens=20, temperature=0)
+    msgs = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": Q}]
+    chat = c.chat.completions.create(model=None, messages=msgs, max_tokens=20, temperature=0)
+    assert r.object == "response" and r.id.startswith("resp")
+    assert r.output_text == chat.choices[0].message.content
+    assert r.usage.input_tokens == len(server.tokenize(messages=msgs)) == chat.usage.prompt_tokens
+    assert r.usage.output_tokens == chat.usage.completion_tokens
+    assert r.instructions == "Answer briefly." and r.output[0].role == "assistant"
+    done = "completed" if chat.choices[0].finish_reason == "stop" else "incomplete"
+    assert r.status == done
+
+
+def test_items_and_incomplete(server):
+    items = [{"role": "user", "content": [{"type": "input_text", "text": Q}]},
+             {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Paris."}]},
+             {"role": "user", "content": "Now tell me a long story about Rome."}]
+    r = server.client().responses.create(model=None, input=items, max_output_tokens=3, temperature=0)
+    assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens"
+    assert r.usage.output_tokens == 3
+    plain = [{"role": m["role"], "content": m["content"] if isinstance(m["content"], str) else m["content"][0]["text"]}
+             for m in items]
+    assert r.usage.input_tokens == len(server.tokenize(messages=plain))
+
+
+def test_stream_events(server):
+    body = {"input": Q, "max_output_tokens": 12, "temperature": 0, "stream": True}
+    with server.http.stream("POST", "/v1/responses", json=body) as resp:
+        lines = [line for line in resp.iter_lines() if line]
+    assert not any(line == "data: [DONE]" for line in lines)
+    names = [line[7:] for line in lines if line.startswith("event: ")]
+    events = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+    assert [e["type"] for e in events] == names
+    assert names[:4] == ["response.created", "response.in_progress", "response.output_item.added",
+                         "response.content_part.added"]
+    assert names[-4:-1] == ["response.output_text.done", "response.content_part.done", "response.output_item.done"]
+    assert names[-1] in ("response.completed", "response.incomplete")
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    text = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+    assert events[-4]["text"] == text and events[-1]["response"]["output"][0]["content"][0]["text"] == text
+
+    async def go():  # the async client reads the same stream
+        c = server.async_client()
+        s = await c.responses.create(model=None, input=Q, max_output_tokens=12, temperature=0, stream=True)
+        out, final = "", None
+        async for e in s:
+            if e.type == "response.output_text.delta":
+                out += e.delta
+            if e.type in ("response.completed", "response.incomplete"):
+                final = e.response
+        await c.close()
+        return out, final
+
+    out, final = asyncio.run(go())
+    assert out == text and final.output_text == text
+
+
+@pytest.mark.parametrize("field,value", [
+    ("tools", [{"type": "function", "name": "f", "parameters": {}}]),
+    ("previous_response_id", "resp_123"),
+    ("store", True),
+    ("reasoning", {"effort": "low"}),
+    ("include", ["message.output_text.logprobs"]),
+    ("text.format", {"format": {"type": "json_schema", "name": "x", "schema": {}}}),
+])
+def test_unsupported_parts_are_named(server, field, value):
+    body = {"input": Q}
+    body[field.split(".")[0]] = value
+    with pytest.raises(openai.BadRequestError) as e:
+        server.client().responses.create(model=None, **body)
+    assert e.value.body["param"] == field
+
+
+def test_bad_items(server):
+    r = server.post("/v1/responses", json={"input": [{"type": "function_call_output", "call_id": "c", "output": "1"}]})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "input[0]"
+    r = server.post("/v1/responses", json={"input": [{"role": "user", "content": [{"type": "input_image"}]}]})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "input[0].content[0].type"
+    r = server.post("/v1/responses", json={"instructions": "x"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "input"

@@ -1,0 +1,155 @@
+"""Tool calling on a real `tram serve` with --chat-template (the Qwen2.5
+template from tests/integration/data/templates: the default model's own has
+no tools) and the official `openai` client, sync and async, whole and
+streamed.
+
+What is end to end and what is not: the prompt a request with `tools`,
+assistant `tool_calls` and `tool` messages renders is checked token for
+token against Python's jinja2 rendering the same template; the tool call
+itself comes from the real model, which (135M parameters, never trained on
+tools) calls the tool when a few-shot conversation shows it how — so the
+parsing into `tool_calls`, the ids, finish_reason "tool_calls" and the
+streamed deltas are checked on real output. The parsers' other formats
+(Llama 3.x, Mistral) are unit-tested on model-format strings
+(tests/unit/test_oai_tool_parse.c)."""
+import asyncio
+import json
+import pathlib
+
+import jinja2
+import jinja2.ext
+import openai
+import pytest
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from tram_server import server_fixture
+
+TEMPLATE = pathlib.Path(__file__).parent / "data" / "templates" / "Qwen-Qwen2.5-7B-Instruct.jinja"
+# --special-tokens-in-input: the reference prompts below are rendered by jinja2 and sent as text
+server = server_fixture("--chat-template", str(TEMPLATE), "--max-model-len", "2048", "--special-tokens-in-input",
+                        use_external=False)
+
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Get the weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+
+def call(i, city):
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"c{i}", "type": "function", "function": {"name": "get_weather", "arguments": json.dumps({"city": city})}}]}
+
+
+def few_shot(city="Berlin"):
+    msgs = []
+    for i, c in enumerate(["Paris", "London", "Rome"]):
+        msgs += [{"role": "user", "content": f"What is the weather in {c}?"}, call(i, c)]
+    return msgs + [{"role": "user", "content": f"What is the weather in {city}?"}]
+
+
+def jinja_render(messages, tools, add_generation_prompt=True):
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = lambda x, **kw: json.dumps(x, ensure_ascii=False, **kw)
+    msgs = []
+    for m in messages:  # as transformers/vLLM hand them to templates: arguments as objects
+        m = dict(m)
+        if m.get("tool_calls"):
+            m["tool_calls"] = [{**tc, "function": {**tc["function"], "arguments": json.loads(
+                tc["function"]["arguments"])}} for tc in m["tool_calls"]]
+        msgs.append(m)
+    return env.from_string(TEMPLATE.read_text()).render(messages=msgs, tools=tools,
+                                                        add_generation_prompt=add_generation_prompt)
+
+
+def test_prompt_with_tools_matches_jinja2(server):
+    msgs = few_shot()[:2] + [{"role": "tool", "tool_call_id": "c0", "content": "sunny, 21 C"},
+                             {"role": "assistant", "content": "It is sunny."}, {"role": "user", "content": "Thanks"}]
+    want = server.tokenize(prompt=jinja_render(msgs, TOOLS), add_special_tokens=False)
+    assert server.tokenize(messages=msgs, tools=TOOLS) == want
+    without = server.tokenize(prompt=jinja_render(msgs, None), add_special_tokens=False)
+    assert server.tokenize(messages=msgs) == without and len(without) < len(want)
+    r = server.client().chat.completions.create(model=None, messages=msgs, tools=TOOLS, max_tokens=1)
+    assert r.usage.prompt_tokens == len(want)
+    none = server.client().chat.completions.create(model=None, messages=msgs, tools=TOOLS, tool_choice="none",
+                                                   max_tokens=1)
+    assert none.usage.prompt_tokens == len(without)  # tool_choice none: the tools are not shown
+
+
+def test_tool_call_from_the_model(server):
+    r = server.client().chat.completions.create(model=None, messages=few_shot(), tools=TOOLS, temperature=0,
+                                                max_tokens=40)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls" and c.message.content is None
+    (tc,) = c.message.tool_calls
+    assert tc.type == "function" and tc.function.name == "get_weather" and tc.id
+    assert json.loads(tc.function.arguments) == {"city": "Berlin"}
+    # without tools the same output is plain text
+    plain = server.client().chat.completions.create(model=None, messages=few_shot(), temperature=0, max_tokens=40)
+    assert plain.choices[0].message.tool_calls is None and "<tool_call>" in plain.choices[0].message.content
+
+
+def test_tool_call_streamed_as_openai_does(server):
+    body = {"messages": few_shot(), "tools": TOOLS, "temperature": 0, "max_tokens": 40, "stream": True}
+    with server.http.stream("POST", "/v1/chat/completions", json=body) as r:
+        events = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: ") and line != "data: [DONE]"]
+    deltas = [e["choices"][0]["delta"] for e in events]
+    assert deltas[0]["role"] == "assistant"
+    calls = [d["tool_calls"] for d in deltas if "tool_calls" in d]
+    assert calls[0] == [{"index": 0, "id": calls[0][0]["id"], "type": "function",
+                         "function": {"name": "get_weather", "arguments": ""}}]
+    assert calls[1] == [{"index": 0, "function": {"arguments": '{"city":"Berlin"}'}}]
+    assert events[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    # the openai client assembles the same call from the stream (async)
+
+    async def go():
+        c = server.async_client()
+        stream = await c.chat.completions.create(model=None, messages=few_shot("Madrid"), tools=TOOLS,
+                                                 temperature=0, max_tokens=40, stream=True)
+        name, args, finish = "", "", None
+        async for ch in stream:
+            for tc in ch.choices[0].delta.tool_calls or []:
+                name += tc.function.name or ""
+                args += tc.function.arguments or ""
+            finish = ch.choices[0].finish_reason or finish
+        await c.close()
+        return name, args, finish
+
+    name, args, finish = asyncio.run(go())
+    assert name == "get_weather" and json.loads(args) == {"city": "Madrid"} and finish == "tool_calls"
+
+
+def test_text_answer_with_tools_and_refusals(server):
+    msgs = [{"role": "user", "content": "Say hello."}]
+    r = server.client().chat.completions.create(model=None, messages=msgs, tools=TOOLS, temperature=0, max_tokens=8)
+    assert r.choices[0].message.tool_calls is None and r.choices[0].message.content
+    streamed = list(server.client().chat.completions.create(model=None, messages=msgs, tools=TOOLS, temperature=0,
+                                                            max_tokens=8, stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in streamed) == r.choices[0].message.content
+    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+        with pytest.raises(openai.BadRequestError) as e:
+            server.client().chat.completions.create(model=None, messages=msgs, tools=TOOLS, tool_choice=choice)
+        assert e.value.body["param"] == "tool_choice" and "constrained decoding" in e.value.body["message"]
+    bad = server.post("/v1/chat/completions", json={"messages": msgs, "tools": [{"type": "code_interpreter"}]})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "tools[0]"
+
+
+def two_city_shots():
+    msgs = []
+    for i, (a, b) in enumerate([("Paris", "Lyon"), ("London", "Leeds"), ("Rome", "Milan")]):
+        msgs += [{"role": "user", "content": f"What is the weather in {a} and in {b}?"},
+                 {"role": "assistant", "content": None, "tool_calls": [
+                     {"id": f"c{i}{k}", "type": "function",
+                      "function": {"name": "get_weather", "arguments": json.dumps({"city": c})}}
+                     for k, c in enumerate((a, b))]}]
+    return msgs + [{"role": "user", "content": "What is the weather in Oslo and in Bern?"}]
+
+
+def test_parallel_tool_calls(server):
+    kw = dict(model=None, messages=two_city_shots(), tools=TOOLS, temperature=0, max_tokens=80)
+    both = server.client().chat.completions.create(**kw).choices[0].message.tool_calls
+    assert [json.loads(t.function.arguments)["city"] for t in both] == ["Oslo", "Bern"]
+    assert len({t.id for t in both}) == 2
+    one = server.client().chat.completions.create(**kw, parallel_tool_calls=False).choices[0].message.tool_calls
+    assert len(one) == 1 and one[0].function.arguments == both[0].function.arguments
+    chunks = list(server.client().chat.completions.create(**kw, stream=True))
+    idx = [tc.index for c in chunks for tc in (c.choices[0].delta.tool_calls or [])]
+    assert idx == [0, 0, 1, 1]
