@@ -30,6 +30,9 @@ typedef struct sched_eseq {
   tok_stream_t detok;      /* its streaming detokenizer */
   sched_stop_state_t stop; /* its stop-string matcher */
   int32_t generated;       /* tokens sampled */
+  float spec_rate;         /* speculation: recent acceptance rate (moving average) */
+  int32_t spec_skip;       /* decode steps left without speculating */
+  int32_t spec_backoff;    /* the next pause's length, doubled after each */
 } sched_eseq_t;
 
 struct sched_req {
@@ -113,6 +116,11 @@ struct sched_engine {
   sched_stats_t stats;
 
   sched_snap_state_t *snap;   /* the dashboard's snapshots (sched_snapshot.c; owned) */
+  /* speculative decoding (sched_spec.c): drafts proposed per step at most,
+   * and the counters behind sched_stats_t's spec_* (engine thread) */
+  int32_t spec_rows;
+  uint64_t spec_drafts, spec_draft_tokens, spec_accepted;
+  uint64_t spec_per_pos[SCHED_SPEC_MAX_K];
 };
 
 /* sched_snapshot.c: its state (created with the engine, freed with it);
@@ -122,6 +130,21 @@ sched_snap_state_t *sched__snap_create(void);
 void sched__snap_destroy(sched_snap_state_t *st);
 void sched__snap_plan(sched_engine_t *e);
 void sched__snap_step(sched_engine_t *e, int ran);
+
+/* sched_step.c: appends a sampled token to q (stops, events); returns 1
+ * when q ended. Fails q with msg (an ERROR event). */
+int sched__accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t *res);
+void sched__fail_seq(sched_engine_t *e, sched_eseq_t *q, const char *msg);
+
+/* sched_spec.c: before the plan, appends drafts to the running decodes
+ * that speculate; after the plan, drops the drafts of any not planned;
+ * after the forward and commit, verifies q's 1 + q->s.spec logits rows
+ * (rows[(1 + spec) * n_vocab]): samples each in turn exactly as plain
+ * decoding would, keeps the drafts up to the first that differs from the
+ * sampled token, and rolls the cache back past them. */
+void sched__spec_propose(sched_engine_t *e);
+void sched__spec_unplanned(sched_engine_t *e);
+void sched__spec_verify(sched_engine_t *e, sched_eseq_t *q, const float *rows);
 
 /* Frees r's per-sequence state (samplers, matchers, token arrays). */
 void sched__req_free_seqs(sched_req_t *r);

@@ -108,7 +108,7 @@ static int is_stop_id(const sched_req_t *r, int32_t token) {
 
 /* Appends the sampled token to q, detokenizes it, checks the stop
  * conditions and posts its TOKEN or FINISHED event. Returns 1 when q ended. */
-static int accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t *res) {
+int sched__accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t *res) {
   sched_req_t *r = q->req;
   const int32_t t = res->token;
   samp_state_accept(q->samp, t);
@@ -147,7 +147,7 @@ static int accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t 
   return 1;
 }
 
-static void fail_seq(sched_engine_t *e, sched_eseq_t *q, const char *msg) {
+void sched__fail_seq(sched_engine_t *e, sched_eseq_t *q, const char *msg) {
   log_error("engine: request %llu, sequence %d: %s", (unsigned long long)q->req->id, q->index, msg);
   sched_event_t ev = make_event(e, q, SCHED_EV_ERROR, NULL, NULL, 0);
   ev.error = strdup(msg);
@@ -168,10 +168,10 @@ static void fork_children(sched_engine_t *e, sched_eseq_t *lead, const float *ro
     q->started = 1;
     samp_result_t res;
     if (samp_sample(q->samp, e->ws, row, &res) != 0) {
-      fail_seq(e, q, "the model produced no finite logit");
+      sched__fail_seq(e, q, "the model produced no finite logit");
       continue;
     }
-    if (accept_token(e, q, &res)) continue;
+    if (sched__accept_token(e, q, &res)) continue;
     int32_t src = -1, dst = -1;
     if (sched_plan_fork(&e->plan, &lead->s, &q->s, &src, &dst) == 1) kv_cache_copy_block(e->cache, dst, src);
   }
@@ -185,11 +185,11 @@ static void sample_row(sched_engine_t *e, sched_eseq_t *q, const float *row) {
     if (fork) /* the other sequences have not started: they end too */
       sched__finish_req(e, r, SCHED_FINISH_ERROR, "the model produced no finite logit");
     else
-      fail_seq(e, q, "the model produced no finite logit");
+      sched__fail_seq(e, q, "the model produced no finite logit");
     return;
   }
   if (fork) fork_children(e, q, row);
-  accept_token(e, q, &res);
+  sched__accept_token(e, q, &res);
 }
 
 /* --- the step ----------------------------------------------------------------- */
@@ -248,10 +248,11 @@ static int build_batch(sched_engine_t *e, int64_t now, int32_t *n_rows, uint64_t
       e->positions[row] = (int32_t)(start + j);
     }
     if (start < s->n_prompt) *prompt_tokens += (uint64_t)((start + it->q_len < s->n_prompt ? start + it->q_len : s->n_prompt) - start);
-    if (it->logits) {
-      e->logit_rows[n_logits] = row - 1;
-      e->logit_seqs[n_logits++] = eseq(s);
-    }
+    if (it->logits) /* a speculating decode: a row for its token and each draft */
+      for (int32_t j = s->spec; j >= 0; j--) {
+        e->logit_rows[n_logits] = row - 1 - j;
+        e->logit_seqs[n_logits++] = eseq(s);
+      }
   }
   *n_rows = row;
   return n_logits;
@@ -279,7 +280,9 @@ int sched__step(sched_engine_t *e) {
   const int64_t t0 = clock_now_ns();
   take_inbox(e);
   reap_cancelled(e);
+  sched__spec_propose(e);
   const int n = sched_plan_step(&e->plan);
+  sched__spec_unplanned(e);
   sched__snap_plan(e);
   int64_t t_fwd = 0, t1 = t0, t2 = t0;
   uint64_t prompt_tokens = 0;
@@ -307,7 +310,16 @@ int sched__step(sched_engine_t *e) {
       fail_step(e, rc);
     } else {
       sched_plan_commit(&e->plan);
-      for (int k = 0; k < n_logits; k++) sample_row(e, e->logit_seqs[k], e->logits + (size_t)k * (size_t)e->n_vocab);
+      for (int k = 0; k < n_logits; k++) {
+        sched_eseq_t *q = e->logit_seqs[k];
+        const float *row = e->logits + (size_t)k * (size_t)e->n_vocab;
+        if (q->s.spec == 0) {
+          sample_row(e, q, row);
+          continue;
+        }
+        k += q->s.spec; /* its rows are consecutive */
+        sched__spec_verify(e, q, row);
+      }
     }
   }
   const int64_t t_end = clock_now_ns();
@@ -332,6 +344,10 @@ int sched__step(sched_engine_t *e) {
   st->prefix_hit_tokens = e->plan.stats.prefix_hit_tokens;
   st->prefix_query_blocks = e->plan.stats.prefix_query_blocks;
   st->prefix_hit_blocks = e->plan.stats.prefix_hit_blocks;
+  st->spec_drafts = e->spec_drafts;
+  st->spec_draft_tokens = e->spec_draft_tokens;
+  st->spec_accepted_tokens = e->spec_accepted;
+  memcpy(st->spec_accepted_per_pos, e->spec_per_pos, sizeof e->spec_per_pos);
   st->decode_steps = as.decode_steps;
   st->varlen_steps = as.varlen_steps;
   if (n > 0) {
