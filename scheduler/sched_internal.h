@@ -30,9 +30,9 @@ typedef struct sched_eseq {
   tok_stream_t detok;      /* its streaming detokenizer */
   sched_stop_state_t stop; /* its stop-string matcher */
   int32_t generated;       /* tokens sampled */
-  float spec_rate;         /* speculation: recent acceptance rate (moving average) */
+  float spec_p;            /* speculation: a draft token's acceptance probability (moving estimate) */
   int32_t spec_skip;       /* decode steps left without speculating */
-  int32_t spec_backoff;    /* the next pause's length, doubled after each */
+  int32_t spec_backoff;    /* the next pause's length, doubled after each (0: never speculated) */
 } sched_eseq_t;
 
 struct sched_req {
@@ -119,6 +119,8 @@ struct sched_engine {
   /* speculative decoding (sched_spec.c): drafts proposed per step at most,
    * and the counters behind sched_stats_t's spec_* (engine thread) */
   int32_t spec_rows;
+  double spec_t_decode;       /* forward ns of a step of plain decodes (moving average; 0: none yet) */
+  double spec_row_cost;       /* a draft row's forward time over a decode step's (moving average) */
   uint64_t spec_drafts, spec_draft_tokens, spec_accepted;
   uint64_t spec_per_pos[SCHED_SPEC_MAX_K];
 };
@@ -145,6 +147,9 @@ void sched__fail_seq(sched_engine_t *e, sched_eseq_t *q, const char *msg);
 void sched__spec_propose(sched_engine_t *e);
 void sched__spec_unplanned(sched_engine_t *e);
 void sched__spec_verify(sched_engine_t *e, sched_eseq_t *q, const float *rows);
+/* After a forward of t_ns over the plan (before verification): updates the
+ * cost model behind the choice of k. */
+void sched__spec_timed(sched_engine_t *e, int64_t t_ns);
 
 /* Frees r's per-sequence state (samplers, matchers, token arrays). */
 void sched__req_free_seqs(sched_req_t *r);

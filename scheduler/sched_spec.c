@@ -1,7 +1,6 @@
 /* scheduler/sched_spec.c — speculative decoding in the engine: the n-gram
- * proposer, which running decodes speculate (adaptive: a sequence whose
- * drafts keep being rejected pauses, for longer each time; nobody speculates
- * while more than spec.max_batch sequences run), and the verification of a
+ * proposer, which running decodes speculate and with how many drafts, and
+ * the verification of a
  * speculating sequence's logits rows with the cache rolled back past the
  * rejected drafts.
  *
@@ -14,17 +13,30 @@
  * rejection draw from p without x, renormalised), and it gives the very
  * tokens plain decoding gives for the same seed, greedy or not, as long as
  * every row's logits are bitwise those of a plain decode (the kernels are
- * batch-invariant and both attention paths agree). */
+ * batch-invariant and both attention paths agree).
+ *
+ * Adaptive k. A draft row is not free: the engine measures what it costs,
+ * c (a draft row's forward time over a plain decode step's, a moving
+ * average over the steps of decodes only). Each sequence keeps p, its
+ * estimated probability that a draft token is accepted (a moving average
+ * over the drafts verified). With k drafts it expects p + p^2 + ... + p^k
+ * extra tokens for k·c decode steps' worth of work, so it takes the k that
+ * maximises the difference, and when none gains it pauses: no drafts for 8
+ * decode steps, doubling after each pause up to 512, then probes again with
+ * p back at its optimistic start. Nobody speculates while more than
+ * spec.max_batch sequences run (a large batch reads the weights once for
+ * many tokens already). */
 #include "scheduler/sched_spec.h"
 
 #include <string.h>
 
 #include "scheduler/sched_internal.h"
 
-#define SPEC_RATE_START 0.5f  /* a new sequence's acceptance rate */
-#define SPEC_RATE_MIN 0.25f   /* below it, the sequence pauses */
-#define SPEC_PAUSE_FIRST 8    /* decode steps of the first pause */
-#define SPEC_PAUSE_MAX 512    /* and of the longest */
+#define SPEC_P_START 0.8     /* a sequence's acceptance estimate, at first and after a pause (optimistic: it probes) */
+#define SPEC_P_GAIN 0.15     /* weight of each verified draft token in the estimate */
+#define SPEC_ROW_COST 0.5    /* a draft row's cost in decode steps, until measured */
+#define SPEC_PAUSE_FIRST 8   /* decode steps of the first pause */
+#define SPEC_PAUSE_MAX 512   /* and of the longest */
 
 int32_t sched_spec_ngram(const int32_t *tokens, int64_t len, int ngram_min, int ngram_max, int k, int32_t *out) {
   if (ngram_min < 1) ngram_min = 1;
@@ -53,9 +65,31 @@ static int32_t draft_room(const sched_engine_t *e, const sched_eseq_t *q, int32_
   return room < k ? (int32_t)(room > 0 ? room : 0) : k;
 }
 
+/* The draft count (<= k) that maximises the expected gain for q, 0 when no
+ * count gains anything. */
+static int32_t best_k(const sched_engine_t *e, const sched_eseq_t *q, int32_t k) {
+  const double p = q->spec_backoff ? q->spec_p : SPEC_P_START;
+  double pi = 1, sum = 0, best = 0;
+  int32_t best_k = 0;
+  for (int32_t i = 1; i <= k; i++) {
+    pi *= p;
+    sum += pi;
+    const double gain = sum - e->spec_row_cost * i;
+    if (gain > best) best = gain, best_k = i;
+  }
+  return best_k;
+}
+
+static void pause_seq(sched_eseq_t *q) {
+  q->spec_skip = q->spec_backoff;
+  if (q->spec_backoff < SPEC_PAUSE_MAX) q->spec_backoff *= 2;
+  q->spec_p = SPEC_P_START;
+}
+
 void sched__spec_propose(sched_engine_t *e) {
   const sched_spec_config_t *c = &e->cfg.spec;
   if (c->method == SCHED_SPEC_OFF || e->plan.running.n > c->max_batch) return;
+  if (e->spec_row_cost == 0) e->spec_row_cost = SPEC_ROW_COST;
   /* the plan's step 1 also checks the token budget; the logits rows are
    * bounded here */
   int32_t left = e->spec_rows;
@@ -66,13 +100,36 @@ void sched__spec_propose(sched_engine_t *e) {
       q->spec_skip--;
       continue;
     }
-    int32_t k = draft_room(e, q, c->k < left ? c->k : left);
-    if (k <= 0) continue;
+    if (q->spec_backoff == 0) {
+      q->spec_backoff = SPEC_PAUSE_FIRST;
+      q->spec_p = SPEC_P_START;
+    }
+    int32_t k = best_k(e, q, draft_room(e, q, c->k < left ? c->k : left));
+    if (k <= 0) {
+      if (draft_room(e, q, 1) > 0) pause_seq(q);
+      continue;
+    }
     int32_t drafts[SCHED_SPEC_MAX_K];
     k = sched_spec_ngram(s->tokens, s->len, c->ngram_min, c->ngram_max, k, drafts);
     for (int32_t j = 0; j < k; j++) sched_seq_push(s, drafts[j]);
     s->spec = k;
     left -= k;
+  }
+}
+
+void sched__spec_timed(sched_engine_t *e, int64_t t_ns) {
+  int32_t drafts = 0;
+  for (int32_t i = 0; i < e->plan.n_items; i++) {
+    const sched_item_t *it = &e->plan.items[i];
+    if (it->q_len != 1 + it->seq->spec) return; /* a prefill chunk: not a clean sample */
+    drafts += it->seq->spec;
+  }
+  if (drafts == 0) {
+    e->spec_t_decode = e->spec_t_decode ? 0.9 * e->spec_t_decode + 0.1 * (double)t_ns : (double)t_ns;
+  } else if (e->spec_t_decode > 0) {
+    double c = ((double)t_ns - e->spec_t_decode) / ((double)drafts * e->spec_t_decode);
+    c = c < 0.05 ? 0.05 : c > 2 ? 2 : c;
+    e->spec_row_cost = 0.8 * e->spec_row_cost + 0.2 * c;
   }
 }
 
@@ -83,17 +140,11 @@ void sched__spec_unplanned(sched_engine_t *e) {
 }
 
 /* After a verification round that kept `accepted` of `proposed` drafts:
- * the sequence's rate, and a pause when it falls too low. */
+ * q's acceptance estimate, each draft verified counting once. */
 static void adapt(sched_eseq_t *q, int32_t accepted, int32_t proposed) {
-  if (q->spec_backoff == 0) {
-    q->spec_rate = SPEC_RATE_START;
-    q->spec_backoff = SPEC_PAUSE_FIRST;
-  }
-  q->spec_rate = 0.7f * q->spec_rate + 0.3f * (float)accepted / (float)proposed;
-  if (q->spec_rate >= SPEC_RATE_MIN) return;
-  q->spec_skip = q->spec_backoff;
-  if (q->spec_backoff < SPEC_PAUSE_MAX) q->spec_backoff *= 2;
-  q->spec_rate = SPEC_RATE_START;
+  for (int32_t i = 0; i < accepted; i++) q->spec_p += (float)(SPEC_P_GAIN * (1 - q->spec_p));
+  if (accepted < proposed) q->spec_p -= (float)(SPEC_P_GAIN * q->spec_p);
+  if (accepted == proposed) q->spec_backoff = SPEC_PAUSE_FIRST; /* it pays again: short pauses */
 }
 
 void sched__spec_verify(sched_engine_t *e, sched_eseq_t *q, const float *rows) {

@@ -305,6 +305,7 @@ int sched__step(sched_engine_t *e) {
       rc = model_forward(e->runner, &b, e->logits);
       t2 = clock_now_ns();
       t_fwd = t2 - t1;
+      if (rc == 0) sched__spec_timed(e, t_fwd);
     }
     if (rc != 0) {
       fail_step(e, rc);
