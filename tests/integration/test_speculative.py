@@ -16,7 +16,11 @@ import subprocess
 
 import pytest
 
+from prometheus_client.parser import text_string_to_metric_families
 from test_engine import WORDS, clean_env, generate, ids_of, seed
+from tram_server import server_fixture
+
+spec_server = server_fixture("--speculative", "ngram", "--served-model-name", "spec", use_external=False)
 
 SPEC = ("--speculative", "ngram", "--num-speculative-tokens", "4", "--speculative-max-batch", "16")
 
@@ -114,3 +118,30 @@ def test_speculation_under_sanitizers(model_path, tmp_path):
     assert p.returncode == 0 and "Sanitizer" not in p.stderr and "runtime error" not in p.stderr, p.stderr[-3000:]
     stats = json.loads(p.stdout.splitlines()[-1])["stats"]
     assert stats["kv_blocks_used"] == 0 and stats["requests_finished"] == 3 and stats["spec_drafts"] > 0
+
+
+def test_metrics_under_vllm_names(spec_server):
+    """vLLM's spec_decode counters (prometheus_client names counter families
+    without "_total"), against what the greedy request's output implies."""
+    client = spec_server.client()
+    text = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu"
+    r = client.chat.completions.create(model="spec", messages=[{"role": "user", "content": f"Repeat exactly: {text}"}],
+                                       max_tokens=40, temperature=0)
+    fams = {f.name: f for f in text_string_to_metric_families(spec_server.get("/metrics").text)}
+
+    def total(family):
+        got = [s for s in fams[family].samples if s.name == family + "_total"]
+        for s in got:
+            assert s.labels["model_name"] == "spec" and s.labels["engine"] == "0", s
+        return got
+
+    drafts, = total("vllm:spec_decode_num_drafts")
+    proposed, = total("vllm:spec_decode_num_draft_tokens")
+    accepted, = total("vllm:spec_decode_num_accepted_tokens")
+    per_pos = {int(s.labels["position"]): s.value for s in total("vllm:spec_decode_num_accepted_tokens_per_pos")}
+    assert drafts.value > 0 and 0 < accepted.value <= proposed.value <= 4 * drafts.value
+    assert sum(per_pos.values()) == accepted.value
+    assert sorted(per_pos) == list(range(len(per_pos))) and len(per_pos) <= 4
+    assert all(per_pos[i] >= per_pos[i + 1] for i in range(len(per_pos) - 1))  # a draft is kept after its predecessors
+    # every verification round but the request's last emits accepted + 1 tokens
+    assert r.usage.completion_tokens >= accepted.value + 1
