@@ -135,6 +135,15 @@ void kv_seq_commit(const kv_alloc_t *a, kv_seq_t *s, int64_t n) {
   s->n_tokens += n;
 }
 
+void kv_seq_truncate(kv_alloc_t *a, kv_seq_t *s, int64_t n) {
+  KV_CHECK(n >= (int64_t)s->n_hashed * a->block_size && n <= s->n_tokens,
+           "kv_seq_truncate: to %lld tokens of %lld, %d blocks hashed", (long long)n, (long long)s->n_tokens,
+           s->n_hashed);
+  s->n_tokens = n;
+  const int32_t keep = (int32_t)((n + a->block_size - 1) / a->block_size);
+  while (s->n_blocks > keep) kv_block_unref(a, s->blocks[--s->n_blocks]);
+}
+
 int32_t kv_seq_slot(const kv_alloc_t *a, const kv_seq_t *s, int64_t pos) {
   if (pos < 0 || pos >= (int64_t)s->n_blocks * a->block_size) return -1;
   return kv_table_slot(s->blocks, a->block_size, pos);

@@ -116,6 +116,13 @@ static inline int32_t kv_table_slot(const int32_t *blocks, int block_size, int64
   return blocks[pos / block_size] * block_size + (int32_t)(pos % block_size);
 }
 
+/* Forgets s's tokens from n on (a rejected speculative draft): n_tokens
+ * = n, and the blocks past the one holding token n - 1, reserved or
+ * committed, are released (unref, last first). n must not reach into the
+ * blocks s has hashed for the prefix cache, so no published block ever
+ * holds a forgotten token. */
+void kv_seq_truncate(kv_alloc_t *a, kv_seq_t *s, int64_t n);
+
 /* The cache slot of token `pos` of s (block * block_size + offset), or -1
  * when s holds no block for it. */
 int32_t kv_seq_slot(const kv_alloc_t *a, const kv_seq_t *s, int64_t pos);

@@ -66,6 +66,11 @@ typedef enum cfg_key {
   CFG_MAX_BATCH_TOKENS,
   CFG_MAX_SEQS,
   CFG_MAX_WAITING,
+  CFG_SPECULATIVE,
+  CFG_NUM_SPECULATIVE_TOKENS,
+  CFG_PROMPT_LOOKUP_MIN,
+  CFG_PROMPT_LOOKUP_MAX,
+  CFG_SPECULATIVE_MAX_BATCH,
   CFG_MAX_BODY_SIZE,
   CFG_MAX_HEADER_SIZE,
   CFG_REQUEST_TIMEOUT,
@@ -151,6 +156,10 @@ typedef struct cfg {
   int max_batch_tokens;    /* tokens one engine step processes at most (>= max_seqs) */
   int max_seqs;            /* sequences running at once at most */
   int max_waiting;         /* requests waiting for admission at most; more -> 429 */
+  int speculative;         /* 0 off, 1 ngram (sched_spec_method_t) */
+  int num_speculative_tokens; /* draft tokens per step */
+  int prompt_lookup_min, prompt_lookup_max; /* n-gram sizes of the prompt lookup */
+  int speculative_max_batch;  /* speculate only while at most this many sequences run */
   /* HTTP limits and timeouts (milliseconds; 0 = no limit where documented) */
   int64_t max_body_size;   /* bytes of a request body at most; more -> 413 */
   int64_t max_header_size; /* bytes of request line + headers at most; more -> 431 */

@@ -197,6 +197,10 @@ int cfg__check(cfg_t *cfg, cfg__err_t *e) {
                      cfg_source_describe(cfg, CFG_MAX_BATCH_TOKENS, src_b, sizeof src_b),
                      cfg->max_seqs, cfg_source_describe(cfg, CFG_MAX_SEQS, src_s, sizeof src_s));
   }
+  if (cfg->prompt_lookup_min > cfg->prompt_lookup_max)
+    return cfg__fail(e, "%s: prompt_lookup_min (%d) must be at most prompt_lookup_max (%d)",
+                     cfg__where(cfg, CFG_PROMPT_LOOKUP_MIN, where, sizeof where), cfg->prompt_lookup_min,
+                     cfg->prompt_lookup_max);
 
   /* auth */
   for (int i = 0; i < cfg->api_keys.n; i++) {

@@ -23,6 +23,7 @@ static const char *const devices[] = {"cpu", "cuda", NULL};
 static const char *const precisions[] = {"exact", "fast", NULL}; /* kern_precision_t */
 static const char *const levels[] = {"error", "warn", "info", "debug", NULL}; /* log_level_t */
 static const char *const formats[] = {"text", "json", NULL};                 /* log_format_t */
+static const char *const spec_methods[] = {"off", "ngram", NULL};     /* sched_spec_method_t */
 static const char *const dashboards[] = {"auto", "on", "off", NULL};         /* cfg_dashboard_t */
 static const char *const tool_parsers[] = {"auto", "hermes", "llama3_json", "mistral", "none", NULL}; /* cfg_tool_parser_t */
 
@@ -118,6 +119,25 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                          "Requests waiting for a running slot at most; beyond that, new "
                          "requests get 429 Too Many Requests.",
                          OFF(max_waiting)},
+    [CFG_SPECULATIVE] = {"speculative", CFG_T_ENUM, "Engine", "off", 0, 0, 0, spec_methods, "METHOD", 0,
+                         "Speculative decoding. ngram: prompt lookup, the tokens that followed the "
+                         "last n-gram's earlier occurrence in the prompt or output are verified in one "
+                         "step; outputs are unchanged.",
+                         OFF(speculative)},
+    [CFG_NUM_SPECULATIVE_TOKENS] = {"num_speculative_tokens", CFG_T_INT, "Engine", "4", 0, 1, 16, NULL, "N",
+                                    0, "Draft tokens a speculating sequence verifies per step at most.",
+                                    OFF(num_speculative_tokens)},
+    [CFG_PROMPT_LOOKUP_MIN] = {"prompt_lookup_min", CFG_T_INT, "Engine", "1", 0, 1, 64, NULL, "N", 0,
+                               "Shortest n-gram the ngram proposer matches.", OFF(prompt_lookup_min)},
+    [CFG_PROMPT_LOOKUP_MAX] = {"prompt_lookup_max", CFG_T_INT, "Engine", "4", 0, 1, 64, NULL, "N", 0,
+                               "Longest n-gram the ngram proposer matches (tried first); at least "
+                               "prompt_lookup_min.",
+                               OFF(prompt_lookup_max)},
+    [CFG_SPECULATIVE_MAX_BATCH] = {"speculative_max_batch", CFG_T_INT, "Engine", "4", 0, 1, 65536, NULL, "N",
+                                   0,
+                                   "Speculate only while at most this many sequences run (a larger "
+                                   "batch already reads the weights once for many tokens).",
+                                   OFF(speculative_max_batch)},
 
     [CFG_MAX_BODY_SIZE] = {"max_body_size", CFG_T_SIZE, "Limits and timeouts", "2M", 0, KiB, GiB,
                            NULL, "SIZE", 0,

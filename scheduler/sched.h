@@ -57,6 +57,21 @@ typedef struct sched_req sched_req_t;
 
 /* ---- configuration -------------------------------------------------------- */
 
+/* Speculative decoding (scheduler/sched_spec.c). */
+typedef enum sched_spec_method {
+  SCHED_SPEC_OFF = 0,
+  SCHED_SPEC_NGRAM, /* prompt lookup: the continuation of the last n-gram's earlier occurrence */
+} sched_spec_method_t;
+
+#define SCHED_SPEC_MAX_K 16 /* draft tokens per sequence and step at most */
+
+typedef struct sched_spec_config {
+  sched_spec_method_t method;
+  int k;                /* draft tokens per step (1..SCHED_SPEC_MAX_K); 0: 4 */
+  int ngram_min, ngram_max; /* n-gram sizes tried, longest first (1 <= min <= max); 0: 1 and 4 */
+  int max_batch;        /* speculate only while at most this many sequences run (>= 1); 0: 4 */
+} sched_spec_config_t;
+
 typedef struct sched_config {
   int max_batch_tokens;   /* tokens per step at most (>= max_seqs); 0: 256 */
   int max_seqs;           /* sequences running at once at most; 0: 16 */
@@ -69,6 +84,7 @@ typedef struct sched_config {
   int prefix_caching;     /* 1: share full blocks by content across requests */
   kv_observer_t kv_observer; /* told of every prefix-cache block stored and evicted, on the engine
                               * thread; flushed after each step (zero: none) */
+  sched_spec_config_t spec;  /* speculative decoding (zero: off) */
 } sched_config_t;
 
 /* The defaults above, prefix caching on. */
@@ -282,6 +298,10 @@ typedef struct sched_stats {
   uint64_t forward_ns;           /* of which model_forward */
   uint64_t plan_ns;              /* of which before it: inbox, cancellations, plan, batch and metadata */
   uint64_t output_ns;            /* of which after it: commit, sampling, detokenizing, stops, events */
+  /* speculative decoding: verification rounds, draft tokens proposed,
+   * drafts accepted, and accepted by position in the draft */
+  uint64_t spec_drafts, spec_draft_tokens, spec_accepted_tokens;
+  uint64_t spec_accepted_per_pos[SCHED_SPEC_MAX_K];
   int64_t last_progress;         /* CLOCK_MONOTONIC ns of the last step that ran (0: none yet);
                                   * with waiting + running > 0 and an old value, the engine is stuck */
 } sched_stats_t;

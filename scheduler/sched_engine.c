@@ -32,6 +32,18 @@ static int resolve_config(sched_config_t *c) {
   if (c->max_batch_tokens == 0) c->max_batch_tokens = d.max_batch_tokens > c->max_seqs ? d.max_batch_tokens : c->max_seqs;
   if (c->block_size == 0) c->block_size = d.block_size;
   if (c->kv_cache_blocks == 0 && c->kv_cache_bytes == 0) c->kv_cache_bytes = d.kv_cache_bytes;
+  sched_spec_config_t *sp = &c->spec;
+  if (sp->k == 0) sp->k = 4;
+  if (sp->ngram_min == 0) sp->ngram_min = 1;
+  if (sp->ngram_max == 0) sp->ngram_max = sp->ngram_min > 4 ? sp->ngram_min : 4;
+  if (sp->max_batch == 0) sp->max_batch = 4;
+  if (sp->k < 1 || sp->k > SCHED_SPEC_MAX_K || sp->ngram_min < 1 || sp->ngram_max < sp->ngram_min ||
+      sp->max_batch < 1) {
+    log_error("sched_engine_create: bad speculative decoding settings: k %d (1..%d), n-gram sizes %d..%d, max batch "
+              "%d",
+              sp->k, SCHED_SPEC_MAX_K, sp->ngram_min, sp->ngram_max, sp->max_batch);
+    return -EINVAL;
+  }
   if (c->max_seqs < 1 || c->max_batch_tokens < c->max_seqs || c->block_size < 1 || c->kv_cache_blocks < 0 ||
       c->kv_cache_bytes < 0 || c->max_model_len < 0 || c->max_waiting < 0) {
     log_error("sched_engine_create: bad configuration: max_seqs %d, max_batch_tokens %d (>= max_seqs), block_size "
@@ -83,6 +95,11 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   /* a final soft-cap (gemma2) is applied on the host: such models sample there */
   const int device_sampling = be->sample && hp->final_softcap == 0;
   e->sample_ops_cap = device_sampling ? c.max_seqs * 2048 : 0;
+  /* speculation: logits rows for the drafts of a step (within max_batch_tokens rows) */
+  if (c.spec.method != SCHED_SPEC_OFF) {
+    const int64_t rows = (int64_t)c.spec.k * (c.spec.max_batch < c.max_seqs ? c.spec.max_batch : c.max_seqs);
+    e->spec_rows = (int32_t)(rows < c.max_batch_tokens - c.max_seqs ? rows : c.max_batch_tokens - c.max_seqs);
+  }
   const model_runner_config_t rc = {
       .max_tokens = c.max_batch_tokens,
       .max_seqs = c.max_seqs,
@@ -130,9 +147,9 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   }
   e->thread_started = 1;
   log_info("engine: %d KV blocks of %d tokens, max_seqs %d, max_batch_tokens %d, max_model_len %d, prefix caching "
-           "%s",
+           "%s, speculative decoding %s",
            e->cache->num_blocks, e->cache->block_size, c.max_seqs, c.max_batch_tokens, e->max_len,
-           c.prefix_caching ? "on" : "off");
+           c.prefix_caching ? "on" : "off", e->spec_rows > 0 ? "ngram" : "off");
   return e;
 fail:
   sched_engine_destroy(e);

@@ -32,6 +32,9 @@ typedef struct sched_eseq {
   int32_t generated;       /* tokens sampled */
   int32_t prompt_lp_next;  /* prompt_logprobs: the next prompt position to post (recomputation
                             * after a preemption posts nothing twice) */
+  float spec_p;            /* speculation: a draft token's acceptance probability (moving estimate) */
+  int32_t spec_skip;       /* decode steps left without speculating */
+  int32_t spec_backoff;    /* the next pause's length, doubled after each (0: never speculated) */
 } sched_eseq_t;
 
 struct sched_req {
@@ -122,6 +125,13 @@ struct sched_engine {
   sched_stats_t stats;
 
   sched_snap_state_t *snap;   /* the dashboard's snapshots (sched_snapshot.c; owned) */
+  /* speculative decoding (sched_spec.c): drafts proposed per step at most,
+   * and the counters behind sched_stats_t's spec_* (engine thread) */
+  int32_t spec_rows;
+  double spec_t_decode;       /* forward ns of a step of plain decodes (moving average; 0: none yet) */
+  double spec_row_cost;       /* a draft row's forward time over a decode step's (moving average) */
+  uint64_t spec_drafts, spec_draft_tokens, spec_accepted;
+  uint64_t spec_per_pos[SCHED_SPEC_MAX_K];
 };
 
 /* sched_snapshot.c: its state (created with the engine, freed with it);
@@ -131,6 +141,28 @@ sched_snap_state_t *sched__snap_create(void);
 void sched__snap_destroy(sched_snap_state_t *st);
 void sched__snap_plan(sched_engine_t *e);
 void sched__snap_step(sched_engine_t *e, int ran);
+
+/* sched_step.c: appends a sampled token to q (stops, events); returns 1
+ * when q ended. Fails q with msg (an ERROR event). */
+int sched__accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t *res);
+void sched__fail_seq(sched_engine_t *e, sched_eseq_t *q, const char *msg);
+/* Samples q's next token from row (logits [n_vocab]); before q has
+ * min_tokens tokens, from a copy where its stop tokens are -inf. 0 or
+ * samp_sample's error. */
+int sched__sample(sched_engine_t *e, sched_eseq_t *q, const float *row, samp_result_t *res);
+
+/* sched_spec.c: before the plan, appends drafts to the running decodes
+ * that speculate; after the plan, drops the drafts of any not planned;
+ * after the forward and commit, verifies q's 1 + q->s.spec logits rows
+ * (rows[(1 + spec) * n_vocab]): samples each in turn exactly as plain
+ * decoding would, keeps the drafts up to the first that differs from the
+ * sampled token, and rolls the cache back past them. */
+void sched__spec_propose(sched_engine_t *e);
+void sched__spec_unplanned(sched_engine_t *e);
+void sched__spec_verify(sched_engine_t *e, sched_eseq_t *q, const float *rows);
+/* After a forward of t_ns over the plan (before verification): updates the
+ * cost model behind the choice of k. */
+void sched__spec_timed(sched_engine_t *e, int64_t t_ns);
 
 /* Frees r's per-sequence state (samplers, matchers, token arrays). */
 void sched__req_free_seqs(sched_req_t *r);

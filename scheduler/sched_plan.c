@@ -66,6 +66,11 @@ void sched_seq_push(sched_seq_t *s, int32_t token) {
   s->tokens[s->len++] = token;
 }
 
+void sched_seq_drop_drafts(sched_seq_t *s) {
+  s->len -= s->spec;
+  s->spec = 0;
+}
+
 void sched_seq_free(sched_seq_t *s) {
   if (s->where != SCHED_SEQ_NONE || s->kv.n_blocks != 0) {
     log_error("sched_seq_free: the sequence is still listed or holds blocks");
@@ -119,6 +124,7 @@ void sched_plan_remove(sched_plan_t *c, sched_seq_t *s) {
 
 static void preempt(sched_plan_t *c, sched_seq_t *s) {
   leave_running(c, s);
+  sched_seq_drop_drafts(s);
   kv_seq_free(c->alloc, &s->kv);
   sched_plan_add_front(c, s);
   c->stats.preemptions++;
@@ -203,10 +209,12 @@ int sched_plan_step(sched_plan_t *c) {
   /* 1. decodes, in admission order; a preemption takes from the tail, so
    * s->next stays valid, and s is preempted only as the tail itself */
   for (sched_seq_t *s = c->running.head; s; s = s->next) {
-    if (s->len - s->kv.n_tokens != 1) continue;
-    if (make_room(c, s, 1, 0) == 0) break;
-    plan_item(c, s, 1);
-    budget--;
+    if (s->len - s->kv.n_tokens != 1 + s->spec) continue;
+    if (s->spec > 0 && (room(c, s) < 1 + s->spec || budget < 1 + s->spec + (c->running.n - c->n_items - 1)))
+      sched_seq_drop_drafts(s); /* drafts never preempt anyone nor crowd out a decode */
+    if (make_room(c, s, 1 + s->spec, 0) == 0) break;
+    plan_item(c, s, 1 + s->spec);
+    budget -= 1 + s->spec;
   }
   /* 2. the next chunk of each partially computed sequence */
   for (sched_seq_t *s = c->running.head; s && budget > 0; s = s->next) {
@@ -230,8 +238,13 @@ void sched_plan_commit(sched_plan_t *c) {
   for (int32_t i = 0; i < c->n_items; i++) {
     sched_seq_t *s = c->items[i].seq;
     kv_seq_commit(c->alloc, &s->kv, c->items[i].q_len);
-    if (c->prefix_caching) kv_seq_publish(c->alloc, &s->kv, s->tokens);
+    if (c->prefix_caching && s->spec == 0) kv_seq_publish(c->alloc, &s->kv, s->tokens);
   }
+}
+
+void sched_plan_rollback(sched_plan_t *c, sched_seq_t *s, int64_t keep) {
+  kv_seq_truncate(c->alloc, &s->kv, keep);
+  if (c->prefix_caching) kv_seq_publish(c->alloc, &s->kv, s->tokens);
 }
 
 void sched_plan_release_places(sched_plan_t *c, sched_seq_t *s) {

@@ -26,6 +26,12 @@
  *      takes the cached full blocks that match its tokens, always leaving at
  *      least one token to compute. Strict FIFO: the first that cannot be
  *      admitted stops admission.
+ * A decode may carry speculative drafts (spec > 0: its last spec tokens,
+ * proposed by the engine): it is planned in step 1 with q_len = 1 + spec
+ * when its blocks have room for them without preempting anyone, otherwise
+ * its drafts are dropped and it decodes one token. A preempted sequence
+ * loses its drafts. Its newly full blocks are published only once the
+ * engine has verified the drafts (sched_plan_rollback).
  * Every planned sequence reserves the blocks for its chunk before the step
  * runs. When a reservation fails, the most recently admitted running
  * sequence not yet planned this step is preempted (blocks freed, put back
@@ -55,6 +61,7 @@ struct sched_seq {
   int64_t len, cap; /* tokens known; entries allocated */
   int32_t n_prompt; /* the first n_prompt tokens are the prompt */
   int32_t places;   /* running places it takes at admission (>= 1) */
+  int32_t spec;     /* the last spec tokens are speculative drafts, not yet verified (0: none) */
   kv_seq_t kv;      /* its block table */
   /* the planner's (private) */
   sched_seq_where_t where;
@@ -129,6 +136,16 @@ int sched_plan_step(sched_plan_t *c);
 /* After the forward of the planned step: commits each item's tokens to its
  * block table and, with prefix caching, publishes its newly full blocks. */
 void sched_plan_commit(sched_plan_t *c);
+
+/* Drops s's unverified drafts (s->spec = 0). */
+void sched_seq_drop_drafts(sched_seq_t *s);
+
+/* After the verification of a speculating item's drafts (the step is
+ * committed): s keeps the K/V of its first `keep` tokens (the decoded one
+ * and the accepted drafts); the rejected drafts' slots are forgotten, the
+ * blocks that only they used are released, and then s's newly full blocks
+ * are published. */
+void sched_plan_rollback(sched_plan_t *c, sched_seq_t *s, int64_t keep);
 
 /* Drops s's places to 1: its prompt is computed and its other completions
  * are about to be forked (or ended at their first token). */

@@ -110,7 +110,7 @@ static int is_stop_id(const sched_req_t *r, int32_t token) {
 
 /* Appends the sampled token to q, detokenizes it, checks the stop
  * conditions and posts its TOKEN or FINISHED event. Returns 1 when q ended. */
-static int accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t *res) {
+int sched__accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t *res) {
   sched_req_t *r = q->req;
   const int32_t t = res->token;
   samp_state_accept(q->samp, t);
@@ -156,7 +156,7 @@ static int accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t 
 /* Samples q's next token from row; before q has min_tokens tokens, from a
  * copy of row where its stop tokens (end-of-generation unless ignore_eos,
  * and stop_ids) are -inf. */
-static int sample(sched_engine_t *e, sched_eseq_t *q, const float *row, samp_result_t *res) {
+int sched__sample(sched_engine_t *e, sched_eseq_t *q, const float *row, samp_result_t *res) {
   const sched_req_t *r = q->req;
   if (q->generated < r->p.min_tokens) {
     memcpy(e->masked, row, (size_t)e->n_vocab * sizeof *row);
@@ -169,7 +169,7 @@ static int sample(sched_engine_t *e, sched_eseq_t *q, const float *row, samp_res
   return samp_sample(q->samp, e->ws, row, res);
 }
 
-static void fail_seq(sched_engine_t *e, sched_eseq_t *q, const char *msg) {
+void sched__fail_seq(sched_engine_t *e, sched_eseq_t *q, const char *msg) {
   log_error("engine: request %llu, sequence %d: %s", (unsigned long long)q->req->id, q->index, msg);
   sched_event_t ev = make_event(e, q, SCHED_EV_ERROR, NULL, NULL, 0);
   ev.error = strdup(msg);
@@ -189,11 +189,11 @@ static void fork_children(sched_engine_t *e, sched_eseq_t *lead, const float *ro
     sched_seq_init(&q->s, r->prompt, r->n_prompt, 1);
     q->started = 1;
     samp_result_t res;
-    if (sample(e, q, row, &res) != 0) {
-      fail_seq(e, q, "the model produced no finite logit");
+    if (sched__sample(e, q, row, &res) != 0) {
+      sched__fail_seq(e, q, "the model produced no finite logit");
       continue;
     }
-    if (accept_token(e, q, &res)) continue;
+    if (sched__accept_token(e, q, &res)) continue;
     int32_t src = -1, dst = -1;
     if (sched_plan_fork(&e->plan, &lead->s, &q->s, &src, &dst) == 1) kv_cache_copy_block(e->cache, dst, src);
   }
@@ -229,15 +229,15 @@ static void sample_row(sched_engine_t *e, sched_eseq_t *q, const float *row) {
   }
   const int fork = q->index == 0 && r->p.n > 1 && !r->forked;
   samp_result_t res;
-  if (sample(e, q, row, &res) != 0) {
+  if (sched__sample(e, q, row, &res) != 0) {
     if (fork) /* the other sequences have not started: they end too */
       sched__finish_req(e, r, SCHED_FINISH_ERROR, "the model produced no finite logit");
     else
-      fail_seq(e, q, "the model produced no finite logit");
+      sched__fail_seq(e, q, "the model produced no finite logit");
     return;
   }
   if (fork) fork_children(e, q, row);
-  accept_token(e, q, &res);
+  sched__accept_token(e, q, &res);
 }
 
 /* The token the device picked for q's row (its draw taken from q's stream),
@@ -245,7 +245,7 @@ static void sample_row(sched_engine_t *e, sched_eseq_t *q, const float *row) {
 static void take_device_token(sched_engine_t *e, sched_eseq_t *q, const kern_sample_row_t *row,
                               const kern_sample_out_t *out) {
   if (out->token < 0) {
-    fail_seq(e, q, "the model produced no finite logit");
+    sched__fail_seq(e, q, "the model produced no finite logit");
     return;
   }
   samp_state_take_draw(q->samp);
@@ -255,7 +255,7 @@ static void take_device_token(sched_engine_t *e, sched_eseq_t *q, const kern_sam
     res.n_top = row->n_top;
     for (int32_t i = 0; i < row->n_top; i++) res.top[i] = (samp_logprob_t){out->top_id[i], out->top_logprob[i]};
   }
-  accept_token(e, q, &res);
+  sched__accept_token(e, q, &res);
 }
 
 /* Which logit rows pick their token on the device (e->sample_rows): those
@@ -270,7 +270,8 @@ static int plan_device_rows(sched_engine_t *e, int n_logits) {
     const int fork = q->index == 0 && q->req->p.n > 1 && !q->req->forked;
     /* on the host: prompt rows (prompt_logprobs), rows still masked by
      * min_tokens, prompt scoring */
-    const int host = e->logit_pos[k] >= 0 || q->generated < q->req->p.min_tokens || q->req->p.score_only;
+    const int host = e->logit_pos[k] >= 0 || q->generated < q->req->p.min_tokens || q->req->p.score_only ||
+                     q->s.spec > 0; /* a speculating decode is verified on the host */
     kern_sample_row_t *row = &e->sample_rows[k];
     if (!fork && !host && samp_state_device_row(q->samp, row, e->sample_ops, e->n_sample_ops, e->sample_ops_cap)) {
       e->n_sample_ops = row->op_begin + row->n_bias + row->n_count;
@@ -348,11 +349,12 @@ static int build_batch(sched_engine_t *e, int64_t now, int32_t *n_rows, uint64_t
           e->logit_seqs[n_logits++] = q;
         }
       }
-    if (it->logits) {
-      e->logit_rows[n_logits] = row - 1;
-      e->logit_pos[n_logits] = -1;
-      e->logit_seqs[n_logits++] = q;
-    }
+    if (it->logits) /* the row for its next token, and one for each speculative draft */
+      for (int32_t j = s->spec; j >= 0; j--) {
+        e->logit_rows[n_logits] = row - 1 - j;
+        e->logit_pos[n_logits] = -1;
+        e->logit_seqs[n_logits++] = q;
+      }
   }
   *n_rows = row;
   return n_logits;
@@ -380,7 +382,9 @@ int sched__step(sched_engine_t *e) {
   const int64_t t0 = clock_now_ns();
   take_inbox(e);
   reap_cancelled(e);
+  sched__spec_propose(e);
   const int n = sched_plan_step(&e->plan);
+  sched__spec_unplanned(e);
   sched__snap_plan(e);
   int64_t t_fwd = 0, t1 = t0, t2 = t0;
   uint64_t prompt_tokens = 0;
@@ -408,17 +412,26 @@ int sched__step(sched_engine_t *e) {
       rc = model_forward(e->runner, &b, e->logits);
       t2 = clock_now_ns();
       t_fwd = t2 - t1;
+      if (rc == 0) sched__spec_timed(e, t_fwd);
     }
     if (rc != 0) {
       fail_step(e, rc);
     } else {
       sched_plan_commit(&e->plan);
       for (int k = 0; k < n_logits; k++) {
+        sched_eseq_t *q = e->logit_seqs[k];
         const float *row = e->logits + (size_t)k * (size_t)e->n_vocab;
-        if (e->logit_pos[k] >= 0) prompt_row(e, e->logit_seqs[k], e->logit_pos[k], row);
-        else if (on_device && e->sample_rows[k].on_device)
-          take_device_token(e, e->logit_seqs[k], &e->sample_rows[k], &e->sampled[k]);
-        else sample_row(e, e->logit_seqs[k], row);
+        if (e->logit_pos[k] >= 0) {
+          prompt_row(e, q, e->logit_pos[k], row);
+        } else if (q->s.spec > 0) {
+          const int32_t spec = q->s.spec;
+          sched__spec_verify(e, q, row);
+          k += spec; /* its rows are consecutive */
+        } else if (on_device && e->sample_rows[k].on_device) {
+          take_device_token(e, q, &e->sample_rows[k], &e->sampled[k]);
+        } else {
+          sample_row(e, q, row);
+        }
       }
     }
   }
@@ -444,6 +457,10 @@ int sched__step(sched_engine_t *e) {
   st->prefix_hit_tokens = e->plan.stats.prefix_hit_tokens;
   st->prefix_query_blocks = e->plan.stats.prefix_query_blocks;
   st->prefix_hit_blocks = e->plan.stats.prefix_hit_blocks;
+  st->spec_drafts = e->spec_drafts;
+  st->spec_draft_tokens = e->spec_draft_tokens;
+  st->spec_accepted_tokens = e->spec_accepted;
+  memcpy(st->spec_accepted_per_pos, e->spec_per_pos, sizeof e->spec_per_pos);
   st->decode_steps = as.decode_steps;
   st->varlen_steps = as.varlen_steps;
   if (n > 0) {

@@ -141,6 +141,12 @@ srv_metrics_t *srv_metrics_create(const char *model_name, int32_t max_model_len)
                                       steps_labels);
   m->steps_varlen = labelled(m, steps, "varlen");
   m->steps_decode = labelled(m, steps, "decode");
+  m->spec_drafts = counter(m, "vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.");
+  m->spec_draft_tokens = counter(m, "vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.");
+  m->spec_accepted = counter(m, "vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.");
+  const char *pos_labels[] = {LABELS[0], LABELS[1], "position"};
+  m->spec_per_pos = prom_counter(m->reg, "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+                                 "Accepted tokens per draft position.", 3, pos_labels);
   create_http(m);
   return m;
 }
@@ -166,6 +172,14 @@ void srv_metrics_snapshot(srv_metrics_t *m, const sched_stats_t *st) {
   prom_set(m->prefix_cache_hits, (double)st->prefix_hit_tokens);
   prom_set(m->steps_varlen, (double)st->varlen_steps);
   prom_set(m->steps_decode, (double)st->decode_steps);
+  prom_set(m->spec_drafts, (double)st->spec_drafts);
+  prom_set(m->spec_draft_tokens, (double)st->spec_draft_tokens);
+  prom_set(m->spec_accepted, (double)st->spec_accepted_tokens);
+  for (int k = 0; k < SCHED_SPEC_MAX_K && st->spec_accepted_per_pos[k] > 0; k++) {
+    char pos[8];
+    snprintf(pos, sizeof pos, "%d", k);
+    prom_set(labelled(m, m->spec_per_pos, pos), (double)st->spec_accepted_per_pos[k]);
+  }
   /* the engine counts steps by powers of two; vLLM's first bucket (le=1)
    * is [0], its second (le=8) [1..3], then one power each */
   uint64_t counts[N(ITER_BOUNDS) + 1] = {0};

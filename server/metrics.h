@@ -40,6 +40,10 @@ typedef struct srv_metrics {
   prom_series_t *success_abort;        /* ... "abort" */
   prom_series_t *steps_varlen;         /* tram:engine_steps_total{path="varlen"} */
   prom_series_t *steps_decode;         /* ... "decode" */
+  prom_series_t *spec_drafts;          /* vllm:spec_decode_num_drafts_total: verification rounds */
+  prom_series_t *spec_draft_tokens;    /* vllm:spec_decode_num_draft_tokens_total */
+  prom_series_t *spec_accepted;        /* vllm:spec_decode_num_accepted_tokens_total */
+  prom_family_t *spec_per_pos;         /* vllm:spec_decode_num_accepted_tokens_per_pos_total{position} */
   /* histograms (vllm:) */
   prom_series_t *iteration_tokens; /* iteration_tokens_total: prompt + sampled tokens per engine step */
   prom_series_t *ttft;             /* time_to_first_token_seconds */

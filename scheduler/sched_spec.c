@@ -1,0 +1,178 @@
+/* scheduler/sched_spec.c — speculative decoding in the engine: the n-gram
+ * proposer, which running decodes speculate and with how many drafts, and
+ * the verification of a
+ * speculating sequence's logits rows with the cache rolled back past the
+ * rejected drafts.
+ *
+ * Verification samples row j with the request's own sampler (penalties,
+ * logit bias, temperature, its counter-based random stream: one draw per
+ * token that joins the output, exactly as plain decoding draws) and keeps
+ * draft j when the sampled token equals it. For a proposer that puts all
+ * its mass on one token (the n-gram lookup), this is the rejection rule of
+ * Leviathan et al. with q a point mass (accept x with probability p(x); on
+ * rejection draw from p without x, renormalised), and it gives the very
+ * tokens plain decoding gives for the same seed, greedy or not, as long as
+ * every row's logits are bitwise those of a plain decode (the kernels are
+ * batch-invariant and both attention paths agree).
+ *
+ * Adaptive k. A draft row is not free: the engine measures what it costs,
+ * c (a draft row's forward time over a plain decode step's, a moving
+ * average over the steps of decodes only). Each sequence keeps p, its
+ * estimated probability that a draft token is accepted (a moving average
+ * over the drafts verified). With k drafts it expects p + p^2 + ... + p^k
+ * extra tokens for k·c decode steps' worth of work, so it takes the k that
+ * maximises the difference, and when none gains it pauses: no drafts for 8
+ * decode steps, doubling after each pause up to 512, then probes again with
+ * p back at its optimistic start. Nobody speculates while more than
+ * spec.max_batch sequences run (a large batch reads the weights once for
+ * many tokens already). */
+#include "scheduler/sched_spec.h"
+
+#include <string.h>
+
+#include "scheduler/sched_internal.h"
+
+#define SPEC_P_START 0.8     /* a sequence's acceptance estimate, at first and after a pause (optimistic: it probes) */
+#define SPEC_P_GAIN 0.15     /* weight of each verified draft token in the estimate */
+#define SPEC_ROW_COST 0.5    /* a draft row's cost in decode steps, until measured */
+#define SPEC_PAUSE_FIRST 8   /* decode steps of the first pause */
+#define SPEC_PAUSE_MAX 512   /* and of the longest */
+
+int32_t sched_spec_ngram(const int32_t *tokens, int64_t len, int ngram_min, int ngram_max, int k, int32_t *out) {
+  if (ngram_min < 1) ngram_min = 1;
+  for (int n = ngram_max; n >= ngram_min; n--) {
+    if (n >= len) continue;
+    const int32_t *tail = tokens + len - n;
+    /* most recent occurrence first: start positions len - n - 1 down to 0 */
+    for (int64_t i = len - n - 1; i >= 0; i--) {
+      if (tokens[i] != tail[0] || memcmp(tokens + i, tail, (size_t)n * sizeof *tokens) != 0) continue;
+      int32_t m = 0;
+      for (int64_t j = i + n; j < len && m < k; j++) out[m++] = tokens[j];
+      return m;
+    }
+  }
+  return 0;
+}
+
+static sched_eseq_t *eseq(sched_seq_t *s) { return (sched_eseq_t *)s; }
+
+/* Drafts sequence q may take: its k, no more than its max_tokens and the
+ * model length leave after the token this step decodes. */
+static int32_t draft_room(const sched_engine_t *e, const sched_eseq_t *q, int32_t k) {
+  const sched_req_t *r = q->req;
+  int64_t room = (int64_t)e->max_len - q->s.len - 1;
+  if (r->p.max_tokens > 0 && r->p.max_tokens - q->generated - 1 < room) room = r->p.max_tokens - q->generated - 1;
+  return room < k ? (int32_t)(room > 0 ? room : 0) : k;
+}
+
+/* The draft count (<= k) that maximises the expected gain for q, 0 when no
+ * count gains anything. */
+static int32_t best_k(const sched_engine_t *e, const sched_eseq_t *q, int32_t k) {
+  const double p = q->spec_backoff ? q->spec_p : SPEC_P_START;
+  double pi = 1, sum = 0, best = 0;
+  int32_t best_k = 0;
+  for (int32_t i = 1; i <= k; i++) {
+    pi *= p;
+    sum += pi;
+    const double gain = sum - e->spec_row_cost * i;
+    if (gain > best) best = gain, best_k = i;
+  }
+  return best_k;
+}
+
+static void pause_seq(sched_eseq_t *q) {
+  q->spec_skip = q->spec_backoff;
+  if (q->spec_backoff < SPEC_PAUSE_MAX) q->spec_backoff *= 2;
+  q->spec_p = SPEC_P_START;
+}
+
+void sched__spec_propose(sched_engine_t *e) {
+  const sched_spec_config_t *c = &e->cfg.spec;
+  if (c->method == SCHED_SPEC_OFF || e->plan.running.n > c->max_batch) return;
+  if (e->spec_row_cost == 0) e->spec_row_cost = SPEC_ROW_COST;
+  /* the plan's step 1 also checks the token budget; the logits rows are
+   * bounded here */
+  int32_t left = e->spec_rows;
+  for (sched_seq_t *s = e->plan.running.head; s && left > 0; s = s->next) {
+    sched_eseq_t *q = eseq(s);
+    if (s->spec != 0 || s->len - s->kv.n_tokens != 1 || !q->started) continue;
+    if (q->spec_skip > 0) {
+      q->spec_skip--;
+      continue;
+    }
+    if (q->spec_backoff == 0) {
+      q->spec_backoff = SPEC_PAUSE_FIRST;
+      q->spec_p = SPEC_P_START;
+    }
+    int32_t k = best_k(e, q, draft_room(e, q, c->k < left ? c->k : left));
+    if (k <= 0) {
+      if (draft_room(e, q, 1) > 0) pause_seq(q);
+      continue;
+    }
+    int32_t drafts[SCHED_SPEC_MAX_K];
+    k = sched_spec_ngram(s->tokens, s->len, c->ngram_min, c->ngram_max, k, drafts);
+    for (int32_t j = 0; j < k; j++) sched_seq_push(s, drafts[j]);
+    s->spec = k;
+    left -= k;
+  }
+}
+
+void sched__spec_timed(sched_engine_t *e, int64_t t_ns) {
+  int32_t drafts = 0;
+  for (int32_t i = 0; i < e->plan.n_items; i++) {
+    const sched_item_t *it = &e->plan.items[i];
+    if (it->q_len != 1 + it->seq->spec) return; /* a prefill chunk: not a clean sample */
+    drafts += it->seq->spec;
+  }
+  if (drafts == 0) {
+    e->spec_t_decode = e->spec_t_decode ? 0.9 * e->spec_t_decode + 0.1 * (double)t_ns : (double)t_ns;
+  } else if (e->spec_t_decode > 0) {
+    double c = ((double)t_ns - e->spec_t_decode) / ((double)drafts * e->spec_t_decode);
+    c = c < 0.05 ? 0.05 : c > 2 ? 2 : c;
+    e->spec_row_cost = 0.8 * e->spec_row_cost + 0.2 * c;
+  }
+}
+
+void sched__spec_unplanned(sched_engine_t *e) {
+  for (sched_seq_t *s = e->plan.running.head; s; s = s->next)
+    if (s->spec > 0 && s->planned != e->plan.step) sched_seq_drop_drafts(s);
+  for (sched_seq_t *s = e->plan.waiting.head; s; s = s->next) sched_seq_drop_drafts(s);
+}
+
+/* After a verification round that kept `accepted` of `proposed` drafts:
+ * q's acceptance estimate, each draft verified counting once. */
+static void adapt(sched_eseq_t *q, int32_t accepted, int32_t proposed) {
+  for (int32_t i = 0; i < accepted; i++) q->spec_p += (float)(SPEC_P_GAIN * (1 - q->spec_p));
+  if (accepted < proposed) q->spec_p -= (float)(SPEC_P_GAIN * q->spec_p);
+  if (accepted == proposed) q->spec_backoff = SPEC_PAUSE_FIRST; /* it pays again: short pauses */
+}
+
+void sched__spec_verify(sched_engine_t *e, sched_eseq_t *q, const float *rows) {
+  sched_seq_t *s = &q->s;
+  const int32_t spec = s->spec;
+  int32_t drafts[SCHED_SPEC_MAX_K];
+  memcpy(drafts, s->tokens + s->len - spec, (size_t)spec * sizeof *drafts);
+  const int64_t start = s->len - spec - 1; /* the position this step decoded */
+  sched_seq_drop_drafts(s);
+  int32_t accepted = 0;
+  for (int32_t j = 0; j <= spec; j++) {
+    samp_result_t res;
+    if (sched__sample(e, q, rows + (size_t)j * (size_t)e->n_vocab, &res) != 0) { /* min_tokens applies */
+      sched__fail_seq(e, q, "the model produced no finite logit");
+      break;
+    }
+    const int kept = j < spec && res.token == drafts[j];
+    accepted += kept;
+    if (sched__accept_token(e, q, &res)) break; /* ended: its blocks are freed */
+    if (!kept) {
+      /* K/V kept: the decoded token and the accepted drafts */
+      sched_plan_rollback(&e->plan, s, start + 1 + j);
+      break;
+    }
+  }
+  e->spec_drafts++;
+  e->spec_draft_tokens += (uint64_t)spec;
+  e->spec_accepted += (uint64_t)accepted;
+  for (int32_t i = 0; i < accepted; i++) e->spec_per_pos[i]++;
+  adapt(q, accepted, spec);
+}
