@@ -1,5 +1,7 @@
 /* grammar/gram_schema.c — JSON Schema (Draft 2020-12 subset) into the
- * expression builder: the only file of the grammar module that sees cJSON.
+ * expression builder: the schema walk (objects, arrays, references, the
+ * type switch); numbers and strings are in gram_schema_scalar.c. These two
+ * are the only files of the grammar module that see cJSON.
  *
  * Supported keywords: type (one or a list), properties, required,
  * additionalProperties (bool or schema), items, prefixItems, minItems,
@@ -26,19 +28,8 @@
 #include <string.h>
 
 #include "grammar/gram_int.h"
+#include "grammar/gram_schema_int.h"
 
-typedef struct sc {
-  gx_build_t *b;
-  const cJSON *root;
-  gram_json_opts_t o;
-  char path[512];
-  size_t plen;
-  const cJSON **ref_node; /* $ref targets compiled so far, and their rules */
-  int32_t *ref_rule;
-  int n_refs;
-  int depth;
-  int32_t r_ws, r_char, r_string, r_int, r_number, r_value, r_object, r_array, r_key_rest;
-} sc_t;
 
 static const char *const KNOWN[] = {
     "type", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems",
@@ -56,12 +47,12 @@ static int in_list(const char *const *l, const char *s) {
   return 0;
 }
 
-static int fail(sc_t *c, const char *fmt, const char *what) {
+int gram__sc_fail(sc_t *c, const char *fmt, const char *what) {
   return gx_fail(c->b, -1, GRAM_EINVAL, fmt, what, c->plen ? c->path : "/");
 }
 
 /* Appends "/seg" (JSON pointer escaped) to the path; returns the old length. */
-static size_t path_push(sc_t *c, const char *seg) {
+size_t gram__sc_path_push(sc_t *c, const char *seg) {
   size_t old = c->plen;
   if (c->plen + 2 < sizeof c->path) c->path[c->plen++] = '/';
   for (const char *s = seg; *s && c->plen + 3 < sizeof c->path; s++) {
@@ -71,15 +62,14 @@ static size_t path_push(sc_t *c, const char *seg) {
   c->path[c->plen] = 0;
   return old;
 }
-static void path_pop(sc_t *c, size_t old) { c->plen = old, c->path[old] = 0; }
+void gram__sc_path_pop(sc_t *c, size_t old) { c->plen = old, c->path[old] = 0; }
 
 /* ---- shared pieces ------------------------------------------------------------ */
 
-static int32_t lit(sc_t *c, const char *s) { return gx_lit(c->b, s, strlen(s)); }
 static int32_t ws(sc_t *c) { return c->o.flexible_ws ? gx_ref(c->b, c->r_ws) : gx_empty(c->b); }
-static int32_t punct(sc_t *c, const char *p) { return gx_seq3(c->b, ws(c), lit(c, p), ws(c)); }
+static int32_t punct(sc_t *c, const char *p) { return gx_seq3(c->b, ws(c), gram__sc_lit(c, p), ws(c)); }
 
-static int32_t set_of(sc_t *c, const char *chars, unsigned lo, unsigned hi) {
+int32_t gram__sc_set_of(sc_t *c, const char *chars, unsigned lo, unsigned hi) {
   gram_set_t s = {{0}};
   for (; chars && *chars; chars++) gram__set_add(&s, (unsigned char)*chars);
   if (lo <= hi) gram__set_range(&s, lo, hi);
@@ -91,48 +81,48 @@ static int32_t define(sc_t *c, const char *name, int32_t body) {
   return gx_define(c->b, r, body, -1) ? -1 : r;
 }
 
-static int32_t regex_js(sc_t *c, const char *re) { return gram__regex_expr(c->b, re, strlen(re), true, true); }
+int32_t gram__sc_regex_js(sc_t *c, const char *re) { return gram__regex_expr(c->b, re, strlen(re), true, true); }
 
 /* A JSON string escape: \\ then one of "\\/bfnrt or uXXXX. */
 static int32_t escape(sc_t *c) {
   gx_build_t *b = c->b;
-  return gx_seq2(b, lit(c, "\\"), gx_alt2(b, set_of(c, "\"\\/bfnrt", 1, 0),
-                                         gx_seq2(b, lit(c, "u"), gx_repeat(b, set_of(c, "0123456789abcdefABCDEF", 1, 0), 4, 4))));
+  return gx_seq2(b, gram__sc_lit(c, "\\"), gx_alt2(b, gram__sc_set_of(c, "\"\\/bfnrt", 1, 0),
+                                         gx_seq2(b, gram__sc_lit(c, "u"), gx_repeat(b, gram__sc_set_of(c, "0123456789abcdefABCDEF", 1, 0), 4, 4))));
 }
 
 static void base_rules(sc_t *c) {
   gx_build_t *b = c->b;
-  c->r_ws = define(c, "ws", gx_repeat(b, set_of(c, " \t\n\r", 1, 0), 0, c->o.ws_max));
+  c->r_ws = define(c, "ws", gx_repeat(b, gram__sc_set_of(c, " \t\n\r", 1, 0), 0, c->o.ws_max));
   /* one JSON string character: plain (any code point but '"', '\\', the
    * C0 controls and DEL, as llguidance) or an escape */
   uint32_t lo[4] = {0, '"', '\\', 0x7F}, hi[4] = {0x1F, '"', '\\', 0x7F};
   int32_t plain = gx_codepoints(b, lo, hi, 4, true);
   c->r_char = define(c, "char", gx_alt2(b, plain, escape(c)));
-  c->r_string = define(c, "string", gx_seq3(b, lit(c, "\""), gx_repeat(b, gx_ref(b, c->r_char), 0, -1), lit(c, "\"")));
-  c->r_int = define(c, "integer", gx_seq2(b, gx_opt(b, lit(c, "-")),
-                                          gx_alt2(b, lit(c, "0"), gx_seq2(b, set_of(c, "", '1', '9'),
-                                                                           gx_repeat(b, set_of(c, "", '0', '9'), 0, -1)))));
-  int32_t frac = gx_opt(b, gx_seq2(b, lit(c, "."), gx_repeat(b, set_of(c, "", '0', '9'), 1, -1)));
-  int32_t exp = gx_opt(b, gx_seq3(b, set_of(c, "eE", 1, 0), gx_opt(b, set_of(c, "+-", 1, 0)),
-                                  gx_repeat(b, set_of(c, "", '0', '9'), 1, -1)));
+  c->r_string = define(c, "string", gx_seq3(b, gram__sc_lit(c, "\""), gx_repeat(b, gx_ref(b, c->r_char), 0, -1), gram__sc_lit(c, "\"")));
+  c->r_int = define(c, "integer", gx_seq2(b, gx_opt(b, gram__sc_lit(c, "-")),
+                                          gx_alt2(b, gram__sc_lit(c, "0"), gx_seq2(b, gram__sc_set_of(c, "", '1', '9'),
+                                                                           gx_repeat(b, gram__sc_set_of(c, "", '0', '9'), 0, -1)))));
+  int32_t frac = gx_opt(b, gx_seq2(b, gram__sc_lit(c, "."), gx_repeat(b, gram__sc_set_of(c, "", '0', '9'), 1, -1)));
+  int32_t exp = gx_opt(b, gx_seq3(b, gram__sc_set_of(c, "eE", 1, 0), gx_opt(b, gram__sc_set_of(c, "+-", 1, 0)),
+                                  gx_repeat(b, gram__sc_set_of(c, "", '0', '9'), 1, -1)));
   c->r_number = define(c, "number", gx_seq3(b, gx_ref(b, c->r_int), frac, exp));
   c->r_value = gx_rule_named(b, "value", 5, -1);
   c->r_object = gx_rule_named(b, "object", 6, -1);
   c->r_array = gx_rule_named(b, "array", 5, -1);
   int32_t v = gx_alt(b);
   gx_add(b, v, gx_ref(b, c->r_object)), gx_add(b, v, gx_ref(b, c->r_array)), gx_add(b, v, gx_ref(b, c->r_string));
-  gx_add(b, v, gx_ref(b, c->r_number)), gx_add(b, v, lit(c, "true")), gx_add(b, v, lit(c, "false"));
-  gx_add(b, v, lit(c, "null"));
+  gx_add(b, v, gx_ref(b, c->r_number)), gx_add(b, v, gram__sc_lit(c, "true")), gx_add(b, v, gram__sc_lit(c, "false"));
+  gx_add(b, v, gram__sc_lit(c, "null"));
   gx_define(b, c->r_value, v, -1);
   int32_t kv = gx_seq3(b, gx_ref(b, c->r_string), punct(c, ":"), gx_ref(b, c->r_value));
   int32_t kv2 = gx_seq3(b, gx_ref(b, c->r_string), punct(c, ":"), gx_ref(b, c->r_value));
   int32_t more = gx_repeat(b, gx_seq2(b, punct(c, ","), kv2), 0, -1);
-  gx_define(b, c->r_object, gx_seq3(b, gx_seq2(b, lit(c, "{"), ws(c)), gx_opt(b, gx_seq2(b, kv, more)),
-                                    gx_seq2(b, ws(c), lit(c, "}"))), -1);
+  gx_define(b, c->r_object, gx_seq3(b, gx_seq2(b, gram__sc_lit(c, "{"), ws(c)), gx_opt(b, gx_seq2(b, kv, more)),
+                                    gx_seq2(b, ws(c), gram__sc_lit(c, "}"))), -1);
   int32_t items = gx_seq2(b, gx_ref(b, c->r_value),
                           gx_repeat(b, gx_seq2(b, punct(c, ","), gx_ref(b, c->r_value)), 0, -1));
-  gx_define(b, c->r_array, gx_seq3(b, gx_seq2(b, lit(c, "["), ws(c)), gx_opt(b, items),
-                                   gx_seq2(b, ws(c), lit(c, "]"))), -1);
+  gx_define(b, c->r_array, gx_seq3(b, gx_seq2(b, gram__sc_lit(c, "["), ws(c)), gx_opt(b, items),
+                                   gx_seq2(b, ws(c), gram__sc_lit(c, "]"))), -1);
 }
 
 /* ---- literals: const, enum, keys ---------------------------------------------- */
@@ -140,7 +130,7 @@ static void base_rules(sc_t *c) {
 static int32_t json_lit(sc_t *c, const cJSON *v) {
   char *s = cJSON_PrintUnformatted(v);
   if (!s) return gx_fail(c->b, -1, GRAM_ENOMEM, "out of memory");
-  int32_t x = lit(c, s);
+  int32_t x = gram__sc_lit(c, s);
   cJSON_free(s);
   return x;
 }
@@ -153,219 +143,16 @@ static char *json_str(const char *s) {
   return t;
 }
 
-/* ---- numbers -------------------------------------------------------------------- */
-
-/* Fixed-length decimal strings between lo and hi (same length, digits). */
-static int32_t fixed_range(sc_t *c, const char *lo, const char *hi, int n) {
-  gx_build_t *b = c->b;
-  if (n == 0) return gx_empty(b);
-  if (lo[0] == hi[0]) return gx_seq2(b, gx_byte(b, (unsigned char)lo[0]), fixed_range(c, lo + 1, hi + 1, n - 1));
-  int lo_zero = 1, hi_nine = 1;
-  for (int i = 1; i < n; i++) lo_zero &= lo[i] == '0', hi_nine &= hi[i] == '9';
-  int32_t any = gx_repeat(b, set_of(c, "", '0', '9'), n - 1, n - 1);
-  if (lo_zero && hi_nine) return gx_seq2(b, set_of(c, "", (unsigned char)lo[0], (unsigned char)hi[0]), any);
-  char nines[24], zeros[24];
-  memset(nines, '9', sizeof nines), memset(zeros, '0', sizeof zeros);
-  int32_t a = gx_alt(b);
-  gx_add(b, a, gx_seq2(b, gx_byte(b, (unsigned char)lo[0]), fixed_range(c, lo + 1, nines, n - 1)));
-  if (hi[0] - lo[0] >= 2)
-    gx_add(b, a, gx_seq2(b, set_of(c, "", (unsigned char)lo[0] + 1, (unsigned char)hi[0] - 1),
-                         gx_repeat(b, set_of(c, "", '0', '9'), n - 1, n - 1)));
-  gx_add(b, a, gx_seq2(b, gx_byte(b, (unsigned char)hi[0]), fixed_range(c, zeros, hi + 1, n - 1)));
-  return a;
-}
-
-/* Decimal naturals in [a, b] (b < 0: unbounded), no leading zeros. */
-static int32_t nat_range(sc_t *c, int64_t a, int64_t b) {
-  gx_build_t *bb = c->b;
-  int32_t alt = gx_alt(bb);
-  char la[24], lb[24];
-  int na = snprintf(la, sizeof la, "%lld", (long long)a);
-  int nb = b < 0 ? 19 : snprintf(lb, sizeof lb, "%lld", (long long)b);
-  for (int len = na; len <= nb && len <= 18; len++) {
-    char lo[24], hi[24];
-    int64_t p10 = 1;
-    for (int i = 1; i < len; i++) p10 *= 10;
-    int64_t x = len == na ? a : p10, y = (b >= 0 && len == nb) ? b : p10 * 10 - 1;
-    if (len == 1 && len != na) x = 0;
-    snprintf(lo, sizeof lo, "%0*lld", len, (long long)x);
-    snprintf(hi, sizeof hi, "%0*lld", len, (long long)y);
-    gx_add(bb, alt, fixed_range(c, lo, hi, len));
-  }
-  if (b < 0) /* longer than 18 digits: any */
-    gx_add(bb, alt, gx_seq2(bb, set_of(c, "", '1', '9'), gx_repeat(bb, set_of(c, "", '0', '9'), 18, -1)));
-  return alt;
-}
-
-#define NUM_LIMIT 1e15
-
-/* Integers in [lo, hi]; has_lo/has_hi say which bounds exist. */
-static int32_t int_range(sc_t *c, int has_lo, int64_t lo, int has_hi, int64_t hi) {
-  gx_build_t *b = c->b;
-  if (has_lo && has_hi && lo > hi) return fail(c, "json schema: %s bounds leave no integer (at %s)", "minimum/maximum");
-  int32_t alt = gx_alt(b);
-  if (!has_lo || lo < 0) { /* negative part: -(k) for k in [max(1, -hi), -lo] */
-    int64_t k0 = has_hi ? (hi >= 0 ? 1 : -hi) : 1;
-    gx_add(b, alt, gx_seq2(b, lit(c, "-"), nat_range(c, k0, has_lo ? -lo : -1)));
-  }
-  if (!has_hi || hi >= 0) gx_add(b, alt, nat_range(c, has_lo && lo > 0 ? lo : 0, has_hi ? hi : -1));
-  return alt;
-}
-
-/* The bound keyword key of s: the integer bound in *out (rounded inward,
- * exclusive made inclusive), the raw value in *raw; 1 if present, 0 if not,
- * -1 after an error. */
-static int bound(sc_t *c, const cJSON *s, const char *key, int up, int64_t *out, double *raw) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
-  if (!v) return 0;
-  size_t old = path_push(c, key);
-  int rc = 0;
-  if (!cJSON_IsNumber(v)) rc = fail(c, "json schema: '%s' must be a number (at %s)", key);
-  else if (fabs(v->valuedouble) > NUM_LIMIT) rc = fail(c, "json schema: '%s' beyond 1e15 is not supported (at %s)", key);
-  path_pop(c, old);
-  if (rc) return -1;
-  double d = v->valuedouble;
-  *raw = d;
-  int excl = strncmp(key, "exclusive", 9) == 0;
-  double r = up ? floor(d) : ceil(d);
-  if (excl && r == d) r += up ? -1 : 1;
-  *out = (int64_t)r;
-  return 1;
-}
-
-/* Numbers with a fraction within the bounds: k.ddd (last digit not 0) for
- * k >= 0 lies strictly inside (k, k+1), -k.ddd inside (-(k+1), -k); the
- * integer parts whose whole interval fits (open or closed bounds alike).
- * -1 if there are none. */
-static int32_t fractions(sc_t *c, int has_lo, double L, int has_hi, double H) {
-  gx_build_t *b = c->b;
-  int32_t alt = gx_alt(b);
-  int n = 0;
-  double A = has_lo && L > 0 ? ceil(L) : 0, B = has_hi ? floor(H - 1) : -1;
-  double C = has_hi && H < 0 ? ceil(-H) : 0, D = has_lo ? floor(-L - 1) : -1;
-  for (int neg = 0; neg < 2; neg++) {
-    double from = neg ? C : A, to = neg ? D : B;
-    int bounded = neg ? has_lo : has_hi;
-    if (bounded && from > to) continue;
-    int32_t digits = gx_seq2(b, gx_repeat(b, set_of(c, "", '0', '9'), 0, -1), set_of(c, "", '1', '9'));
-    int32_t ip = nat_range(c, (int64_t)from, bounded ? (int64_t)to : -1);
-    gx_add(b, alt, gx_seq3(b, neg ? gx_seq2(b, lit(c, "-"), ip) : ip, lit(c, "."), digits));
-    n++;
-  }
-  return n ? alt : -1;
-}
-
-static int32_t number_node(sc_t *c, const cJSON *s, int integer) {
-  int64_t lo = 0, hi = 0, x;
-  double L = 0, H = 0, raw;
-  int has_lo = 0, has_hi = 0, k;
-  static const char *const lows[] = {"minimum", "exclusiveMinimum"}, *const highs[] = {"maximum", "exclusiveMaximum"};
-  for (int i = 0; i < 2; i++) {
-    if ((k = bound(c, s, lows[i], 0, &x, &raw)) < 0) return -1;
-    if (k && (!has_lo || raw > L)) L = raw;
-    if (k && (!has_lo || x > lo)) lo = x, has_lo = 1;
-    if ((k = bound(c, s, highs[i], 1, &x, &raw)) < 0) return -1;
-    if (k && (!has_hi || raw < H)) H = raw;
-    if (k && (!has_hi || x < hi)) hi = x, has_hi = 1;
-  }
-  if (!has_lo && !has_hi) return gx_ref(c->b, integer ? c->r_int : c->r_number);
-  if (integer) return int_range(c, has_lo, lo, has_hi, hi);
-  int32_t frac = fractions(c, has_lo, L, has_hi, H);
-  if (frac >= 0 && has_lo && has_hi && lo > hi) return frac; /* no integer inside */
-  int32_t ints = int_range(c, has_lo, lo, has_hi, hi);
-  return frac < 0 ? ints : gx_alt2(c->b, ints, frac);
-}
-
-/* ---- strings -------------------------------------------------------------------- */
-
-static const struct {
-  const char *name, *re;
-} FORMATS[] = {
-    {"date", "[1-9][0-9]{3}-((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)"},
-    {"time", "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
-    {"date-time", "[1-9][0-9]{3}-((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)"
-                  "T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
-    {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
-    {"email", "[a-zA-Z0-9][a-zA-Z0-9._+-]{0,63}@[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(\\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*\\.[a-zA-Z]{2,24}"},
-    {"ipv4", "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}"},
-};
-
-static int get_count(sc_t *c, const cJSON *s, const char *key, int32_t *out) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
-  if (!v) return 0;
-  if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble)) {
-    size_t old = path_push(c, key);
-    fail(c, "json schema: '%s' must be a non-negative integer (at %s)", key);
-    path_pop(c, old);
-    return -1;
-  }
-  if (v->valuedouble > GRAM_MAX_REPEAT) {
-    size_t old = path_push(c, key);
-    gx_fail(c->b, -1, GRAM_ELIMIT, "json schema: '%s' above %d is not supported (at %s)", key, GRAM_MAX_REPEAT, c->path);
-    path_pop(c, old);
-    return -1;
-  }
-  *out = (int32_t)v->valuedouble;
-  return 1;
-}
-
-static int32_t string_node(sc_t *c, const cJSON *s) {
-  gx_build_t *b = c->b;
-  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
-  const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
-  int32_t mn = 0, mx = -1;
-  int k1 = get_count(c, s, "minLength", &mn), k2 = get_count(c, s, "maxLength", &mx);
-  if (k1 < 0 || k2 < 0) return -1;
-  if (k2 && mx < mn) return fail(c, "json schema: %s below minLength (at %s)", "maxLength");
-  int32_t body;
-  if (fmt || pat) {
-    const char *key = fmt ? "format" : "pattern";
-    size_t old = path_push(c, key);
-    if ((fmt && pat) || k1 || k2) {
-      fail(c, "json schema: '%s' together with pattern/minLength/maxLength is not supported (at %s)", key);
-      path_pop(c, old);
-      return -1;
-    }
-    const cJSON *v = fmt ? fmt : pat;
-    if (!cJSON_IsString(v)) {
-      fail(c, "json schema: '%s' must be a string (at %s)", key);
-      path_pop(c, old);
-      return -1;
-    }
-    if (fmt) {
-      const char *re = NULL;
-      for (size_t i = 0; i < sizeof FORMATS / sizeof *FORMATS; i++)
-        if (!strcmp(FORMATS[i].name, v->valuestring)) re = FORMATS[i].re;
-      if (!re) {
-        gx_fail(b, -1, GRAM_EINVAL, "json schema: format '%s' is not supported (at %s)", v->valuestring, c->path);
-        path_pop(c, old);
-        return -1;
-      }
-      body = regex_js(c, re);
-    } else {
-      body = gram__regex_expr(b, v->valuestring, strlen(v->valuestring), true, false);
-      if (body < 0 && c->b->err && !strstr(c->b->err->msg, " (at ")) {
-        size_t l = strlen(c->b->err->msg);
-        snprintf(c->b->err->msg + l, sizeof c->b->err->msg - l, " (at %s)", c->path);
-      }
-    }
-    path_pop(c, old);
-  } else {
-    body = gx_repeat(b, gx_ref(b, c->r_char), mn, mx);
-  }
-  return gx_seq3(b, lit(c, "\""), body, lit(c, "\""));
-}
-
 /* ---- the schema walk ------------------------------------------------------------ */
 
 static int32_t schema(sc_t *c, const cJSON *s);
 static const cJSON *resolve(sc_t *c, const char *ref);
 
 static int32_t sub(sc_t *c, const cJSON *s, const char *k1, const char *k2) {
-  size_t old = path_push(c, k1);
-  if (k2) path_push(c, k2);
+  size_t old = gram__sc_path_push(c, k1);
+  if (k2) gram__sc_path_push(c, k2);
   int32_t x = schema(c, s);
-  path_pop(c, old);
+  gram__sc_path_pop(c, old);
   return x;
 }
 
@@ -385,7 +172,7 @@ static int32_t other_key(sc_t *c, char **keys, int n, size_t depth, int32_t rest
     if (L == depth) ends_here = 1;
     else gram__set_add(&kids, (unsigned char)keys[i][depth]);
   }
-  if (!ends_here) gx_add(b, alt, lit(c, "\""));
+  if (!ends_here) gx_add(b, alt, gram__sc_lit(c, "\""));
   /* diverge here with one character, then any rest */
   gram_set_t first = {{0}};
   gram__set_range(&first, 0x20, 0x7E);
@@ -400,7 +187,7 @@ static int32_t other_key(sc_t *c, char **keys, int n, size_t depth, int32_t rest
     gx_add(b, d, gx_codepoints(b, &lo, &hi, 1, false));
   }
   if (!gram__set_has(&kids, '\\')) gx_add(b, d, escape(c));
-  gx_add(b, alt, gx_seq3(b, d, gx_ref(b, rest), lit(c, "\"")));
+  gx_add(b, alt, gx_seq3(b, d, gx_ref(b, rest), gram__sc_lit(c, "\"")));
   for (unsigned ch = 0; ch < 256; ch++) {
     if (!gram__set_has(&kids, ch)) continue;
     char **sub_keys = malloc(sizeof *sub_keys * (size_t)n);
@@ -442,11 +229,11 @@ static int32_t object_of(sc_t *c, prop_t *p, int n, int32_t extra_value) {
       break;
     }
     keys[nk++] = q;
-    size_t old = path_push(c, "properties");
+    size_t old = gram__sc_path_push(c, "properties");
     int32_t v = p[i].schema ? sub(c, p[i].schema, p[i].name, NULL) : gx_ref(b, c->r_value);
-    path_pop(c, old);
+    gram__sc_path_pop(c, old);
     kv[i] = gx_rule_new(b, "prop");
-    gx_define(b, kv[i], gx_seq3(b, lit(c, q), punct(c, ":"), v), -1);
+    gx_define(b, kv[i], gx_seq3(b, gram__sc_lit(c, q), punct(c, ":"), v), -1);
   }
   /* (kv holds copies of the quoted keys; keys may be rewritten below) */
   int32_t result = -1;
@@ -462,7 +249,7 @@ static int32_t object_of(sc_t *c, prop_t *p, int n, int32_t extra_value) {
           memmove(keys[i], keys[i] + 1, L - 2);
           keys[i][L - 2] = 0;
         }
-        key = gx_seq2(b, lit(c, "\""), other_key(c, keys, nk, 0, rest));
+        key = gx_seq2(b, gram__sc_lit(c, "\""), other_key(c, keys, nk, 0, rest));
       } else key = gx_ref(b, c->r_string);
       kva = gx_rule_new(b, "extra");
       gx_define(b, kva, gx_seq3(b, key, punct(c, ":"), gx_ref(b, extra_value)), -1);
@@ -483,7 +270,7 @@ static int32_t object_of(sc_t *c, prop_t *p, int n, int32_t extra_value) {
         R[2 * i + s] = gx_rule_new(b, "props");
         gx_define(b, R[2 * i + s], body, -1);
       }
-    result = gx_seq3(b, gx_seq2(b, lit(c, "{"), ws(c)), gx_ref(b, R[0]), gx_seq2(b, ws(c), lit(c, "}")));
+    result = gx_seq3(b, gx_seq2(b, gram__sc_lit(c, "{"), ws(c)), gx_ref(b, R[0]), gx_seq2(b, ws(c), gram__sc_lit(c, "}")));
   }
   for (int i = 0; i < nk; i++) free(keys[i]);
   free(kv), free(R), free(keys);
@@ -518,14 +305,14 @@ static int collect_props(sc_t *c, const cJSON *s, int src, prop_t **p, int *n, i
   const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
   const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
   const cJSON *add = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
-  if (props && !cJSON_IsObject(props)) return fail(c, "json schema: '%s' must be an object (at %s)", "properties");
-  if (req && !cJSON_IsArray(req)) return fail(c, "json schema: '%s' must be an array (at %s)", "required");
+  if (props && !cJSON_IsObject(props)) return gram__sc_fail(c, "json schema: '%s' must be an object (at %s)", "properties");
+  if (req && !cJSON_IsArray(req)) return gram__sc_fail(c, "json schema: '%s' must be an array (at %s)", "required");
   info->has_props = props != NULL;
   for (const cJSON *q = props ? props->child : NULL; q; q = q->next) {
     for (int i = 0; i < *n; i++)
       if (!strcmp((*p)[i].name, q->string)) {
         if ((*p)[i].schema && !cJSON_Compare((*p)[i].schema, q, 1))
-          return fail(c, "json schema: property '%s' given different schemas across allOf (at %s)", q->string);
+          return gram__sc_fail(c, "json schema: property '%s' given different schemas across allOf (at %s)", q->string);
         (*p)[i].schema = q; /* was only required so far */
         goto next;
       }
@@ -533,7 +320,7 @@ static int collect_props(sc_t *c, const cJSON *s, int src, prop_t **p, int *n, i
   next:;
   }
   for (const cJSON *r = req ? req->child : NULL; r; r = r->next) {
-    if (!cJSON_IsString(r)) return fail(c, "json schema: '%s' entries must be strings (at %s)", "required");
+    if (!cJSON_IsString(r)) return gram__sc_fail(c, "json schema: '%s' entries must be strings (at %s)", "required");
     int found = 0;
     for (int i = 0; i < *n; i++)
       if (!strcmp((*p)[i].name, r->valuestring)) (*p)[i].required = 1, found = 1;
@@ -543,7 +330,7 @@ static int collect_props(sc_t *c, const cJSON *s, int src, prop_t **p, int *n, i
     if (cJSON_IsFalse(add)) info->closed = 1;
     else info->open = 1;
     if (!cJSON_IsBool(add)) {
-      if (*extra) return fail(c, "json schema: '%s' given as a schema twice across allOf (at %s)", "additionalProperties");
+      if (*extra) return gram__sc_fail(c, "json schema: '%s' given as a schema twice across allOf (at %s)", "additionalProperties");
       *extra = add;
     }
   }
@@ -570,22 +357,22 @@ static int32_t object_node(sc_t *c, const cJSON *s) {
   }
   srcs[0] = s;
   int rc = collect_props(c, s, 0, &p, &n, &cap, &extra, &info[0]);
-  size_t old = path_push(c, "allOf");
+  size_t old = gram__sc_path_push(c, "allOf");
   int idx = 1;
   for (const cJSON *a = all ? all->child : NULL; a && !rc; a = a->next, idx++) {
     char num[16];
     snprintf(num, sizeof num, "%d", idx - 1);
-    size_t o2 = path_push(c, num);
+    size_t o2 = gram__sc_path_push(c, num);
     for (const cJSON *k = a->child; k && !rc; k = k->next)
       if (!in_list(ANNOTATION, k->string) && strcmp(k->string, "properties") && strcmp(k->string, "required") &&
           strcmp(k->string, "additionalProperties") && strcmp(k->string, "type") && strcmp(k->string, "$ref"))
-        rc = fail(c, "json schema: allOf supports object schemas only; '%s' is not supported there (at %s)", k->string);
+        rc = gram__sc_fail(c, "json schema: allOf supports object schemas only; '%s' is not supported there (at %s)", k->string);
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(a, "$ref");
     srcs[idx] = ref && cJSON_IsString(ref) ? resolve(c, ref->valuestring) : a;
     if (!rc && srcs[idx]) rc = collect_props(c, a, idx, &p, &n, &cap, &extra, &info[idx]);
-    path_pop(c, o2);
+    gram__sc_path_pop(c, o2);
   }
-  path_pop(c, old);
+  gram__sc_path_pop(c, old);
   /* JSON Schema: a schema's additionalProperties: false refuses every name
    * its own properties do not list, whoever else lists it */
   int closed = 0, open = 0, any_props = 0, k = 0;
@@ -596,7 +383,7 @@ static int32_t object_node(sc_t *c, const cJSON *s) {
       if (info[j].closed && !lists(srcs[j], p[i].name)) keep = 0;
     if (keep) p[k++] = p[i];
     else if (p[i].required)
-      rc = fail(c, "json schema: required property '%s' is refused by an additionalProperties: false (at %s)", p[i].name);
+      rc = gram__sc_fail(c, "json schema: required property '%s' is refused by an additionalProperties: false (at %s)", p[i].name);
   }
   n = k;
   int32_t x = -1;
@@ -618,12 +405,12 @@ static int32_t array_node(sc_t *c, const cJSON *s) {
   const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
   const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
   int32_t mn = 0, mx = -1;
-  if (get_count(c, s, "minItems", &mn) < 0 || get_count(c, s, "maxItems", &mx) < 0) return -1;
-  if (prefix && !cJSON_IsArray(prefix)) return fail(c, "json schema: '%s' must be an array (at %s)", "prefixItems");
+  if (gram__sc_count(c, s, "minItems", &mn) < 0 || gram__sc_count(c, s, "maxItems", &mx) < 0) return -1;
+  if (prefix && !cJSON_IsArray(prefix)) return gram__sc_fail(c, "json schema: '%s' must be an array (at %s)", "prefixItems");
   int np = prefix ? cJSON_GetArraySize(prefix) : 0;
   if (items && cJSON_IsFalse(items)) mx = mx < 0 || mx > np ? np : mx;
-  if (mx >= 0 && mx < mn) return fail(c, "json schema: %s below minItems (at %s)", "maxItems");
-  if (np > GRAM_MAX_REPEAT) return fail(c, "json schema: too many %s (at %s)", "prefixItems");
+  if (mx >= 0 && mx < mn) return gram__sc_fail(c, "json schema: %s below minItems (at %s)", "maxItems");
+  if (np > GRAM_MAX_REPEAT) return gram__sc_fail(c, "json schema: too many %s (at %s)", "prefixItems");
   /* the rule of one element after the prefix */
   int32_t item_rule = c->r_value;
   if (items && !cJSON_IsBool(items)) {
@@ -655,12 +442,12 @@ static int32_t array_node(sc_t *c, const cJSON *s) {
     tail = i < mn ? t : gx_opt(b, t);
   }
   free(elem);
-  return gx_seq3(b, gx_seq2(b, lit(c, "["), ws(c)), tail, gx_seq2(b, ws(c), lit(c, "]")));
+  return gx_seq3(b, gx_seq2(b, gram__sc_lit(c, "["), ws(c)), tail, gx_seq2(b, ws(c), gram__sc_lit(c, "]")));
 }
 
 static const cJSON *resolve(sc_t *c, const char *ref) {
   if (ref[0] != '#') {
-    fail(c, "json schema: only local $ref (\"#...\") is supported, not '%s' (at %s)", ref);
+    gram__sc_fail(c, "json schema: only local $ref (\"#...\") is supported, not '%s' (at %s)", ref);
     return NULL;
   }
   const cJSON *t = c->root;
@@ -678,7 +465,7 @@ static const cJSON *resolve(sc_t *c, const char *ref) {
     if (!t) break;
   }
   if (!t || *p) {
-    fail(c, "json schema: $ref '%s' does not resolve (at %s)", ref);
+    gram__sc_fail(c, "json schema: $ref '%s' does not resolve (at %s)", ref);
     return NULL;
   }
   return t;
@@ -718,16 +505,16 @@ static int has_any(const cJSON *s, const char *const *keys) {
 
 static int32_t typed(sc_t *c, const cJSON *s, const char *t) {
   gx_build_t *b = c->b;
-  if (!strcmp(t, "null")) return lit(c, "null");
-  if (!strcmp(t, "boolean")) return gx_alt2(b, lit(c, "true"), lit(c, "false"));
-  if (!strcmp(t, "string")) return string_node(c, s);
-  if (!strcmp(t, "integer")) return number_node(c, s, 1);
-  if (!strcmp(t, "number")) return number_node(c, s, 0);
+  if (!strcmp(t, "null")) return gram__sc_lit(c, "null");
+  if (!strcmp(t, "boolean")) return gx_alt2(b, gram__sc_lit(c, "true"), gram__sc_lit(c, "false"));
+  if (!strcmp(t, "string")) return gram__sc_string(c, s);
+  if (!strcmp(t, "integer")) return gram__sc_number(c, s, 1);
+  if (!strcmp(t, "number")) return gram__sc_number(c, s, 0);
   if (!strcmp(t, "object")) return object_node(c, s);
   if (!strcmp(t, "array")) return array_node(c, s);
-  size_t old = path_push(c, "type");
+  size_t old = gram__sc_path_push(c, "type");
   gx_fail(b, -1, GRAM_EINVAL, "json schema: unknown type '%s' (at %s)", t, c->path);
-  path_pop(c, old);
+  gram__sc_path_pop(c, old);
   return -1;
 }
 
@@ -735,15 +522,15 @@ static int32_t schema(sc_t *c, const cJSON *s) {
   gx_build_t *b = c->b;
   if (b->failed) return -1;
   if (cJSON_IsTrue(s)) return gx_ref(b, c->r_value);
-  if (cJSON_IsFalse(s)) return fail(c, "json schema: %s schema accepts nothing (at %s)", "the false");
-  if (!cJSON_IsObject(s)) return fail(c, "json schema: %s must be an object or a boolean (at %s)", "a schema");
+  if (cJSON_IsFalse(s)) return gram__sc_fail(c, "json schema: %s schema accepts nothing (at %s)", "the false");
+  if (!cJSON_IsObject(s)) return gram__sc_fail(c, "json schema: %s must be an object or a boolean (at %s)", "a schema");
   if (++c->depth > GRAM_MAX_DEPTH) return gx_fail(b, -1, GRAM_ELIMIT, "json schema: nested deeper than %d (at %s)", GRAM_MAX_DEPTH, c->path);
   int32_t x = -1;
   for (const cJSON *k = s->child; k; k = k->next)
     if (!in_list(KNOWN, k->string)) {
-      size_t old = path_push(c, k->string);
-      fail(c, "json schema: keyword '%s' is not supported (at %s)", k->string);
-      path_pop(c, old);
+      size_t old = gram__sc_path_push(c, k->string);
+      gram__sc_fail(c, "json schema: keyword '%s' is not supported (at %s)", k->string);
+      gram__sc_path_pop(c, old);
       goto out;
     }
   int constraints = 0;
@@ -758,29 +545,29 @@ static int32_t schema(sc_t *c, const cJSON *s) {
   if (ref || cst || en || any) {
     const char *key = ref ? "$ref" : cst ? "const" : en ? "enum" : any->string;
     if (constraints - (nullable != NULL) - (cJSON_GetObjectItemCaseSensitive(s, "type") != NULL && !ref) > 1) {
-      size_t old = path_push(c, key);
-      fail(c, "json schema: '%s' combined with other constraining keywords is not supported (at %s)", key);
-      path_pop(c, old);
+      size_t old = gram__sc_path_push(c, key);
+      gram__sc_fail(c, "json schema: '%s' combined with other constraining keywords is not supported (at %s)", key);
+      gram__sc_path_pop(c, old);
       goto out;
     }
-    size_t old = path_push(c, key);
-    if (ref) x = cJSON_IsString(ref) ? ref_node(c, ref->valuestring) : fail(c, "json schema: '%s' must be a string (at %s)", key);
+    size_t old = gram__sc_path_push(c, key);
+    if (ref) x = cJSON_IsString(ref) ? ref_node(c, ref->valuestring) : gram__sc_fail(c, "json schema: '%s' must be a string (at %s)", key);
     else if (cst) x = json_lit(c, cst);
     else if (!cJSON_IsArray(cst ? NULL : (en ? en : any)) || !(en ? en : any)->child)
-      x = fail(c, "json schema: '%s' must be a non-empty array (at %s)", key);
+      x = gram__sc_fail(c, "json schema: '%s' must be a non-empty array (at %s)", key);
     else {
       x = gx_alt(b);
       int i = 0;
       for (const cJSON *e = (en ? en : any)->child; e && !b->failed; e = e->next, i++) {
         char num[16];
         snprintf(num, sizeof num, "%d", i);
-        size_t o2 = path_push(c, num);
+        size_t o2 = gram__sc_path_push(c, num);
         gx_add(b, x, en ? json_lit(c, e) : schema(c, e));
-        path_pop(c, o2);
+        gram__sc_path_pop(c, o2);
       }
     }
-    path_pop(c, old);
-    if (is_null && x >= 0) x = gx_alt2(b, x, lit(c, "null"));
+    gram__sc_path_pop(c, old);
+    if (is_null && x >= 0) x = gx_alt2(b, x, gram__sc_lit(c, "null"));
     goto out;
   }
   const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
@@ -793,11 +580,11 @@ static int32_t schema(sc_t *c, const cJSON *s) {
       types[nt++] = t->valuestring;
     }
     if (nt != cJSON_GetArraySize(type) || nt == 0) {
-      fail(c, "json schema: '%s' must be a type name or a list of them (at %s)", "type");
+      gram__sc_fail(c, "json schema: '%s' must be a type name or a list of them (at %s)", "type");
       goto out;
     }
   } else if (type) {
-    fail(c, "json schema: '%s' must be a type name or a list of them (at %s)", "type");
+    gram__sc_fail(c, "json schema: '%s' must be a type name or a list of them (at %s)", "type");
     goto out;
   } else {
     static const char *const obj[] = {"properties", "additionalProperties", "required", "allOf", NULL};
@@ -815,7 +602,7 @@ static int32_t schema(sc_t *c, const cJSON *s) {
   }
   x = gx_alt(b);
   for (int i = 0; i < nt && !b->failed; i++) gx_add(b, x, typed(c, s, types[i]));
-  if (is_null) gx_add(b, x, lit(c, "null"));
+  if (is_null) gx_add(b, x, gram__sc_lit(c, "null"));
 out:
   c->depth--;
   return b->failed ? -1 : x;

@@ -1,0 +1,213 @@
+/* grammar/gram_schema_scalar.c — JSON Schema numbers and strings into the
+ * expression builder: integer ranges written out exactly as digit
+ * automata, number bounds (the integers within and k.ddd decimals), string
+ * lengths, pattern and format (see gram_schema.c for the keyword list). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/gram_schema_int.h"
+
+/* ---- numbers -------------------------------------------------------------------- */
+
+/* Fixed-length decimal strings between lo and hi (same length, digits). */
+static int32_t fixed_range(sc_t *c, const char *lo, const char *hi, int n) {
+  gx_build_t *b = c->b;
+  if (n == 0) return gx_empty(b);
+  if (lo[0] == hi[0]) return gx_seq2(b, gx_byte(b, (unsigned char)lo[0]), fixed_range(c, lo + 1, hi + 1, n - 1));
+  int lo_zero = 1, hi_nine = 1;
+  for (int i = 1; i < n; i++) lo_zero &= lo[i] == '0', hi_nine &= hi[i] == '9';
+  int32_t any = gx_repeat(b, gram__sc_set_of(c, "", '0', '9'), n - 1, n - 1);
+  if (lo_zero && hi_nine) return gx_seq2(b, gram__sc_set_of(c, "", (unsigned char)lo[0], (unsigned char)hi[0]), any);
+  char nines[24], zeros[24];
+  memset(nines, '9', sizeof nines), memset(zeros, '0', sizeof zeros);
+  int32_t a = gx_alt(b);
+  gx_add(b, a, gx_seq2(b, gx_byte(b, (unsigned char)lo[0]), fixed_range(c, lo + 1, nines, n - 1)));
+  if (hi[0] - lo[0] >= 2)
+    gx_add(b, a, gx_seq2(b, gram__sc_set_of(c, "", (unsigned char)lo[0] + 1, (unsigned char)hi[0] - 1),
+                         gx_repeat(b, gram__sc_set_of(c, "", '0', '9'), n - 1, n - 1)));
+  gx_add(b, a, gx_seq2(b, gx_byte(b, (unsigned char)hi[0]), fixed_range(c, zeros, hi + 1, n - 1)));
+  return a;
+}
+
+/* Decimal naturals in [a, b] (b < 0: unbounded), no leading zeros. */
+static int32_t nat_range(sc_t *c, int64_t a, int64_t b) {
+  gx_build_t *bb = c->b;
+  int32_t alt = gx_alt(bb);
+  char la[24], lb[24];
+  int na = snprintf(la, sizeof la, "%lld", (long long)a);
+  int nb = b < 0 ? 19 : snprintf(lb, sizeof lb, "%lld", (long long)b);
+  for (int len = na; len <= nb && len <= 18; len++) {
+    char lo[24], hi[24];
+    int64_t p10 = 1;
+    for (int i = 1; i < len; i++) p10 *= 10;
+    int64_t x = len == na ? a : p10, y = (b >= 0 && len == nb) ? b : p10 * 10 - 1;
+    if (len == 1 && len != na) x = 0;
+    snprintf(lo, sizeof lo, "%0*lld", len, (long long)x);
+    snprintf(hi, sizeof hi, "%0*lld", len, (long long)y);
+    gx_add(bb, alt, fixed_range(c, lo, hi, len));
+  }
+  if (b < 0) /* longer than 18 digits: any */
+    gx_add(bb, alt, gx_seq2(bb, gram__sc_set_of(c, "", '1', '9'), gx_repeat(bb, gram__sc_set_of(c, "", '0', '9'), 18, -1)));
+  return alt;
+}
+
+#define NUM_LIMIT 1e15
+
+/* Integers in [lo, hi]; has_lo/has_hi say which bounds exist. */
+static int32_t int_range(sc_t *c, int has_lo, int64_t lo, int has_hi, int64_t hi) {
+  gx_build_t *b = c->b;
+  if (has_lo && has_hi && lo > hi) return gram__sc_fail(c, "json schema: %s bounds leave no integer (at %s)", "minimum/maximum");
+  int32_t alt = gx_alt(b);
+  if (!has_lo || lo < 0) { /* negative part: -(k) for k in [max(1, -hi), -lo] */
+    int64_t k0 = has_hi ? (hi >= 0 ? 1 : -hi) : 1;
+    gx_add(b, alt, gx_seq2(b, gram__sc_lit(c, "-"), nat_range(c, k0, has_lo ? -lo : -1)));
+  }
+  if (!has_hi || hi >= 0) gx_add(b, alt, nat_range(c, has_lo && lo > 0 ? lo : 0, has_hi ? hi : -1));
+  return alt;
+}
+
+/* The bound keyword key of s: the integer bound in *out (rounded inward,
+ * exclusive made inclusive), the raw value in *raw; 1 if present, 0 if not,
+ * -1 after an error. */
+static int bound(sc_t *c, const cJSON *s, const char *key, int up, int64_t *out, double *raw) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
+  if (!v) return 0;
+  size_t old = gram__sc_path_push(c, key);
+  int rc = 0;
+  if (!cJSON_IsNumber(v)) rc = gram__sc_fail(c, "json schema: '%s' must be a number (at %s)", key);
+  else if (fabs(v->valuedouble) > NUM_LIMIT) rc = gram__sc_fail(c, "json schema: '%s' beyond 1e15 is not supported (at %s)", key);
+  gram__sc_path_pop(c, old);
+  if (rc) return -1;
+  double d = v->valuedouble;
+  *raw = d;
+  int excl = strncmp(key, "exclusive", 9) == 0;
+  double r = up ? floor(d) : ceil(d);
+  if (excl && r == d) r += up ? -1 : 1;
+  *out = (int64_t)r;
+  return 1;
+}
+
+/* Numbers with a fraction within the bounds: k.ddd (last digit not 0) for
+ * k >= 0 lies strictly inside (k, k+1), -k.ddd inside (-(k+1), -k); the
+ * integer parts whose whole interval fits (open or closed bounds alike).
+ * -1 if there are none. */
+static int32_t fractions(sc_t *c, int has_lo, double L, int has_hi, double H) {
+  gx_build_t *b = c->b;
+  int32_t alt = gx_alt(b);
+  int n = 0;
+  double A = has_lo && L > 0 ? ceil(L) : 0, B = has_hi ? floor(H - 1) : -1;
+  double C = has_hi && H < 0 ? ceil(-H) : 0, D = has_lo ? floor(-L - 1) : -1;
+  for (int neg = 0; neg < 2; neg++) {
+    double from = neg ? C : A, to = neg ? D : B;
+    int bounded = neg ? has_lo : has_hi;
+    if (bounded && from > to) continue;
+    int32_t digits = gx_seq2(b, gx_repeat(b, gram__sc_set_of(c, "", '0', '9'), 0, -1), gram__sc_set_of(c, "", '1', '9'));
+    int32_t ip = nat_range(c, (int64_t)from, bounded ? (int64_t)to : -1);
+    gx_add(b, alt, gx_seq3(b, neg ? gx_seq2(b, gram__sc_lit(c, "-"), ip) : ip, gram__sc_lit(c, "."), digits));
+    n++;
+  }
+  return n ? alt : -1;
+}
+
+int32_t gram__sc_number(sc_t *c, const cJSON *s, int integer) {
+  int64_t lo = 0, hi = 0, x;
+  double L = 0, H = 0, raw;
+  int has_lo = 0, has_hi = 0, k;
+  static const char *const lows[] = {"minimum", "exclusiveMinimum"}, *const highs[] = {"maximum", "exclusiveMaximum"};
+  for (int i = 0; i < 2; i++) {
+    if ((k = bound(c, s, lows[i], 0, &x, &raw)) < 0) return -1;
+    if (k && (!has_lo || raw > L)) L = raw;
+    if (k && (!has_lo || x > lo)) lo = x, has_lo = 1;
+    if ((k = bound(c, s, highs[i], 1, &x, &raw)) < 0) return -1;
+    if (k && (!has_hi || raw < H)) H = raw;
+    if (k && (!has_hi || x < hi)) hi = x, has_hi = 1;
+  }
+  if (!has_lo && !has_hi) return gx_ref(c->b, integer ? c->r_int : c->r_number);
+  if (integer) return int_range(c, has_lo, lo, has_hi, hi);
+  int32_t frac = fractions(c, has_lo, L, has_hi, H);
+  if (frac >= 0 && has_lo && has_hi && lo > hi) return frac; /* no integer inside */
+  int32_t ints = int_range(c, has_lo, lo, has_hi, hi);
+  return frac < 0 ? ints : gx_alt2(c->b, ints, frac);
+}
+
+/* ---- strings -------------------------------------------------------------------- */
+
+static const struct {
+  const char *name, *re;
+} FORMATS[] = {
+    {"date", "[1-9][0-9]{3}-((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)"},
+    {"time", "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
+    {"date-time", "[1-9][0-9]{3}-((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)"
+                  "T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
+    {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
+    {"email", "[a-zA-Z0-9][a-zA-Z0-9._+-]{0,63}@[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(\\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*\\.[a-zA-Z]{2,24}"},
+    {"ipv4", "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}"},
+};
+
+int gram__sc_count(sc_t *c, const cJSON *s, const char *key, int32_t *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
+  if (!v) return 0;
+  if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble)) {
+    size_t old = gram__sc_path_push(c, key);
+    gram__sc_fail(c, "json schema: '%s' must be a non-negative integer (at %s)", key);
+    gram__sc_path_pop(c, old);
+    return -1;
+  }
+  if (v->valuedouble > GRAM_MAX_REPEAT) {
+    size_t old = gram__sc_path_push(c, key);
+    gx_fail(c->b, -1, GRAM_ELIMIT, "json schema: '%s' above %d is not supported (at %s)", key, GRAM_MAX_REPEAT, c->path);
+    gram__sc_path_pop(c, old);
+    return -1;
+  }
+  *out = (int32_t)v->valuedouble;
+  return 1;
+}
+
+int32_t gram__sc_string(sc_t *c, const cJSON *s) {
+  gx_build_t *b = c->b;
+  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
+  const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
+  int32_t mn = 0, mx = -1;
+  int k1 = gram__sc_count(c, s, "minLength", &mn), k2 = gram__sc_count(c, s, "maxLength", &mx);
+  if (k1 < 0 || k2 < 0) return -1;
+  if (k2 && mx < mn) return gram__sc_fail(c, "json schema: %s below minLength (at %s)", "maxLength");
+  int32_t body;
+  if (fmt || pat) {
+    const char *key = fmt ? "format" : "pattern";
+    size_t old = gram__sc_path_push(c, key);
+    if ((fmt && pat) || k1 || k2) {
+      gram__sc_fail(c, "json schema: '%s' together with pattern/minLength/maxLength is not supported (at %s)", key);
+      gram__sc_path_pop(c, old);
+      return -1;
+    }
+    const cJSON *v = fmt ? fmt : pat;
+    if (!cJSON_IsString(v)) {
+      gram__sc_fail(c, "json schema: '%s' must be a string (at %s)", key);
+      gram__sc_path_pop(c, old);
+      return -1;
+    }
+    if (fmt) {
+      const char *re = NULL;
+      for (size_t i = 0; i < sizeof FORMATS / sizeof *FORMATS; i++)
+        if (!strcmp(FORMATS[i].name, v->valuestring)) re = FORMATS[i].re;
+      if (!re) {
+        gx_fail(b, -1, GRAM_EINVAL, "json schema: format '%s' is not supported (at %s)", v->valuestring, c->path);
+        gram__sc_path_pop(c, old);
+        return -1;
+      }
+      body = gram__sc_regex_js(c, re);
+    } else {
+      body = gram__regex_expr(b, v->valuestring, strlen(v->valuestring), true, false);
+      if (body < 0 && c->b->err && !strstr(c->b->err->msg, " (at ")) {
+        size_t l = strlen(c->b->err->msg);
+        snprintf(c->b->err->msg + l, sizeof c->b->err->msg - l, " (at %s)", c->path);
+      }
+    }
+    gram__sc_path_pop(c, old);
+  } else {
+    body = gx_repeat(b, gx_ref(b, c->r_char), mn, mx);
+  }
+  return gx_seq3(b, gram__sc_lit(c, "\""), body, gram__sc_lit(c, "\""));
+}
