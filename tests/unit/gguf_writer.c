@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf/gguf.h"
+
 typedef struct {
   uint8_t *p;
   size_t n, cap;
@@ -184,4 +186,26 @@ int gw_write_file(const gw_t *w, const char *path) {
   if (f && fclose(f) != 0 && rc == 0) rc = -(errno ? errno : EIO);
   free(img);
   return rc;
+}
+
+/* ---- reading back ------------------------------------------------------------ */
+
+gguf_ctx_t *gw_open_exact(const uint8_t *img, size_t size, char *err, size_t err_len, uint8_t **copy) {
+  *copy = malloc(size ? size : 1);
+  if (!*copy) abort();
+  if (size) memcpy(*copy, img, size);
+  return gguf_open_buffer(*copy, size, err, err_len);
+}
+
+uint8_t *gw_finish_free(gw_t *w, size_t *size) {
+  uint8_t *img = gw_finish(w, size);
+  gw_free(w);
+  return img;
+}
+
+gguf_ctx_t *gw_open_written(gw_t *w, uint8_t **img, size_t *size, char *err, size_t err_len) {
+  uint8_t *full = gw_finish_free(w, size);
+  gguf_ctx_t *ctx = gw_open_exact(full, *size, err, err_len, img);
+  free(full);
+  return ctx;
 }

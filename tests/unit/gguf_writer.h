@@ -80,4 +80,19 @@ int gw_write_file(const gw_t *w, const char *path);
 uint64_t gw_kv_end(const gw_t *w);
 uint64_t gw_info_end(const gw_t *w);
 
+/* ---- reading back -------------------------------------------------------- */
+
+struct gguf_ctx;
+
+/* Opens a copy of img[0, size) made in a malloc'd buffer of exactly that
+ * size (*copy; the caller frees it after gguf_close), so ASan sees any read
+ * past the end. NULL with the reader's message in err when it is refused. */
+struct gguf_ctx *gw_open_exact(const uint8_t *img, size_t size, char *err, size_t err_len, uint8_t **copy);
+
+/* The writer's image (the caller frees it; *size its bytes); frees w. */
+uint8_t *gw_finish_free(gw_t *w, size_t *size);
+
+/* gw_finish_free, then gw_open_exact into *img: w's file read back. */
+struct gguf_ctx *gw_open_written(gw_t *w, uint8_t **img, size_t *size, char *err, size_t err_len);
+
 #endif
