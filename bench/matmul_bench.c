@@ -37,6 +37,12 @@
 #include "kernels/cpu/simd.h"
 #include "kernels/kern.h"
 
+#ifdef KERN_CPU_AVX512
+#define KERN_Q8_AVX512 1 /* the fast matmul's kernels are AVX-512 ones */
+#else
+#define KERN_Q8_AVX512 0
+#endif
+
 static double min_seconds = 0.4; /* per measured point, at least 3 runs */
 
 static double now(void) {
@@ -216,7 +222,8 @@ static void run_precision(kern_precision_t prec, int threads, int quick, int mod
   if (!be) abort();
   kern_cpu_t *cpu = kern_cpu(be);
   printf("# matmul_bench: %d threads, %s kernels, precision %s\n\n", cpu->n_threads,
-         kern_cpu_simd() ? "AVX2" : "portable", prec == KERN_PRECISION_FAST ? "fast" : "exact");
+         !kern_cpu_simd() ? "portable" : prec == KERN_PRECISION_FAST && KERN_Q8_AVX512 ? "AVX-512" : "AVX2",
+         prec == KERN_PRECISION_FAST ? "fast" : "exact");
   double bw = membw_read(argv0, cpu->n_threads);
   if (bw <= 0) fprintf(stderr, "matmul_bench: bench/membw did not run: no bandwidth bound\n");
   if (!model_only) type_table(be, quick, x, y);

@@ -1,14 +1,19 @@
-/* kernels/cpu/matmul_q8.c — the fast (int8 activation) matmul: activation
- * quantization, the portable kernel and the threaded driver (see
- * matmul_q8.h; the AVX2 tiles are in matmul_q8_avx2.c).
+/* kernels/cpu/matmul_q8.c — the fast (integer activation) matmul:
+ * activation quantization, the portable kernel and the threaded driver (see
+ * matmul_q8.h; the AVX2 tiles are in matmul_q8_avx2.c, the AVX-512 tiles
+ * and packed panels in matmul_q8_avx512.c).
  *
  * Work split. The activations are quantized once per call (rows in
  * parallel when there are many), then the weight rows form panels of
  * Q8_PANEL rows and the activation rows row blocks of at most Q8_XBLOCK
  * rows; one work item is (row block, panel). A thread runs every row of its
- * block against its panel in register tiles (up to 4 activation rows × up
- * to 4 weight rows) over the whole width: each output is one tile's, so the
- * per-output arithmetic is fixed. */
+ * block against its panel over the whole width, either in register tiles
+ * (up to 4 activation rows × Q8_TILE_C weight rows, straight from the
+ * stored weights) or, with AVX-512 and at least Q8_PACK_MIN rows, by
+ * unpacking the panel once into its own scratch and running 8 rows at a
+ * time against it. Each output is one kernel call's and every kernel
+ * follows matmul_q8.h's arithmetic, so which one runs does not change a
+ * bit. */
 #include "kernels/cpu/matmul_q8.h"
 
 #include <float.h>
@@ -25,12 +30,18 @@
 #define Q8_PANEL 16   /* weight rows per work item (a multiple of the tile widths) */
 #define Q8_XBLOCK 64  /* activation rows per row block */
 #define Q8_QGRAIN 16  /* activation rows per quantization work item */
-#define Q8_PACK_MIN 10/* activation rows from which AVX-512 packs panels */
+#define Q8_PACK_MIN 10 /* activation rows from which AVX-512 packs panels (the
+                           unpacking, ~4 ns per weight row and block, pays
+                           from about 10 rows: docs/benchmarks/precision.md) */
 
-/* Weight rows per register tile (<= 4 for the AVX2 tiles' register file,
- * 8 = four 512-bit pairs for the AVX-512 tiles), a divisor of Q8_PANEL. */
+/* Weight rows per register tile (<= 4 for the AVX2 tiles' register file;
+ * AVX-512: 8 = four 512-bit pairs, but 4 for one row, whose weight streams
+ * from memory better four rows at a time), a divisor of Q8_PANEL. */
 #ifdef KERN_CPU_AVX512
-#define Q8_TILE_C(R) 8
+#ifndef Q8_TILE_C1
+#define Q8_TILE_C1 4
+#endif
+#define Q8_TILE_C(R) ((R) == 1 ? Q8_TILE_C1 : 8)
 #else
 #define Q8_TILE_C(R) ((R) <= 2 ? 4 : 2)
 #endif

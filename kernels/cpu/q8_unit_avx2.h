@@ -140,6 +140,8 @@ static inline __m256i kern_cpu__q8_dot16(__m256i a, __m256i b, __m256i c, __m256
 
 /* How far ahead the tiles prefetch each weight row, in bytes (as the exact
  * path's fused tiles, matmul_avx2.c). */
-#define Q8_PREFETCH 1024
+#ifndef Q8_PREFETCH
+#define Q8_PREFETCH 2048
+#endif
 
 #endif
