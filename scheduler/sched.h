@@ -51,6 +51,8 @@
 typedef struct kern_backend kern_backend_t;
 typedef struct model model_t;
 typedef struct tok tok_t;
+typedef struct gram_entry gram_entry_t; /* a compiled grammar (grammar/gram_lru.h) */
+typedef struct gram_vocab gram_vocab_t;
 
 typedef struct sched_engine sched_engine_t;
 typedef struct sched_req sched_req_t;
@@ -117,6 +119,13 @@ typedef struct sched_req_params {
   int32_t prompt_top_logprobs;  /* 0..SAMP_MAX_TOP_LOGPROBS */
   int score_only;               /* 1: no token is sampled: once the prompt is computed the request
                                  * ends (SCHED_FINISH_LENGTH, 0 tokens) — prompt scoring */
+  gram_entry_t *grammar;        /* structured output: every sequence's output is a sentence of this
+                                 * grammar (compiled over the engine's vocabulary,
+                                 * sched_gram_vocab_create); tokens it refuses are -inf before
+                                 * sampling (logprobs are of that masked row), end of generation
+                                 * only where it accepts, and the sequence stops (SCHED_FINISH_STOP)
+                                 * once nothing can follow. The request takes its own reference.
+                                 * NULL: none */
 } sched_req_params_t;
 
 /* The parameters that change nothing: samp_params_default(), max_tokens 0,
@@ -224,6 +233,12 @@ int sched_wait_events(sched_engine_t *e, sched_event_t *out, int max, int64_t ti
 
 /* Frees an event's text, top logprobs and error. */
 void sched_event_release(sched_event_t *ev);
+
+/* The grammar vocabulary of tok (scheduler/sched_gram.c): each token's
+ * decoded bytes; control, unused and unknown tokens are never text, the
+ * end-of-generation ids are allowed where a grammar accepts. NULL with the
+ * reason in err[err_len]. The caller destroys it (gram_vocab_destroy). */
+gram_vocab_t *sched_gram_vocab_create(const tok_t *tok, char *err, size_t err_len);
 
 /* ---- the engine ------------------------------------------------------------ */
 

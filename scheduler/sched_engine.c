@@ -123,6 +123,7 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   e->logit_pos = xcalloc((size_t)c.max_batch_tokens, sizeof *e->logit_pos);
   e->logits = xcalloc((size_t)c.max_batch_tokens * (size_t)e->n_vocab, sizeof *e->logits);
   e->masked = xcalloc((size_t)e->n_vocab, sizeof *e->masked);
+  e->gmask = xcalloc(((size_t)e->n_vocab + 31) / 32, sizeof *e->gmask);
   if (device_sampling) { /* rows whose request qualifies pick their token on the device */
     e->sample_rows = xcalloc((size_t)c.max_batch_tokens, sizeof(kern_sample_row_t));
     e->sample_ops = xcalloc((size_t)e->sample_ops_cap, sizeof(kern_sample_op_t));
@@ -250,6 +251,10 @@ int sched_submit(sched_engine_t *e, sched_req_t *r, char *err, size_t err_len) {
       snprintf(err, err_len, "the sampling parameters are invalid");
       return -EINVAL;
     }
+    if (r->grammar && (rc = sched__gram_start(e, q, err, err_len)) != 0) {
+      sched__req_free_seqs(r);
+      return rc;
+    }
     tok_stream_init(&q->detok, e->tok, r->p.special ? TOK_DEC_SPECIAL : 0);
     sched_stop_state_init(&q->stop, &r->stops);
   }
@@ -332,6 +337,7 @@ void sched_engine_destroy(sched_engine_t *e) {
   free(e->logit_rows);
   free(e->logit_seqs);
   free(e->masked);
+  free(e->gmask);
   free(e->logit_pos);
   free(e->logits);
   free(e->sample_rows);

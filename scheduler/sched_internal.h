@@ -8,6 +8,8 @@
 #include <stdatomic.h>
 
 #include "attention/attn_meta.h"
+#include "grammar/gram.h"
+#include "grammar/gram_lru.h"
 #include "cache/kv_cache.h"
 #include "kernels/kern.h"
 #include "model/model.h"
@@ -28,6 +30,7 @@ typedef struct sched_eseq {
   int finished;            /* its FINISHED/ERROR event is queued */
   samp_state_t *samp;      /* its sampler (created at submit) */
   tok_stream_t detok;      /* its streaming detokenizer */
+  gram_matcher_t *gm;      /* structured output: its parser state (NULL: unconstrained) */
   sched_stop_state_t stop; /* its stop-string matcher */
   int32_t generated;       /* tokens sampled */
   int32_t prompt_lp_next;  /* prompt_logprobs: the next prompt position to post (recomputation
@@ -43,6 +46,7 @@ struct sched_req {
   int32_t n_prompt;
   sched_req_params_t p;       /* p.stop, p.stop_ids, p.samp.logit_bias point at the copies below */
   samp_logit_bias_t *bias;    /* [p.samp.n_logit_bias] */
+  gram_entry_t *grammar;      /* = p.grammar, referenced (NULL: none) */
   int32_t *stop_ids;          /* [p.n_stop_ids] */
   sched_stops_t stops;
   void *user;
@@ -87,7 +91,9 @@ struct sched_engine {
   int32_t *logit_pos;         /* [max_batch_tokens] a prompt row's next position (prompt_logprobs), or -1:
                                * a row to sample from */
   float *logits;              /* [max_batch_tokens, n_vocab] (pages touched only as rows are used) */
-  float *masked;              /* [n_vocab]: a row with the stop tokens masked (min_tokens) */
+  float *masked;              /* [n_vocab]: a row with the stop tokens masked (min_tokens) or the
+                               * tokens a grammar refuses */
+  uint32_t *gmask;            /* [(n_vocab + 31) / 32] a grammar's allowed tokens */
   struct kern_sample_row *sample_rows; /* [max_batch_tokens] when the backend samples (be->sample), else NULL */
   struct kern_sample_op *sample_ops;   /* [sample_ops_cap] their penalty ops */
   int32_t sample_ops_cap, n_sample_ops;
@@ -147,9 +153,17 @@ void sched__snap_step(sched_engine_t *e, int ran);
 int sched__accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t *res);
 void sched__fail_seq(sched_engine_t *e, sched_eseq_t *q, const char *msg);
 /* Samples q's next token from row (logits [n_vocab]); before q has
- * min_tokens tokens, from a copy where its stop tokens are -inf. 0 or
- * samp_sample's error. */
+ * min_tokens tokens, from a copy where its stop tokens are -inf; with a
+ * grammar, from a copy where the tokens it refuses are -inf. 0, samp_sample's
+ * -EDOM or a grammar's error (GRAM_*); sched__sample_error names it. */
 int sched__sample(sched_engine_t *e, sched_eseq_t *q, const float *row, samp_result_t *res);
+const char *sched__sample_error(int rc);
+
+/* sched_gram.c: q's parser state at submit (0, or -EINVAL with err when
+ * the grammar is not for this vocabulary); the grammar's mask on row (0,
+ * or a GRAM_* error: GRAM_EREJECT when it allows nothing). */
+int sched__gram_start(sched_engine_t *e, sched_eseq_t *q, char *err, size_t err_len);
+int sched__gram_mask(sched_engine_t *e, sched_eseq_t *q, float *row);
 
 /* sched_spec.c: before the plan, appends drafts to the running decodes
  * that speculate; after the plan, drops the drafts of any not planned;

@@ -157,8 +157,9 @@ void sched__spec_verify(sched_engine_t *e, sched_eseq_t *q, const float *rows) {
   int32_t accepted = 0;
   for (int32_t j = 0; j <= spec; j++) {
     samp_result_t res;
-    if (sched__sample(e, q, rows + (size_t)j * (size_t)e->n_vocab, &res) != 0) { /* min_tokens applies */
-      sched__fail_seq(e, q, "the model produced no finite logit");
+    const int rc = sched__sample(e, q, rows + (size_t)j * (size_t)e->n_vocab, &res); /* masks apply */
+    if (rc != 0) {
+      sched__fail_seq(e, q, sched__sample_error(rc));
       break;
     }
     const int kept = j < spec && res.token == drafts[j];

@@ -72,6 +72,13 @@ int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, 
     st->tmpl = chat_tmpl_from_gguf(model_gguf(st->model));
     if (!st->tmpl) log_warn("the model's chat template does not compile: chat requests will be refused");
   }
+  st->gvocab = sched_gram_vocab_create(st->tok, err, err_len);
+  st->grammars = st->gvocab ? gram_lru_create(st->gvocab, 0, 0) : NULL;
+  if (!st->grammars) {
+    if (st->gvocab) snprintf(err, err_len, "out of memory for the grammar cache");
+    sched_stack_close(st);
+    return -EINVAL;
+  }
   st->engine = sched_engine_create(st->model, st->tok, st->be, &o->sched);
   if (!st->engine) {
     snprintf(err, err_len, "cannot start the engine (see above)");
@@ -83,6 +90,8 @@ int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, 
 
 void sched_stack_close(sched_stack_t *st) {
   sched_engine_destroy(st->engine);
+  gram_lru_destroy(st->grammars); /* entries live on in requests until their last reference */
+  gram_vocab_destroy(st->gvocab);
   chat_tmpl_free(st->tmpl);
   tok_destroy(st->tok);
   model_destroy(st->model);

@@ -1,7 +1,8 @@
 /* scheduler/sched_stack.h — the one start-up path: from a model file, a
  * device and the engine's configuration to a running engine. It creates the
  * kernel backend, loads the model, builds the file's tokenizer and chat
- * template (text/) and starts the engine. `tram serve` (on its loader
+ * template (text/), the grammar vocabulary and the cache of compiled
+ * grammars (structured output), and starts the engine. `tram serve` (on its loader
  * thread) and `tram generate` both build their stack here, from the
  * settings (server/srv_stack.c maps cfg_t to sched_stack_opts_t).
  *
@@ -12,6 +13,7 @@
 
 #include <stddef.h>
 
+#include "grammar/gram_lru.h"
 #include "scheduler/sched.h"
 
 typedef struct chat_tmpl chat_tmpl_t;
@@ -31,6 +33,8 @@ typedef struct sched_stack {
   tok_t *tok;
   chat_tmpl_t *tmpl;      /* NULL when the model's template does not compile (logged) */
   sched_engine_t *engine;
+  gram_vocab_t *gvocab;   /* the tokenizer's grammar vocabulary (structured output) */
+  gram_lru_t *grammars;   /* compiled grammars over gvocab, by content (sched_req_params_t.grammar) */
 } sched_stack_t;
 
 /* Builds *st for o. Returns 0, or -EINVAL with the reason in err[err_len]

@@ -63,6 +63,10 @@ int oai__token_array(oai__ctx_t *c, const cJSON *arr, const char *param, int32_t
  * (oai_extras.c), for parse_gen; g's OpenAI fields are already parsed. */
 int oai__parse_extras(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *g);
 
+/* oai_structured.c: the structured-output forms into p->grammar (at most
+ * one; shapes only, the server compiles). */
+int oai__parse_structured(oai__ctx_t *c, const cJSON *root, oai_params_t *p);
+
 /* oai_tools.c: tools, tool_choice, parallel_tool_calls into out; an
  * assistant message's tool_calls and a tool message's tool_call_id (m is
  * messages[i]). */

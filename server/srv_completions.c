@@ -113,6 +113,7 @@ static int encode_chat_text(srv_t *s, const oai_chat_req_t *ch, prompt_in_t *p, 
 }
 
 static void free_prompts(prompt_in_t *in, int32_t n) {
+  if (!in) return;
   for (int32_t i = 0; i < n; i++) {
     free(in[i].ids);
     free(in[i].echo_owned);
@@ -153,11 +154,13 @@ static int submit_failed(uint64_t rid, http_res_t *res, const char *endpoint, in
 /* What both endpoints do once their prompts are encoded: one engine request
  * per prompt (g's parameters, g->n sequences each), all submitted or none
  * (a refusal cancels those already in and answers), then the response
- * starts. Frees in[n_parts]. */
+ * starts. grammar (NULL: none) constrains every sequence. Frees in[n_parts]. */
 static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
-                             bool chat, const oai_params_t *g, oai_tools_format_t tools, bool parallel_tools,
-                             const oai_responses_req_t *resp, prompt_in_t *in, int32_t n_parts) {
+                             bool chat, const oai_params_t *g, gram_entry_t *grammar, oai_tools_format_t tools,
+                             bool parallel_tools, const oai_responses_req_t *resp, prompt_in_t *in,
+                             int32_t n_parts) {
   sched_req_params_t p = sched_req_params_default();
+  p.grammar = grammar; /* each request takes its own reference */
   p.samp = g->samp;
   p.max_tokens = g->max_tokens > 0 ? g->max_tokens : 0;
   p.n = g->n;
@@ -257,6 +260,7 @@ typedef struct enc_out {
   oai_completion_req_t c;  /* completions */
   oai_chat_req_t ch;       /* chat */
   const char *model;       /* the request's model field (NULL: none) */
+  gram_entry_t *grammar;   /* its structured output, compiled (a reference; NULL: none) */
   prompt_in_t *in;         /* [n_in] malloc'd (calloc'd: unencoded ones are empty) */
   int32_t n_in;
   int32_t n_done;          /* prompts encoded, or the index of the one that failed */
@@ -275,8 +279,16 @@ static enc_out_t *enc_out(srv_work_t *w, int32_t n_in) {
   return o;
 }
 
-/* Worker: parse a completions request and tokenize its prompts (up to the
- * first that fails). */
+/* Worker: the request's structured output, compiled into o->grammar; false
+ * when it does not compile (o answers the 400 as a parse error). */
+static bool compile_grammar(srv_t *s, const oai_params_t *g, enc_out_t *o) {
+  if (srv__grammar(s, &g->grammar, &o->grammar, &o->e) == 0) return true;
+  o->parse_rc = -EINVAL;
+  return false;
+}
+
+/* Worker: parse a completions request, compile its structured output and
+ * tokenize its prompts (up to the first that fails). */
 static void completions_run(srv_work_t *w) {
   srv_t *s = w->s;
   oai_completion_req_t c;
@@ -289,6 +301,7 @@ static void completions_run(srv_work_t *w) {
   enc_out_t *o = enc_out(w, c.n_prompts);
   o->c = c;
   o->model = c.model;
+  if (!compile_grammar(s, &o->c.params, o)) return;
   for (; o->n_done < c.n_prompts; o->n_done++)
     if ((o->rc = encode_completion(s, &o->c, o->n_done, &o->in[o->n_done], o->err, sizeof o->err)) != 0) break;
 }
@@ -328,17 +341,20 @@ static void completions_done(srv_work_t *w) {
       if (check_prompt(s, rid, res, COMPLETIONS, &o->c.params, "prompt", param, i == o->n_done ? o->rc : 0,
                        o->err, sizeof o->err, &in[i]) != 0) { /* answered */
         free_prompts(in, o->n_in);
+        gram_entry_unref(o->grammar);
         return;
       }
     }
-    submit_and_start(s, rid, res, COMPLETIONS, w->arrival_ns, false, &o->c.params, OAI_TOOLS_NONE, false, NULL, in,
-                     o->c.n_prompts);
-    return;
+    submit_and_start(s, rid, res, COMPLETIONS, w->arrival_ns, false, &o->c.params, o->grammar, OAI_TOOLS_NONE,
+                     false, NULL, in, o->c.n_prompts);
+    in = NULL;
   }
   free_prompts(in, o->n_in);
+  gram_entry_unref(o->grammar);
 }
 
-/* Worker: parse a chat request, render its messages and tokenize them. */
+/* Worker: parse a chat request, compile its structured output, render its
+ * messages and tokenize them. */
 static void chat_run(srv_work_t *w) {
   srv_t *s = w->s;
   oai_chat_req_t ch;
@@ -351,15 +367,15 @@ static void chat_run(srv_work_t *w) {
   enc_out_t *o = enc_out(w, 1);
   o->ch = ch;
   o->model = ch.model;
-  o->rc = encode_chat_text(s, &o->ch, &o->in[0], o->err, sizeof o->err);
+  if (compile_grammar(s, &o->ch.params, o)) o->rc = encode_chat_text(s, &o->ch, &o->in[0], o->err, sizeof o->err);
 }
 
 /* Loop: a chat request whose messages are encoded into *in (rc, err: the
  * encoding's outcome): the tools check, the context check, the server's
  * default max_tokens, then the submit. Takes in (frees or submits it). */
 static void chat_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
-                       oai_chat_req_t *ch, const oai_responses_req_t *resp, int rc, char *err, size_t err_len,
-                       prompt_in_t *in) {
+                       oai_chat_req_t *ch, gram_entry_t *grammar, const oai_responses_req_t *resp, int rc, char *err,
+                       size_t err_len, prompt_in_t *in) {
   const bool tools = ch->tools && ch->tool_choice == OAI_TOOL_CHOICE_AUTO;
   const oai_tools_format_t format = tools ? srv__tools_format(s) : OAI_TOOLS_NONE;
   if (tools && format == OAI_TOOLS_NONE) {
@@ -372,8 +388,8 @@ static void chat_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endp
       const int32_t room = s->max_model_len - in->n;
       ch->params.max_tokens = s->cfg->default_max_tokens < room ? s->cfg->default_max_tokens : room;
     }
-    submit_and_start(s, rid, res, endpoint, arrival, true, &ch->params, format, ch->parallel_tool_calls, resp, in,
-                     1);
+    submit_and_start(s, rid, res, endpoint, arrival, true, &ch->params, grammar, format, ch->parallel_tool_calls,
+                     resp, in, 1);
     return;
   }
   free_prompts(in, 1);
@@ -383,11 +399,11 @@ static void chat_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endp
 static void chat_done(srv_work_t *w) {
   enc_out_t *o = w->out;
   prompt_in_t *in;
-  if (done_start(w, CHAT, &in)) {
-    chat_start(w->s, w->rid, w->res, CHAT, w->arrival_ns, &o->ch, NULL, o->rc, o->err, sizeof o->err, in);
-    return;
-  }
-  free_prompts(in, o->n_in);
+  if (done_start(w, CHAT, &in))
+    chat_start(w->s, w->rid, w->res, CHAT, w->arrival_ns, &o->ch, o->grammar, NULL, o->rc, o->err, sizeof o->err, in);
+  else
+    free_prompts(in, o->n_in);
+  gram_entry_unref(o->grammar);
 }
 
 void srv__run_chat(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
@@ -397,7 +413,7 @@ void srv__run_chat(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint
   if (!in) xoom("server", 0);
   char err[512];
   const int rc = encode_chat_text(s, ch, in, err, sizeof err); /* on the loop: /v1/responses only */
-  chat_start(s, rid, res, endpoint, arrival, ch, resp, rc, err, sizeof err, in);
+  chat_start(s, rid, res, endpoint, arrival, ch, NULL, resp, rc, err, sizeof err, in);
 }
 
 void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx) {

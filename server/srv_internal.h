@@ -186,6 +186,11 @@ int srv__text_flags(const srv_t *s);
  * -ENOSYS when the model's template did not compile (a 500). */
 int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, const char *tools,
                      bool add_generation_prompt, bool continue_final, bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len);
+/* srv_grammar.c: the compiled grammar of a request's structured-output
+ * form, from the stack's cache or compiled now (a worker thread): 0 with
+ * *out referenced for the caller (NULL for no form), or -EINVAL with the
+ * 400 in *e (the field, the compiler's message and position). */
+int srv__grammar(srv_t *s, const oai_grammar_t *g, gram_entry_t **out, oai_error_t *e);
 /* Sends a malloc'd JSON body and frees it. */
 void srv__send_json(http_res_t *res, int status, char *json);
 /* Writes the access-log line of a request answered without the engine; id
