@@ -386,7 +386,7 @@ BENCH_SERVERS ?= tram,llamacpp
 BENCH_ARGS    ?=
 BENCH_PEER    := $(if $(findstring llamacpp,$(BENCH_SERVERS)),bench-peer)
 
-.PHONY: bench bench-smoke bench-peer bench-accuracy
+.PHONY: bench bench-smoke bench-peer bench-accuracy bench-structured
 
 bench-peer:
 	$(Q)scripts/build-llamacpp.sh
@@ -401,6 +401,9 @@ bench-smoke: venv model $(TRAM)
 
 bench-accuracy: venv model tools
 	$(Q)$(VENV)/bin/python bench/accuracy.py --model $(MODEL) --build-dir $(BUILD) --json $(BUILD)/accuracy.json
+
+bench-structured: venv model $(TRAM)
+	$(Q)$(VENV)/bin/python bench/structured_bench.py --tram $(TRAM) --model $(MODEL) $(BENCH_ARGS)
 
 # --- install ----------------------------------------------------------------
 # The program, the systemd units (ExecStart and Documentation pointed at the

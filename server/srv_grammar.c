@@ -2,7 +2,8 @@
  * to a compiled grammar: looked up by content in the stack's cache of
  * compiled grammars (grammar/gram_lru.h), compiled on a miss. Runs on a
  * worker thread (srv_work.c), never on the loop, so a slow compile delays
- * only its own request; every compiler works within fixed bounds
+ * only its own request (and the token cache of the start state is filled
+ * there too, off the engine's step); every compiler works within fixed bounds
  * (grammar/gram.h), so a hostile schema gets its 400 in bounded time. */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -67,6 +68,18 @@ static gram_t *compile(const oai_grammar_t *g, gram_err_t *err) {
   }
 }
 
+/* Fills the token cache for the grammar's start here, on the worker: the
+ * first mask of a new grammar walks the whole vocabulary from the root's
+ * positions, the costliest walk, which the engine thread then skips. */
+static void warm(gram_entry_t *ent) {
+  const gram_cache_t *c = gram_entry_cache(ent);
+  gram_matcher_t *m = gram_matcher_create(c);
+  uint32_t *mask = m ? malloc(gram_mask_words(gram_cache_vocab(c)) * sizeof *mask) : NULL;
+  if (mask) (void)gram_matcher_fill_mask(m, mask);
+  free(mask);
+  gram_matcher_destroy(m);
+}
+
 int srv__grammar(srv_t *s, const oai_grammar_t *g, gram_entry_t **out, oai_error_t *e) {
   *out = NULL;
   if (g->kind == OAI_GRAMMAR_NONE) return 0;
@@ -80,6 +93,7 @@ int srv__grammar(srv_t *s, const oai_grammar_t *g, gram_entry_t **out, oai_error
     if (gr) {
       ent = gram_lru_put(lru, key, klen, gr);
       if (!ent) snprintf(err.msg, sizeof err.msg, "out of memory for the grammar's token cache");
+      else warm(ent);
     }
     if (!ent) {
       free(key);
