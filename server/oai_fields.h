@@ -72,6 +72,10 @@ int oai__parse_structured(oai__ctx_t *c, const cJSON *root, oai_params_t *p);
  * messages[i]). */
 int oai__parse_tools(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out);
 int oai__parse_message_tools(oai__ctx_t *c, const cJSON *m, int i, oai_message_t *out);
+/* oai_tools.c: tool_choice "required" or named, once everything else is
+ * parsed: the JSON Schema that forces a call, as out->params.grammar (a
+ * 400 when the request has a structured-output form too). */
+int oai__tool_grammar(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out);
 
 /* Parses body into an object; on failure fills the error (invalid_json or a
  * body that is not an object). */

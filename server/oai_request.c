@@ -447,7 +447,8 @@ int oai_parse_chat(const char *body, size_t len, const oai_limits_t *lim, arena_
   if (!parse_model(&c, root, &out->model) && !parse_messages(&c, root, &out->messages, &out->n_messages) &&
       !oai__get_bool(&c, root, "add_generation_prompt", &out->add_generation_prompt, NULL) &&
       !parse_continue(&c, root, out->add_generation_prompt, &out->continue_final_message) &&
-      !oai__parse_tools(&c, root, out) && !parse_gen(&c, root, true, &out->params))
+      !oai__parse_tools(&c, root, out) && !parse_gen(&c, root, true, &out->params) &&
+      !oai__tool_grammar(&c, root, out))
     r = 0;
   cJSON_Delete(root);
   return r;

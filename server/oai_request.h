@@ -141,7 +141,13 @@ typedef struct oai_message {
 typedef enum oai_tool_choice {
   OAI_TOOL_CHOICE_AUTO = 0, /* the default with tools: the model may call them */
   OAI_TOOL_CHOICE_NONE,     /* tools are not shown to the model */
+  OAI_TOOL_CHOICE_REQUIRED, /* at least one call: the output is constrained to a JSON array of
+                             * {"name", "parameters"} calls (as vLLM); params.grammar holds its schema */
+  OAI_TOOL_CHOICE_NAMED,    /* a call of tool_name: the output is constrained to its arguments
+                             * (the function's parameters schema, as vLLM) */
 } oai_tool_choice_t;
+
+#define OAI_MAX_TOOL_NAME 64 /* OpenAI's limit on a function name */
 
 typedef struct oai_chat_req {
   const char *model;
@@ -152,6 +158,7 @@ typedef struct oai_chat_req {
                                 * after it); needs add_generation_prompt false */
   const char *tools;           /* the tools as JSON text (checked: function tools), or NULL */
   oai_tool_choice_t tool_choice;
+  const char *tool_name;       /* NAMED: the function (one of tools) */
   bool parallel_tool_calls;    /* false: at most one call is returned */
   oai_params_t params;
 } oai_chat_req_t;

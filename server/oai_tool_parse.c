@@ -133,11 +133,8 @@ static int llama3(const char *text, size_t len, int32_t max, arena_t *a, oai_too
   return 1;
 }
 
-static int mistral(const char *text, size_t len, int32_t max, arena_t *a, oai_tool_parse_t *out, int32_t *cap) {
-  const char *mark = find(text, len, MISTRAL_MARK);
-  if (!mark) return 0;
-  const char *body = mark + strlen(MISTRAL_MARK);
-  size_t n = (size_t)(text + len - body);
+/* A JSON list of calls (or one call object) in body[n]. */
+static int call_list(const char *body, size_t n, int32_t max, arena_t *a, oai_tool_parse_t *out, int32_t *cap) {
   body = trim(body, &n);
   cJSON *arr = parse_n(body, n);
   if (cJSON_IsObject(arr)) { /* one call without the list */
@@ -155,11 +152,28 @@ static int mistral(const char *text, size_t len, int32_t max, arena_t *a, oai_to
     push(out, cap, a, &c);
   }
   cJSON_Delete(arr);
-  if (!ok) {
-    out->n_calls = 0;
-    return 0;
-  }
+  if (!ok) out->n_calls = 0;
+  return ok;
+}
+
+static int mistral(const char *text, size_t len, int32_t max, arena_t *a, oai_tool_parse_t *out, int32_t *cap) {
+  const char *mark = find(text, len, MISTRAL_MARK);
+  if (!mark) return 0;
+  const char *body = mark + strlen(MISTRAL_MARK);
+  if (!call_list(body, (size_t)(text + len - body), max, a, out, cap)) return 0;
   set_content(out, text, (size_t)(mark - text));
+  return 1;
+}
+
+/* The arguments object alone: one call, named by the caller. */
+static int json_args(const char *text, size_t len, arena_t *a, oai_tool_parse_t *out, int32_t *cap) {
+  cJSON *o = parse_n(text, len);
+  char *s = cJSON_IsObject(o) ? cJSON_PrintUnformatted(o) : NULL;
+  cJSON_Delete(o);
+  if (!s) return 0;
+  const oai_tool_call_t c = {.name = "", .arguments = arena_strndup(a, s, strlen(s))};
+  free(s);
+  push(out, cap, a, &c);
   return 1;
 }
 
@@ -171,6 +185,8 @@ void oai_tools_parse(oai_tools_format_t f, const char *text, size_t len, int32_t
   if (f == OAI_TOOLS_HERMES) found = hermes(text, len, max_calls, a, out, &cap);
   else if (f == OAI_TOOLS_LLAMA3) found = llama3(text, len, max_calls, a, out, &cap);
   else if (f == OAI_TOOLS_MISTRAL) found = mistral(text, len, max_calls, a, out, &cap);
+  else if (f == OAI_TOOLS_JSON_LIST) found = call_list(text, len, max_calls, a, out, &cap);
+  else if (f == OAI_TOOLS_JSON_ARGS) found = json_args(text, len, a, out, &cap);
   if (!found || out->n_calls == 0) {
     out->n_calls = 0;
     out->content = len ? text : NULL; /* plain text: as generated */

@@ -9,6 +9,10 @@
  *                      <|python_tag|>, several separated by ";"
  *   OAI_TOOLS_MISTRAL  text, then [TOOL_CALLS][{"name": ..., "arguments":
  *                      {...}}, ...]
+ *   OAI_TOOLS_JSON_LIST  what tool_choice "required" constrains the output
+ *                      to: [{"name": ..., "parameters": {...}}, ...]
+ *   OAI_TOOLS_JSON_ARGS  a named tool_choice: the output is the arguments
+ *                      object alone (a call named "", which the server names)
  *
  * Output that does not parse as calls (bad JSON, no name) is content, as
  * vLLM's parsers do: the model answered in text. Pure: no model, no I/O;
@@ -26,6 +30,9 @@ typedef enum oai_tools_format {
   OAI_TOOLS_HERMES,
   OAI_TOOLS_LLAMA3,
   OAI_TOOLS_MISTRAL,
+  OAI_TOOLS_JSON_LIST, /* tool_choice "required": the whole output is [{"name", "parameters"}, ...] */
+  OAI_TOOLS_JSON_ARGS, /* a named tool_choice: the whole output is the arguments object (the server
+                        * names the call) */
 } oai_tools_format_t;
 
 typedef struct oai_tool_call {

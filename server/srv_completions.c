@@ -157,8 +157,8 @@ static int submit_failed(uint64_t rid, http_res_t *res, const char *endpoint, in
  * starts. grammar (NULL: none) constrains every sequence. Frees in[n_parts]. */
 static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
                              bool chat, const oai_params_t *g, gram_entry_t *grammar, oai_tools_format_t tools,
-                             bool parallel_tools, const oai_responses_req_t *resp, prompt_in_t *in,
-                             int32_t n_parts) {
+                             const char *tool_name, bool parallel_tools, const oai_responses_req_t *resp,
+                             prompt_in_t *in, int32_t n_parts) {
   sched_req_params_t p = sched_req_params_default();
   p.grammar = grammar; /* each request takes its own reference */
   p.samp = g->samp;
@@ -180,6 +180,7 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
   j->endpoint = endpoint;
   j->tools_format = tools;
   j->parallel_tool_calls = parallel_tools;
+  if (tools == OAI_TOOLS_JSON_ARGS) snprintf(j->tool_name, sizeof j->tool_name, "%s", tool_name);
   if (resp) srv__resp_init(j, resp);
   if (tools == OAI_TOOLS_LLAMA3 || tools == OAI_TOOLS_MISTRAL) p.special = 1; /* <|python_tag|>, [TOOL_CALLS] */
   j->arrival_ns = arrival; /* parsing and tokenizing count as the request's time */
@@ -346,7 +347,7 @@ static void completions_done(srv_work_t *w) {
       }
     }
     submit_and_start(s, rid, res, COMPLETIONS, w->arrival_ns, false, &o->c.params, o->grammar, OAI_TOOLS_NONE,
-                     false, NULL, in, o->c.n_prompts);
+                     NULL, false, NULL, in, o->c.n_prompts);
     in = NULL;
   }
   free_prompts(in, o->n_in);
@@ -377,7 +378,9 @@ static void chat_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endp
                        oai_chat_req_t *ch, gram_entry_t *grammar, const oai_responses_req_t *resp, int rc, char *err,
                        size_t err_len, prompt_in_t *in) {
   const bool tools = ch->tools && ch->tool_choice == OAI_TOOL_CHOICE_AUTO;
-  const oai_tools_format_t format = tools ? srv__tools_format(s) : OAI_TOOLS_NONE;
+  oai_tools_format_t format = tools ? srv__tools_format(s) : OAI_TOOLS_NONE;
+  if (ch->tool_choice == OAI_TOOL_CHOICE_REQUIRED) format = OAI_TOOLS_JSON_LIST; /* the grammar's output */
+  if (ch->tool_choice == OAI_TOOL_CHOICE_NAMED) format = OAI_TOOLS_JSON_ARGS;
   if (tools && format == OAI_TOOLS_NONE) {
     fail(rid, res, endpoint, 400,
          "tools: the chat template teaches no tool-call format this server reads (hermes, llama3_json, mistral); "
@@ -388,8 +391,8 @@ static void chat_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endp
       const int32_t room = s->max_model_len - in->n;
       ch->params.max_tokens = s->cfg->default_max_tokens < room ? s->cfg->default_max_tokens : room;
     }
-    submit_and_start(s, rid, res, endpoint, arrival, true, &ch->params, grammar, format, ch->parallel_tool_calls,
-                     resp, in, 1);
+    submit_and_start(s, rid, res, endpoint, arrival, true, &ch->params, grammar, format, ch->tool_name,
+                     ch->parallel_tool_calls, resp, in, 1);
     return;
   }
   free_prompts(in, 1);

@@ -288,6 +288,7 @@ struct srv_job {
   int32_t prompt_logprobs;     /* vLLM's prompt_logprobs: -1 off, else the alternatives */
   oai_tools_format_t tools_format; /* chat with tools: how the output is read; NONE: no tools */
   bool parallel_tool_calls;    /* false: at most one call */
+  char tool_name[OAI_MAX_TOOL_NAME + 1]; /* OAI_TOOLS_JSON_ARGS: the call's name (a named tool_choice) */
   /* /v1/responses (srv_responses.c) */
   bool responses;              /* answer as a Responses object / events */
   char *resp_instructions;     /* malloc'd, or NULL */

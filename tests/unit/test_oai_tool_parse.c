@@ -110,6 +110,33 @@ static void mistral(void **state) {
   arena_free(&a);
 }
 
+/* The forms tool_choice "required" and a named function constrain output to. */
+static void forced_json(void **state) {
+  (void)state;
+  arena_t a;
+  arena_init(&a, 0, 0);
+  oai_tool_parse_t p = parse(&a, OAI_TOOLS_JSON_LIST,
+                             "[{\"name\":\"get_weather\",\"parameters\":{\"city\": \"Paris\"}},"
+                             "{\"name\":\"get_time\",\"parameters\":{}}]", 0);
+  assert_int_equal(p.n_calls, 2);
+  content_is(&p, NULL);
+  assert_string_equal(p.calls[0].name, "get_weather");
+  assert_string_equal(p.calls[0].arguments, "{\"city\":\"Paris\"}");
+  assert_string_equal(p.calls[1].arguments, "{}");
+  p = parse(&a, OAI_TOOLS_JSON_LIST, "[{\"name\":\"a\",\"parameters\":{}},{\"name\":\"b\",\"parameters\":{}}]", 1);
+  assert_int_equal(p.n_calls, 1);
+  p = parse(&a, OAI_TOOLS_JSON_LIST, "[{\"name\":\"get_wea", 0); /* cut by max_tokens: text */
+  assert_int_equal(p.n_calls, 0);
+  content_is(&p, "[{\"name\":\"get_wea");
+  p = parse(&a, OAI_TOOLS_JSON_ARGS, "{\"city\": \"Rome\"}", 0);
+  assert_int_equal(p.n_calls, 1);
+  assert_string_equal(p.calls[0].name, "");
+  assert_string_equal(p.calls[0].arguments, "{\"city\":\"Rome\"}");
+  p = parse(&a, OAI_TOOLS_JSON_ARGS, "{\"city\": \"Ro", 0);
+  assert_int_equal(p.n_calls, 0);
+  arena_free(&a);
+}
+
 static void format_of_templates(void **state) {
   assert_int_equal(oai_tools_format_of("{% for t in tools %}<tool_call>{% endfor %}"), OAI_TOOLS_HERMES);
   assert_int_equal(oai_tools_format_of("{{ '[TOOL_CALLS]' }}"), OAI_TOOLS_MISTRAL);
@@ -128,6 +155,7 @@ int main(void) {
       cmocka_unit_test(hermes),
       cmocka_unit_test(llama3),
       cmocka_unit_test(mistral),
+      cmocka_unit_test(forced_json),
       cmocka_unit_test(format_of_templates),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -205,8 +205,8 @@ static const case_t cases[] = {
      "invalid_type"},
     {CHAT, "{" M ",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0]", "unsupported_value"},
     {CHAT, "{" M ",\"tools\":{}}", "tools", "invalid_type"},
-    {CHAT, "{" M ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}", "tool_choice",
-     "unsupported_value"},
+    {CHAT, "{" M ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}", "tool_choice.function.name",
+     "invalid_value"}, /* no such tool */
     {CHAT, "{" M ",\"tool_choice\":\"sometimes\"}", "tool_choice", "invalid_value"},
     {CHAT, "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"x\",\"type\":"
      "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":"
@@ -220,7 +220,7 @@ static const case_t cases[] = {
     {CHAT, "{\"messages\":[{\"role\":\"function\",\"content\":\"a\"}]}", "messages[0].role", "unsupported_value"},
     {CHAT, "{" M ",\"tools\":[]}", NULL, NULL},
     {CHAT, "{" M ",\"tool_choice\":\"none\"}", NULL, NULL},
-    {CHAT, "{" M ",\"tool_choice\":\"required\"}", "tool_choice", "unsupported_value"},
+    {CHAT, "{" M ",\"tool_choice\":\"required\"}", "tool_choice", "invalid_value"}, /* without tools */
     {CHAT, "{" M ",\"response_format\":{\"type\":\"text\"}}", NULL, NULL},
     {CHAT, "{" M ",\"response_format\":{\"type\":\"json_object\"}}", NULL, NULL},
     {CHAT, "{" M ",\"response_format\":{\"type\":\"yaml\"}}", "response_format.type", "invalid_value"},
