@@ -66,6 +66,9 @@ int oai__parse_extras(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t 
 /* oai_structured.c: the structured-output forms into p->grammar (at most
  * one; shapes only, the server compiles). */
 int oai__parse_structured(oai__ctx_t *c, const cJSON *root, oai_params_t *p);
+/* The Responses API's text.format ({"type": "text" | "json_object" |
+ * "json_schema", "name", "schema", "strict"}) into p->grammar. */
+int oai__parse_text_format(oai__ctx_t *c, const cJSON *fmt, oai_params_t *p);
 
 /* oai_tools.c: tools, tool_choice, parallel_tool_calls into out; an
  * assistant message's tool_calls and a tool message's tool_call_id (m is

@@ -42,11 +42,8 @@ static int refuse_fields(oai__ctx_t *c, const cJSON *root) {
   if (tc && !(cJSON_IsString(tc) && (!strcmp(tc->valuestring, "auto") || !strcmp(tc->valuestring, "none"))))
     return oai__fail(c, "unsupported_parameter", "tool_choice", "tool_choice: tools are not supported here");
   const cJSON *text = oai__get(root, "text");
-  const cJSON *fmt = text && cJSON_IsObject(text) ? oai__get(text, "format") : NULL;
-  const cJSON *ft = fmt && cJSON_IsObject(fmt) ? oai__get(fmt, "type") : NULL;
-  if (text && (!cJSON_IsObject(text) || (fmt && !(ft && cJSON_IsString(ft) && !strcmp(ft->valuestring, "text")))))
-    return oai__fail(c, "unsupported_parameter", "text.format", "text.format: only {\"type\": \"text\"} is supported "
-                                                                "(structured output is not implemented)");
+  if (text && !cJSON_IsObject(text))
+    return oai__fail(c, "invalid_type", "text", "text must be an object, got %s", oai__type_name(text));
   const cJSON *v = oai__get(text, "verbosity");
   if (v) return oai__fail(c, "unsupported_parameter", "text.verbosity", "text.verbosity is not supported");
   return 0;
@@ -167,6 +164,8 @@ int oai_parse_responses(const char *body, size_t len, const oai_limits_t *lim, a
     r = oai__get_string(&c, root, "user", &user, NULL, NULL);
   }
   if (!r) r = parse_input(&c, root, out);
+  const cJSON *fmt = oai__get(oai__get(root, "text"), "format");
+  if (!r && fmt) r = oai__parse_text_format(&c, fmt, g);
   cJSON_Delete(root);
   return r ? -EINVAL : 0;
 }
@@ -224,7 +223,7 @@ static cJSON *response_json(const oai_resp_info_t *r) {
   oai__must(cJSON_AddStringToObject(o, "tool_choice", "auto"));
   oai__must(cJSON_AddArrayToObject(o, "tools"));
   cJSON *fmt = oai__must(cJSON_AddObjectToObject(oai__must(cJSON_AddObjectToObject(o, "text")), "format"));
-  oai__must(cJSON_AddStringToObject(fmt, "type", "text"));
+  oai__must(cJSON_AddStringToObject(fmt, "type", r->format ? r->format : "text"));
   oai__must(cJSON_AddStringToObject(o, "truncation", "disabled"));
   oai__must(cJSON_AddBoolToObject(o, "store", 0));
   oai__must(cJSON_AddObjectToObject(o, "metadata"));

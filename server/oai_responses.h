@@ -6,11 +6,12 @@
  * Accepted: `model`, `input` (a string, or message items {"role", "content"}
  * with "type": "message" or none, content a string or input_text /
  * output_text parts), `instructions`, `max_output_tokens`, `temperature`,
- * `top_p`, `stream`, `store` false, `text.format` {"type": "text"},
+ * `top_p`, `stream`, `store` false, `text.format` (text, json_object,
+ * json_schema: structured output, server/oai_structured.c),
  * `truncation` "disabled", `parallel_tool_calls`, `tool_choice` "auto" or
  * "none" without tools, `user`, empty `metadata`. Anything else the API
- * defines (tools, previous_response_id, reasoning, include, background, a
- * json_schema format, other item types, ...) is refused (400) naming it. */
+ * defines (tools, previous_response_id, reasoning, include, background,
+ * other item types, ...) is refused (400) naming it. */
 #ifndef TRAM_OAI_RESPONSES_H
 #define TRAM_OAI_RESPONSES_H
 
@@ -40,6 +41,7 @@ typedef struct oai_resp_info {
   const char *instructions;
   int32_t max_output_tokens;     /* -1: null */
   float temperature, top_p;
+  const char *format;            /* text.format.type: "text" (NULL too), "json_object", "json_schema" */
   const char *text;              /* the output text, or NULL: no output item yet */
   size_t text_len;
   bool has_usage;

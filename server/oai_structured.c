@@ -1,7 +1,8 @@
 /* server/oai_structured.c — the structured-output forms of a request, read
  * into one oai_grammar_t (the kind and its source text): OpenAI's
  * response_format, vLLM's structured_outputs and older guided_* fields, and
- * llama.cpp's grammar and json_schema. At most one form per request: two
+ * llama.cpp's grammar and json_schema; and the Responses API's
+ * text.format. At most one form per request: two
  * give a 400 naming both. Only shapes are checked here; compiling (and the
  * 400 for a bad schema, pattern or grammar, with its position) is the
  * server's, on a worker thread (srv_grammar.c). docs/structured-output.md
@@ -161,6 +162,28 @@ static int parse_structured_outputs(oai__ctx_t *c, const cJSON *so, found_t *f, 
     if (rc) return rc;
   }
   return 0;
+}
+
+int oai__parse_text_format(oai__ctx_t *c, const cJSON *fmt, oai_params_t *p) {
+  oai_grammar_t *g = &p->grammar;
+  memset(g, 0, sizeof *g);
+  found_t f = {.out = g};
+  const cJSON *t = cJSON_IsObject(fmt) ? oai__get(fmt, "type") : NULL;
+  if (!t || !cJSON_IsString(t))
+    return oai__fail(c, "invalid_value", "text.format",
+                     "text.format must be an object with a type: \"text\", \"json_object\" or \"json_schema\"");
+  if (!strcmp(t->valuestring, "text")) return 0;
+  if (!strcmp(t->valuestring, "json_object")) return take(c, &f, "text.format", OAI_GRAMMAR_JSON_OBJECT, NULL);
+  if (strcmp(t->valuestring, "json_schema") != 0)
+    return oai__fail(c, "invalid_value", "text.format.type",
+                     "text.format.type must be \"text\", \"json_object\" or \"json_schema\", got \"%s\"", t->valuestring);
+  const cJSON *s = oai__get(fmt, "schema");
+  if (!s) return oai__fail(c, "missing_required_parameter", "text.format.schema", "text.format.schema is required");
+  const cJSON *strict = oai__get(fmt, "strict");
+  if (strict && !cJSON_IsBool(strict))
+    return oai__fail(c, "invalid_type", "text.format.strict", "text.format.strict must be a boolean, got %s",
+                     oai__type_name(strict));
+  return take_schema(c, &f, "text.format.schema", s);
 }
 
 int oai__parse_structured(oai__ctx_t *c, const cJSON *root, oai_params_t *p) {

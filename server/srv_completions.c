@@ -260,6 +260,7 @@ typedef struct enc_out {
   oai_error_t e;
   oai_completion_req_t c;  /* completions */
   oai_chat_req_t ch;       /* chat */
+  oai_responses_req_t resp; /* /v1/responses */
   const char *model;       /* the request's model field (NULL: none) */
   gram_entry_t *grammar;   /* its structured output, compiled (a reference; NULL: none) */
   prompt_in_t *in;         /* [n_in] malloc'd (calloc'd: unencoded ones are empty) */
@@ -409,14 +410,33 @@ static void chat_done(srv_work_t *w) {
   gram_entry_unref(o->grammar);
 }
 
-void srv__run_chat(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
-                   oai_chat_req_t *ch, const oai_responses_req_t *resp) {
-  if (!model_ok(s, res, rid, endpoint, ch->model)) return;
-  prompt_in_t *in = calloc(1, sizeof *in);
-  if (!in) xoom("server", 0);
-  char err[512];
-  const int rc = encode_chat_text(s, ch, in, err, sizeof err); /* on the loop: /v1/responses only */
-  chat_start(s, rid, res, endpoint, arrival, ch, NULL, resp, rc, err, sizeof err, in);
+#define RESPONSES "/v1/responses"
+
+void srv__responses_run(srv_work_t *w) {
+  srv_t *s = w->s;
+  oai_responses_req_t r;
+  oai_error_t e;
+  if (oai_parse_responses(w->body, w->body_len, &s->oai_lim, &w->arena, &r, &e) != 0) {
+    enc_out(w, 0)->parse_rc = -EINVAL;
+    ((enc_out_t *)w->out)->e = e;
+    return;
+  }
+  enc_out_t *o = enc_out(w, 1);
+  o->resp = r;
+  o->model = r.chat.model;
+  if (compile_grammar(s, &o->resp.chat.params, o))
+    o->rc = encode_chat_text(s, &o->resp.chat, &o->in[0], o->err, sizeof o->err);
+}
+
+void srv__responses_done(srv_work_t *w) {
+  enc_out_t *o = w->out;
+  prompt_in_t *in;
+  if (done_start(w, RESPONSES, &in))
+    chat_start(w->s, w->rid, w->res, RESPONSES, w->arrival_ns, &o->resp.chat, o->grammar, &o->resp, o->rc, o->err,
+               sizeof o->err, in);
+  else
+    free_prompts(in, o->n_in);
+  gram_entry_unref(o->grammar);
 }
 
 void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx) {

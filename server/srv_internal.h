@@ -207,10 +207,12 @@ void srv__info_routes(srv_t *s);
 
 void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx);
 void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx);
-/* The chat flow once ch is parsed: model check, tools, template, submit,
- * start; resp non-NULL makes the job a /v1/responses one. */
-void srv__run_chat(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
-                   oai_chat_req_t *ch, const oai_responses_req_t *resp);
+/* POST /v1/responses as a work item (srv__offload): the worker parses it
+ * into a chat request, compiles its text.format and renders and tokenizes
+ * its messages; the loop then runs the chat flow with a Responses job. */
+typedef struct srv_work srv_work_t;
+void srv__responses_run(srv_work_t *w);
+void srv__responses_done(srv_work_t *w);
 
 /* ---- srv_work.c -------------------------------------------------------------- */
 
@@ -294,6 +296,7 @@ struct srv_job {
   char *resp_instructions;     /* malloc'd, or NULL */
   int32_t resp_max_output;     /* -1: none */
   float resp_temperature, resp_top_p;
+  const char *resp_format;     /* text.format.type echoed: "text", "json_object", "json_schema" (static) */
   int64_t resp_seq;            /* the next event's sequence_number */
   char resp_item_id[64];
   int32_t n;                   /* choices per prompt */

@@ -1,6 +1,7 @@
 /* server/srv_responses.c — POST /v1/responses (stateless): the request is
- * read (server/oai_responses.h) into a chat request and runs the chat path
- * (srv__run_chat); its job then answers as a Responses object, or streams
+ * read (server/oai_responses.h) into a chat request on a worker, its
+ * text.format compiled and its messages rendered and tokenized there, and
+ * runs the chat path (srv_completions.c); its job then answers as a Responses object, or streams
  * OpenAI's events: response.created, response.in_progress,
  * response.output_item.added, response.content_part.added,
  * response.output_text.delta ..., response.output_text.done,
@@ -27,14 +28,7 @@ void srv__h_responses(const http_req_t *req, http_res_t *res, void *ctx) {
     srv__access(rid, RESPONSES, 503);
     return;
   }
-  oai_responses_req_t r;
-  oai_error_t e;
-  if (oai_parse_responses(req->body, req->body_len, &s->oai_lim, req->arena, &r, &e) != 0) {
-    srv__send_oai_error(res, &e);
-    srv__access(rid, RESPONSES, e.status ? e.status : 400);
-    return;
-  }
-  srv__run_chat(s, rid, res, RESPONSES, arrival, &r.chat, &r);
+  srv__offload(s, req, res, arrival, srv__responses_run, srv__responses_done);
 }
 
 void srv__resp_init(srv_job_t *j, const oai_responses_req_t *r) {
@@ -43,6 +37,8 @@ void srv__resp_init(srv_job_t *j, const oai_responses_req_t *r) {
   j->resp_max_output = r->max_output_tokens;
   j->resp_temperature = r->chat.params.samp.temperature;
   j->resp_top_p = r->chat.params.samp.top_p;
+  const oai_grammar_kind_t k = r->chat.params.grammar.kind;
+  j->resp_format = k == OAI_GRAMMAR_JSON_SCHEMA ? "json_schema" : k == OAI_GRAMMAR_JSON_OBJECT ? "json_object" : "text";
   oai_make_id(j->id, sizeof j->id, "resp", j->srv->boot_id, (uint64_t)j->arrival_ns);
   oai_make_id(j->resp_item_id, sizeof j->resp_item_id, "msg", j->srv->boot_id, (uint64_t)j->arrival_ns + 1);
 }
@@ -62,6 +58,7 @@ static oai_resp_info_t info(const srv_job_t *j, bool done) {
       .max_output_tokens = j->resp_max_output,
       .temperature = j->resp_temperature,
       .top_p = j->resp_top_p,
+      .format = j->resp_format,
       .text = done ? (c->text.p ? c->text.p : "") : NULL,
       .text_len = done ? c->text.len : 0,
       .has_usage = done,
