@@ -270,15 +270,24 @@ typedef struct enc_out {
   char err[512];
 } enc_out_t;
 
-static enc_out_t *enc_out(srv_work_t *w, int32_t n_in) {
+/* The work item's output, empty; a parse writes into it. */
+static enc_out_t *enc_out(srv_work_t *w) {
   enc_out_t *o = w->out = arena_alloc(&w->arena, sizeof *o);
   memset(o, 0, sizeof *o);
-  if (n_in > 0) {
-    o->in = calloc((size_t)n_in, sizeof *o->in);
-    if (!o->in) xoom("server", 0);
-    o->n_in = n_in;
-  }
   return o;
+}
+
+/* After the parse (rc): true when it failed (o answers the 400); else o
+ * gets room for n_in prompts. */
+static bool parse_failed_in(enc_out_t *o, int rc, int32_t n_in) {
+  if (rc != 0) {
+    o->parse_rc = -EINVAL;
+    return true;
+  }
+  o->in = calloc((size_t)n_in, sizeof *o->in);
+  if (!o->in) xoom("server", 0);
+  o->n_in = n_in;
+  return false;
 }
 
 /* Worker: the request's structured output, compiled into o->grammar; false
@@ -293,18 +302,12 @@ static bool compile_grammar(srv_t *s, const oai_params_t *g, enc_out_t *o) {
  * tokenize its prompts (up to the first that fails). */
 static void completions_run(srv_work_t *w) {
   srv_t *s = w->s;
-  oai_completion_req_t c;
-  oai_error_t e;
-  if (oai_parse_completion(w->body, w->body_len, &s->oai_lim, &w->arena, &c, &e) != 0) {
-    enc_out(w, 0)->parse_rc = -EINVAL;
-    ((enc_out_t *)w->out)->e = e;
-    return;
-  }
-  enc_out_t *o = enc_out(w, c.n_prompts);
-  o->c = c;
-  o->model = c.model;
+  enc_out_t *o = enc_out(w);
+  const int rc = oai_parse_completion(w->body, w->body_len, &s->oai_lim, &w->arena, &o->c, &o->e);
+  if (parse_failed_in(o, rc, rc ? 0 : o->c.n_prompts)) return;
+  o->model = o->c.model;
   if (!compile_grammar(s, &o->c.params, o)) return;
-  for (; o->n_done < c.n_prompts; o->n_done++)
+  for (; o->n_done < o->c.n_prompts; o->n_done++)
     if ((o->rc = encode_completion(s, &o->c, o->n_done, &o->in[o->n_done], o->err, sizeof o->err)) != 0) break;
 }
 
@@ -358,18 +361,10 @@ static void completions_done(srv_work_t *w) {
 /* Worker: parse a chat request, compile its structured output, render its
  * messages and tokenize them. */
 static void chat_run(srv_work_t *w) {
-  srv_t *s = w->s;
-  oai_chat_req_t ch;
-  oai_error_t e;
-  if (oai_parse_chat(w->body, w->body_len, &s->oai_lim, &w->arena, &ch, &e) != 0) {
-    enc_out(w, 0)->parse_rc = -EINVAL;
-    ((enc_out_t *)w->out)->e = e;
-    return;
-  }
-  enc_out_t *o = enc_out(w, 1);
-  o->ch = ch;
-  o->model = ch.model;
-  if (compile_grammar(s, &o->ch.params, o)) o->rc = encode_chat_text(s, &o->ch, &o->in[0], o->err, sizeof o->err);
+  enc_out_t *o = enc_out(w);
+  if (parse_failed_in(o, oai_parse_chat(w->body, w->body_len, &w->s->oai_lim, &w->arena, &o->ch, &o->e), 1)) return;
+  o->model = o->ch.model;
+  if (compile_grammar(w->s, &o->ch.params, o)) o->rc = encode_chat_text(w->s, &o->ch, &o->in[0], o->err, sizeof o->err);
 }
 
 /* Loop: a chat request whose messages are encoded into *in (rc, err: the
@@ -413,19 +408,12 @@ static void chat_done(srv_work_t *w) {
 #define RESPONSES "/v1/responses"
 
 void srv__responses_run(srv_work_t *w) {
-  srv_t *s = w->s;
-  oai_responses_req_t r;
-  oai_error_t e;
-  if (oai_parse_responses(w->body, w->body_len, &s->oai_lim, &w->arena, &r, &e) != 0) {
-    enc_out(w, 0)->parse_rc = -EINVAL;
-    ((enc_out_t *)w->out)->e = e;
+  enc_out_t *o = enc_out(w);
+  oai_chat_req_t *ch = &o->resp.chat;
+  if (parse_failed_in(o, oai_parse_responses(w->body, w->body_len, &w->s->oai_lim, &w->arena, &o->resp, &o->e), 1))
     return;
-  }
-  enc_out_t *o = enc_out(w, 1);
-  o->resp = r;
-  o->model = r.chat.model;
-  if (compile_grammar(s, &o->resp.chat.params, o))
-    o->rc = encode_chat_text(s, &o->resp.chat, &o->in[0], o->err, sizeof o->err);
+  o->model = ch->model;
+  if (compile_grammar(w->s, &ch->params, o)) o->rc = encode_chat_text(w->s, ch, &o->in[0], o->err, sizeof o->err);
 }
 
 void srv__responses_done(srv_work_t *w) {
