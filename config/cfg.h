@@ -71,6 +71,8 @@ typedef enum cfg_key {
   CFG_PROMPT_LOOKUP_MIN,
   CFG_PROMPT_LOOKUP_MAX,
   CFG_SPECULATIVE_MAX_BATCH,
+  CFG_DRAFT_MODEL,
+  CFG_DRAFT_KV_CACHE_BYTES,
   CFG_MAX_BODY_SIZE,
   CFG_MAX_HEADER_SIZE,
   CFG_REQUEST_TIMEOUT,
@@ -156,10 +158,12 @@ typedef struct cfg {
   int max_batch_tokens;    /* tokens one engine step processes at most (>= max_seqs) */
   int max_seqs;            /* sequences running at once at most */
   int max_waiting;         /* requests waiting for admission at most; more -> 429 */
-  int speculative;         /* 0 off, 1 ngram (sched_spec_method_t) */
+  int speculative;         /* 0 off, 1 ngram, 2 draft (sched_spec_method_t) */
   int num_speculative_tokens; /* draft tokens per step */
   int prompt_lookup_min, prompt_lookup_max; /* n-gram sizes of the prompt lookup */
   int speculative_max_batch;  /* speculate only while at most this many sequences run */
+  char *draft_model;          /* speculative draft: the draft model file (checked readable), or NULL */
+  int64_t draft_kv_cache_bytes; /* the draft model's KV cache; 0: sized from the main one */
   /* HTTP limits and timeouts (milliseconds; 0 = no limit where documented) */
   int64_t max_body_size;   /* bytes of a request body at most; more -> 413 */
   int64_t max_header_size; /* bytes of request line + headers at most; more -> 431 */

@@ -23,7 +23,7 @@ static const char *const devices[] = {"cpu", "cuda", NULL};
 static const char *const precisions[] = {"exact", "fast", NULL}; /* kern_precision_t */
 static const char *const levels[] = {"error", "warn", "info", "debug", NULL}; /* log_level_t */
 static const char *const formats[] = {"text", "json", NULL};                 /* log_format_t */
-static const char *const spec_methods[] = {"off", "ngram", NULL};     /* sched_spec_method_t */
+static const char *const spec_methods[] = {"off", "ngram", "draft", NULL}; /* sched_spec_method_t */
 static const char *const dashboards[] = {"auto", "on", "off", NULL};         /* cfg_dashboard_t */
 static const char *const tool_parsers[] = {"auto", "hermes", "llama3_json", "mistral", "none", NULL}; /* cfg_tool_parser_t */
 
@@ -122,7 +122,8 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
     [CFG_SPECULATIVE] = {"speculative", CFG_T_ENUM, "Engine", "off", 0, 0, 0, spec_methods, "METHOD", 0,
                          "Speculative decoding. ngram: prompt lookup, the tokens that followed the "
                          "last n-gram's earlier occurrence in the prompt or output are verified in one "
-                         "step; outputs are unchanged.",
+                         "step. draft: a smaller model with the same vocabulary (draft_model) proposes "
+                         "them. Outputs are unchanged.",
                          OFF(speculative)},
     [CFG_NUM_SPECULATIVE_TOKENS] = {"num_speculative_tokens", CFG_T_INT, "Engine", "4", 0, 1, 16, NULL, "N",
                                     0, "Draft tokens a speculating sequence verifies per step at most.",
@@ -138,6 +139,16 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                                    "Speculate only while at most this many sequences run (a larger "
                                    "batch already reads the weights once for many tokens).",
                                    OFF(speculative_max_batch)},
+    [CFG_DRAFT_MODEL] = {"draft_model", CFG_T_PATH, "Engine", "", 0, 0, 0, NULL, "PATH", 0,
+                         "The draft model of --speculative draft (GGUF): its vocabulary must be the "
+                         "model's (checked at start).",
+                         OFF(draft_model)},
+    [CFG_DRAFT_KV_CACHE_BYTES] = {"draft_kv_cache_bytes", CFG_T_SIZE, "Engine", "0", 0, 0, 64 * TiB, NULL,
+                                  "SIZE", 0,
+                                  "Memory for the draft model's own KV cache. 0: room for "
+                                  "speculative_max_batch sequences of max_model_len tokens, at most as "
+                                  "many blocks as the main cache.",
+                                  OFF(draft_kv_cache_bytes)},
 
     [CFG_MAX_BODY_SIZE] = {"max_body_size", CFG_T_SIZE, "Limits and timeouts", "2M", 0, KiB, GiB,
                            NULL, "SIZE", 0,

@@ -136,6 +136,8 @@ srv_metrics_t *srv_metrics_create(const char *model_name, int32_t max_model_len)
   m->kv_blocks_total = gauge(m, "tram:kv_cache_blocks_total", "KV-cache blocks in all.");
   m->kv_blocks_cached =
       gauge(m, "tram:prefix_cache_blocks", "KV-cache blocks holding a prefix-cache entry (in use or free).");
+  m->draft_kv_blocks_used = gauge(m, "tram:draft_kv_cache_blocks_used", "Draft model KV-cache blocks in use.");
+  m->draft_kv_blocks_total = gauge(m, "tram:draft_kv_cache_blocks_total", "Draft model KV-cache blocks in all.");
   const char *steps_labels[] = {LABELS[0], LABELS[1], LABELS[3]};
   prom_family_t *steps = prom_counter(m->reg, "tram:engine_steps_total", "Engine steps by attention path.", 3,
                                       steps_labels);
@@ -165,6 +167,8 @@ void srv_metrics_snapshot(srv_metrics_t *m, const sched_stats_t *st) {
   prom_set(m->kv_blocks_used, st->kv_blocks_used);
   prom_set(m->kv_blocks_total, st->kv_blocks_total);
   prom_set(m->kv_blocks_cached, st->kv_blocks_cached);
+  prom_set(m->draft_kv_blocks_used, st->draft_kv_blocks_used);
+  prom_set(m->draft_kv_blocks_total, st->draft_kv_blocks_total);
   prom_set(m->prompt_tokens, (double)st->prompt_tokens);
   prom_set(m->generation_tokens, (double)st->generated_tokens);
   prom_set(m->preemptions, (double)st->preemptions);

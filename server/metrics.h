@@ -29,6 +29,7 @@ typedef struct srv_metrics {
   prom_series_t *kv_blocks_used;   /* tram:kv_cache_blocks_used */
   prom_series_t *kv_blocks_total;  /* tram:kv_cache_blocks_total */
   prom_series_t *kv_blocks_cached; /* tram:prefix_cache_blocks */
+  prom_series_t *draft_kv_blocks_used, *draft_kv_blocks_total; /* tram:draft_kv_cache_blocks_{used,total} */
   /* counters */
   prom_series_t *prompt_tokens;        /* vllm:prompt_tokens_total */
   prom_series_t *generation_tokens;    /* vllm:generation_tokens_total */
