@@ -139,6 +139,7 @@ struct sched_engine {
   int32_t spec_rows;
   double spec_t_decode;       /* forward ns of a step of plain decodes (moving average; 0: none yet) */
   double spec_row_cost;       /* a draft row's forward time over a decode step's (moving average) */
+  int32_t spec_since_plain;   /* clean steps with drafts since the last without */
   uint64_t spec_drafts, spec_draft_tokens, spec_accepted;
   uint64_t spec_per_pos[SCHED_SPEC_MAX_K];
   sched_eseq_t **spec_seqs;   /* [max_seqs] this step's speculating sequences (sched__spec_propose) */

@@ -25,7 +25,9 @@
  * extra tokens for k·c decode steps' worth of work, so it takes the k that
  * maximises the difference, and when none gains it pauses: no drafts for 8
  * decode steps, doubling after each pause up to 512, then probes again with
- * p back at its optimistic start. Nobody speculates while more than
+ * p back at its optimistic start. The baseline is measured on steps without
+ * drafts; when 32 steps in a row had drafts (or none was ever measured), the
+ * next one proposes none. Nobody speculates while more than
  * spec.max_batch sequences run (a large batch reads the weights once for
  * many tokens already). */
 #include "scheduler/sched_spec.h"
@@ -39,6 +41,7 @@
 #define SPEC_ROW_COST 0.5    /* a draft row's cost in decode steps, until measured */
 #define SPEC_PAUSE_FIRST 8   /* decode steps of the first pause */
 #define SPEC_PAUSE_MAX 512   /* and of the longest */
+#define SPEC_PLAIN_EVERY 32  /* steps with drafts at most between two without (the cost model's baseline) */
 
 int32_t sched_spec_ngram(const int32_t *tokens, int64_t len, int ngram_min, int ngram_max, int k, int32_t *out) {
   if (ngram_min < 1) ngram_min = 1;
@@ -92,6 +95,12 @@ void sched__spec_propose(sched_engine_t *e) {
   const sched_spec_config_t *c = &e->cfg.spec;
   if (c->method == SCHED_SPEC_OFF || e->plan.running.n > c->max_batch) return;
   if (e->spec_row_cost == 0) e->spec_row_cost = SPEC_ROW_COST;
+  /* a step without drafts, now and then, times plain decoding (a draft
+   * model proposes whenever it speculates: no other step would) */
+  if (e->spec_since_plain >= (e->spec_t_decode > 0 ? SPEC_PLAIN_EVERY : 1)) {
+    e->spec_since_plain = 0;
+    return;
+  }
   /* the plan's step 1 also checks the token budget; the logits rows are
    * bounded here */
   int32_t left = e->spec_rows, n = 0;
@@ -139,6 +148,7 @@ void sched__spec_timed(sched_engine_t *e, int64_t t_ns) {
     if (!clean) return; /* it caught up on a prefill */
     t_ns += t_draft;
   }
+  e->spec_since_plain = drafts > 0 ? e->spec_since_plain + 1 : 0;
   if (drafts == 0) {
     e->spec_t_decode = e->spec_t_decode ? 0.9 * e->spec_t_decode + 0.1 * (double)t_ns : (double)t_ns;
   } else if (e->spec_t_decode > 0) {

@@ -24,6 +24,7 @@ EXPECTED = [
     "host", "port", "unix_socket", "max_connections",
     "kv_cache_bytes", "kv_cache_blocks", "block_size", "max_batch_tokens", "max_seqs",
     "speculative", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max", "speculative_max_batch",
+    "draft_model", "draft_kv_cache_bytes",
     "max_waiting", "max_body_size", "max_header_size",
     "request_timeout", "idle_timeout", "slow_client_timeout", "drain_timeout", "drain_grace",
     "api_keys", "api_key_file", "allowed_origins", "log_level", "log_format", "log_file", "metrics", "dashboard",
