@@ -73,14 +73,14 @@ def passage(rng, n):
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
-def random_workload(rng, n, words=(3, 30), tokens=(8, 40)):
+def random_workload(rng, n, words=(3, 30), tokens=(8, 40), arrive=12):
     """Plain prompts of random words (a random model's vocabulary spells a
     word in several tokens), greedy and seeded sampling, arriving at random
     steps."""
     reqs = []
     for i in range(n):
         r = {"prompt": passage(rng, rng.randint(*words)), "max_tokens": rng.randint(*tokens),
-             "arrive_step": rng.randint(0, 12)}
+             "arrive_step": rng.randint(0, arrive)}
         if i % 2:
             r.update(temperature=rng.choice([0.6, 1.0]), top_k=rng.choice([0, 20]), seed=rng.randrange(2**53))
         reqs.append(r)
@@ -125,7 +125,9 @@ def test_preemption_and_a_small_draft_cache(tram_bin, rand, tmp_path):
     args = ("--kv-cache-blocks", "12", "--block-size", "8", "--max-seqs", "6", "--max-batch-tokens", "40",
             "--draft-kv-cache-bytes", "96K")
     for _ in range(4):  # a random workload may happen to fit: draw another until one preempts
-        reqs = random_workload(rng, 8, words=(1, 4), tokens=(20, 40))
+        # arriving at once (a step of these tiny models takes a millisecond:
+        # late arrivals, on a loaded machine, could each run alone)
+        reqs = random_workload(rng, 8, words=(1, 4), tokens=(20, 40), arrive=2)
         plain, _ = generate(tram_bin, rand["target"], tmp_path, reqs, *args)
         out, st = generate(tram_bin, rand["target"], tmp_path, reqs, *args, *spec(rand["target"]))
         for r, a, b in zip(reqs, plain, out):
