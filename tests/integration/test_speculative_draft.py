@@ -149,6 +149,11 @@ def test_other_vocabulary_refused(tram_bin, rand, tmp_path, which, why):
     assert p.returncode != 0 and not p.stdout
     assert f"draft_model {rand[which]}" in p.stderr and why in p.stderr, p.stderr
     assert "a draft model must share the model's vocabulary" in p.stderr
+    # the server loads the same stack: it exits with the same reason
+    p = subprocess.run([str(tram_bin), "serve", "-m", str(rand["target"]), "--host", "127.0.0.1", "--port", "0",
+                        "--threads", "2", *spec(rand[which])], capture_output=True, text=True, timeout=120,
+                       env=clean_env())
+    assert p.returncode != 0 and why in p.stderr, p.stderr
 
 
 def test_settings_need_each_other(tram_bin, rand, tmp_path):
