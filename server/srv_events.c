@@ -271,23 +271,35 @@ static void stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_
   sse(j, chunk(j, &oc, false));
 }
 
-/* A stream with tools: the text is kept until the choice ends (it may be
- * calls), then sent as OpenAI streams it: the content, each call's id,
- * type and name (arguments ""), each call's arguments, the finish. */
+/* Sends the output's bytes [c->sent, end) as a content delta. */
+static void send_content(srv_job_t *j, srv_choice_t *c, int32_t ci, size_t end) {
+  if (end <= c->sent) return;
+  oai_choice_t oc = {.index = ci, .stop_token = -1, .text = c->text.p + c->sent, .text_len = end - c->sent};
+  sse(j, chunk(j, &oc, false));
+  c->sent = end;
+}
+
+/* A stream with tools: content goes out as it comes, up to where a call
+ * may begin (oai_tools_stream_safe); the rest is kept until the choice
+ * ends, then sent as OpenAI streams it: the rest of the content, each
+ * call's id, type and name (arguments ""), each call's arguments, the
+ * finish. */
 static void stream_tools_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_event_t *ev) {
   if (ev->kind == SCHED_EV_ERROR) {
     stream_event(j, c, ci, ev);
     return;
   }
   buf_put(&c->text, ev->text, ev->text_len);
-  if (ev->kind != SCHED_EV_FINISHED) return;
+  if (ev->kind != SCHED_EV_FINISHED) {
+    send_content(j, c, ci, oai_tools_stream_safe(j->tools_format, c->text.p, c->text.len));
+    return;
+  }
   arena_t a;
   arena_init(&a, 0, 0);
   oai_choice_t parsed = {0};
   srv__tools_parse(j, ci, c, &a, &parsed);
-  oai_choice_t oc = {.index = ci, .stop_token = -1, .text = parsed.text, .text_len = parsed.text_len};
-  if (oc.text) sse(j, chunk(j, &oc, false));
-  oc.text = NULL;
+  if (parsed.text) send_content(j, c, ci, (size_t)(parsed.text - c->text.p) + parsed.text_len);
+  oai_choice_t oc = {.index = ci, .stop_token = -1};
   for (int32_t k = 0; k < parsed.n_tool_calls; k++)
     for (int d = 1; d <= 2; d++) {
       oai_choice_t t = {.index = ci, .stop_token = -1, .tool_calls = &parsed.tool_calls[k], .n_tool_calls = 1,

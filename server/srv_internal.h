@@ -247,7 +247,9 @@ void srv__probe_start(srv_t *s);
 
 /* One choice's output. */
 typedef struct srv_choice {
-  buf_t text;              /* the whole response: echo + output (not streaming) */
+  buf_t text;              /* the whole response: echo + output (not streaming; streaming with tools:
+                            * the output, of which `sent` bytes have gone out as content) */
+  size_t sent;
   oai_token_logprob_t *lp;     /* [n_lp] per generated token (not streaming) */
   int32_t n_lp;
   size_t cap_lp;
