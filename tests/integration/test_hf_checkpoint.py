@@ -52,8 +52,9 @@ def permute(w, n_head):
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_pair(tmp, arch, tok, vocab, seed=7):
-    """The same random weights as a Hugging Face folder and a GGUF file; returns (dir, gguf path)."""
+def write_pair(tmp, arch, tok, vocab, seed=7, quant=None):
+    """The same random weights as a Hugging Face folder and a GGUF file; returns (dir, gguf path).
+    quant (a GGMLQuantizationType): the GGUF's matrices quantized to it by gguf.quants."""
     rng = np.random.default_rng(seed)
     hd = 32 if arch in ("qwen3", "gemma3") else D // H
     gemma = arch.startswith("gemma")
@@ -166,7 +167,10 @@ def write_pair(tmp, arch, tok, vocab, seed=7):
             x = permute(x, H if ".q_proj." in n else KV)
         if gemma and "norm" in n:
             x = (x + np.float32(1.0)).astype(np.float32)
-        w.add_tensor(g, x)
+        if quant is not None and x.ndim == 2:
+            w.add_tensor(g, gguf.quants.quantize(x, quant), raw_dtype=quant)
+        else:
+            w.add_tensor(g, x)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -174,10 +178,10 @@ def write_pair(tmp, arch, tok, vocab, seed=7):
     return d, path
 
 
-def forward(tool, model, seqs, tmp):
+def forward(tool, model, seqs, tmp, **plan_extra):
     out = tmp / "logits.f32"
     plan = {"model": str(model), "seqs": seqs, "out": str(out), "threads": 2, "block_size": 4, "num_blocks": 64,
-            "steps": [[len(s) if i == k else 0 for i, s in enumerate(seqs)] for k in range(len(seqs))]}
+            "steps": [[len(s) if i == k else 0 for i, s in enumerate(seqs)] for k in range(len(seqs))], **plan_extra}
     res = subprocess.run([str(tool("forward")), "-"], input=json.dumps(plan), capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 0, res.stderr

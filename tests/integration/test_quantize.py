@@ -125,3 +125,39 @@ def test_quantizer_refuses_bad_arguments(tool):
     assert bad.returncode == 2 and b"whole number of blocks" in bad.stderr
     bad = subprocess.run([tool("quantize"), "Q6_K", "F32", "256"], input=b"\0" * 1024, capture_output=True)
     assert bad.returncode == 2 and b"refused" in bad.stderr
+
+
+# --- models loaded with --quantize --------------------------------------------
+
+@pytest.mark.parametrize("arch", ["llama", "gemma2", "phi3"])
+@pytest.mark.parametrize("to", TARGETS)
+def test_quantized_load_equals_a_gguf_quantized_file(arch, to, tool, tmp_path):
+    """A random model's F32 weights quantized by tram at load (from the
+    Hugging Face folder and from the F32 GGUF file) give the logits, bit for
+    bit, of the GGUF file whose matrices gguf.quants quantized."""
+    from test_hf_checkpoint import forward, tiny_tokenizer, write_pair
+    tok, vocab = tiny_tokenizer()
+    (tmp_path / "f32").mkdir()
+    (tmp_path / "q").mkdir()
+    hf_dir, f32_gguf = write_pair(tmp_path / "f32", arch, tok, vocab)
+    _, q_gguf = write_pair(tmp_path / "q", arch, tok, vocab, quant=T[to])
+    seqs = [np.random.default_rng(3).integers(0, 96, 11).tolist()]
+    want = forward(tool, q_gguf, seqs, tmp_path)
+    plain = forward(tool, f32_gguf, seqs, tmp_path)
+    for model in (hf_dir, f32_gguf):
+        got = forward(tool, model, seqs, tmp_path, quantize=to)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), model
+    assert not np.array_equal(plain, want)  # the quantization did change the weights
+    # already quantized weights stay as they are
+    again = forward(tool, q_gguf, seqs, tmp_path, quantize="Q8_0" if to != "Q8_0" else "Q4_0")
+    assert np.array_equal(again.view(np.uint32), want.view(np.uint32))
+
+
+def test_quantize_refuses_other_types(tool, tmp_path):
+    from test_hf_checkpoint import tiny_tokenizer, write_pair
+    tok, vocab = tiny_tokenizer()
+    _, g = write_pair(tmp_path, "qwen3", tok, vocab)
+    plan = {"model": str(g), "seqs": [[1, 2]], "out": str(tmp_path / "o.f32"), "quantize": "Q6_K"}
+    res = subprocess.run([str(tool("forward")), "-"], input=json.dumps(plan), capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode != 0 and "cannot quantize weights to Q6_K" in res.stderr, res.stderr
