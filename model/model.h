@@ -152,9 +152,11 @@ typedef struct model_load_opts {
   /* KERN_Q8_0, KERN_Q4_0 or KERN_Q4_1: every weight matrix stored as F32,
    * F16 or BF16 (a Hugging Face checkpoint, an unquantized GGUF file) whose
    * rows are whole blocks of 32 is quantized to it at load
-   * (kernels/kern_quant.h), into host memory the model owns; matrices
-   * already quantized, and norms and biases, stay as they are. KERN_F32
-   * (0): every weight as stored. */
+   * (kernels/kern_quant.h), into host memory the model owns, except the
+   * output projection (output.weight, or token_embd.weight when tied),
+   * which a 4-bit target quantizes to Q8_0; matrices already quantized,
+   * and norms and biases, stay as they are. KERN_F32 (0): every weight as
+   * stored. */
   kern_type_t quantize;
 } model_load_opts_t;
 

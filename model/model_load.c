@@ -85,18 +85,26 @@ static const gguf_tensor_t *find(loader_t *ld, const char *name, int64_t ne0, in
   return t;
 }
 
-/* 1 when --quantize converts a matrix of `type` with rows of `cols`. */
-static int quantizable(const model_t *m, kern_type_t type, int64_t cols) {
-  return m->quantize != KERN_F32 && (type == KERN_F32 || type == KERN_F16 || type == KERN_BF16) &&
-         kern_type_row_bytes(m->quantize, cols) > 0;
+/* The type --quantize gives the matrix `name` of `type` with rows of
+ * `cols`, or `type` when it stays as stored. The output projection
+ * (output.weight, or token_embd.weight when tied) goes to Q8_0 under a
+ * 4-bit target, as llama.cpp keeps it at Q6_K: at 4 bits it alone costs
+ * most of the accuracy (docs/models.md). */
+static kern_type_t quant_target(const model_t *m, const char *name, kern_type_t type, int64_t cols) {
+  kern_type_t to = m->quantize;
+  if (to == KERN_F32 || (type != KERN_F32 && type != KERN_F16 && type != KERN_BF16)) return type;
+  const int output = strcmp(name, "output.weight") == 0 || (m->hp.tied_output && strcmp(name, "token_embd.weight") == 0);
+  if (output && to != KERN_Q8_0) to = KERN_Q8_0;
+  return kern_type_row_bytes(to, cols) > 0 ? to : type;
 }
 
-/* rows × cols of `type` at src quantized to m->quantize into a new buffer
- * the model owns. */
-static const void *quantized(model_t *m, kern_type_t type, const void *src, int64_t rows, int64_t cols) {
-  void *q = xmalloc((size_t)(rows * kern_type_row_bytes(m->quantize, cols)));
-  const int rc = kern_quantize_rows(m->quantize, q, type, src, rows, cols);
-  assert(rc == 0); /* quantizable() checked the types and the blocks */
+/* rows × cols of `type` at src quantized to `to` into a new buffer the
+ * model owns. */
+static const void *quantized(model_t *m, kern_type_t to, kern_type_t type, const void *src, int64_t rows,
+                             int64_t cols) {
+  void *q = xmalloc((size_t)(rows * kern_type_row_bytes(to, cols)));
+  const int rc = kern_quantize_rows(to, q, type, src, rows, cols);
+  assert(rc == 0); /* quant_target() checked the types and the blocks */
   (void)rc;
   xgrow(&m->quant_bufs, &m->quant_bufs_cap, m->n_quant_bufs + 1, sizeof *m->quant_bufs, 64);
   m->quant_bufs[m->n_quant_bufs++] = q;
@@ -116,9 +124,10 @@ static int load_rows(loader_t *ld, const char *name, int64_t total_rows, int64_t
   kern_type_t type = (kern_type_t)t->type;
   int64_t row_bytes = kern_type_row_bytes(type, cols);
   const void *data = row_bytes > 0 ? (const char *)t->data + row0 * row_bytes : NULL;
-  if (data && quantizable(ld->m, type, cols)) {
-    data = quantized(ld->m, type, data, rows, cols);
-    type = ld->m->quantize;
+  const kern_type_t to = quant_target(ld->m, name, type, cols);
+  if (data && to != type) {
+    data = quantized(ld->m, to, type, data, rows, cols);
+    type = to;
     row_bytes = kern_type_row_bytes(type, cols);
   }
   int rc = data ? be->weight_init(be, w, type, rows, cols, data) : -EINVAL;

@@ -54,7 +54,7 @@ def permute(w, n_head):
 
 def write_pair(tmp, arch, tok, vocab, seed=7, quant=None):
     """The same random weights as a Hugging Face folder and a GGUF file; returns (dir, gguf path).
-    quant (a GGMLQuantizationType): the GGUF's matrices quantized to it by gguf.quants."""
+    quant (GGUF name -> GGMLQuantizationType or None): the GGUF's matrices quantized by gguf.quants."""
     rng = np.random.default_rng(seed)
     hd = 32 if arch in ("qwen3", "gemma3") else D // H
     gemma = arch.startswith("gemma")
@@ -167,8 +167,8 @@ def write_pair(tmp, arch, tok, vocab, seed=7, quant=None):
             x = permute(x, H if ".q_proj." in n else KV)
         if gemma and "norm" in n:
             x = (x + np.float32(1.0)).astype(np.float32)
-        if quant is not None and x.ndim == 2:
-            w.add_tensor(g, gguf.quants.quantize(x, quant), raw_dtype=quant)
+        if quant is not None and x.ndim == 2 and quant(g) is not None:
+            w.add_tensor(g, gguf.quants.quantize(x, quant(g)), raw_dtype=quant(g))
         else:
             w.add_tensor(g, x)
     w.write_header_to_file()

@@ -129,6 +129,16 @@ def test_quantizer_refuses_bad_arguments(tool):
 
 # --- models loaded with --quantize --------------------------------------------
 
+def llama_cpp_type(name, to, arch):
+    """The type --quantize `to` gives the GGUF tensor `name` of write_pair's
+    model: `to`, but Q8_0 for the output projection (output.weight, or the
+    tied token_embd.weight) under a 4-bit type, as llama.cpp keeps it at
+    higher precision."""
+    tied = arch not in ("llama", "qwen2")
+    output = name == "output.weight" or (tied and name == "token_embd.weight")
+    return T.Q8_0 if output else T[to]
+
+
 @pytest.mark.parametrize("arch", ["llama", "gemma2", "phi3"])
 @pytest.mark.parametrize("to", TARGETS)
 def test_quantized_load_equals_a_gguf_quantized_file(arch, to, tool, tmp_path):
@@ -140,7 +150,7 @@ def test_quantized_load_equals_a_gguf_quantized_file(arch, to, tool, tmp_path):
     (tmp_path / "f32").mkdir()
     (tmp_path / "q").mkdir()
     hf_dir, f32_gguf = write_pair(tmp_path / "f32", arch, tok, vocab)
-    _, q_gguf = write_pair(tmp_path / "q", arch, tok, vocab, quant=T[to])
+    _, q_gguf = write_pair(tmp_path / "q", arch, tok, vocab, quant=lambda name: llama_cpp_type(name, to, arch))
     seqs = [np.random.default_rng(3).integers(0, 96, 11).tolist()]
     want = forward(tool, q_gguf, seqs, tmp_path)
     plain = forward(tool, f32_gguf, seqs, tmp_path)
@@ -161,3 +171,29 @@ def test_quantize_refuses_other_types(tool, tmp_path):
     res = subprocess.run([str(tool("forward")), "-"], input=json.dumps(plan), capture_output=True, text=True,
                          timeout=60)
     assert res.returncode != 0 and "cannot quantize weights to Q6_K" in res.stderr, res.stderr
+
+
+def test_generate_with_the_quantize_setting(tram_bin, tmp_path):
+    """The setting reaches the model: `tram generate --quantize q4_0` on the
+    F32 file writes what the gguf-quantized Q4_0 file writes, and an unknown
+    type is refused before anything loads."""
+    from test_hf_checkpoint import tiny_tokenizer, write_pair
+    tok, vocab = tiny_tokenizer()
+    (tmp_path / "f32").mkdir()
+    (tmp_path / "q").mkdir()
+    hf_dir, _ = write_pair(tmp_path / "f32", "qwen3", tok, vocab)
+    _, q_gguf = write_pair(tmp_path / "q", "qwen3", tok, vocab, quant=lambda name: llama_cpp_type(name, "Q4_0", "qwen3"))
+
+    def generate(*args):
+        res = subprocess.run([str(tram_bin), "generate", "-p", "abc", "-n", "12", "--ignore-eos", "--json",
+                              "--threads", "2", *map(str, args)], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        c = json.loads(res.stdout.splitlines()[0])["choices"][0]
+        return (c["token_ids"], c["text"]), res.stderr
+
+    got, log = generate("-m", hf_dir, "--quantize", "q4_0")
+    want, _ = generate("-m", q_gguf)
+    assert got == want and "quantized to Q4_0 at load" in log
+    bad = subprocess.run([str(tram_bin), "generate", "-p", "x", "-m", str(hf_dir), "--quantize", "q6_k"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "quantize" in bad.stderr, bad.stderr
