@@ -130,7 +130,7 @@ tok_t *tok_create_from_gguf(const gguf_ctx_t *g, char *err, size_t err_len) {
     spec.scores = scores;
   }
 
-  if (spec.model == TOK_MODEL_BPE) {
+  if (spec.model == TOK_MODEL_BPE || gguf_find_kv(g, "tokenizer.ggml.merges")) { /* "llama": optional */
     int64_t m = gguf_get_arr_str(g, "tokenizer.ggml.merges", &spec.merges);
     if (m < 0 || m > INT32_MAX) {
       snprintf(err, err_len, "tokenizer: tokenizer.ggml.merges is missing or not a string array");
@@ -147,7 +147,8 @@ tok_t *tok_create_from_gguf(const gguf_ctx_t *g, char *err, size_t err_len) {
       get_id(g, "tokenizer.ggml.padding_token_id", &spec.pad_id, err, err_len) ||
       get_flag(g, "tokenizer.ggml.add_bos_token", &spec.add_bos, err, err_len) ||
       get_flag(g, "tokenizer.ggml.add_eos_token", &spec.add_eos, err, err_len) ||
-      get_flag(g, "tokenizer.ggml.add_space_prefix", &spec.add_space_prefix, err, err_len))
+      get_flag(g, "tokenizer.ggml.add_space_prefix", &spec.add_space_prefix, err, err_len) ||
+      get_flag(g, "tram.tokenizer.prefix_unless_space", &spec.prefix_unless_space, err, err_len))
     goto out;
 
   tok = tok_create(&spec, err, err_len);
