@@ -12,7 +12,8 @@
  *                  does not split); decoders Replace/ByteFallback/Fuse/
  *                  Strip or Metaspace
  *   added_tokens   special → control (3), others user-defined (4)
- *   normalizer     none for byte-level BPE (any other is refused)
+ *   normalizer     none or NFC for byte-level BPE (Qwen) → tram's own key
+ *                  tram.tokenizer.normalizer "nfc" (any other is refused)
  *   pre_tokenizer  ByteLevel, or a Sequence of Split (Isolated) / Digits
  *                  (individual) / ByteLevel, matched against text/'s table
  *                  (tok_pre_name_of) → tokenizer.ggml.pre; ignore_merges
@@ -320,8 +321,8 @@ static int check_kinds(const cJSON *tok, char *err, size_t err_len) {
              "is not something tram runs");
     return -EINVAL;
   }
-  if (norm && !cJSON_IsNull(norm)) {
-    snprintf(err, err_len, "tokenizer.json: normalizer %s is not something tram runs",
+  if (norm && !cJSON_IsNull(norm) && !is_type(norm, "NFC")) {
+    snprintf(err, err_len, "tokenizer.json: normalizer %s is not something tram runs (none, or NFC)",
              cJSON_IsString(field(norm, "type")) ? field(norm, "type")->valuestring : "?");
     return -EINVAL;
   }
@@ -361,6 +362,7 @@ int hf__tokenizer(gguf_build_t *b, const cJSON *tok, const cJSON *tcfg, const cJ
     } else {
       gguf_build_str(b, "tokenizer.ggml.model", "gpt2", 4);
       gguf_build_str(b, "tokenizer.ggml.pre", pre, strlen(pre));
+      if (is_type(field(tok, "normalizer"), "NFC")) gguf_build_str(b, "tram.tokenizer.normalizer", "nfc", 3);
     }
     gguf_build_arr_str(b, "tokenizer.ggml.tokens", (const char *const *)v.text, lens, (size_t)n_vocab);
     gguf_build_arr_i32(b, "tokenizer.ggml.token_type", v.type, (size_t)n_vocab);

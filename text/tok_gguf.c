@@ -150,6 +150,16 @@ tok_t *tok_create_from_gguf(const gguf_ctx_t *g, char *err, size_t err_len) {
       get_flag(g, "tokenizer.ggml.add_space_prefix", &spec.add_space_prefix, err, err_len) ||
       get_flag(g, "tram.tokenizer.prefix_unless_space", &spec.prefix_unless_space, err, err_len))
     goto out;
+  int bad_norm = 0;
+  char *norm = get_cstr(g, "tram.tokenizer.normalizer", &bad_norm);
+  if (bad_norm || (norm && strcmp(norm, "nfc") != 0)) {
+    snprintf(err, err_len, "tokenizer: tram.tokenizer.normalizer %s%.40s%s is not one tram runs (\"nfc\")",
+             norm ? "\"" : "(not a string)", norm ? norm : "", norm ? "\"" : "");
+    free(norm);
+    goto out;
+  }
+  spec.nfc = norm != NULL;
+  free(norm);
 
   tok = tok_create(&spec, err, err_len);
 out:

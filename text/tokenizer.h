@@ -87,6 +87,9 @@ typedef struct tok_spec {
   int add_bos;               /* 1/0, or -1: the model's default */
   int add_eos;               /* 1/0, or -1: 0 */
   int add_space_prefix;      /* SPM only: 1/0, or -1: 1 */
+  int nfc;                   /* 1: text between special tokens is NFC-normalized first
+                                (tokenizer.json's NFC normalizer; GGUF key
+                                tram.tokenizer.normalizer = "nfc") */
   int prefix_unless_space;   /* SPM: 1: no prefix before text that starts with a space (Hugging
                                 Face's Metaspace; GGUF key tram.tokenizer.prefix_unless_space) */
 } tok_spec_t;
@@ -101,8 +104,8 @@ tok_t *tok_create(const tok_spec_t *spec, char *err, size_t err_len);
 
 /* Builds a tokenizer from a GGUF file's tokenizer.ggml.* keys (model, pre,
  * tokens, token_type, scores, merges, the special ids, add_bos_token,
- * add_eos_token, add_space_prefix; and tram.tokenizer.prefix_unless_space,
- * which hf/ writes). Same errors as tok_create, plus a
+ * add_eos_token, add_space_prefix; and tram.tokenizer.prefix_unless_space
+ * and tram.tokenizer.normalizer, which hf/ writes). Same errors as tok_create, plus a
  * missing or mistyped key. */
 tok_t *tok_create_from_gguf(const gguf_ctx_t *g, char *err, size_t err_len);
 
