@@ -140,7 +140,7 @@ typedef struct cfg {
   int device;              /* cfg_device_t; CUDA only in a CUDA build */
   int threads;             /* CPU compute threads; 0 = one per online core */
   int precision;           /* kern_precision_t: 0 exact, 1 fast (the matmul arithmetic) */
-  int quantize;            /* cfg_quantize_choices[quantize]: "none", or the type F32/F16/BF16
+  int quantize;            /* cfg_quantize_choices[quantize]: "off", or the type F32/F16/BF16
                             * weights are quantized to at load ("q8_0", "q4_0", "q4_1") */
   int max_model_len;       /* longest sequence (prompt + output); 0 = the model's context */
   bool special_tokens_in_input; /* control-token texts in request text are those tokens */
@@ -224,7 +224,7 @@ typedef struct cfg_setting {
 
 extern const cfg_setting_t cfg_settings[CFG_N_SETTINGS];
 
-/* The choices of the quantize setting, NULL-terminated: "none", then GGML
+/* The choices of the quantize setting, NULL-terminated: "off", then GGML
  * type names in lower case (cfg_t.quantize indexes it). */
 extern const char *const cfg_quantize_choices[];
 

@@ -47,7 +47,7 @@ int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, 
     return -EINVAL;
   }
   model_load_opts_t mo = {.quantize = KERN_F32};
-  if (o->quantize && strcasecmp(o->quantize, "none") != 0) {
+  if (o->quantize && strcasecmp(o->quantize, "off") != 0) {
     for (int t = 0; t < KERN_TYPE_COUNT && mo.quantize == KERN_F32; t++)
       if (kern_type_name((uint32_t)t) && strcasecmp(kern_type_name((uint32_t)t), o->quantize) == 0)
         mo.quantize = (kern_type_t)t;
