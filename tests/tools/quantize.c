@@ -42,18 +42,22 @@ int main(int argc, char **argv) {
     len += got;
     if (len == cap) {
       unsigned char *bigger = realloc(in, cap *= 2);
-      if (!bigger) return usage("out of memory");
+      if (!bigger) {
+        free(in);
+        return usage("out of memory");
+      }
       in = bigger;
     }
   }
-  if (len % (size_t)in_row != 0) return usage("input is not a whole number of rows");
   const int64_t rows = (int64_t)len / in_row;
-  void *out = malloc((size_t)(rows * out_row > 0 ? rows * out_row : 1));
-  if (!out) return usage("out of memory");
-  if (kern_quantize_rows((kern_type_t)to, out, (kern_type_t)from, in, rows, cols) != 0)
-    return usage("the quantizer refused these types");
-  if (fwrite(out, 1, (size_t)(rows * out_row), stdout) != (size_t)(rows * out_row)) return usage("write failed");
+  void *out = len % (size_t)in_row == 0 ? malloc((size_t)(rows * out_row > 0 ? rows * out_row : 1)) : NULL;
+  int rc = 0;
+  if (len % (size_t)in_row != 0) rc = usage("input is not a whole number of rows");
+  else if (!out) rc = usage("out of memory");
+  else if (kern_quantize_rows((kern_type_t)to, out, (kern_type_t)from, in, rows, cols) != 0)
+    rc = usage("the quantizer refused these types");
+  else if (fwrite(out, 1, (size_t)(rows * out_row), stdout) != (size_t)(rows * out_row)) rc = usage("write failed");
   free(in);
   free(out);
-  return 0;
+  return rc;
 }
