@@ -243,8 +243,12 @@ static int is_replace(const cJSON *o, const char *from, const char *to) {
  * become "▁" (a Replace normalizer, or a Metaspace pre-tokenizer that does
  * not split) and one "▁" goes first (a Prepend normalizer, or Metaspace's
  * prepend_scheme first/always) — text/'s "llama" tokenizer, with merges.
- * *prefix: whether "▁" goes first: 0 no, 1 always (Prepend), 2 unless the
- * text starts with a space (Metaspace). */
+ * *prefix: whether "▁" goes first: 0 no; 1 before every piece between added
+ * tokens (Prepend); 2 the same unless the piece starts with a space
+ * (Metaspace "always"); 3 only before the text's first piece, unless it
+ * starts with a space (Metaspace "first"). Added tokens are matched in the
+ * text as it is: `tokenizers` matches those marked "normalized" in the
+ * normalized text (after Prepend and Replace), which tram does not do. */
 static int check_sentencepiece(const cJSON *tok, int *prefix, char *err, size_t err_len) {
   const cJSON *norm = field(tok, "normalizer"), *pre = field(tok, "pre_tokenizer"), *dec = field(tok, "decoder");
   int replace = 0;
@@ -273,7 +277,7 @@ static int check_sentencepiece(const cJSON *tok, int *prefix, char *err, size_t 
       return -EINVAL;
     }
     replace = 1;
-    *prefix = strcmp(sc, "never") != 0 ? 2 : 0; /* Metaspace: not before a space already there */
+    *prefix = !strcmp(sc, "first") ? 3 : !strcmp(sc, "always") ? 2 : 0; /* not before a space already there */
   } else if (pre && !cJSON_IsNull(pre)) {
     snprintf(err, err_len, "tokenizer.json: pre_tokenizer %s with byte_fallback is not one tram runs (none, or "
              "Metaspace)", type_of(pre));
@@ -355,7 +359,8 @@ int hf__tokenizer(gguf_build_t *b, const cJSON *tok, const cJSON *tcfg, const cJ
     if (byte_fallback) {
       gguf_build_str(b, "tokenizer.ggml.model", "llama", 5);
       gguf_build_bool(b, "tokenizer.ggml.add_space_prefix", prefix != 0);
-      if (prefix == 2) gguf_build_bool(b, "tram.tokenizer.prefix_unless_space", 1);
+      if (prefix >= 2) gguf_build_bool(b, "tram.tokenizer.prefix_unless_space", 1);
+      if (prefix) gguf_build_str(b, "tram.tokenizer.prefix_pieces", prefix == 3 ? "first" : "every", 5);
       mark_bytes(&v);
       const int32_t unk = find_token(&v, token_content(field(field(tok, "model"), "unk_token")));
       if (unk >= 0) gguf_build_u32(b, "tokenizer.ggml.unknown_token_id", (uint32_t)unk);

@@ -223,7 +223,11 @@ int64_t tok_encode(const tok_t *tok, const char *text, size_t len, int flags, in
     }
     rc = marked ? marked_fragment(tok, &sc, s + start, i - start, flags, &prefix, &out)
                 : fragment(tok, &sc, s + start, i - start, &prefix, &out);
-    if (tok->types[id] == TOK_TYPE_USER_DEFINED) {
+    if (tok->prefix_pieces) {
+      /* tokenizer.json's rule: the prefix goes before every piece between
+       * added tokens (Prepend, Metaspace "always") or the first only */
+      prefix = tok->prefix_pieces == TOK_PREFIX_EVERY_PIECE;
+    } else if (tok->types[id] == TOK_TYPE_USER_DEFINED) {
       /* part of the text, as in SentencePiece: a prefix still due goes
        * before it, and the text after it gets none */
       if (tok->model == TOK_MODEL_SPM && tok->add_space_prefix && prefix)

@@ -160,6 +160,14 @@ tok_t *tok_create_from_gguf(const gguf_ctx_t *g, char *err, size_t err_len) {
   }
   spec.nfc = norm != NULL;
   free(norm);
+  char *pieces = get_cstr(g, "tram.tokenizer.prefix_pieces", &bad_norm);
+  spec.prefix_pieces = !pieces ? 0 : !strcmp(pieces, "every") ? TOK_PREFIX_EVERY_PIECE
+                                   : !strcmp(pieces, "first") ? TOK_PREFIX_FIRST_PIECE : -1;
+  free(pieces);
+  if (bad_norm || spec.prefix_pieces < 0) {
+    snprintf(err, err_len, "tokenizer: tram.tokenizer.prefix_pieces is not \"every\" or \"first\"");
+    goto out;
+  }
 
   tok = tok_create(&spec, err, err_len);
 out:

@@ -223,6 +223,7 @@ struct tok {
   int32_t bos, eos, eot, eom, unk, pad; /* -1: none */
   int add_bos, add_eos, add_space_prefix;
   int prefix_unless_space; /* no space prefix before text that starts with a space */
+  int prefix_pieces;       /* tok_spec_t.prefix_pieces */
   int nfc;                 /* text between special tokens NFC-normalized first */
   int32_t *eog; /* ascending */
   int32_t n_eog;

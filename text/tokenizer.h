@@ -90,9 +90,16 @@ typedef struct tok_spec {
   int nfc;                   /* 1: text between special tokens is NFC-normalized first
                                 (tokenizer.json's NFC normalizer; GGUF key
                                 tram.tokenizer.normalizer = "nfc") */
+  int prefix_pieces;         /* SPM: where the prefix goes around added tokens: 0, at the start
+                                and after control tokens (llama.cpp); TOK_PREFIX_EVERY_PIECE or
+                                TOK_PREFIX_FIRST_PIECE, before every piece between them or the
+                                first only (tokenizer.json's Prepend or Metaspace "always", and
+                                Metaspace "first"; GGUF key tram.tokenizer.prefix_pieces) */
   int prefix_unless_space;   /* SPM: 1: no prefix before text that starts with a space (Hugging
                                 Face's Metaspace; GGUF key tram.tokenizer.prefix_unless_space) */
 } tok_spec_t;
+
+enum { TOK_PREFIX_EVERY_PIECE = 1, TOK_PREFIX_FIRST_PIECE = 2 }; /* tok_spec_t.prefix_pieces */
 
 /* A spec with no tokens, every id -1 and every flag -1 (the defaults). */
 tok_spec_t tok_spec_default(void);
@@ -104,8 +111,8 @@ tok_t *tok_create(const tok_spec_t *spec, char *err, size_t err_len);
 
 /* Builds a tokenizer from a GGUF file's tokenizer.ggml.* keys (model, pre,
  * tokens, token_type, scores, merges, the special ids, add_bos_token,
- * add_eos_token, add_space_prefix; and tram.tokenizer.prefix_unless_space
- * and tram.tokenizer.normalizer, which hf/ writes). Same errors as tok_create, plus a
+ * add_eos_token, add_space_prefix; and tram.tokenizer.prefix_unless_space,
+ * prefix_pieces and normalizer, which hf/ writes). Same errors as tok_create, plus a
  * missing or mistyped key. */
 tok_t *tok_create_from_gguf(const gguf_ctx_t *g, char *err, size_t err_len);
 

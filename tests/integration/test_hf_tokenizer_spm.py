@@ -48,6 +48,7 @@ def spm_tokenizer(style):
         tk.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)
         tk.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="first", split=False)
     tk.add_special_tokens([AddedToken(t, special=True) for t in SPECIALS])
+    tk.add_tokens([AddedToken("<tool>", special=False, normalized=False)])  # a user-defined token
     return tk
 
 
@@ -83,6 +84,19 @@ def test_byte_fallback_matches_tokenizers_on_the_corpus(spm_dir, tool):
         assert ids == want, text[:80]
         n_bytes += sum(1 for i in ids if tk.id_to_token(i).startswith("<0x"))
     assert n_bytes > 100  # the corpus did exercise the byte fallback
+
+
+def test_added_tokens_split_the_text_as_tokenizers_does(spm_dir, tool):
+    """Where the "▁" prefix goes around added tokens (matched in the text as
+    it is: normalized=False, as Llama's and Mistral's are): Prepend puts it
+    before every piece between them, Metaspace "first" before the text's
+    first piece only."""
+    d, tk = spm_dir
+    texts = ["<s>hello world</s>", "hi<s> there", "a<tool>b <tool> c", "<tool>x", "x</s>y</s> z", "<s><s>",
+             " <s>lead", "end<tool>", "\u00e9<tool>\u00e9</s>\U0001F600"]
+    got = tram_tokenize(tool, d, texts, "--special")
+    for text, ids in zip(texts, got):
+        assert ids == tk.encode(text, add_special_tokens=False).ids, text
 
 
 def test_bos_and_decoding(spm_dir, tool):
