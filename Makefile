@@ -54,7 +54,7 @@ endif
 
 # msgpack-c names its pkg-config file msgpack-c from 6.0 on, msgpack before
 MSGPACK_PC := $(shell pkg-config --exists msgpack-c 2>/dev/null && echo msgpack-c || echo msgpack)
-PKGS       := libuv libcjson libpcre2-8 libsystemd libzmq $(MSGPACK_PC)
+PKGS       := libuv libcjson libpcre2-8 libsystemd libzmq $(MSGPACK_PC) icu-uc
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)

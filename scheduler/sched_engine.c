@@ -57,6 +57,20 @@ static int resolve_config(sched_config_t *c) {
 
 static void *engine_main(void *arg);
 
+/* The window after which a sequence's blocks may be released: the largest
+ * of the layers' sliding windows when every layer has one and the backend's
+ * attention never reads before them (be->attn_window_granule), else 0. */
+static int release_window(const model_t *m, const kern_backend_t *be) {
+  const model_hparams_t *hp = model_hparams(m);
+  int w = 0;
+  for (int l = 0; l < hp->n_layers; l++) {
+    const int lw = model_layer_window(hp, l);
+    if (lw <= 0) return 0; /* a global layer sees every key */
+    if (lw > w) w = lw;
+  }
+  return be->attn_window_granule > 0 ? w : 0;
+}
+
 sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_backend_t *be,
                                     const sched_config_t *cfg) {
   sched_config_t c = *cfg;
@@ -113,6 +127,8 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   if (attn_meta_init(&e->meta, c.max_seqs, c.max_batch_tokens, model_runner_max_blocks_per_seq(e->runner)) != 0)
     goto fail;
   if (sched_plan_init(&e->plan, e->cache->alloc, c.max_batch_tokens, c.max_seqs, c.prefix_caching) != 0) goto fail;
+  e->plan.window = release_window(m, be);
+  e->plan.window_granule = be->attn_window_granule;
   e->ws = samp_ws_create(e->n_vocab);
   e->seqs = xcalloc((size_t)c.max_seqs, sizeof *e->seqs);
   e->q_lens = xcalloc((size_t)c.max_seqs, sizeof *e->q_lens);
@@ -148,9 +164,10 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   }
   e->thread_started = 1;
   log_info("engine: %d KV blocks of %d tokens, max_seqs %d, max_batch_tokens %d, max_model_len %d, prefix caching "
-           "%s, speculative decoding %s",
+           "%s, speculative decoding %s, blocks before the sliding window %s",
            e->cache->num_blocks, e->cache->block_size, c.max_seqs, c.max_batch_tokens, e->max_len,
-           c.prefix_caching ? "on" : "off", e->spec_rows > 0 ? "ngram" : "off");
+           c.prefix_caching ? "on" : "off", e->spec_rows > 0 ? "ngram" : "off",
+           e->plan.window > 0 ? "released" : "kept (not every layer has a window, or the backend reads them)");
   return e;
 fail:
   sched_engine_destroy(e);

@@ -234,17 +234,27 @@ int sched_plan_step(sched_plan_t *c) {
   return c->n_items;
 }
 
+/* Releases the blocks of s that no later row can see: a row at position
+ * p >= n_tokens sees keys from p + 1 - window on, and the attention reads
+ * from that edge rounded down to window_granule. */
+static void release_outside_window(sched_plan_t *c, sched_seq_t *s) {
+  const int64_t edge = s->kv.n_tokens + 1 - c->window;
+  if (c->window > 0 && edge > 0) kv_seq_release_before(c->alloc, &s->kv, edge / c->window_granule * c->window_granule);
+}
+
 void sched_plan_commit(sched_plan_t *c) {
   for (int32_t i = 0; i < c->n_items; i++) {
     sched_seq_t *s = c->items[i].seq;
     kv_seq_commit(c->alloc, &s->kv, c->items[i].q_len);
     if (c->prefix_caching && s->spec == 0) kv_seq_publish(c->alloc, &s->kv, s->tokens);
+    if (s->spec == 0) release_outside_window(c, s); /* drafts: after their rollback */
   }
 }
 
 void sched_plan_rollback(sched_plan_t *c, sched_seq_t *s, int64_t keep) {
   kv_seq_truncate(c->alloc, &s->kv, keep);
   if (c->prefix_caching) kv_seq_publish(c->alloc, &s->kv, s->tokens);
+  release_outside_window(c, s);
 }
 
 void sched_plan_release_places(sched_plan_t *c, sched_seq_t *s) {

@@ -94,6 +94,11 @@ typedef struct sched_plan {
   kv_alloc_t *alloc;  /* not owned */
   int max_batch_tokens, max_seqs;
   int prefix_caching;
+  /* > 0: every layer has a sliding window of at most this many keys and
+   * the attention reads none before the window's edge rounded down to
+   * window_granule: after each step, the blocks that no later row can see
+   * are released (kv_seq_release_before); 0: blocks are kept */
+  int window, window_granule;
   sched_list_t waiting, running;
   int32_t running_places; /* sum of the running sequences' places (<= max_seqs) */
   uint64_t step;      /* steps planned so far */
