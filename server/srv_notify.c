@@ -35,11 +35,16 @@ void srv__status(srv_t *s, const char *state, const char *fmt, ...) {
 static int64_t idle_for(srv_t *s, sched_stats_t *st) {
   sched_get_stats(s->engine, st);
   const int64_t now = clock_now_ns();
-  if (st->steps != s->seen_steps || st->running + st->waiting == 0) {
+  if (st->steps != s->seen_steps || st->running + st->waiting - st->paused == 0) { /* paused: held, not owed */
     s->seen_steps = st->steps;
     s->seen_at = now;
   }
   return now - s->seen_at;
+}
+
+int64_t srv__stall_ns(const srv_t *s) {
+  const int64_t wd = (int64_t)s->wd_usec * 1000;
+  return wd > 0 && wd < SRV_STALL_NS ? wd : SRV_STALL_NS;
 }
 
 bool srv__stalled(srv_t *s, int64_t stall_ns) {
@@ -56,7 +61,7 @@ void srv__watchdog(srv_t *s) {
   if (s->engine) {
     sched_stats_t st;
     idle_for(s, &st);
-    const bool busy = st.running + st.waiting > 0;
+    const bool busy = st.running + st.waiting - st.paused > 0;
     if (busy && st.steps == s->wd_steps) {
       if (s->wd_warned) return;
       s->wd_warned = true;
