@@ -158,7 +158,10 @@ def test_wedged_engine(tmp_path, launch):
         threads = [threading.Thread(target=f, daemon=True) for f in (stream, whole)]
         for t in threads:
             t.start()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
+        while "engine_stall: sleeping" not in srv.log():  # the wedge begins (a slow step before it is not it)
+            assert time.monotonic() < deadline, "the engine did not stall"
+            time.sleep(0.05)
         while health(srv) != (503, "stalled"):
             assert time.monotonic() < deadline, "/health never said stalled"
             time.sleep(0.05)
@@ -170,7 +173,7 @@ def test_wedged_engine(tmp_path, launch):
                 except socket.timeout:
                     return
 
-        time.sleep(1.0)  # a slow step before the stall may have ended just now: its ping comes within 0.5 s
+        time.sleep(0.6)  # the ping for the last step before the wedge comes within half a period
         drain()
         pings_before = len(n.lines("WATCHDOG=1"))
         time.sleep(2.0)  # four ping periods
@@ -268,29 +271,36 @@ def send_and_read(sock, path, body, results, i):
 
 
 def test_a_starved_loop_loses_no_request(launch):
-    """20 clients connect; then the loop sleeps 4 s at its first engine event
-    (loop_stall), longer than the slow-client timeout (2 s), and they send
-    their requests meanwhile (good ones, a bad one like {"prompt":[1,-5]},
-    tokenize, a stream). When the loop wakes, the deadlines it armed before
-    find their bytes waiting: every request is answered whole — none is
-    closed unanswered (as 8 of 20 were, silently, under valgrind)."""
-    srv = launch("loop_stall=4000")
+    """20 clients connect; then the loop sleeps 6 s at its first engine event
+    (loop_stall), longer than their first-request deadline (slow_client_timeout,
+    5 s), and they send their requests meanwhile (good ones, a bad one like
+    {"prompt":[1,-5]}, tokenize, a stream). When the loop wakes, the
+    deadlines it armed before find their bytes waiting: every request is
+    answered whole — none is closed unanswered (as 8 of 20 were, silently,
+    under valgrind)."""
+    srv = launch("loop_stall=6000", "--slow-client-timeout", "5s")
     host, port = srv.host_port
+    t_open = time.monotonic()
     socks = [socket.create_connection((host, port), timeout=60) for _ in range(20)]
-    time.sleep(0.5)  # accepted: their first-request deadlines run
+    time.sleep(0.3)  # accepted: their first-request deadlines run
     first = {}
     t0 = threading.Thread(target=send_and_read, args=(socket.create_connection((host, port), timeout=60),
-                                                      "/v1/completions", {"prompt": "Hi", "max_tokens": 8}, first, 0))
+                                                      "/v1/completions", {"prompt": "Hi", "max_tokens": 2}, first, 0))
     t0.start()
     deadline = time.monotonic() + 60
     while "loop_stall: sleeping" not in srv.log():  # its first token wakes the loop, which sleeps
         assert time.monotonic() < deadline
         time.sleep(0.02)
-    bodies = [("/v1/completions", {"prompt": "Hello", "max_tokens": 4}),
+    if time.monotonic() - t_open > 4.5:
+        for sock in socks:
+            sock.close()
+        t0.join(60)
+        assert srv.stop() == 0
+        pytest.skip("the first token came after the clients' deadlines (a loaded machine): nothing to test")
+    bodies = [("/v1/completions", {"prompt": "Hello", "max_tokens": 2}),
               ("/v1/completions", {"prompt": [1, -5]}),
               ("/tokenize", {"prompt": "Hi"}),
-              ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4,
-                                        "stream": True})]
+              ("/v1/completions", {"prompt": "Hi", "max_tokens": 2, "stream": True})]  # short prompts: a quick engine
     results = {}
     threads = []
     for i, sock in enumerate(socks):
