@@ -104,7 +104,7 @@ def main():
         stuck = []
         time.sleep(1.0)
         tok_c, sec_c = readers(srv, a.readers, a.tokens)  # alone again: the drift of a shared machine
-        print(f"| readers alone: tokens/s | beside {a.stuck} stuck streams of n={a.n} | alone again | tokens the "
+        print(f"| readers alone: text chunks/s | beside {a.stuck} stuck streams of n={a.n} | alone again | tokens the "
               f"stuck ones generated | of them during the readers' run | sequences paused | KV blocks held | "
               f"tram RSS (MiB) |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- |")
