@@ -20,6 +20,8 @@
  *   model_read_delay=MS  opening a model file takes MS ms longer: a slow load
  *   alloc_fail=N         every Nth allocation that may fail (a request
  *                        body's JSON parse, server/json_alloc.c) fails
+ *   stall_ms=MS          an engine with work and no step for MS ms counts
+ *                        as stalled (server/srv_notify.c; default 30 s)
  *
  * Thread-safe: the table is parsed once (pthread_once); counters are
  * atomic. */

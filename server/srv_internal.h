@@ -54,9 +54,10 @@ typedef enum srv_state {
   SRV_STOPPED,     /* shutting down */
 } srv_state_t;
 
-/* The engine may run no step for this long (or the watchdog's period, when
- * shorter: srv__stall_ns) while it has work before /health answers 503
- * "stalled" and the requests in flight get a clean error. */
+/* The engine may run no step for this long while it has work before the
+ * requests in flight get a clean error, and /health answers 503 "stalled"
+ * (for /health, the watchdog's period when that is shorter: srv__stall_ns).
+ * Test builds may shorten it (base/fault.h: stall_ms=MS). */
 #define SRV_STALL_NS (30 * INT64_C(1000000000))
 /* After the drain timeout ended the requests left, connections still open
  * (clients not reading their last bytes) get this long before they are cut. */
@@ -156,9 +157,11 @@ void srv__status(srv_t *s, const char *state, const char *fmt, ...) __attribute_
 /* Whether the engine looks stuck: work queued or running and no step for
  * more than stall_ns (updates s->seen_*). false while loading. */
 bool srv__stalled(srv_t *s, int64_t stall_ns);
-/* The stall threshold: SRV_STALL_NS, or WATCHDOG_USEC when that is shorter
- * (systemd is about to restart a wedged engine; a prober should know it). */
-int64_t srv__stall_ns(const srv_t *s);
+/* The stall threshold of /health: SRV_STALL_NS, or WATCHDOG_USEC when that
+ * is shorter (systemd is about to restart a wedged engine; a prober should
+ * know it). With for_health false, the threshold of srv__fail_stalled:
+ * SRV_STALL_NS (a step longer than a short watchdog period fails no request). */
+int64_t srv__stall_ns(const srv_t *s, bool for_health);
 /* The watchdog's tick: pings WATCHDOG=1 when it is due and the engine made
  * progress since the last ping or has no work (or the model is loading). */
 void srv__watchdog(srv_t *s);

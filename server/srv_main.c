@@ -227,7 +227,7 @@ static void on_tick(uv_timer_t *t) {
   else if (s->state == SRV_DRAINING)
     srv__status(s, NULL, "draining: %d requests in flight", s->n_jobs);
   const int64_t limit = s->cfg->request_timeout_ms * 1000000, now = clock_now_ns();
-  if (srv__stalled(s, srv__stall_ns(s))) srv__fail_stalled(s, (double)(now - s->seen_at) / 1e9);
+  if (srv__stalled(s, srv__stall_ns(s, false))) srv__fail_stalled(s, (double)(now - s->seen_at) / 1e9);
   srv__check_readers(s, now);
   if (limit <= 0) return;
   for (srv_job_t *j = s->jobs; j; j = j->next)

@@ -132,13 +132,15 @@ def test_a_truncated_model_file_is_refused_at_load(tmp_path, keep):
 
 
 def test_wedged_engine(tmp_path, launch):
-    """The engine sleeps 8 s after its first step (engine_stall). With a 1 s
-    watchdog period: /health turns 503 "stalled", the WATCHDOG=1 pings stop,
+    """The engine sleeps 8 s after its first step (engine_stall); 1 s without
+    a step counts as stalled (stall_ms: 30 s in production), and the
+    watchdog's period is 1 s: /health turns 503 "stalled", the WATCHDOG=1 pings stop,
     the stream in flight gets an error event and its end, the whole
     response a 503; afterwards /health is 200 again, the pings resume and
     requests are answered as before."""
     n = Notify(tmp_path)
-    srv = launch("engine_stall=8000", env={"NOTIFY_SOCKET": n.path, "WATCHDOG_USEC": "1000000"}, wait=False)
+    srv = launch("engine_stall=8000,stall_ms=1000", env={"NOTIFY_SOCKET": n.path, "WATCHDOG_USEC": "1000000"},
+                 wait=False)
     results = {}
 
     def stream():
