@@ -11,6 +11,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/fault.h"
 #include "base/log.h"
 #include "kernels/kern_sample.h"
 #include "scheduler/sched_internal.h"
@@ -177,14 +178,18 @@ fail:
 static void *engine_main(void *arg) {
   sched_engine_t *e = arg;
   for (;;) {
-    if (sched__step(e)) continue;
+    if (sched__step(e)) {
+      fault_stall_once("engine_stall"); /* test builds: a wedged engine */
+      continue;
+    }
     pthread_mutex_lock(&e->mu);
     const int idle = e->plan.running.n == 0 && e->plan.waiting.n == 0 && !e->inbox_head;
     if (e->stopping && idle) {
       pthread_mutex_unlock(&e->mu);
       break;
     }
-    if (!idle) log_error("engine: %d sequences wait but none can be planned", e->plan.waiting.n);
+    if (!idle && e->plan.n_paused < e->plan.running.n + e->plan.waiting.n)
+      log_error("engine: %d sequences wait but none can be planned", e->plan.waiting.n);
     while (!e->inbox_head && !e->wake && !e->stopping) pthread_cond_wait(&e->cv, &e->mu);
     pthread_mutex_unlock(&e->mu);
   }
@@ -277,6 +282,7 @@ int sched_submit(sched_engine_t *e, sched_req_t *r, char *err, size_t err_len) {
   }
   sched_seq_init(&r->seqs[0].s, r->prompt, r->n_prompt, r->p.n);
   r->seqs[0].s.no_prefix = r->p.prompt_logprobs;
+  r->seqs[0].s.pause = &r->paused; /* its forks share it */
   r->seqs[0].prompt_lp_next = 1;
   r->seqs[0].started = 1;
   r->n_live = r->p.n;
