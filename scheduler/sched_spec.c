@@ -107,6 +107,7 @@ void sched__spec_propose(sched_engine_t *e) {
   for (sched_seq_t *s = e->plan.running.head; s && left > 0; s = s->next) {
     sched_eseq_t *q = eseq(s);
     if (s->spec != 0 || s->len - s->kv.n_tokens != 1 || !q->started) continue;
+    if (s->pause && atomic_load(s->pause)) continue; /* the plan skips it: drafts would be dropped */
     if (q->spec_skip > 0) {
       q->spec_skip--;
       continue;
