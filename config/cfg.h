@@ -61,6 +61,7 @@ typedef enum cfg_key {
   CFG_PORT,
   CFG_UNIX_SOCKET,
   CFG_MAX_CONNECTIONS,
+  CFG_MAX_CONNECTIONS_PER_CLIENT,
   CFG_KV_CACHE_BYTES,
   CFG_KV_CACHE_BLOCKS,
   CFG_BLOCK_SIZE,
@@ -154,6 +155,7 @@ typedef struct cfg {
   int port;                /* TCP port; 0 = any free port */
   char *unix_socket;       /* Unix socket path, NULL = TCP; when set, replaces host:port */
   int max_connections;     /* open client connections at most */
+  int max_connections_per_client; /* of one client address; 0: no limit */
   /* engine: exactly one of kv_cache_bytes and kv_cache_blocks is non-zero */
   int64_t kv_cache_bytes;  /* KV cache budget in bytes (0 when given in blocks) */
   int kv_cache_blocks;     /* KV cache size in blocks (0 when given in bytes) */

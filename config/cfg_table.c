@@ -90,6 +90,14 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                              "one has a request in flight is it refused (503), and /health and "
                              "/metrics still answer on a small reserve.",
                              OFF(max_connections)},
+    [CFG_MAX_CONNECTIONS_PER_CLIENT] = {"max_connections_per_client", CFG_T_INT, "Network", "0", 0, 0, 1000000,
+                                        NULL, "N", 0,
+                                        "Open connections of one client address (TCP) at most; 0: no limit. "
+                                        "Past it a new connection from that address answers only /health and "
+                                        "/metrics (on the probe reserve) or is refused (503), so one client "
+                                        "cannot take every slot. Behind a proxy every client has the proxy's "
+                                        "address: leave it 0 there.",
+                                        OFF(max_connections_per_client)},
 
     [CFG_KV_CACHE_BYTES] = {"kv_cache_bytes", CFG_T_SIZE, "Engine", "512M", 0, MiB, 64 * TiB,
                             NULL, "SIZE", 0,

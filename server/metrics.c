@@ -92,6 +92,8 @@ static void create_http(srv_metrics_t *m) {
   m->http_accepted = counter(m, "tram:http_connections_total", "Client connections accepted.");
   m->http_rejected =
       counter(m, "tram:http_connections_rejected_total", "Connections refused (503) over the connection cap.");
+  m->http_over_client = counter(m, "tram:http_connections_over_client_total",
+                               "Connections that arrived over max_connections_per_client (probe reserve or 503).");
   m->http_requests = counter(m, "tram:http_requests_total", "HTTP requests received.");
   m->http_timeouts = counter(m, "tram:http_timeouts_total", "Requests cut off for arriving too slowly (408).");
   m->http_dropped = counter(m, "tram:http_clients_dropped_total", "Clients dropped for not reading their responses.");
@@ -234,6 +236,7 @@ void srv_metrics_http(srv_metrics_t *m, const http_server_stats_t *st) {
   prom_set(m->http_open, st->connections_open);
   prom_set(m->http_accepted, (double)st->connections_accepted);
   prom_set(m->http_rejected, (double)st->connections_rejected);
+  prom_set(m->http_over_client, (double)st->connections_over_client);
   prom_set(m->http_requests, (double)st->requests);
   prom_set(m->http_timeouts, (double)st->timeouts);
   prom_set(m->http_dropped, (double)st->dropped);

@@ -66,6 +66,7 @@ typedef struct srv_metrics {
   prom_series_t *http_open;     /* tram:http_connections_open */
   prom_series_t *http_accepted; /* tram:http_connections_total */
   prom_series_t *http_rejected; /* tram:http_connections_rejected_total */
+  prom_series_t *http_over_client; /* tram:http_connections_over_client_total */
   prom_series_t *http_requests; /* tram:http_requests_total */
   prom_series_t *http_timeouts; /* tram:http_timeouts_total */
   prom_series_t *http_dropped;  /* tram:http_clients_dropped_total */
