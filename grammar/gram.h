@@ -137,6 +137,8 @@ typedef struct gram_cache gram_cache_t;
  * need it. NULL on no memory. */
 gram_cache_t *gram_cache_create(const gram_t *g, const gram_vocab_t *v);
 void gram_cache_destroy(gram_cache_t *c);
+/* The vocabulary it was made for. */
+const gram_vocab_t *gram_cache_vocab(const gram_cache_t *c);
 /* Entries computed so far. */
 int32_t gram_cache_entries(const gram_cache_t *c);
 /* Bytes the cache holds now. */

@@ -409,6 +409,8 @@ static int get_entry(const gram_cache_t *cc, const ctx_key_t *k, const entry_t *
   return e ? 0 : rc;
 }
 
+const gram_vocab_t *gram_cache_vocab(const gram_cache_t *c) { return c->v; }
+
 int32_t gram_cache_entries(const gram_cache_t *cc) {
   gram_cache_t *c = (gram_cache_t *)cc;
   pthread_mutex_lock(&c->mu);

@@ -51,6 +51,8 @@
 typedef struct kern_backend kern_backend_t;
 typedef struct model model_t;
 typedef struct tok tok_t;
+typedef struct gram_entry gram_entry_t; /* a compiled grammar (grammar/gram_lru.h) */
+typedef struct gram_vocab gram_vocab_t;
 
 typedef struct sched_engine sched_engine_t;
 typedef struct sched_req sched_req_t;
@@ -61,6 +63,7 @@ typedef struct sched_req sched_req_t;
 typedef enum sched_spec_method {
   SCHED_SPEC_OFF = 0,
   SCHED_SPEC_NGRAM, /* prompt lookup: the continuation of the last n-gram's earlier occurrence */
+  SCHED_SPEC_DRAFT, /* a draft model's greedy continuation (scheduler/sched_draft.c) */
 } sched_spec_method_t;
 
 #define SCHED_SPEC_MAX_K 16 /* draft tokens per sequence and step at most */
@@ -70,6 +73,12 @@ typedef struct sched_spec_config {
   int k;                /* draft tokens per step (1..SCHED_SPEC_MAX_K); 0: 4 */
   int ngram_min, ngram_max; /* n-gram sizes tried, longest first (1 <= min <= max); 0: 1 and 4 */
   int max_batch;        /* speculate only while at most this many sequences run (>= 1); 0: 4 */
+  /* SCHED_SPEC_DRAFT: the draft model (same backend and vocabulary as the
+   * engine's model; the caller's, outliving the engine) and its own KV
+   * cache's bytes (0: room for max_batch sequences of max_model_len tokens,
+   * at most as many blocks as the main cache) */
+  const model_t *draft_model;
+  int64_t draft_kv_cache_bytes;
 } sched_spec_config_t;
 
 typedef struct sched_config {
@@ -117,6 +126,13 @@ typedef struct sched_req_params {
   int32_t prompt_top_logprobs;  /* 0..SAMP_MAX_TOP_LOGPROBS */
   int score_only;               /* 1: no token is sampled: once the prompt is computed the request
                                  * ends (SCHED_FINISH_LENGTH, 0 tokens) — prompt scoring */
+  gram_entry_t *grammar;        /* structured output: every sequence's output is a sentence of this
+                                 * grammar (compiled over the engine's vocabulary,
+                                 * sched_gram_vocab_create); tokens it refuses are -inf before
+                                 * sampling (logprobs are of that masked row), end of generation
+                                 * only where it accepts, and the sequence stops (SCHED_FINISH_STOP)
+                                 * once nothing can follow. The request takes its own reference.
+                                 * NULL: none */
 } sched_req_params_t;
 
 /* The parameters that change nothing: samp_params_default(), max_tokens 0,
@@ -140,6 +156,15 @@ void sched_req_destroy(sched_req_t *r);
  * engine frees its blocks at its next step and finishes every sequence
  * still going with SCHED_FINISH_ABORT. */
 void sched_req_cancel(sched_req_t *r);
+
+/* Pauses (paused 1) or resumes (0) the request: back-pressure from a client
+ * that stopped reading. Any thread, any time between a successful submit
+ * and the final event. A paused request's sequences are not planned: a
+ * running one takes no step and keeps its blocks (it may be preempted like
+ * any other, and is preempted first when the cache or the running places
+ * are short); a waiting one is not admitted, and others are admitted past
+ * it. Resuming wakes the engine. Its output does not change. */
+void sched_req_pause(sched_req_t *r, int paused);
 
 void *sched_req_user(const sched_req_t *r);
 /* The engine's id for the request (0 before submit), for logs. */
@@ -225,6 +250,12 @@ int sched_wait_events(sched_engine_t *e, sched_event_t *out, int max, int64_t ti
 /* Frees an event's text, top logprobs and error. */
 void sched_event_release(sched_event_t *ev);
 
+/* The grammar vocabulary of tok (scheduler/sched_gram.c): each token's
+ * decoded bytes; control, unused and unknown tokens are never text, the
+ * end-of-generation ids are allowed where a grammar accepts. NULL with the
+ * reason in err[err_len]. The caller destroys it (gram_vocab_destroy). */
+gram_vocab_t *sched_gram_vocab_create(const tok_t *tok, char *err, size_t err_len);
+
 /* ---- the engine ------------------------------------------------------------ */
 
 /* Creates the engine for model m with tokenizer tok on backend be (all
@@ -274,8 +305,11 @@ typedef struct sched_stats {
   int32_t running;             /* sequences admitted and not finished */
   int32_t waiting;             /* sequences waiting for admission: new requests (queued or
                                 * listed) and preempted sequences */
+  int32_t paused;              /* of the running and waiting ones, those of paused requests
+                                * (sched_req_pause): work the engine holds but does not do */
   int32_t kv_blocks_total, kv_blocks_used, kv_blocks_free;
   int32_t kv_blocks_cached;    /* blocks holding a prefix-cache entry (in use or free) */
+  int32_t draft_kv_blocks_total, draft_kv_blocks_used; /* the draft model's cache (0: no draft model) */
   int32_t block_size;
   int32_t max_model_len;       /* effective */
   /* totals since start */

@@ -11,6 +11,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/fault.h"
 #include "base/log.h"
 #include "kernels/kern_sample.h"
 #include "scheduler/sched_internal.h"
@@ -56,6 +57,20 @@ static int resolve_config(sched_config_t *c) {
 }
 
 static void *engine_main(void *arg);
+
+/* The window after which a sequence's blocks may be released: the largest
+ * of the layers' sliding windows when every layer has one and the backend's
+ * attention never reads before them (be->attn_window_granule), else 0. */
+static int release_window(const model_t *m, const kern_backend_t *be) {
+  const model_hparams_t *hp = model_hparams(m);
+  int w = 0;
+  for (int l = 0; l < hp->n_layers; l++) {
+    const int lw = model_layer_window(hp, l);
+    if (lw <= 0) return 0; /* a global layer sees every key */
+    if (lw > w) w = lw;
+  }
+  return be->attn_window_granule > 0 ? w : 0;
+}
 
 sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_backend_t *be,
                                     const sched_config_t *cfg) {
@@ -112,7 +127,15 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   assert(attn_max_seq_len(model_runner_attn(e->runner)) == e->max_len); /* one clamp: the attention's */
   if (attn_meta_init(&e->meta, c.max_seqs, c.max_batch_tokens, model_runner_max_blocks_per_seq(e->runner)) != 0)
     goto fail;
+  if (c.spec.method != SCHED_SPEC_OFF) {
+    e->spec_seqs = xcalloc((size_t)c.max_seqs, sizeof *e->spec_seqs);
+    e->spec_k = xcalloc((size_t)c.max_seqs, sizeof *e->spec_k);
+    e->spec_out = xcalloc((size_t)c.max_seqs, sizeof *e->spec_out);
+  }
+  if (c.spec.method == SCHED_SPEC_DRAFT && !(e->draft = sched__draft_create(e))) goto fail;
   if (sched_plan_init(&e->plan, e->cache->alloc, c.max_batch_tokens, c.max_seqs, c.prefix_caching) != 0) goto fail;
+  e->plan.window = release_window(m, be);
+  e->plan.window_granule = be->attn_window_granule;
   e->ws = samp_ws_create(e->n_vocab);
   e->seqs = xcalloc((size_t)c.max_seqs, sizeof *e->seqs);
   e->q_lens = xcalloc((size_t)c.max_seqs, sizeof *e->q_lens);
@@ -123,6 +146,7 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   e->logit_pos = xcalloc((size_t)c.max_batch_tokens, sizeof *e->logit_pos);
   e->logits = xcalloc((size_t)c.max_batch_tokens * (size_t)e->n_vocab, sizeof *e->logits);
   e->masked = xcalloc((size_t)e->n_vocab, sizeof *e->masked);
+  e->gmask = xcalloc(((size_t)e->n_vocab + 31) / 32, sizeof *e->gmask);
   if (device_sampling) { /* rows whose request qualifies pick their token on the device */
     e->sample_rows = xcalloc((size_t)c.max_batch_tokens, sizeof(kern_sample_row_t));
     e->sample_ops = xcalloc((size_t)e->sample_ops_cap, sizeof(kern_sample_op_t));
@@ -140,6 +164,7 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   e->stats.kv_blocks_total = e->cache->num_blocks;
   e->stats.kv_blocks_free = e->cache->num_blocks;
   e->stats.block_size = e->cache->block_size;
+  sched__draft_blocks(e, &e->stats.draft_kv_blocks_total, &e->stats.draft_kv_blocks_used);
   e->stats.max_model_len = e->max_len;
   if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
     log_error("sched_engine_create: cannot start the engine thread");
@@ -147,9 +172,11 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   }
   e->thread_started = 1;
   log_info("engine: %d KV blocks of %d tokens, max_seqs %d, max_batch_tokens %d, max_model_len %d, prefix caching "
-           "%s, speculative decoding %s",
+           "%s, speculative decoding %s, blocks before the sliding window %s",
            e->cache->num_blocks, e->cache->block_size, c.max_seqs, c.max_batch_tokens, e->max_len,
-           c.prefix_caching ? "on" : "off", e->spec_rows > 0 ? "ngram" : "off");
+           c.prefix_caching ? "on" : "off",
+           e->spec_rows == 0 ? "off" : c.spec.method == SCHED_SPEC_DRAFT ? "draft model" : "ngram",
+           e->plan.window > 0 ? "released" : "kept (not every layer has a window, or the backend reads them)");
   return e;
 fail:
   sched_engine_destroy(e);
@@ -159,14 +186,18 @@ fail:
 static void *engine_main(void *arg) {
   sched_engine_t *e = arg;
   for (;;) {
-    if (sched__step(e)) continue;
+    if (sched__step(e)) {
+      fault_stall_once("engine_stall"); /* test builds: a wedged engine */
+      continue;
+    }
     pthread_mutex_lock(&e->mu);
     const int idle = e->plan.running.n == 0 && e->plan.waiting.n == 0 && !e->inbox_head;
     if (e->stopping && idle) {
       pthread_mutex_unlock(&e->mu);
       break;
     }
-    if (!idle) log_error("engine: %d sequences wait but none can be planned", e->plan.waiting.n);
+    if (!idle && e->plan.n_paused < e->plan.running.n + e->plan.waiting.n)
+      log_error("engine: %d sequences wait but none can be planned", e->plan.waiting.n);
     while (!e->inbox_head && !e->wake && !e->stopping) pthread_cond_wait(&e->cv, &e->mu);
     pthread_mutex_unlock(&e->mu);
   }
@@ -250,11 +281,16 @@ int sched_submit(sched_engine_t *e, sched_req_t *r, char *err, size_t err_len) {
       snprintf(err, err_len, "the sampling parameters are invalid");
       return -EINVAL;
     }
+    if (r->grammar && (rc = sched__gram_start(e, q, err, err_len)) != 0) {
+      sched__req_free_seqs(r);
+      return rc;
+    }
     tok_stream_init(&q->detok, e->tok, r->p.special ? TOK_DEC_SPECIAL : 0);
     sched_stop_state_init(&q->stop, &r->stops);
   }
   sched_seq_init(&r->seqs[0].s, r->prompt, r->n_prompt, r->p.n);
   r->seqs[0].s.no_prefix = r->p.prompt_logprobs;
+  r->seqs[0].s.pause = &r->paused; /* its forks share it */
   r->seqs[0].prompt_lp_next = 1;
   r->seqs[0].started = 1;
   r->n_live = r->p.n;
@@ -322,8 +358,12 @@ void sched_engine_destroy(sched_engine_t *e) {
   }
   sched_plan_free(&e->plan);
   attn_meta_free(&e->meta);
+  sched__draft_destroy(e->draft);
   model_runner_destroy(e->runner);
   kv_cache_destroy(e->cache);
+  free(e->spec_seqs);
+  free(e->spec_k);
+  free(e->spec_out);
   samp_ws_destroy(e->ws);
   free(e->seqs);
   free(e->q_lens);
@@ -332,6 +372,7 @@ void sched_engine_destroy(sched_engine_t *e) {
   free(e->logit_rows);
   free(e->logit_seqs);
   free(e->masked);
+  free(e->gmask);
   free(e->logit_pos);
   free(e->logits);
   free(e->sample_rows);

@@ -8,6 +8,8 @@
 #include <stdatomic.h>
 
 #include "attention/attn_meta.h"
+#include "grammar/gram.h"
+#include "grammar/gram_lru.h"
 #include "cache/kv_cache.h"
 #include "kernels/kern.h"
 #include "model/model.h"
@@ -18,6 +20,7 @@
 #include "scheduler/sched_stop.h"
 
 typedef struct sched_snap_state sched_snap_state_t;
+typedef struct sched_draft sched_draft_t;
 
 /* One of a request's n sequences, as the engine keeps it. */
 typedef struct sched_eseq {
@@ -28,6 +31,7 @@ typedef struct sched_eseq {
   int finished;            /* its FINISHED/ERROR event is queued */
   samp_state_t *samp;      /* its sampler (created at submit) */
   tok_stream_t detok;      /* its streaming detokenizer */
+  gram_matcher_t *gm;      /* structured output: its parser state (NULL: unconstrained) */
   sched_stop_state_t stop; /* its stop-string matcher */
   int32_t generated;       /* tokens sampled */
   int32_t prompt_lp_next;  /* prompt_logprobs: the next prompt position to post (recomputation
@@ -35,6 +39,8 @@ typedef struct sched_eseq {
   float spec_p;            /* speculation: a draft token's acceptance probability (moving estimate) */
   int32_t spec_skip;       /* decode steps left without speculating */
   int32_t spec_backoff;    /* the next pause's length, doubled after each (0: never speculated) */
+  kv_seq_t dkv;            /* speculation with a draft model: its block table in the draft's cache,
+                            * which holds the K/V of tokens[0, dkv.n_tokens) (sched_draft.c) */
 } sched_eseq_t;
 
 struct sched_req {
@@ -43,11 +49,13 @@ struct sched_req {
   int32_t n_prompt;
   sched_req_params_t p;       /* p.stop, p.stop_ids, p.samp.logit_bias point at the copies below */
   samp_logit_bias_t *bias;    /* [p.samp.n_logit_bias] */
+  gram_entry_t *grammar;      /* = p.grammar, referenced (NULL: none) */
   int32_t *stop_ids;          /* [p.n_stop_ids] */
   sched_stops_t stops;
   void *user;
   /* shared with other threads */
   atomic_int cancelled;
+  atomic_int paused;          /* sched_req_pause: its sequences are not planned */
   sched_engine_t *engine;     /* set at submit */
   /* the engine's, from submit to the final event */
   uint64_t id;
@@ -87,7 +95,9 @@ struct sched_engine {
   int32_t *logit_pos;         /* [max_batch_tokens] a prompt row's next position (prompt_logprobs), or -1:
                                * a row to sample from */
   float *logits;              /* [max_batch_tokens, n_vocab] (pages touched only as rows are used) */
-  float *masked;              /* [n_vocab]: a row with the stop tokens masked (min_tokens) */
+  float *masked;              /* [n_vocab]: a row with the stop tokens masked (min_tokens) or the
+                               * tokens a grammar refuses */
+  uint32_t *gmask;            /* [(n_vocab + 31) / 32] a grammar's allowed tokens */
   struct kern_sample_row *sample_rows; /* [max_batch_tokens] when the backend samples (be->sample), else NULL */
   struct kern_sample_op *sample_ops;   /* [sample_ops_cap] their penalty ops */
   int32_t sample_ops_cap, n_sample_ops;
@@ -130,8 +140,13 @@ struct sched_engine {
   int32_t spec_rows;
   double spec_t_decode;       /* forward ns of a step of plain decodes (moving average; 0: none yet) */
   double spec_row_cost;       /* a draft row's forward time over a decode step's (moving average) */
+  int32_t spec_since_plain;   /* clean steps with drafts since the last without */
   uint64_t spec_drafts, spec_draft_tokens, spec_accepted;
   uint64_t spec_per_pos[SCHED_SPEC_MAX_K];
+  sched_eseq_t **spec_seqs;   /* [max_seqs] this step's speculating sequences (sched__spec_propose) */
+  int32_t *spec_k;            /* [max_seqs] their draft counts */
+  int32_t (*spec_out)[SCHED_SPEC_MAX_K]; /* [max_seqs] their drafts */
+  sched_draft_t *draft;       /* the draft model's runner and cache (SCHED_SPEC_DRAFT; owned) */
 };
 
 /* sched_snapshot.c: its state (created with the engine, freed with it);
@@ -147,9 +162,17 @@ void sched__snap_step(sched_engine_t *e, int ran);
 int sched__accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t *res);
 void sched__fail_seq(sched_engine_t *e, sched_eseq_t *q, const char *msg);
 /* Samples q's next token from row (logits [n_vocab]); before q has
- * min_tokens tokens, from a copy where its stop tokens are -inf. 0 or
- * samp_sample's error. */
+ * min_tokens tokens, from a copy where its stop tokens are -inf; with a
+ * grammar, from a copy where the tokens it refuses are -inf. 0, samp_sample's
+ * -EDOM or a grammar's error (GRAM_*); sched__sample_error names it. */
 int sched__sample(sched_engine_t *e, sched_eseq_t *q, const float *row, samp_result_t *res);
+const char *sched__sample_error(int rc);
+
+/* sched_gram.c: q's parser state at submit (0, or -EINVAL with err when
+ * the grammar is not for this vocabulary); the grammar's mask on row (0,
+ * or a GRAM_* error: GRAM_EREJECT when it allows nothing). */
+int sched__gram_start(sched_engine_t *e, sched_eseq_t *q, char *err, size_t err_len);
+int sched__gram_mask(sched_engine_t *e, sched_eseq_t *q, float *row);
 
 /* sched_spec.c: before the plan, appends drafts to the running decodes
  * that speculate; after the plan, drops the drafts of any not planned;
@@ -163,6 +186,32 @@ void sched__spec_verify(sched_engine_t *e, sched_eseq_t *q, const float *rows);
 /* After a forward of t_ns over the plan (before verification): updates the
  * cost model behind the choice of k. */
 void sched__spec_timed(sched_engine_t *e, int64_t t_ns);
+
+/* sched_draft.c: the draft-model proposer. Created with the engine (after
+ * its cache: NULL after logging why); destroyed with it. */
+sched_draft_t *sched__draft_create(sched_engine_t *e);
+void sched__draft_destroy(sched_draft_t *d);
+/* Proposes drafts for qs[n] (running decodes, one pending token each):
+ * the draft model first computes the tokens of each it has not seen
+ * (chunked prefill in its own cache), then decodes greedily, batched, up
+ * to ks[i] tokens for qs[i]; writes them to drafts[i][0, ks[i]) and
+ * lowers ks[i] to the count proposed (0 when its cache has no room). */
+void sched__draft_propose(sched_engine_t *e, sched_eseq_t **qs, int32_t *ks, int32_t n,
+                          int32_t (*drafts)[SCHED_SPEC_MAX_K]);
+/* After the plan: the draft cache of a running sequence keeps only tokens
+ * it still has (drafts the planner dropped are forgotten); a waiting
+ * (preempted) sequence's draft blocks are freed. */
+void sched__draft_sync(sched_engine_t *e);
+/* After verification: q's first `keep` tokens are verified; the draft
+ * cache forgets what it holds past them. */
+void sched__draft_rollback(sched_engine_t *e, sched_eseq_t *q, int64_t keep);
+/* q ended: its draft blocks are freed. A no-op without a draft model. */
+void sched__draft_forget(sched_engine_t *e, sched_eseq_t *q);
+/* The draft cache's blocks in all and in use (0, 0 without one), and the
+ * time of the last proposal (ns, with whether it was only decodes and
+ * short catch-ups: a clean sample for the cost model). */
+void sched__draft_blocks(const sched_engine_t *e, int32_t *total, int32_t *used);
+int64_t sched__draft_last_ns(const sched_engine_t *e, int *clean);
 
 /* Frees r's per-sequence state (samplers, matchers, token arrays). */
 void sched__req_free_seqs(sched_req_t *r);

@@ -71,8 +71,10 @@ sched_req_t *sched_req_create(const int32_t *prompt, int32_t n_prompt, const sch
   r->stop_ids = dup_array(p->stop_ids, (size_t)p->n_stop_ids, sizeof *r->stop_ids);
   r->p.stop_ids = r->stop_ids;
   r->p.stop = (const char *const *)r->stops.str;
+  r->grammar = gram_entry_ref(p->grammar);
   r->user = user;
   atomic_init(&r->cancelled, 0);
+  atomic_init(&r->paused, 0);
   return r;
 }
 
@@ -80,6 +82,7 @@ void sched__req_free_seqs(sched_req_t *r) {
   for (int32_t i = 0; r->seqs && i < r->p.n; i++) {
     sched_eseq_t *q = &r->seqs[i];
     samp_state_destroy(q->samp);
+    gram_matcher_destroy(q->gm);
     sched_stop_state_free(&q->stop);
     if (q->started) sched_seq_free(&q->s);
   }
@@ -94,12 +97,23 @@ void sched_req_destroy(sched_req_t *r) {
   free(r->prompt);
   free(r->bias);
   free(r->stop_ids);
+  gram_entry_unref(r->grammar);
   free(r);
 }
 
 void sched_req_cancel(sched_req_t *r) {
   if (atomic_exchange(&r->cancelled, 1)) return;
   sched_engine_t *e = r->engine;
+  if (!e) return;
+  pthread_mutex_lock(&e->mu);
+  e->wake = 1;
+  pthread_cond_signal(&e->cv);
+  pthread_mutex_unlock(&e->mu);
+}
+
+void sched_req_pause(sched_req_t *r, int paused) {
+  if (atomic_exchange(&r->paused, paused ? 1 : 0) == (paused ? 1 : 0) || paused) return;
+  sched_engine_t *e = r->engine; /* resumed: the engine may be asleep with nothing else to do */
   if (!e) return;
   pthread_mutex_lock(&e->mu);
   e->wake = 1;

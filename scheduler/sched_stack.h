@@ -1,7 +1,8 @@
 /* scheduler/sched_stack.h — the one start-up path: from a model file, a
  * device and the engine's configuration to a running engine. It creates the
  * kernel backend, loads the model, builds the file's tokenizer and chat
- * template (text/) and starts the engine. `tram serve` (on its loader
+ * template (text/), the grammar vocabulary and the cache of compiled
+ * grammars (structured output), and starts the engine. `tram serve` (on its loader
  * thread) and `tram generate` both build their stack here, from the
  * settings (server/srv_stack.c maps cfg_t to sched_stack_opts_t).
  *
@@ -12,6 +13,7 @@
 
 #include <stddef.h>
 
+#include "grammar/gram_lru.h"
 #include "scheduler/sched.h"
 
 typedef struct chat_tmpl chat_tmpl_t;
@@ -21,23 +23,32 @@ typedef struct sched_stack_opts {
   const char *device;     /* "cpu" or "cuda" */
   int threads;            /* compute threads (the CPU backend's pool) */
   int precision;          /* kern_precision_t: the matmul arithmetic (0 exact, 1 fast) */
+  const char *quantize;   /* a GGML type name, any case ("q8_0", "q4_0", "q4_1"): F32/F16/BF16
+                             weights quantized to it at load (model_load_opts_t); NULL or
+                             "off": as stored */
   sched_config_t sched;   /* the engine's configuration */
   const char *chat_template_path; /* a template file replacing the model's; NULL: the model's */
+  const char *draft_model_path;   /* speculative decoding's draft model (a GGUF file with the model's
+                                   * vocabulary), loaded when sched.spec.method is SCHED_SPEC_DRAFT */
 } sched_stack_opts_t;
 
 typedef struct sched_stack {
   kern_backend_t *be;
   model_t *model;
+  model_t *draft;         /* the draft model (speculative decoding), or NULL */
   tok_t *tok;
   chat_tmpl_t *tmpl;      /* NULL when the model's template does not compile (logged) */
   sched_engine_t *engine;
+  gram_vocab_t *gvocab;   /* the tokenizer's grammar vocabulary (structured output) */
+  gram_lru_t *grammars;   /* compiled grammars over gvocab, by content (sched_req_params_t.grammar) */
 } sched_stack_t;
 
 /* Builds *st for o. Returns 0, or -EINVAL with the reason in err[err_len]
  * and *st all NULL (what was built is freed). A model template that does
  * not compile is not an error: st->tmpl is NULL and chat is the caller's
  * to refuse; a chat_template_path that cannot be read or does not compile
- * is. */
+ * is. A draft model whose vocabulary differs from the model's (size, or
+ * any token's text) is refused, naming the first difference. */
 int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, size_t err_len);
 
 /* Frees what st holds, the engine first (sched_engine_destroy's contract:

@@ -60,6 +60,7 @@ static void mark_admitted(sched_engine_t *e, sched_req_t *r) {
 static void finish_seq(sched_engine_t *e, sched_eseq_t *q, sched_event_t *ev, sched_finish_t finish) {
   sched_req_t *r = q->req;
   sched_plan_remove(&e->plan, &q->s);
+  sched__draft_forget(e, q);
   q->finished = 1;
   r->n_live--;
   ev->kind = finish == SCHED_FINISH_ERROR ? SCHED_EV_ERROR : SCHED_EV_FINISHED;
@@ -113,6 +114,10 @@ static int is_stop_id(const sched_req_t *r, int32_t token) {
 int sched__accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t *res) {
   sched_req_t *r = q->req;
   const int32_t t = res->token;
+  if (q->gm && gram_matcher_accept_token(q->gm, t) != 0) { /* the mask allowed it: never */
+    sched__fail_seq(e, q, "internal error: the grammar refused a token its mask allowed");
+    return 1;
+  }
   samp_state_accept(q->samp, t);
   sched_seq_push(&q->s, t);
   q->generated++;
@@ -135,6 +140,7 @@ int sched__accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t 
     else if (n > 0)
       stop_idx = sched_stop_push(&q->stop, &r->stops, e->piece, (size_t)n, &text);
     if (stop_idx >= 0) finish = SCHED_FINISH_STOP;
+    else if (q->gm && gram_matcher_is_ended(q->gm)) finish = SCHED_FINISH_STOP; /* the grammar is complete */
   }
   if (finish == SCHED_FINISH_NONE &&
       ((r->p.max_tokens > 0 && q->generated >= r->p.max_tokens) || q->s.len >= e->max_len))
@@ -153,18 +159,26 @@ int sched__accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t 
   return 1;
 }
 
-/* Samples q's next token from row; before q has min_tokens tokens, from a
- * copy of row where its stop tokens (end-of-generation unless ignore_eos,
- * and stop_ids) are -inf. */
+/* Samples q's next token from row; with a grammar, from a copy of row where
+ * the tokens it refuses are -inf; before q has min_tokens tokens, where its
+ * stop tokens (end-of-generation unless ignore_eos, and stop_ids) are -inf
+ * too. */
 int sched__sample(sched_engine_t *e, sched_eseq_t *q, const float *row, samp_result_t *res) {
   const sched_req_t *r = q->req;
-  if (q->generated < r->p.min_tokens) {
+  const int min = q->generated < r->p.min_tokens;
+  if (min || q->gm) {
     memcpy(e->masked, row, (size_t)e->n_vocab * sizeof *row);
+    row = e->masked;
+  }
+  if (q->gm) {
+    const int rc = sched__gram_mask(e, q, e->masked);
+    if (rc != 0) return rc;
+  }
+  if (min) {
     const int32_t *eog;
     const int32_t n_eog = r->p.ignore_eos ? 0 : tok_eog_ids(e->tok, &eog);
     for (int32_t i = 0; i < n_eog; i++) e->masked[eog[i]] = -INFINITY;
     for (int32_t i = 0; i < r->p.n_stop_ids; i++) e->masked[r->stop_ids[i]] = -INFINITY;
-    row = e->masked;
   }
   return samp_sample(q->samp, e->ws, row, res);
 }
@@ -189,8 +203,9 @@ static void fork_children(sched_engine_t *e, sched_eseq_t *lead, const float *ro
     sched_seq_init(&q->s, r->prompt, r->n_prompt, 1);
     q->started = 1;
     samp_result_t res;
-    if (sched__sample(e, q, row, &res) != 0) {
-      sched__fail_seq(e, q, "the model produced no finite logit");
+    const int rc = sched__sample(e, q, row, &res);
+    if (rc != 0) {
+      sched__fail_seq(e, q, sched__sample_error(rc));
       continue;
     }
     if (sched__accept_token(e, q, &res)) continue;
@@ -229,11 +244,12 @@ static void sample_row(sched_engine_t *e, sched_eseq_t *q, const float *row) {
   }
   const int fork = q->index == 0 && r->p.n > 1 && !r->forked;
   samp_result_t res;
-  if (sched__sample(e, q, row, &res) != 0) {
+  const int rc = sched__sample(e, q, row, &res);
+  if (rc != 0) {
     if (fork) /* the other sequences have not started: they end too */
-      sched__finish_req(e, r, SCHED_FINISH_ERROR, "the model produced no finite logit");
+      sched__finish_req(e, r, SCHED_FINISH_ERROR, sched__sample_error(rc));
     else
-      sched__fail_seq(e, q, "the model produced no finite logit");
+      sched__fail_seq(e, q, sched__sample_error(rc));
     return;
   }
   if (fork) fork_children(e, q, row);
@@ -269,8 +285,8 @@ static int plan_device_rows(sched_engine_t *e, int n_logits) {
     sched_eseq_t *q = e->logit_seqs[k];
     const int fork = q->index == 0 && q->req->p.n > 1 && !q->req->forked;
     /* on the host: prompt rows (prompt_logprobs), rows still masked by
-     * min_tokens, prompt scoring */
-    const int host = e->logit_pos[k] >= 0 || q->generated < q->req->p.min_tokens || q->req->p.score_only ||
+     * min_tokens or by a grammar, prompt scoring */
+    const int host = e->logit_pos[k] >= 0 || q->generated < q->req->p.min_tokens || q->gm || q->req->p.score_only ||
                      q->s.spec > 0; /* a speculating decode is verified on the host */
     kern_sample_row_t *row = &e->sample_rows[k];
     if (!fork && !host && samp_state_device_row(q->samp, row, e->sample_ops, e->n_sample_ops, e->sample_ops_cap)) {
@@ -447,9 +463,11 @@ int sched__step(sched_engine_t *e) {
   sched_stats_t *st = &e->stats;
   st->running = e->plan.running.n;
   st->waiting = e->plan.waiting.n; /* sched_get_stats adds the inbox */
+  st->paused = e->plan.n_paused;
   st->kv_blocks_used = kv_alloc_used_blocks(a);
   st->kv_blocks_free = kv_alloc_free_blocks(a);
   st->kv_blocks_cached = kv_alloc_published_blocks(a);
+  sched__draft_blocks(e, &st->draft_kv_blocks_total, &st->draft_kv_blocks_used);
   st->preemptions = e->plan.stats.preemptions;
   st->generated_tokens = e->generated;
   st->requests_finished = e->n_finished;

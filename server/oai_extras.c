@@ -41,11 +41,6 @@ static const refused_t REFUSED[] = {
     {"allowed_token_ids", REFUSE_GIVEN, 0, BOTH, "not implemented (logit_bias can ban tokens)"},
     {"bad_words", REFUSE_GIVEN, 0, BOTH, "not implemented"},
     {"logits_processors", REFUSE_GIVEN, 0, BOTH, "not implemented"},
-    {"guided_json", REFUSE_GIVEN, 0, BOTH, "structured output is not implemented"},
-    {"guided_regex", REFUSE_GIVEN, 0, BOTH, "structured output is not implemented"},
-    {"guided_choice", REFUSE_GIVEN, 0, BOTH, "structured output is not implemented"},
-    {"guided_grammar", REFUSE_GIVEN, 0, BOTH, "structured output is not implemented"},
-    {"structured_outputs", REFUSE_GIVEN, 0, BOTH, "structured output is not implemented"},
     {"priority", REFUSE_NE, 0, BOTH, "the scheduler serves requests first come, first served"},
     {"request_id", REFUSE_GIVEN, 0, BOTH, "response ids are the server's"},
     {"cache_salt", REFUSE_GIVEN, 0, BOTH, "the prefix cache is shared by all requests"},
@@ -99,7 +94,7 @@ static int check_refused(oai__ctx_t *c, const cJSON *root, bool chat) {
 }
 
 int oai__parse_extras(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *g) {
-  if (check_refused(c, root, chat)) return -EINVAL;
+  if (check_refused(c, root, chat) || oai__parse_structured(c, root, g)) return -EINVAL;
   int64_t v;
   bool given;
   g->prompt_logprobs = -1;

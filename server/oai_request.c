@@ -209,13 +209,6 @@ static int parse_gen(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *
     sp->logprobs = lp;
     sp->top_logprobs = top_given ? (int32_t)v : 0;
     if (refuse(c, root, "functions", "the deprecated functions are not supported: use tools")) return -EINVAL;
-    const cJSON *rf = oai__get(root, "response_format");
-    if (rf) {
-      const cJSON *t = cJSON_IsObject(rf) ? oai__get(rf, "type") : NULL;
-      if (!t || !cJSON_IsString(t) || strcmp(t->valuestring, "text") != 0)
-        return oai__fail(c, "unsupported_parameter", "response_format",
-                         "response_format: only {\"type\": \"text\"} is supported");
-    }
   } else {
     if (oai__get_int(c, root, "logprobs", 0, SAMP_MAX_TOP_LOGPROBS, &v, &given)) return -EINVAL;
     if (given) {
@@ -454,7 +447,8 @@ int oai_parse_chat(const char *body, size_t len, const oai_limits_t *lim, arena_
   if (!parse_model(&c, root, &out->model) && !parse_messages(&c, root, &out->messages, &out->n_messages) &&
       !oai__get_bool(&c, root, "add_generation_prompt", &out->add_generation_prompt, NULL) &&
       !parse_continue(&c, root, out->add_generation_prompt, &out->continue_final_message) &&
-      !oai__parse_tools(&c, root, out) && !parse_gen(&c, root, true, &out->params))
+      !oai__parse_tools(&c, root, out) && !parse_gen(&c, root, true, &out->params) &&
+      !oai__tool_grammar(&c, oai__get(root, "tools"), out))
     r = 0;
   cJSON_Delete(root);
   return r;

@@ -31,9 +31,9 @@
  *   n 1..limits.max_n; best_of absent or equal to n; stream bool;
  *   stream_options {include_usage: bool} only with stream true;
  *   ignore_eos bool; echo bool (completions); user accepted, not used;
- *   suffix, tools, functions, tool_choice (other than "none"), and
- *   response_format other than {"type": "text"} are refused (400) rather
- *   than silently ignored; vLLM's extensions and the table of refused
+ *   suffix and functions are refused (400) rather than silently ignored;
+ *   structured output (response_format, structured_outputs, guided_*,
+ *   grammar, json_schema) is oai_structured.c's; vLLM's extensions and the table of refused
  *   fields are server/oai_extras.c's (docs/api.md lists them all). */
 #ifndef TRAM_OAI_REQUEST_H
 #define TRAM_OAI_REQUEST_H
@@ -75,6 +75,27 @@ typedef struct oai_prompt {
   int32_t n_tokens;
 } oai_prompt_t;
 
+/* Structured output (server/oai_structured.c): the one form a request asked
+ * for, as source text; the server compiles it (srv_grammar.c). */
+typedef enum oai_grammar_kind {
+  OAI_GRAMMAR_NONE = 0,
+  OAI_GRAMMAR_JSON_SCHEMA, /* src: the schema's JSON text (compact) */
+  OAI_GRAMMAR_JSON_OBJECT, /* any JSON object; src "" */
+  OAI_GRAMMAR_REGEX,       /* src: the pattern */
+  OAI_GRAMMAR_CHOICE,      /* src: the JSON array of strings */
+  OAI_GRAMMAR_GBNF,        /* src: the grammar text */
+} oai_grammar_kind_t;
+
+typedef struct oai_grammar {
+  oai_grammar_kind_t kind;
+  const char *field;  /* the request field it came from ("response_format.json_schema.schema"), for errors */
+  const char *src;    /* in the arena */
+  size_t src_len;
+  bool flexible_ws;   /* JSON: bounded whitespace allowed (structured_outputs.disable_any_whitespace false) */
+  bool additional;    /* JSON: objects take other keys by JSON Schema's default
+                       * (structured_outputs.disable_additional_properties false) */
+} oai_grammar_t;
+
 /* What both endpoints share: sampling, limits, stop conditions, output. */
 typedef struct oai_params {
   samp_params_t samp;  /* logit_bias points into the arena */
@@ -98,6 +119,7 @@ typedef struct oai_params {
   bool add_special_tokens;        /* BOS etc. added to the prompt; default: completions true, chat false */
   bool continuous_usage;          /* stream_options.continuous_usage_stats: usage on every chunk */
   int32_t prompt_logprobs;        /* vLLM's prompt_logprobs: -1 off, else the alternatives (0..20) */
+  oai_grammar_t grammar;          /* structured output (kind NONE: none) */
 } oai_params_t;
 
 typedef struct oai_completion_req {
@@ -119,7 +141,13 @@ typedef struct oai_message {
 typedef enum oai_tool_choice {
   OAI_TOOL_CHOICE_AUTO = 0, /* the default with tools: the model may call them */
   OAI_TOOL_CHOICE_NONE,     /* tools are not shown to the model */
+  OAI_TOOL_CHOICE_REQUIRED, /* at least one call: the output is constrained to a JSON array of
+                             * {"name", "parameters"} calls (as vLLM); params.grammar holds its schema */
+  OAI_TOOL_CHOICE_NAMED,    /* a call of tool_name: the output is constrained to its arguments
+                             * (the function's parameters schema, as vLLM) */
 } oai_tool_choice_t;
+
+#define OAI_MAX_TOOL_NAME 64 /* OpenAI's limit on a function name */
 
 typedef struct oai_chat_req {
   const char *model;
@@ -130,6 +158,7 @@ typedef struct oai_chat_req {
                                 * after it); needs add_generation_prompt false */
   const char *tools;           /* the tools as JSON text (checked: function tools), or NULL */
   oai_tool_choice_t tool_choice;
+  const char *tool_name;       /* NAMED: the function (one of tools) */
   bool parallel_tool_calls;    /* false: at most one call is returned */
   oai_params_t params;
 } oai_chat_req_t;

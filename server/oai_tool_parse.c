@@ -70,10 +70,13 @@ static void push(oai_tool_parse_t *out, int32_t *cap, arena_t *a, const oai_tool
 /* JSON text s[len] (not NUL-terminated) parsed, or NULL. */
 static cJSON *parse_n(const char *s, size_t len) { return cJSON_ParseWithLength(s, len); }
 
+/* The text before the calls, as generated (as vLLM's parsers return it);
+ * none when it is only white space. */
 static void set_content(oai_tool_parse_t *out, const char *s, size_t len) {
-  s = trim(s, &len);
-  out->content = len ? s : NULL;
-  out->content_len = len;
+  size_t n = len;
+  trim(s, &n);
+  out->content = n ? s : NULL;
+  out->content_len = n ? len : 0;
 }
 
 static int hermes(const char *text, size_t len, int32_t max, arena_t *a, oai_tool_parse_t *out, int32_t *cap) {
@@ -133,11 +136,8 @@ static int llama3(const char *text, size_t len, int32_t max, arena_t *a, oai_too
   return 1;
 }
 
-static int mistral(const char *text, size_t len, int32_t max, arena_t *a, oai_tool_parse_t *out, int32_t *cap) {
-  const char *mark = find(text, len, MISTRAL_MARK);
-  if (!mark) return 0;
-  const char *body = mark + strlen(MISTRAL_MARK);
-  size_t n = (size_t)(text + len - body);
+/* A JSON list of calls (or one call object) in body[n]. */
+static int call_list(const char *body, size_t n, int32_t max, arena_t *a, oai_tool_parse_t *out, int32_t *cap) {
   body = trim(body, &n);
   cJSON *arr = parse_n(body, n);
   if (cJSON_IsObject(arr)) { /* one call without the list */
@@ -155,12 +155,62 @@ static int mistral(const char *text, size_t len, int32_t max, arena_t *a, oai_to
     push(out, cap, a, &c);
   }
   cJSON_Delete(arr);
-  if (!ok) {
-    out->n_calls = 0;
-    return 0;
-  }
+  if (!ok) out->n_calls = 0;
+  return ok;
+}
+
+static int mistral(const char *text, size_t len, int32_t max, arena_t *a, oai_tool_parse_t *out, int32_t *cap) {
+  const char *mark = find(text, len, MISTRAL_MARK);
+  if (!mark) return 0;
+  const char *body = mark + strlen(MISTRAL_MARK);
+  if (!call_list(body, (size_t)(text + len - body), max, a, out, cap)) return 0;
   set_content(out, text, (size_t)(mark - text));
   return 1;
+}
+
+/* The arguments object alone: one call, named by the caller. */
+static int json_args(const char *text, size_t len, arena_t *a, oai_tool_parse_t *out, int32_t *cap) {
+  cJSON *o = parse_n(text, len);
+  char *s = cJSON_IsObject(o) ? cJSON_PrintUnformatted(o) : NULL;
+  cJSON_Delete(o);
+  if (!s) return 0;
+  const oai_tool_call_t c = {.name = "", .arguments = arena_strndup(a, s, strlen(s))};
+  free(s);
+  push(out, cap, a, &c);
+  return 1;
+}
+
+/* How many bytes of s[len] end in a proper prefix of marker m. */
+static size_t marker_tail(const char *s, size_t len, const char *m) {
+  const size_t n = strlen(m);
+  for (size_t k = n - 1 < len ? n - 1 : len; k > 0; k--)
+    if (memcmp(s + len - k, m, k) == 0) return k;
+  return 0;
+}
+
+size_t oai_tools_stream_safe(oai_tools_format_t f, const char *text, size_t len) {
+  size_t limit = len, n;
+  switch (f) {
+  case OAI_TOOLS_NONE: return len;
+  case OAI_TOOLS_HERMES:
+  case OAI_TOOLS_MISTRAL: {
+    const char *m = f == OAI_TOOLS_HERMES ? HERMES_OPEN : MISTRAL_MARK;
+    const char *at = find(text, len, m);
+    limit = at ? (size_t)(at - text) : len - marker_tail(text, len, m);
+    break;
+  }
+  case OAI_TOOLS_LLAMA3: {
+    n = len;
+    const char *s = trim(text, &n);
+    const size_t tag = strlen(PYTHON_TAG);
+    if (!n || s[0] == '{' || memcmp(s, PYTHON_TAG, n < tag ? n : tag) == 0) return 0; /* maybe a call: all of it */
+    return len;
+  }
+  default: return 0; /* JSON_LIST, JSON_ARGS: the output is the calls */
+  }
+  n = limit;
+  trim(text, &n);
+  return n ? limit : 0; /* white space alone may be all the content there is: none */
 }
 
 void oai_tools_parse(oai_tools_format_t f, const char *text, size_t len, int32_t max_calls, arena_t *a,
@@ -171,6 +221,8 @@ void oai_tools_parse(oai_tools_format_t f, const char *text, size_t len, int32_t
   if (f == OAI_TOOLS_HERMES) found = hermes(text, len, max_calls, a, out, &cap);
   else if (f == OAI_TOOLS_LLAMA3) found = llama3(text, len, max_calls, a, out, &cap);
   else if (f == OAI_TOOLS_MISTRAL) found = mistral(text, len, max_calls, a, out, &cap);
+  else if (f == OAI_TOOLS_JSON_LIST) found = call_list(text, len, max_calls, a, out, &cap);
+  else if (f == OAI_TOOLS_JSON_ARGS) found = json_args(text, len, a, out, &cap);
   if (!found || out->n_calls == 0) {
     out->n_calls = 0;
     out->content = len ? text : NULL; /* plain text: as generated */

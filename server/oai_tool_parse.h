@@ -9,6 +9,10 @@
  *                      <|python_tag|>, several separated by ";"
  *   OAI_TOOLS_MISTRAL  text, then [TOOL_CALLS][{"name": ..., "arguments":
  *                      {...}}, ...]
+ *   OAI_TOOLS_JSON_LIST  what tool_choice "required" constrains the output
+ *                      to: [{"name": ..., "parameters": {...}}, ...]
+ *   OAI_TOOLS_JSON_ARGS  a named tool_choice: the output is the arguments
+ *                      object alone (a call named "", which the server names)
  *
  * Output that does not parse as calls (bad JSON, no name) is content, as
  * vLLM's parsers do: the model answered in text. Pure: no model, no I/O;
@@ -26,6 +30,9 @@ typedef enum oai_tools_format {
   OAI_TOOLS_HERMES,
   OAI_TOOLS_LLAMA3,
   OAI_TOOLS_MISTRAL,
+  OAI_TOOLS_JSON_LIST, /* tool_choice "required": the whole output is [{"name", "parameters"}, ...] */
+  OAI_TOOLS_JSON_ARGS, /* a named tool_choice: the whole output is the arguments object (the server
+                        * names the call) */
 } oai_tools_format_t;
 
 typedef struct oai_tool_call {
@@ -50,5 +57,14 @@ oai_tools_format_t oai_tools_format_of(const char *template_src);
  * limit). Always succeeds: without calls, out->content is the text. */
 void oai_tools_parse(oai_tools_format_t f, const char *text, size_t len, int32_t max_calls, arena_t *a,
                      oai_tool_parse_t *out);
+
+/* Streaming: of the output so far, text[len], how many leading bytes are
+ * content whatever follows, and can be sent now: the text before a call's
+ * marker and before any tail that may begin one, or nothing while it is
+ * only white space (which is no content when calls follow); Llama 3's
+ * output is held whole while it may be a call (it starts with "{" or
+ * <|python_tag|>). What it returns never shrinks as the text grows, and
+ * never passes the end of what oai_tools_parse returns as content. */
+size_t oai_tools_stream_safe(oai_tools_format_t f, const char *text, size_t len);
 
 #endif

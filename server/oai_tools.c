@@ -1,7 +1,7 @@
 /* server/oai_tools.c — the tool-calling fields of a chat request: `tools`
  * (function tools, kept as JSON text for the chat template), `tool_choice`
- * ("none" or "auto"; "required" and a named function need constrained
- * decoding, which tram does not have: refused by name),
+ * ("none", "auto", "required" or a named function: the last two constrain
+ * the output through structured output, oai__tool_grammar),
  * `parallel_tool_calls`, an assistant message's `tool_calls` and a tool
  * message's `tool_call_id`. */
 #include <errno.h>
@@ -26,6 +26,85 @@ static int need_string(oai__ctx_t *c, const cJSON *obj, const char *key, const c
   if (x && cJSON_IsString(x) && x->valuestring[0]) return 0;
   return oai__fail(c, x ? "invalid_type" : "missing_required_parameter", param, "%s.%s must be a non-empty string",
                    param, key);
+}
+
+/* tool_choice {"type": "function", "function": {"name": ...}}: a function
+ * of tools. */
+static int parse_named(oai__ctx_t *c, const cJSON *tc, const cJSON *tools, oai_chat_req_t *out) {
+  const cJSON *type = oai__get(tc, "type"), *f = oai__get(tc, "function");
+  const cJSON *name = f && cJSON_IsObject(f) ? oai__get(f, "name") : NULL;
+  if (!type || !cJSON_IsString(type) || strcmp(type->valuestring, "function") || !name || !cJSON_IsString(name))
+    return oai__fail(c, "invalid_value", "tool_choice",
+                     "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                     "\"function\": {\"name\": ...}}");
+  const cJSON *t;
+  cJSON_ArrayForEach(t, tools) {
+    const cJSON *n = oai__get(oai__get(t, "function"), "name");
+    if (strcmp(n->valuestring, name->valuestring) == 0 && strlen(name->valuestring) <= OAI_MAX_TOOL_NAME) {
+      out->tool_choice = OAI_TOOL_CHOICE_NAMED;
+      out->tool_name = arena_strndup(c->arena, name->valuestring, strlen(name->valuestring));
+      return 0;
+    }
+  }
+  return oai__fail(c, "invalid_value", "tool_choice.function.name",
+                   "tool_choice.function.name \"%.64s\" is not a function of tools (of at most %d characters)",
+                   name->valuestring, OAI_MAX_TOOL_NAME);
+}
+
+/* A tool's parameters schema, or any object when it has none. */
+static cJSON *params_schema(const cJSON *tool) {
+  const cJSON *p = oai__get(oai__get(tool, "function"), "parameters");
+  cJSON *out = p ? cJSON_Duplicate(p, 1) : cJSON_CreateObject();
+  if (!out) abort();
+  if (!p) cJSON_AddStringToObject(out, "type", "object");
+  return out;
+}
+
+int oai__tool_grammar(oai__ctx_t *c, const cJSON *tools, oai_chat_req_t *out) {
+  if (out->tool_choice != OAI_TOOL_CHOICE_REQUIRED && out->tool_choice != OAI_TOOL_CHOICE_NAMED) return 0;
+  oai_grammar_t *g = &out->params.grammar;
+  if (g->kind != OAI_GRAMMAR_NONE)
+    return oai__fail(c, "invalid_value", "tool_choice", "tool_choice \"%s\" constrains the output, and so does %s: "
+                     "give one of them", out->tool_choice == OAI_TOOL_CHOICE_NAMED ? "function" : "required", g->field);
+  const cJSON *t;
+  cJSON *schema = NULL;
+  if (out->tool_choice == OAI_TOOL_CHOICE_NAMED) {
+    cJSON_ArrayForEach(t, tools)
+      if (!schema && !strcmp(oai__get(oai__get(t, "function"), "name")->valuestring, out->tool_name))
+        schema = params_schema(t);
+  } else { /* vLLM's: an array of calls, each one of the tools with its parameters */
+    schema = cJSON_CreateObject();
+    cJSON *items = cJSON_CreateObject(), *any = cJSON_CreateArray();
+    if (!schema || !items || !any) abort();
+    cJSON_AddStringToObject(schema, "type", "array");
+    cJSON_AddNumberToObject(schema, "minItems", 1);
+    if (!out->parallel_tool_calls) cJSON_AddNumberToObject(schema, "maxItems", 1);
+    cJSON_ArrayForEach(t, tools) {
+      cJSON *call = cJSON_CreateObject(), *props = cJSON_CreateObject(), *name = cJSON_CreateObject();
+      cJSON *req = cJSON_CreateArray();
+      if (!call || !props || !name || !req) abort();
+      cJSON_AddStringToObject(call, "type", "object");
+      cJSON_AddStringToObject(name, "const", oai__get(oai__get(t, "function"), "name")->valuestring);
+      cJSON_AddItemToObject(props, "name", name);
+      cJSON_AddItemToObject(props, "parameters", params_schema(t));
+      cJSON_AddItemToObject(call, "properties", props);
+      cJSON_AddItemToArray(req, cJSON_CreateString("name"));
+      cJSON_AddItemToArray(req, cJSON_CreateString("parameters"));
+      cJSON_AddItemToObject(call, "required", req);
+      cJSON_AddItemToArray(any, call);
+    }
+    cJSON_AddItemToObject(items, "anyOf", any);
+    cJSON_AddItemToObject(schema, "items", items);
+  }
+  char *text = cJSON_PrintUnformatted(schema);
+  cJSON_Delete(schema);
+  if (!text) abort();
+  g->kind = OAI_GRAMMAR_JSON_SCHEMA;
+  g->field = "tool_choice";
+  g->src_len = strlen(text);
+  g->src = arena_strndup(c->arena, text, g->src_len);
+  free(text);
+  return 0;
 }
 
 int oai__parse_tools(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out) {
@@ -60,10 +139,12 @@ int oai__parse_tools(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out) {
     return 0;
   }
   if (cJSON_IsString(tc) && strcmp(tc->valuestring, "auto") == 0) return 0;
-  if ((cJSON_IsString(tc) && strcmp(tc->valuestring, "required") == 0) || cJSON_IsObject(tc))
-    return oai__fail(c, "unsupported_value", "tool_choice",
-                     "tool_choice \"required\" or a named function needs constrained decoding, which this server "
-                     "does not have yet; use \"auto\" (the model may answer in text) or \"none\"");
+  if (cJSON_IsString(tc) && strcmp(tc->valuestring, "required") == 0) {
+    if (!out->tools) return oai__fail(c, "invalid_value", "tool_choice", "tool_choice \"required\" needs tools");
+    out->tool_choice = OAI_TOOL_CHOICE_REQUIRED;
+    return 0;
+  }
+  if (cJSON_IsObject(tc)) return parse_named(c, tc, tools, out);
   return oai__fail(c, "invalid_value", "tool_choice", "tool_choice must be \"none\", \"auto\", \"required\" or "
                                                        "{\"type\": \"function\", ...}");
 }

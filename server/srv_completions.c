@@ -113,6 +113,7 @@ static int encode_chat_text(srv_t *s, const oai_chat_req_t *ch, prompt_in_t *p, 
 }
 
 static void free_prompts(prompt_in_t *in, int32_t n) {
+  if (!in) return;
   for (int32_t i = 0; i < n; i++) {
     free(in[i].ids);
     free(in[i].echo_owned);
@@ -153,11 +154,13 @@ static int submit_failed(uint64_t rid, http_res_t *res, const char *endpoint, in
 /* What both endpoints do once their prompts are encoded: one engine request
  * per prompt (g's parameters, g->n sequences each), all submitted or none
  * (a refusal cancels those already in and answers), then the response
- * starts. Frees in[n_parts]. */
+ * starts. grammar (NULL: none) constrains every sequence. Frees in[n_parts]. */
 static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
-                             bool chat, const oai_params_t *g, oai_tools_format_t tools, bool parallel_tools,
-                             const oai_responses_req_t *resp, prompt_in_t *in, int32_t n_parts) {
+                             bool chat, const oai_params_t *g, gram_entry_t *grammar, oai_tools_format_t tools,
+                             const char *tool_name, bool parallel_tools, const oai_responses_req_t *resp,
+                             prompt_in_t *in, int32_t n_parts) {
   sched_req_params_t p = sched_req_params_default();
+  p.grammar = grammar; /* each request takes its own reference */
   p.samp = g->samp;
   p.max_tokens = g->max_tokens > 0 ? g->max_tokens : 0;
   p.n = g->n;
@@ -177,6 +180,7 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
   j->endpoint = endpoint;
   j->tools_format = tools;
   j->parallel_tool_calls = parallel_tools;
+  if (tools == OAI_TOOLS_JSON_ARGS) snprintf(j->tool_name, sizeof j->tool_name, "%s", tool_name);
   if (resp) srv__resp_init(j, resp);
   if (tools == OAI_TOOLS_LLAMA3 || tools == OAI_TOOLS_MISTRAL) p.special = 1; /* <|python_tag|>, [TOOL_CALLS] */
   j->arrival_ns = arrival; /* parsing and tokenizing count as the request's time */
@@ -256,7 +260,9 @@ typedef struct enc_out {
   oai_error_t e;
   oai_completion_req_t c;  /* completions */
   oai_chat_req_t ch;       /* chat */
+  oai_responses_req_t resp; /* /v1/responses */
   const char *model;       /* the request's model field (NULL: none) */
+  gram_entry_t *grammar;   /* its structured output, compiled (a reference; NULL: none) */
   prompt_in_t *in;         /* [n_in] malloc'd (calloc'd: unencoded ones are empty) */
   int32_t n_in;
   int32_t n_done;          /* prompts encoded, or the index of the one that failed */
@@ -264,32 +270,44 @@ typedef struct enc_out {
   char err[512];
 } enc_out_t;
 
-static enc_out_t *enc_out(srv_work_t *w, int32_t n_in) {
+/* The work item's output, empty; a parse writes into it. */
+static enc_out_t *enc_out(srv_work_t *w) {
   enc_out_t *o = w->out = arena_alloc(&w->arena, sizeof *o);
   memset(o, 0, sizeof *o);
-  if (n_in > 0) {
-    o->in = calloc((size_t)n_in, sizeof *o->in);
-    if (!o->in) xoom("server", 0);
-    o->n_in = n_in;
-  }
   return o;
 }
 
-/* Worker: parse a completions request and tokenize its prompts (up to the
- * first that fails). */
+/* After the parse (rc): true when it failed (o answers the 400); else o
+ * gets room for n_in prompts. */
+static bool parse_failed_in(enc_out_t *o, int rc, int32_t n_in) {
+  if (rc != 0) {
+    o->parse_rc = -EINVAL;
+    return true;
+  }
+  o->in = calloc((size_t)n_in, sizeof *o->in);
+  if (!o->in) xoom("server", 0);
+  o->n_in = n_in;
+  return false;
+}
+
+/* Worker: the request's structured output, compiled into o->grammar; false
+ * when it does not compile (o answers the 400 as a parse error). */
+static bool compile_grammar(srv_t *s, const oai_params_t *g, enc_out_t *o) {
+  if (srv__grammar(s, &g->grammar, &o->grammar, &o->e) == 0) return true;
+  o->parse_rc = -EINVAL;
+  return false;
+}
+
+/* Worker: parse a completions request, compile its structured output and
+ * tokenize its prompts (up to the first that fails). */
 static void completions_run(srv_work_t *w) {
   srv_t *s = w->s;
-  oai_completion_req_t c;
-  oai_error_t e;
-  if (oai_parse_completion(w->body, w->body_len, &s->oai_lim, &w->arena, &c, &e) != 0) {
-    enc_out(w, 0)->parse_rc = -EINVAL;
-    ((enc_out_t *)w->out)->e = e;
-    return;
-  }
-  enc_out_t *o = enc_out(w, c.n_prompts);
-  o->c = c;
-  o->model = c.model;
-  for (; o->n_done < c.n_prompts; o->n_done++)
+  enc_out_t *o = enc_out(w);
+  const int rc = oai_parse_completion(w->body, w->body_len, &s->oai_lim, &w->arena, &o->c, &o->e);
+  if (parse_failed_in(o, rc, rc ? 0 : o->c.n_prompts)) return;
+  o->model = o->c.model;
+  if (!compile_grammar(s, &o->c.params, o)) return;
+  for (; o->n_done < o->c.n_prompts; o->n_done++)
     if ((o->rc = encode_completion(s, &o->c, o->n_done, &o->in[o->n_done], o->err, sizeof o->err)) != 0) break;
 }
 
@@ -328,40 +346,37 @@ static void completions_done(srv_work_t *w) {
       if (check_prompt(s, rid, res, COMPLETIONS, &o->c.params, "prompt", param, i == o->n_done ? o->rc : 0,
                        o->err, sizeof o->err, &in[i]) != 0) { /* answered */
         free_prompts(in, o->n_in);
+        gram_entry_unref(o->grammar);
         return;
       }
     }
-    submit_and_start(s, rid, res, COMPLETIONS, w->arrival_ns, false, &o->c.params, OAI_TOOLS_NONE, false, NULL, in,
-                     o->c.n_prompts);
-    return;
+    submit_and_start(s, rid, res, COMPLETIONS, w->arrival_ns, false, &o->c.params, o->grammar, OAI_TOOLS_NONE,
+                     NULL, false, NULL, in, o->c.n_prompts);
+    in = NULL;
   }
   free_prompts(in, o->n_in);
+  gram_entry_unref(o->grammar);
 }
 
-/* Worker: parse a chat request, render its messages and tokenize them. */
+/* Worker: parse a chat request, compile its structured output, render its
+ * messages and tokenize them. */
 static void chat_run(srv_work_t *w) {
-  srv_t *s = w->s;
-  oai_chat_req_t ch;
-  oai_error_t e;
-  if (oai_parse_chat(w->body, w->body_len, &s->oai_lim, &w->arena, &ch, &e) != 0) {
-    enc_out(w, 0)->parse_rc = -EINVAL;
-    ((enc_out_t *)w->out)->e = e;
-    return;
-  }
-  enc_out_t *o = enc_out(w, 1);
-  o->ch = ch;
-  o->model = ch.model;
-  o->rc = encode_chat_text(s, &o->ch, &o->in[0], o->err, sizeof o->err);
+  enc_out_t *o = enc_out(w);
+  if (parse_failed_in(o, oai_parse_chat(w->body, w->body_len, &w->s->oai_lim, &w->arena, &o->ch, &o->e), 1)) return;
+  o->model = o->ch.model;
+  if (compile_grammar(w->s, &o->ch.params, o)) o->rc = encode_chat_text(w->s, &o->ch, &o->in[0], o->err, sizeof o->err);
 }
 
 /* Loop: a chat request whose messages are encoded into *in (rc, err: the
  * encoding's outcome): the tools check, the context check, the server's
  * default max_tokens, then the submit. Takes in (frees or submits it). */
 static void chat_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
-                       oai_chat_req_t *ch, const oai_responses_req_t *resp, int rc, char *err, size_t err_len,
-                       prompt_in_t *in) {
+                       oai_chat_req_t *ch, gram_entry_t *grammar, const oai_responses_req_t *resp, int rc, char *err,
+                       size_t err_len, prompt_in_t *in) {
   const bool tools = ch->tools && ch->tool_choice == OAI_TOOL_CHOICE_AUTO;
-  const oai_tools_format_t format = tools ? srv__tools_format(s) : OAI_TOOLS_NONE;
+  oai_tools_format_t format = tools ? srv__tools_format(s) : OAI_TOOLS_NONE;
+  if (ch->tool_choice == OAI_TOOL_CHOICE_REQUIRED) format = OAI_TOOLS_JSON_LIST; /* the grammar's output */
+  if (ch->tool_choice == OAI_TOOL_CHOICE_NAMED) format = OAI_TOOLS_JSON_ARGS;
   if (tools && format == OAI_TOOLS_NONE) {
     fail(rid, res, endpoint, 400,
          "tools: the chat template teaches no tool-call format this server reads (hermes, llama3_json, mistral); "
@@ -372,8 +387,8 @@ static void chat_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endp
       const int32_t room = s->max_model_len - in->n;
       ch->params.max_tokens = s->cfg->default_max_tokens < room ? s->cfg->default_max_tokens : room;
     }
-    submit_and_start(s, rid, res, endpoint, arrival, true, &ch->params, format, ch->parallel_tool_calls, resp, in,
-                     1);
+    submit_and_start(s, rid, res, endpoint, arrival, true, &ch->params, grammar, format, ch->tool_name,
+                     ch->parallel_tool_calls, resp, in, 1);
     return;
   }
   free_prompts(in, 1);
@@ -383,21 +398,33 @@ static void chat_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endp
 static void chat_done(srv_work_t *w) {
   enc_out_t *o = w->out;
   prompt_in_t *in;
-  if (done_start(w, CHAT, &in)) {
-    chat_start(w->s, w->rid, w->res, CHAT, w->arrival_ns, &o->ch, NULL, o->rc, o->err, sizeof o->err, in);
-    return;
-  }
-  free_prompts(in, o->n_in);
+  if (done_start(w, CHAT, &in))
+    chat_start(w->s, w->rid, w->res, CHAT, w->arrival_ns, &o->ch, o->grammar, NULL, o->rc, o->err, sizeof o->err, in);
+  else
+    free_prompts(in, o->n_in);
+  gram_entry_unref(o->grammar);
 }
 
-void srv__run_chat(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
-                   oai_chat_req_t *ch, const oai_responses_req_t *resp) {
-  if (!model_ok(s, res, rid, endpoint, ch->model)) return;
-  prompt_in_t *in = calloc(1, sizeof *in);
-  if (!in) xoom("server", 0);
-  char err[512];
-  const int rc = encode_chat_text(s, ch, in, err, sizeof err); /* on the loop: /v1/responses only */
-  chat_start(s, rid, res, endpoint, arrival, ch, resp, rc, err, sizeof err, in);
+#define RESPONSES "/v1/responses"
+
+void srv__responses_run(srv_work_t *w) {
+  enc_out_t *o = enc_out(w);
+  oai_chat_req_t *ch = &o->resp.chat;
+  if (parse_failed_in(o, oai_parse_responses(w->body, w->body_len, &w->s->oai_lim, &w->arena, &o->resp, &o->e), 1))
+    return;
+  o->model = ch->model;
+  if (compile_grammar(w->s, &ch->params, o)) o->rc = encode_chat_text(w->s, ch, &o->in[0], o->err, sizeof o->err);
+}
+
+void srv__responses_done(srv_work_t *w) {
+  enc_out_t *o = w->out;
+  prompt_in_t *in;
+  if (done_start(w, RESPONSES, &in))
+    chat_start(w->s, w->rid, w->res, RESPONSES, w->arrival_ns, &o->resp.chat, o->grammar, &o->resp, o->rc, o->err,
+               sizeof o->err, in);
+  else
+    free_prompts(in, o->n_in);
+  gram_entry_unref(o->grammar);
 }
 
 void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx) {

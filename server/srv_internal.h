@@ -54,8 +54,10 @@ typedef enum srv_state {
   SRV_STOPPED,     /* shutting down */
 } srv_state_t;
 
-/* The engine may run no step for this long while it has work before /health
- * answers 503 "stalled" (the watchdog uses its own period). */
+/* The engine may run no step for this long while it has work before the
+ * requests in flight get a clean error, and /health answers 503 "stalled"
+ * (for /health, the watchdog's period when that is shorter: srv__stall_ns).
+ * Test builds may shorten it (base/fault.h: stall_ms=MS). */
 #define SRV_STALL_NS (30 * INT64_C(1000000000))
 /* After the drain timeout ended the requests left, connections still open
  * (clients not reading their last bytes) get this long before they are cut. */
@@ -64,8 +66,11 @@ typedef enum srv_state {
  * log, listeners, the probe reserve, libuv's own). */
 #define SRV_FD_RESERVE 256
 /* Output a streaming client has not taken (ours queued plus the kernel's
- * send queue) above which it counts as not reading (srv__check_readers). */
+ * send queue) above which it counts as not reading: its engine requests
+ * are paused, and cancelled after slow_client_timeout (srv__check_readers). */
 #define SRV_UNREAD_BYTES (32 * 1024)
+/* While a stream is paused, how often its socket is looked at to resume it. */
+#define SRV_READERS_MS 50
 /* The loop stall probe's period (srv_work.c). */
 #define SRV_PROBE_MS 10
 /* The nice value of the worker threads that parse and tokenize requests:
@@ -105,6 +110,7 @@ typedef struct srv {
   uv_signal_t sig_term, sig_int, sig_hup, sig_usr1;
   uv_timer_t tick;       /* every second: watchdog, STATUS=, stalls, timeouts */
   uv_timer_t drain_timer;
+  uv_timer_t readers;    /* every SRV_READERS_MS while a stream is paused: resume it once drained */
   int signals;           /* SIGTERM/SIGINT received */
   bool http_drained;     /* no connection left after http_server_drain */
   bool aborted_all;      /* the drain timeout ended what was left */
@@ -151,6 +157,11 @@ void srv__status(srv_t *s, const char *state, const char *fmt, ...) __attribute_
 /* Whether the engine looks stuck: work queued or running and no step for
  * more than stall_ns (updates s->seen_*). false while loading. */
 bool srv__stalled(srv_t *s, int64_t stall_ns);
+/* The stall threshold of /health: SRV_STALL_NS, or WATCHDOG_USEC when that
+ * is shorter (systemd is about to restart a wedged engine; a prober should
+ * know it). With for_health false, the threshold of srv__fail_stalled:
+ * SRV_STALL_NS (a step longer than a short watchdog period fails no request). */
+int64_t srv__stall_ns(const srv_t *s, bool for_health);
 /* The watchdog's tick: pings WATCHDOG=1 when it is due and the engine made
  * progress since the last ping or has no work (or the model is loading). */
 void srv__watchdog(srv_t *s);
@@ -186,6 +197,11 @@ int srv__text_flags(const srv_t *s);
  * -ENOSYS when the model's template did not compile (a 500). */
 int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, const char *tools,
                      bool add_generation_prompt, bool continue_final, bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len);
+/* srv_grammar.c: the compiled grammar of a request's structured-output
+ * form, from the stack's cache or compiled now (a worker thread): 0 with
+ * *out referenced for the caller (NULL for no form), or -EINVAL with the
+ * 400 in *e (the field, the compiler's message and position). */
+int srv__grammar(srv_t *s, const oai_grammar_t *g, gram_entry_t **out, oai_error_t *e);
 /* Sends a malloc'd JSON body and frees it. */
 void srv__send_json(http_res_t *res, int status, char *json);
 /* Writes the access-log line of a request answered without the engine; id
@@ -202,10 +218,12 @@ void srv__info_routes(srv_t *s);
 
 void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx);
 void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx);
-/* The chat flow once ch is parsed: model check, tools, template, submit,
- * start; resp non-NULL makes the job a /v1/responses one. */
-void srv__run_chat(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
-                   oai_chat_req_t *ch, const oai_responses_req_t *resp);
+/* POST /v1/responses as a work item (srv__offload): the worker parses it
+ * into a chat request, compiles its text.format and renders and tokenizes
+ * its messages; the loop then runs the chat flow with a Responses job. */
+typedef struct srv_work srv_work_t;
+void srv__responses_run(srv_work_t *w);
+void srv__responses_done(srv_work_t *w);
 
 /* ---- srv_work.c -------------------------------------------------------------- */
 
@@ -240,7 +258,9 @@ void srv__probe_start(srv_t *s);
 
 /* One choice's output. */
 typedef struct srv_choice {
-  buf_t text;              /* the whole response: echo + output (not streaming) */
+  buf_t text;              /* the whole response: echo + output (not streaming; streaming with tools:
+                            * the output, of which `sent` bytes have gone out as content) */
+  size_t sent;
   oai_token_logprob_t *lp;     /* [n_lp] per generated token (not streaming) */
   int32_t n_lp;
   size_t cap_lp;
@@ -283,11 +303,13 @@ struct srv_job {
   int32_t prompt_logprobs;     /* vLLM's prompt_logprobs: -1 off, else the alternatives */
   oai_tools_format_t tools_format; /* chat with tools: how the output is read; NONE: no tools */
   bool parallel_tool_calls;    /* false: at most one call */
+  char tool_name[OAI_MAX_TOOL_NAME + 1]; /* OAI_TOOLS_JSON_ARGS: the call's name (a named tool_choice) */
   /* /v1/responses (srv_responses.c) */
   bool responses;              /* answer as a Responses object / events */
   char *resp_instructions;     /* malloc'd, or NULL */
   int32_t resp_max_output;     /* -1: none */
   float resp_temperature, resp_top_p;
+  const char *resp_format;     /* text.format.type echoed: "text", "json_object", "json_schema" (static) */
   int64_t resp_seq;            /* the next event's sequence_number */
   char resp_item_id[64];
   int32_t n;                   /* choices per prompt */
@@ -307,6 +329,7 @@ struct srv_job {
   srv_job_t *next_dirty;
   bool client_gone, timed_out, errored;
   int64_t unread_since;        /* when the client's unread output first passed SRV_UNREAD_BYTES; 0: it reads */
+  bool paused;                 /* its engine requests are paused (sched_req_pause): the client is not reading */
   int status;                  /* HTTP status sent */
 };
 
@@ -353,11 +376,21 @@ bool srv__job_maybe_free(srv_job_t *j);
 /* The response has started (all parts submitted): stream head and the
  * first chunks (chat role, echo), or nothing until the end. */
 void srv__job_start(srv_job_t *j, const char *const *echo, const size_t *echo_len);
-/* The tick's check of streaming clients: a job whose client has left more
- * than SRV_UNREAD_BYTES unread for longer than slow_client_timeout (counted
- * from when its output stopped draining) is cancelled, so that it stops
- * taking engine steps and cache. */
+/* Back-pressure that reaches the engine. A streaming job whose client has
+ * left more than SRV_UNREAD_BYTES unread (ours queued plus the kernel's send
+ * queue) is paused: its engine requests take no step (they keep their
+ * cache blocks unless the engine needs them). It is resumed once the
+ * client has read below that; a job still not read after
+ * slow_client_timeout, counted from when its output first stopped
+ * draining, is cancelled. Looked at after each write, on the tick, and
+ * every SRV_READERS_MS while a job is paused (s->readers). */
 void srv__check_readers(srv_t *s, int64_t now);
+/* The engine ran no step for stalled_s seconds while it had work: every
+ * response still open is ended now with a clean error (a stream: an error
+ * event, then the end; a whole response: 503 "engine_stalled"), and its
+ * requests are cancelled; the jobs are freed when (if) the engine posts
+ * their final events. */
+void srv__fail_stalled(srv_t *s, double stalled_s);
 /* uv_async callback: drains the engine's events. */
 void srv__on_wake(uv_async_t *h);
 

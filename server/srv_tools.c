@@ -26,6 +26,7 @@ void srv__tools_parse(const srv_job_t *j, int32_t ci, const srv_choice_t *c, are
   oc->tool_calls = p.calls;
   oc->n_tool_calls = p.n_calls;
   oc->finish_tool_calls = p.n_calls > 0 && c->finish == SCHED_FINISH_STOP;
+  if (j->tools_format == OAI_TOOLS_JSON_ARGS && p.n_calls == 1) p.calls[0].name = j->tool_name;
   for (int32_t k = 0; k < p.n_calls; k++) {
     char *id = arena_alloc(a, 64);
     oai_make_id(id, 64, "chatcmpl-tool", j->srv->boot_id ^ (uint64_t)ci << 32, (uint64_t)j->arrival_ns + (uint64_t)k);

@@ -113,3 +113,17 @@ def compare_walk(tool, llg_tok, spec, llg_grammar, seed, steps):
         assert tool.accept(t)
         assert m.consume_token(t), m.get_error()
     return []
+
+
+def validator_schema(schema):
+    """schema with OpenAPI's `nullable: true` (which tram honours, and which
+    is no Draft 2020-12 keyword) rewritten as anyOf [schema, null], so that
+    Python `jsonschema` judges outputs by the same language."""
+    if isinstance(schema, list):
+        return [validator_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: validator_schema(v) for k, v in schema.items() if k != "nullable"}
+    if schema.get("nullable") is True:
+        return {"anyOf": [out, {"type": "null"}]}
+    return out

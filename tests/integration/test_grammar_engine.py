@@ -16,7 +16,7 @@ import jsonschema
 import lark
 import pytest
 
-from grammar_tool import GrammarTool, compare_walk, llg_tokenizer
+from grammar_tool import GrammarTool, compare_walk, llg_tokenizer, validator_schema
 
 CORPUS = json.loads((pathlib.Path(__file__).resolve().parents[1] / "grammar" / "schemas.json").read_text())
 RANDOM_STEPS = [0, 3, 10, 30, 60, 100]
@@ -69,7 +69,7 @@ def test_corpus_size_and_keywords():
 def test_schema_outputs_validate(gtool, entry):
     r = gtool.compile({"json_schema": entry["schema"]})
     assert "ok" in r, r
-    validator = jsonschema.Draft202012Validator(entry["schema"], format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    validator = jsonschema.Draft202012Validator(validator_schema(entry["schema"]), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
     for text in samples(gtool):
         doc = json.loads(text)
         errors = [e.message for e in validator.iter_errors(doc)]

@@ -147,7 +147,7 @@ def test_return_token_strs(server):
 @pytest.mark.parametrize("path,field,value", [
     ("/v1/completions", "use_beam_search", True),
     ("/v1/completions", "return_token_ids", True),
-    ("/v1/completions", "guided_regex", "a+"),
+    ("/v1/completions", "guided_decoding_backend", "xgrammar"),
     ("/v1/chat/completions", "use_beam_search", True),
     ("/v1/chat/completions", "echo", True),
     ("/v1/chat/completions", "chat_template_kwargs", {"x": 1}),

@@ -7,6 +7,7 @@ naming each unsupported part."""
 import asyncio
 import json
 
+import jsonschema
 import openai
 import pytest
 
@@ -81,7 +82,8 @@ def test_stream_events(server):
     ("store", True),
     ("reasoning", {"effort": "low"}),
     ("include", ["message.output_text.logprobs"]),
-    ("text.format", {"format": {"type": "json_schema", "name": "x", "schema": {}}}),
+    ("text.format.type", {"format": {"type": "yaml"}}),
+    ("text.format.schema", {"format": {"type": "json_schema", "name": "x"}}),
 ])
 def test_unsupported_parts_are_named(server, field, value):
     body = {"input": Q}
@@ -92,9 +94,30 @@ def test_unsupported_parts_are_named(server, field, value):
 
 
 def test_bad_items(server):
-    r = server.post("/v1/responses", json={"input": [{"type": "function_call_output", "call_id": "c", "output": "1"}]})
+    r = server.post("/v1/responses", json={"input": [{"type": "web_search_call", "id": "ws_1"}]})
     assert r.status_code == 400 and r.json()["error"]["param"] == "input[0]"
     r = server.post("/v1/responses", json={"input": [{"role": "user", "content": [{"type": "input_image"}]}]})
     assert r.status_code == 400 and r.json()["error"]["param"] == "input[0].content[0].type"
     r = server.post("/v1/responses", json={"instructions": "x"})
     assert r.status_code == 400 and r.json()["error"]["param"] == "input"
+
+
+PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                           "age": {"type": "integer", "minimum": 0, "maximum": 99}},
+          "required": ["name", "age"]}
+
+
+def test_text_format_json_schema(server):
+    """text.format is structured output: the official client's parse helper
+    reads the output as the schema's object, streamed or not."""
+    fmt = {"format": {"type": "json_schema", "name": "person", "schema": PERSON, "strict": True}}
+    r = server.client().responses.create(model=None, input="Describe a person.", text=fmt, max_output_tokens=60)
+    doc = json.loads(r.output_text)
+    jsonschema.validate(doc, PERSON)
+    assert r.text.format.type == "json_schema"
+    with server.client().responses.stream(model=None, input="Describe a person.", text=fmt, max_output_tokens=60) as st:
+        final = st.get_final_response()
+    jsonschema.validate(json.loads(final.output_text), PERSON)
+    r = server.client().responses.create(model=None, input="An object.", text={"format": {"type": "json_object"}},
+                                         max_output_tokens=200, temperature=0)
+    assert r.status != "completed" or isinstance(json.loads(r.output_text), dict)

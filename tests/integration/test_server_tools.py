@@ -17,6 +17,7 @@ import json
 import pathlib
 
 import jinja2
+import jsonschema
 import jinja2.ext
 import openai
 import pytest
@@ -124,10 +125,8 @@ def test_text_answer_with_tools_and_refusals(server):
     streamed = list(server.client().chat.completions.create(model=None, messages=msgs, tools=TOOLS, temperature=0,
                                                             max_tokens=8, stream=True))
     assert "".join(c.choices[0].delta.content or "" for c in streamed) == r.choices[0].message.content
-    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
-        with pytest.raises(openai.BadRequestError) as e:
-            server.client().chat.completions.create(model=None, messages=msgs, tools=TOOLS, tool_choice=choice)
-        assert e.value.body["param"] == "tool_choice" and "constrained decoding" in e.value.body["message"]
+    # text streams token by token with tools on too (held back only where a call may begin)
+    assert sum(1 for c in streamed if c.choices and c.choices[0].delta.content) > 1
     bad = server.post("/v1/chat/completions", json={"messages": msgs, "tools": [{"type": "code_interpreter"}]})
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "tools[0]"
 
@@ -153,3 +152,130 @@ def test_parallel_tool_calls(server):
     chunks = list(server.client().chat.completions.create(**kw, stream=True))
     idx = [tc.index for c in chunks for tc in (c.choices[0].delta.tool_calls or [])]
     assert idx == [0, 0, 1, 1]
+
+
+TWO = TOOLS + [{"type": "function", "function": {
+    "name": "get_time", "description": "The time in a time zone",
+    "parameters": {"type": "object", "properties": {"tz": {"type": "string", "maxLength": 12}}, "required": ["tz"]}}}]
+
+
+def check_call(tc):
+    """A call of one of TWO, its arguments valid under that tool's schema."""
+    tool = next(t for t in TWO if t["function"]["name"] == tc.function.name)
+    jsonschema.validate(json.loads(tc.function.arguments), tool["function"]["parameters"])
+    assert tc.id and tc.type == "function"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_tool_choice_required_forces_calls(server, stream):
+    """Without a few-shot hint the small model answers in text; "required"
+    makes its output calls (vLLM's form: a JSON list of {name, parameters})."""
+    msgs = [{"role": "user", "content": "Say hello."}]
+    for seed in range(3):
+        kw = dict(model=None, messages=msgs, tools=TWO, tool_choice="required", temperature=1.0, seed=seed,
+                  max_tokens=120)
+        if stream:
+            chunks = list(server.client().chat.completions.create(stream=True, **kw))
+            calls = {}
+            for c in chunks:
+                for d in (c.choices[0].delta.tool_calls or []) if c.choices else []:
+                    e = calls.setdefault(d.index, {"id": d.id, "name": "", "args": ""})
+                    e["name"] += d.function.name or ""
+                    e["args"] += d.function.arguments or ""
+            assert chunks[-1].choices[0].finish_reason == "tool_calls" and calls
+            for e in calls.values():
+                tool = next(t for t in TWO if t["function"]["name"] == e["name"])
+                jsonschema.validate(json.loads(e["args"]), tool["function"]["parameters"])
+        else:
+            r = server.client().chat.completions.create(**kw)
+            ch = r.choices[0]
+            assert ch.finish_reason == "tool_calls" and ch.message.content is None and ch.message.tool_calls
+            for tc in ch.message.tool_calls:
+                check_call(tc)
+    one = server.client().chat.completions.create(model=None, messages=msgs, tools=TWO, tool_choice="required",
+                                                  parallel_tool_calls=False, temperature=0, max_tokens=120)
+    assert len(one.choices[0].message.tool_calls) == 1
+
+
+def test_tool_choice_named_forces_that_function(server):
+    msgs = [{"role": "user", "content": "What is the weather in Oslo?"}]
+    choice = {"type": "function", "function": {"name": "get_time"}}
+    r = server.client().chat.completions.create(model=None, messages=msgs, tools=TWO, tool_choice=choice,
+                                                temperature=0, max_tokens=60)
+    calls = r.choices[0].message.tool_calls
+    assert r.choices[0].finish_reason == "tool_calls" and len(calls) == 1 and calls[0].function.name == "get_time"
+    check_call(calls[0])
+
+
+@pytest.mark.parametrize("body,param", [
+    ({"tool_choice": "required"}, "tool_choice"),
+    ({"tools": TWO, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice.function.name"),
+    ({"tools": TWO, "tool_choice": {"type": "function"}}, "tool_choice"),
+    ({"tools": TWO, "tool_choice": "required", "response_format": {"type": "json_object"}}, "tool_choice"),
+])
+def test_tool_choice_errors(server, body, param):
+    r = server.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}], **body})
+    assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+
+
+# ---- the Responses API's function tools ---------------------------------------------
+
+RESP_TOOLS = [{"type": "function", "name": t["function"]["name"], "description": t["function"]["description"],
+               "parameters": t["function"]["parameters"]} for t in TWO]
+
+
+def resp_few_shot(city="Berlin", outputs=False):
+    """few_shot() as Responses input items: function_call items for the
+    assistant's calls (and with outputs, each call's function_call_output)."""
+    items = []
+    for i, c in enumerate(["Paris", "London", "Rome"]):
+        items += [{"role": "user", "content": f"What is the weather in {c}?"},
+                  {"type": "function_call", "call_id": f"c{i}", "name": "get_weather",
+                   "arguments": json.dumps({"city": c})}]
+        if outputs:
+            items.append({"type": "function_call_output", "call_id": f"c{i}", "output": "sunny"})
+    return items + [{"role": "user", "content": f"What is the weather in {city}?"}]
+
+
+def test_responses_items_render_as_chat_messages(server):
+    """function_call / function_call_output items reach the template as the
+    assistant tool_calls and tool messages chat sends."""
+    chat = []
+    for i, c in enumerate(["Paris", "London", "Rome"]):
+        chat += [{"role": "user", "content": f"What is the weather in {c}?"}, call(i, c),
+                 {"role": "tool", "tool_call_id": f"c{i}", "content": "sunny"}]
+    chat.append({"role": "user", "content": "What is the weather in Berlin?"})
+    want = server.client().chat.completions.create(model=None, messages=chat, tools=TWO, max_tokens=1)
+    r = server.client().responses.create(model=None, input=resp_few_shot(outputs=True), tools=RESP_TOOLS,
+                                         max_output_tokens=1)
+    assert r.usage.input_tokens == want.usage.prompt_tokens
+
+
+def test_responses_function_call_from_the_model(server):
+    r = server.client().responses.create(model=None, input=resp_few_shot(), tools=RESP_TOOLS, temperature=0,
+                                         max_output_tokens=40)
+    calls = [o for o in r.output if o.type == "function_call"]
+    assert len(calls) == 1 and calls[0].name == "get_weather" and json.loads(calls[0].arguments) == {"city": "Berlin"}
+    assert calls[0].call_id and calls[0].status == "completed"
+    with server.client().responses.stream(model=None, input=resp_few_shot(), tools=RESP_TOOLS, temperature=0,
+                                          max_output_tokens=40) as st:
+        kinds = [e.type for e in st]
+        final = st.get_final_response()
+    assert "response.function_call_arguments.done" in kinds and "response.output_text.delta" not in kinds
+    assert [o.type for o in final.output] == ["function_call"]
+    assert final.output[0].arguments == calls[0].arguments
+
+
+def test_responses_tool_choice_forces_calls(server):
+    r = server.client().responses.create(model=None, input="Say hello.", tools=RESP_TOOLS, tool_choice="required",
+                                         temperature=0, max_output_tokens=120)
+    calls = [o for o in r.output if o.type == "function_call"]
+    assert calls
+    for c in calls:
+        tool = next(t for t in RESP_TOOLS if t["name"] == c.name)
+        jsonschema.validate(json.loads(c.arguments), tool["parameters"])
+    r = server.client().responses.create(model=None, input="Say hello.", tools=RESP_TOOLS,
+                                         tool_choice={"type": "function", "name": "get_time"}, max_output_tokens=60)
+    assert [o.name for o in r.output if o.type == "function_call"] == ["get_time"]
+    bad = server.post("/v1/responses", json={"input": "hi", "tools": [{"type": "web_search"}]})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "tools"

@@ -1,0 +1,111 @@
+/* tests/unit/test_gram_lru.c — the cache of compiled grammars
+ * (grammar/gram_lru.h): hits by content, a second insertion of a key keeps
+ * the first entry, least recently used entries go first past the bound,
+ * and an evicted entry lives on while a user holds it (ASan sees the
+ * frees). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "grammar/gram_lru.h"
+#include "tests/unit/gram_testutil.h"
+
+static gram_t *regex(const char *re) {
+  gram_err_t err;
+  gram_t *g = gram_compile_regex(re, strlen(re), &err);
+  if (!g) fail_msg("regex: %s", err.msg);
+  return g;
+}
+
+static gram_entry_t *put(gram_lru_t *l, const char *re) { return gram_lru_put(l, re, strlen(re), regex(re)); }
+
+static void hits_by_content(void **state) {
+  (void)state;
+  gram_vocab_t *v = gram_test_vocab();
+  gram_lru_t *l = gram_lru_create(v, 4, 0);
+  assert_null(gram_lru_get(l, "ab", 2));
+  gram_entry_t *a = put(l, "ab");
+  gram_entry_t *a2 = gram_lru_get(l, "ab", 2);
+  assert_ptr_equal(a, a2);
+  assert_int_equal(gram_test_judge(gram_entry_grammar(a), "ab"), 1);
+  gram_entry_t *a3 = put(l, "ab"); /* compiled twice (a race): the first entry stays */
+  assert_ptr_equal(a, a3);
+  gram_lru_stats_t st;
+  gram_lru_get_stats(l, &st);
+  assert_int_equal(st.entries, 1);
+  assert_int_equal(st.hits, 1);
+  assert_int_equal(st.misses, 1);
+  /* a matcher on the entry's cache works */
+  gram_matcher_t *m = gram_matcher_create(gram_entry_cache(a));
+  assert_int_equal(gram_matcher_accept_bytes(m, "ab", 2), 0);
+  assert_true(gram_matcher_is_accepting(m));
+  gram_matcher_destroy(m);
+  gram_entry_unref(a), gram_entry_unref(a2), gram_entry_unref(a3);
+  gram_lru_destroy(l);
+  gram_vocab_destroy(v);
+}
+
+static void evicts_least_recent_and_keeps_used(void **state) {
+  (void)state;
+  gram_vocab_t *v = gram_test_vocab();
+  gram_lru_t *l = gram_lru_create(v, 2, 0);
+  gram_entry_t *a = put(l, "a");
+  gram_entry_unref(put(l, "b"));
+  gram_entry_unref(gram_lru_get(l, "a", 1)); /* a is now the most recent */
+  gram_entry_unref(put(l, "c"));               /* b goes */
+  gram_entry_t *b = gram_lru_get(l, "b", 1);
+  assert_null(b);
+  gram_entry_t *a2 = gram_lru_get(l, "a", 1);
+  assert_ptr_equal(a, a2);
+  gram_entry_unref(a2);
+  gram_entry_unref(put(l, "d")); /* c goes: a was got after c went in */
+  gram_lru_stats_t st;
+  gram_lru_get_stats(l, &st);
+  assert_int_equal(st.entries, 2);
+  assert_int_equal(st.evictions, 2);
+  assert_null(gram_lru_get(l, "c", 1));
+  /* a is held by this test: still usable after the cache lets go */
+  gram_lru_destroy(l);
+  assert_int_equal(gram_test_judge(gram_entry_grammar(a), "a"), 1);
+  gram_matcher_t *m = gram_matcher_create(gram_entry_cache(a));
+  assert_int_equal(gram_matcher_accept_bytes(m, "a", 1), 0);
+  gram_matcher_destroy(m);
+  gram_entry_unref(a);
+  gram_vocab_destroy(v);
+}
+
+static void bounded_by_bytes(void **state) {
+  (void)state;
+  gram_vocab_t *v = gram_test_vocab();
+  gram_lru_t *l = gram_lru_create(v, 100, 1); /* one byte: only the newest entry stays */
+  for (int i = 0; i < 5; i++) {
+    char re[8];
+    snprintf(re, sizeof re, "x{%d}", i + 1);
+    gram_entry_t *e = put(l, re);
+    uint32_t mask[4];
+    gram_matcher_t *m = gram_matcher_create(gram_entry_cache(e));
+    assert_true(gram_matcher_fill_mask(m, mask) > 0); /* fills the token cache */
+    gram_matcher_destroy(m);
+    gram_entry_unref(e);
+  }
+  gram_lru_stats_t st;
+  gram_lru_get_stats(l, &st);
+  assert_int_equal(st.entries, 1);
+  assert_int_equal(st.evictions, 4);
+  gram_lru_destroy(l);
+  gram_vocab_destroy(v);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(hits_by_content),
+      cmocka_unit_test(evicts_least_recent_and_keeps_used),
+      cmocka_unit_test(bounded_by_bytes),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
