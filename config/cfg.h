@@ -51,6 +51,7 @@ typedef enum cfg_key {
   CFG_DEVICE,
   CFG_THREADS,
   CFG_PRECISION,
+  CFG_CUDA_GRAPHS,
   CFG_MAX_MODEL_LEN,
   CFG_SPECIAL_TOKENS_IN_INPUT,
   CFG_DEFAULT_MAX_TOKENS,
@@ -139,6 +140,7 @@ typedef struct cfg {
   int device;              /* cfg_device_t; CUDA only in a CUDA build */
   int threads;             /* CPU compute threads; 0 = one per online core */
   int precision;           /* kern_precision_t: 0 exact, 1 fast (the matmul arithmetic) */
+  bool cuda_graphs;        /* decode steps replay captured CUDA graphs (model/model_graph.h) */
   int max_model_len;       /* longest sequence (prompt + output); 0 = the model's context */
   bool special_tokens_in_input; /* control-token texts in request text are those tokens */
   int default_max_tokens;  /* max_tokens of a chat request that gives none; 0 = to the end of the context */
