@@ -188,7 +188,8 @@ typedef struct model_runner_config {
 typedef struct model_graph_stats {
   uint64_t captured; /* graphs captured (each then replayed for its step) */
   uint64_t replayed; /* steps run by a graph launch, the capturing ones included */
-  uint64_t eager;    /* padded steps issued kernel by kernel (mode PADDED, a failed capture) */
+  uint64_t eager;    /* padded steps issued kernel by kernel (mode PADDED, a bucket's warm-up
+                        step, a failed capture) */
   uint64_t failed;   /* captures that failed (their bucket then runs eager) */
 } model_graph_stats_t;
 

@@ -71,7 +71,8 @@ const char *model_graph_why_name(model_graph_why_t why) {
 model_graph_action_t model_graph_action(model_graphs_mode_t mode, int backend_captures, model_graph_state_t state) {
   if (mode != MODEL_GRAPHS_ON || !backend_captures) return MODEL_GRAPH_EAGER;
   switch (state) {
-  case MODEL_GRAPH_EMPTY: return MODEL_GRAPH_CAPTURE;
+  case MODEL_GRAPH_EMPTY: return MODEL_GRAPH_WARM_UP;
+  case MODEL_GRAPH_WARM: return MODEL_GRAPH_CAPTURE;
   case MODEL_GRAPH_READY: return MODEL_GRAPH_REPLAY;
   case MODEL_GRAPH_FAILED: return MODEL_GRAPH_EAGER;
   }

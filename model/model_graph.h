@@ -21,10 +21,13 @@
  *          entries wide and the decode kernel provides splits for `keys`
  *          (kernels/cuda_geom.h), whatever the live rows hold.
  *
- * One graph per (rows, keys) pair, captured the first time a step needs it
- * and kept for the runner's life: every buffer and scalar it bakes in is a
- * function of the pair, so no graph ever needs to be captured again. A
- * capture that fails is not retried: that pair runs uncaptured.
+ * One graph per (rows, keys) pair, kept for the runner's life: the first
+ * step of a pair runs its kernels uncaptured (a warm-up: cuBLAS picks and
+ * loads its kernels, lazily loaded modules load, outside any capture), the
+ * second captures them, later ones replay. Every buffer and scalar a graph
+ * bakes in is a function of the pair, so no graph ever needs to be
+ * captured again. A capture that fails is not retried: that pair runs
+ * uncaptured.
  *
  * Padding rows do not change real rows: a padding row reads token 0 at
  * position 0 and its attention sees no key (cache_seqlens -1, kern.h) and
@@ -103,15 +106,21 @@ model_graph_why_t model_graph_eligible(const model_graph_plan_t *p, const model_
 const char *model_graph_why_name(model_graph_why_t why);
 
 /* What the runner does with a graph slot in a given state. */
-typedef enum model_graph_state { MODEL_GRAPH_EMPTY = 0, MODEL_GRAPH_READY, MODEL_GRAPH_FAILED } model_graph_state_t;
+typedef enum model_graph_state {
+  MODEL_GRAPH_EMPTY = 0, /* the pair has not run */
+  MODEL_GRAPH_WARM,      /* it ran once, uncaptured */
+  MODEL_GRAPH_READY,     /* its graph is captured */
+  MODEL_GRAPH_FAILED,    /* its capture failed */
+} model_graph_state_t;
 typedef enum model_graph_action {
   MODEL_GRAPH_EAGER = 0, /* issue the kernels (padded), no graph */
-  MODEL_GRAPH_CAPTURE,   /* capture now, then replay */
+  MODEL_GRAPH_WARM_UP,   /* issue the kernels (padded); the slot becomes WARM */
+  MODEL_GRAPH_CAPTURE,   /* capture now, then replay; the slot becomes READY (FAILED) */
   MODEL_GRAPH_REPLAY,    /* replay the captured graph */
 } model_graph_action_t;
 
-/* EMPTY: capture (mode ON with a backend that captures); READY: replay;
- * FAILED, mode PADDED or no capture: eager. */
+/* With mode ON and a backend that captures: EMPTY warms up, WARM captures,
+ * READY replays, FAILED runs eager; otherwise eager. */
 model_graph_action_t model_graph_action(model_graphs_mode_t mode, int backend_captures, model_graph_state_t state);
 
 /* The padded inputs of an eligible step of n rows at `rows` (>= n): ids and

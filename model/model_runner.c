@@ -297,7 +297,8 @@ static int forward_padded(model_runner_t *r, const model_batch_t *b) {
     r->graph_state[key.slot] = MODEL_GRAPH_READY;
     r->gstats.captured++;
   }
-  if (act == MODEL_GRAPH_EAGER) {
+  if (act == MODEL_GRAPH_EAGER || act == MODEL_GRAPH_WARM_UP) {
+    if (act == MODEL_GRAPH_WARM_UP) r->graph_state[key.slot] = MODEL_GRAPH_WARM;
     r->gstats.eager++;
     return issue_forward(r, rows, rows);
   }

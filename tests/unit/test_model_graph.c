@@ -148,7 +148,9 @@ static void only_decode_steps_within_buckets(void **state) {
 
 static void slot_state_decides_the_action(void **state) {
   (void)state;
-  assert_int_equal(model_graph_action(MODEL_GRAPHS_ON, 1, MODEL_GRAPH_EMPTY), MODEL_GRAPH_CAPTURE);
+  assert_int_equal(model_graph_action(MODEL_GRAPHS_ON, 1, MODEL_GRAPH_EMPTY), MODEL_GRAPH_WARM_UP);
+  assert_int_equal(model_graph_action(MODEL_GRAPHS_ON, 1, MODEL_GRAPH_WARM), MODEL_GRAPH_CAPTURE);
+  assert_int_equal(model_graph_action(MODEL_GRAPHS_ON, 0, MODEL_GRAPH_WARM), MODEL_GRAPH_EAGER);
   assert_int_equal(model_graph_action(MODEL_GRAPHS_ON, 1, MODEL_GRAPH_READY), MODEL_GRAPH_REPLAY);
   assert_int_equal(model_graph_action(MODEL_GRAPHS_ON, 1, MODEL_GRAPH_FAILED), MODEL_GRAPH_EAGER); /* no retry */
   assert_int_equal(model_graph_action(MODEL_GRAPHS_ON, 0, MODEL_GRAPH_EMPTY), MODEL_GRAPH_EAGER);
