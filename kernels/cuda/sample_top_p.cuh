@@ -4,7 +4,7 @@
  * the device side of kern_sample.c's sample_top_p_all, step for step. Every
  * thread of the block calls these (barriers inside); a search's branch is
  * taken alike by all, as each reads the same shared total. Included by
- * sample.cu after block_minmax, which it uses. */
+ * sample.cu after block_minmax and chunk_sums, which it uses. */
 #ifndef TRAM_KERN_CUDA_SAMPLE_TOP_P_CUH
 #define TRAM_KERN_CUDA_SAMPLE_TOP_P_CUH
 
@@ -116,21 +116,13 @@ static __device__ int32_t top_p_all(const float *x, const kern_sample_row_t &r, 
   t.tie_last = (int32_t)tp_ties(t, TP_ABOVE, t.wstar, keep - 1, shi);
   t.edge = kern_sample_bucket(t.wstar);
 
-  /* A: each thread's chunk summed in id order, the sums scanned in order */
-  const int32_t len = kern_sample_chunk_len(n), i0 = tid * len, i1 = min(i0 + len, n);
-  double s = 0;
-  for (int32_t i = i0; i < i1; i++) {
+  /* A: each thread's chunk summed in id order, the sums scanned in order
+   * (adding the zeros of the other ids changes no bit) */
+  const double mass_a = chunk_sums(n, off, [&](int32_t i) {
     const float w = tp_w(t, i);
-    if (tp_in(t, TP_A, w, i, 0.0f)) s += w;
-  }
-  off[tid + 1] = s;
-  __syncthreads();
-  if (tid == 0) {
-    off[0] = 0;
-    for (int c = 0; c < SB_THREADS; c++) off[c + 1] = off[c] + off[c + 1];
-  }
-  __syncthreads();
-  const double mass_a = off[SB_THREADS];
+    return tp_in(t, TP_A, w, i, 0.0f) ? (double)w : 0.0;
+  });
+  const int32_t len = kern_sample_chunk_len(n), i0 = tid * len, i1 = min(i0 + len, n);
   const double target = __dmul_rn(kern_sample_uniform(r.seed, r.draw), mass_a + tp_total(t, TP_B_GT, 0.0f, tree));
   if (target < mass_a) {
     double cum = off[tid];
