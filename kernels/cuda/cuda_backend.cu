@@ -165,6 +165,7 @@ static const kern_backend_t cuda_table = {
     .name = "cuda",
     .kv_type = KERN_BF16,
     .precision = KERN_PRECISION_EXACT, /* no fast kernels here (kern.h) */
+    .attn_window_granule = 0,          /* the kernels' window start is not promised: release no block */
     .destroy = cuda_destroy,
 
     .alloc = cuda_alloc,
