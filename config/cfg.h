@@ -52,6 +52,7 @@ typedef enum cfg_key {
   CFG_THREADS,
   CFG_PRECISION,
   CFG_QUANTIZE,
+  CFG_CUDA_GRAPHS,
   CFG_MAX_MODEL_LEN,
   CFG_SPECIAL_TOKENS_IN_INPUT,
   CFG_DEFAULT_MAX_TOKENS,
@@ -145,6 +146,7 @@ typedef struct cfg {
   int precision;           /* kern_precision_t: 0 exact, 1 fast (the matmul arithmetic) */
   int quantize;            /* cfg_quantize_choices[quantize]: "off", or the type F32/F16/BF16
                             * weights are quantized to at load ("q8_0", "q4_0", "q4_1") */
+  bool cuda_graphs;        /* decode steps replay captured CUDA graphs (model/model_graph.h) */
   int max_model_len;       /* longest sequence (prompt + output); 0 = the model's context */
   bool special_tokens_in_input; /* control-token texts in request text are those tokens */
   int default_max_tokens;  /* max_tokens of a chat request that gives none; 0 = to the end of the context */

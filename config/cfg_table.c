@@ -61,6 +61,12 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                       "stay as they are. off: every weight as stored. Accuracy and speed: "
                       "docs/models.md.",
                       OFF(quantize)},
+    [CFG_CUDA_GRAPHS] = {"cuda_graphs", CFG_T_BOOL, "Model", "true", 0, 0, 0, NULL, "BOOL", 0,
+                         "With --device cuda, decode-only steps replay a CUDA graph captured once per "
+                         "bucket (sequences rounded up to a power of two, context to 256 keys times a "
+                         "power of two; padding rows change no real row) instead of launching every "
+                         "kernel. false: every step launches its kernels. No effect on the CPU.",
+                         OFF(cuda_graphs)},
     [CFG_MAX_MODEL_LEN] = {"max_model_len", CFG_T_INT, "Model", "0", 0, 0, 1 << 24, NULL, "N", 0,
                            "Longest sequence, prompt plus output, in tokens. 0: the model's "
                            "context length.",

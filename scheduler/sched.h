@@ -91,6 +91,8 @@ typedef struct sched_config {
                            * the whole cache (logged) */
   int max_waiting;        /* requests waiting for admission at most; 0: no limit */
   int prefix_caching;     /* 1: share full blocks by content across requests */
+  int cuda_graphs;        /* 1: decode steps replay captured graphs where the backend has them
+                           * (model/model_graph.h); 0: off */
   kv_observer_t kv_observer; /* told of every prefix-cache block stored and evicted, on the engine
                               * thread; flushed after each step (zero: none) */
   sched_spec_config_t spec;  /* speculative decoding (zero: off) */

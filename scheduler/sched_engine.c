@@ -14,6 +14,7 @@
 #include "base/fault.h"
 #include "base/log.h"
 #include "kernels/kern_sample.h"
+#include "model/model_graph.h"
 #include "scheduler/sched_internal.h"
 
 sched_config_t sched_config_default(void) {
@@ -23,6 +24,7 @@ sched_config_t sched_config_default(void) {
       .kv_cache_bytes = (int64_t)512 << 20,
       .block_size = KV_DEFAULT_BLOCK_SIZE,
       .prefix_caching = 1,
+      .cuda_graphs = 1,
   };
 }
 
@@ -121,6 +123,7 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
       .max_logits = c.max_batch_tokens, /* prompt_logprobs: every row of a step may need logits */
       .max_seq_len = e->max_len,
       .max_sample_ops = e->sample_ops_cap,
+      .graphs = c.cuda_graphs ? MODEL_GRAPHS_ON : MODEL_GRAPHS_OFF,
   };
   e->runner = model_runner_create(m, e->cache, &rc);
   if (!e->runner) goto fail;

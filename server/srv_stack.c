@@ -18,6 +18,7 @@ sched_stack_opts_t srv_stack_opts(const cfg_t *c) {
               .max_model_len = c->max_model_len,
               .max_waiting = c->max_waiting,
               .prefix_caching = 1,
+              .cuda_graphs = c->cuda_graphs,
               .spec = {.method = (sched_spec_method_t)c->speculative,
                        .k = c->num_speculative_tokens,
                        .ngram_min = c->prompt_lookup_min,
