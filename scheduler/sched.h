@@ -128,6 +128,8 @@ typedef struct sched_req_params {
   int32_t prompt_top_logprobs;  /* 0..SAMP_MAX_TOP_LOGPROBS */
   int score_only;               /* 1: no token is sampled: once the prompt is computed the request
                                  * ends (SCHED_FINISH_LENGTH, 0 tokens) — prompt scoring */
+  int no_spec;                  /* 1: never speculate for this request (plain decoding; its tokens are
+                                 * the same either way) */
   gram_entry_t *grammar;        /* structured output: every sequence's output is a sentence of this
                                  * grammar (compiled over the engine's vocabulary,
                                  * sched_gram_vocab_create); tokens it refuses are -inf before

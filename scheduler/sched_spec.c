@@ -108,6 +108,7 @@ void sched__spec_propose(sched_engine_t *e) {
     sched_eseq_t *q = eseq(s);
     if (s->spec != 0 || s->len - s->kv.n_tokens != 1 || !q->started) continue;
     if (s->pause && atomic_load(s->pause)) continue; /* the plan skips it: drafts would be dropped */
+    if (q->req->p.no_spec) continue;                  /* the request asked for plain decoding */
     if (q->spec_skip > 0) {
       q->spec_skip--;
       continue;

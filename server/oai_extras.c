@@ -118,6 +118,10 @@ int oai__parse_extras(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t 
       oai__get_bool(c, root, "add_special_tokens", &g->add_special_tokens, NULL))
     return -EINVAL;
   g->special = !skip;
+  bool spec;
+  g->speculative = -1;
+  if (oai__get_bool(c, root, "speculative", &spec, &given)) return -EINVAL;
+  if (given) g->speculative = spec;
   const cJSON *so = oai__get(root, "stream_options");
   if (so) { /* parse_gen checked that it is an object and stream is on */
     c->prefix = "stream_options";

@@ -120,6 +120,7 @@ typedef struct oai_params {
   bool continuous_usage;          /* stream_options.continuous_usage_stats: usage on every chunk */
   int32_t prompt_logprobs;        /* vLLM's prompt_logprobs: -1 off, else the alternatives (0..20) */
   oai_grammar_t grammar;          /* structured output (kind NONE: none) */
+  int speculative;                /* tram's `speculative`: -1 not given, 0 false (plain decoding), 1 true */
 } oai_params_t;
 
 typedef struct oai_completion_req {

@@ -159,6 +159,12 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
                              bool chat, const oai_params_t *g, gram_entry_t *grammar, oai_tools_format_t tools,
                              const char *tool_name, bool parallel_tools, const oai_responses_req_t *resp,
                              prompt_in_t *in, int32_t n_parts) {
+  if (g->speculative == 1 && !s->cfg->speculative) { /* asked for, and nothing would honour it */
+    fail(rid, res, endpoint, 400, "speculative: true, but speculative decoding is off on this server (--speculative)",
+         "speculative", "invalid_value");
+    free_prompts(in, n_parts);
+    return;
+  }
   sched_req_params_t p = sched_req_params_default();
   p.grammar = grammar; /* each request takes its own reference */
   p.samp = g->samp;
@@ -170,6 +176,7 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
   p.stop_ids = g->stop_token_ids;
   p.n_stop_ids = g->n_stop_token_ids;
   p.min_tokens = g->min_tokens;
+  p.no_spec = g->speculative == 0;
   p.special = g->special;
   const bool echo_lp = g->echo && g->samp.logprobs;
   p.prompt_logprobs = echo_lp || g->prompt_logprobs >= 0;

@@ -156,3 +156,32 @@ def test_metrics_under_vllm_names(spec_server):
     assert all(per_pos[i] >= per_pos[i + 1] for i in range(len(per_pos) - 1))  # a draft is kept after its predecessors
     # every verification round but the request's last emits accepted + 1 tokens
     assert r.usage.completion_tokens >= accepted.value + 1
+
+
+def test_per_request_switch(spec_server, tmp_path):
+    """tram's `speculative` request field: false decodes plainly on a
+    speculating server (no drafts, same tokens); true on a server without
+    speculation is refused, since nothing would honour it."""
+    text = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron"
+    body = {"model": "spec", "messages": [{"role": "user", "content": f"Repeat exactly: {text}"}],
+            "max_tokens": 40, "temperature": 0}
+
+    def drafts():
+        return spec_server.metric("vllm:spec_decode_num_drafts_total")
+
+    before = drafts()
+    plain = spec_server.post("/v1/chat/completions", json={**body, "speculative": False}).json()
+    assert drafts() == before
+    spec = spec_server.post("/v1/chat/completions", json=body).json()
+    assert drafts() > before
+    assert plain["choices"][0]["message"]["content"] == spec["choices"][0]["message"]["content"]
+    bad = spec_server.post("/v1/chat/completions", json={**body, "speculative": "no"})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "speculative"
+    from tram_server import start
+    srv = start(tmp_path)
+    try:
+        r = srv.post("/v1/completions", json={"prompt": "x", "max_tokens": 2, "speculative": True})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "speculative"
+        assert srv.post("/v1/completions", json={"prompt": "x", "max_tokens": 2, "speculative": False}).status_code == 200
+    finally:
+        assert srv.stop() == 0
