@@ -147,7 +147,8 @@ typedef struct cfg {
   int precision;           /* kern_precision_t: 0 exact, 1 fast (the matmul arithmetic) */
   int max_model_len;       /* longest sequence (prompt + output); 0 = the model's context */
   bool special_tokens_in_input; /* control-token texts in request text are those tokens */
-  int default_max_tokens;  /* max_tokens of a chat request that gives none; 0 = to the end of the context */
+  int default_max_tokens;  /* max_tokens of a chat request that gives none; 0 = the model's, else to the end
+                            * of the context */
   int generation_config;   /* cfg_generation_config_t */
   char *chat_template;     /* a Jinja chat template file replacing the model's, or NULL */
   int tool_call_parser;    /* cfg_tool_parser_t */

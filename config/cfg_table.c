@@ -114,7 +114,8 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                               OFF(tool_call_parser)},
     [CFG_DEFAULT_MAX_TOKENS] = {"default_max_tokens", CFG_T_INT, "Engine", "0", 0, 0, 1 << 24, NULL, "N", 0,
                                 "max_tokens of a chat request that sets neither max_tokens nor "
-                                "max_completion_tokens. 0: up to the end of the context.",
+                                "max_completion_tokens. 0: the model's max_new_tokens (generation_config "
+                                "auto), else up to the end of the context.",
                                 OFF(default_max_tokens)},
     [CFG_GENERATION_CONFIG] = {"generation_config", CFG_T_ENUM, "Engine", "auto", 0, 0, 0, gen_configs, "MODE", 0,
                                "auto: the sampling the model file recommends (GGUF general.sampling.* "
