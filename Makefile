@@ -10,6 +10,8 @@
 #   make soak       an hour of mixed load on tram (SOAK_MINUTES, SOAK_CLIENTS)
 #
 # Knobs: V=1 (echo commands), CUDA=auto|0|1, SANITIZER=address,undefined,
+# FAULTS=1 (the TRAM_FAULTS fault-injection hooks of base/fault.h; make
+# sanitize sets it),
 # ARCH_FLAGS (default -march=native), BUILD (output folder), PREFIX, DESTDIR.
 
 .DEFAULT_GOAL := all
@@ -21,6 +23,7 @@ BUILD      ?= build
 V          ?= 0
 CUDA       ?= auto
 SANITIZER  ?=
+FAULTS     ?= 0
 FUZZ       ?= 0
 ARCH_FLAGS ?= -march=native
 PREFIX     ?= /usr/local
@@ -54,7 +57,7 @@ endif
 
 # msgpack-c names its pkg-config file msgpack-c from 6.0 on, msgpack before
 MSGPACK_PC := $(shell pkg-config --exists msgpack-c 2>/dev/null && echo msgpack-c || echo msgpack)
-PKGS       := libuv libcjson libpcre2-8 libsystemd libzmq $(MSGPACK_PC)
+PKGS       := libuv libcjson libpcre2-8 libsystemd libzmq $(MSGPACK_PC) icu-uc
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
@@ -103,6 +106,10 @@ NVFLAGS  += -std=c++17 $(CUDA_ARCHS) -I. $(CUBLAS_CFLAGS) -Xcompiler -Wall,-Wext
 ifeq ($(FUZZ),1)
   CFLAGS += -fsanitize=fuzzer-no-link
 endif
+# test builds only: base/fault.h's hooks (release builds compile them out)
+ifeq ($(FAULTS),1)
+  CPPFLAGS += -DTRAM_FAULTS=1
+endif
 ifneq ($(SANITIZER),)
   SAN_FLAGS := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
   CFLAGS  += $(SAN_FLAGS)
@@ -126,6 +133,15 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 DASH_ASSETS := $(sort $(wildcard server/dashboard/*.html server/dashboard/*.css server/dashboard/*.js))
 DASH_GEN    := $(BUILD)/gen/dash_assets.c
 LIB_OBJS    += $(DASH_GEN:%.c=$(BUILD)/obj/%.o)
+# The objects that include base/fault.h are rebuilt when FAULTS changes
+# (the stamp holds the value they were built with).
+FAULT_STAMP := $(BUILD)/.faults
+FAULT_USERS := $(patsubst %.c,$(BUILD)/obj/%.o,$(shell grep -l '"base/fault.h"' $(LIB_SRCS) 2>/dev/null))
+ifneq ($(filter-out $(NO_DEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
+  $(shell mkdir -p $(BUILD) && [ "$$(cat $(FAULT_STAMP) 2>/dev/null)" = "$(FAULTS)" ] || echo "$(FAULTS)" > $(FAULT_STAMP))
+endif
+$(FAULT_USERS): $(FAULT_STAMP)
+$(FAULT_STAMP): ;
 CU_SRCS  := $(if $(filter 1,$(CUDA_ON)),$(wildcard kernels/cuda/*.cu))
 CU_OBJS  := $(CU_SRCS:%.cu=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libtram.a
@@ -324,8 +340,10 @@ $(BUILD)/obj/gpu/%.o: %.c
 	$(addprefix $(BUILD)/obj/gpu/,tests/gpu/model_check.d tests/gpu/model_lane.d bench/engine_bench.d)
 # --- end of CUDA ---------------------------------------------------------------
 
+# The sanitized build is also the fault-injection build (FAULTS=1): the
+# tests that wedge the engine or fail allocations run it under ASan.
 sanitize:
-	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/san SANITIZER=address,undefined CUDA=0 \
+	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/san SANITIZER=address,undefined CUDA=0 FAULTS=1 \
 		$(BUILD)/san/tram unit-tests tools
 
 # --- set-up: Python tools, the model ----------------------------------------

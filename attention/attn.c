@@ -17,6 +17,10 @@ struct attn {
   int *layer_window;       /* [n_layers] owned copy, or NULL */
   int max_seq_len;        /* attn_seq_len_cap(cfg.max_seq_len) */
   int max_blocks_per_seq; /* block-table row capacity: ceil(max_seq_len / block_size) */
+  int read_window;        /* > 0: every layer has a sliding window of at most this many keys and
+                             the kernels read no key before its edge rounded down to
+                             be->attn_window_granule: blocks wholly before that may be -1
+                             (released, scheduler/); 0: every block of a row's keys is read */
 
   /* the step's metadata, one attn_meta_image_t of the live rows and width
    * (attn_meta.h), packed into host staging (be->host_alloc: pinned on CUDA;
@@ -77,6 +81,14 @@ attn_t *attn_create(kern_backend_t *be, kv_cache_t *cache, const attn_config_t *
     at->layer_window = xmalloc((size_t)cache->n_layers * sizeof *at->layer_window);
     memcpy(at->layer_window, cfg->layer_window, (size_t)cache->n_layers * sizeof *at->layer_window);
     at->cfg.layer_window = at->layer_window;
+    for (int l = 0; l < cache->n_layers; l++) {
+      if (cfg->layer_window[l] <= 0) {
+        at->read_window = 0;
+        break;
+      }
+      if (cfg->layer_window[l] > at->read_window) at->read_window = cfg->layer_window[l];
+    }
+    if (cfg->gather || be->attn_window_granule <= 0) at->read_window = 0; /* the gather reads every key */
   }
   at->max_seq_len = attn_seq_len_cap(cache, cfg->max_seq_len);
   at->cfg.max_seq_len = at->max_seq_len;
@@ -162,8 +174,11 @@ static int check_batch(attn_t *at, const attn_batch_t *bt) {
                 (long long)n_blocks, bt->max_blocks_per_seq);
       return -EINVAL;
     }
+    /* blocks before what the step's first row reads may have been released */
+    const int64_t edge = at->read_window ? (int64_t)cached + 1 - at->read_window : 0;
+    const int64_t g = at->be->attn_window_granule, unread = edge > 0 ? edge / g * g / bs : 0;
     for (int64_t i = 0; i < n_blocks; i++) {
-      if (row[i] < 0 || row[i] >= c->num_blocks) {
+      if ((row[i] < 0 && i >= unread) || row[i] < -1 || row[i] >= c->num_blocks) {
         log_error("attn_step_begin: sequence %d, block %lld of its %d keys is %d (cache blocks 0..%d)", b,
                   (long long)i, k_len, row[i], c->num_blocks - 1);
         return -EINVAL;

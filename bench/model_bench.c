@@ -15,6 +15,8 @@
  *
  * Usage: model_bench [-m MODEL] [-t threads] [-i iterations] [--context N]
  *                    [--read-gbs X] [--skip-prefill] [--precision exact|fast]
+ *                    [--quantize Q8_0|Q4_0|Q4_1]   (model_load_opts: F32/F16/BF16
+ *                                                   weights quantized at load)
  * Times are the median of the iterations (after one warm-up step), as wall
  * time and as cpu-time (process CPU time / threads: what the step takes on
  * cores it has to itself; on a shared machine compare cpu-time with
@@ -99,6 +101,7 @@ int main(int argc, char **argv) {
   const char *path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
   int threads = 0, iters = 10, context = 64, skip_prefill = 0;
   kern_precision_t precision = KERN_PRECISION_EXACT;
+  model_load_opts_t mo = {.quantize = KERN_F32};
   double read_wall = 0, read_cpu = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-m") && i + 1 < argc) path = argv[++i];
@@ -110,9 +113,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--precision") && i + 1 < argc && !strcmp(argv[i + 1], "fast"))
       precision = KERN_PRECISION_FAST, i++;
     else if (!strcmp(argv[i], "--precision") && i + 1 < argc && !strcmp(argv[i + 1], "exact")) i++;
-    else {
+    else if (!strcmp(argv[i], "--quantize") && i + 1 < argc) {
+      i++;
+      for (int t = 0; t < KERN_TYPE_COUNT; t++)
+        if (kern_type_name((uint32_t)t) && !strcmp(kern_type_name((uint32_t)t), argv[i])) mo.quantize = (kern_type_t)t;
+    } else {
       fprintf(stderr, "usage: model_bench [-m MODEL] [-t threads] [-i iterations] [--context N] [--read-gbs X] "
-                      "[--skip-prefill] [--precision exact|fast]\n");
+                      "[--skip-prefill] [--precision exact|fast] [--quantize TYPE]\n");
       return 2;
     }
   }
@@ -122,7 +129,7 @@ int main(int argc, char **argv) {
   const kern_backend_opts_t bo = {.n_threads = threads, .precision = precision};
   b.be = kern_backend_create_opts("cpu", &bo);
   char err[512];
-  b.m = b.be ? model_load(path, b.be, err, sizeof err) : NULL;
+  b.m = b.be ? model_load_opts(path, b.be, &mo, err, sizeof err) : NULL;
   if (!b.m) {
     fprintf(stderr, "model_bench: %s\n", b.be ? err : "no backend");
     return 1;

@@ -141,18 +141,30 @@ void kv_seq_truncate(kv_alloc_t *a, kv_seq_t *s, int64_t n) {
            s->n_hashed);
   s->n_tokens = n;
   const int32_t keep = (int32_t)((n + a->block_size - 1) / a->block_size);
+  KV_CHECK(keep >= s->n_released, "kv_seq_truncate: to %lld tokens, %d blocks released", (long long)n,
+           s->n_released);
   while (s->n_blocks > keep) kv_block_unref(a, s->blocks[--s->n_blocks]);
 }
 
+void kv_seq_release_before(kv_alloc_t *a, kv_seq_t *s, int64_t pos) {
+  KV_CHECK(pos >= 0 && pos <= s->n_tokens, "kv_seq_release_before: token %lld of %lld", (long long)pos,
+           (long long)s->n_tokens);
+  const int32_t end = (int32_t)(pos / a->block_size);
+  for (; s->n_released < end; s->n_released++) {
+    kv_block_unref(a, s->blocks[s->n_released]);
+    s->blocks[s->n_released] = -1;
+  }
+}
+
 int32_t kv_seq_slot(const kv_alloc_t *a, const kv_seq_t *s, int64_t pos) {
-  if (pos < 0 || pos >= (int64_t)s->n_blocks * a->block_size) return -1;
+  if (pos < 0 || pos >= (int64_t)s->n_blocks * a->block_size || pos / a->block_size < s->n_released) return -1;
   return kv_table_slot(s->blocks, a->block_size, pos);
 }
 
 void kv_seq_free(kv_alloc_t *a, kv_seq_t *s) {
   /* last block first: with prefix caching the tail of a prompt is the least
    * likely to be shared, so it should be the first evicted */
-  for (int32_t i = s->n_blocks - 1; i >= 0; i--) kv_block_unref(a, s->blocks[i]);
+  for (int32_t i = s->n_blocks - 1; i >= s->n_released; i--) kv_block_unref(a, s->blocks[i]);
   free(s->blocks);
   kv_seq_init(s);
 }

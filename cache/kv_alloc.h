@@ -83,12 +83,14 @@ int32_t kv_block_refs(const kv_alloc_t *a, int32_t block);
 /* A sequence's block table. Fields are read-only to callers; only the
  * kv_seq_* functions change them. */
 typedef struct kv_seq {
-  int32_t *blocks;  /* [n_blocks] block ids in token order (owned; malloc'd) */
+  int32_t *blocks;  /* [n_blocks] block ids in token order (owned; malloc'd); -1 for the
+                       first n_released, given back by kv_seq_release_before */
   int32_t n_blocks; /* blocks held: room for n_blocks * block_size tokens */
   int32_t cap;      /* entries allocated in `blocks` (private) */
   int64_t n_tokens; /* tokens whose K/V are in the cache (committed) */
   int32_t n_hashed; /* leading blocks whose chained hash is known (private) */
   uint64_t hash;    /* chained hash of block n_hashed - 1, when n_hashed > 0 (private) */
+  int32_t n_released; /* leading blocks released (entries -1) */
 } kv_seq_t;
 
 /* Makes s an empty sequence (no blocks, no tokens). */
@@ -123,8 +125,15 @@ static inline int32_t kv_table_slot(const int32_t *blocks, int block_size, int64
  * holds a forgotten token. */
 void kv_seq_truncate(kv_alloc_t *a, kv_seq_t *s, int64_t n);
 
+/* Gives back (unref, first first) every block of s that holds only tokens
+ * before `pos` (<= s->n_tokens): their table entries become -1 and no
+ * token before pos may be read again (a sliding window has passed them).
+ * The table keeps its length (n_blocks), so reservation, slots and the
+ * prefix-cache chain go on as before; a block still shared stays in use. */
+void kv_seq_release_before(kv_alloc_t *a, kv_seq_t *s, int64_t pos);
+
 /* The cache slot of token `pos` of s (block * block_size + offset), or -1
- * when s holds no block for it. */
+ * when s holds no block for it (past its blocks, or released). */
 int32_t kv_seq_slot(const kv_alloc_t *a, const kv_seq_t *s, int64_t pos);
 
 /* Drops s's reference on each of its blocks, last block first (the ones no

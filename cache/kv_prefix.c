@@ -146,7 +146,8 @@ void kv_seq_publish(kv_alloc_t *a, kv_seq_t *s, const int32_t *tokens) {
   for (int32_t i = s->n_hashed; i < full; i++) {
     const int32_t *t = tokens + (size_t)i * (size_t)a->block_size;
     const uint64_t parent = chain_parent(s);
-    kv_prefix_insert(a, s->blocks[i], parent, t); /* no-op for a block shared by a fork or a hit */
+    if (s->blocks[i] >= 0) /* a released block is not published late */
+      kv_prefix_insert(a, s->blocks[i], parent, t); /* no-op for a block shared by a fork or a hit */
     s->hash = kv_hash_block(parent, t, a->block_size);
     s->n_hashed = i + 1;
   }
@@ -159,10 +160,11 @@ int kv_seq_fork(kv_alloc_t *a, kv_seq_t *child, const kv_seq_t *parent, int32_t 
   if (partial && a->n_free == 0) return -ENOSPC;
   kv__seq_grow(child, full + partial);
   for (int32_t i = 0; i < full; i++) {
-    kv_block_ref(a, parent->blocks[i]);
+    if (i >= parent->n_released) kv_block_ref(a, parent->blocks[i]);
     child->blocks[i] = parent->blocks[i];
   }
   child->n_blocks = full;
+  child->n_released = parent->n_released < full ? parent->n_released : full;
   if (partial) {
     *copy_src = parent->blocks[full];
     *copy_dst = child->blocks[child->n_blocks++] = kv_block_alloc(a);

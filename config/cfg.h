@@ -51,6 +51,7 @@ typedef enum cfg_key {
   CFG_DEVICE,
   CFG_THREADS,
   CFG_PRECISION,
+  CFG_QUANTIZE,
   CFG_MAX_MODEL_LEN,
   CFG_SPECIAL_TOKENS_IN_INPUT,
   CFG_DEFAULT_MAX_TOKENS,
@@ -145,6 +146,8 @@ typedef struct cfg {
   int device;              /* cfg_device_t; CUDA only in a CUDA build */
   int threads;             /* CPU compute threads; 0 = one per online core */
   int precision;           /* kern_precision_t: 0 exact, 1 fast (the matmul arithmetic) */
+  int quantize;            /* cfg_quantize_choices[quantize]: "off", or the type F32/F16/BF16
+                            * weights are quantized to at load ("q8_0", "q4_0", "q4_1") */
   int max_model_len;       /* longest sequence (prompt + output); 0 = the model's context */
   bool special_tokens_in_input; /* control-token texts in request text are those tokens */
   int default_max_tokens;  /* max_tokens of a chat request that gives none; 0 = the model's, else to the end
@@ -228,6 +231,10 @@ typedef struct cfg_setting {
 } cfg_setting_t;
 
 extern const cfg_setting_t cfg_settings[CFG_N_SETTINGS];
+
+/* The choices of the quantize setting, NULL-terminated: "off", then GGML
+ * type names in lower case (cfg_t.quantize indexes it). */
+extern const char *const cfg_quantize_choices[];
 
 /* "TRAM_MAX_SEQS" for max_seqs; "--max-seqs" for the flag. Write into buf
  * (at least 64 bytes) and return it. */

@@ -21,6 +21,7 @@
 
 static const char *const devices[] = {"cpu", "cuda", NULL};
 static const char *const precisions[] = {"exact", "fast", NULL}; /* kern_precision_t */
+const char *const cfg_quantize_choices[] = {"off", "q8_0", "q4_0", "q4_1", NULL}; /* GGML type names */
 static const char *const levels[] = {"error", "warn", "info", "debug", NULL}; /* log_level_t */
 static const char *const formats[] = {"text", "json", NULL};                 /* log_format_t */
 static const char *const spec_methods[] = {"off", "ngram", NULL};     /* sched_spec_method_t */
@@ -52,6 +53,13 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                        "dot products (CPU, quantized weights; F32/F16/BF16 weights and the CUDA "
                        "backend stay exact). Accuracy and speed: docs/benchmarks/precision.md.",
                        OFF(precision)},
+    [CFG_QUANTIZE] = {"quantize", CFG_T_ENUM, "Model", "off", 0, 0, 0, cfg_quantize_choices, "TYPE", 0,
+                      "Quantize the model's F32, F16 and BF16 weight matrices (a Hugging Face "
+                      "checkpoint, an unquantized GGUF file) to this GGML type at load, as "
+                      "llama.cpp's quantizer would; matrices already quantized, norms and biases "
+                      "stay as they are. off: every weight as stored. Accuracy and speed: "
+                      "docs/models.md.",
+                      OFF(quantize)},
     [CFG_MAX_MODEL_LEN] = {"max_model_len", CFG_T_INT, "Model", "0", 0, 0, 1 << 24, NULL, "N", 0,
                            "Longest sequence, prompt plus output, in tokens. 0: the model's "
                            "context length.",

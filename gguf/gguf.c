@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fault.h"
 #include "gguf/gguf_internal.h"
 
 /* --- name index -------------------------------------------------------- */
@@ -69,6 +70,12 @@ gguf_ctx_t *gguf_open(const char *path, char *err, size_t err_len) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     set_err(err, err_len, "%s: cannot open: %s", path, strerror(errno));
+    return NULL;
+  }
+  if (fault_value("model_read_delay", 0) > 0) fault_stall_once("model_read_delay"); /* test builds: a slow disk */
+  if (fault_hit("model_read")) { /* test builds: a disk that fails */
+    set_err(err, err_len, "%s: cannot read: %s", path, strerror(EIO));
+    close(fd);
     return NULL;
   }
   struct stat st;

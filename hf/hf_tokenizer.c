@@ -1,11 +1,19 @@
 /* hf/hf_tokenizer.c — tokenizer.json's byte-level BPE read into
  * llama.cpp's tokenizer.ggml.* keys (see hf.h), for text/'s tokenizer.
  *
- *   model          BPE without byte_fallback, continuing_subword_prefix or
+ *   model          BPE without continuing_subword_prefix or
  *                  end_of_word_suffix → tokenizer.ggml.model "gpt2";
- *                  vocab → tokens by id, merges ("a b" or ["a", "b"])
+ *                  vocab → tokens by id, merges ("a b" or ["a", "b"]);
+ *                  with byte_fallback (Llama 2, Mistral, Gemma) → "llama"
+ *                  with merges (text/ then merges by rank), the <0xXX>
+ *                  tokens of type byte (6), unk_token, and
+ *                  add_space_prefix from the normalizer: Prepend "▁" and
+ *                  Replace " " by "▁" (or a Metaspace pre-tokenizer that
+ *                  does not split); decoders Replace/ByteFallback/Fuse/
+ *                  Strip or Metaspace
  *   added_tokens   special → control (3), others user-defined (4)
- *   normalizer     none (any other is refused)
+ *   normalizer     none or NFC for byte-level BPE (Qwen) → tram's own key
+ *                  tram.tokenizer.normalizer "nfc" (any other is refused)
  *   pre_tokenizer  ByteLevel, or a Sequence of Split (Isolated) / Digits
  *                  (individual) / ByteLevel, matched against text/'s table
  *                  (tok_pre_name_of) → tokenizer.ggml.pre; ignore_merges
@@ -165,6 +173,17 @@ static int read_vocab(vocab_t *v, const cJSON *tok, char *err, size_t err_len) {
   return 0;
 }
 
+/* The byte-fallback tokens "<0xXX>" of the vocabulary become byte tokens (6),
+ * which text/ decodes to their byte. */
+static void mark_bytes(vocab_t *v) {
+  for (int i = 0; i < v->n; i++) {
+    const char *t = v->text[i];
+    if (v->type[i] == TOK_TYPE_NORMAL && strlen(t) == 6 && !strncmp(t, "<0x", 3) && t[5] == '>' &&
+        strchr("0123456789ABCDEF", t[3]) && strchr("0123456789ABCDEF", t[4]) && t[3] && t[4])
+      v->type[i] = TOK_TYPE_BYTE;
+  }
+}
+
 /* model.merges → "a b" strings in b. */
 static int read_merges(gguf_build_t *b, const cJSON *tok, char *err, size_t err_len) {
   const cJSON *merges = field(field(tok, "model"), "merges");
@@ -207,22 +226,107 @@ static int read_merges(gguf_build_t *b, const cJSON *tok, char *err, size_t err_
   return rc;
 }
 
+static const char *type_of(const cJSON *o) {
+  return cJSON_IsString(field(o, "type")) ? field(o, "type")->valuestring : "?";
+}
+
+/* A Replace step of " " by "▁" (a normalizer's or a decoder's inverse). */
+static int is_replace(const cJSON *o, const char *from, const char *to) {
+  const cJSON *pat = field(field(o, "pattern"), "String"), *content = field(o, "content");
+  return is_type(o, "Replace") && cJSON_IsString(pat) && strcmp(pat->valuestring, from) == 0 &&
+         cJSON_IsString(content) && strcmp(content->valuestring, to) == 0;
+}
+
+#define META "\xE2\x96\x81" /* "▁", SentencePiece's space */
+
+/* tokenizer.json's BPE with byte_fallback (Llama 2, Mistral, Gemma): spaces
+ * become "▁" (a Replace normalizer, or a Metaspace pre-tokenizer that does
+ * not split) and one "▁" goes first (a Prepend normalizer, or Metaspace's
+ * prepend_scheme first/always) — text/'s "llama" tokenizer, with merges.
+ * *prefix: whether "▁" goes first: 0 no; 1 before every piece between added
+ * tokens (Prepend); 2 the same unless the piece starts with a space
+ * (Metaspace "always"); 3 only before the text's first piece, unless it
+ * starts with a space (Metaspace "first"). Added tokens are matched in the
+ * text as it is: `tokenizers` matches those marked "normalized" in the
+ * normalized text (after Prepend and Replace), which tram does not do. */
+static int check_sentencepiece(const cJSON *tok, int *prefix, char *err, size_t err_len) {
+  const cJSON *norm = field(tok, "normalizer"), *pre = field(tok, "pre_tokenizer"), *dec = field(tok, "decoder");
+  int replace = 0;
+  *prefix = 0;
+  const cJSON *steps = is_type(norm, "Sequence") ? field(norm, "normalizers") : NULL;
+  const cJSON *one = steps ? steps->child : norm && !cJSON_IsNull(norm) ? norm : NULL;
+  for (const cJSON *n = one; n; n = steps ? n->next : NULL) {
+    const cJSON *p = field(n, "prepend");
+    if (is_replace(n, " ", META) && !replace) replace = 1;
+    else if (is_type(n, "Prepend") && cJSON_IsString(p) && strcmp(p->valuestring, META) == 0 && !replace && !*prefix)
+      *prefix = 1;
+    else {
+      snprintf(err, err_len, "tokenizer.json: normalizer %s is not one tram runs with byte_fallback (Prepend \"▁\" "
+               "then Replace \" \" by \"▁\")", type_of(n));
+      return -EINVAL;
+    }
+  }
+  if (is_type(pre, "Metaspace")) {
+    const cJSON *rep = field(pre, "replacement"), *scheme = field(pre, "prepend_scheme");
+    const char *sc = cJSON_IsString(scheme) ? scheme->valuestring
+                     : cJSON_IsFalse(field(pre, "add_prefix_space")) ? "never" : "always";
+    if (!cJSON_IsString(rep) || strcmp(rep->valuestring, META) != 0 || cJSON_IsTrue(field(pre, "split")) ||
+        (strcmp(sc, "first") && strcmp(sc, "always") && strcmp(sc, "never")) || *prefix) {
+      snprintf(err, err_len, "tokenizer.json: a Metaspace pre-tokenizer that splits, or replaces by something "
+               "other than \"▁\", is not one tram runs");
+      return -EINVAL;
+    }
+    replace = 1;
+    *prefix = !strcmp(sc, "first") ? 3 : !strcmp(sc, "always") ? 2 : 0; /* not before a space already there */
+  } else if (pre && !cJSON_IsNull(pre)) {
+    snprintf(err, err_len, "tokenizer.json: pre_tokenizer %s with byte_fallback is not one tram runs (none, or "
+             "Metaspace)", type_of(pre));
+    return -EINVAL;
+  }
+  if (!replace) {
+    snprintf(err, err_len, "tokenizer.json: byte_fallback BPE without spaces replaced by \"▁\" is not one tram "
+             "runs");
+    return -EINVAL;
+  }
+  const cJSON *dsteps = is_type(dec, "Sequence") ? field(dec, "decoders") : NULL;
+  for (const cJSON *d = dsteps ? dsteps->child : NULL; d; d = d->next)
+    if (!is_replace(d, META, " ") && !is_type(d, "ByteFallback") && !is_type(d, "Fuse") && !is_type(d, "Strip")) {
+      snprintf(err, err_len, "tokenizer.json: decoder step %s: tram decodes SentencePiece-style BPE", type_of(d));
+      return -EINVAL;
+    }
+  if (dec && !cJSON_IsNull(dec) && !dsteps && !is_type(dec, "Metaspace") && !is_type(dec, "ByteFallback")) {
+    snprintf(err, err_len, "tokenizer.json: decoder %s: tram decodes SentencePiece-style BPE", type_of(dec));
+    return -EINVAL;
+  }
+  if (cJSON_IsString(field(field(tok, "model"), "continuing_subword_prefix")) ||
+      cJSON_IsString(field(field(tok, "model"), "end_of_word_suffix"))) {
+    snprintf(err, err_len, "tokenizer.json: BPE with word affixes (continuing_subword_prefix, end_of_word_suffix) "
+             "is not something tram runs");
+    return -EINVAL;
+  }
+  if (cJSON_IsTrue(field(field(tok, "model"), "ignore_merges"))) {
+    snprintf(err, err_len, "tokenizer.json: model.ignore_merges with byte_fallback is not something tram runs");
+    return -EINVAL;
+  }
+  return 0;
+}
+
 /* The checks on tokenizer.json's model, normalizer and decoder. */
 static int check_kinds(const cJSON *tok, char *err, size_t err_len) {
   const cJSON *model = field(tok, "model"), *norm = field(tok, "normalizer"), *dec = field(tok, "decoder");
   if (!is_type(model, "BPE")) {
-    snprintf(err, err_len, "tokenizer.json: model type %s: tram reads byte-level BPE",
+    snprintf(err, err_len, "tokenizer.json: model type %s: tram reads BPE",
              cJSON_IsString(field(model, "type")) ? field(model, "type")->valuestring : "(none)");
     return -EINVAL;
   }
-  if (cJSON_IsTrue(field(model, "byte_fallback")) || cJSON_IsString(field(model, "continuing_subword_prefix")) ||
+  if (cJSON_IsString(field(model, "continuing_subword_prefix")) ||
       cJSON_IsString(field(model, "end_of_word_suffix"))) {
-    snprintf(err, err_len, "tokenizer.json: BPE with byte_fallback or word affixes (SentencePiece-style) is not "
-             "something tram reads from tokenizer.json; use the model's GGUF");
+    snprintf(err, err_len, "tokenizer.json: BPE with word affixes (continuing_subword_prefix, end_of_word_suffix) "
+             "is not something tram runs");
     return -EINVAL;
   }
-  if (norm && !cJSON_IsNull(norm)) {
-    snprintf(err, err_len, "tokenizer.json: normalizer %s is not something tram runs",
+  if (norm && !cJSON_IsNull(norm) && !is_type(norm, "NFC")) {
+    snprintf(err, err_len, "tokenizer.json: normalizer %s is not something tram runs (none, or NFC)",
              cJSON_IsString(field(norm, "type")) ? field(norm, "type")->valuestring : "?");
     return -EINVAL;
   }
@@ -236,20 +340,35 @@ static int check_kinds(const cJSON *tok, char *err, size_t err_len) {
 
 int hf__tokenizer(gguf_build_t *b, const cJSON *tok, const cJSON *tcfg, const cJSON *cfg, int n_vocab, char *err,
                   size_t err_len) {
-  const char *pre;
+  const char *pre = NULL;
   if (!cJSON_IsObject(tok)) {
     snprintf(err, err_len, "tokenizer.json: not a JSON object");
     return -EINVAL;
   }
-  if (check_kinds(tok, err, err_len) || pre_name(tok, &pre, err, err_len)) return -EINVAL;
+  const int byte_fallback = cJSON_IsTrue(field(field(tok, "model"), "byte_fallback"));
+  int prefix = 0;
+  if (byte_fallback ? check_sentencepiece(tok, &prefix, err, err_len)
+                    : check_kinds(tok, err, err_len) || pre_name(tok, &pre, err, err_len))
+    return -EINVAL;
   vocab_t v = {xcalloc((size_t)n_vocab, sizeof(char *)), xcalloc((size_t)n_vocab, sizeof(int32_t)), n_vocab};
   int rc = read_vocab(&v, tok, err, err_len);
   if (rc == 0) rc = read_merges(b, tok, err, err_len);
   if (rc == 0) {
     size_t *lens = xmalloc((size_t)n_vocab * sizeof *lens);
     for (int i = 0; i < n_vocab; i++) lens[i] = strlen(v.text[i]);
-    gguf_build_str(b, "tokenizer.ggml.model", "gpt2", 4);
-    gguf_build_str(b, "tokenizer.ggml.pre", pre, strlen(pre));
+    if (byte_fallback) {
+      gguf_build_str(b, "tokenizer.ggml.model", "llama", 5);
+      gguf_build_bool(b, "tokenizer.ggml.add_space_prefix", prefix != 0);
+      if (prefix >= 2) gguf_build_bool(b, "tram.tokenizer.prefix_unless_space", 1);
+      if (prefix) gguf_build_str(b, "tram.tokenizer.prefix_pieces", prefix == 3 ? "first" : "every", 5);
+      mark_bytes(&v);
+      const int32_t unk = find_token(&v, token_content(field(field(tok, "model"), "unk_token")));
+      if (unk >= 0) gguf_build_u32(b, "tokenizer.ggml.unknown_token_id", (uint32_t)unk);
+    } else {
+      gguf_build_str(b, "tokenizer.ggml.model", "gpt2", 4);
+      gguf_build_str(b, "tokenizer.ggml.pre", pre, strlen(pre));
+      if (is_type(field(tok, "normalizer"), "NFC")) gguf_build_str(b, "tram.tokenizer.normalizer", "nfc", 3);
+    }
     gguf_build_arr_str(b, "tokenizer.ggml.tokens", (const char *const *)v.text, lens, (size_t)n_vocab);
     gguf_build_arr_i32(b, "tokenizer.ggml.token_type", v.type, (size_t)n_vocab);
     free(lens);

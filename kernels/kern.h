@@ -124,6 +124,11 @@ struct kern_backend {
   const char *name;    /* "cpu", "cuda" (public, read-only) */
   kern_type_t kv_type; /* element type of KV cache storage (KERN_F32 on CPU) */
   kern_precision_t precision; /* the matmul arithmetic in use (public, read-only) */
+  /* > 0: the paged attention reads no key of a row before its sliding
+   * window's edge rounded down to a multiple of this (a key tile), so
+   * blocks wholly before that may be released; 0: it may read any key of
+   * the sequence (public, read-only) */
+  int attn_window_granule;
 
   /* Frees the backend and everything it allocated. */
   void (*destroy)(kern_backend_t *be);

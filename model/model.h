@@ -148,6 +148,24 @@ typedef struct model model_t;
  * may log why it refused a weight). */
 model_t *model_load(const char *path, kern_backend_t *be, char *err, size_t err_len);
 
+/* How model_load_opts prepares the weights (zero: as model_load). */
+typedef struct model_load_opts {
+  /* KERN_Q8_0, KERN_Q4_0 or KERN_Q4_1: every weight matrix stored as F32,
+   * F16 or BF16 (a Hugging Face checkpoint, an unquantized GGUF file) whose
+   * rows are whole blocks of 32 is quantized to it at load
+   * (kernels/kern_quant.h), into host memory the model owns, except the
+   * output projection (output.weight, or token_embd.weight when tied),
+   * which a 4-bit target quantizes to Q8_0; matrices already quantized,
+   * and norms and biases, stay as they are. KERN_F32 (0): every weight as
+   * stored. */
+  kern_type_t quantize;
+} model_load_opts_t;
+
+/* model_load with options (o NULL: none); -EINVAL-style failure, with err
+ * written, for a quantize type kern_quant_is_target refuses. */
+model_t *model_load_opts(const char *path, kern_backend_t *be, const model_load_opts_t *o, char *err,
+                         size_t err_len);
+
 /* Frees the weights and the mapping. NULL is a no-op. */
 void model_destroy(model_t *m);
 

@@ -37,6 +37,12 @@ struct model {
   float *output_norm;     /* device [dim] */
   model_layer_t *layers;  /* [n_layers], owned */
   int64_t step_bytes;     /* model_step_weight_bytes() */
+  /* --quantize (model_load_opts_t.quantize): the host copies quantized at
+   * load that weights view instead of the mapping; freed after them */
+  kern_type_t quantize;   /* the target type; KERN_F32 (0): weights as stored */
+  void **quant_bufs;      /* [n_quant_bufs], owned */
+  size_t n_quant_bufs, quant_bufs_cap;
+  int n_quantized;        /* matrices quantized (for the load's log line) */
 };
 
 /* Reads and checks the hyper-parameters from g's metadata into hp (tensor

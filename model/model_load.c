@@ -24,6 +24,7 @@
  *   rope_factors_{long,short}.weight [rot_dim / 2] F32  phi3 LongRoPE (model_hparams.c)
  * Any other tensor is an error: a weight tram would silently ignore means
  * the file is not the architecture tram runs. */
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@
 #include "base/log.h"
 #include "base/alloc.h"
 #include "hf/hf.h"
+#include "kernels/kern_quant.h"
 #include "model/model_internal.h"
 
 /* The state of one load: the tensors used so far, and the error line. */
@@ -83,6 +85,33 @@ static const gguf_tensor_t *find(loader_t *ld, const char *name, int64_t ne0, in
   return t;
 }
 
+/* The type --quantize gives the matrix `name` of `type` with rows of
+ * `cols`, or `type` when it stays as stored. The output projection
+ * (output.weight, or token_embd.weight when tied) goes to Q8_0 under a
+ * 4-bit target, as llama.cpp keeps it at Q6_K: at 4 bits it alone costs
+ * most of the accuracy (docs/models.md). */
+static kern_type_t quant_target(const model_t *m, const char *name, kern_type_t type, int64_t cols) {
+  kern_type_t to = m->quantize;
+  if (to == KERN_F32 || (type != KERN_F32 && type != KERN_F16 && type != KERN_BF16)) return type;
+  const int output = strcmp(name, "output.weight") == 0 || (m->hp.tied_output && strcmp(name, "token_embd.weight") == 0);
+  if (output && to != KERN_Q8_0) to = KERN_Q8_0;
+  return kern_type_row_bytes(to, cols) > 0 ? to : type;
+}
+
+/* rows × cols of `type` at src quantized to `to` into a new buffer the
+ * model owns. */
+static const void *quantized(model_t *m, kern_type_t to, kern_type_t type, const void *src, int64_t rows,
+                             int64_t cols) {
+  void *q = xmalloc((size_t)(rows * kern_type_row_bytes(to, cols)));
+  const int rc = kern_quantize_rows(to, q, type, src, rows, cols);
+  assert(rc == 0); /* quant_target() checked the types and the blocks */
+  (void)rc;
+  xgrow(&m->quant_bufs, &m->quant_bufs_cap, m->n_quant_bufs + 1, sizeof *m->quant_bufs, 64);
+  m->quant_bufs[m->n_quant_bufs++] = q;
+  m->n_quantized++;
+  return q;
+}
+
 /* Rows [row0, row0 + rows) of the weight matrix `name` of total_rows ×
  * cols, prepared on the backend (a view of one part of a fused matrix:
  * phi3's attn_qkv and ffn_up). 0 or -EINVAL. */
@@ -92,15 +121,21 @@ static int load_rows(loader_t *ld, const char *name, int64_t total_rows, int64_t
   const gguf_tensor_t *t = find(ld, name, cols, total_rows, 1, &bad);
   if (!t) return -EINVAL;
   kern_backend_t *be = ld->m->be;
-  const int64_t row_bytes = kern_type_row_bytes((kern_type_t)t->type, cols);
-  int rc = row_bytes > 0 ? be->weight_init(be, w, (kern_type_t)t->type, rows, cols,
-                                           (const char *)t->data + row0 * row_bytes)
-                         : -EINVAL;
+  kern_type_t type = (kern_type_t)t->type;
+  int64_t row_bytes = kern_type_row_bytes(type, cols);
+  const void *data = row_bytes > 0 ? (const char *)t->data + row0 * row_bytes : NULL;
+  const kern_type_t to = quant_target(ld->m, name, type, cols);
+  if (data && to != type) {
+    data = quantized(ld->m, to, type, data, rows, cols);
+    type = to;
+    row_bytes = kern_type_row_bytes(type, cols);
+  }
+  int rc = data ? be->weight_init(be, w, type, rows, cols, data) : -EINVAL;
   if (rc != 0) {
     memset(w, 0, sizeof *w);
-    const char *type = kern_type_name(t->type);
+    const char *tname = kern_type_name(type);
     snprintf(ld->err, ld->err_len, "tensor '%s': the %s backend cannot use a %s weight of %lld x %lld (%s)", name,
-             be->name, type ? type : "?", (long long)rows, (long long)cols, strerror(-rc));
+             be->name, tname ? tname : "?", (long long)rows, (long long)cols, strerror(-rc));
     return -EINVAL;
   }
   ld->m->step_bytes += rows * row_bytes;
@@ -211,7 +246,7 @@ static int load_tensors(loader_t *ld) {
   if (rc != 0) return rc;
   /* token_embd counts once as the output of a tied model; a decode step
    * reads one embedding row of it */
-  if (!hp->tied_output) m->step_bytes -= (int64_t)gguf_find_tensor(m->gguf, "token_embd.weight")->nbytes;
+  if (!hp->tied_output) m->step_bytes -= hp->n_vocab * kern_type_row_bytes(m->tok_embd.type, hp->dim);
   m->step_bytes += kern_type_row_bytes(m->tok_embd.type, hp->dim);
   m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
   if (!m->layers) abort();
@@ -245,6 +280,17 @@ static int load_extras(model_t *m, char *err, size_t err_len) {
 }
 
 model_t *model_load(const char *path, kern_backend_t *be, char *err, size_t err_len) {
+  return model_load_opts(path, be, NULL, err, err_len);
+}
+
+model_t *model_load_opts(const char *path, kern_backend_t *be, const model_load_opts_t *o, char *err,
+                         size_t err_len) {
+  const kern_type_t quantize = o ? o->quantize : KERN_F32;
+  if (quantize != KERN_F32 && !kern_quant_is_target(quantize)) {
+    const char *name = kern_type_name(quantize);
+    snprintf(err, err_len, "%s: cannot quantize weights to %s (Q8_0, Q4_0 or Q4_1)", path, name ? name : "?");
+    return NULL;
+  }
 #ifndef TRAM_NO_HF /* the GPU test build links no JSON library (Makefile) */
   /* a Hugging Face checkpoint is read as the GGUF file it converts to (hf/hf.h) */
   gguf_ctx_t *g = hf_is_checkpoint(path) ? hf_open(path, err, err_len) : gguf_open(path, err, err_len);
@@ -256,6 +302,7 @@ model_t *model_load(const char *path, kern_backend_t *be, char *err, size_t err_
   if (!m) abort();
   m->be = be;
   m->gguf = g;
+  m->quantize = quantize;
   char msg[512] = "";
   loader_t ld = {.m = m, .err = msg, .err_len = sizeof msg};
   int rc = model__hparams_read(g, &m->hp, &m->inv_freq, msg, sizeof msg);
@@ -275,6 +322,9 @@ model_t *model_load(const char *path, kern_backend_t *be, char *err, size_t err_
            path, model_arch_name(hp->arch), hp->n_layers, hp->dim, hp->ff_dim, hp->n_heads,
            hp->n_kv_heads, hp->head_dim, hp->n_vocab, hp->n_ctx, hp->sliding_window,
            (double)m->step_bytes / 1e6);
+  if (quantize != KERN_F32)
+    log_info("model: %d weight matrices quantized to %s at load (F32/F16/BF16 ones with rows of whole blocks)",
+             m->n_quantized, kern_type_name(quantize));
   return m;
 }
 
@@ -309,6 +359,8 @@ void model_destroy(model_t *m) {
   }
   release(be, &m->tok_embd);
   release(be, &m->output);
+  for (size_t i = 0; i < m->n_quant_bufs; i++) free(m->quant_bufs[i]);
+  free(m->quant_bufs);
   be->free(be, m->output_norm);
   be->free(be, m->inv_freq_dev);
   be->free(be, m->inv_freq_swa_dev);

@@ -150,6 +150,15 @@ void sched_req_destroy(sched_req_t *r);
  * still going with SCHED_FINISH_ABORT. */
 void sched_req_cancel(sched_req_t *r);
 
+/* Pauses (paused 1) or resumes (0) the request: back-pressure from a client
+ * that stopped reading. Any thread, any time between a successful submit
+ * and the final event. A paused request's sequences are not planned: a
+ * running one takes no step and keeps its blocks (it may be preempted like
+ * any other, and is preempted first when the cache or the running places
+ * are short); a waiting one is not admitted, and others are admitted past
+ * it. Resuming wakes the engine. Its output does not change. */
+void sched_req_pause(sched_req_t *r, int paused);
+
 void *sched_req_user(const sched_req_t *r);
 /* The engine's id for the request (0 before submit), for logs. */
 uint64_t sched_req_id(const sched_req_t *r);
@@ -289,6 +298,8 @@ typedef struct sched_stats {
   int32_t running;             /* sequences admitted and not finished */
   int32_t waiting;             /* sequences waiting for admission: new requests (queued or
                                 * listed) and preempted sequences */
+  int32_t paused;              /* of the running and waiting ones, those of paused requests
+                                * (sched_req_pause): work the engine holds but does not do */
   int32_t kv_blocks_total, kv_blocks_used, kv_blocks_free;
   int32_t kv_blocks_cached;    /* blocks holding a prefix-cache entry (in use or free) */
   int32_t block_size;

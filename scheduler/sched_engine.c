@@ -11,6 +11,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/fault.h"
 #include "base/log.h"
 #include "kernels/kern_sample.h"
 #include "scheduler/sched_internal.h"
@@ -56,6 +57,20 @@ static int resolve_config(sched_config_t *c) {
 }
 
 static void *engine_main(void *arg);
+
+/* The window after which a sequence's blocks may be released: the largest
+ * of the layers' sliding windows when every layer has one and the backend's
+ * attention never reads before them (be->attn_window_granule), else 0. */
+static int release_window(const model_t *m, const kern_backend_t *be) {
+  const model_hparams_t *hp = model_hparams(m);
+  int w = 0;
+  for (int l = 0; l < hp->n_layers; l++) {
+    const int lw = model_layer_window(hp, l);
+    if (lw <= 0) return 0; /* a global layer sees every key */
+    if (lw > w) w = lw;
+  }
+  return be->attn_window_granule > 0 ? w : 0;
+}
 
 sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_backend_t *be,
                                     const sched_config_t *cfg) {
@@ -113,6 +128,8 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   if (attn_meta_init(&e->meta, c.max_seqs, c.max_batch_tokens, model_runner_max_blocks_per_seq(e->runner)) != 0)
     goto fail;
   if (sched_plan_init(&e->plan, e->cache->alloc, c.max_batch_tokens, c.max_seqs, c.prefix_caching) != 0) goto fail;
+  e->plan.window = release_window(m, be);
+  e->plan.window_granule = be->attn_window_granule;
   e->ws = samp_ws_create(e->n_vocab);
   e->seqs = xcalloc((size_t)c.max_seqs, sizeof *e->seqs);
   e->q_lens = xcalloc((size_t)c.max_seqs, sizeof *e->q_lens);
@@ -148,9 +165,10 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   }
   e->thread_started = 1;
   log_info("engine: %d KV blocks of %d tokens, max_seqs %d, max_batch_tokens %d, max_model_len %d, prefix caching "
-           "%s, speculative decoding %s",
+           "%s, speculative decoding %s, blocks before the sliding window %s",
            e->cache->num_blocks, e->cache->block_size, c.max_seqs, c.max_batch_tokens, e->max_len,
-           c.prefix_caching ? "on" : "off", e->spec_rows > 0 ? "ngram" : "off");
+           c.prefix_caching ? "on" : "off", e->spec_rows > 0 ? "ngram" : "off",
+           e->plan.window > 0 ? "released" : "kept (not every layer has a window, or the backend reads them)");
   return e;
 fail:
   sched_engine_destroy(e);
@@ -160,14 +178,18 @@ fail:
 static void *engine_main(void *arg) {
   sched_engine_t *e = arg;
   for (;;) {
-    if (sched__step(e)) continue;
+    if (sched__step(e)) {
+      fault_stall_once("engine_stall"); /* test builds: a wedged engine */
+      continue;
+    }
     pthread_mutex_lock(&e->mu);
     const int idle = e->plan.running.n == 0 && e->plan.waiting.n == 0 && !e->inbox_head;
     if (e->stopping && idle) {
       pthread_mutex_unlock(&e->mu);
       break;
     }
-    if (!idle) log_error("engine: %d sequences wait but none can be planned", e->plan.waiting.n);
+    if (!idle && e->plan.n_paused < e->plan.running.n + e->plan.waiting.n)
+      log_error("engine: %d sequences wait but none can be planned", e->plan.waiting.n);
     while (!e->inbox_head && !e->wake && !e->stopping) pthread_cond_wait(&e->cv, &e->mu);
     pthread_mutex_unlock(&e->mu);
   }
@@ -260,6 +282,7 @@ int sched_submit(sched_engine_t *e, sched_req_t *r, char *err, size_t err_len) {
   }
   sched_seq_init(&r->seqs[0].s, r->prompt, r->n_prompt, r->p.n);
   r->seqs[0].s.no_prefix = r->p.prompt_logprobs;
+  r->seqs[0].s.pause = &r->paused; /* its forks share it */
   r->seqs[0].prompt_lp_next = 1;
   r->seqs[0].started = 1;
   r->n_live = r->p.n;

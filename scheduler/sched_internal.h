@@ -52,6 +52,7 @@ struct sched_req {
   void *user;
   /* shared with other threads */
   atomic_int cancelled;
+  atomic_int paused;          /* sched_req_pause: its sequences are not planned */
   sched_engine_t *engine;     /* set at submit */
   /* the engine's, from submit to the final event */
   uint64_t id;

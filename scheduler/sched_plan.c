@@ -131,11 +131,33 @@ static void preempt(sched_plan_t *c, sched_seq_t *s) {
   log_debug("sched: preempted a sequence of %lld tokens (%d running)", (long long)s->len, c->running.n);
 }
 
-/* The most recently admitted running sequence not planned this step. */
+/* The most recently admitted paused running sequence (never planned), or
+ * NULL. */
+static sched_seq_t *paused_victim(const sched_plan_t *c) {
+  for (sched_seq_t *v = c->running.tail; v; v = v->prev)
+    if (v->paused) return v;
+  return NULL;
+}
+
+/* A paused running sequence, else the most recently admitted running
+ * sequence not planned this step. */
 static sched_seq_t *victim(const sched_plan_t *c) {
+  sched_seq_t *p = paused_victim(c);
+  if (p) return p;
   for (sched_seq_t *v = c->running.tail; v; v = v->prev)
     if (v->planned != c->step) return v;
   return NULL;
+}
+
+/* Reads every listed sequence's pause flag once for this step. */
+static void read_pauses(sched_plan_t *c) {
+  c->n_paused = 0;
+  const sched_list_t *lists[2] = {&c->running, &c->waiting};
+  for (int l = 0; l < 2; l++)
+    for (sched_seq_t *s = lists[l]->head; s; s = s->next) {
+      s->paused = s->pause && atomic_load_explicit(s->pause, memory_order_relaxed);
+      c->n_paused += s->paused;
+    }
 }
 
 static void plan_item(sched_plan_t *c, sched_seq_t *s, int64_t q) {
@@ -205,11 +227,13 @@ int sched_plan_step(sched_plan_t *c) {
   c->n_items = 0;
   c->n_tokens = 0;
   int64_t budget = c->max_batch_tokens;
+  read_pauses(c);
 
-  /* 1. decodes, in admission order; a preemption takes from the tail, so
-   * s->next stays valid, and s is preempted only as the tail itself */
+  /* 1. decodes, in admission order; a preemption takes a paused sequence or
+   * from the tail, so s->next stays valid, and s is preempted only as the
+   * tail itself */
   for (sched_seq_t *s = c->running.head; s; s = s->next) {
-    if (s->len - s->kv.n_tokens != 1 + s->spec) continue;
+    if (s->paused || s->len - s->kv.n_tokens != 1 + s->spec) continue;
     if (s->spec > 0 && (room(c, s) < 1 + s->spec || budget < 1 + s->spec + (c->running.n - c->n_items - 1)))
       sched_seq_drop_drafts(s); /* drafts never preempt anyone nor crowd out a decode */
     if (make_room(c, s, 1 + s->spec, 0) == 0) break;
@@ -218,20 +242,41 @@ int sched_plan_step(sched_plan_t *c) {
   }
   /* 2. the next chunk of each partially computed sequence */
   for (sched_seq_t *s = c->running.head; s && budget > 0; s = s->next) {
-    if (s->planned == c->step) continue;
+    if (s->planned == c->step || s->paused) continue;
     const int64_t pending = s->len - s->kv.n_tokens;
     const int64_t q = make_room(c, s, pending < budget ? pending : budget, 1);
     if (q == 0) break; /* s was the last unplanned one */
     plan_item(c, s, q);
     budget -= q;
   }
-  /* 3. admissions, first come first served */
-  while (budget > 0 && c->waiting.head) {
-    const int64_t q = admit(c, c->waiting.head, budget);
-    if (q == 0) break;
+  /* 3. admissions, first come first served, paused ones passed over; paused
+   * running sequences make room (preempted: they go to the waiting head,
+   * before s, and are passed over there) */
+  for (sched_seq_t *s = c->waiting.head; s && budget > 0;) {
+    if (s->paused) {
+      s = s->next;
+      continue;
+    }
+    sched_seq_t *next = s->next;
+    const int64_t q = admit(c, s, budget);
+    if (q == 0) {
+      sched_seq_t *v = paused_victim(c);
+      if (!v) break;
+      preempt(c, v);
+      continue; /* s again */
+    }
     budget -= q;
+    s = next;
   }
   return c->n_items;
+}
+
+/* Releases the blocks of s that no later row can see: a row at position
+ * p >= n_tokens sees keys from p + 1 - window on, and the attention reads
+ * from that edge rounded down to window_granule. */
+static void release_outside_window(sched_plan_t *c, sched_seq_t *s) {
+  const int64_t edge = s->kv.n_tokens + 1 - c->window;
+  if (c->window > 0 && edge > 0) kv_seq_release_before(c->alloc, &s->kv, edge / c->window_granule * c->window_granule);
 }
 
 void sched_plan_commit(sched_plan_t *c) {
@@ -239,12 +284,14 @@ void sched_plan_commit(sched_plan_t *c) {
     sched_seq_t *s = c->items[i].seq;
     kv_seq_commit(c->alloc, &s->kv, c->items[i].q_len);
     if (c->prefix_caching && s->spec == 0) kv_seq_publish(c->alloc, &s->kv, s->tokens);
+    if (s->spec == 0) release_outside_window(c, s); /* drafts: after their rollback */
   }
 }
 
 void sched_plan_rollback(sched_plan_t *c, sched_seq_t *s, int64_t keep) {
   kv_seq_truncate(c->alloc, &s->kv, keep);
   if (c->prefix_caching) kv_seq_publish(c->alloc, &s->kv, s->tokens);
+  release_outside_window(c, s);
 }
 
 void sched_plan_release_places(sched_plan_t *c, sched_seq_t *s) {
@@ -254,6 +301,9 @@ void sched_plan_release_places(sched_plan_t *c, sched_seq_t *s) {
 
 int sched_plan_fork(sched_plan_t *c, sched_seq_t *parent, sched_seq_t *child, int32_t *copy_src, int32_t *copy_dst) {
   child->places = 1;
+  child->pause = parent->pause;
+  child->paused = parent->paused;
+  c->n_paused += child->paused;
   const int rc = kv_seq_fork(c->alloc, &child->kv, &parent->kv, copy_src, copy_dst);
   if (rc < 0) {
     sched_plan_add_front(c, child);

@@ -32,6 +32,12 @@
  * its drafts are dropped and it decodes one token. A preempted sequence
  * loses its drafts. Its newly full blocks are published only once the
  * engine has verified the drafts (sched_plan_rollback).
+ * A paused sequence (its pause flag set: a client not reading) is skipped
+ * by all three: it keeps its blocks and places while running; a waiting one
+ * is passed over by admission (FIFO among the others). When a waiting
+ * sequence cannot be admitted for want of places or blocks, paused running
+ * sequences are preempted first, most recent first, to make room; and a
+ * reservation's victim is a paused sequence when there is one.
  * Every planned sequence reserves the blocks for its chunk before the step
  * runs. When a reservation fails, the most recently admitted running
  * sequence not yet planned this step is preempted (blocks freed, put back
@@ -42,6 +48,7 @@
 #ifndef TRAM_SCHED_PLAN_H
 #define TRAM_SCHED_PLAN_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "cache/kv_alloc.h"
@@ -70,6 +77,9 @@ struct sched_seq {
   int64_t cached_tokens;    /* tokens the prefix cache gave at its last admission */
   int32_t admissions;       /* times admitted */
   int no_prefix;            /* 1: never take prefix-cache hits (every prompt row is computed) */
+  const atomic_int *pause;  /* its owner's pause flag, read once per step (NULL: never paused; a
+                             * fork shares its parent's) */
+  int paused;               /* the flag as this step read it */
 };
 
 typedef struct sched_list {
@@ -94,8 +104,14 @@ typedef struct sched_plan {
   kv_alloc_t *alloc;  /* not owned */
   int max_batch_tokens, max_seqs;
   int prefix_caching;
+  /* > 0: every layer has a sliding window of at most this many keys and
+   * the attention reads none before the window's edge rounded down to
+   * window_granule: after each step, the blocks that no later row can see
+   * are released (kv_seq_release_before); 0: blocks are kept */
+  int window, window_granule;
   sched_list_t waiting, running;
   int32_t running_places; /* sum of the running sequences' places (<= max_seqs) */
+  int32_t n_paused;   /* running and waiting sequences paused at the last plan */
   uint64_t step;      /* steps planned so far */
   /* the current plan: items[n_items], n_tokens in all, in planning order */
   sched_item_t *items; /* [max_seqs] */

@@ -74,6 +74,7 @@ sched_req_t *sched_req_create(const int32_t *prompt, int32_t n_prompt, const sch
   r->grammar = gram_entry_ref(p->grammar);
   r->user = user;
   atomic_init(&r->cancelled, 0);
+  atomic_init(&r->paused, 0);
   return r;
 }
 
@@ -103,6 +104,16 @@ void sched_req_destroy(sched_req_t *r) {
 void sched_req_cancel(sched_req_t *r) {
   if (atomic_exchange(&r->cancelled, 1)) return;
   sched_engine_t *e = r->engine;
+  if (!e) return;
+  pthread_mutex_lock(&e->mu);
+  e->wake = 1;
+  pthread_cond_signal(&e->cv);
+  pthread_mutex_unlock(&e->mu);
+}
+
+void sched_req_pause(sched_req_t *r, int paused) {
+  if (atomic_exchange(&r->paused, paused ? 1 : 0) == (paused ? 1 : 0) || paused) return;
+  sched_engine_t *e = r->engine; /* resumed: the engine may be asleep with nothing else to do */
   if (!e) return;
   pthread_mutex_lock(&e->mu);
   e->wake = 1;

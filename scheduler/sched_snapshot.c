@@ -140,7 +140,7 @@ static void build_blocks(sched_engine_t *e, sched_snap_t *sn) {
   /* owners: only running sequences hold blocks (a preempted one freed its own) */
   for (const sched_seq_t *s = e->plan.running.head; s; s = s->next) {
     const sched_eseq_t *q = (const sched_eseq_t *)s;
-    for (int32_t i = 0; i < s->kv.n_blocks; i++) {
+    for (int32_t i = s->kv.n_released; i < s->kv.n_blocks; i++) {
       sched_snap_cell_t *c = &sn->cells[s->kv.blocks[i] / per];
       if (c->owner) continue;
       c->owner = q->req->id;

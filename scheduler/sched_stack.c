@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/buf.h"
 #include "base/log.h"
@@ -45,7 +46,18 @@ int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, 
     snprintf(err, err_len, "cannot create the %s backend (see above)", o->device);
     return -EINVAL;
   }
-  st->model = model_load(o->model_path, st->be, err, err_len);
+  model_load_opts_t mo = {.quantize = KERN_F32};
+  if (o->quantize && strcasecmp(o->quantize, "off") != 0) {
+    for (int t = 0; t < KERN_TYPE_COUNT && mo.quantize == KERN_F32; t++)
+      if (kern_type_name((uint32_t)t) && strcasecmp(kern_type_name((uint32_t)t), o->quantize) == 0)
+        mo.quantize = (kern_type_t)t;
+    if (mo.quantize == KERN_F32) {
+      snprintf(err, err_len, "quantize: unknown type \"%s\"", o->quantize);
+      sched_stack_close(st);
+      return -EINVAL;
+    }
+  }
+  st->model = model_load_opts(o->model_path, st->be, &mo, err, err_len);
   if (!st->model) {
     sched_stack_close(st);
     return -EINVAL;

@@ -23,6 +23,9 @@ typedef struct sched_stack_opts {
   const char *device;     /* "cpu" or "cuda" */
   int threads;            /* compute threads (the CPU backend's pool) */
   int precision;          /* kern_precision_t: the matmul arithmetic (0 exact, 1 fast) */
+  const char *quantize;   /* a GGML type name, any case ("q8_0", "q4_0", "q4_1"): F32/F16/BF16
+                             weights quantized to it at load (model_load_opts_t); NULL or
+                             "off": as stored */
   sched_config_t sched;   /* the engine's configuration */
   const char *chat_template_path; /* a template file replacing the model's; NULL: the model's */
 } sched_stack_opts_t;

@@ -462,6 +462,7 @@ int sched__step(sched_engine_t *e) {
   sched_stats_t *st = &e->stats;
   st->running = e->plan.running.n;
   st->waiting = e->plan.waiting.n; /* sched_get_stats adds the inbox */
+  st->paused = e->plan.n_paused;
   st->kv_blocks_used = kv_alloc_used_blocks(a);
   st->kv_blocks_free = kv_alloc_free_blocks(a);
   st->kv_blocks_cached = kv_alloc_published_blocks(a);

@@ -11,6 +11,7 @@ pkgs=(
   libcjson-dev        # JSON
   node-llhttp         # HTTP parser: C sources in /usr/share/llhttp
   libpcre2-dev        # tokenizer pre-split regexes
+  libicu-dev          # tokenizer.json's NFC normalizer (Qwen)
   libsystemd-dev      # sd_notify, socket activation
   libzmq3-dev         # KV-cache events (ZeroMQ PUB)
   libmsgpack-dev      # KV-cache events (msgpack-c)

@@ -14,6 +14,7 @@
  * timers; memory is freed in the last close callback, and on_abort of a
  * response still in flight runs there too. */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,9 @@
 #include "server/oai_response.h"
 
 #define LINGER_MAX_BYTES (1u << 20) /* discard at most this much before closing */
+/* A request deadline that finds the client's bytes waiting unread (the
+ * loop was busy) is put off this long, once per arming. */
+#define LATE_LOOP_GRACE_MS 1000
 
 static void process(http__conn_t *c, const char *data, size_t len);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
@@ -34,6 +38,7 @@ static void on_timer(uv_timer_t *t);
 
 static void timer_arm(http__conn_t *c, http__timer_t kind, uint64_t ms) {
   c->timer_kind = kind;
+  c->timer_graced = false;
   uv_timer_start(&c->timer, on_timer, ms, 0);
 }
 
@@ -55,9 +60,23 @@ static void resume(http__conn_t *c) {
   if (!c->closing && !c->finishing && !c->ex) read_start(c);
 }
 
+bool http__conn_ready(http__conn_t *c, short events) {
+  uv_os_fd_t fd;
+  if (c->closing || uv_fileno(&c->io.handle, &fd) != 0) return false;
+  struct pollfd p = {.fd = fd, .events = events};
+  return poll(&p, 1, 0) == 1 && (p.revents & events);
+}
+
 static void on_timer(uv_timer_t *t) {
   http__conn_t *c = t->data;
   http__timer_t kind = c->timer_kind;
+  if ((kind == HTTP__TIMER_WAIT || kind == HTTP__TIMER_HEADERS || kind == HTTP__TIMER_BODY) && !c->timer_graced &&
+      http__conn_ready(c, POLLIN)) { /* the client did send: the loop was late; read it first */
+    log_debug("http: %s: a deadline found input waiting (the loop was late): put off", c->peer);
+    c->timer_graced = true;
+    uv_timer_start(&c->timer, on_timer, LATE_LOOP_GRACE_MS, 0);
+    return;
+  }
   c->timer_kind = HTTP__TIMER_NONE;
   switch (kind) {
   case HTTP__TIMER_WAIT:

@@ -68,6 +68,7 @@ struct http__conn {
   size_t queued;            /* bytes in uv_write requests not completed yet */
   size_t discarded;         /* bytes read and dropped while lingering */
   http__timer_t timer_kind;
+  bool timer_graced;        /* this arming's deadline was put off once (http__conn_ready) */
   int pending_closes;       /* handles whose close callback has not run */
   bool reading;             /* uv_read_start is in effect */
   bool closing;             /* uv_close issued; waiting for callbacks */
@@ -138,6 +139,12 @@ void http__conn_send_error(http__conn_t *c, int status, const char *message); /*
 
 /* http_guard.c: the connection budget */
 void http__idle_add(http__conn_t *c);    /* c waits for (or reads) a request */
+/* Whether c's socket has input waiting (events POLLIN) or room for output
+ * (POLLOUT) that the loop has not handled yet. A loop that was busy for
+ * longer than a deadline runs its timers before it polls its sockets: a
+ * deadline that finds the client's bytes waiting is the loop's delay, not the
+ * client's, and is put off. */
+bool http__conn_ready(http__conn_t *c, short events);
 void http__idle_remove(http__conn_t *c); /* no longer (no-op if not queued) */
 /* Closes the connection that has waited longest for a request (never one
  * with a request in flight) and stops counting it at once. Returns whether

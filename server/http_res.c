@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <linux/sockios.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,10 @@ static void on_write(uv_write_t *req, int status) {
 
 static void on_stall(uv_timer_t *t) {
   http__conn_t *c = t->data;
+  if (http__conn_ready(c, POLLOUT)) { /* the client reads: the loop was late to write; the writes go on */
+    uv_timer_start(&c->wtimer, on_stall, c->srv->limits.write_stall_ms, 0);
+    return;
+  }
   log_warn("http: dropping client %s: %zu bytes queued and no write completed for %u ms",
            c->peer, c->queued, c->srv->limits.write_stall_ms);
   c->srv->stats.dropped++;

@@ -114,6 +114,8 @@ srv_metrics_t *srv_metrics_create(const char *model_name, int32_t max_model_len)
 
   m->requests_running = gauge(m, "vllm:num_requests_running", "Number of requests in model execution batches.");
   m->requests_waiting = gauge(m, "vllm:num_requests_waiting", "Number of requests waiting to be processed.");
+  m->seqs_paused = gauge(m, "tram:num_sequences_paused",
+                         "Sequences held but not scheduled: their stream's client is not reading.");
   m->kv_usage = gauge(m, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.");
   m->prefix_cache_queries =
       counter(m, "vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.");
@@ -161,6 +163,7 @@ void srv_metrics_destroy(srv_metrics_t *m) {
 void srv_metrics_snapshot(srv_metrics_t *m, const sched_stats_t *st) {
   prom_set(m->requests_running, st->running);
   prom_set(m->requests_waiting, st->waiting);
+  prom_set(m->seqs_paused, st->paused);
   prom_set(m->kv_usage, st->kv_blocks_total ? (double)st->kv_blocks_used / st->kv_blocks_total : 0);
   prom_set(m->kv_blocks_used, st->kv_blocks_used);
   prom_set(m->kv_blocks_total, st->kv_blocks_total);

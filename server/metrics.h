@@ -25,6 +25,7 @@ typedef struct srv_metrics {
   /* gauges */
   prom_series_t *requests_running; /* vllm:num_requests_running */
   prom_series_t *requests_waiting; /* vllm:num_requests_waiting */
+  prom_series_t *seqs_paused;      /* tram:num_sequences_paused */
   prom_series_t *kv_usage;         /* vllm:kv_cache_usage_perc (0..1) */
   prom_series_t *kv_blocks_used;   /* tram:kv_cache_blocks_used */
   prom_series_t *kv_blocks_total;  /* tram:kv_cache_blocks_total */

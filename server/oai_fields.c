@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/json_alloc.h"
 #include "server/json_strict.h"
 
 #define INT_EXACT_MAX 9007199254740992.0 /* 2^53: larger doubles are not exact integers */
@@ -167,7 +168,15 @@ int oai__parse_object(oai__ctx_t *c, const char *body, size_t len, cJSON **root)
     return oai__fail(c, "invalid_json", NULL, "the request body is empty; expected a JSON object");
   char why[160];
   if (json_strict_check(body, len, why, sizeof why) != 0) return oai__fail(c, "invalid_json", NULL, "%s", why);
+  json_alloc_begin(); /* memory running out here is a 503, not the client's bad JSON */
   cJSON *x = cJSON_ParseWithLength(body, len);
+  if (json_alloc_end()) {
+    cJSON_Delete(x);
+    oai__fail(c, "out_of_memory", NULL, "the server ran out of memory reading the request; try again");
+    c->err->status = 503;
+    c->err->type = "server_error";
+    return -ENOMEM;
+  }
   if (!x) /* cannot happen after the strict check, but cJSON has the last word */
     return oai__fail(c, "invalid_json", NULL, "the request body is not valid JSON");
   if (!cJSON_IsObject(x)) {

@@ -12,6 +12,7 @@
 
 #include "base/arena.h"
 #include "server/oai_request.h"
+#include "server/oai_responses.h"
 
 typedef struct oai__ctx {
   arena_t *arena;
@@ -76,9 +77,18 @@ int oai__parse_text_format(oai__ctx_t *c, const cJSON *fmt, oai_params_t *p);
 int oai__parse_tools(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out);
 int oai__parse_message_tools(oai__ctx_t *c, const cJSON *m, int i, oai_message_t *out);
 /* oai_tools.c: tool_choice "required" or named, once everything else is
- * parsed: the JSON Schema that forces a call, as out->params.grammar (a
- * 400 when the request has a structured-output form too). */
-int oai__tool_grammar(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out);
+ * parsed: the JSON Schema that forces a call of tools (the chat form,
+ * checked), as out->params.grammar (a 400 when the request has a
+ * structured-output form too). */
+int oai__tool_grammar(oai__ctx_t *c, const cJSON *tools, oai_chat_req_t *out);
+
+/* oai_responses_tools.c: the Responses request's function tools and
+ * tool_choice into out->chat (and its grammar for required/named); an
+ * input item of type "function_call" or "function_call_output" as a
+ * message; a function_call output item (arguments "" until done). */
+int oai__resp_tools(oai__ctx_t *c, const cJSON *root, oai_responses_req_t *out);
+int oai__resp_call_item(oai__ctx_t *c, const cJSON *item, const char *type, const char *param, oai_message_t *m);
+cJSON *oai__resp_call_json(const oai_tool_call_t *t, bool done);
 
 /* Parses body into an object; on failure fills the error (invalid_json or a
  * body that is not an object). */

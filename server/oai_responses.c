@@ -15,7 +15,7 @@
 /* Fields of the Responses API tram does not implement: refused when they ask
  * for something (null, false, "", [] and {} ask nothing). */
 static const char *const REFUSED[] = {
-    "tools", "previous_response_id", "conversation", "reasoning", "include", "background", "prompt",
+    "previous_response_id", "conversation", "reasoning", "include", "background", "prompt",
     "max_tool_calls", "top_logprobs", "service_tier", "prompt_cache_key", "safety_identifier", "stream_options",
 };
 
@@ -38,9 +38,6 @@ static int refuse_fields(oai__ctx_t *c, const cJSON *root) {
   const cJSON *tr = oai__get(root, "truncation");
   if (tr && !(cJSON_IsString(tr) && strcmp(tr->valuestring, "disabled") == 0))
     return oai__fail(c, "unsupported_parameter", "truncation", "truncation: only \"disabled\" is supported");
-  const cJSON *tc = oai__get(root, "tool_choice");
-  if (tc && !(cJSON_IsString(tc) && (!strcmp(tc->valuestring, "auto") || !strcmp(tc->valuestring, "none"))))
-    return oai__fail(c, "unsupported_parameter", "tool_choice", "tool_choice: tools are not supported here");
   const cJSON *text = oai__get(root, "text");
   if (text && !cJSON_IsObject(text))
     return oai__fail(c, "invalid_type", "text", "text must be an object, got %s", oai__type_name(text));
@@ -109,8 +106,14 @@ static int parse_input(oai__ctx_t *c, const cJSON *root, oai_responses_req_t *ou
       snprintf(param, sizeof param, "input[%d]", i++);
       const cJSON *type = cJSON_IsObject(item) ? oai__get(item, "type") : NULL;
       const cJSON *role = cJSON_IsObject(item) ? oai__get(item, "role") : NULL;
-      if (!cJSON_IsObject(item) || (type && !(cJSON_IsString(type) && !strcmp(type->valuestring, "message"))))
-        return oai__fail(c, "unsupported_value", param, "%s: only message items are supported", param);
+      const char *ty = type && cJSON_IsString(type) ? type->valuestring : NULL;
+      if (ty && (!strcmp(ty, "function_call") || !strcmp(ty, "function_call_output"))) {
+        if (oai__resp_call_item(c, item, ty, param, &msgs[k++])) return -EINVAL;
+        continue;
+      }
+      if (!cJSON_IsObject(item) || (type && !(ty && !strcmp(ty, "message"))))
+        return oai__fail(c, "unsupported_value", param, "%s: only message, function_call and function_call_output "
+                                                        "items are supported", param);
       const char *r = role && cJSON_IsString(role) ? role->valuestring : "";
       if (!strcmp(r, "system") || !strcmp(r, "developer")) msgs[k].role = "system";
       else if (!strcmp(r, "user") || !strcmp(r, "assistant")) msgs[k].role = !strcmp(r, "user") ? "user" : "assistant";
@@ -165,6 +168,7 @@ int oai_parse_responses(const char *body, size_t len, const oai_limits_t *lim, a
     r = oai__get_string(&c, root, "user", &user, NULL, NULL);
   }
   if (!r) r = parse_input(&c, root, out);
+  if (!r) r = oai__resp_tools(&c, root, out);
   const cJSON *fmt = oai__get(oai__get(root, "text"), "format");
   if (!r && fmt) r = oai__parse_text_format(&c, fmt, g);
   cJSON_Delete(root);
@@ -218,6 +222,7 @@ static cJSON *response_json(const oai_resp_info_t *r) {
   add_str(o, "model", r->model);
   cJSON *out = oai__must(cJSON_AddArrayToObject(o, "output"));
   if (r->text) cJSON_AddItemToArray(out, item_json(r, true));
+  for (int32_t k = 0; k < r->n_calls; k++) cJSON_AddItemToArray(out, oai__resp_call_json(&r->calls[k], true));
   oai__must(cJSON_AddBoolToObject(o, "parallel_tool_calls", 1));
   oai__must(cJSON_AddNumberToObject(o, "temperature", r->temperature));
   oai__must(cJSON_AddNumberToObject(o, "top_p", r->top_p));

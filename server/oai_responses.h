@@ -8,10 +8,11 @@
  * output_text parts), `instructions`, `max_output_tokens`, `temperature`,
  * `top_p`, `stream`, `store` false, `text.format` (text, json_object,
  * json_schema: structured output, server/oai_structured.c),
- * `truncation` "disabled", `parallel_tool_calls`, `tool_choice` "auto" or
- * "none" without tools, `user`, empty `metadata`. Anything else the API
- * defines (tools, previous_response_id, reasoning, include, background,
- * other item types, ...) is refused (400) naming it. */
+ * `truncation` "disabled", `parallel_tool_calls`, function `tools` and
+ * `tool_choice` (oai_responses_tools.c), input items `function_call` and
+ * `function_call_output`, `user`, empty `metadata`. Anything else the API
+ * defines (other tools, previous_response_id, reasoning, include,
+ * background, other item types, ...) is refused (400) naming it. */
 #ifndef TRAM_OAI_RESPONSES_H
 #define TRAM_OAI_RESPONSES_H
 
@@ -20,6 +21,7 @@
 #include <stdint.h>
 
 #include "server/oai_request.h"
+#include "server/oai_tool_parse.h"
 
 typedef struct oai_responses_req {
   oai_chat_req_t chat;      /* messages and parameters (n 1) */
@@ -42,8 +44,11 @@ typedef struct oai_resp_info {
   int32_t max_output_tokens;     /* -1: null */
   float temperature, top_p;
   const char *format;            /* text.format.type: "text" (NULL too), "json_object", "json_schema" */
-  const char *text;              /* the output text, or NULL: no output item yet */
+  const char *text;              /* the output message's text, or NULL: no message item (not yet, or
+                                  * only function calls) */
   size_t text_len;
+  const oai_tool_call_t *calls;  /* [n_calls] function_call items after the message (ids set) */
+  int32_t n_calls;
   bool has_usage;
   int32_t input_tokens, output_tokens, cached_tokens;
 } oai_resp_info_t;
@@ -62,5 +67,12 @@ char *oai_write_response(const oai_resp_info_t *r);
  *   response.output_text.done: "text" (r->text). */
 char *oai_write_response_event(const char *type, int64_t seq, const oai_resp_info_t *r, const char *text,
                                size_t len);
+
+/* oai_responses_tools.c: an event of function call k (output_index after
+ * the message, if any): response.output_item.added/done ("item": the
+ * function_call, its arguments "" until done),
+ * response.function_call_arguments.delta ("delta": all of them) and .done
+ * ("arguments"). */
+char *oai_write_response_call_event(const char *type, int64_t seq, const oai_resp_info_t *r, int32_t k);
 
 #endif

@@ -70,10 +70,13 @@ static void push(oai_tool_parse_t *out, int32_t *cap, arena_t *a, const oai_tool
 /* JSON text s[len] (not NUL-terminated) parsed, or NULL. */
 static cJSON *parse_n(const char *s, size_t len) { return cJSON_ParseWithLength(s, len); }
 
+/* The text before the calls, as generated (as vLLM's parsers return it);
+ * none when it is only white space. */
 static void set_content(oai_tool_parse_t *out, const char *s, size_t len) {
-  s = trim(s, &len);
-  out->content = len ? s : NULL;
-  out->content_len = len;
+  size_t n = len;
+  trim(s, &n);
+  out->content = n ? s : NULL;
+  out->content_len = n ? len : 0;
 }
 
 static int hermes(const char *text, size_t len, int32_t max, arena_t *a, oai_tool_parse_t *out, int32_t *cap) {
@@ -175,6 +178,39 @@ static int json_args(const char *text, size_t len, arena_t *a, oai_tool_parse_t 
   free(s);
   push(out, cap, a, &c);
   return 1;
+}
+
+/* How many bytes of s[len] end in a proper prefix of marker m. */
+static size_t marker_tail(const char *s, size_t len, const char *m) {
+  const size_t n = strlen(m);
+  for (size_t k = n - 1 < len ? n - 1 : len; k > 0; k--)
+    if (memcmp(s + len - k, m, k) == 0) return k;
+  return 0;
+}
+
+size_t oai_tools_stream_safe(oai_tools_format_t f, const char *text, size_t len) {
+  size_t limit = len, n;
+  switch (f) {
+  case OAI_TOOLS_NONE: return len;
+  case OAI_TOOLS_HERMES:
+  case OAI_TOOLS_MISTRAL: {
+    const char *m = f == OAI_TOOLS_HERMES ? HERMES_OPEN : MISTRAL_MARK;
+    const char *at = find(text, len, m);
+    limit = at ? (size_t)(at - text) : len - marker_tail(text, len, m);
+    break;
+  }
+  case OAI_TOOLS_LLAMA3: {
+    n = len;
+    const char *s = trim(text, &n);
+    const size_t tag = strlen(PYTHON_TAG);
+    if (!n || s[0] == '{' || memcmp(s, PYTHON_TAG, n < tag ? n : tag) == 0) return 0; /* maybe a call: all of it */
+    return len;
+  }
+  default: return 0; /* JSON_LIST, JSON_ARGS: the output is the calls */
+  }
+  n = limit;
+  trim(text, &n);
+  return n ? limit : 0; /* white space alone may be all the content there is: none */
 }
 
 void oai_tools_parse(oai_tools_format_t f, const char *text, size_t len, int32_t max_calls, arena_t *a,

@@ -58,4 +58,13 @@ oai_tools_format_t oai_tools_format_of(const char *template_src);
 void oai_tools_parse(oai_tools_format_t f, const char *text, size_t len, int32_t max_calls, arena_t *a,
                      oai_tool_parse_t *out);
 
+/* Streaming: of the output so far, text[len], how many leading bytes are
+ * content whatever follows, and can be sent now: the text before a call's
+ * marker and before any tail that may begin one, or nothing while it is
+ * only white space (which is no content when calls follow); Llama 3's
+ * output is held whole while it may be a call (it starts with "{" or
+ * <|python_tag|>). What it returns never shrinks as the text grows, and
+ * never passes the end of what oai_tools_parse returns as content. */
+size_t oai_tools_stream_safe(oai_tools_format_t f, const char *text, size_t len);
+
 #endif

@@ -60,13 +60,13 @@ static cJSON *params_schema(const cJSON *tool) {
   return out;
 }
 
-int oai__tool_grammar(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out) {
+int oai__tool_grammar(oai__ctx_t *c, const cJSON *tools, oai_chat_req_t *out) {
   if (out->tool_choice != OAI_TOOL_CHOICE_REQUIRED && out->tool_choice != OAI_TOOL_CHOICE_NAMED) return 0;
   oai_grammar_t *g = &out->params.grammar;
   if (g->kind != OAI_GRAMMAR_NONE)
     return oai__fail(c, "invalid_value", "tool_choice", "tool_choice \"%s\" constrains the output, and so does %s: "
                      "give one of them", out->tool_choice == OAI_TOOL_CHOICE_NAMED ? "function" : "required", g->field);
-  const cJSON *tools = oai__get(root, "tools"), *t;
+  const cJSON *t;
   cJSON *schema = NULL;
   if (out->tool_choice == OAI_TOOL_CHOICE_NAMED) {
     cJSON_ArrayForEach(t, tools)

@@ -10,14 +10,13 @@
  * job whose engine requests are all done ends its response (usage chunk and
  * [DONE], or the whole JSON) and writes the access-log line.
  *
- * Back-pressure: the engine cannot pause one request, so a stream keeps
- * writing while its client reads slowly; the HTTP layer queues up to
- * max_write_queue bytes (8 MiB) and then drops the client with a log line,
- * which cancels the request (on_abort). Memory per stream stays bounded.
- * Before that, the tick (srv__check_readers) cancels a stream whose client
- * has left more than SRV_UNREAD_BYTES unread (kernel send queue included)
- * for slow_client_timeout: a client that stopped reading stops taking
- * engine steps after that long, not after the kernel's buffers filled.
+ * Back-pressure reaches the engine: once a stream's client has left more
+ * than SRV_UNREAD_BYTES unread (kernel send queue included), its engine
+ * requests are paused (sched_req_pause: no step, no new output) until it
+ * reads below that again, and cancelled when it has not for
+ * slow_client_timeout, counted from when its output first stopped
+ * draining (srv__check_readers). Memory per stream stays bounded; the HTTP
+ * layer's own limits (max_write_queue, write stall) remain behind it.
  *
  * Ownership: a job lives until its response has ended (or its client left)
  * and every engine request has posted its final event; each engine request
@@ -30,6 +29,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/fault.h"
 #include "base/log.h"
 #include "server/srv_internal.h"
 
@@ -197,20 +197,76 @@ static void on_abort(http_res_t *res, void *user) {
   srv__job_maybe_free(j);
 }
 
+static void set_paused(srv_job_t *j, bool paused) {
+  if (j->paused == paused) return;
+  j->paused = paused;
+  for (int32_t i = 0; i < j->n_parts; i++)
+    if (j->parts[i].live) sched_req_pause(j->parts[i].req, paused);
+  log_debug("%s: %s", j->id, paused ? "the client is not reading: paused" : "the client reads again: resumed");
+}
+
+static void on_readers(uv_timer_t *t);
+
+/* Pauses or resumes j by what its client has left unread; true while it is
+ * paused. */
+static bool check_reader(srv_job_t *j, int64_t now) {
+  if (!j->stream || !j->res || !j->n_live || j->client_gone || j->timed_out) {
+    set_paused(j, false);
+    return false;
+  }
+  if (http_res_unsent(j->res) <= SRV_UNREAD_BYTES) {
+    j->unread_since = 0;
+    set_paused(j, false);
+    return false;
+  }
+  if (!j->unread_since) j->unread_since = now;
+  set_paused(j, true);
+  srv_t *s = j->srv;
+  if (!uv_is_active((uv_handle_t *)&s->readers)) uv_timer_start(&s->readers, on_readers, SRV_READERS_MS, SRV_READERS_MS);
+  return true;
+}
+
+static void on_readers(uv_timer_t *t) {
+  srv_t *s = t->data;
+  const int64_t now = clock_now_ns();
+  bool any = false;
+  for (srv_job_t *j = s->jobs; j; j = j->next)
+    if (j->paused) any |= check_reader(j, now);
+  if (!any) uv_timer_stop(t);
+}
+
 void srv__check_readers(srv_t *s, int64_t now) {
   const int64_t limit = s->cfg->slow_client_timeout_ms * INT64_C(1000000);
   for (srv_job_t *j = s->jobs; j; j = j->next) {
-    if (!j->stream || !j->res || !j->n_live || j->client_gone || j->timed_out) continue;
-    if (http_res_unsent(j->res) <= SRV_UNREAD_BYTES) {
-      j->unread_since = 0;
-    } else if (!j->unread_since) {
-      j->unread_since = now;
-    } else if (now - j->unread_since > limit) {
+    if (!check_reader(j, now)) continue;
+    if (now - j->unread_since > limit) {
       log_info("%s: the client stopped reading (%zu bytes unread for %.1f s): cancelled", j->id,
                http_res_unsent(j->res), (double)(now - j->unread_since) / 1e9);
       j->timed_out = true;
       srv__job_cancel(j, "the client stopped reading");
     }
+  }
+}
+
+void srv__fail_stalled(srv_t *s, double stalled_s) {
+  for (srv_job_t *j = s->jobs; j; j = j->next) {
+    if (!j->res || !j->n_live) continue;
+    char msg[200];
+    snprintf(msg, sizeof msg, "the engine made no progress for %.0f s; the request was abandoned: try again", stalled_s);
+    log_warn("%s: %s", j->id, msg);
+    http_res_t *res = j->res;
+    j->res = NULL; /* ended below; the job waits for its final events only */
+    j->errored = true;
+    if (j->stream) {
+      sse(j, oai_write_error("server_error", msg, NULL, "engine_stalled"));
+      http_res_stream_write(res, j->out.p, j->out.len);
+      j->out.len = 0;
+      http_res_stream_end(res);
+    } else {
+      j->status = 503;
+      http_res_send_error(res, 503, "server_error", msg, NULL, "engine_stalled");
+    }
+    srv__job_cancel(j, "the engine stalled");
   }
 }
 
@@ -292,23 +348,35 @@ static void stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_
   sse(j, chunk(j, &oc, false));
 }
 
-/* A stream with tools: the text is kept until the choice ends (it may be
- * calls), then sent as OpenAI streams it: the content, each call's id,
- * type and name (arguments ""), each call's arguments, the finish. */
+/* Sends the output's bytes [c->sent, end) as a content delta. */
+static void send_content(srv_job_t *j, srv_choice_t *c, int32_t ci, size_t end) {
+  if (end <= c->sent) return;
+  oai_choice_t oc = {.index = ci, .stop_token = -1, .text = c->text.p + c->sent, .text_len = end - c->sent};
+  sse(j, chunk(j, &oc, false));
+  c->sent = end;
+}
+
+/* A stream with tools: content goes out as it comes, up to where a call
+ * may begin (oai_tools_stream_safe); the rest is kept until the choice
+ * ends, then sent as OpenAI streams it: the rest of the content, each
+ * call's id, type and name (arguments ""), each call's arguments, the
+ * finish. */
 static void stream_tools_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_event_t *ev) {
   if (ev->kind == SCHED_EV_ERROR) {
     stream_event(j, c, ci, ev);
     return;
   }
   buf_put(&c->text, ev->text, ev->text_len);
-  if (ev->kind != SCHED_EV_FINISHED) return;
+  if (ev->kind != SCHED_EV_FINISHED) {
+    send_content(j, c, ci, oai_tools_stream_safe(j->tools_format, c->text.p, c->text.len));
+    return;
+  }
   arena_t a;
   arena_init(&a, 0, 0);
   oai_choice_t parsed = {0};
   srv__tools_parse(j, ci, c, &a, &parsed);
-  oai_choice_t oc = {.index = ci, .stop_token = -1, .text = parsed.text, .text_len = parsed.text_len};
-  if (oc.text) sse(j, chunk(j, &oc, false));
-  oc.text = NULL;
+  if (parsed.text) send_content(j, c, ci, (size_t)(parsed.text - c->text.p) + parsed.text_len);
+  oai_choice_t oc = {.index = ci, .stop_token = -1};
   for (int32_t k = 0; k < parsed.n_tool_calls; k++)
     for (int d = 1; d <= 2; d++) {
       oai_choice_t t = {.index = ci, .stop_token = -1, .tool_calls = &parsed.tool_calls[k], .n_tool_calls = 1,
@@ -548,6 +616,7 @@ static void complete(srv_job_t *j) {
 
 void srv__on_wake(uv_async_t *h) {
   srv_t *s = h->data;
+  fault_stall_once("loop_stall"); /* test builds: a starved loop, the engine's events piling up */
   if (s->engine) {
     const int64_t t0 = clock_now_ns(), notified = atomic_exchange(&s->notified_ns, 0);
     int64_t newest = 0, n_ev = 0; /* the latest event time */
@@ -573,7 +642,10 @@ void srv__on_wake(uv_async_t *h) {
       dirty = j->next_dirty;
       j->dirty = false;
       j->next_dirty = NULL;
-      if (j->stream) flush(j);
+      if (j->stream) {
+        flush(j);
+        if (j->n_live) check_reader(j, t0); /* back-pressure: pause it if its client is not reading */
+      }
       if (j->n_live == 0) {
         complete(j);
         srv__job_maybe_free(j);

@@ -54,8 +54,10 @@ typedef enum srv_state {
   SRV_STOPPED,     /* shutting down */
 } srv_state_t;
 
-/* The engine may run no step for this long while it has work before /health
- * answers 503 "stalled" (the watchdog uses its own period). */
+/* The engine may run no step for this long while it has work before the
+ * requests in flight get a clean error, and /health answers 503 "stalled"
+ * (for /health, the watchdog's period when that is shorter: srv__stall_ns).
+ * Test builds may shorten it (base/fault.h: stall_ms=MS). */
 #define SRV_STALL_NS (30 * INT64_C(1000000000))
 /* After the drain timeout ended the requests left, connections still open
  * (clients not reading their last bytes) get this long before they are cut. */
@@ -64,8 +66,11 @@ typedef enum srv_state {
  * log, listeners, the probe reserve, libuv's own). */
 #define SRV_FD_RESERVE 256
 /* Output a streaming client has not taken (ours queued plus the kernel's
- * send queue) above which it counts as not reading (srv__check_readers). */
+ * send queue) above which it counts as not reading: its engine requests
+ * are paused, and cancelled after slow_client_timeout (srv__check_readers). */
 #define SRV_UNREAD_BYTES (32 * 1024)
+/* While a stream is paused, how often its socket is looked at to resume it. */
+#define SRV_READERS_MS 50
 /* The loop stall probe's period (srv_work.c). */
 #define SRV_PROBE_MS 10
 /* The nice value of the worker threads that parse and tokenize requests:
@@ -108,6 +113,7 @@ typedef struct srv {
   uv_signal_t sig_term, sig_int, sig_hup, sig_usr1;
   uv_timer_t tick;       /* every second: watchdog, STATUS=, stalls, timeouts */
   uv_timer_t drain_timer;
+  uv_timer_t readers;    /* every SRV_READERS_MS while a stream is paused: resume it once drained */
   int signals;           /* SIGTERM/SIGINT received */
   bool http_drained;     /* no connection left after http_server_drain */
   bool aborted_all;      /* the drain timeout ended what was left */
@@ -154,6 +160,11 @@ void srv__status(srv_t *s, const char *state, const char *fmt, ...) __attribute_
 /* Whether the engine looks stuck: work queued or running and no step for
  * more than stall_ns (updates s->seen_*). false while loading. */
 bool srv__stalled(srv_t *s, int64_t stall_ns);
+/* The stall threshold of /health: SRV_STALL_NS, or WATCHDOG_USEC when that
+ * is shorter (systemd is about to restart a wedged engine; a prober should
+ * know it). With for_health false, the threshold of srv__fail_stalled:
+ * SRV_STALL_NS (a step longer than a short watchdog period fails no request). */
+int64_t srv__stall_ns(const srv_t *s, bool for_health);
 /* The watchdog's tick: pings WATCHDOG=1 when it is due and the engine made
  * progress since the last ping or has no work (or the model is loading). */
 void srv__watchdog(srv_t *s);
@@ -250,7 +261,9 @@ void srv__probe_start(srv_t *s);
 
 /* One choice's output. */
 typedef struct srv_choice {
-  buf_t text;              /* the whole response: echo + output (not streaming) */
+  buf_t text;              /* the whole response: echo + output (not streaming; streaming with tools:
+                            * the output, of which `sent` bytes have gone out as content) */
+  size_t sent;
   oai_token_logprob_t *lp;     /* [n_lp] per generated token (not streaming) */
   int32_t n_lp;
   size_t cap_lp;
@@ -325,6 +338,7 @@ struct srv_job {
   srv_job_t *next_dirty;
   bool client_gone, timed_out, errored;
   int64_t unread_since;        /* when the client's unread output first passed SRV_UNREAD_BYTES; 0: it reads */
+  bool paused;                 /* its engine requests are paused (sched_req_pause): the client is not reading */
   int status;                  /* HTTP status sent */
 };
 
@@ -371,11 +385,21 @@ bool srv__job_maybe_free(srv_job_t *j);
 /* The response has started (all parts submitted): stream head and the
  * first chunks (chat role, echo), or nothing until the end. */
 void srv__job_start(srv_job_t *j, const char *const *echo, const size_t *echo_len);
-/* The tick's check of streaming clients: a job whose client has left more
- * than SRV_UNREAD_BYTES unread for longer than slow_client_timeout (counted
- * from when its output stopped draining) is cancelled, so that it stops
- * taking engine steps and cache. */
+/* Back-pressure that reaches the engine. A streaming job whose client has
+ * left more than SRV_UNREAD_BYTES unread (ours queued plus the kernel's send
+ * queue) is paused: its engine requests take no step (they keep their
+ * cache blocks unless the engine needs them). It is resumed once the
+ * client has read below that; a job still not read after
+ * slow_client_timeout, counted from when its output first stopped
+ * draining, is cancelled. Looked at after each write, on the tick, and
+ * every SRV_READERS_MS while a job is paused (s->readers). */
 void srv__check_readers(srv_t *s, int64_t now);
+/* The engine ran no step for stalled_s seconds while it had work: every
+ * response still open is ended now with a clean error (a stream: an error
+ * event, then the end; a whole response: 503 "engine_stalled"), and its
+ * requests are cancelled; the jobs are freed when (if) the engine posts
+ * their final events. */
+void srv__fail_stalled(srv_t *s, double stalled_s);
 /* uv_async callback: drains the engine's events. */
 void srv__on_wake(uv_async_t *h);
 

@@ -28,6 +28,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "server/json_alloc.h"
 #include "server/srv.h"
 #include "server/srv_internal.h"
 
@@ -120,6 +121,7 @@ void srv__maybe_finish(srv_t *s) {
   uv_close((uv_handle_t *)&s->tick, on_closed);
   uv_close((uv_handle_t *)&s->probe, on_closed);
   uv_close((uv_handle_t *)&s->drain_timer, on_closed);
+  uv_close((uv_handle_t *)&s->readers, on_closed);
   uv_close((uv_handle_t *)&s->sig_term, on_closed);
   uv_close((uv_handle_t *)&s->sig_int, on_closed);
   uv_close((uv_handle_t *)&s->sig_hup, on_closed);
@@ -233,6 +235,7 @@ static void on_tick(uv_timer_t *t) {
   else if (s->state == SRV_DRAINING)
     srv__status(s, NULL, "draining: %d requests in flight", s->n_jobs);
   const int64_t limit = s->cfg->request_timeout_ms * 1000000, now = clock_now_ns();
+  if (srv__stalled(s, srv__stall_ns(s, false))) srv__fail_stalled(s, (double)(now - s->seen_at) / 1e9);
   srv__check_readers(s, now);
   if (limit <= 0) return;
   for (srv_job_t *j = s->jobs; j; j = j->next)
@@ -301,6 +304,7 @@ static void start_signal(srv_t *s, uv_signal_t *h, int signum) {
 int srv_run(const cfg_t *cfg) {
   signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is an EPIPE, not a death */
   signal(SIGUSR2, SIG_IGN); /* no use yet; a stray one must not kill (SIGUSR1 dumps the state) */
+  json_alloc_init();        /* a request's JSON parse may run out of memory: a 503, not an abort */
   srv_t *s = calloc(1, sizeof *s);
   if (!s) xoom("server", 0);
   s->cfg = cfg;
@@ -340,6 +344,8 @@ int srv_run(const cfg_t *cfg) {
   s->tick.data = s;
   uv_timer_init(&s->loop, &s->drain_timer);
   s->drain_timer.data = s;
+  uv_timer_init(&s->loop, &s->readers);
+  s->readers.data = s;
   uint64_t tick_ms = 1000;
   if (sd_watchdog_enabled(0, &s->wd_usec) > 0) {
     log_info("systemd watchdog: pinging every %.1f s while the engine makes progress", (double)s->wd_usec / 2e6);

@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "base/clock.h"
+#include "base/fault.h"
 #include "server/srv_internal.h"
 
 void srv__notify(const char *text) {
@@ -35,11 +36,17 @@ void srv__status(srv_t *s, const char *state, const char *fmt, ...) {
 static int64_t idle_for(srv_t *s, sched_stats_t *st) {
   sched_get_stats(s->engine, st);
   const int64_t now = clock_now_ns();
-  if (st->steps != s->seen_steps || st->running + st->waiting == 0) {
+  if (st->steps != s->seen_steps || st->running + st->waiting - st->paused == 0) { /* paused: held, not owed */
     s->seen_steps = st->steps;
     s->seen_at = now;
   }
   return now - s->seen_at;
+}
+
+int64_t srv__stall_ns(const srv_t *s, bool for_health) {
+  const int64_t stall = fault_value("stall_ms", SRV_STALL_NS / 1000000) * 1000000; /* test builds may shorten it */
+  const int64_t wd = (int64_t)s->wd_usec * 1000;
+  return for_health && wd > 0 && wd < stall ? wd : stall;
 }
 
 bool srv__stalled(srv_t *s, int64_t stall_ns) {
@@ -56,7 +63,7 @@ void srv__watchdog(srv_t *s) {
   if (s->engine) {
     sched_stats_t st;
     idle_for(s, &st);
-    const bool busy = st.running + st.waiting > 0;
+    const bool busy = st.running + st.waiting - st.paused > 0;
     if (busy && st.steps == s->wd_steps) {
       if (s->wd_warned) return;
       s->wd_warned = true;

@@ -43,11 +43,13 @@ void srv__resp_init(srv_job_t *j, const oai_responses_req_t *r) {
   oai_make_id(j->resp_item_id, sizeof j->resp_item_id, "msg", j->srv->boot_id, (uint64_t)j->arrival_ns + 1);
 }
 
-/* The response as it stands: done adds the text, status and usage. */
-static oai_resp_info_t info(const srv_job_t *j, bool done) {
+/* The response as it stands: done adds the text, status and usage. With
+ * tools, done also reads the output for calls (into arena a): the message
+ * is then the text before them, if any. */
+static oai_resp_info_t info(const srv_job_t *j, bool done, arena_t *a) {
   const srv_choice_t *c = &j->choices[0];
   const bool cut = done && c->finish == SCHED_FINISH_LENGTH;
-  return (oai_resp_info_t){
+  oai_resp_info_t r = {
       .id = j->id,
       .item_id = j->resp_item_id,
       .model = j->srv->cfg->served_model_name,
@@ -66,6 +68,17 @@ static oai_resp_info_t info(const srv_job_t *j, bool done) {
       .output_tokens = (int32_t)j->completion_tokens,
       .cached_tokens = (int32_t)j->cached_tokens,
   };
+  if (done && j->tools_format && !j->errored) {
+    oai_choice_t oc = {0};
+    srv__tools_parse(j, 0, c, a, &oc);
+    r.calls = oc.tool_calls;
+    r.n_calls = oc.n_tool_calls;
+    if (oc.n_tool_calls) {
+      r.text = oc.text;
+      r.text_len = oc.text ? oc.text_len : 0;
+    }
+  }
+  return r;
 }
 
 /* Appends one event to the job's stream buffer. */
@@ -77,29 +90,63 @@ static void event(srv_job_t *j, const char *type, const oai_resp_info_t *r, cons
   free(json);
 }
 
+/* One event of function call k. */
+static void call_event(srv_job_t *j, const char *type, const oai_resp_info_t *r, int32_t k) {
+  char *json = oai_write_response_call_event(type, j->resp_seq++, r, k);
+  buf_printf(&j->out, "event: %s\ndata: ", type);
+  buf_put(&j->out, json, strlen(json));
+  buf_put(&j->out, "\n\n", 2);
+  free(json);
+}
+
+/* Without tools the message item opens at the start and its text streams
+ * as it comes; with tools the output may be calls, so it is kept, and the
+ * items go out at the end (srv__resp_stream_end). */
 void srv__resp_stream_start(srv_job_t *j) {
-  const oai_resp_info_t r = info(j, false);
+  const oai_resp_info_t r = info(j, false, NULL);
   event(j, "response.created", &r, NULL, 0);
   event(j, "response.in_progress", &r, NULL, 0);
+  if (j->tools_format) return;
   event(j, "response.output_item.added", &r, NULL, 0);
   event(j, "response.content_part.added", &r, NULL, 0);
 }
 
 void srv__resp_stream_text(srv_job_t *j, const char *text, size_t len) {
   buf_put(&j->choices[0].text, text, len);
-  const oai_resp_info_t r = info(j, false);
+  if (j->tools_format) return;
+  const oai_resp_info_t r = info(j, false, NULL);
   event(j, "response.output_text.delta", &r, text, len);
 }
 
 void srv__resp_stream_end(srv_job_t *j) {
-  const oai_resp_info_t r = info(j, true);
-  event(j, "response.output_text.done", &r, NULL, 0);
-  event(j, "response.content_part.done", &r, NULL, 0);
-  event(j, "response.output_item.done", &r, NULL, 0);
+  arena_t a;
+  arena_init(&a, 0, 0);
+  const oai_resp_info_t r = info(j, true, &a);
+  if (j->tools_format && r.text) { /* the message, whole */
+    event(j, "response.output_item.added", &r, NULL, 0);
+    event(j, "response.content_part.added", &r, NULL, 0);
+    event(j, "response.output_text.delta", &r, r.text, r.text_len);
+  }
+  if (r.text) {
+    event(j, "response.output_text.done", &r, NULL, 0);
+    event(j, "response.content_part.done", &r, NULL, 0);
+    event(j, "response.output_item.done", &r, NULL, 0);
+  }
+  for (int32_t k = 0; k < r.n_calls; k++) {
+    call_event(j, "response.output_item.added", &r, k);
+    call_event(j, "response.function_call_arguments.delta", &r, k);
+    call_event(j, "response.function_call_arguments.done", &r, k);
+    call_event(j, "response.output_item.done", &r, k);
+  }
   event(j, r.incomplete_reason ? "response.incomplete" : "response.completed", &r, NULL, 0);
+  arena_free(&a);
 }
 
 char *srv__resp_whole(const srv_job_t *j) {
-  const oai_resp_info_t r = info(j, true);
-  return oai_write_response(&r);
+  arena_t a;
+  arena_init(&a, 0, 0);
+  const oai_resp_info_t r = info(j, true, &a);
+  char *json = oai_write_response(&r);
+  arena_free(&a);
+  return json;
 }

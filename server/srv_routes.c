@@ -161,7 +161,7 @@ static void h_health(const http_req_t *req, http_res_t *res, void *ctx) {
   int code = 200;
   if (s->state == SRV_LOADING) status = "loading", code = 503;
   else if (s->state != SRV_READY) status = "draining", code = 503;
-  else if (srv__stalled(s, SRV_STALL_NS)) status = "stalled", code = 503;
+  else if (srv__stalled(s, srv__stall_ns(s, true))) status = "stalled", code = 503;
   srv__send_json(res, code, oai_write_health(status));
   if (code != 200 || log_get_level() >= LOG_LEVEL_DEBUG) srv__access(rid, "/health", code);
 }

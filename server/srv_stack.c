@@ -7,6 +7,7 @@ sched_stack_opts_t srv_stack_opts(const cfg_t *c) {
       .device = c->device == CFG_DEVICE_CUDA ? "cuda" : "cpu",
       .threads = c->threads,
       .precision = c->precision,
+      .quantize = cfg_quantize_choices[c->quantize],
       .sched =
           {
               .max_batch_tokens = c->max_batch_tokens,

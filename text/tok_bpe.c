@@ -7,7 +7,12 @@
  * adjacent pair that has a merge goes into a min-heap ordered by (rank,
  * position); the best pair is merged, the two pairs it creates with its
  * neighbours are pushed, and stale entries (a side already merged away) are
- * skipped when popped. O(n log n) per word of n bytes. */
+ * skipped when popped. O(n log n) per word of n bytes.
+ *
+ * tokenizer.json's BPE with byte_fallback (tok__bpe_chars, for "llama"
+ * vocabularies that come with merges) starts from characters instead: each
+ * UTF-8 character is its token, or the <0xXX> tokens of its bytes, or the
+ * unknown token, as Hugging Face's BPE model does; then the same merging. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +107,8 @@ static void try_pair(const tok_t *tok, const sym_t *s, tok__heap_t *h, int32_t l
   tok__heap_push(h, (tok__cand_t){(uint64_t)m->rank, l, r, m->id, s[l].id, s[r].id});
 }
 
+static void merge(const tok_t *tok, tok__scratch_t *sc, int32_t m, tok__out_t *out);
+
 void tok__bpe_word(const tok_t *tok, tok__scratch_t *sc, const uint8_t *w, size_t n,
                    tok__out_t *out) {
   if (n == 1) {
@@ -122,9 +129,7 @@ void tok__bpe_word(const tok_t *tok, tok__scratch_t *sc, const uint8_t *w, size_
     }
   }
   xgrow(&sc->sym, &sc->sym_cap, n, sizeof(sym_t), 16);
-  xgrow(&sc->heap, &sc->heap_cap, 2 * n, sizeof(tok__cand_t), 16);
   sym_t *s = sc->sym;
-  tok__heap_t h = {sc->heap, 0};
   int32_t m = 0;
   for (size_t i = 0; i < n; i++) {
     int32_t id = tok->byte_id[w[i]];
@@ -133,6 +138,36 @@ void tok__bpe_word(const tok_t *tok, tok__scratch_t *sc, const uint8_t *w, size_
     if (m > 0) s[m - 1].next = m;
     m++;
   }
+  merge(tok, sc, m, out);
+}
+
+void tok__bpe_chars(const tok_t *tok, tok__scratch_t *sc, const uint8_t *w, size_t n, tok__out_t *out) {
+  xgrow(&sc->sym, &sc->sym_cap, n, sizeof(sym_t), 16);
+  sym_t *s = sc->sym;
+  int32_t m = 0;
+  for (size_t i = 0; i < n;) {
+    int c = tok__utf8_char(w + i, n - i);
+    if (c <= 0) c = 1; /* the input was sanitized; defensive */
+    int32_t id = strmap_find(&tok->vocab, (const char *)w + i, (size_t)c);
+    int fallback = id < 0;
+    for (int j = 0; fallback && j < c; j++) fallback = tok->spm_byte_id[w[i + j]] >= 0;
+    for (int j = 0; j < (fallback ? c : 1); j++) {
+      int32_t sid = fallback ? tok->spm_byte_id[w[i + j]] : id >= 0 ? id : tok->unk;
+      if (sid < 0) break; /* neither a token nor its bytes nor <unk>: dropped */
+      s[m] = (sym_t){sid, m - 1, -1};
+      if (m > 0) s[m - 1].next = m;
+      m++;
+    }
+    i += (size_t)c;
+  }
+  merge(tok, sc, m, out);
+}
+
+/* Merges the m symbols in sc->sym by rank and emits the result. */
+static void merge(const tok_t *tok, tok__scratch_t *sc, int32_t m, tok__out_t *out) {
+  xgrow(&sc->heap, &sc->heap_cap, 2 * (size_t)m + 2, sizeof(tok__cand_t), 16);
+  sym_t *s = sc->sym;
+  tok__heap_t h = {sc->heap, 0};
   for (int32_t i = 0; i + 1 < m; i++) try_pair(tok, s, &h, i, i + 1);
   /* Each merge removes one symbol and pushes at most two candidates, so the
    * heap never holds more than (m - 1) + 2 (m - 1) < 3 n entries; the growth

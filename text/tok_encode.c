@@ -103,13 +103,23 @@ static int on_word(void *arg, const uint8_t *w, size_t n) {
 static int fragment(const tok_t *tok, tok__scratch_t *sc, const uint8_t *s, size_t n,
                     int *prefix, tok__out_t *out) {
   if (n == 0) return 0;
+  uint8_t *norm = NULL; /* the NFC form, when it differs */
+  if (tok->nfc) {
+    size_t m = n;
+    int rc = tok__nfc(s, n, &norm, &m);
+    if (rc != 0) return rc;
+    if (norm) s = norm, n = m;
+  }
+  int rc = 0;
   if (tok->model == TOK_MODEL_SPM) {
     tok__spm_fragment(tok, sc, s, n, tok->add_space_prefix && *prefix, out);
     *prefix = 0;
-    return 0;
+  } else {
+    word_ctx_t c = {tok, sc, out};
+    rc = tok__pre_split(tok->pre, s, n, on_word, &c);
   }
-  word_ctx_t c = {tok, sc, out};
-  return tok__pre_split(tok->pre, s, n, on_word, &c);
+  free(norm);
+  return rc;
 }
 
 size_t tok_mark_specials(const tok_t *tok, const char *text, size_t len, char *out) {
@@ -155,6 +165,10 @@ static int marked_fragment(const tok_t *tok, tok__scratch_t *sc, const uint8_t *
   size_t m = 0;
   for (size_t i = 0; i < n; i++)
     if (s[i] != TOK_MARK) plain[m++] = s[i];
+  if (m == 0) { /* marks only */
+    free(plain);
+    return 0;
+  }
   const uint8_t *t = plain;
   int rc = 0;
   if (!tok__utf8_valid(plain, m)) {
@@ -209,7 +223,11 @@ int64_t tok_encode(const tok_t *tok, const char *text, size_t len, int flags, in
     }
     rc = marked ? marked_fragment(tok, &sc, s + start, i - start, flags, &prefix, &out)
                 : fragment(tok, &sc, s + start, i - start, &prefix, &out);
-    if (tok->types[id] == TOK_TYPE_USER_DEFINED) {
+    if (tok->prefix_pieces) {
+      /* tokenizer.json's rule: the prefix goes before every piece between
+       * added tokens (Prepend, Metaspace "always") or the first only */
+      prefix = tok->prefix_pieces == TOK_PREFIX_EVERY_PIECE;
+    } else if (tok->types[id] == TOK_TYPE_USER_DEFINED) {
       /* part of the text, as in SentencePiece: a prefix still due goes
        * before it, and the text after it gets none */
       if (tok->model == TOK_MODEL_SPM && tok->add_space_prefix && prefix)

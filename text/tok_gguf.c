@@ -130,7 +130,7 @@ tok_t *tok_create_from_gguf(const gguf_ctx_t *g, char *err, size_t err_len) {
     spec.scores = scores;
   }
 
-  if (spec.model == TOK_MODEL_BPE) {
+  if (spec.model == TOK_MODEL_BPE || gguf_find_kv(g, "tokenizer.ggml.merges")) { /* "llama": optional */
     int64_t m = gguf_get_arr_str(g, "tokenizer.ggml.merges", &spec.merges);
     if (m < 0 || m > INT32_MAX) {
       snprintf(err, err_len, "tokenizer: tokenizer.ggml.merges is missing or not a string array");
@@ -147,8 +147,27 @@ tok_t *tok_create_from_gguf(const gguf_ctx_t *g, char *err, size_t err_len) {
       get_id(g, "tokenizer.ggml.padding_token_id", &spec.pad_id, err, err_len) ||
       get_flag(g, "tokenizer.ggml.add_bos_token", &spec.add_bos, err, err_len) ||
       get_flag(g, "tokenizer.ggml.add_eos_token", &spec.add_eos, err, err_len) ||
-      get_flag(g, "tokenizer.ggml.add_space_prefix", &spec.add_space_prefix, err, err_len))
+      get_flag(g, "tokenizer.ggml.add_space_prefix", &spec.add_space_prefix, err, err_len) ||
+      get_flag(g, "tram.tokenizer.prefix_unless_space", &spec.prefix_unless_space, err, err_len))
     goto out;
+  int bad_norm = 0;
+  char *norm = get_cstr(g, "tram.tokenizer.normalizer", &bad_norm);
+  if (bad_norm || (norm && strcmp(norm, "nfc") != 0)) {
+    snprintf(err, err_len, "tokenizer: tram.tokenizer.normalizer %s%.40s%s is not one tram runs (\"nfc\")",
+             norm ? "\"" : "(not a string)", norm ? norm : "", norm ? "\"" : "");
+    free(norm);
+    goto out;
+  }
+  spec.nfc = norm != NULL;
+  free(norm);
+  char *pieces = get_cstr(g, "tram.tokenizer.prefix_pieces", &bad_norm);
+  spec.prefix_pieces = !pieces ? 0 : !strcmp(pieces, "every") ? TOK_PREFIX_EVERY_PIECE
+                                   : !strcmp(pieces, "first") ? TOK_PREFIX_FIRST_PIECE : -1;
+  free(pieces);
+  if (bad_norm || spec.prefix_pieces < 0) {
+    snprintf(err, err_len, "tokenizer: tram.tokenizer.prefix_pieces is not \"every\" or \"first\"");
+    goto out;
+  }
 
   tok = tok_create(&spec, err, err_len);
 out:

@@ -172,6 +172,18 @@ typedef struct tok__scratch {
 void tok__bpe_word(const tok_t *tok, tok__scratch_t *sc, const uint8_t *w, size_t n,
                    tok__out_t *out);
 
+/* Encodes one word (valid UTF-8 bytes) with character-level BPE and byte
+ * fallback (tokenizer.json's byte_fallback): characters, merged by rank. */
+void tok__bpe_chars(const tok_t *tok, tok__scratch_t *sc, const uint8_t *w, size_t n, tok__out_t *out);
+
+/* The NFC form of valid UTF-8 s[n] (tok_norm.c): *out NULL when s is
+ * already NFC (ASCII always is), else a malloc'd copy (the caller's) of
+ * *out_n bytes. 0, or a negative errno (-ENOTSUP in a build without ICU,
+ * -E2BIG for a fragment over 512 MiB). */
+int tok__nfc(const uint8_t *s, size_t n, uint8_t **out, size_t *out_n);
+/* 1 when this build can normalize (ICU linked), else 0. */
+int tok__nfc_available(void);
+
 /* Encodes one text fragment SentencePiece-style; prefix: put a space first. */
 void tok__spm_fragment(const tok_t *tok, tok__scratch_t *sc, const uint8_t *text, size_t n,
                        int prefix, tok__out_t *out);
@@ -201,6 +213,7 @@ struct tok {
 
   /* SentencePiece */
   int32_t spm_byte_id[256]; /* the <0xXX> tokens; -1: none */
+  int spm_ranked;           /* 1: merges given: merged by rank (tok__bpe_chars), not by score */
 
   /* special and added tokens, for matching in the text */
   int32_t *special;        /* ids of control/unknown/user-defined tokens with text,
@@ -209,6 +222,9 @@ struct tok {
 
   int32_t bos, eos, eot, eom, unk, pad; /* -1: none */
   int add_bos, add_eos, add_space_prefix;
+  int prefix_unless_space; /* no space prefix before text that starts with a space */
+  int prefix_pieces;       /* tok_spec_t.prefix_pieces */
+  int nfc;                 /* text between special tokens NFC-normalized first */
   int32_t *eog; /* ascending */
   int32_t n_eog;
 };

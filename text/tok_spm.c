@@ -9,7 +9,9 @@
  * pushed. A final symbol that is not a token (a character the vocabulary
  * lacks) falls back to the <0xXX> tokens of its UTF-8 bytes, or to one
  * unknown token when the vocabulary lacks one of those byte tokens. Pieces SentencePiece
- * marks unused are not resegmented (llama.cpp does not either). */
+ * marks unused are not resegmented (llama.cpp does not either). With merges
+ * (a vocabulary from tokenizer.json, `spm_ranked`) the escaped fragment is
+ * merged by rank instead, as Hugging Face's BPE model does (tok_bpe.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,7 +54,7 @@ void tok__spm_fragment(const tok_t *tok, tok__scratch_t *sc, const uint8_t *text
   xgrow(&sc->buf, &sc->buf_cap, 3 * n + 3, 1, 16);
   char *buf = sc->buf;
   size_t k = 0;
-  if (prefix) {
+  if (prefix && !(tok->prefix_unless_space && n > 0 && text[0] == ' ')) {
     memcpy(buf, "\xE2\x96\x81", 3);
     k = 3;
   }
@@ -65,6 +67,10 @@ void tok__spm_fragment(const tok_t *tok, tok__scratch_t *sc, const uint8_t *text
     }
   }
   if (k == 0) return;
+  if (tok->spm_ranked) { /* tokenizer.json's byte-fallback BPE: merges by rank */
+    tok__bpe_chars(tok, sc, (const uint8_t *)buf, k, out);
+    return;
+  }
 
   xgrow(&sc->sym, &sc->sym_cap, k, sizeof(sym_t), 16);
   xgrow(&sc->heap, &sc->heap_cap, 3 * k, sizeof(tok__cand_t), 16);

@@ -300,11 +300,26 @@ tok_t *tok_create(const tok_spec_t *spec, char *err, size_t err_len) {
       snprintf(t, sizeof t, "<0x%02X>", b);
       tok->spm_byte_id[b] = strmap_find(&tok->vocab, t, 6);
     }
+    if (spec->n_merges > 0) { /* tokenizer.json's byte-fallback BPE: merged by rank */
+      if (tok__bpe_init(tok, spec->merges, spec->n_merges, err, err_len) != 0) {
+        tok_destroy(tok);
+        return NULL;
+      }
+      tok->spm_ranked = 1;
+    }
   }
   tok->add_bos = spec->add_bos >= 0 ? spec->add_bos != 0 : info.add_bos;
   tok->add_eos = spec->add_eos > 0;
   tok->add_space_prefix =
       spec->add_space_prefix >= 0 ? spec->add_space_prefix != 0 : tok->model == TOK_MODEL_SPM;
+  tok->prefix_unless_space = spec->prefix_unless_space > 0;
+  tok->prefix_pieces = spec->prefix_pieces;
+  tok->nfc = spec->nfc > 0;
+  if (tok->nfc && !tok__nfc_available()) {
+    snprintf(err, err_len, "tokenizer: an NFC normalizer needs ICU, which this build does not link");
+    tok_destroy(tok);
+    return NULL;
+  }
   if (tok->add_bos && tok->bos < 0) {
     if (spec->add_bos > 0) log_warn("tokenizer: add_bos_token is set but there is no bos_token_id; no BOS is added");
     tok->add_bos = 0;

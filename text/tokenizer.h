@@ -13,7 +13,11 @@
  *   "llama"  SentencePiece-style BPE (Llama 2, Mistral): spaces become "▁",
  *            a space is put in front of the text (add_space_prefix), the
  *            characters are merged highest `tokenizer.ggml.scores` first, and
- *            characters without a token fall back to <0xXX> byte tokens.
+ *            characters without a token fall back to <0xXX> byte tokens. With
+ *            `tokenizer.ggml.merges` (what hf/ writes for tokenizer.json's
+ *            BPE with byte_fallback) the characters, or the byte tokens of
+ *            those without a token, are merged lowest rank first instead, as
+ *            Hugging Face's BPE model does.
  *
  * Special and added tokens (token types 3 control, 4 user-defined, 2
  * unknown): user-defined tokens are always recognised in the text; control
@@ -77,13 +81,25 @@ typedef struct tok_spec {
   const gguf_str_t *tokens;  /* [n_tokens] token texts as stored (byte-level or "▁" form) */
   const int32_t *types;      /* [n_tokens] tok_type_t values, or NULL: all normal */
   const float *scores;       /* [n_tokens] SPM merge scores (higher first); NULL: all 0 */
-  int32_t n_merges;          /* BPE only */
+  int32_t n_merges;          /* BPE; SPM: optional (> 0: merged by rank, not score) */
   const gguf_str_t *merges;  /* [n_merges] "left right"; rank = index */
   int32_t bos_id, eos_id, eot_id, eom_id, unk_id, pad_id; /* -1: none */
   int add_bos;               /* 1/0, or -1: the model's default */
   int add_eos;               /* 1/0, or -1: 0 */
   int add_space_prefix;      /* SPM only: 1/0, or -1: 1 */
+  int nfc;                   /* 1: text between special tokens is NFC-normalized first
+                                (tokenizer.json's NFC normalizer; GGUF key
+                                tram.tokenizer.normalizer = "nfc") */
+  int prefix_pieces;         /* SPM: where the prefix goes around added tokens: 0, at the start
+                                and after control tokens (llama.cpp); TOK_PREFIX_EVERY_PIECE or
+                                TOK_PREFIX_FIRST_PIECE, before every piece between them or the
+                                first only (tokenizer.json's Prepend or Metaspace "always", and
+                                Metaspace "first"; GGUF key tram.tokenizer.prefix_pieces) */
+  int prefix_unless_space;   /* SPM: 1: no prefix before text that starts with a space (Hugging
+                                Face's Metaspace; GGUF key tram.tokenizer.prefix_unless_space) */
 } tok_spec_t;
+
+enum { TOK_PREFIX_EVERY_PIECE = 1, TOK_PREFIX_FIRST_PIECE = 2 }; /* tok_spec_t.prefix_pieces */
 
 /* A spec with no tokens, every id -1 and every flag -1 (the defaults). */
 tok_spec_t tok_spec_default(void);
@@ -95,7 +111,8 @@ tok_t *tok_create(const tok_spec_t *spec, char *err, size_t err_len);
 
 /* Builds a tokenizer from a GGUF file's tokenizer.ggml.* keys (model, pre,
  * tokens, token_type, scores, merges, the special ids, add_bos_token,
- * add_eos_token, add_space_prefix). Same errors as tok_create, plus a
+ * add_eos_token, add_space_prefix; and tram.tokenizer.prefix_unless_space,
+ * prefix_pieces and normalizer, which hf/ writes). Same errors as tok_create, plus a
  * missing or mistyped key. */
 tok_t *tok_create_from_gguf(const gguf_ctx_t *g, char *err, size_t err_len);
 

@@ -75,6 +75,7 @@ void *kern_cpu_scratch(kern_cpu_t *cpu, size_t bytes) {
 static const kern_backend_t cpu_table = {
     .name = "cpu",
     .kv_type = KERN_F32,
+    .attn_window_granule = KERN_ATTN_TILE, /* attn_varlen.c starts at the window's first tile */
     .destroy = cpu_destroy,
 
     /* memory */

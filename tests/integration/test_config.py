@@ -19,7 +19,7 @@ import pytest
 # The settings issue 8 asks for (plus the config file itself): each must be a
 # flag, an environment variable and (but config) a config file key.
 EXPECTED = [
-    "config", "model", "served_model_name", "device", "threads", "precision", "max_model_len",
+    "config", "model", "served_model_name", "device", "threads", "precision", "quantize", "max_model_len",
     "default_max_tokens", "generation_config", "chat_template", "tool_call_parser", "special_tokens_in_input",
     "host", "port", "unix_socket", "max_connections",
     "kv_cache_bytes", "kv_cache_blocks", "block_size", "max_batch_tokens", "max_seqs",

@@ -52,8 +52,9 @@ def permute(w, n_head):
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_pair(tmp, arch, tok, vocab, seed=7):
-    """The same random weights as a Hugging Face folder and a GGUF file; returns (dir, gguf path)."""
+def write_pair(tmp, arch, tok, vocab, seed=7, quant=None):
+    """The same random weights as a Hugging Face folder and a GGUF file; returns (dir, gguf path).
+    quant (GGUF name -> GGMLQuantizationType or None): the GGUF's matrices quantized by gguf.quants."""
     rng = np.random.default_rng(seed)
     hd = 32 if arch in ("qwen3", "gemma3") else D // H
     gemma = arch.startswith("gemma")
@@ -166,7 +167,10 @@ def write_pair(tmp, arch, tok, vocab, seed=7):
             x = permute(x, H if ".q_proj." in n else KV)
         if gemma and "norm" in n:
             x = (x + np.float32(1.0)).astype(np.float32)
-        w.add_tensor(g, x)
+        if quant is not None and x.ndim == 2 and quant(g) is not None:
+            w.add_tensor(g, gguf.quants.quantize(x, quant(g)), raw_dtype=quant(g))
+        else:
+            w.add_tensor(g, x)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -174,10 +178,10 @@ def write_pair(tmp, arch, tok, vocab, seed=7):
     return d, path
 
 
-def forward(tool, model, seqs, tmp):
+def forward(tool, model, seqs, tmp, **plan_extra):
     out = tmp / "logits.f32"
     plan = {"model": str(model), "seqs": seqs, "out": str(out), "threads": 2, "block_size": 4, "num_blocks": 64,
-            "steps": [[len(s) if i == k else 0 for i, s in enumerate(seqs)] for k in range(len(seqs))]}
+            "steps": [[len(s) if i == k else 0 for i, s in enumerate(seqs)] for k in range(len(seqs))], **plan_extra}
     res = subprocess.run([str(tool("forward")), "-"], input=json.dumps(plan), capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 0, res.stderr
@@ -228,6 +232,34 @@ def test_tokenizer_json_matches_tokenizers_on_the_corpus(smollm_dir, tool, tmp_p
         assert ids == tk.encode(text, add_special_tokens=False).ids, text
 
 
+def test_nfc_normalizer_matches_tokenizers(smollm_dir, tool, tmp_path):
+    """Qwen's tokenizer.json normalizes to NFC first: the corpus, and its NFD
+    and mixed forms (combining accents, Hangul jamo), must give the ids
+    `tokenizers` gives with the NFC normalizer."""
+    import shutil
+    import unicodedata
+    d, _ = smollm_dir
+    nfc_dir = tmp_path / "nfc"
+    shutil.copytree(d, nfc_dir)
+    edit(nfc_dir / "tokenizer.json", normalizer={"type": "NFC"})
+    tk = Tokenizer.from_file(str(nfc_dir / "tokenizer.json"))
+    corpus = json.loads((DATA / "tokenizer_corpus.json").read_text())
+    texts = corpus + [unicodedata.normalize("NFD", t) for t in corpus] + [
+        "e\u0301te\u0301 A\u030a \u1100\u1161\u11a8 \u212b \u0041\u0308\u0301 <|im_end|>x\u0301",
+        "\u0301 starts with a mark", "q\u0307\u0323 order of marks", "\ufb01 ligature stays (NFC, not NFKC)"]
+    res = subprocess.run([str(tool("tokenize")), "-m", str(nfc_dir), "--special", "--hex-lines"],
+                         input="".join(t.encode().hex() + "\n" for t in texts).encode(), capture_output=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    got = [json.loads(line) for line in res.stdout.decode().splitlines()]
+    assert len(got) == len(texts)
+    changed = 0
+    for text, ids in zip(texts, got):
+        assert ids == tk.encode(text, add_special_tokens=False).ids, text[:80]
+        changed += unicodedata.normalize("NFC", text) != text
+    assert changed >= 8  # texts NFC changes: the NFD forms of the non-ASCII ones, and the extras
+
+
 def test_serve_hf_folder_through_openai_client(smollm_dir, tram_bin, tmp_path):
     d, tk = smollm_dir
     server = tram_server.start(tmp_path, "-m", d, binary=tram_bin)  # the later -m wins
@@ -249,7 +281,7 @@ BAD = {
     "activation": (lambda d: edit(d / "config.json", hidden_act="relu"), "activation \"relu\""),
     "rope scaling": (lambda d: edit(d / "config.json", rope_scaling={"rope_type": "yarn", "factor": 4.0}),
                      "rope_scaling type \"yarn\""),
-    "normalizer": (lambda d: edit(d / "tokenizer.json", normalizer={"type": "NFC"}), "normalizer NFC"),
+    "normalizer": (lambda d: edit(d / "tokenizer.json", normalizer={"type": "NFKC"}), "normalizer NFKC"),
     "byte fallback": (lambda d: edit(d / "tokenizer.json", model={"type": "BPE", "byte_fallback": True}),
                       "byte_fallback"),
     "broken config": (lambda d: (d / "config.json").write_text("{"), "config.json: not valid JSON"),

@@ -11,8 +11,10 @@
   idle connections than the cap do not lock a prober out (the one idle
   longest makes room); with every slot busy, /health answers on a reserve
   (tests/unit/test_http.c, connection_cap).
-- Slow readers: a stream whose client stopped reading is cancelled after
-  slow_client_timeout counted from when its output stopped draining.
+- Slow readers: a stream whose client stopped reading is paused in the
+  engine (no step, no token) once it leaves 32 KiB unread, beside streams
+  that read and complete; it is cancelled after slow_client_timeout
+  counted from when its output stopped draining.
 - Signals: SIGUSR1 logs a state dump, SIGUSR2 is ignored.
 - Small leaks and wrong messages: /v1/models' root is the file name, a file
   that is not GGUF is refused without quoting its bytes, a missing unix
@@ -245,3 +247,69 @@ def test_a_client_that_stops_reading_stops_taking_engine_steps(server):
     finally:
         for s in stuck:
             s.close()
+
+
+def stuck_stream(host, port, body):
+    """A streaming request whose client never reads (a small receive window,
+    as a stuck client's fills)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect((host, port))
+    data = json.dumps(body).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+    return s
+
+
+def test_streams_whose_clients_do_not_read_are_paused(tmp_path):
+    """Four stuck streams of n=2 (8 sequences, 3,000 tokens each asked)
+    beside four that read: with a long slow_client_timeout the stuck ones
+    are paused, not cancelled — tram:num_sequences_paused reaches 8, they
+    stay admitted (their cache kept), and from then on they take no step:
+    the tokens generated while the four readers run are exactly the
+    readers' tokens. Once their clients leave, they are cancelled (499)."""
+    srv = start(tmp_path, "--slow-client-timeout", "120s", "--max-model-len", "4096")
+    stuck = []
+    try:
+        host, port = srv.host_port
+        body = {"prompt": "Write a long story:", "max_tokens": 3000, "n": 2, "ignore_eos": True, "stream": True}
+        stuck = [stuck_stream(host, port, body) for _ in range(4)]
+        deadline = time.monotonic() + 120
+        while srv.metric("tram:num_sequences_paused") < 8:
+            assert time.monotonic() < deadline, srv.log()[-3000:]
+            time.sleep(0.2)
+        before = srv.metric("vllm:generation_tokens_total")
+        while True:  # a step under way when they paused has ended
+            time.sleep(0.5)
+            now = srv.metric("vllm:generation_tokens_total")
+            if now == before:
+                break
+            before = now
+        assert srv.metric("vllm:num_requests_running") == 8
+
+        def read_one(out):
+            c = srv.client()
+            chunks = c.completions.create(model=None, prompt="Count:", max_tokens=48, stream=True,
+                                          extra_body={"ignore_eos": True})
+            out.append(sum(1 for ch in chunks if ch.choices and ch.choices[0].text is not None))
+
+        done = []
+        readers = [threading.Thread(target=read_one, args=(done,)) for _ in range(4)]
+        for t in readers:
+            t.start()
+        for t in readers:
+            t.join(120)
+        assert done == [48] * 4
+        assert srv.metric("vllm:generation_tokens_total") - before == 4 * 48  # none from the paused ones
+        assert srv.metric("tram:num_sequences_paused") == 8
+        assert "the client stopped reading (" not in srv.log()
+    finally:
+        for s in stuck:
+            s.close()
+    deadline = time.monotonic() + 30
+    while srv.metric("vllm:num_requests_running") > 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert srv.metric("tram:num_sequences_paused") == 0
+    assert srv.log().count("finish_reason=cancelled") == 4
+    assert srv.stop() == 0

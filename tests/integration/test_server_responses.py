@@ -94,7 +94,7 @@ def test_unsupported_parts_are_named(server, field, value):
 
 
 def test_bad_items(server):
-    r = server.post("/v1/responses", json={"input": [{"type": "function_call_output", "call_id": "c", "output": "1"}]})
+    r = server.post("/v1/responses", json={"input": [{"type": "web_search_call", "id": "ws_1"}]})
     assert r.status_code == 400 and r.json()["error"]["param"] == "input[0]"
     r = server.post("/v1/responses", json={"input": [{"role": "user", "content": [{"type": "input_image"}]}]})
     assert r.status_code == 400 and r.json()["error"]["param"] == "input[0].content[0].type"

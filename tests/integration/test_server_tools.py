@@ -125,6 +125,8 @@ def test_text_answer_with_tools_and_refusals(server):
     streamed = list(server.client().chat.completions.create(model=None, messages=msgs, tools=TOOLS, temperature=0,
                                                             max_tokens=8, stream=True))
     assert "".join(c.choices[0].delta.content or "" for c in streamed) == r.choices[0].message.content
+    # text streams token by token with tools on too (held back only where a call may begin)
+    assert sum(1 for c in streamed if c.choices and c.choices[0].delta.content) > 1
     bad = server.post("/v1/chat/completions", json={"messages": msgs, "tools": [{"type": "code_interpreter"}]})
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "tools[0]"
 
@@ -214,3 +216,66 @@ def test_tool_choice_named_forces_that_function(server):
 def test_tool_choice_errors(server, body, param):
     r = server.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}], **body})
     assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+
+
+# ---- the Responses API's function tools ---------------------------------------------
+
+RESP_TOOLS = [{"type": "function", "name": t["function"]["name"], "description": t["function"]["description"],
+               "parameters": t["function"]["parameters"]} for t in TWO]
+
+
+def resp_few_shot(city="Berlin", outputs=False):
+    """few_shot() as Responses input items: function_call items for the
+    assistant's calls (and with outputs, each call's function_call_output)."""
+    items = []
+    for i, c in enumerate(["Paris", "London", "Rome"]):
+        items += [{"role": "user", "content": f"What is the weather in {c}?"},
+                  {"type": "function_call", "call_id": f"c{i}", "name": "get_weather",
+                   "arguments": json.dumps({"city": c})}]
+        if outputs:
+            items.append({"type": "function_call_output", "call_id": f"c{i}", "output": "sunny"})
+    return items + [{"role": "user", "content": f"What is the weather in {city}?"}]
+
+
+def test_responses_items_render_as_chat_messages(server):
+    """function_call / function_call_output items reach the template as the
+    assistant tool_calls and tool messages chat sends."""
+    chat = []
+    for i, c in enumerate(["Paris", "London", "Rome"]):
+        chat += [{"role": "user", "content": f"What is the weather in {c}?"}, call(i, c),
+                 {"role": "tool", "tool_call_id": f"c{i}", "content": "sunny"}]
+    chat.append({"role": "user", "content": "What is the weather in Berlin?"})
+    want = server.client().chat.completions.create(model=None, messages=chat, tools=TWO, max_tokens=1)
+    r = server.client().responses.create(model=None, input=resp_few_shot(outputs=True), tools=RESP_TOOLS,
+                                         max_output_tokens=1)
+    assert r.usage.input_tokens == want.usage.prompt_tokens
+
+
+def test_responses_function_call_from_the_model(server):
+    r = server.client().responses.create(model=None, input=resp_few_shot(), tools=RESP_TOOLS, temperature=0,
+                                         max_output_tokens=40)
+    calls = [o for o in r.output if o.type == "function_call"]
+    assert len(calls) == 1 and calls[0].name == "get_weather" and json.loads(calls[0].arguments) == {"city": "Berlin"}
+    assert calls[0].call_id and calls[0].status == "completed"
+    with server.client().responses.stream(model=None, input=resp_few_shot(), tools=RESP_TOOLS, temperature=0,
+                                          max_output_tokens=40) as st:
+        kinds = [e.type for e in st]
+        final = st.get_final_response()
+    assert "response.function_call_arguments.done" in kinds and "response.output_text.delta" not in kinds
+    assert [o.type for o in final.output] == ["function_call"]
+    assert final.output[0].arguments == calls[0].arguments
+
+
+def test_responses_tool_choice_forces_calls(server):
+    r = server.client().responses.create(model=None, input="Say hello.", tools=RESP_TOOLS, tool_choice="required",
+                                         temperature=0, max_output_tokens=120)
+    calls = [o for o in r.output if o.type == "function_call"]
+    assert calls
+    for c in calls:
+        tool = next(t for t in RESP_TOOLS if t["name"] == c.name)
+        jsonschema.validate(json.loads(c.arguments), tool["parameters"])
+    r = server.client().responses.create(model=None, input="Say hello.", tools=RESP_TOOLS,
+                                         tool_choice={"type": "function", "name": "get_time"}, max_output_tokens=60)
+    assert [o.name for o in r.output if o.type == "function_call"] == ["get_time"]
+    bad = server.post("/v1/responses", json={"input": "hi", "tools": [{"type": "web_search"}]})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "tools"

@@ -35,12 +35,15 @@ def tokenize(tokenize_tool, model, text):
     return json.loads(res.stdout)
 
 
-def forward(forward_tool, model, ids, precision, tmp_dir, threads=0, nmse=False):
-    """Logits [len(ids), vocab] f32 of one sequence from an empty cache, and the tool's info line."""
+def forward(forward_tool, model, ids, precision, tmp_dir, threads=0, nmse=False, quantize=None):
+    """Logits [len(ids), vocab] f32 of one sequence from an empty cache, and the tool's info line.
+    quantize: a GGML type name the F32/F16/BF16 weights are quantized to at load."""
     tmp_dir = pathlib.Path(tmp_dir)
     out = tmp_dir / f"logits-{precision}.f32"
     plan = {"model": str(model), "seqs": [list(ids)], "out": str(out), "precision": precision, "threads": threads,
             "matmul_nmse": nmse}
+    if quantize:
+        plan["quantize"] = quantize
     (tmp_dir / "plan.json").write_text(json.dumps(plan))
     res = subprocess.run([str(forward_tool), str(tmp_dir / "plan.json")], capture_output=True, text=True,
                          timeout=1800)

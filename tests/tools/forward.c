@@ -17,6 +17,8 @@
  *    "threads": 0,                     CPU threads (0: one per CPU)
  *    "device": "cpu",                  the backend ("cpu" or "cuda")
  *    "precision": "exact",             the matmul arithmetic ("exact" or "fast")
+ *    "quantize": "Q8_0",               F32/F16/BF16 weights quantized at load to
+ *                                      this type (model_load_opts); default none
  *    "matmul_nmse": false,             true (CPU, exact): every matmul also runs
  *                                      the fast kernel on the same input and
  *                                      stdout gets its normalized MSE against
@@ -203,7 +205,13 @@ int main(int argc, char **argv) {
     be->matmul = tapped_matmul;
   }
   char err[512];
-  model_t *m = be ? model_load(model_path->valuestring, be, err, sizeof err) : NULL;
+  model_load_opts_t mo = {.quantize = KERN_F32};
+  const cJSON *quantize = cJSON_GetObjectItemCaseSensitive(plan, "quantize");
+  for (int t = 0; cJSON_IsString(quantize) && t < KERN_TYPE_COUNT; t++)
+    if (kern_type_name((uint32_t)t) && strcmp(kern_type_name((uint32_t)t), quantize->valuestring) == 0)
+      mo.quantize = (kern_type_t)t;
+  if (quantize && mo.quantize == KERN_F32) return die("\"quantize\" must be a GGML type name (\"Q8_0\")");
+  model_t *m = be ? model_load_opts(model_path->valuestring, be, &mo, err, sizeof err) : NULL;
   if (!m) return die(be ? err : "no backend");
   const model_hparams_t *hp = model_hparams(m);
 

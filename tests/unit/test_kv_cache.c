@@ -17,6 +17,50 @@
 
 /* --- allocator ------------------------------------------------------------- */
 
+/* Blocks wholly before a sliding window are given back: the table keeps its
+ * length with -1 entries, slots before the edge are gone, reservation goes
+ * on, a fork shares only what is left, and freeing skips the released. */
+static void seq_release_before_window(void **state) {
+  (void)state;
+  kv_alloc_t *a = kv_alloc_create(8, 4);
+  assert_non_null(a);
+  kv_seq_t s, child;
+  kv_seq_init(&s);
+  kv_seq_init(&child);
+  assert_int_equal(kv_seq_reserve(a, &s, 14), 0); /* 4 blocks */
+  kv_seq_commit(a, &s, 14);
+  const int32_t b2 = s.blocks[2];
+  kv_seq_release_before(a, &s, 3); /* block 0 still holds token 3 */
+  assert_int_equal(s.n_released, 0);
+  kv_seq_release_before(a, &s, 9); /* blocks 0 and 1 hold tokens 0..7 only */
+  assert_int_equal(s.n_released, 2);
+  assert_int_equal(s.blocks[0], -1);
+  assert_int_equal(s.blocks[1], -1);
+  assert_int_equal(s.n_blocks, 4);
+  assert_int_equal(kv_alloc_free_blocks(a), 6);
+  assert_int_equal(kv_seq_slot(a, &s, 7), -1);
+  assert_int_equal(kv_seq_slot(a, &s, 8), b2 * 4);
+  kv_seq_release_before(a, &s, 5); /* an earlier edge changes nothing */
+  assert_int_equal(s.n_released, 2);
+  assert_int_equal(kv_seq_blocks_needed(a, &s, 3), 1); /* 17 tokens: a fifth entry */
+  assert_int_equal(kv_seq_reserve(a, &s, 3), 0);
+  assert_int_equal(s.n_blocks, 5);
+  assert_int_equal(kv_alloc_free_blocks(a), 5);
+  kv_seq_commit(a, &s, 3);
+  int32_t src = -1, dst = -1;
+  assert_int_equal(kv_seq_fork(a, &child, &s, &src, &dst), 1); /* 17 tokens: the last block is partial */
+  assert_int_equal(child.n_released, 2);
+  assert_int_equal(child.blocks[1], -1);
+  assert_int_equal(kv_block_refs(a, b2), 2);
+  assert_int_equal(kv_alloc_free_blocks(a), 4);
+  kv_seq_free(a, &child);
+  assert_int_equal(kv_block_refs(a, b2), 1);
+  kv_seq_free(a, &s);
+  assert_int_equal(s.n_released, 0);
+  assert_int_equal(kv_alloc_free_blocks(a), 8);
+  kv_alloc_destroy(a);
+}
+
 static void alloc_rejects_bad_sizes(void **state) {
   (void)state;
   assert_null(kv_alloc_create(0, 32));
@@ -360,6 +404,7 @@ int main(void) {
       cmocka_unit_test(alloc_order_and_running_out),
       cmocka_unit_test(refcounts),
       cmocka_unit_test(seq_reserve_slots_free),
+      cmocka_unit_test(seq_release_before_window),
       cmocka_unit_test(alloc_storm),
       cmocka_unit_test(cache_sizing),
       cmocka_unit_test(cache_update_writes_and_gathers),

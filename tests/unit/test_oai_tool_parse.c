@@ -47,7 +47,7 @@ static void hermes(void **state) {
             "<tool_call>\n{\"name\": \"g\", \"arguments\": \"{\\\"y\\\": [2]}\"}\n",
             0);
   assert_int_equal(p.n_calls, 2);
-  content_is(&p, "Let me check both.");
+  content_is(&p, "Let me check both.\n"); /* as generated, as vLLM */
   assert_string_equal(p.calls[1].name, "g");
   assert_string_equal(p.calls[1].arguments, "{\"y\":[2]}");
   p = parse(&a, OAI_TOOLS_HERMES, "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call><tool_call>"
@@ -103,7 +103,7 @@ static void mistral(void **state) {
   assert_string_equal(p.calls[1].arguments, "{\"tz\":\"CET\"}");
   p = parse(&a, OAI_TOOLS_MISTRAL, "Sure. [TOOL_CALLS] {\"name\": \"f\", \"arguments\": {}}", 0);
   assert_int_equal(p.n_calls, 1);
-  content_is(&p, "Sure.");
+  content_is(&p, "Sure. ");
   p = parse(&a, OAI_TOOLS_MISTRAL, "[TOOL_CALLS][{\"name\": ", 0);
   assert_int_equal(p.n_calls, 0);
   content_is(&p, "[TOOL_CALLS][{\"name\": ");
@@ -137,6 +137,43 @@ static void forced_json(void **state) {
   arena_free(&a);
 }
 
+/* Streaming: over every prefix of real outputs, the bytes safe to send never
+ * shrink and never pass the content the whole output parses to; at the end
+ * what was sent is a prefix of that content. */
+static void stream_safe_prefixes(void **state) {
+  (void)state;
+  static const struct {
+    oai_tools_format_t f;
+    const char *text;
+  } cases[] = {
+      {OAI_TOOLS_HERMES, "Let me check.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"},
+      {OAI_TOOLS_HERMES, "  \n<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"},
+      {OAI_TOOLS_HERMES, "It is sunny; a <tool is not a <tool_call> here"},
+      {OAI_TOOLS_HERMES, "Plain text < and <tool_"},
+      {OAI_TOOLS_MISTRAL, "Sure. [TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}]"},
+      {OAI_TOOLS_LLAMA3, "<|python_tag|>{\"name\": \"a\", \"parameters\": {}}"},
+      {OAI_TOOLS_LLAMA3, "The answer is 4."},
+      {OAI_TOOLS_LLAMA3, " {\"not\": \"a call\"}"},
+      {OAI_TOOLS_JSON_LIST, "[{\"name\":\"f\",\"parameters\":{}}]"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    arena_t a;
+    arena_init(&a, 0, 0);
+    const char *t = cases[i].text;
+    const size_t len = strlen(t);
+    oai_tool_parse_t p = parse(&a, cases[i].f, t, 0);
+    const size_t content_end = p.content ? (size_t)(p.content - t) + p.content_len : 0;
+    size_t prev = 0;
+    for (size_t k = 0; k <= len; k++) {
+      const size_t safe = oai_tools_stream_safe(cases[i].f, t, k);
+      if (safe < prev || safe > content_end) fail_msg("case %zu, prefix %zu: safe %zu (before %zu, content %zu)", i, k, safe, prev, content_end);
+      prev = safe;
+    }
+    if (p.content) assert_ptr_equal(p.content, t); /* content starts at the output's start */
+    arena_free(&a);
+  }
+}
+
 static void format_of_templates(void **state) {
   assert_int_equal(oai_tools_format_of("{% for t in tools %}<tool_call>{% endfor %}"), OAI_TOOLS_HERMES);
   assert_int_equal(oai_tools_format_of("{{ '[TOOL_CALLS]' }}"), OAI_TOOLS_MISTRAL);
@@ -156,6 +193,7 @@ int main(void) {
       cmocka_unit_test(llama3),
       cmocka_unit_test(mistral),
       cmocka_unit_test(forced_json),
+      cmocka_unit_test(stream_safe_prefixes),
       cmocka_unit_test(format_of_templates),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -262,6 +263,60 @@ static void fifo_within_max_seqs(void **state) {
   sim_free(&m);
 }
 
+/* A paused sequence takes no step and keeps its blocks; a waiting one that
+ * needs its place preempts it; a paused waiting one is passed over; resumed,
+ * it ends with the output it has alone. */
+static void paused_sequences_step_aside(void **state) {
+  (void)state;
+  sim_t m;
+  sim_init(&m, 64, 8, 32, 3, 0);
+  sim_seq_t q[5];
+  atomic_int pause[5];
+  int32_t prompt[4] = {3, 1, 4, 1};
+  for (int i = 0; i < 5; i++) {
+    seq_new(&q[i], prompt, 4, i == 1 ? 8 : 16, 0);
+    q[i].index = i;
+    atomic_init(&pause[i], 0);
+    q[i].s.pause = &pause[i];
+  }
+  for (int i = 0; i < 3; i++) sched_plan_add(&m.c, &q[i].s);
+  sim_step(&m, NULL, NULL, 0);
+  sim_step(&m, NULL, NULL, 0);
+  atomic_store(&pause[0], 1);
+  const int64_t len0 = q[0].s.len;
+  const int32_t blocks0 = q[0].s.kv.n_blocks;
+  for (int k = 0; k < 2; k++) {
+    assert_int_equal(sim_step(&m, NULL, NULL, 0), 2); /* q1, q2 only */
+    assert_int_equal(m.c.n_paused, 1);
+    assert_int_equal(q[0].s.len, len0);
+    assert_int_equal(q[0].s.where, SCHED_SEQ_RUNNING);
+    assert_int_equal(q[0].s.kv.n_blocks, blocks0);
+  }
+  sched_plan_add(&m.c, &q[3].s); /* no place left but the paused one's */
+  sim_step(&m, NULL, NULL, 0);
+  assert_int_equal(q[3].s.where, SCHED_SEQ_RUNNING);
+  assert_int_equal(q[0].s.where, SCHED_SEQ_WAITING);
+  assert_int_equal(q[0].s.kv.n_blocks, 0);
+  assert_int_equal(m.c.stats.preemptions, 1);
+  sched_plan_add(&m.c, &q[4].s); /* behind the paused q0 in the waiting list */
+  while (!q[1].done) sim_step(&m, NULL, NULL, 0);
+  sim_step(&m, NULL, NULL, 0);
+  assert_int_equal(q[4].s.where, SCHED_SEQ_RUNNING); /* admitted past q0 */
+  assert_int_equal(q[0].s.where, SCHED_SEQ_WAITING);
+  assert_int_equal(q[0].s.len, len0);
+  atomic_store(&pause[0], 0);
+  while (m.c.running.n + m.c.waiting.n > 0) {
+    sim_step(&m, NULL, NULL, 0);
+    assert_true(m.steps < 200);
+  }
+  assert_int_equal(m.c.n_paused, 0);
+  for (int i = 0; i < 5; i++) {
+    check_solo(&q[i]);
+    sched_seq_free(&q[i].s);
+  }
+  sim_free(&m);
+}
+
 /* A cache of a few blocks: preemptions happen, every sequence still ends
  * with its solo output, and the blocks all come back. */
 static void tiny_cache_preempts(void **state) {
@@ -439,6 +494,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(chunked_prefill_keeps_decodes_going),
       cmocka_unit_test(fifo_within_max_seqs),
+      cmocka_unit_test(paused_sequences_step_aside),
       cmocka_unit_test(tiny_cache_preempts),
       cmocka_unit_test(prefix_cache_computes_the_tail),
       cmocka_unit_test(fork_shares_prompt_blocks),
