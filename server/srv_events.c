@@ -175,8 +175,10 @@ static char *chunk(const srv_job_t *j, const oai_choice_t *c, bool first) {
   oai_meta_t m = meta(j);
   const oai_usage_t u = usage_now(j);
   if (j->continuous_usage) m.chunk_usage = &u;
-  return j->chat ? oai_write_chat_chunk(&m, c, first, j->include_usage)
-                 : oai_write_completion_chunk(&m, c, j->include_usage);
+  oai_choice_t with_ids = *c; /* return_token_ids: every chunk has token_ids, [] when it adds none */
+  with_ids.has_token_ids |= j->return_token_ids;
+  return j->chat ? oai_write_chat_chunk(&m, &with_ids, first, j->include_usage)
+                 : oai_write_completion_chunk(&m, &with_ids, j->include_usage);
 }
 
 /* Writes what the job's buffer holds, as one chunk of the stream. */

@@ -121,3 +121,24 @@ def test_return_tokens_as_token_ids_is_still_refused(server):
     assert r.status_code == 400 and r.json()["error"]["param"] == "return_tokens_as_token_ids"
     r = server.post("/v1/completions", json={"prompt": PROMPT, "max_tokens": 1, "return_token_ids": 1})
     assert r.status_code == 400 and r.json()["error"]["param"] == "return_token_ids"
+
+
+def test_tool_call_stream_ids_add_up(ref, tmp_path):
+    """With tools, a stream's ids come whole with the finish chunk (the text
+    is held while it may be a call): they still add up to the whole
+    response's."""
+    import tram_server
+    from test_server_tools import TEMPLATE, TOOLS, few_shot
+    srv = tram_server.start(tmp_path, "--chat-template", str(TEMPLATE), "--max-model-len", "2048")
+    try:
+        kw = dict(model=None, messages=few_shot(), tools=TOOLS, temperature=0, max_tokens=40,
+                  extra_body={"return_token_ids": True})
+        whole = srv.client().chat.completions.create(**kw)
+        assert whole.choices[0].finish_reason == "tool_calls"
+        chunks = list(srv.client().chat.completions.create(stream=True, **kw))
+        assert all(ch.choices[0].token_ids is not None for ch in chunks)  # [] where a chunk adds none
+        assert [t for ch in chunks for t in ch.choices[0].token_ids] == whole.choices[0].token_ids
+        assert chunks[0].prompt_token_ids == whole.prompt_token_ids
+        assert len(whole.choices[0].token_ids) == whole.usage.completion_tokens
+    finally:
+        assert srv.stop() == 0
