@@ -293,7 +293,10 @@ else
   PCRE2_LIBS   := $(or $(shell pkg-config --libs libpcre2-8 2>/dev/null),-lpcre2-8)
 endif
 GPU_MODEL_SRCS := $(wildcard base/*.c gguf/*.c model/*.c sample/*.c text/*.c text/jinja/*.c) \
-                  $(wildcard kernels/*.c kernels/cpu/*.c attention/*.c cache/*.c scheduler/*.c)
+                  $(wildcard kernels/*.c kernels/cpu/*.c attention/*.c cache/*.c scheduler/*.c) \
+                  $(filter-out grammar/gram_schema%.c,$(wildcard grammar/*.c))
+# (the engine masks structured-output rows: grammar/, all but the JSON Schema
+# compiler, which takes cJSON documents and only the server calls)
 GPU_MODEL_LIB  := $(BUILD)/gpu/libtram-model.a
 GPU_LINK_OBJS  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard kernels/cuda/*.cu)) \
                   $(BUILD)/obj/gpu/tests/unit/testutil.o

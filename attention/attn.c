@@ -199,53 +199,97 @@ static int check_batch(attn_t *at, const attn_batch_t *bt) {
   return 0;
 }
 
-int attn_step_begin(attn_t *at, const attn_batch_t *bt) {
-  at->path = ATTN_PATH_NONE;
-  int rc = check_batch(at, bt);
-  if (rc != 0) return rc;
-  kern_backend_t *be = at->be;
-  const int n = bt->n_seqs;
-  /* only the live rows at the live width: checked above, every row's key
-   * blocks lie within ceil(max k_len / block_size) <= bt->max_blocks_per_seq */
-  attn_meta_image_t img;
-  attn_meta_image_layout(n, bt->n_tokens, attn_meta_live_width(at->max_k, at->cache->block_size), &img);
-  int32_t *stage = at->stage[at->stage_next];
-  at->stage_next ^= 1;
-  attn_meta_image_pack(bt, bt->slots ? bt->slots : at->host_slots, &img, stage);
-  be->upload_async(be, at->image, stage, (size_t)img.n * sizeof(int32_t));
-  at->slots = at->image + img.slots;
+/* 1 when every sequence of bt adds one token (q_len >= 0 each, sum n: all 1). */
+static int is_decode(const attn_batch_t *bt) {
+  if (bt->n_tokens != bt->n_seqs) return 0;
+  for (int b = 0; b < bt->n_seqs; b++)
+    if (bt->cu_seq_lens_q[b + 1] - bt->cu_seq_lens_q[b] != 1) return 0;
+  return 1;
+}
 
-  at->path = bt->n_tokens == n ? ATTN_PATH_DECODE : ATTN_PATH_VARLEN; /* q_len >= 0 each, sum n: all 1 */
-  for (int b = 0; b < n && at->path == ATTN_PATH_DECODE; b++)
-    if (bt->cu_seq_lens_q[b + 1] - bt->cu_seq_lens_q[b] != 1) at->path = ATTN_PATH_VARLEN;
-  at->n_tokens = bt->n_tokens;
+/* Uploads the packed image (layout img, in the staging buffer `stage`) and
+ * sets the step's path, args and counters for n_seqs sequences of n_tokens
+ * rows (real n_real tokens), maxima max_q and max_k. */
+static void step_start(attn_t *at, const attn_meta_image_t *img, int32_t *stage, attn_path_t path, int n_seqs,
+                       int n_tokens, int n_real, int max_q, int max_k) {
+  kern_backend_t *be = at->be;
+  be->upload_async(be, at->image, stage, (size_t)img->n * sizeof(int32_t));
+  at->slots = at->image + img->slots;
+  at->path = path;
+  at->n_tokens = n_tokens;
   const kv_cache_t *c = at->cache;
   at->args = (kern_attn_args_t){
-      .n_seqs = n,
+      .n_seqs = n_seqs,
       .n_heads = at->cfg.n_heads,
       .n_kv_heads = c->n_kv_heads,
       .head_dim = c->head_dim,
       .scale = at->cfg.scale,
-      .cu_seq_lens_q = at->image + img.cu_q,
-      .cu_seq_lens_k = at->image + img.cu_k,
-      .max_seqlen_q = at->max_q, /* the exact maxima (bt's may be bounds): they size the grids */
-      .max_seqlen_k = at->max_k,
-      .total_q = bt->n_tokens,
+      .cu_seq_lens_q = at->image + img->cu_q,
+      .cu_seq_lens_k = at->image + img->cu_k,
+      .max_seqlen_q = max_q,
+      .max_seqlen_k = max_k,
+      .total_q = n_tokens,
       .softcap = at->cfg.softcap,
       .k = at->k_gather,
       .v = at->v_gather,
       .block_size = c->block_size,
-      .block_table = at->image + img.block_table,
-      .max_blocks_per_seq = img.width,
-      .cache_seqlens = at->image + img.cache_seqlens,
+      .block_table = at->image + img->block_table,
+      .max_blocks_per_seq = img->width,
+      .cache_seqlens = at->image + img->cache_seqlens,
   };
-  if (at->path == ATTN_PATH_DECODE) {
+  if (path == ATTN_PATH_DECODE) {
     atomic_fetch_add_explicit(&at->decode_steps, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&at->decode_tokens, (uint64_t)bt->n_tokens, memory_order_relaxed);
+    atomic_fetch_add_explicit(&at->decode_tokens, (uint64_t)n_real, memory_order_relaxed);
   } else {
     atomic_fetch_add_explicit(&at->varlen_steps, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&at->varlen_tokens, (uint64_t)bt->n_tokens, memory_order_relaxed);
+    atomic_fetch_add_explicit(&at->varlen_tokens, (uint64_t)n_real, memory_order_relaxed);
   }
+}
+
+/* The staging buffer the next step packs into (two, used in turn). */
+static int32_t *next_stage(attn_t *at) {
+  int32_t *stage = at->stage[at->stage_next];
+  at->stage_next ^= 1;
+  return stage;
+}
+
+int attn_step_begin(attn_t *at, const attn_batch_t *bt) {
+  at->path = ATTN_PATH_NONE;
+  int rc = check_batch(at, bt);
+  if (rc != 0) return rc;
+  /* only the live rows at the live width: checked above, every row's key
+   * blocks lie within ceil(max k_len / block_size) <= bt->max_blocks_per_seq */
+  attn_meta_image_t img;
+  attn_meta_image_layout(bt->n_seqs, bt->n_tokens, attn_meta_live_width(at->max_k, at->cache->block_size), &img);
+  int32_t *stage = next_stage(at);
+  attn_meta_image_pack(bt, bt->slots ? bt->slots : at->host_slots, &img, stage);
+  /* the exact maxima (bt's may be bounds): they size the grids */
+  step_start(at, &img, stage, is_decode(bt) ? ATTN_PATH_DECODE : ATTN_PATH_VARLEN, bt->n_seqs, bt->n_tokens,
+             bt->n_tokens, at->max_q, at->max_k);
+  return 0;
+}
+
+int attn_step_begin_padded(attn_t *at, const attn_batch_t *bt, int rows, int width) {
+  at->path = ATTN_PATH_NONE;
+  int rc = check_batch(at, bt);
+  if (rc != 0) return rc;
+  const int bs = at->cache->block_size;
+  if (!is_decode(bt) || rows < bt->n_seqs || rows > at->cfg.max_seqs || rows > at->cfg.max_tokens ||
+      width < attn_meta_live_width(at->max_k, bs) || width > at->max_blocks_per_seq) {
+    log_error("attn_step_begin_padded: %s step of %d sequences padded to %d (capacity %d), width %d (live %d, "
+              "capacity %d)",
+              is_decode(bt) ? "a decode" : "not a decode", bt->n_seqs, rows,
+              at->cfg.max_seqs < at->cfg.max_tokens ? at->cfg.max_seqs : at->cfg.max_tokens, width,
+              attn_meta_live_width(at->max_k, bs), at->max_blocks_per_seq);
+    return -EINVAL;
+  }
+  attn_meta_image_t img;
+  attn_meta_image_layout(rows, rows, width, &img);
+  int32_t *stage = next_stage(at);
+  attn_meta_image_pack_padded(bt, bt->slots ? bt->slots : at->host_slots, rows, &img, stage);
+  const int64_t keys = (int64_t)width * bs;
+  step_start(at, &img, stage, ATTN_PATH_DECODE, rows, rows, bt->n_tokens, 1,
+             (int)(keys < at->max_seq_len ? keys : at->max_seq_len));
   return 0;
 }
 

@@ -84,6 +84,18 @@ void attn_destroy(attn_t *attn);
  * and attn_layer_forward() refuses to run. The batch is not kept. */
 int attn_step_begin(attn_t *attn, const attn_batch_t *batch);
 
+/* attn_step_begin() for a decode step (every sequence one token) padded
+ * to `rows` sequences (bt->n_seqs <= rows <= the capacities of sequences
+ * and tokens) with a block table `width` entries wide (at least the live
+ * width, at most attn_max_blocks_per_seq): rows past bt->n_seqs are
+ * padding (see attn_meta_image_pack_padded), and the kernels see n_seqs =
+ * rows and max_seqlen_k = width * block_size (capped at the longest
+ * sequence). Every pointer and scalar the layers then issue depends on
+ * (rows, width) alone: what a captured step (model/model_graph.h) needs.
+ * Returns attn_step_begin's errors; -EINVAL also for a step that is not
+ * decode-only or a width out of range. */
+int attn_step_begin_padded(attn_t *attn, const attn_batch_t *batch, int rows, int width);
+
 /* The capacities attn_create() derived from its configuration: the longest
  * sequence (attn_seq_len_cap of cfg->max_seq_len) and the block-table row
  * that holds it (ceil(max_seq_len / block_size)); build attn_meta_t with

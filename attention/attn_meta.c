@@ -65,6 +65,28 @@ void attn_meta_image_pack(const attn_batch_t *bt, const int32_t *slots, const at
            (size_t)img->width * i32);
 }
 
+void attn_meta_image_pack_padded(const attn_batch_t *bt, const int32_t *slots, int rows, const attn_meta_image_t *img,
+                                 int32_t *dst) {
+  const int n = bt->n_seqs;
+  const int copy = img->width < bt->max_blocks_per_seq ? img->width : bt->max_blocks_per_seq;
+  for (int b = 0; b <= rows; b++) {
+    dst[img->cu_q + b] = b <= n ? bt->cu_seq_lens_q[b] : bt->cu_seq_lens_q[n] + (b - n);
+    dst[img->cu_k + b] = bt->cu_seq_lens_k[b <= n ? b : n];
+  }
+  for (int b = 0; b < rows; b++) {
+    dst[img->cache_seqlens + b] = b < n ? bt->cache_seqlens[b] : -1;
+    dst[img->slots + b] = b < n ? slots[b] : -1;
+    int32_t *row = dst + img->block_table + (int64_t)b * img->width;
+    int i = 0;
+    if (b < n) {
+      memcpy(row, bt->block_table + (int64_t)b * bt->max_blocks_per_seq, (size_t)copy * sizeof *row);
+      i = copy;
+    }
+    for (; i < img->width; i++) row[i] = -1;
+  }
+  for (int64_t i = img->slots + rows; i < img->block_table; i++) dst[i] = 0; /* padding: defined bytes */
+}
+
 static int32_t *alloc_i32(int64_t n) {
   int32_t *p = malloc((size_t)n * sizeof *p);
   if (!p) abort();

@@ -74,6 +74,15 @@ void attn_meta_image_layout(int n_seqs, int n_tokens, int width, attn_meta_image
  * entries of each block-table row, and `slots` ([n_tokens]) as the slots. */
 void attn_meta_image_pack(const attn_batch_t *bt, const int32_t *slots, const attn_meta_image_t *img, int32_t *dst);
 
+/* The image of a decode batch (every sequence one query token) padded to
+ * `rows` >= bt->n_seqs sequences (layout img of rows sequences, rows
+ * tokens and any width): the live rows as attn_meta_image_pack writes them
+ * (entries past a row's stride -1), then padding rows of one query token
+ * that see no key: cu_seq_lens_k stays, cache_seqlens and slots -1, block
+ * table rows -1 (kern.h: a padding row; model/model_graph.h). */
+void attn_meta_image_pack_padded(const attn_batch_t *bt, const int32_t *slots, int rows, const attn_meta_image_t *img,
+                                 int32_t *dst);
+
 /* Host arrays for building a step's attn_batch_t from sequences. Fields are
  * read-only; `batch` views the arrays after attn_meta_build(). */
 typedef struct attn_meta {

@@ -12,8 +12,9 @@
  *
  * Usage: engine_bench [-m MODEL] [-t THREADS] [-c 1,8,32,64] [-p 128] [-o 128]
  *                     [--max-batch-tokens N] [--max-seqs N] [--device cpu|cuda]
- *                     [--kv-cache-mb N] [--precision exact|fast]
- * --device cuda runs the same engine on the CUDA backend (a build with
+ *                     [--kv-cache-mb N] [--precision exact|fast] [--no-graphs]
+ * --no-graphs: decode steps launch their kernels (the setting cuda_graphs
+ * off; it changes nothing on the CPU). --device cuda runs the same engine on the CUDA backend (a build with
  * CUDA: `make gpu-tests` makes build/tests/gpu/engine_bench); the "cpu"
  * columns then divide process CPU time by THREADS as well, which says
  * little. --kv-cache-mb: the KV cache budget (default 1024). */
@@ -97,11 +98,16 @@ int main(int argc, char **argv) {
   const char *device = "cpu";
   int threads = 0, n_prompt = 128, n_out = 128, max_tokens = 256, max_seqs = 64, kv_mb = 1024;
   kern_precision_t precision = KERN_PRECISION_EXACT;
+  int graphs = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--no-graphs")) {
+      graphs = 0;
+      continue;
+    }
     if (!v) {
       fprintf(stderr, "usage: engine_bench [-m MODEL] [-t THREADS] [-c 1,8,32,64] [-p 128] [-o 128] "
-                      "[--max-batch-tokens N] [--max-seqs N] [--device cpu|cuda] [--kv-cache-mb N] [--precision exact|fast]\n");
+                      "[--max-batch-tokens N] [--max-seqs N] [--device cpu|cuda] [--kv-cache-mb N] [--precision exact|fast] [--no-graphs]\n");
       return 2;
     }
     if (!strcmp(a, "-m")) model = v;
@@ -136,6 +142,7 @@ int main(int argc, char **argv) {
   cfg.max_seqs = max_seqs;
   cfg.max_batch_tokens = max_tokens;
   cfg.kv_cache_bytes = (int64_t)kv_mb << 20;
+  cfg.cuda_graphs = graphs;
   tok_t *tok = tok_create_from_gguf(model_gguf(m), err, sizeof err);
   sched_engine_t *e = tok ? sched_engine_create(m, tok, be, &cfg) : NULL;
   if (!e) {
@@ -143,9 +150,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   printf("engine_bench: %s on %s, %d threads, precision %s, %d prompt + %d output tokens per request, max_seqs %d, "
-         "max_batch_tokens %d, KV cache %d MiB\n",
+         "max_batch_tokens %d, KV cache %d MiB, decode graphs %s\n",
          model, device, threads, be->precision == KERN_PRECISION_FAST ? "fast" : "exact", n_prompt, n_out, max_seqs,
-         max_tokens, kv_mb);
+         max_tokens, kv_mb, graphs && be->graph_begin ? "on" : "off");
   printf("   C    wall s   gen/s wall  gen/s cpu  prompt/s w  prompt/s c   steps  ms/step  overhead  before   after\n");
   int rc = 0;
   for (const char *p = list; *p && rc == 0;) {

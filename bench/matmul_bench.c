@@ -2,7 +2,7 @@
  * at the default model's shapes, and the decode / prefill proxies of
  * issue 4; results recorded in docs/benchmarks/matmul.md.
  *
- *   build/bench/matmul_bench [-t threads] [--quick] [--model-only]
+ *   build/bench/matmul_bench [-t threads] [--quick] [--model-only] [--cpu-time]
  *                            [--precision exact|fast|both]
  *
  * 1. Memory bandwidth: bench/membw's read probe (run from the same folder,
@@ -24,7 +24,11 @@
  * fewer repetitions and only the Q4_1 / Q8_0 rows of table 2; --model-only
  * skips table 2. --precision (default exact) picks the matmul arithmetic
  * (kern.h); both runs tables 2 and 3 for exact, then for fast, in one
- * process, and ends with the fast/exact ratios of the step. */
+ * process, and ends with the fast/exact ratios of the step. --cpu-time
+ * times every matmul by the process's cpu-time instead of the wall clock
+ * (on a machine shared with other work the neighbours then do not count;
+ * with -t 1 it is the one core's time), and the bandwidth bound by the
+ * probe's cpu-time figure. */
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,11 +41,19 @@
 #include "kernels/cpu/simd.h"
 #include "kernels/kern.h"
 
+#ifdef KERN_CPU_AVX512
+#define KERN_Q8_AVX512 1 /* the fast matmul's kernels are AVX-512 ones */
+#else
+#define KERN_Q8_AVX512 0
+#endif
+
 static double min_seconds = 0.4; /* per measured point, at least 3 runs */
+
+static clockid_t clock_id = CLOCK_MONOTONIC; /* --cpu-time: CLOCK_PROCESS_CPUTIME_ID */
 
 static double now(void) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(clock_id, &t);
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
@@ -95,7 +107,7 @@ static void *random_weight(kern_type_t t, int64_t rows, int64_t cols) {
 static double membw_read(const char *argv0, int threads) {
   double wall, cpu;
   bench_probe_read_gbs(argv0, threads, &wall, &cpu);
-  return wall * 1e9;
+  return (clock_id == CLOCK_MONOTONIC ? wall : cpu) * 1e9; /* in the clock the matmuls are timed by */
 }
 
 /* --- matmul points ------------------------------------------------------------ */
@@ -216,7 +228,8 @@ static void run_precision(kern_precision_t prec, int threads, int quick, int mod
   if (!be) abort();
   kern_cpu_t *cpu = kern_cpu(be);
   printf("# matmul_bench: %d threads, %s kernels, precision %s\n\n", cpu->n_threads,
-         kern_cpu_simd() ? "AVX2" : "portable", prec == KERN_PRECISION_FAST ? "fast" : "exact");
+         !kern_cpu_simd() ? "portable" : prec == KERN_PRECISION_FAST && KERN_Q8_AVX512 ? "AVX-512" : "AVX2",
+         prec == KERN_PRECISION_FAST ? "fast" : "exact");
   double bw = membw_read(argv0, cpu->n_threads);
   if (bw <= 0) fprintf(stderr, "matmul_bench: bench/membw did not run: no bandwidth bound\n");
   if (!model_only) type_table(be, quick, x, y);
@@ -251,6 +264,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[i], "-t") == 0 && i + 1 < argc) threads = atoi(argv[++i]);
     else if (strcmp(argv[i], "--quick") == 0) quick = 1;
     else if (strcmp(argv[i], "--model-only") == 0) model_only = 1;
+    else if (strcmp(argv[i], "--cpu-time") == 0) clock_id = CLOCK_PROCESS_CPUTIME_ID;
     else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc && strcmp(argv[i + 1], "fast") == 0)
       first = last = KERN_PRECISION_FAST, i++;
     else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc && strcmp(argv[i + 1], "both") == 0)
@@ -258,7 +272,8 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc && strcmp(argv[i + 1], "exact") == 0)
       i++;
     else {
-      fprintf(stderr, "usage: matmul_bench [-t threads] [--quick] [--model-only] [--precision exact|fast|both]\n");
+      fprintf(stderr, "usage: matmul_bench [-t threads] [--quick] [--model-only] [--cpu-time] "
+                      "[--precision exact|fast|both]\n");
       return 2;
     }
   }

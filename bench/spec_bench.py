@@ -1,16 +1,18 @@
 """Single-stream speculative decoding benchmark: `tram generate` on one
 prompt at a time, greedy, with `--speculative off` and `--speculative
-ngram` run alternately (side by side, so the machine's load hits both
-alike), on workloads where prompt lookup should pay (copying or editing a
-given text, code with repetition) and where it should not (a short story
-from a one-line prompt; a prompt of random words): there the adaptive k
-must keep the cost small.
+ngram` (or `--method draft`: `--speculative draft` with `--draft-model`,
+by default the model itself) run alternately (side by side, so the
+machine's load hits both alike), on workloads where prompt lookup should pay
+(copying or editing a given text, code with repetition) and where it should
+not (a short story from a one-line prompt; a prompt of random words): there
+the adaptive k must keep the cost small.
 
 Reports per workload: decode tokens/s of each (tokens after the first over
 the time after the first; median of the runs), their ratio,
 steps, drafts proposed and the acceptance rate; checks that the token ids
 are the same. Usage:
   .venv/bin/python bench/spec_bench.py [--tram build/tram] [--model M]
+      [--method ngram|draft] [--draft-model D] [--workloads edit,code,...]
       [--rounds 3] [--max-tokens 160] [--threads 2] [-- extra tram settings]
 """
 from __future__ import annotations
@@ -67,6 +69,8 @@ def run(args, prompt, spec):
     try:
         cmd = [args.tram, "generate", "-m", args.model, "--prompts", f.name, "--json", "--threads", str(args.threads),
                "--log-level", "warn", "--speculative", spec, *args.extra]
+        if spec == "draft":
+            cmd += ["--draft-model", args.draft_model or args.model]
         env = {k: v for k, v in os.environ.items() if not k.startswith("TRAM_")}
         p = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
     finally:
@@ -83,20 +87,26 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tram", default="build/tram")
     ap.add_argument("--model", default="models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    ap.add_argument("--method", choices=("ngram", "draft"), default="ngram")
+    ap.add_argument("--draft-model", default=None, help="--method draft: the draft model (default: the model)")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated, of " + ", ".join(WORKLOADS))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("extra", nargs="*")
     args = ap.parse_args()
-    print("| workload | tokens | off decode tok/s | ngram decode tok/s | ratio | steps off / ngram | drafts | accepted / proposed |")
+    m = args.method
+    print(f"| workload | tokens | off decode tok/s | {m} decode tok/s | ratio | steps off / {m} | drafts "
+          "| accepted / proposed |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for name, prompts in WORKLOADS.items():
-        rate = {"off": [], "ngram": []}
+    for name in args.workloads.split(","):
+        prompts = WORKLOADS[name]
+        rate = {"off": [], m: []}
         tokens = steps_off = steps_on = drafts = proposed = accepted = 0
         for _ in range(args.rounds):
             for prompt in prompts:
                 ids = {}
-                for spec in ("off", "ngram"):
+                for spec in ("off", m):
                     ids[spec], st = run(args, prompt, spec)
                     rate[spec].append(st["decode_tok_s"])
                     if spec == "off":
@@ -107,9 +117,9 @@ def main():
                         drafts += st["spec_drafts"]
                         proposed += st["spec_draft_tokens"]
                         accepted += st["spec_accepted_tokens"]
-                if ids["off"] != ids["ngram"]:
+                if ids["off"] != ids[m]:
                     raise SystemExit(f"{name}: outputs differ with speculation")
-        off, on = statistics.median(rate["off"]), statistics.median(rate["ngram"])
+        off, on = statistics.median(rate["off"]), statistics.median(rate[m])
         acc = f"{accepted / proposed:.0%}" if proposed else "-"
         print(f"| {name} | {tokens} | {off:.1f} | {on:.1f} | {on / off:.2f}x | {steps_off} / {steps_on} | {drafts} "
               f"| {accepted} / {proposed} ({acc}) |")

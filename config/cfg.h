@@ -52,6 +52,7 @@ typedef enum cfg_key {
   CFG_THREADS,
   CFG_PRECISION,
   CFG_QUANTIZE,
+  CFG_CUDA_GRAPHS,
   CFG_MAX_MODEL_LEN,
   CFG_SPECIAL_TOKENS_IN_INPUT,
   CFG_DEFAULT_MAX_TOKENS,
@@ -62,6 +63,7 @@ typedef enum cfg_key {
   CFG_PORT,
   CFG_UNIX_SOCKET,
   CFG_MAX_CONNECTIONS,
+  CFG_MAX_CONNECTIONS_PER_CLIENT,
   CFG_KV_CACHE_BYTES,
   CFG_KV_CACHE_BLOCKS,
   CFG_BLOCK_SIZE,
@@ -73,6 +75,8 @@ typedef enum cfg_key {
   CFG_PROMPT_LOOKUP_MIN,
   CFG_PROMPT_LOOKUP_MAX,
   CFG_SPECULATIVE_MAX_BATCH,
+  CFG_DRAFT_MODEL,
+  CFG_DRAFT_KV_CACHE_BYTES,
   CFG_MAX_BODY_SIZE,
   CFG_MAX_HEADER_SIZE,
   CFG_REQUEST_TIMEOUT,
@@ -148,6 +152,7 @@ typedef struct cfg {
   int precision;           /* kern_precision_t: 0 exact, 1 fast (the matmul arithmetic) */
   int quantize;            /* cfg_quantize_choices[quantize]: "off", or the type F32/F16/BF16
                             * weights are quantized to at load ("q8_0", "q4_0", "q4_1") */
+  bool cuda_graphs;        /* decode steps replay captured CUDA graphs (model/model_graph.h) */
   int max_model_len;       /* longest sequence (prompt + output); 0 = the model's context */
   bool special_tokens_in_input; /* control-token texts in request text are those tokens */
   int default_max_tokens;  /* max_tokens of a chat request that gives none; 0 = the model's, else to the end
@@ -160,6 +165,7 @@ typedef struct cfg {
   int port;                /* TCP port; 0 = any free port */
   char *unix_socket;       /* Unix socket path, NULL = TCP; when set, replaces host:port */
   int max_connections;     /* open client connections at most */
+  int max_connections_per_client; /* of one client address; 0: no limit */
   /* engine: exactly one of kv_cache_bytes and kv_cache_blocks is non-zero */
   int64_t kv_cache_bytes;  /* KV cache budget in bytes (0 when given in blocks) */
   int kv_cache_blocks;     /* KV cache size in blocks (0 when given in bytes) */
@@ -167,10 +173,12 @@ typedef struct cfg {
   int max_batch_tokens;    /* tokens one engine step processes at most (>= max_seqs) */
   int max_seqs;            /* sequences running at once at most */
   int max_waiting;         /* requests waiting for admission at most; more -> 429 */
-  int speculative;         /* 0 off, 1 ngram (sched_spec_method_t) */
+  int speculative;         /* 0 off, 1 ngram, 2 draft (sched_spec_method_t) */
   int num_speculative_tokens; /* draft tokens per step */
   int prompt_lookup_min, prompt_lookup_max; /* n-gram sizes of the prompt lookup */
   int speculative_max_batch;  /* speculate only while at most this many sequences run */
+  char *draft_model;          /* speculative draft: the draft model file (checked readable), or NULL */
+  int64_t draft_kv_cache_bytes; /* the draft model's KV cache; 0: sized from the main one */
   /* HTTP limits and timeouts (milliseconds; 0 = no limit where documented) */
   int64_t max_body_size;   /* bytes of a request body at most; more -> 413 */
   int64_t max_header_size; /* bytes of request line + headers at most; more -> 431 */

@@ -201,6 +201,15 @@ int cfg__check(cfg_t *cfg, cfg__err_t *e) {
     return cfg__fail(e, "%s: prompt_lookup_min (%d) must be at most prompt_lookup_max (%d)",
                      cfg__where(cfg, CFG_PROMPT_LOOKUP_MIN, where, sizeof where), cfg->prompt_lookup_min,
                      cfg->prompt_lookup_max);
+  if (cfg->speculative == 2 && !cfg->draft_model)
+    return cfg__fail(e, "%s: speculative draft needs a draft model (draft_model, --draft-model PATH)",
+                     cfg__where(cfg, CFG_SPECULATIVE, where, sizeof where));
+  if (cfg->speculative != 2 && cfg->draft_model)
+    return cfg__fail(e, "%s: a draft model is used only with speculative draft (speculative is %s)",
+                     cfg__where(cfg, CFG_DRAFT_MODEL, where, sizeof where),
+                     cfg_settings[CFG_SPECULATIVE].choices[cfg->speculative]);
+  if (cfg->draft_model && (rc = check_readable(cfg, CFG_DRAFT_MODEL, cfg->draft_model, "draft model file", e)))
+    return rc;
 
   /* auth */
   for (int i = 0; i < cfg->api_keys.n; i++) {

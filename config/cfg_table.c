@@ -24,7 +24,7 @@ static const char *const precisions[] = {"exact", "fast", NULL}; /* kern_precisi
 const char *const cfg_quantize_choices[] = {"off", "q8_0", "q4_0", "q4_1", NULL}; /* GGML type names */
 static const char *const levels[] = {"error", "warn", "info", "debug", NULL}; /* log_level_t */
 static const char *const formats[] = {"text", "json", NULL};                 /* log_format_t */
-static const char *const spec_methods[] = {"off", "ngram", NULL};     /* sched_spec_method_t */
+static const char *const spec_methods[] = {"off", "ngram", "draft", NULL}; /* sched_spec_method_t */
 static const char *const dashboards[] = {"auto", "on", "off", NULL};         /* cfg_dashboard_t */
 static const char *const gen_configs[] = {"auto", "none", NULL}; /* cfg_generation_config_t */
 static const char *const tool_parsers[] = {"auto", "hermes", "llama3_json", "mistral", "none", NULL}; /* cfg_tool_parser_t */
@@ -47,11 +47,13 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                     "Compute backend. cuda needs a build with CUDA and a GPU.", OFF(device)},
     [CFG_THREADS] = {"threads", CFG_T_INT, "Model", "0", 't', 0, 1024, NULL, "N", 0,
                      "CPU compute threads. 0: one per online core.", OFF(threads)},
-    [CFG_PRECISION] = {"precision", CFG_T_ENUM, "Model", "exact", 0, 0, 0, precisions, "MODE", 0,
-                       "Matmul arithmetic. exact: f32 activations on the exactly dequantized "
-                       "weights. fast: activations quantized to int16 per 32 values and integer "
-                       "dot products (CPU, quantized weights; F32/F16/BF16 weights and the CUDA "
-                       "backend stay exact). Accuracy and speed: docs/benchmarks/precision.md.",
+    [CFG_PRECISION] = {"precision", CFG_T_ENUM, "Model", "fast", 0, 0, 0, precisions, "MODE", 0,
+                       "Matmul arithmetic. fast: activations quantized to int16 per 32 values and "
+                       "integer dot products (CPU, quantized weights; F32/F16/BF16 weights and the "
+                       "CUDA backend stay exact); the default, as it passes the accuracy gates "
+                       "(perplexity, KL divergence, top-1 against exact) and is faster at every "
+                       "batch size. exact: f32 activations on the exactly dequantized weights. "
+                       "Accuracy and speed: docs/benchmarks/precision.md.",
                        OFF(precision)},
     [CFG_QUANTIZE] = {"quantize", CFG_T_ENUM, "Model", "off", 0, 0, 0, cfg_quantize_choices, "TYPE", 0,
                       "Quantize the model's F32, F16 and BF16 weight matrices (a Hugging Face "
@@ -60,6 +62,12 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                       "stay as they are. off: every weight as stored. Accuracy and speed: "
                       "docs/models.md.",
                       OFF(quantize)},
+    [CFG_CUDA_GRAPHS] = {"cuda_graphs", CFG_T_BOOL, "Model", "true", 0, 0, 0, NULL, "BOOL", 0,
+                         "With --device cuda, decode-only steps replay a CUDA graph captured once per "
+                         "bucket (sequences rounded up to a power of two, context to 256 keys times a "
+                         "power of two; padding rows change no real row) instead of launching every "
+                         "kernel. false: every step launches its kernels. No effect on the CPU.",
+                         OFF(cuda_graphs)},
     [CFG_MAX_MODEL_LEN] = {"max_model_len", CFG_T_INT, "Model", "0", 0, 0, 1 << 24, NULL, "N", 0,
                            "Longest sequence, prompt plus output, in tokens. 0: the model's "
                            "context length.",
@@ -91,6 +99,14 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                              "one has a request in flight is it refused (503), and /health and "
                              "/metrics still answer on a small reserve.",
                              OFF(max_connections)},
+    [CFG_MAX_CONNECTIONS_PER_CLIENT] = {"max_connections_per_client", CFG_T_INT, "Network", "0", 0, 0, 1000000,
+                                        NULL, "N", 0,
+                                        "Open connections of one client address (TCP) at most; 0: no limit. "
+                                        "Past it a new connection from that address answers only /health and "
+                                        "/metrics (on the probe reserve) or is refused (503), so one client "
+                                        "cannot take every slot. Behind a proxy every client has the proxy's "
+                                        "address: leave it 0 there.",
+                                        OFF(max_connections_per_client)},
 
     [CFG_KV_CACHE_BYTES] = {"kv_cache_bytes", CFG_T_SIZE, "Engine", "512M", 0, MiB, 64 * TiB,
                             NULL, "SIZE", 0,
@@ -139,7 +155,8 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
     [CFG_SPECULATIVE] = {"speculative", CFG_T_ENUM, "Engine", "off", 0, 0, 0, spec_methods, "METHOD", 0,
                          "Speculative decoding. ngram: prompt lookup, the tokens that followed the "
                          "last n-gram's earlier occurrence in the prompt or output are verified in one "
-                         "step; outputs are unchanged.",
+                         "step. draft: a smaller model with the same vocabulary (draft_model) proposes "
+                         "them. Outputs are unchanged.",
                          OFF(speculative)},
     [CFG_NUM_SPECULATIVE_TOKENS] = {"num_speculative_tokens", CFG_T_INT, "Engine", "4", 0, 1, 16, NULL, "N",
                                     0, "Draft tokens a speculating sequence verifies per step at most.",
@@ -155,6 +172,16 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                                    "Speculate only while at most this many sequences run (a larger "
                                    "batch already reads the weights once for many tokens).",
                                    OFF(speculative_max_batch)},
+    [CFG_DRAFT_MODEL] = {"draft_model", CFG_T_PATH, "Engine", "", 0, 0, 0, NULL, "PATH", 0,
+                         "The draft model of --speculative draft (GGUF): its vocabulary must be the "
+                         "model's (checked at start).",
+                         OFF(draft_model)},
+    [CFG_DRAFT_KV_CACHE_BYTES] = {"draft_kv_cache_bytes", CFG_T_SIZE, "Engine", "0", 0, 0, 64 * TiB, NULL,
+                                  "SIZE", 0,
+                                  "Memory for the draft model's own KV cache. 0: room for "
+                                  "speculative_max_batch sequences of max_model_len tokens, at most as "
+                                  "many blocks as the main cache.",
+                                  OFF(draft_kv_cache_bytes)},
 
     [CFG_MAX_BODY_SIZE] = {"max_body_size", CFG_T_SIZE, "Limits and timeouts", "2M", 0, KiB, GiB,
                            NULL, "SIZE", 0,

@@ -39,6 +39,7 @@ typedef struct kern_backend kern_backend_t;
 struct kern_sample_row; /* kernels/kern_sample.h */
 struct kern_sample_op;
 struct kern_sample_out;
+typedef struct kern_graph kern_graph_t; /* a captured run of operations (graph_end) */
 
 /* The arithmetic of the matmuls (`--precision`). EXACT: f32 activations on
  * the exactly dequantized weights. FAST: activations quantized to int16 per
@@ -114,7 +115,10 @@ typedef struct kern_attn_args {
 
   /* decode path: every sequence has one query row (total_q == n_seqs);
    * k_new/v_new are written at position cache_seqlens[b] of sequence b, in
-   * place, then the row attends over cache_seqlens[b] + 1 keys. */
+   * place, then the row attends over cache_seqlens[b] + 1 keys. A row with
+   * cache_seqlens[b] < 0 is padding (a captured step's rows past the live
+   * ones, model/model_graph.h): nothing is written, its output is zeros,
+   * its block-table row is never read. */
   const int32_t *cache_seqlens; /* [n_seqs] tokens cached before this step */
   const float *k_new;           /* [n_seqs, n_kv_heads, head_dim] */
   const float *v_new;           /* [n_seqs, n_kv_heads, head_dim] */
@@ -225,6 +229,21 @@ struct kern_backend {
    * CPU backend: its logits are host memory already). */
   void (*sample)(kern_backend_t *be, struct kern_sample_out *outs, float *logits, const struct kern_sample_row *rows,
                  const struct kern_sample_op *ops, int n_rows, int32_t n_vocab);
+
+  /* --- captured replays (CUDA graphs; all four NULL on a backend without) --
+   * graph_begin() starts capturing: the operations issued after it are
+   * recorded, not run. graph_end() stops and returns them as a graph, or
+   * NULL after logging why (nothing recorded ran either). graph_launch()
+   * runs a graph's operations again, ordered with the others, with the
+   * arguments they were issued with (the same pointers and scalars) over
+   * what the buffers hold at the time. Between begin and end only
+   * operations may be issued (no alloc, free, upload, download, copy or
+   * sync: the backend aborts on one, a programmer error).
+   * graph_destroy(NULL) is a no-op. */
+  int (*graph_begin)(kern_backend_t *be);
+  kern_graph_t *(*graph_end)(kern_backend_t *be);
+  void (*graph_launch)(kern_backend_t *be, kern_graph_t *g);
+  void (*graph_destroy)(kern_backend_t *be, kern_graph_t *g);
 };
 
 /* Creates the backend named `device` ("cpu" or "cuda") with `n_threads` CPU

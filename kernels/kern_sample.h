@@ -11,9 +11,10 @@
  * top-p and min-p, from the request's own counter-based random stream (the
  * same as the host sampler's: draw i of seed s is mix64(s + i * GAMMA), 53
  * bits); with logprobs (rows without penalties or bias), the raw
- * log-probabilities too. Not on a device yet: top-p over the whole
- * vocabulary, logprobs of a penalised row, and the first row of an n > 1
- * request (its children sample the same row).
+ * log-probabilities too; top-p over the whole vocabulary (with min-p) by a
+ * threshold search, below. Not on a device yet: logprobs of a penalised
+ * row, and the first row of an n > 1 request (its children sample the same
+ * row).
  *
  * The arithmetic, fixed so that a host emulation gives the device's bits
  * (kern_sample_ref, which is also the CPU backend's op and the reference of
@@ -32,6 +33,32 @@
  * as the host sampler walks them, one after the other (the host sampler
  * uses expf there: weights within a few ulps, so a draw or a top-p cut
  * within ~1e-6 of a boundary may differ).
+ *
+ * Top-p over the whole vocabulary (top_k 0, top_p < 1) keeps what the host
+ * sampler keeps (sample/sampler_select.c: the tokens by weight, then lower
+ * id, while the mass before each is < top_p · z; then min-p) and draws in
+ * its order (the kept tokens of the weight buckets above the edge bucket,
+ * kern_sample_bucket, in id order, then the edge bucket's by weight and
+ * id), without sorting: every total below is a sum over the row in chunks
+ * of consecutive ids, each in id order, the chunk sums added pairwise in a
+ * tree (KERN_SAMPLE_CHUNKS / 2 apart, then / 4, ...), and each threshold a
+ * binary search over the 31 bits of a positive float weight:
+ *   z = the total of the weights (min-p not applied), need = top_p · z;
+ *   w* = the smallest weight with M(> w*) < need (M(> v): the total of the
+ *        weights > v); the first t ties at w* in id order are kept, t =
+ *        kern_sample_tie_keep(M(> w*), w*, need, ties): kept = w > w*, or
+ *        w = w* among those t; with min-p also w >= min_p;
+ *   A = kept tokens of buckets before kern_sample_bucket(w*) (id order,
+ *       chunk sums scanned in order as the plain draw's), B = kept tokens
+ *       of that bucket; target = u · (mass(A) + tree total of B);
+ *   in A: the first id whose cumulative mass passes target; else in B the
+ *       largest weight L with mass(A) + M_B(>= L) > target and among B's
+ *       ties at L (id order) tie kern_sample_tie_pick(mass(A) + M_B(> L),
+ *       L, target, ties) (the last kept token of B if rounding leaves none).
+ * Where the sums are exact (a bucket's weights share an exponent, so above
+ * ~2^-12 every such sum is) this is the host sampler's choice; elsewhere a
+ * cut or a draw within ~1e-15 of a boundary may differ, as for the plain
+ * draw. Each threshold costs a pass over the row (~55 in all).
  *
  * The inline functions run on the host and the device (KERN_SAMPLE_HD). */
 #ifndef TRAM_KERN_SAMPLE_H
@@ -79,7 +106,7 @@ typedef struct kern_sample_row {
   float min_p;       /* 0: off; else keep w >= min_p (w = p / p_max) */
   int32_t op_begin, n_bias, n_count;
   int32_t top_k;     /* 0: the whole vocabulary; else 1..KERN_SAMPLE_MAX_TOP_K */
-  float top_p;       /* with top_k only: nucleus over the top k (1: off) */
+  float top_p;       /* nucleus over the top k, or over the whole vocabulary (1: off) */
   int32_t logprobs;  /* 1: the token's raw logprob and the n_top best (a row without ops) */
   int32_t n_top;     /* 0..KERN_SAMPLE_MAX_TOP_LOGPROBS */
   uint64_t seed;     /* the request's stream */
@@ -183,6 +210,48 @@ static inline KERN_SAMPLE_HD uint32_t kern_sample_key(float x) {
   uint32_t b;
   memcpy(&b, &x, sizeof b);
   return b >> 31 ? ~b : b | 0x80000000u;
+}
+
+#define KERN_SAMPLE_BUCKETS 512 /* the host sampler's top-p buckets: 8 per power of two */
+
+/* The top-p bucket of a weight w in (0, 1] (sample/sampler_select.c): from
+ * its exponent and top three mantissa bits, so a larger weight never has a
+ * larger bucket; weights below 2^-64 all share the last one. */
+static inline KERN_SAMPLE_HD int kern_sample_bucket(float w) {
+  uint32_t bits;
+  memcpy(&bits, &w, sizeof bits);
+  const int e = (int)((bits >> 23) & 0xff), sub = (int)((bits >> 20) & 7);
+  const int b = ((127 - e) << 3) | (7 - sub);
+  return b < 0 ? 0 : b >= KERN_SAMPLE_BUCKETS ? KERN_SAMPLE_BUCKETS - 1 : b;
+}
+
+/* How many of `ties` tokens of weight w (in id order) top-p keeps after a
+ * mass `above` of heavier tokens: tie k is kept while k == 0 or above +
+ * k · w < need (one fused multiply-add), so at least one. */
+static inline KERN_SAMPLE_HD int64_t kern_sample_tie_keep(double above, float w, double need, int64_t ties) {
+  const double q = (need - above) / (double)w;
+  int64_t k = q >= (double)ties ? ties : q > 1 ? (int64_t)ceil(q) : 1;
+  while (k > 1 && !(fma((double)(k - 1), (double)w, above) < need)) k--;
+  while (k < ties && fma((double)k, (double)w, above) < need) k++;
+  return k;
+}
+
+/* Which of `ties` tokens of weight w (in id order, after a mass `base`) a
+ * draw at target takes: the first j with target < base + (j + 1) · w (one
+ * fused multiply-add), the last when none. */
+static inline KERN_SAMPLE_HD int64_t kern_sample_tie_pick(double base, float w, double target, int64_t ties) {
+  const double q = (target - base) / (double)w;
+  int64_t j = q >= (double)(ties - 1) ? ties - 1 : q > 0 ? (int64_t)q : 0;
+  while (j > 0 && target < fma((double)j, (double)w, base)) j--;
+  while (j < ties - 1 && !(target < fma((double)(j + 1), (double)w, base))) j++;
+  return j;
+}
+
+/* A positive float from its bits (the threshold searches). */
+static inline KERN_SAMPLE_HD float kern_sample_from_bits(uint32_t b) {
+  float f;
+  memcpy(&f, &b, sizeof f);
+  return f;
 }
 
 /* The serial tail of a top-k draw over v[k] (the k best logits, best first;

@@ -206,7 +206,19 @@ typedef struct model_runner_config {
   int max_seq_len; /* tokens one sequence may hold; 0: the model's n_ctx, capped by the cache's slots */
   int gather;      /* 1: the attention's reference varlen path (attn_config_t.gather) */
   int max_sample_ops; /* with be->sample: penalty ops per step (model_batch_t.sample_ops) */
+  int graphs;         /* model_graphs_mode_t (model/model_graph.h): decode steps padded to buckets and
+                         replayed from captured graphs (ON, on a backend that captures), padded only
+                         (PADDED), or neither (OFF, 0) */
 } model_runner_config_t;
+
+/* What became of the decode steps run padded (model_graph.h). */
+typedef struct model_graph_stats {
+  uint64_t captured; /* graphs captured (each then replayed for its step) */
+  uint64_t replayed; /* steps run by a graph launch, the capturing ones included */
+  uint64_t eager;    /* padded steps issued kernel by kernel (mode PADDED, a bucket's warm-up
+                        step, a failed capture) */
+  uint64_t failed;   /* captures that failed (their bucket then runs eager) */
+} model_graph_stats_t;
 
 /* One step's batch, all host memory, borrowed for the call. Sequence b of
  * the step owns rows [attn->cu_seq_lens_q[b], attn->cu_seq_lens_q[b + 1]). */
@@ -243,6 +255,9 @@ void model_runner_destroy(model_runner_t *r);
  * attn_meta_t with at most this max_blocks_per_seq
  * (ceil(max_seq_len / block_size), capped by the cache's blocks). */
 int model_runner_max_blocks_per_seq(const model_runner_t *r);
+
+/* A copy of the runner's graph counters. */
+void model_runner_graph_stats(const model_runner_t *r, model_graph_stats_t *out);
 
 /* The attention forward the runner drives (for its path counters). */
 const attn_t *model_runner_attn(const model_runner_t *r);

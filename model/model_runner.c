@@ -9,6 +9,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "kernels/kern_sample.h"
+#include "model/model_graph.h"
 #include "model/model_internal.h"
 
 struct model_runner {
@@ -36,6 +37,13 @@ struct model_runner {
   kern_sample_row_t *samp_rows; /* [L] be->sample only: how each row picks its token */
   kern_sample_op_t *samp_ops;   /* [max_sample_ops] be->sample only: their penalty ops */
   kern_sample_out_t *samp_outs; /* [L] be->sample only: the tokens picked */
+
+  /* captured decode steps (model_graph.h): one graph per (rows, keys) bucket */
+  model_graph_plan_t gp;        /* gp.n_rows == 0: graphs off */
+  kern_graph_t **graphs;        /* [gp.n_rows * gp.n_keys] */
+  uint8_t *graph_state;         /* [same] model_graph_state_t */
+  int32_t *pad_ids, *pad_pos, *pad_rows; /* [gp.max_rows] host: a padded step's inputs */
+  model_graph_stats_t gstats;
 };
 
 model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const model_runner_config_t *cfg) {
@@ -112,6 +120,20 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
     if (cfg->max_sample_ops > 0) ALLOC(r->samp_ops, (size_t)cfg->max_sample_ops * sizeof *r->samp_ops);
   }
 #undef ALLOC
+  /* ON pads only where graphs replay: elsewhere padding would be pure cost */
+  if (cfg->graphs == MODEL_GRAPHS_PADDED || (cfg->graphs == MODEL_GRAPHS_ON && be->graph_begin)) {
+    /* rows bucket: within every per-step capacity (sequences, tokens, logit rows) */
+    int max_rows = cfg->max_seqs < cfg->max_tokens ? cfg->max_seqs : cfg->max_tokens;
+    if (max_rows > max_logits) max_rows = max_logits;
+    if (max_rows > 0 && model_graph_plan_init(&r->gp, max_rows, r->cfg.max_seq_len, cache->block_size) == 0) {
+      const size_t slots = (size_t)r->gp.n_rows * r->gp.n_keys, rows = (size_t)r->gp.max_rows;
+      r->graphs = xcalloc(slots, sizeof *r->graphs);
+      r->graph_state = xcalloc(slots, sizeof *r->graph_state);
+      r->pad_ids = xmalloc(rows * sizeof *r->pad_ids);
+      r->pad_pos = xmalloc(rows * sizeof *r->pad_pos);
+      r->pad_rows = xmalloc(rows * sizeof *r->pad_rows);
+    }
+  }
   if (failed) {
     log_error("model_runner_create: the %s backend is out of memory for the activations of %d tokens "
               "(%d logit rows)",
@@ -128,9 +150,18 @@ void model_runner_destroy(model_runner_t *r) {
   void *bufs[] = {r->ids, r->pos,   r->rows, r->x,    r->h,  r->proj, r->q,        r->k,
                   r->v,   r->att,   r->gate, r->up,   r->xl, r->logits, r->samp_rows, r->samp_outs, r->samp_ops};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(be, bufs[i]);
+  for (int i = 0; r->graphs && be->graph_destroy && i < r->gp.n_rows * r->gp.n_keys; i++)
+    be->graph_destroy(be, r->graphs[i]);
+  free(r->graphs);
+  free(r->graph_state);
+  free(r->pad_ids);
+  free(r->pad_pos);
+  free(r->pad_rows);
   attn_destroy(r->attn);
   free(r);
 }
+
+void model_runner_graph_stats(const model_runner_t *r, model_graph_stats_t *out) { *out = r->gstats; }
 
 int model_runner_max_blocks_per_seq(const model_runner_t *r) { return attn_max_blocks_per_seq(r->attn); }
 const attn_t *model_runner_attn(const model_runner_t *r) { return r->attn; }
@@ -171,17 +202,15 @@ static int check_batch(const model_runner_t *r, const model_batch_t *b) {
   return 0;
 }
 
-int model_forward(model_runner_t *r, const model_batch_t *b, float *logits) {
-  int rc = check_batch(r, b);
-  if (rc == 0) rc = attn_step_begin(r->attn, b->attn);
-  if (rc != 0) return rc;
+/* Issues the forward's operations for T rows whose ids, positions (r->ids,
+ * r->pos) and L logit rows (r->rows) are on the device, the attention step
+ * begun: up to the logits of those rows in r->logits. Operations only (no
+ * upload, download or sync): a graph may capture them. */
+static int issue_forward(model_runner_t *r, int T, int L) {
   const model_t *m = r->m;
   const model_hparams_t *hp = &m->hp;
   kern_backend_t *be = r->be;
-  const int T = b->n_tokens, L = b->n_logits, dim = hp->dim;
-  be->upload(be, r->ids, b->tokens, (size_t)T * sizeof(int32_t));
-  be->upload(be, r->pos, b->positions, (size_t)T * sizeof(int32_t));
-
+  const int dim = hp->dim;
   be->embed(be, r->x, &m->tok_embd, r->ids, T); /* x [T, dim] */
   if (hp->embed_scale > 0) be->scale(be, r->x, r->x, hp->embed_scale, (int64_t)T * dim);
   for (int l = 0; l < hp->n_layers; l++) {
@@ -204,7 +233,7 @@ int model_forward(model_runner_t *r, const model_batch_t *b, float *logits) {
     }
     be->rope(be, r->q, r->pos, T, hp->n_heads, hp->head_dim, hp->rot_dim, inv_freq, hp->rope_neox);
     be->rope(be, r->k, r->pos, T, hp->n_kv_heads, hp->head_dim, hp->rot_dim, inv_freq, hp->rope_neox);
-    rc = attn_layer_forward(r->attn, l, r->q, r->k, r->v, r->att); /* att [T, q_dim] */
+    const int rc = attn_layer_forward(r->attn, l, r->q, r->k, r->v, r->att); /* att [T, q_dim] */
     if (rc != 0) return rc;
     be->matmul(be, r->proj, r->att, &w->wo, T); /* proj [T, dim] */
     if (w->post_attn_norm) be->rmsnorm(be, r->proj, r->proj, w->post_attn_norm, T, dim, hp->rms_eps);
@@ -222,15 +251,84 @@ int model_forward(model_runner_t *r, const model_batch_t *b, float *logits) {
     if (w->post_ffn_norm) be->rmsnorm(be, r->proj, r->proj, w->post_ffn_norm, T, dim, hp->rms_eps);
     be->add(be, r->x, r->x, r->proj, (int64_t)T * dim);
   }
+  if (L == 0) return 0;
+  /* logits only for the rows that need them (the norm is per row) */
+  be->gather_rows(be, r->xl, r->x, r->rows, L, dim);              /* xl [L, dim] */
+  be->rmsnorm(be, r->xl, r->xl, m->output_norm, L, dim, hp->rms_eps);
+  be->matmul(be, r->logits, r->xl, model__output(m), L);          /* logits [L, n_vocab] */
+  return 0;
+}
+
+/* The forward of a decode step padded to its bucket (model_graph.h):
+ * replayed from a graph, captured first if need be, or issued. Returns 1
+ * when the step is not eligible (nothing done), else 0 or an error. */
+static int forward_padded(model_runner_t *r, const model_batch_t *b) {
+  if (!r->gp.n_rows) return 1;
+  const attn_batch_t *ab = b->attn;
+  const model_graph_step_t st = {.n_seqs = ab->n_seqs, .n_tokens = ab->n_tokens,
+                                 .cu_seq_lens_q = ab->cu_seq_lens_q, .max_seqlen_k = ab->max_seqlen_k};
+  model_graph_key_t key;
+  if (model_graph_eligible(&r->gp, &st, &key) != MODEL_GRAPH_OK) return 1;
+  int rc = attn_step_begin_padded(r->attn, ab, key.rows, key.width);
+  if (rc != 0) return rc;
+  kern_backend_t *be = r->be;
+  const int rows = key.rows;
+  model_graph_pad_inputs(b->n_tokens, rows, b->tokens, b->positions, b->n_logits, b->logit_rows, r->pad_ids,
+                         r->pad_pos, r->pad_rows);
+  be->upload(be, r->ids, r->pad_ids, (size_t)rows * sizeof(int32_t));
+  be->upload(be, r->pos, r->pad_pos, (size_t)rows * sizeof(int32_t));
+  be->upload(be, r->rows, r->pad_rows, (size_t)rows * sizeof(int32_t));
+  const model_graph_action_t act = model_graph_action((model_graphs_mode_t)r->cfg.graphs, be->graph_begin != NULL,
+                                                      (model_graph_state_t)r->graph_state[key.slot]);
+  if (act == MODEL_GRAPH_CAPTURE) {
+    be->graph_begin(be);
+    rc = issue_forward(r, rows, rows);
+    kern_graph_t *g = be->graph_end(be);
+    if (rc != 0 || !g) { /* nothing ran: the step runs uncaptured, the bucket from now on too */
+      be->graph_destroy(be, g);
+      r->graph_state[key.slot] = MODEL_GRAPH_FAILED;
+      r->gstats.failed++;
+      if (rc != 0) return rc;
+      log_warn("model_forward: decode steps of %d rows and %d keys run without a graph", rows, key.keys);
+      r->gstats.eager++;
+      return issue_forward(r, rows, rows);
+    }
+    r->graphs[key.slot] = g;
+    r->graph_state[key.slot] = MODEL_GRAPH_READY;
+    r->gstats.captured++;
+  }
+  if (act == MODEL_GRAPH_EAGER || act == MODEL_GRAPH_WARM_UP) {
+    if (act == MODEL_GRAPH_WARM_UP) r->graph_state[key.slot] = MODEL_GRAPH_WARM;
+    r->gstats.eager++;
+    return issue_forward(r, rows, rows);
+  }
+  be->graph_launch(be, r->graphs[key.slot]);
+  r->gstats.replayed++;
+  return 0;
+}
+
+int model_forward(model_runner_t *r, const model_batch_t *b, float *logits) {
+  int rc = check_batch(r, b);
+  if (rc != 0) return rc;
+  const model_t *m = r->m;
+  const model_hparams_t *hp = &m->hp;
+  kern_backend_t *be = r->be;
+  const int T = b->n_tokens, L = b->n_logits;
+  rc = forward_padded(r, b);
+  if (rc == 1) { /* not a padded step: the kernels of these T rows */
+    rc = attn_step_begin(r->attn, b->attn);
+    if (rc != 0) return rc;
+    be->upload(be, r->ids, b->tokens, (size_t)T * sizeof(int32_t));
+    be->upload(be, r->pos, b->positions, (size_t)T * sizeof(int32_t));
+    if (L > 0) be->upload(be, r->rows, b->logit_rows, (size_t)L * sizeof(int32_t));
+    rc = issue_forward(r, T, L);
+  }
+  if (rc != 0) return rc;
   if (L == 0) {
     be->sync(be);
     return 0;
   }
-  /* logits only for the rows that need them (the norm is per row) */
-  be->upload(be, r->rows, b->logit_rows, (size_t)L * sizeof(int32_t));
-  be->gather_rows(be, r->xl, r->x, r->rows, L, dim);              /* xl [L, dim] */
-  be->rmsnorm(be, r->xl, r->xl, m->output_norm, L, dim, hp->rms_eps);
-  be->matmul(be, r->logits, r->xl, model__output(m), L);          /* logits [L, n_vocab] */
+  /* the first L rows of r->logits are the step's logit rows (padded: after them, padding) */
   assert(!b->sample || hp->final_softcap == 0); /* the engine samples such models on the host */
   if (!b->sample) {
     be->download(be, logits, r->logits, (size_t)L * hp->n_vocab * sizeof(float));

@@ -178,7 +178,7 @@ int samp_state_device_row(const samp_state_t *s, kern_sample_row_t *row, kern_sa
                    p->presence_penalty != 0.0f || p->top_logprobs >= s->n_vocab))
     return 0; /* raw logprobs of a row the device changes in place: the host's */
   const int top_k = p->temperature > 0 && p->top_k > 0 && p->top_k < s->n_vocab; /* else the whole vocabulary */
-  if (top_k ? p->top_k > KERN_SAMPLE_MAX_TOP_K : p->temperature > 0 && p->top_p < 1.0f) return 0;
+  if (top_k && p->top_k > KERN_SAMPLE_MAX_TOP_K) return 0;
   const float rep = p->repetition_penalty;
   const int penalized = rep != 1.0f || p->frequency_penalty != 0.0f || p->presence_penalty != 0.0f;
   int32_t n = op_begin;
@@ -204,7 +204,7 @@ int samp_state_device_row(const samp_state_t *s, kern_sample_row_t *row, kern_sa
   row->temperature = p->temperature > 0 ? p->temperature : 0.0f;
   row->min_p = p->min_p;
   row->top_k = top_k ? p->top_k : 0;
-  row->top_p = top_k ? p->top_p : 1.0f;
+  row->top_p = p->temperature > 0 ? p->top_p : 1.0f; /* over the top k, or the whole vocabulary */
   row->logprobs = logprobs;
   row->n_top = p->top_logprobs;
   row->seed = s->seed;

@@ -86,9 +86,8 @@ struct kern_sample_row;
 struct kern_sample_op;
 
 /* 1 when a device can pick s's next token as samp_sample() would: greedy,
- * or a temperature with min-p over the whole vocabulary or with top-p and
- * min-p over a top-k of at most KERN_SAMPLE_MAX_TOP_K (no top-p over the
- * whole vocabulary), after logit_bias and the penalties as ops, or with
+ * or a temperature with top-p and min-p over the whole vocabulary or over
+ * a top-k of at most KERN_SAMPLE_MAX_TOP_K, after logit_bias and the penalties as ops, or with
  * logprobs (then without bias or penalties: they are of the raw logits); `row` is filled for the stream's next draw and its ops written to
  * ops[op_begin ..] (at most op_cap - op_begin of them). 0 when the host
  * must, or the ops do not fit (row untouched; ops past op_begin may have

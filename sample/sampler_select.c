@@ -25,6 +25,7 @@
 
 #include "sample/sampler.h"
 #include "base/alloc.h"
+#include "kernels/kern_sample.h"
 #include "sample/sampler_internal.h"
 
 typedef struct cand {
@@ -224,18 +225,13 @@ int32_t samp__pick(const samp__cands_t *c, double u) {
 /* ---- candidates ------------------------------------------------------------------ */
 
 /* Weight buckets for top-p, eight per power of two: bucket b holds weights
- * in [2^-(b+1)/8, 2^-b/8) roughly (b from the float's exponent and top three
- * mantissa bits), so a larger weight never has a larger bucket; the last
- * bucket also holds everything smaller. */
-enum { SUB_BITS = 3, N_BUCKETS = 64 << SUB_BITS };
+ * in [2^-(b+1)/8, 2^-b/8) roughly (kern_sample_bucket: from the float's
+ * exponent and top three mantissa bits), so a larger weight never has a
+ * larger bucket; the last bucket also holds everything smaller. The device
+ * sampler's top-p draws in the same bucket order (kernels/kern_sample.h). */
+enum { N_BUCKETS = KERN_SAMPLE_BUCKETS };
 
-static int bucket_of(float w) {
-  uint32_t bits;
-  memcpy(&bits, &w, sizeof bits);
-  int e = (int)((bits >> 23) & 0xff), sub = (int)((bits >> (23 - SUB_BITS)) & ((1 << SUB_BITS) - 1));
-  int b = ((127 - e) << SUB_BITS) | ((1 << SUB_BITS) - 1 - sub);
-  return b < 0 ? 0 : b >= N_BUCKETS ? N_BUCKETS - 1 : b;
-}
+static int bucket_of(float w) { return kern_sample_bucket(w); }
 
 static int greedy(const float *x, int32_t n, samp_ws_t *w, samp__cands_t *out) {
   float m = max_of(x, n);

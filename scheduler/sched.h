@@ -63,6 +63,7 @@ typedef struct sched_req sched_req_t;
 typedef enum sched_spec_method {
   SCHED_SPEC_OFF = 0,
   SCHED_SPEC_NGRAM, /* prompt lookup: the continuation of the last n-gram's earlier occurrence */
+  SCHED_SPEC_DRAFT, /* a draft model's greedy continuation (scheduler/sched_draft.c) */
 } sched_spec_method_t;
 
 #define SCHED_SPEC_MAX_K 16 /* draft tokens per sequence and step at most */
@@ -72,6 +73,12 @@ typedef struct sched_spec_config {
   int k;                /* draft tokens per step (1..SCHED_SPEC_MAX_K); 0: 4 */
   int ngram_min, ngram_max; /* n-gram sizes tried, longest first (1 <= min <= max); 0: 1 and 4 */
   int max_batch;        /* speculate only while at most this many sequences run (>= 1); 0: 4 */
+  /* SCHED_SPEC_DRAFT: the draft model (same backend and vocabulary as the
+   * engine's model; the caller's, outliving the engine) and its own KV
+   * cache's bytes (0: room for max_batch sequences of max_model_len tokens,
+   * at most as many blocks as the main cache) */
+  const model_t *draft_model;
+  int64_t draft_kv_cache_bytes;
 } sched_spec_config_t;
 
 typedef struct sched_config {
@@ -84,6 +91,8 @@ typedef struct sched_config {
                            * the whole cache (logged) */
   int max_waiting;        /* requests waiting for admission at most; 0: no limit */
   int prefix_caching;     /* 1: share full blocks by content across requests */
+  int cuda_graphs;        /* 1: decode steps replay captured graphs where the backend has them
+                           * (model/model_graph.h); 0: off */
   kv_observer_t kv_observer; /* told of every prefix-cache block stored and evicted, on the engine
                               * thread; flushed after each step (zero: none) */
   sched_spec_config_t spec;  /* speculative decoding (zero: off) */
@@ -302,6 +311,7 @@ typedef struct sched_stats {
                                 * (sched_req_pause): work the engine holds but does not do */
   int32_t kv_blocks_total, kv_blocks_used, kv_blocks_free;
   int32_t kv_blocks_cached;    /* blocks holding a prefix-cache entry (in use or free) */
+  int32_t draft_kv_blocks_total, draft_kv_blocks_used; /* the draft model's cache (0: no draft model) */
   int32_t block_size;
   int32_t max_model_len;       /* effective */
   /* totals since start */

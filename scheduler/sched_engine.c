@@ -14,6 +14,7 @@
 #include "base/fault.h"
 #include "base/log.h"
 #include "kernels/kern_sample.h"
+#include "model/model_graph.h"
 #include "scheduler/sched_internal.h"
 
 sched_config_t sched_config_default(void) {
@@ -23,6 +24,7 @@ sched_config_t sched_config_default(void) {
       .kv_cache_bytes = (int64_t)512 << 20,
       .block_size = KV_DEFAULT_BLOCK_SIZE,
       .prefix_caching = 1,
+      .cuda_graphs = 1,
   };
 }
 
@@ -121,12 +123,19 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
       .max_logits = c.max_batch_tokens, /* prompt_logprobs: every row of a step may need logits */
       .max_seq_len = e->max_len,
       .max_sample_ops = e->sample_ops_cap,
+      .graphs = c.cuda_graphs ? MODEL_GRAPHS_ON : MODEL_GRAPHS_OFF,
   };
   e->runner = model_runner_create(m, e->cache, &rc);
   if (!e->runner) goto fail;
   assert(attn_max_seq_len(model_runner_attn(e->runner)) == e->max_len); /* one clamp: the attention's */
   if (attn_meta_init(&e->meta, c.max_seqs, c.max_batch_tokens, model_runner_max_blocks_per_seq(e->runner)) != 0)
     goto fail;
+  if (c.spec.method != SCHED_SPEC_OFF) {
+    e->spec_seqs = xcalloc((size_t)c.max_seqs, sizeof *e->spec_seqs);
+    e->spec_k = xcalloc((size_t)c.max_seqs, sizeof *e->spec_k);
+    e->spec_out = xcalloc((size_t)c.max_seqs, sizeof *e->spec_out);
+  }
+  if (c.spec.method == SCHED_SPEC_DRAFT && !(e->draft = sched__draft_create(e))) goto fail;
   if (sched_plan_init(&e->plan, e->cache->alloc, c.max_batch_tokens, c.max_seqs, c.prefix_caching) != 0) goto fail;
   e->plan.window = release_window(m, be);
   e->plan.window_granule = be->attn_window_granule;
@@ -158,6 +167,7 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   e->stats.kv_blocks_total = e->cache->num_blocks;
   e->stats.kv_blocks_free = e->cache->num_blocks;
   e->stats.block_size = e->cache->block_size;
+  sched__draft_blocks(e, &e->stats.draft_kv_blocks_total, &e->stats.draft_kv_blocks_used);
   e->stats.max_model_len = e->max_len;
   if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
     log_error("sched_engine_create: cannot start the engine thread");
@@ -167,7 +177,8 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   log_info("engine: %d KV blocks of %d tokens, max_seqs %d, max_batch_tokens %d, max_model_len %d, prefix caching "
            "%s, speculative decoding %s, blocks before the sliding window %s",
            e->cache->num_blocks, e->cache->block_size, c.max_seqs, c.max_batch_tokens, e->max_len,
-           c.prefix_caching ? "on" : "off", e->spec_rows > 0 ? "ngram" : "off",
+           c.prefix_caching ? "on" : "off",
+           e->spec_rows == 0 ? "off" : c.spec.method == SCHED_SPEC_DRAFT ? "draft model" : "ngram",
            e->plan.window > 0 ? "released" : "kept (not every layer has a window, or the backend reads them)");
   return e;
 fail:
@@ -350,8 +361,12 @@ void sched_engine_destroy(sched_engine_t *e) {
   }
   sched_plan_free(&e->plan);
   attn_meta_free(&e->meta);
+  sched__draft_destroy(e->draft);
   model_runner_destroy(e->runner);
   kv_cache_destroy(e->cache);
+  free(e->spec_seqs);
+  free(e->spec_k);
+  free(e->spec_out);
   samp_ws_destroy(e->ws);
   free(e->seqs);
   free(e->q_lens);

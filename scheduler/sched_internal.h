@@ -20,6 +20,7 @@
 #include "scheduler/sched_stop.h"
 
 typedef struct sched_snap_state sched_snap_state_t;
+typedef struct sched_draft sched_draft_t;
 
 /* One of a request's n sequences, as the engine keeps it. */
 typedef struct sched_eseq {
@@ -38,6 +39,8 @@ typedef struct sched_eseq {
   float spec_p;            /* speculation: a draft token's acceptance probability (moving estimate) */
   int32_t spec_skip;       /* decode steps left without speculating */
   int32_t spec_backoff;    /* the next pause's length, doubled after each (0: never speculated) */
+  kv_seq_t dkv;            /* speculation with a draft model: its block table in the draft's cache,
+                            * which holds the K/V of tokens[0, dkv.n_tokens) (sched_draft.c) */
 } sched_eseq_t;
 
 struct sched_req {
@@ -137,8 +140,13 @@ struct sched_engine {
   int32_t spec_rows;
   double spec_t_decode;       /* forward ns of a step of plain decodes (moving average; 0: none yet) */
   double spec_row_cost;       /* a draft row's forward time over a decode step's (moving average) */
+  int32_t spec_since_plain;   /* clean steps with drafts since the last without */
   uint64_t spec_drafts, spec_draft_tokens, spec_accepted;
   uint64_t spec_per_pos[SCHED_SPEC_MAX_K];
+  sched_eseq_t **spec_seqs;   /* [max_seqs] this step's speculating sequences (sched__spec_propose) */
+  int32_t *spec_k;            /* [max_seqs] their draft counts */
+  int32_t (*spec_out)[SCHED_SPEC_MAX_K]; /* [max_seqs] their drafts */
+  sched_draft_t *draft;       /* the draft model's runner and cache (SCHED_SPEC_DRAFT; owned) */
 };
 
 /* sched_snapshot.c: its state (created with the engine, freed with it);
@@ -178,6 +186,32 @@ void sched__spec_verify(sched_engine_t *e, sched_eseq_t *q, const float *rows);
 /* After a forward of t_ns over the plan (before verification): updates the
  * cost model behind the choice of k. */
 void sched__spec_timed(sched_engine_t *e, int64_t t_ns);
+
+/* sched_draft.c: the draft-model proposer. Created with the engine (after
+ * its cache: NULL after logging why); destroyed with it. */
+sched_draft_t *sched__draft_create(sched_engine_t *e);
+void sched__draft_destroy(sched_draft_t *d);
+/* Proposes drafts for qs[n] (running decodes, one pending token each):
+ * the draft model first computes the tokens of each it has not seen
+ * (chunked prefill in its own cache), then decodes greedily, batched, up
+ * to ks[i] tokens for qs[i]; writes them to drafts[i][0, ks[i]) and
+ * lowers ks[i] to the count proposed (0 when its cache has no room). */
+void sched__draft_propose(sched_engine_t *e, sched_eseq_t **qs, int32_t *ks, int32_t n,
+                          int32_t (*drafts)[SCHED_SPEC_MAX_K]);
+/* After the plan: the draft cache of a running sequence keeps only tokens
+ * it still has (drafts the planner dropped are forgotten); a waiting
+ * (preempted) sequence's draft blocks are freed. */
+void sched__draft_sync(sched_engine_t *e);
+/* After verification: q's first `keep` tokens are verified; the draft
+ * cache forgets what it holds past them. */
+void sched__draft_rollback(sched_engine_t *e, sched_eseq_t *q, int64_t keep);
+/* q ended: its draft blocks are freed. A no-op without a draft model. */
+void sched__draft_forget(sched_engine_t *e, sched_eseq_t *q);
+/* The draft cache's blocks in all and in use (0, 0 without one), and the
+ * time of the last proposal (ns, with whether it was only decodes and
+ * short catch-ups: a clean sample for the cost model). */
+void sched__draft_blocks(const sched_engine_t *e, int32_t *total, int32_t *used);
+int64_t sched__draft_last_ns(const sched_engine_t *e, int *clean);
 
 /* Frees r's per-sequence state (samplers, matchers, token arrays). */
 void sched__req_free_seqs(sched_req_t *r);

@@ -1,6 +1,7 @@
 /* scheduler/sched_spec.c — speculative decoding in the engine: the n-gram
- * proposer, which running decodes speculate and with how many drafts, and
- * the verification of a
+ * proposer (the draft-model one is sched_draft.c, called from here for all
+ * speculating sequences at once), which running decodes speculate and with
+ * how many drafts, and the verification of a
  * speculating sequence's logits rows with the cache rolled back past the
  * rejected drafts.
  *
@@ -8,22 +9,25 @@
  * logit bias, temperature, its counter-based random stream: one draw per
  * token that joins the output, exactly as plain decoding draws) and keeps
  * draft j when the sampled token equals it. For a proposer that puts all
- * its mass on one token (the n-gram lookup), this is the rejection rule of
- * Leviathan et al. with q a point mass (accept x with probability p(x); on
+ * its mass on one token (the n-gram lookup; a draft model decoding
+ * greedily), this is the rejection rule of Leviathan et al. with q a point mass (accept x with probability p(x); on
  * rejection draw from p without x, renormalised), and it gives the very
  * tokens plain decoding gives for the same seed, greedy or not, as long as
  * every row's logits are bitwise those of a plain decode (the kernels are
  * batch-invariant and both attention paths agree).
  *
  * Adaptive k. A draft row is not free: the engine measures what it costs,
- * c (a draft row's forward time over a plain decode step's, a moving
- * average over the steps of decodes only). Each sequence keeps p, its
+ * c (a draft row's forward time, plus the draft model's time when it
+ * proposes, over a plain decode step's, a moving average over the steps of
+ * decodes only). Each sequence keeps p, its
  * estimated probability that a draft token is accepted (a moving average
  * over the drafts verified). With k drafts it expects p + p^2 + ... + p^k
  * extra tokens for k·c decode steps' worth of work, so it takes the k that
  * maximises the difference, and when none gains it pauses: no drafts for 8
  * decode steps, doubling after each pause up to 512, then probes again with
- * p back at its optimistic start. Nobody speculates while more than
+ * p back at its optimistic start. The baseline is measured on steps without
+ * drafts; when 32 steps in a row had drafts (or none was ever measured), the
+ * next one proposes none. Nobody speculates while more than
  * spec.max_batch sequences run (a large batch reads the weights once for
  * many tokens already). */
 #include "scheduler/sched_spec.h"
@@ -37,6 +41,7 @@
 #define SPEC_ROW_COST 0.5    /* a draft row's cost in decode steps, until measured */
 #define SPEC_PAUSE_FIRST 8   /* decode steps of the first pause */
 #define SPEC_PAUSE_MAX 512   /* and of the longest */
+#define SPEC_PLAIN_EVERY 32  /* steps with drafts at most between two without (the cost model's baseline) */
 
 int32_t sched_spec_ngram(const int32_t *tokens, int64_t len, int ngram_min, int ngram_max, int k, int32_t *out) {
   if (ngram_min < 1) ngram_min = 1;
@@ -90,12 +95,19 @@ void sched__spec_propose(sched_engine_t *e) {
   const sched_spec_config_t *c = &e->cfg.spec;
   if (c->method == SCHED_SPEC_OFF || e->plan.running.n > c->max_batch) return;
   if (e->spec_row_cost == 0) e->spec_row_cost = SPEC_ROW_COST;
+  /* a step without drafts, now and then, times plain decoding (a draft
+   * model proposes whenever it speculates: no other step would) */
+  if (e->spec_since_plain >= (e->spec_t_decode > 0 ? SPEC_PLAIN_EVERY : 1)) {
+    e->spec_since_plain = 0;
+    return;
+  }
   /* the plan's step 1 also checks the token budget; the logits rows are
    * bounded here */
-  int32_t left = e->spec_rows;
+  int32_t left = e->spec_rows, n = 0;
   for (sched_seq_t *s = e->plan.running.head; s && left > 0; s = s->next) {
     sched_eseq_t *q = eseq(s);
     if (s->spec != 0 || s->len - s->kv.n_tokens != 1 || !q->started) continue;
+    if (s->pause && atomic_load(s->pause)) continue; /* the plan skips it: drafts would be dropped */
     if (q->spec_skip > 0) {
       q->spec_skip--;
       continue;
@@ -109,11 +121,18 @@ void sched__spec_propose(sched_engine_t *e) {
       if (draft_room(e, q, 1) > 0) pause_seq(q);
       continue;
     }
-    int32_t drafts[SCHED_SPEC_MAX_K];
-    k = sched_spec_ngram(s->tokens, s->len, c->ngram_min, c->ngram_max, k, drafts);
-    for (int32_t j = 0; j < k; j++) sched_seq_push(s, drafts[j]);
-    s->spec = k;
+    if (c->method == SCHED_SPEC_NGRAM)
+      k = sched_spec_ngram(s->tokens, s->len, c->ngram_min, c->ngram_max, k, e->spec_out[n]);
+    e->spec_seqs[n] = q;
+    e->spec_k[n++] = k;
     left -= k;
+  }
+  /* the draft model proposes for all of them at once */
+  if (c->method == SCHED_SPEC_DRAFT && n > 0) sched__draft_propose(e, e->spec_seqs, e->spec_k, n, e->spec_out);
+  for (int32_t i = 0; i < n; i++) {
+    sched_seq_t *s = &e->spec_seqs[i]->s;
+    for (int32_t j = 0; j < e->spec_k[i]; j++) sched_seq_push(s, e->spec_out[i][j]);
+    s->spec = e->spec_k[i];
   }
 }
 
@@ -124,6 +143,13 @@ void sched__spec_timed(sched_engine_t *e, int64_t t_ns) {
     if (it->q_len != 1 + it->seq->spec) return; /* a prefill chunk: not a clean sample */
     drafts += it->seq->spec;
   }
+  if (drafts > 0 && e->draft) { /* a draft costs the draft model's time too */
+    int clean;
+    const int64_t t_draft = sched__draft_last_ns(e, &clean);
+    if (!clean) return; /* it caught up on a prefill */
+    t_ns += t_draft;
+  }
+  e->spec_since_plain = drafts > 0 ? e->spec_since_plain + 1 : 0;
   if (drafts == 0) {
     e->spec_t_decode = e->spec_t_decode ? 0.9 * e->spec_t_decode + 0.1 * (double)t_ns : (double)t_ns;
   } else if (e->spec_t_decode > 0) {
@@ -137,6 +163,7 @@ void sched__spec_unplanned(sched_engine_t *e) {
   for (sched_seq_t *s = e->plan.running.head; s; s = s->next)
     if (s->spec > 0 && s->planned != e->plan.step) sched_seq_drop_drafts(s);
   for (sched_seq_t *s = e->plan.waiting.head; s; s = s->next) sched_seq_drop_drafts(s);
+  sched__draft_sync(e);
 }
 
 /* After a verification round that kept `accepted` of `proposed` drafts:
@@ -171,6 +198,7 @@ void sched__spec_verify(sched_engine_t *e, sched_eseq_t *q, const float *rows) {
       break;
     }
   }
+  if (!q->finished) sched__draft_rollback(e, q, start + 1 + accepted);
   e->spec_drafts++;
   e->spec_draft_tokens += (uint64_t)spec;
   e->spec_accepted += (uint64_t)accepted;

@@ -38,6 +38,44 @@ static int load_template(sched_stack_t *st, const char *path, char *err, size_t 
   return 0;
 }
 
+/* Loads o->draft_model_path into st->draft and checks that its vocabulary
+ * is st->tok's: the same size and every token's text. Returns 0 or -EINVAL
+ * with the reason in err. */
+static int load_draft(sched_stack_t *st, const sched_stack_opts_t *o, char *err, size_t err_len) {
+  const char *path = o->draft_model_path;
+  if (!path) {
+    snprintf(err, err_len, "speculative decoding with a draft model needs draft_model (a GGUF file)");
+    return -EINVAL;
+  }
+  char why[512];
+  st->draft = model_load(path, st->be, why, sizeof why);
+  if (!st->draft) {
+    snprintf(err, err_len, "draft_model: %s", why);
+    return -EINVAL;
+  }
+  const int32_t n = tok_n_vocab(st->tok), n_draft = model_hparams(st->draft)->n_vocab;
+  const gguf_str_t *texts = NULL;
+  const int64_t n_texts = gguf_get_arr_str(model_gguf(st->draft), "tokenizer.ggml.tokens", &texts);
+  if (n_draft != n || n_texts != n) {
+    snprintf(err, err_len, "draft_model %s has a vocabulary of %d tokens (%lld token texts), the model %s %d: a "
+             "draft model must share the model's vocabulary",
+             path, n_draft, (long long)(n_texts > 0 ? n_texts : 0), o->model_path, n);
+    return -EINVAL;
+  }
+  for (int32_t i = 0; i < n; i++) {
+    size_t len;
+    const char *t = tok_text(st->tok, i, &len);
+    if (texts[i].len != len || memcmp(texts[i].ptr, t, len) != 0) {
+      snprintf(err, err_len, "draft_model %s: token %d is \"%.*s\", in the model %s it is \"%.*s\": a draft model "
+               "must share the model's vocabulary",
+               path, i, (int)(texts[i].len < 64 ? texts[i].len : 64), texts[i].ptr, o->model_path,
+               (int)(len < 64 ? len : 64), t);
+      return -EINVAL;
+    }
+  }
+  return 0;
+}
+
 int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, size_t err_len) {
   memset(st, 0, sizeof *st);
   const kern_backend_opts_t bo = {.n_threads = o->threads, .precision = (kern_precision_t)o->precision};
@@ -92,7 +130,15 @@ int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, 
     sched_stack_close(st);
     return -EINVAL;
   }
-  st->engine = sched_engine_create(st->model, st->tok, st->be, &o->sched);
+  sched_config_t sc = o->sched;
+  if (sc.spec.method == SCHED_SPEC_DRAFT) {
+    if (load_draft(st, o, err, err_len) != 0) {
+      sched_stack_close(st);
+      return -EINVAL;
+    }
+    sc.spec.draft_model = st->draft;
+  }
+  st->engine = sched_engine_create(st->model, st->tok, st->be, &sc);
   if (!st->engine) {
     snprintf(err, err_len, "cannot start the engine (see above)");
     sched_stack_close(st);
@@ -107,6 +153,7 @@ void sched_stack_close(sched_stack_t *st) {
   gram_vocab_destroy(st->gvocab);
   chat_tmpl_free(st->tmpl);
   tok_destroy(st->tok);
+  model_destroy(st->draft);
   model_destroy(st->model);
   kern_backend_destroy(st->be);
   memset(st, 0, sizeof *st);

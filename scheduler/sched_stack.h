@@ -28,11 +28,14 @@ typedef struct sched_stack_opts {
                              "off": as stored */
   sched_config_t sched;   /* the engine's configuration */
   const char *chat_template_path; /* a template file replacing the model's; NULL: the model's */
+  const char *draft_model_path;   /* speculative decoding's draft model (a GGUF file with the model's
+                                   * vocabulary), loaded when sched.spec.method is SCHED_SPEC_DRAFT */
 } sched_stack_opts_t;
 
 typedef struct sched_stack {
   kern_backend_t *be;
   model_t *model;
+  model_t *draft;         /* the draft model (speculative decoding), or NULL */
   tok_t *tok;
   chat_tmpl_t *tmpl;      /* NULL when the model's template does not compile (logged) */
   sched_engine_t *engine;
@@ -45,7 +48,8 @@ typedef struct sched_stack {
  * and *st all NULL (what was built is freed). A model template that does
  * not compile is not an error: st->tmpl is NULL and chat is the caller's
  * to refuse; a chat_template_path that cannot be read or does not compile
- * is. */
+ * is. A draft model whose vocabulary differs from the model's (size, or
+ * any token's text) is refused, naming the first difference. */
 int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, size_t err_len);
 
 /* Frees what st holds, the engine first (sched_engine_destroy's contract:

@@ -60,6 +60,7 @@ static void mark_admitted(sched_engine_t *e, sched_req_t *r) {
 static void finish_seq(sched_engine_t *e, sched_eseq_t *q, sched_event_t *ev, sched_finish_t finish) {
   sched_req_t *r = q->req;
   sched_plan_remove(&e->plan, &q->s);
+  sched__draft_forget(e, q);
   q->finished = 1;
   r->n_live--;
   ev->kind = finish == SCHED_FINISH_ERROR ? SCHED_EV_ERROR : SCHED_EV_FINISHED;
@@ -466,6 +467,7 @@ int sched__step(sched_engine_t *e) {
   st->kv_blocks_used = kv_alloc_used_blocks(a);
   st->kv_blocks_free = kv_alloc_free_blocks(a);
   st->kv_blocks_cached = kv_alloc_published_blocks(a);
+  sched__draft_blocks(e, &st->draft_kv_blocks_total, &st->draft_kv_blocks_used);
   st->preemptions = e->plan.stats.preemptions;
   st->generated_tokens = e->generated;
   st->requests_finished = e->n_finished;

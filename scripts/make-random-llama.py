@@ -24,7 +24,9 @@ What is in the file:
   near 1; an untied output.weight, as Llama 3 8B has.
 
 Random data is seeded (--seed): tensor i draws from SFC64 seeded with
-(seed, i), so the file's bytes depend only on the options. The tensors are
+(seed, i), so the file's bytes depend only on the options; the vocabulary
+from --vocab-seed when given (two models of other seeds and shapes then
+share a vocabulary: a target and its draft). The tensors are
 written by --jobs processes at their final offsets (numpy only: no `gguf`
 package needed, so this runs on a bare GPU machine; the tests read the file
 back with the `gguf` package).
@@ -150,7 +152,7 @@ def nbytes(ggml_type, ne):
 
 
 def header(a, table, offsets):
-    tokens, types, merges, special = make_vocab(a.vocab, a.seed)
+    tokens, types, merges, special = make_vocab(a.vocab, a.seed if a.vocab_seed is None else a.vocab_seed)
     m = [
         kv("general.architecture", STR, "llama"),
         kv("general.name", STR, f"tram random llama ({a.layers} layers, dim {a.dim}, seed {a.seed})"),
@@ -230,6 +232,8 @@ def main():
     ap.add_argument("--rope-base", type=float, default=500000.0)
     ap.add_argument("--std", type=float, default=0.02, help="weights' standard deviation")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--vocab-seed", type=int, default=None,
+                    help="seed of the vocabulary alone (default: --seed): models that share it share their vocabulary")
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
     ap.add_argument("--dry-run", action="store_true", help="print the tensor table as JSON, write nothing")
     a = ap.parse_args()

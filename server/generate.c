@@ -306,6 +306,7 @@ static void print_stats_json(const sched_stats_t *st, double wall_s) {
   F(decode_steps); F(varlen_steps); F(step_tokens); F(step_seqs); F(prompt_tokens); F(generated_tokens);
   F(prefix_query_tokens); F(prefix_hit_tokens); F(prefix_query_blocks); F(prefix_hit_blocks); F(busy_ns);
   F(forward_ns); F(plan_ns); F(output_ns); F(spec_drafts); F(spec_draft_tokens); F(spec_accepted_tokens);
+  F(draft_kv_blocks_total); F(draft_kv_blocks_used);
 #undef F
   cJSON_AddNumberToObject(s, "wall_s", wall_s);
   char *p = cJSON_PrintUnformatted(o);

@@ -48,6 +48,7 @@ typedef struct http_limits {
   int max_headers;            /* header lines; above: 431 */
   size_t max_body_bytes;      /* request body; above: 413 */
   int max_connections;        /* open client connections; excess get 503 + close */
+  int max_connections_per_client; /* of one client address (TCP); excess: probe reserve or 503; 0: no limit */
   uint32_t header_timeout_ms; /* first byte (or accept) → headers complete, else 408 */
   uint32_t body_timeout_ms;   /* headers complete → body complete, else 408 */
   uint32_t idle_timeout_ms;   /* keep-alive wait for the next request, then close */
@@ -209,7 +210,9 @@ int http_connection_cap_from_fds(int reserve);
 
 typedef struct http_server_stats {
   uint64_t connections_accepted; /* including those rejected for the cap */
-  uint64_t connections_rejected; /* over max_connections (503) */
+  uint64_t connections_rejected; /* over max_connections or max_connections_per_client (503) */
+  uint64_t connections_over_client; /* arrived over max_connections_per_client (into the probe
+                                     * reserve, or refused) */
   uint32_t connections_open;     /* counted against max_connections */
   uint64_t requests;             /* dispatched to a handler or answered by the server */
   uint64_t timeouts;             /* 408s */

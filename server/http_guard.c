@@ -61,6 +61,16 @@ uint32_t http__first_wait_ms(const http__conn_t *c) {
   return cut < full ? cut : full;
 }
 
+bool http__client_over_limit(const http__conn_t *c) {
+  const http_server_t *srv = c->srv;
+  const int limit = srv->limits.max_connections_per_client;
+  if (limit <= 0 || !c->addr[0]) return false;
+  int n = 0;
+  for (const http__conn_t *o = srv->conns; o; o = o->next)
+    if (o != c && o->counted && !strcmp(o->addr, c->addr) && ++n >= limit) return true;
+  return false;
+}
+
 bool http__probe_refused(http_res_t *res, int route_flags) {
   if (!res->conn || !res->conn->probe_only || (route_flags & HTTP_ROUTE_PROBE)) return false;
   http_res_send_error(res, 503, NULL, "too many connections; try again later", NULL, "overloaded");

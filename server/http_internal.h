@@ -83,6 +83,7 @@ struct http__conn {
   bool idle;                /* on the server's idle queue (http_guard.c) */
   http__conn_t *iprev, *inext; /* the idle queue, oldest first */
   char peer[64];
+  char addr[48];            /* the client's IP address alone ("" for a Unix socket) */
 };
 
 typedef struct http__route {
@@ -153,6 +154,9 @@ bool http__evict_idle(http_server_t *srv);
 /* The deadline for c's first request: header_timeout_ms, cut to a tenth
  * (at least 1 s) while more than three quarters of the cap are open. */
 uint32_t http__first_wait_ms(const http__conn_t *c);
+/* Whether c's address already holds max_connections_per_client counted
+ * connections (never for a Unix socket, or with no limit). */
+bool http__client_over_limit(const http__conn_t *c);
 /* A probe_only connection asking for a route without HTTP_ROUTE_PROBE:
  * answers 503 and returns true. */
 bool http__probe_refused(http_res_t *res, int route_flags);

@@ -196,11 +196,13 @@ static void peer_name(http__conn_t *c, bool is_pipe) {
       struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
       uv_ip6_name(a, ip, sizeof ip);
       snprintf(c->peer, sizeof c->peer, "[%s]:%u", ip, ntohs(a->sin6_port));
+      snprintf(c->addr, sizeof c->addr, "%s", ip);
       return;
     }
     struct sockaddr_in *a = (struct sockaddr_in *)&ss;
     uv_ip4_name(a, ip, sizeof ip);
     snprintf(c->peer, sizeof c->peer, "%s:%u", ip, ntohs(a->sin_port));
+    snprintf(c->addr, sizeof c->addr, "%s", ip);
     return;
   }
   snprintf(c->peer, sizeof c->peer, "?");
@@ -234,17 +236,24 @@ static void on_connection(uv_stream_t *ls, int status) {
   peer_name(c, l->is_pipe);
   const uint32_t cap = (uint32_t)srv->limits.max_connections;
   if (srv->stats.connections_open >= cap) http__evict_idle(srv);
-  if (srv->stats.connections_open >= cap && srv->stats.probe_open < HTTP_PROBE_RESERVE) {
-    c->probe_only = true; /* every slot has a request in flight: /health and /metrics only */
+  const bool over_client = http__client_over_limit(c);
+  if (over_client) srv->stats.connections_over_client++;
+  if ((srv->stats.connections_open >= cap || over_client) && srv->stats.probe_open < HTTP_PROBE_RESERVE) {
+    /* every slot has a request in flight, or this address holds its share: /health and /metrics only */
+    c->probe_only = true;
     srv->stats.probe_open++;
     if (!l->is_pipe) uv_tcp_nodelay(&c->io.tcp, 1);
     http__conn_accepted(c);
     return;
   }
-  if (srv->stats.connections_open >= cap) {
+  if (srv->stats.connections_open >= cap || over_client) {
     srv->stats.connections_rejected++;
-    log_warn("http: %s: connection refused, %d connections open (the limit), each with a request in flight",
-             c->peer, srv->limits.max_connections);
+    if (over_client)
+      log_warn("http: %s: connection refused, its address has %d open (max_connections_per_client)", c->peer,
+               srv->limits.max_connections_per_client);
+    else
+      log_warn("http: %s: connection refused, %d connections open (the limit), each with a request in flight",
+               c->peer, srv->limits.max_connections);
     if (srv->n_rejecting >= MAX_REJECTING) {
       http__conn_close(c);
       return;

@@ -92,6 +92,8 @@ static void create_http(srv_metrics_t *m) {
   m->http_accepted = counter(m, "tram:http_connections_total", "Client connections accepted.");
   m->http_rejected =
       counter(m, "tram:http_connections_rejected_total", "Connections refused (503) over the connection cap.");
+  m->http_over_client = counter(m, "tram:http_connections_over_client_total",
+                               "Connections that arrived over max_connections_per_client (probe reserve or 503).");
   m->http_requests = counter(m, "tram:http_requests_total", "HTTP requests received.");
   m->http_timeouts = counter(m, "tram:http_timeouts_total", "Requests cut off for arriving too slowly (408).");
   m->http_dropped = counter(m, "tram:http_clients_dropped_total", "Clients dropped for not reading their responses.");
@@ -138,6 +140,8 @@ srv_metrics_t *srv_metrics_create(const char *model_name, int32_t max_model_len)
   m->kv_blocks_total = gauge(m, "tram:kv_cache_blocks_total", "KV-cache blocks in all.");
   m->kv_blocks_cached =
       gauge(m, "tram:prefix_cache_blocks", "KV-cache blocks holding a prefix-cache entry (in use or free).");
+  m->draft_kv_blocks_used = gauge(m, "tram:draft_kv_cache_blocks_used", "Draft model KV-cache blocks in use.");
+  m->draft_kv_blocks_total = gauge(m, "tram:draft_kv_cache_blocks_total", "Draft model KV-cache blocks in all.");
   const char *steps_labels[] = {LABELS[0], LABELS[1], LABELS[3]};
   prom_family_t *steps = prom_counter(m->reg, "tram:engine_steps_total", "Engine steps by attention path.", 3,
                                       steps_labels);
@@ -168,6 +172,8 @@ void srv_metrics_snapshot(srv_metrics_t *m, const sched_stats_t *st) {
   prom_set(m->kv_blocks_used, st->kv_blocks_used);
   prom_set(m->kv_blocks_total, st->kv_blocks_total);
   prom_set(m->kv_blocks_cached, st->kv_blocks_cached);
+  prom_set(m->draft_kv_blocks_used, st->draft_kv_blocks_used);
+  prom_set(m->draft_kv_blocks_total, st->draft_kv_blocks_total);
   prom_set(m->prompt_tokens, (double)st->prompt_tokens);
   prom_set(m->generation_tokens, (double)st->generated_tokens);
   prom_set(m->preemptions, (double)st->preemptions);
@@ -230,6 +236,7 @@ void srv_metrics_http(srv_metrics_t *m, const http_server_stats_t *st) {
   prom_set(m->http_open, st->connections_open);
   prom_set(m->http_accepted, (double)st->connections_accepted);
   prom_set(m->http_rejected, (double)st->connections_rejected);
+  prom_set(m->http_over_client, (double)st->connections_over_client);
   prom_set(m->http_requests, (double)st->requests);
   prom_set(m->http_timeouts, (double)st->timeouts);
   prom_set(m->http_dropped, (double)st->dropped);

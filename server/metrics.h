@@ -30,6 +30,7 @@ typedef struct srv_metrics {
   prom_series_t *kv_blocks_used;   /* tram:kv_cache_blocks_used */
   prom_series_t *kv_blocks_total;  /* tram:kv_cache_blocks_total */
   prom_series_t *kv_blocks_cached; /* tram:prefix_cache_blocks */
+  prom_series_t *draft_kv_blocks_used, *draft_kv_blocks_total; /* tram:draft_kv_cache_blocks_{used,total} */
   /* counters */
   prom_series_t *prompt_tokens;        /* vllm:prompt_tokens_total */
   prom_series_t *generation_tokens;    /* vllm:generation_tokens_total */
@@ -65,6 +66,7 @@ typedef struct srv_metrics {
   prom_series_t *http_open;     /* tram:http_connections_open */
   prom_series_t *http_accepted; /* tram:http_connections_total */
   prom_series_t *http_rejected; /* tram:http_connections_rejected_total */
+  prom_series_t *http_over_client; /* tram:http_connections_over_client_total */
   prom_series_t *http_requests; /* tram:http_requests_total */
   prom_series_t *http_timeouts; /* tram:http_timeouts_total */
   prom_series_t *http_dropped;  /* tram:http_clients_dropped_total */

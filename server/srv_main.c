@@ -284,6 +284,7 @@ static http_limits_t limits(const cfg_t *c) {
   l.max_header_bytes = (size_t)c->max_header_size;
   l.max_body_bytes = (size_t)c->max_body_size;
   l.max_connections = c->max_connections;
+  l.max_connections_per_client = c->max_connections_per_client;
   if (l.max_connections <= 0) {
     l.max_connections = http_connection_cap_from_fds(SRV_FD_RESERVE);
     log_info("max_connections: %d (from the open-file limit)", l.max_connections);

@@ -18,12 +18,15 @@ sched_stack_opts_t srv_stack_opts(const cfg_t *c) {
               .max_model_len = c->max_model_len,
               .max_waiting = c->max_waiting,
               .prefix_caching = 1,
-              .spec = {.method = c->speculative ? SCHED_SPEC_NGRAM : SCHED_SPEC_OFF,
+              .cuda_graphs = c->cuda_graphs,
+              .spec = {.method = (sched_spec_method_t)c->speculative,
                        .k = c->num_speculative_tokens,
                        .ngram_min = c->prompt_lookup_min,
                        .ngram_max = c->prompt_lookup_max,
-                       .max_batch = c->speculative_max_batch},
+                       .max_batch = c->speculative_max_batch,
+                       .draft_kv_cache_bytes = c->draft_kv_cache_bytes},
           },
       .chat_template_path = c->chat_template,
+      .draft_model_path = c->draft_model,
   };
 }

@@ -284,10 +284,12 @@ void kern_cpu_attn_varlen(kern_backend_t *be, const kern_attn_args_t *a) { run(b
 void kern_cpu_attn_varlen_paged(kern_backend_t *be, const kern_attn_args_t *a) { run(be, a, 0, 1); }
 
 void kern_cpu_attn_decode(kern_backend_t *be, const kern_attn_args_t *a) {
-  /* append the new token of every sequence at its position, then attend */
+  /* append the new token of every sequence at its position, then attend
+   * (a padding row, cache_seqlens < 0: nothing appended, no key, zeros) */
   const int kv_dim = a->n_kv_heads * a->head_dim;
   for (int b = 0; b < a->n_seqs; b++) {
     const int pos = a->cache_seqlens[b];
+    if (pos < 0) continue;
     const int32_t blk = a->block_table[(int64_t)b * a->max_blocks_per_seq + pos / a->block_size];
     const int64_t slot = (int64_t)blk * a->block_size + pos % a->block_size;
     memcpy((float *)a->k_cache + slot * kv_dim, a->k_new + (int64_t)b * kv_dim, (size_t)kv_dim * sizeof(float));

@@ -1,14 +1,19 @@
-/* kernels/cpu/matmul_q8.c — the fast (int8 activation) matmul: activation
- * quantization, the portable kernel and the threaded driver (see
- * matmul_q8.h; the AVX2 tiles are in matmul_q8_avx2.c).
+/* kernels/cpu/matmul_q8.c — the fast (integer activation) matmul:
+ * activation quantization, the portable kernel and the threaded driver (see
+ * matmul_q8.h; the AVX2 tiles are in matmul_q8_avx2.c, the AVX-512 tiles
+ * and packed panels in matmul_q8_avx512.c).
  *
  * Work split. The activations are quantized once per call (rows in
  * parallel when there are many), then the weight rows form panels of
  * Q8_PANEL rows and the activation rows row blocks of at most Q8_XBLOCK
  * rows; one work item is (row block, panel). A thread runs every row of its
- * block against its panel in register tiles (up to 4 activation rows × up
- * to 4 weight rows) over the whole width: each output is one tile's, so the
- * per-output arithmetic is fixed. */
+ * block against its panel over the whole width, either in register tiles
+ * (up to 4 activation rows × Q8_TILE_C weight rows, straight from the
+ * stored weights) or, with AVX-512 and at least Q8_PACK_MIN rows, by
+ * unpacking the panel once into its own scratch and running 8 rows at a
+ * time against it. Each output is one kernel call's and every kernel
+ * follows matmul_q8.h's arithmetic, so which one runs does not change a
+ * bit. */
 #include "kernels/cpu/matmul_q8.h"
 
 #include <float.h>
@@ -22,9 +27,24 @@
 #include "kernels/cpu/matmul_tile.h"
 #include "kernels/quant_blocks.h"
 
-#define Q8_PANEL 12   /* weight rows per work item (a multiple of 4) */
+#define Q8_PANEL 16   /* weight rows per work item (a multiple of the tile widths) */
 #define Q8_XBLOCK 64  /* activation rows per row block */
 #define Q8_QGRAIN 16  /* activation rows per quantization work item */
+#define Q8_PACK_MIN 10 /* activation rows from which AVX-512 packs panels (the
+                           unpacking, ~4 ns per weight row and block, pays
+                           from about 10 rows: docs/benchmarks/precision.md) */
+
+/* Weight rows per register tile (<= 4 for the AVX2 tiles' register file;
+ * AVX-512: 8 = four 512-bit pairs, but 4 for one row, whose weight streams
+ * from memory better four rows at a time), a divisor of Q8_PANEL. */
+#ifdef KERN_CPU_AVX512
+#ifndef Q8_TILE_C1
+#define Q8_TILE_C1 4
+#endif
+#define Q8_TILE_C(R) ((R) == 1 ? Q8_TILE_C1 : 8)
+#else
+#define Q8_TILE_C(R) ((R) <= 2 ? 4 : 2)
+#endif
 
 int kern_cpu_q8_supported(kern_type_t type, int64_t cols) {
   if (cols <= 0 || cols % 32 != 0) return 0;
@@ -129,22 +149,20 @@ static void unit_scalar(kern_type_t type, const uint8_t *row, int64_t u, int w[3
 }
 
 float kern_cpu__q8_dot_scalar(kern_type_t type, const uint8_t *wrow, const kern_cpu_q8a_t *xq, int64_t cols) {
-  float acc[8] = {0}, off = 0.0f, dw, mw;
+  float acc = 0.0f, off = 0.0f, dw, mw;
   int w[32], sc[2];
+  const int units = type == KERN_Q6_K ? 2 : 1, len = 32 / units;
   for (int64_t u = 0; u < cols / 32; u++) {
     unit_scalar(type, wrow, u, w, &dw, &mw, sc);
-    float dd = dw * xq[u].d;
-    for (int l = 0; l < 8; l++) {
-      int32_t lane = 0;
-      for (int k = 0; k < 4; k++) {
-        int e = (k >> 1) * 16 + 2 * l + (k & 1); /* 2l, 2l + 1, 16 + 2l, 17 + 2l */
-        lane += w[e] * sc[e >> 4] * xq[u].q[e];
-      }
-      acc[l] = fmaf(dd, (float)lane, acc[l]);
+    for (int h = 0; h < units; h++) {
+      int32_t isum = 0;
+      for (int e = h * len; e < (h + 1) * len; e++) isum += w[e] * xq[u].q[e];
+      float dwh = units == 2 ? dw * (float)sc[h] : dw;
+      acc = fmaf(dwh * xq[u].d, (float)isum, acc);
     }
     off = fmaf(mw, xq[u].s, off);
   }
-  return kern_cpu__mm_hsum(acc) + off;
+  return acc + off;
 }
 
 typedef struct {
@@ -155,6 +173,8 @@ typedef struct {
   kern_type_t type;
   int64_t rows, cols, nb, row_bytes, n_panels;
   int n, rb_rows;
+  uint8_t *panels;    /* packed panels, one per thread (NULL: tiles only) */
+  size_t panel_bytes;
 } q8_job_t;
 
 static void quantize_task(void *ctx, int64_t begin, int64_t end, int tid) {
@@ -168,6 +188,9 @@ static void tile(const q8_job_t *j, int r0, int R, int64_t c0, int C) {
   const kern_cpu_q8a_t *xq = j->xq + r0 * j->nb;
   const uint8_t *w = j->wd + c0 * j->row_bytes;
   float *y = j->y + (int64_t)r0 * j->rows + c0;
+#ifdef KERN_CPU_AVX512
+  if (kern_cpu__q8_tile_avx512(j->type, R, C, xq, j->nb, w, j->row_bytes, j->cols, y, j->rows)) return;
+#endif
 #ifdef KERN_CPU_AVX2
   if (kern_cpu__q8_tile_avx2(j->type, R, C, xq, j->nb, w, j->row_bytes, j->cols, y, j->rows)) return;
 #endif
@@ -176,15 +199,33 @@ static void tile(const q8_job_t *j, int r0, int R, int64_t c0, int C) {
       y[r * j->rows + c] = kern_cpu__q8_dot_scalar(j->type, w + c * j->row_bytes, xq + r * j->nb, j->cols);
 }
 
+/* Rows [r0, r1) × weight rows [c0, c1) through the thread's packed panel;
+ * 0 when there is none or the type has no packed kernel. */
+static int packed_item(const q8_job_t *j, int r0, int r1, int64_t c0, int64_t c1, int tid) {
+#ifdef KERN_CPU_AVX512
+  if (!j->panels) return 0;
+  uint8_t *panel = j->panels + (size_t)tid * j->panel_bytes;
+  if (!kern_cpu__q8_pack_avx512(j->type, j->wd + c0 * j->row_bytes, j->row_bytes, j->cols, (int)(c1 - c0), panel))
+    return 0;
+  for (int r = r0; r < r1; r += 8)
+    kern_cpu__q8_packed_avx512(j->type, r1 - r < 8 ? r1 - r : 8, j->xq + r * j->nb, j->nb, panel, j->cols,
+                               (int)(c1 - c0), j->y + (int64_t)r * j->rows + c0, j->rows);
+  return 1;
+#else
+  (void)j, (void)r0, (void)r1, (void)c0, (void)c1, (void)tid;
+  return 0;
+#endif
+}
+
 static void mm_task(void *ctx, int64_t begin, int64_t end, int tid) {
-  (void)tid;
   const q8_job_t *j = ctx;
   for (int64_t item = begin; item < end; item++) {
     int64_t rb = item / j->n_panels, c0 = item % j->n_panels * Q8_PANEL;
     int r0 = (int)rb * j->rb_rows, r1 = r0 + j->rb_rows < j->n ? r0 + j->rb_rows : j->n;
     int64_t c1 = c0 + Q8_PANEL < j->rows ? c0 + Q8_PANEL : j->rows;
+    if (packed_item(j, r0, r1, c0, c1, tid)) continue;
     for (int r = r0; r < r1; r += 4) {
-      int R = r1 - r < 4 ? r1 - r : 4, cstep = R <= 2 ? 4 : 2;
+      int R = r1 - r < 4 ? r1 - r : 4, cstep = Q8_TILE_C(R);
       for (int64_t c = c0; c < c1; c += cstep) tile(j, r, R, c, c1 - c < cstep ? (int)(c1 - c) : cstep);
     }
   }
@@ -199,7 +240,14 @@ void kern_cpu_matmul_q8(kern_backend_t *be, float *y, const float *x, const kern
   j.n_panels = (w->rows + Q8_PANEL - 1) / Q8_PANEL;
   int64_t n_rb = (n + Q8_XBLOCK - 1) / Q8_XBLOCK;
   j.rb_rows = (int)((n + n_rb - 1) / n_rb);
-  j.xq = kern_cpu_scratch(cpu, (size_t)n * (size_t)j.nb * sizeof(kern_cpu_q8a_t));
+  size_t xq_bytes = ((size_t)n * (size_t)j.nb * sizeof(kern_cpu_q8a_t) + 63) & ~(size_t)63;
+#ifdef KERN_CPU_AVX512
+  if (n >= Q8_PACK_MIN) j.panel_bytes = kern_cpu__q8_panel_bytes(w->cols);
+#endif
+  uint8_t *scratch = kern_cpu_scratch(cpu, xq_bytes + (size_t)cpu->n_threads * j.panel_bytes + 64);
+  scratch = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+  j.xq = (kern_cpu_q8a_t *)scratch;
+  j.panels = j.panel_bytes ? scratch + xq_bytes : NULL;
   if (n >= 2 * Q8_QGRAIN) kern_pool_for(cpu->pool, n, Q8_QGRAIN, quantize_task, &j);
   else quantize_task(&j, 0, n, 0);
   kern_pool_for(cpu->pool, n_rb * j.n_panels, 0, mm_task, &j);

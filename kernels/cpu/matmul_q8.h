@@ -12,32 +12,39 @@
  * whose amax is below FLT_MIN (zero or subnormal) or not finite gets d = s
  * = 0 and q = 0.
  *
- * Weights. Each 32-element unit of a weight row (a block of the 32-element
- * types, a sub-block of the K-quants) is read as 32 small integers w[e], an
- * f32 scale dw and an f32 offset mw, so that element e is dw·w[e] + mw
- * (Q6_K: dw·sc[e / 16]·w[e], with w[e] multiplied by its int8 sub-scale):
+ * Weights. Each 32-element block of a weight row (a block of the 32-element
+ * types, a 32-element sub-block of the K-quants) is read as 32 small
+ * integers w[e], f32 scales and an f32 offset mw, so that element e is
+ * dw·w[e] + mw:
  *   Q4_0  w = q - 8, dw = d, mw = 0      Q4_1  w = q, dw = d, mw = m
  *   Q5_0  w = q - 16, dw = d, mw = 0     Q5_1  w = q, dw = d, mw = m
  *   Q8_0  w = q, dw = d, mw = 0
  *   Q4_K/Q5_K  w = q, dw = d·sc, mw = -(dmin·m)
- *   Q6_K  w = (q - 32)·sc[e / 16], dw = d, mw = 0
- * Every w fits int16 (|w| <= 4096). F32/F16/BF16 weights and widths that are not a multiple of 32 have no
- * fast kernel: they take the exact path (matmul_cpu.h).
+ *   Q6_K  w = q - 32, two units of 16 with dw = d·sc[h] (h = 0, 1), mw = 0
+ * A unit is the 32 elements (16 for Q6_K, whose halves have their own
+ * scale). |w| <= 128. F32/F16/BF16 weights and widths that are not a
+ * multiple of 32 have no fast kernel: they take the exact path
+ * (matmul_cpu.h).
  *
  * Arithmetic of one output y[i, c], fixed whatever n, the other rows, the
  * tiling or the thread count (bitwise batch invariant), with x the
- * quantized row i and the units of weight row c in order u = 0, 1, ...:
- *   lane[l] = sum over e in {2l, 2l + 1, 16 + 2l, 17 + 2l} of w[e]·x.q[e]
- *                                                         (int32, exact)
- *   acc[l] = fma(dw·x.d, (float)lane[l], acc[l])           l = 0..7
- *   off = fma(mw, x.s, off)                                  (offset types)
- * from acc = off = +0, then y = kern_cpu__mm_hsum(acc) + off. Every
- * integer is exact in int32, and its conversion to f32 is correctly
- * rounded, so the AVX2 kernel (vpmaddwd, or AVX-VNNI vpdpwssd where the
- * build targets it) and the portable one give the same bits. */
+ * quantized row i, over the units of weight row c in order:
+ *   isum = sum over the unit's e of w[e]·x.q[e]        (int32, exact)
+ *   acc = fma(dw·x.d, (float)isum, acc)
+ *   off = fma(mw, x.s, off)                             (once per block)
+ * from acc = off = +0, then y = acc + off. Every integer is exact in int32
+ * (|isum| <= 32·128·32767 < 2^31) and its conversion to f32 is correctly
+ * rounded, so the order in which a kernel adds the products does not
+ * matter: the AVX2 tiles (vpmaddwd, or vpdpwssd), the AVX-512 ones (two
+ * weight rows per register, or a packed panel of 16 weight rows whose
+ * int32 lanes are 16 outputs) and the portable code give the same bits.
+ * One f32 accumulator per output (not eight lanes) keeps the float work per
+ * block at one fma, which the 16-output packed kernel does for 16 outputs
+ * in one instruction. */
 #ifndef TRAM_KERN_CPU_MATMUL_Q8_H
 #define TRAM_KERN_CPU_MATMUL_Q8_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/cpu/simd.h"
@@ -78,6 +85,25 @@ void kern_cpu__q8_quantize_row_avx2(const float *x, kern_cpu_q8a_t *out, int64_t
  * kernel (then nothing is written). */
 int kern_cpu__q8_tile_avx2(kern_type_t type, int R, int C, const kern_cpu_q8a_t *xq, int64_t ldq,
                            const uint8_t *w, int64_t row_bytes, int64_t cols, float *out, int64_t ldo);
+#endif
+
+#ifdef KERN_CPU_AVX512
+/* The same outputs, bit for bit, from 512-bit tiles (two weight rows per
+ * register; matmul_q8_avx512.c): R in 1..4, C in 1..8; 0 for a type
+ * without a kernel. */
+int kern_cpu__q8_tile_avx512(kern_type_t type, int R, int C, const kern_cpu_q8a_t *xq, int64_t ldq,
+                             const uint8_t *w, int64_t row_bytes, int64_t cols, float *out, int64_t ldo);
+
+/* The packed panel of 16 weight rows (for many activation rows): its
+ * size for a width of cols; kern_cpu__q8_pack_avx512 unpacks the ncols
+ * (1..16) weight rows w + c·row_bytes into it (0, and nothing written, for a
+ * type without a kernel); kern_cpu__q8_packed_avx512 writes
+ * out[r·ldo + c] for R (1..8) activation rows × the ncols rows. */
+size_t kern_cpu__q8_panel_bytes(int64_t cols);
+int kern_cpu__q8_pack_avx512(kern_type_t type, const uint8_t *w, int64_t row_bytes, int64_t cols, int ncols,
+                             void *panel);
+void kern_cpu__q8_packed_avx512(kern_type_t type, int R, const kern_cpu_q8a_t *xq, int64_t ldq, const void *panel,
+                                int64_t cols, int ncols, float *out, int64_t ldo);
 #endif
 
 #endif

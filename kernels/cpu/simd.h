@@ -11,6 +11,14 @@
 #define KERN_CPU_AVX2 1
 #endif
 
+/* KERN_CPU_AVX512: the AVX2 path plus AVX-512 F/BW/VL, for the kernels
+ * that have 512-bit tiles (the fast matmul, matmul_q8_avx512.c; with
+ * AVX-512 VNNI it uses vpdpwssd). The AVX2 and portable versions stay
+ * compiled beside them and give the same bits. */
+#if defined(KERN_CPU_AVX2) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define KERN_CPU_AVX512 1
+#endif
+
 /* 1 when the kernels run their AVX2 paths, 0 when the portable ones. */
 int kern_cpu_simd(void);
 

@@ -24,13 +24,15 @@ typedef struct decode_params {
 } decode_params;
 
 /* Writes k_new[b], v_new[b] ([n_kv_heads * D] f32) at position
- * cache_seqlens[b] of sequence b. grid = n_seqs. */
+ * cache_seqlens[b] of sequence b; nothing for a padding row (cache_seqlens
+ * < 0, kern.h). grid = n_seqs. */
 static __global__ void attn_append_kernel(__nv_bfloat16 *kc, __nv_bfloat16 *vc, const float *k_new,
                                           const float *v_new, const int32_t *cache_seqlens,
                                           const int32_t *block_table, int mbps, int bs,
                                           int kv_dim) {
   const int64_t b = blockIdx.x;
   const int pos = cache_seqlens[b];
+  if (pos < 0) return; /* padding */
   const int64_t slot = (int64_t)block_table[b * mbps + pos / bs] * bs + pos % bs;
   for (int c = threadIdx.x; c < kv_dim; c += blockDim.x) {
     kc[slot * kv_dim + c] = kern_cuda__bf16(k_new[b * kv_dim + c]);
@@ -50,8 +52,8 @@ static __global__ void __launch_bounds__(DC_THREADS) attn_split_kernel(const dec
   const int s = blockIdx.x;
   const int kvh = blockIdx.y / p.hgroups, hg = blockIdx.y % p.hgroups;
   const int bl = blockIdx.z, b = p.seq0 + bl;
-  const int L = p.cache_seqlens[b] + 1; /* keys, the new one included */
-  if (s * ATTN_SPLIT >= L) return;      /* the whole block: no barrier reached yet */
+  const int L = p.cache_seqlens[b] + 1; /* keys, the new one included; <= 0: padding */
+  if (L <= 0 || s * ATTN_SPLIT >= L) return; /* the whole block: no barrier reached yet */
   const int h0 = kvh * p.group + hg * DC_ROWS;
   const int nrows = min(DC_ROWS, p.group - hg * DC_ROWS);
 
@@ -122,7 +124,7 @@ static __global__ void __launch_bounds__(DC_THREADS) attn_split_kernel(const dec
 template <int D>
 static __global__ void __launch_bounds__(D) attn_combine_kernel(const decode_params p, float *out) {
   const int h = blockIdx.x, bl = blockIdx.y, b = p.seq0 + bl, d = threadIdx.x;
-  const int L = p.cache_seqlens[b] + 1;
+  const int L = max(p.cache_seqlens[b] + 1, 0); /* padding: no key, zeros (attn_finish) */
   const int ns = min((L + ATTN_SPLIT - 1) / ATTN_SPLIT, p.max_splits); /* equal: max_seqlen_k >= L (kern.h) */
   const int64_t base = ((int64_t)bl * p.n_heads + h) * p.max_splits;
   float M = -INFINITY, Ls = 0.f, A = 0.f;

@@ -10,6 +10,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/embed.cuh"
 #include "kernels/cuda/gather_rows.cuh"
+#include "kernels/cuda/graph.cuh"
 #include "kernels/cuda/kv_gather.cuh"
 #include "kernels/cuda/kv_write.cuh"
 #include "kernels/cuda/matmul.cuh"
@@ -50,6 +51,7 @@ static void *alloc_result(cudaError_t err, void *p) {
 static void *cuda_alloc(kern_backend_t *be, size_t bytes) {
   kern_cuda_t *cu = kern_cuda(be);
   kern_cuda__enter(cu);
+  kern_cuda__not_capturing(cu, "alloc");
   void *p = NULL;
   /* cudaMalloc returns 256-byte aligned memory (kern.h asks for 64). */
   cudaError_t err = cudaMalloc(&p, bytes ? bytes : 256);
@@ -60,6 +62,7 @@ static void cuda_free(kern_backend_t *be, void *buf) {
   if (!buf) return;
   kern_cuda_t *cu = kern_cuda(be);
   kern_cuda__enter(cu);
+  kern_cuda__not_capturing(cu, "free");
   /* Work queued on the stream may still read buf: let it finish first. */
   CUDA_CHECK(cudaStreamSynchronize(cu->stream));
   CUDA_CHECK(cudaFree(buf));
@@ -71,12 +74,14 @@ static void cuda_upload(kern_backend_t *be, void *dst, const void *src, size_t b
   if (!bytes) return;
   kern_cuda_t *cu = kern_cuda(be);
   kern_cuda__enter(cu);
+  kern_cuda__not_capturing(cu, "upload");
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cu->stream));
 }
 
 static void cuda_download(kern_backend_t *be, void *dst, const void *src, size_t bytes) {
   kern_cuda_t *cu = kern_cuda(be);
   kern_cuda__enter(cu);
+  kern_cuda__not_capturing(cu, "download");
   if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cu->stream));
   CUDA_CHECK(cudaStreamSynchronize(cu->stream));
   cu->upload_pending = 0; /* the stream is idle: every upload_async has landed */
@@ -87,6 +92,7 @@ static void cuda_download(kern_backend_t *be, void *dst, const void *src, size_t
 static void *cuda_host_alloc(kern_backend_t *be, size_t bytes) {
   kern_cuda_t *cu = kern_cuda(be);
   kern_cuda__enter(cu);
+  kern_cuda__not_capturing(cu, "host_alloc");
   void *p = NULL;
   cudaError_t err = cudaHostAlloc(&p, bytes ? bytes : 64, cudaHostAllocDefault);
   return alloc_result(err, p);
@@ -96,6 +102,7 @@ static void cuda_host_free(kern_backend_t *be, void *buf) {
   if (!buf) return;
   kern_cuda_t *cu = kern_cuda(be);
   kern_cuda__enter(cu);
+  kern_cuda__not_capturing(cu, "host_free");
   CUDA_CHECK(cudaStreamSynchronize(cu->stream)); /* an upload from buf may be in flight */
   cu->upload_pending = 0;
   CUDA_CHECK(cudaFreeHost(buf));
@@ -106,6 +113,7 @@ static void cuda_host_free(kern_backend_t *be, void *buf) {
 static void cuda_upload_async(kern_backend_t *be, void *dst, const void *src, size_t bytes) {
   kern_cuda_t *cu = kern_cuda(be);
   kern_cuda__enter(cu);
+  kern_cuda__not_capturing(cu, "upload_async");
   if (cu->upload_pending) CUDA_CHECK(cudaEventSynchronize(cu->uploaded));
   cu->upload_pending = 0;
   if (!bytes) return;
@@ -124,12 +132,14 @@ static void cuda_copy(kern_backend_t *be, void *dst, const void *src, size_t byt
   if (!bytes) return;
   kern_cuda_t *cu = kern_cuda(be);
   kern_cuda__enter(cu);
+  kern_cuda__not_capturing(cu, "copy");
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cu->stream));
 }
 
 static void cuda_sync(kern_backend_t *be) {
   kern_cuda_t *cu = kern_cuda(be);
   kern_cuda__enter(cu);
+  kern_cuda__not_capturing(cu, "sync");
   CUDA_CHECK(cudaStreamSynchronize(cu->stream));
   cu->upload_pending = 0;
 }
@@ -155,6 +165,7 @@ static const kern_backend_t cuda_table = {
     .name = "cuda",
     .kv_type = KERN_BF16,
     .precision = KERN_PRECISION_EXACT, /* no fast kernels here (kern.h) */
+    .attn_window_granule = 0,          /* the kernels' window start is not promised: release no block */
     .destroy = cuda_destroy,
 
     .alloc = cuda_alloc,
@@ -189,6 +200,11 @@ static const kern_backend_t cuda_table = {
     .attn_decode = kern_cuda__attn_decode,
 
     .sample = kern_cuda__sample,
+
+    .graph_begin = kern_cuda__graph_begin,
+    .graph_end = kern_cuda__graph_end,
+    .graph_launch = kern_cuda__graph_launch,
+    .graph_destroy = kern_cuda__graph_destroy,
 };
 
 /* cudaMalloc for create: logs and returns -1 on failure. */

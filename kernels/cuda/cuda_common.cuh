@@ -62,6 +62,7 @@ typedef struct kern_cuda {
   int32_t *tiles;        /* [CUDA_GEOM_MAX_SEQS + 1] varlen row-tile starts, stream-ordered */
   cudaEvent_t uploaded;  /* recorded after the last upload_async */
   int upload_pending;    /* 1 while `uploaded` marks an upload_async not yet waited for */
+  int capturing;         /* 1 between graph_begin and graph_end (graph.cu) */
 } kern_cuda_t;
 
 static inline kern_cuda_t *kern_cuda(kern_backend_t *be) { return (kern_cuda_t *)be; }

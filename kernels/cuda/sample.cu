@@ -3,7 +3,8 @@
  * thread's chunk of consecutive ids summed in id order, the chunk sums
  * scanned in order by one thread, and each thread's walk of its own chunk
  * for the first id past u * mass: kern_sample_ref's arithmetic and order,
- * so the host emulation gives these bits. */
+ * so the host emulation gives these bits. Top-p over the whole vocabulary:
+ * sample_top_p.cuh. */
 #include "kernels/cuda/sample.cuh"
 
 #define SB_THREADS KERN_SAMPLE_CHUNKS
@@ -133,6 +134,8 @@ static __device__ double chunk_sums(int32_t n_vocab, double *off, F f) {
   return off[SB_THREADS];
 }
 
+#include "kernels/cuda/sample_top_p.cuh"
+
 static __global__ void __launch_bounds__(SB_THREADS) sample_kernel(kern_sample_out_t *outs, float *logits,
                                                                    const kern_sample_row_t *rows,
                                                                    const kern_sample_op_t *ops, int32_t n_vocab) {
@@ -180,6 +183,9 @@ static __global__ void __launch_bounds__(SB_THREADS) sample_kernel(kern_sample_o
       token = rank_id(rank[kern_sample_top_k_pick(v, w, r.top_k, 1.0f / r.temperature, r.top_p, r.min_p,
                                                   kern_sample_uniform(r.seed, r.draw))]);
     }
+  } else if (r.top_p < 1.0f) { /* top-p over the whole vocabulary: threshold searches */
+    const int32_t tok = top_p_all(x, r, n_vocab, m, off, shi);
+    if (tid == 0) token = tok;
   } else { /* the whole vocabulary: each thread walks its own chunk */
     const float inv_t = 1.0f / r.temperature;
     const double mass = chunk_sums(n_vocab, off, [&](int32_t i) { return (double)kern_sample_weight(x[i], m, inv_t, r.min_p); });

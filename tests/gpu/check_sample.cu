@@ -1,13 +1,14 @@
 /* tests/gpu/check_sample.cu — be->sample against its host emulation,
  * kern_sample_ref (kernels/kern_sample.h): the same token for every row,
  * bit for bit, over greedy rows, temperatures with and without min-p,
- * top-k draws (k of 1, 7, 50 and 1,024, with top-p and min-p), rows with
+ * top-k draws (k of 1, 7, 50 and 1,024, with top-p and min-p), top-p over
+ * the whole vocabulary (0.35 and 0.9, with min-p, one row of ties), rows with
  * logprobs (0 to 20 top ones; within 1e-6, the same top ids), rows
  * with penalty ops (biases, one token twice; repetition and subtraction
  * ops) and the rows they leave behind, rows with NaN and infinities, a row without a finite logit, rows left to the
  * host (their token untouched), at the default model's vocabulary (49,152)
  * and Llama-3's (128,256). The emulation is itself checked against the host
- * sampler on the CPU (tests/unit/test_sample_device.c). */
+ * sampler on the CPU (tests/unit/test_sample_device.c, test_sample_top_p.c). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,8 +37,8 @@ static void check_vocab(gt_t *t, int32_t V, int n_rows) {
     if (i % 4 && i % 5 == 1 && ks[i % 4] < V) { /* a top-k draw, with top-p and min-p inside it */
       r.top_k = ks[i % 4];
       r.top_p = i % 2 ? 1.0f : 0.8f;
-    } else {
-      r.top_p = 1.0f;
+    } else { /* top-p over the whole vocabulary on some rows (the threshold searches) */
+      r.top_p = i % 5 == 3 ? (i % 2 ? 0.9f : 0.35f) : 1.0f;
     }
     if (i % 7 == 3) r.logprobs = 1, r.n_top = (i / 7) % 21; /* raw logprobs (a row without ops) */
     r.seed = 1234567ull * (uint64_t)(i + 1);
@@ -48,6 +49,8 @@ static void check_vocab(gt_t *t, int32_t V, int n_rows) {
     if (i == 8)
       for (int32_t j = 0; j < V; j++) row[j] = j % 2 ? NAN : -INFINITY; /* no finite logit */
     if (i == 9) row[3] = row[V - 1] = 1e4f; /* a tie: the lower id */
+    if (i == 13) /* top-p with ties at its cut: six values, each held by many ids */
+      for (int32_t j = 0; j < V; j++) row[j] = (float)(j % 6) * 0.5f;
     if (i % 3 == 2 && !r.logprobs) { /* penalty ops: biases (one token twice), then distinct tokens */
       r.op_begin = (int32_t)ops.size();
       const int32_t tb = (i * 101) % V;

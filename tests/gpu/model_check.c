@@ -31,6 +31,18 @@
  *    any difference in bits is a FAIL.
  * 3. matmul probe: the device backend's matmul on random Q8_0 weights of
  *    the model's shapes; does row 0 keep its bits for n = 1 .. 256 rows?
+ * 4. decode-step graphs (model/model_graph.h), on the device backend: the
+ *    "together" and "staggered" generations of part 2 again on two more
+ *    runners of the same model, one that pads decode steps to their bucket
+ *    and issues the kernels (PADDED), one that captures and replays them
+ *    (ON). ON against PADDED must be bit-identical (a replay runs the
+ *    kernels that were captured, on the same shapes) and ON must have
+ *    captured and replayed graphs, none failed; ON against the unpadded
+ *    runs of part 2 must give the same tokens (padding rows change no real
+ *    row; the GEMMs of n and of bucket(n) rows may differ in bits on CUDA,
+ *    so rows within tol are a WARN on a flipped near tie, as in part 2).
+ *    On a backend without graphs (--dev cpu) ON pads nothing: PADDED
+ *    against the unpadded run must then be bit-identical.
  *
  * --ref-model loads another file on the reference side (same vocabulary):
  * a negative control, to see part 1 fail (e.g. the model against a
@@ -48,6 +60,7 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "model/model_graph.h"
 #include "tests/gpu/model_lane.h"
 #include "text/tokenizer.h"
 #include "tests/unit/testutil.h"
@@ -391,6 +404,69 @@ static void probe_matmul(mc_t *c, kern_backend_t *be, const model_hparams_t *hp)
   }
 }
 
+/* ---- 4. decode-step graphs ------------------------------------------------------ */
+
+static void check_graphs(mc_t *c, ml_lane_t *dev, const char *dev_name, const char *model, int threads,
+                         int max_tokens, int max_len) {
+  ml_lane_t padded, on;
+  if (ml_open_graphs(&padded, dev_name, model, threads, c->S, max_tokens, max_len, MODEL_GRAPHS_PADDED) != 0) {
+    result(c, 0, "graphs", "cannot open the padded runner");
+    return;
+  }
+  if (ml_open_graphs(&on, dev_name, model, threads, c->S, max_tokens, max_len, MODEL_GRAPHS_ON) != 0) {
+    ml_close(&padded);
+    result(c, 0, "graphs", "cannot open the graph runner");
+    return;
+  }
+  const int captures = on.be->graph_begin != NULL;
+  mc_plan_t together = {.name = "together"}, staggered = {.name = "staggered"};
+  for (int b = 0; b < c->S; b++) {
+    together.start[b] = 0, together.chunk[b] = c->N;
+    staggered.start[b] = 2 * b, staggered.chunk[b] = 7;
+  }
+  const mc_plan_t *plans[2] = {&together, &staggered};
+  const size_t n = (size_t)c->S * c->G;
+  const double t0 = now_s();
+  for (int p = 0; p < 2; p++) {
+    mc_gen_t run[3]; /* unpadded (dev), padded, replayed */
+    ml_lane_t *lanes[3] = {dev, &padded, &on};
+    int ok = 1;
+    for (int i = 0; i < 3; i++) {
+      run[i].tok = xmalloc(n * sizeof *run[i].tok);
+      run[i].logits = xmalloc(n * c->V * sizeof *run[i].logits);
+      if (ok && generate(c, lanes[i], plans[p], &run[i]) != 0) ok = 0;
+    }
+    char name[64];
+    if (!ok) {
+      result(c, 0, "graphs", "%s: generation failed (see above)", plans[p]->name);
+    } else if (captures) {
+      snprintf(name, sizeof name, "graphs %s replayed vs padded", plans[p]->name);
+      compare_runs(c, name, &run[1], &run[2], 1);
+      snprintf(name, sizeof name, "graphs %s replayed vs unpadded", plans[p]->name);
+      compare_runs(c, name, &run[0], &run[2], 0);
+    } else {
+      snprintf(name, sizeof name, "graphs %s padded vs unpadded", plans[p]->name);
+      compare_runs(c, name, &run[0], &run[1], 1);
+    }
+    for (int i = 0; i < 3; i++) free(run[i].tok), free(run[i].logits);
+  }
+  model_graph_stats_t ps, gs;
+  model_runner_graph_stats(padded.run, &ps);
+  model_runner_graph_stats(on.run, &gs);
+  if (captures)
+    result(c, gs.captured > 0 && gs.replayed >= gs.captured && gs.failed == 0 && ps.eager > 0,
+           "graphs used", "%llu graphs captured, %llu steps replayed, %llu failed, %llu eager (warm-ups); the padded runner "
+           "issued %llu padded steps (%.1f s)",
+           (unsigned long long)gs.captured, (unsigned long long)gs.replayed, (unsigned long long)gs.failed,
+           (unsigned long long)gs.eager, (unsigned long long)ps.eager, now_s() - t0);
+  else
+    result(c, gs.captured + gs.replayed + gs.eager == 0 && ps.eager > 0, "graphs used",
+           "the %s backend has no graphs: the graph runner padded nothing (%llu steps), the padded runner %llu steps",
+           dev->be->name, (unsigned long long)(gs.captured + gs.replayed + gs.eager), (unsigned long long)ps.eager);
+  ml_close(&on);
+  ml_close(&padded);
+}
+
 /* ---- main ------------------------------------------------------------------------ */
 
 static int usage(void) {
@@ -478,6 +554,7 @@ int main(int argc, char **argv) {
   }
   check_composition(&c, &dev);
   probe_matmul(&c, dev.be, hp);
+  check_graphs(&c, &dev, dev_name, model, threads, max_tokens, max_len);
   printf("checks: %d passed, %d failed, %d warnings\n", c.pass, c.fail, c.warn);
 
   for (int b = 0; b < c.S; b++) free(c.toks[b]);

@@ -14,6 +14,11 @@ static void *xcalloc(size_t n, size_t size) {
 
 int ml_open(ml_lane_t *l, const char *device, const char *path, int threads, int max_seqs, int max_tokens,
             int max_len) {
+  return ml_open_graphs(l, device, path, threads, max_seqs, max_tokens, max_len, 0);
+}
+
+int ml_open_graphs(ml_lane_t *l, const char *device, const char *path, int threads, int max_seqs, int max_tokens,
+                   int max_len, int graphs) {
   memset(l, 0, sizeof *l);
   l->max_seqs = max_seqs;
   l->max_tokens = max_tokens;
@@ -35,7 +40,8 @@ int ml_open(ml_lane_t *l, const char *device, const char *path, int threads, int
   model_kv_config(l->model, &kc);
   l->cache = kv_cache_create(l->be, &kc);
   const model_runner_config_t rc = {
-      .max_tokens = max_tokens, .max_seqs = max_seqs, .max_logits = max_tokens, .max_seq_len = max_len};
+      .max_tokens = max_tokens, .max_seqs = max_seqs, .max_logits = max_tokens, .max_seq_len = max_len,
+      .graphs = graphs};
   l->run = l->cache ? model_runner_create(l->model, l->cache, &rc) : NULL;
   if (!l->run || attn_meta_init(&l->meta, max_seqs, max_tokens, model_runner_max_blocks_per_seq(l->run)) != 0) {
     fprintf(stderr, "model_check: %s: cannot create the KV cache or the runner (see the log)\n", device);

@@ -37,6 +37,11 @@ typedef struct ml_lane {
 int ml_open(ml_lane_t *l, const char *device, const char *path, int threads, int max_seqs, int max_tokens,
             int max_len);
 
+/* ml_open with the runner's decode-step graphs in mode `graphs`
+ * (model_graphs_mode_t, model/model_graph.h; ml_open: off). */
+int ml_open_graphs(ml_lane_t *l, const char *device, const char *path, int threads, int max_seqs, int max_tokens,
+                   int max_len, int graphs);
+
 /* Frees everything; a zeroed lane is a no-op. */
 void ml_close(ml_lane_t *l);
 

@@ -19,11 +19,13 @@ import pytest
 # The settings issue 8 asks for (plus the config file itself): each must be a
 # flag, an environment variable and (but config) a config file key.
 EXPECTED = [
-    "config", "model", "served_model_name", "device", "threads", "precision", "quantize", "max_model_len",
+    "config", "model", "served_model_name", "device", "threads", "precision", "quantize", "cuda_graphs",
+    "max_model_len",
     "default_max_tokens", "generation_config", "chat_template", "tool_call_parser", "special_tokens_in_input",
-    "host", "port", "unix_socket", "max_connections",
+    "host", "port", "unix_socket", "max_connections", "max_connections_per_client",
     "kv_cache_bytes", "kv_cache_blocks", "block_size", "max_batch_tokens", "max_seqs",
     "speculative", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max", "speculative_max_batch",
+    "draft_model", "draft_kv_cache_bytes",
     "max_waiting", "max_body_size", "max_header_size",
     "request_timeout", "idle_timeout", "slow_client_timeout", "drain_timeout", "drain_grace",
     "api_keys", "api_key_file", "allowed_origins", "log_level", "log_format", "log_file", "metrics", "dashboard",

@@ -116,17 +116,18 @@ def make_workload(tram_bin, model_path, tmp_path_factory, *flags):
 
 @pytest.fixture(scope="module")
 def workload(tram_bin, model_path, tmp_path_factory):
+    """At the default precision (fast)."""
     return make_workload(tram_bin, model_path, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
-def workload_fast(tram_bin, model_path, tmp_path_factory):
-    return make_workload(tram_bin, model_path, tmp_path_factory, "--precision", "fast")
+def workload_exact(tram_bin, model_path, tmp_path_factory):
+    return make_workload(tram_bin, model_path, tmp_path_factory, "--precision", "exact")
 
 
 @pytest.mark.parametrize("precision", ["exact", "fast"])
 def test_batch_invariance_random_arrivals(tram_bin, model_path, tmp_path, precision, request, hf):
-    rng, reqs, solo = request.getfixturevalue("workload" if precision == "exact" else "workload_fast")
+    rng, reqs, solo = request.getfixturevalue("workload_exact" if precision == "exact" else "workload")
     arriving = [{**r, "arrive_step": rng.randint(0, 12)} for r in reqs]
     out, stats = generate(tram_bin, model_path, tmp_path, arriving, "--max-seqs", "16",
                           "--max-batch-tokens", "32", "--precision", precision)

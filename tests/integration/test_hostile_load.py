@@ -150,6 +150,49 @@ def test_idle_connection_flood_does_not_lock_out_probers(tmp_path):
         assert srv.stop() == 0
 
 
+def raw_status(srv, src, method, path, body=b""):
+    """One request on a new connection from address src; its status code."""
+    host, port = srv.host_port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((src, 0))
+        s.settimeout(30)
+        s.connect((host, port))
+        s.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    return int(data.split(b" ", 2)[1])
+
+
+def test_one_address_cannot_take_every_slot(tmp_path):
+    """max_connections_per_client: past the limit a new connection from the
+    same address is served only /health and /metrics; other addresses are not
+    affected, and a slot freed is a slot regained."""
+    srv = start(tmp_path, "--max-connections-per-client", "4")
+    host, port = srv.host_port
+    body = json.dumps({"prompt": "Hello", "max_tokens": 2}).encode()
+    hog = []
+    try:
+        for _ in range(4):  # idle connections from 127.0.0.2 (loopback: any 127/8 address works)
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.2", 0))
+            s.connect((host, port))
+            hog.append(s)
+        time.sleep(0.2)
+        assert raw_status(srv, "127.0.0.2", "POST", "/v1/completions", body) == 503
+        assert raw_status(srv, "127.0.0.2", "GET", "/health") == 200
+        assert raw_status(srv, "127.0.0.1", "POST", "/v1/completions", body) == 200
+        hog.pop().close()
+        time.sleep(0.2)
+        assert raw_status(srv, "127.0.0.2", "POST", "/v1/completions", body) == 200
+        assert srv.metric("tram:http_connections_over_client_total") >= 2
+    finally:
+        for s in hog:
+            s.close()
+        assert srv.stop() == 0
+
+
 # ---- signals, and small leaks and wrong messages (items 5 and 9) -----------------------------
 
 def run_tram(*args, timeout=60):

@@ -50,17 +50,25 @@ def workload(rng, n):
 
 
 def test_alone_greedy_and_seeded(tram_bin, model_path, tmp_path):
+    """Identical outputs always; drafts kept on a passage the model copies
+    (a passage of random words is not always copied: up to 3 are drawn)."""
     rng = random.Random(seed())
-    text = passage(rng, 40)
-    reqs = [{"prompt": f"Repeat the following text exactly: {text}", "chat": True, "max_tokens": 64},
-            {"prompt": f"Repeat the following text exactly: {text}", "chat": True, "max_tokens": 64,
-             "temperature": 0.7, "seed": rng.randrange(2**53)}]
-    for r in reqs:
-        (plain,), _ = generate(tram_bin, model_path, tmp_path, [r])
-        (spec,), st = generate(tram_bin, model_path, tmp_path, [r], *SPEC)
-        assert ids_of(spec) == ids_of(plain), r
-        assert st["spec_drafts"] > 0 and 0 < st["spec_accepted_tokens"] <= st["spec_draft_tokens"]
-        assert st["steps"] < len(ids_of(plain)[0])      # fewer steps than tokens: drafts were kept
+    for kind in ("greedy", "seeded"):
+        kept = False
+        for _ in range(3):
+            text = passage(rng, 40)
+            r = {"prompt": f"Repeat the following text exactly: {text}", "chat": True, "max_tokens": 64}
+            if kind == "seeded":
+                r.update(temperature=0.7, seed=rng.randrange(2**53))
+            (plain,), _ = generate(tram_bin, model_path, tmp_path, [r])
+            (spec,), st = generate(tram_bin, model_path, tmp_path, [r], *SPEC)
+            assert ids_of(spec) == ids_of(plain), r
+            assert st["spec_drafts"] > 0 and st["spec_accepted_tokens"] <= st["spec_draft_tokens"]
+            # fewer steps than tokens: drafts were kept
+            if st["spec_accepted_tokens"] > 0 and st["steps"] < len(ids_of(plain)[0]):
+                kept = True
+                break
+        assert kept, kind
 
 
 def test_mixed_batches_with_random_arrivals(tram_bin, model_path, tmp_path):

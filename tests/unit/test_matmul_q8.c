@@ -247,7 +247,11 @@ static void others_stay_exact(void **state) {
 }
 
 int main(void) {
+#ifdef KERN_CPU_AVX512
+  fprintf(stderr, "fast matmul path: AVX-512 (tiles and packed panels)\n");
+#else
   fprintf(stderr, "fast matmul path: %s\n", kern_cpu_simd() ? "AVX2" : "portable");
+#endif
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(quantize_rows),
       cmocka_unit_test(kernels_match_float64_and_portable),

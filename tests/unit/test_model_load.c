@@ -21,6 +21,7 @@
 #include "kernels/cuda_geom.h"
 #include "kernels/quant_blocks.h"
 #include "model/model.h"
+#include "model/model_graph.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 #include "tests/unit/gguf_writer.h"
@@ -383,19 +384,25 @@ typedef struct rig {
   kv_seq_t seqs[3];
 } rig_t;
 
-static void rig_init(rig_t *r, model_t *m, int max_tokens, int max_seqs) {
+/* graphs: model_runner_config_t.graphs (model/model_graph.h) */
+static void rig_init_graphs(rig_t *r, model_t *m, int max_tokens, int max_seqs, int graphs) {
   memset(r, 0, sizeof *r);
   r->m = m;
   kv_cache_config_t kc = {.block_size = 4, .num_blocks = 32};
   model_kv_config(m, &kc);
   r->cache = kv_cache_create(g_be, &kc);
   assert_non_null(r->cache);
-  const model_runner_config_t rc = {.max_tokens = max_tokens, .max_seqs = max_seqs, .max_logits = max_tokens};
+  const model_runner_config_t rc = {
+      .max_tokens = max_tokens, .max_seqs = max_seqs, .max_logits = max_tokens, .graphs = graphs};
   r->run = model_runner_create(m, r->cache, &rc);
   assert_non_null(r->run);
   assert_int_equal(model_runner_max_blocks_per_seq(r->run), CTX / 4 < 32 ? CTX / 4 : 32);
   assert_int_equal(attn_meta_init(&r->meta, max_seqs, max_tokens, model_runner_max_blocks_per_seq(r->run)), 0);
   for (int s = 0; s < 3; s++) kv_seq_init(&r->seqs[s]);
+}
+
+static void rig_init(rig_t *r, model_t *m, int max_tokens, int max_seqs) {
+  rig_init_graphs(r, m, max_tokens, max_seqs, MODEL_GRAPHS_OFF);
 }
 
 static void rig_free(rig_t *r) {
@@ -464,6 +471,55 @@ static void forward_batch_invariant(void **state) {
     assert_int_equal(rig_step(&r, (int[]){1, 0, 0}, toks, mixed), 0);
     assert_memory_equal(mixed, alone + 6 * VOCAB, VOCAB * sizeof(float));
     rig_free(&r);
+    model_destroy(m);
+  }
+}
+
+/* Decode steps padded to their bucket (model_graph.h, mode PADDED: what a
+ * captured graph runs, issued kernel by kernel) give every real row the
+ * same bits as unpadded steps: 3 and 1 sequences pad to 4 rows, 2 does
+ * not pad; the block table is widened to the keys bucket. The padding rows
+ * write nothing into the cache (the later steps would see it). On the CPU
+ * backend ON pads nothing (it has no graphs). */
+static void forward_padded_same_bits(void **state) {
+  (void)state;
+  static const int32_t a[9] = {3, 1, 4, 1, 5, 9, 2, 6, 5}, b[8] = {6, 5, 3, 5, 8, 9, 7, 9}, c[6] = {9, 7, 9, 3, 2, 3};
+  const int32_t *toks[3] = {a, b, c};
+  const tiny_t specs[2] = {{0}, {.arch = "qwen2", .qkv_bias = 1, .untied = 1}};
+  const int steps[][3] = {{4, 3, 2}, {1, 1, 1}, {1, 0, 1}, {1, 1, 1}, {0, 1, 0}, {1, 1, 1}, {1, 1, 0}};
+  const int n_steps = (int)(sizeof steps / sizeof steps[0]);
+  for (int k = 0; k < 2; k++) {
+    char err[512];
+    model_t *m = load(&specs[k], err, sizeof err);
+    if (!m) fail_msg("%s", err);
+    rig_t plain, padded, on;
+    rig_init(&plain, m, 16, 8);
+    rig_init_graphs(&padded, m, 16, 8, MODEL_GRAPHS_PADDED);
+    rig_init_graphs(&on, m, 16, 8, MODEL_GRAPHS_ON);
+    float want[16 * VOCAB], got[16 * VOCAB], got_on[16 * VOCAB];
+    for (int s = 0; s < n_steps; s++) {
+      int rows = 0;
+      for (int q = 0; q < 3; q++) rows += steps[s][q];
+      tu_poison_f32(got, 16 * VOCAB);
+      assert_int_equal(rig_step(&plain, steps[s], toks, want), 0);
+      assert_int_equal(rig_step(&padded, steps[s], toks, got), 0);
+      assert_int_equal(rig_step(&on, steps[s], toks, got_on), 0);
+      assert_memory_equal(got, want, (size_t)rows * VOCAB * sizeof(float));
+      assert_memory_equal(got_on, want, (size_t)rows * VOCAB * sizeof(float));
+    }
+    model_graph_stats_t gs;
+    model_runner_graph_stats(padded.run, &gs);
+    assert_int_equal(gs.eager, n_steps - 1); /* every step but the prefill */
+    assert_int_equal(gs.captured + gs.replayed + gs.failed, 0);
+    model_runner_graph_stats(on.run, &gs);
+    assert_int_equal(gs.eager + gs.captured + gs.replayed + gs.failed, 0);
+    attn_stats_t as;
+    attn_get_stats(model_runner_attn(padded.run), &as);
+    assert_int_equal(as.decode_steps, n_steps - 1);
+    assert_int_equal(as.decode_tokens, 3 + 2 + 3 + 1 + 3 + 2); /* real rows only */
+    rig_free(&plain);
+    rig_free(&padded);
+    rig_free(&on);
     model_destroy(m);
   }
 }
@@ -699,6 +755,7 @@ int main(void) {
       cmocka_unit_test(loads_tiny_llama),
       cmocka_unit_test(rope_scaling),
       cmocka_unit_test(forward_batch_invariant),
+      cmocka_unit_test(forward_padded_same_bits),
       cmocka_unit_test(runner_rejects_bad_input),
       cmocka_unit_test(missing_tensors),
       cmocka_unit_test(wrong_shapes),

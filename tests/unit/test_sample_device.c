@@ -292,13 +292,11 @@ static void qualifying_requests_and_the_stream(void **state) {
   samp_params_t p = samp_params_default();
   samp_logit_bias_t bias = {.token = 5, .bias = 1.0f};
   kern_sample_op_t ops[8];
-  samp_params_t bad[4];
-  for (int i = 0; i < 4; i++) bad[i] = p, bad[i].temperature = 0.7f;
-  bad[0].top_k = V, bad[0].top_p = 0.9f; /* top-p over the whole vocabulary */
-  bad[1].top_p = 0.9f;
-  bad[2].logprobs = 1, bad[2].logit_bias = &bias, bad[2].n_logit_bias = 1; /* logprobs of a changed row */
-  bad[3].top_logprobs = 2, bad[3].repetition_penalty = 1.1f;
-  for (int i = 0; i < 4; i++) {
+  samp_params_t bad[2];
+  for (int i = 0; i < 2; i++) bad[i] = p, bad[i].temperature = 0.7f;
+  bad[0].logprobs = 1, bad[0].logit_bias = &bias, bad[0].n_logit_bias = 1; /* logprobs of a changed row */
+  bad[1].top_logprobs = 2, bad[1].repetition_penalty = 1.1f;
+  for (int i = 0; i < 2; i++) {
     samp_state_t *s = samp_state_create(&bad[i], V, NULL, 0);
     assert_non_null(s);
     assert_int_equal(samp_state_device_row(s, &row, ops, 0, 8), 0);
@@ -333,6 +331,13 @@ static void qualifying_requests_and_the_stream(void **state) {
   assert_int_equal(row.n_count, 1); /* 11 alone: prompt tokens change nothing */
   assert_true(ops[1].token == 11 && ops[1].flags == KERN_SAMPLE_SUB && ops[1].sub == 0.5f);
   samp_state_destroy(ps);
+  /* top-p over the whole vocabulary qualifies (test_sample_top_p.c), with top_k past it too */
+  samp_params_t tp = p;
+  tp.temperature = 0.7f, tp.top_p = 0.9f, tp.top_k = V;
+  samp_state_t *tps = samp_state_create(&tp, V, NULL, 0);
+  assert_int_equal(samp_state_device_row(tps, &row, ops, 0, 8), 1);
+  assert_true(row.top_k == 0 && row.top_p == 0.9f);
+  samp_state_destroy(tps);
   /* top_k past the vocabulary and greedy with top_k / top_p are whole-vocabulary draws */
   samp_params_t ok = p;
   ok.temperature = 0.5f, ok.top_k = V;

@@ -4,7 +4,7 @@
  * drain), event order and ownership (every sequence's events end with one
  * FINISHED, the request's final event last), the notify hook, abort_all,
  * statistics, and destroying an engine with requests in flight (ASan checks
- * that nothing leaks). The scheduling properties themselves are tested in
+ * that nothing leaks), also one that speculates with a draft model. The scheduling properties themselves are tested in
  * test_sched_plan.c and tests/integration/test_engine.py. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -221,10 +221,58 @@ static void destroy_in_flight(void **state) {
   for (int i = 0; i < 3; i++) sched_req_destroy(reqs[i]);
 }
 
+/* Speculation with a draft model: none given is refused; the model as its
+ * own draft, with a draft cache too small for all three requests (the
+ * n = 2 one forks a child whose draft cache starts empty), accepts every
+ * greedy draft and gives every draft block back; then destroying it with
+ * speculating sequences in flight frees their draft blocks (ASan). */
+static void draft_model_engine(void **state) {
+  fixture_t *f = *state;
+  if (!f) skip();
+  sched_config_t c = sched_config_default();
+  c.kv_cache_blocks = 32;
+  c.block_size = 16;
+  c.max_seqs = 4;
+  c.max_batch_tokens = 64;
+  c.spec.method = SCHED_SPEC_DRAFT;
+  assert_null(sched_engine_create(f->m, f->tok, f->be, &c));
+  c.spec.draft_model = f->m;
+  c.spec.draft_kv_cache_bytes = 6 * 16 * 30 * 2 * 192 * 4; /* 6 blocks of 16 tokens (30 layers, K and V of 192) */
+  sched_engine_t *e = sched_engine_create(f->m, f->tok, f->be, &c);
+  assert_non_null(e);
+  const int32_t prompt[5] = {504, 2988, 288, 451, 8170};
+  char err[256];
+  sched_req_t *reqs[3];
+  seen_t seen[3] = {{0}};
+  for (int i = 0; i < 3; i++) {
+    reqs[i] = request(prompt, 5, 24, 1 + i % 2);
+    seen[i].n = 1 + i % 2;
+    assert_int_equal(sched_submit(e, reqs[i], err, sizeof err), 0);
+  }
+  collect(e, reqs, seen, 3, 3);
+  sched_stats_t st;
+  sched_get_stats(e, &st);
+  assert_int_equal(st.draft_kv_blocks_total, 6);
+  assert_int_equal(st.draft_kv_blocks_used, 0);
+  assert_int_equal(st.kv_blocks_used, 0);
+  assert_true(st.spec_drafts > 0 && st.spec_draft_tokens > 0);
+  assert_true(st.spec_accepted_tokens == st.spec_draft_tokens);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(seen[i].tokens[0], 24);
+    sched_req_destroy(reqs[i]);
+    reqs[i] = request(prompt, 5, 40, 1 + i % 2);
+    assert_int_equal(sched_submit(e, reqs[i], err, sizeof err), 0);
+  }
+  usleep(50000);
+  sched_engine_destroy(e);
+  for (int i = 0; i < 3; i++) sched_req_destroy(reqs[i]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(submit_errors_waiting_and_abort),
       cmocka_unit_test(destroy_in_flight),
+      cmocka_unit_test(draft_model_engine),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
