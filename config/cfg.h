@@ -56,6 +56,7 @@ typedef enum cfg_key {
   CFG_MAX_MODEL_LEN,
   CFG_SPECIAL_TOKENS_IN_INPUT,
   CFG_DEFAULT_MAX_TOKENS,
+  CFG_GENERATION_CONFIG,
   CFG_CHAT_TEMPLATE,
   CFG_TOOL_CALL_PARSER,
   CFG_HOST,
@@ -111,6 +112,11 @@ typedef enum cfg_tool_parser {
   CFG_TOOL_PARSER_NONE,     /* tools refused */
 } cfg_tool_parser_t;
 
+typedef enum cfg_generation_config {
+  CFG_GENERATION_CONFIG_AUTO = 0, /* the model file's recommended sampling is the requests' default */
+  CFG_GENERATION_CONFIG_NONE,     /* OpenAI's defaults */
+} cfg_generation_config_t;
+
 typedef enum cfg_device {
   CFG_DEVICE_CPU = 0,
   CFG_DEVICE_CUDA = 1,
@@ -149,7 +155,9 @@ typedef struct cfg {
   bool cuda_graphs;        /* decode steps replay captured CUDA graphs (model/model_graph.h) */
   int max_model_len;       /* longest sequence (prompt + output); 0 = the model's context */
   bool special_tokens_in_input; /* control-token texts in request text are those tokens */
-  int default_max_tokens;  /* max_tokens of a chat request that gives none; 0 = to the end of the context */
+  int default_max_tokens;  /* max_tokens of a chat request that gives none; 0 = the model's, else to the end
+                            * of the context */
+  int generation_config;   /* cfg_generation_config_t */
   char *chat_template;     /* a Jinja chat template file replacing the model's, or NULL */
   int tool_call_parser;    /* cfg_tool_parser_t */
   /* listening */

@@ -26,6 +26,7 @@ static const char *const levels[] = {"error", "warn", "info", "debug", NULL}; /*
 static const char *const formats[] = {"text", "json", NULL};                 /* log_format_t */
 static const char *const spec_methods[] = {"off", "ngram", "draft", NULL}; /* sched_spec_method_t */
 static const char *const dashboards[] = {"auto", "on", "off", NULL};         /* cfg_dashboard_t */
+static const char *const gen_configs[] = {"auto", "none", NULL}; /* cfg_generation_config_t */
 static const char *const tool_parsers[] = {"auto", "hermes", "llama3_json", "mistral", "none", NULL}; /* cfg_tool_parser_t */
 
 const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
@@ -137,8 +138,16 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                               OFF(tool_call_parser)},
     [CFG_DEFAULT_MAX_TOKENS] = {"default_max_tokens", CFG_T_INT, "Engine", "0", 0, 0, 1 << 24, NULL, "N", 0,
                                 "max_tokens of a chat request that sets neither max_tokens nor "
-                                "max_completion_tokens. 0: up to the end of the context.",
+                                "max_completion_tokens. 0: the model's max_new_tokens (generation_config "
+                                "auto), else up to the end of the context.",
                                 OFF(default_max_tokens)},
+    [CFG_GENERATION_CONFIG] = {"generation_config", CFG_T_ENUM, "Engine", "auto", 0, 0, 0, gen_configs, "MODE", 0,
+                               "auto: the sampling the model file recommends (GGUF general.sampling.* "
+                               "keys, a checkpoint's generation_config.json: temperature, top_k, top_p, "
+                               "min_p, repetition_penalty, max_new_tokens) is the default of requests "
+                               "that leave those fields out, as vLLM's --generation-config auto. none: "
+                               "OpenAI's defaults.",
+                               OFF(generation_config)},
     [CFG_MAX_WAITING] = {"max_waiting", CFG_T_INT, "Engine", "128", 0, 0, 1 << 24, NULL, "N", 0,
                          "Requests waiting for a running slot at most; beyond that, new "
                          "requests get 429 Too Many Requests.",

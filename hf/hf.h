@@ -6,7 +6,8 @@
  * `<arch>.*` keys, the tensors under llama.cpp's names (viewed in the
  * mapped safetensors, or converted copies where GGUF's conventions differ:
  * F32 norm weights, Gemma's 1 + w, Llama's Q/K row order), and
- * tokenizer.json's byte-level BPE as `tokenizer.ggml.*`. The model loader
+ * tokenizer.json's byte-level BPE as `tokenizer.ggml.*`, generation_config.json's
+ * sampling as `general.sampling.*` (and `tram.sampling.max_new_tokens`). The model loader
  * and the tokenizer then read it as they read a GGUF file, so a checkpoint
  * and its GGUF conversion give the same model.
  *

@@ -16,6 +16,7 @@
 #include "hf/hf.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +192,33 @@ static int add_tensor(gguf_build_t *b, const st_tensor_t *t, const hf_arch_t *a,
 
 static void release_st(void *st) { st_close(st); }
 
+/* generation_config.json's sampling, under the keys llama.cpp's converter
+ * writes (general.sampling.*), and max_new_tokens, which GGUF has no key
+ * for, as tram.sampling.max_new_tokens: what model_gen_defaults reads.
+ * Integers go in as u32 (others as f32: the reader refuses them). */
+static void add_generation(gguf_build_t *b, const cJSON *gen) {
+  static const struct {
+    const char *json, *key;
+    bool integral;
+  } MAP[] = {
+      {"temperature", "general.sampling.temp", false},
+      {"top_k", "general.sampling.top_k", true},
+      {"top_p", "general.sampling.top_p", false},
+      {"min_p", "general.sampling.min_p", false},
+      {"repetition_penalty", "general.sampling.penalty_repeat", false},
+      {"max_new_tokens", "tram.sampling.max_new_tokens", true},
+  };
+  for (size_t i = 0; i < sizeof MAP / sizeof MAP[0]; i++) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(gen, MAP[i].json);
+    if (!cJSON_IsNumber(x)) continue;
+    const double v = x->valuedouble;
+    if (MAP[i].integral && v >= 0 && v <= UINT32_MAX && v == (double)(uint32_t)v)
+      gguf_build_u32(b, MAP[i].key, (uint32_t)v);
+    else
+      gguf_build_f32(b, MAP[i].key, (float)v);
+  }
+}
+
 gguf_ctx_t *hf_open(const char *path, char *err, size_t err_len) {
   char dir[4096], msg[512] = "";
   struct stat sb;
@@ -223,6 +251,7 @@ gguf_ctx_t *hf_open(const char *path, char *err, size_t err_len) {
     const cJSON *ids = gen && cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id") ? gen : cfg;
     rc = hf__tokenizer(b, tok, tcfg, ids, arch.n_vocab, msg, sizeof msg);
   }
+  if (rc == 0 && gen) add_generation(b, gen);
   if (rc == 0 && !cJSON_GetObjectItemCaseSensitive(tcfg, "chat_template")) {
     size_t len;
     char *tpl = read_text(dir, "chat_template.jinja", &len);

@@ -69,6 +69,7 @@
 #include "cache/kv_cache.h"
 #include "kernels/kern.h"
 #include "gguf/gguf.h"
+#include "sample/samp_params.h"
 
 typedef enum model_arch {
   MODEL_ARCH_LLAMA = 0,
@@ -172,6 +173,14 @@ const model_hparams_t *model_hparams(const model_t *m);
 /* The model file's mapping (owned by the model, valid while it is): what
  * text/ reads the tokenizer and the chat template from. */
 const gguf_ctx_t *model_gguf(const model_t *m);
+/* The sampling the model file recommends (model_gen.c) into *out: llama.cpp's
+ * general.sampling.{temp, top_k, top_p, min_p, penalty_repeat} (a GGUF file,
+ * or hf/'s view of a checkpoint's generation_config.json) and
+ * tram.sampling.max_new_tokens (the view's max_new_tokens). A value of
+ * another type, or outside what a request may ask, is logged and skipped;
+ * keys tram's sampler has no field for (mirostat, xtc, penalty_last_n) are
+ * logged as ignored. */
+void model_gen_defaults(const gguf_ctx_t *g, samp_gen_defaults_t *out);
 /* RoPE inverse frequencies [rot_dim / 2], host memory owned by the model,
  * scaling applied: pair p turns by pos · inv_freq[p]. */
 const float *model_rope_inv_freq(const model_t *m);

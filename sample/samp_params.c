@@ -80,3 +80,30 @@ int samp_params_validate(const samp_params_t *p, int32_t n_vocab, char *err, siz
   if (err && err_size) snprintf(err, err_size, "%s", why);
   return -EINVAL;
 }
+
+void samp_gen_apply(const samp_gen_defaults_t *d, unsigned given, samp_params_t *p) {
+  for (int i = 0; d && i < samp_n_fields; i++)
+    if ((d->fields >> i & 1) && !(given >> i & 1))
+      memcpy((char *)p + samp_fields[i].offset, (const char *)&d->samp + samp_fields[i].offset,
+             samp_fields[i].integral ? sizeof(int32_t) : sizeof(float));
+}
+
+const char *samp_gen_describe(const samp_gen_defaults_t *d, char *buf, size_t cap) {
+  size_t at = 0;
+  buf[0] = '\0';
+  for (int i = 0; i <= samp_n_fields && at < cap; i++) {
+    const samp_field_t *f = i < samp_n_fields ? &samp_fields[i] : NULL;
+    if (f ? !(d->fields >> i & 1) : d->max_tokens <= 0) continue;
+    const char *at_field = f ? (const char *)&d->samp + f->offset : NULL, *sep = at ? " " : "";
+    int32_t iv = 0;
+    float fv = 0;
+    if (f && f->integral) memcpy(&iv, at_field, sizeof iv);
+    else if (f) memcpy(&fv, at_field, sizeof fv);
+    int n = !f           ? snprintf(buf + at, cap - at, "%smax_tokens=%d", sep, d->max_tokens)
+            : f->integral ? snprintf(buf + at, cap - at, "%s%s=%d", sep, f->name, iv)
+                          : snprintf(buf + at, cap - at, "%s%s=%g", sep, f->name, (double)fv);
+    at = n < 0 ? cap : at + (size_t)n;
+  }
+  if (!buf[0]) snprintf(buf, cap, "none");
+  return buf;
+}

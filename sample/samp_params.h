@@ -89,6 +89,26 @@ const char *samp_field_range(const samp_field_t *f, char *buf, size_t cap);
  * NULL). */
 int samp_params_validate(const samp_params_t *p, int32_t n_vocab, char *err, size_t err_size);
 
+/* ---- a model's generation defaults -------------------------------------------
+ *
+ * The sampling a model file recommends (GGUF general.sampling.*, a
+ * checkpoint's generation_config.json), as vLLM's `--generation-config auto`
+ * reads it: a request that leaves one of these fields out takes the model's
+ * value instead of OpenAI's default. */
+typedef struct samp_gen_defaults {
+  unsigned fields;    /* bit i: the model gives samp_fields[i] (its value in samp) */
+  samp_params_t samp; /* those values; the others as samp_params_default() */
+  int32_t max_tokens; /* generation_config's max_new_tokens; 0: none */
+} samp_gen_defaults_t;
+
+/* Sets p's field i (of samp_fields[]) to d's for every field d gives and
+ * the bit of `given` is clear (the request did not set it). */
+void samp_gen_apply(const samp_gen_defaults_t *d, unsigned given, samp_params_t *p);
+
+/* Writes "temperature=0.7 top_k=20 max_tokens=512" (the fields d gives)
+ * into buf[cap], or "none"; returns buf. */
+const char *samp_gen_describe(const samp_gen_defaults_t *d, char *buf, size_t cap);
+
 typedef struct samp_logprob {
   int32_t token;
   float logprob;

@@ -113,6 +113,7 @@ int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, 
     sched_stack_close(st);
     return -EINVAL;
   }
+  model_gen_defaults(model_gguf(st->model), &st->gen);
   if (o->chat_template_path) {
     if (load_template(st, o->chat_template_path, err, err_len) != 0) {
       sched_stack_close(st);

@@ -41,6 +41,7 @@ typedef struct sched_stack {
   sched_engine_t *engine;
   gram_vocab_t *gvocab;   /* the tokenizer's grammar vocabulary (structured output) */
   gram_lru_t *grammars;   /* compiled grammars over gvocab, by content (sched_req_params_t.grammar) */
+  samp_gen_defaults_t gen; /* the sampling the model file recommends (model_gen_defaults) */
 } sched_stack_t;
 
 /* Builds *st for o. Returns 0, or -EINVAL with the reason in err[err_len]

@@ -1,7 +1,7 @@
 /* server/oai_extras.c — the request fields beyond OpenAI's core that tram
  * reads: vLLM's extensions it implements (min_tokens,
  * include_stop_str_in_output, truncate_prompt_tokens, skip_special_tokens,
- * add_special_tokens, stream_options.continuous_usage_stats) and the table
+ * add_special_tokens, return_token_ids, stream_options.continuous_usage_stats) and the table
  * of fields OpenAI or vLLM define that tram does not implement, each refused
  * with a 400 naming it as soon as it asks for something (a value other than
  * the one that changes nothing). Everything tram reads either takes effect or
@@ -34,8 +34,7 @@ typedef struct refused {
 static const refused_t REFUSED[] = {
     {"use_beam_search", REFUSE_TRUE, 0, BOTH, "beam search is not implemented"},
     {"length_penalty", REFUSE_NE, 1, BOTH, "it applies to beam search, which is not implemented"},
-    {"return_token_ids", REFUSE_TRUE, 0, BOTH, "returning token ids is not implemented"},
-    {"return_tokens_as_token_ids", REFUSE_TRUE, 0, BOTH, "returning token ids is not implemented"},
+    {"return_tokens_as_token_ids", REFUSE_TRUE, 0, BOTH, "logprob tokens are always text"},
     {"spaces_between_special_tokens", REFUSE_FALSE, 0, BOTH, "the detokenizer has no such mode"},
     {"detokenize", REFUSE_FALSE, 0, BOTH, "output is always detokenized"},
     {"allowed_token_ids", REFUSE_GIVEN, 0, BOTH, "not implemented (logit_bias can ban tokens)"},
@@ -115,7 +114,8 @@ int oai__parse_extras(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t 
   g->add_special_tokens = !chat;
   if (oai__get_bool(c, root, "include_stop_str_in_output", &g->include_stop_str, NULL) ||
       oai__get_bool(c, root, "skip_special_tokens", &skip, NULL) ||
-      oai__get_bool(c, root, "add_special_tokens", &g->add_special_tokens, NULL))
+      oai__get_bool(c, root, "add_special_tokens", &g->add_special_tokens, NULL) ||
+      oai__get_bool(c, root, "return_token_ids", &g->return_token_ids, NULL))
     return -EINVAL;
   g->special = !skip;
   bool spec;

@@ -148,6 +148,7 @@ static int parse_gen(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *
   g->max_tokens = chat ? -1 : 16;
   int64_t v;
   bool given;
+  unsigned fields_given = 0; /* bit i: samp_fields[i] */
   for (int i = 0; i < samp_n_fields; i++) { /* the sampling fields, with their limits, from one table */
     const samp_field_t *f = &samp_fields[i];
     float x = 0;
@@ -155,12 +156,14 @@ static int parse_gen(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *
                     : oai__get_float(c, root, f->name, f->lo, f->hi, f->lo_open, false, &x, &given))
       return -EINVAL;
     if (!given) continue;
+    fields_given |= 1u << i;
     char range[64];
     if (!f->integral && !samp_field_accepts(f, x)) /* in range, but not once a float */
       return oai__fail(c, "invalid_value", f->name, "%s must be in %s, got %g", f->name,
                        samp_field_range(f, range, sizeof range), (double)x);
     samp_field_set(sp, f, f->integral ? (double)v : x);
   }
+  samp_gen_apply(c->lim->gen, fields_given, sp); /* the model's defaults for the others */
   uint64_t seed;
   if (oai__get_u64(c, root, "seed", &seed, &given)) return -EINVAL;
   if (given) {

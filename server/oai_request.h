@@ -54,6 +54,8 @@ typedef struct oai_limits {
   int32_t max_stop_token_ids; /* default 64 */
   int32_t max_logit_bias;     /* entries; default 1024 */
   int32_t max_messages;       /* chat messages; default 4096 */
+  const samp_gen_defaults_t *gen; /* the model's sampling defaults, taken by the sampling fields a request
+                                   * leaves out (OpenAI's otherwise); NULL: none (not owned) */
 } oai_limits_t;
 
 oai_limits_t oai_limits_default(void);
@@ -119,6 +121,7 @@ typedef struct oai_params {
   bool add_special_tokens;        /* BOS etc. added to the prompt; default: completions true, chat false */
   bool continuous_usage;          /* stream_options.continuous_usage_stats: usage on every chunk */
   int32_t prompt_logprobs;        /* vLLM's prompt_logprobs: -1 off, else the alternatives (0..20) */
+  bool return_token_ids;          /* vLLM's return_token_ids: the output's and the prompt's token ids */
   oai_grammar_t grammar;          /* structured output (kind NONE: none) */
   int speculative;                /* tram's `speculative`: -1 not given, 0 false (plain decoding), 1 true */
 } oai_params_t;

@@ -239,6 +239,12 @@ static cJSON *tool_calls_json(const oai_choice_t *c, bool delta) {
   return arr;
 }
 
+static cJSON *ids_json(const int32_t *ids, int32_t n) {
+  cJSON *a = must(cJSON_CreateArray());
+  for (int32_t i = 0; i < n; i++) cJSON_AddItemToArray(a, must(cJSON_CreateNumber(ids[i])));
+  return a;
+}
+
 /* One element of "choices": text (completions), message (chat) or delta
  * (chat chunk; with the role when first). A finished chunk and every final
  * choice carry vLLM's stop_reason. */
@@ -258,6 +264,9 @@ static cJSON *choice_json(const oai_choice_t *c, choice_kind_t kind, bool first,
     add_chat_logprobs(ch, c);
   }
   add_finish(ch, c, final || c->finish != SCHED_FINISH_NONE);
+  if (c->has_token_ids) cJSON_AddItemToObject(ch, "token_ids", ids_json(c->token_ids, c->n_token_ids));
+  if (c->prompt_token_ids && kind == CHOICE_TEXT)
+    cJSON_AddItemToObject(ch, "prompt_token_ids", ids_json(c->prompt_token_ids, c->n_prompt_token_ids));
   return ch;
 }
 
@@ -272,6 +281,9 @@ static char *write_choices(const oai_meta_t *m, const char *object, const oai_ch
     cJSON_AddItemToArray(arr, choice_json(&choices[i], kind, first, usage != NULL));
   if (kind == CHOICE_MESSAGE && n > 0 && choices[0].prompt_lp) /* chat: the one prompt's, at the top */
     cJSON_AddItemToObject(root, "prompt_logprobs", prompt_lp_json(choices[0].prompt_lp, choices[0].n_prompt_lp));
+  if (kind != CHOICE_TEXT && n > 0 && choices[0].prompt_token_ids) /* chat: at the top */
+    cJSON_AddItemToObject(root, "prompt_token_ids",
+                          ids_json(choices[0].prompt_token_ids, choices[0].n_prompt_token_ids));
   if (usage) add_usage(root, usage);
   else if (usage_null && m->chunk_usage) add_usage(root, m->chunk_usage);
   else if (usage_null) must(cJSON_AddNullToObject(root, "usage"));

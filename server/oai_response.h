@@ -71,6 +71,13 @@ typedef struct oai_choice {
   int32_t tool_index;   /* chunks: the first call's "index" */
   int tool_delta;       /* chunks: 1 the calls' id, type, name and "arguments": ""; 2 only their arguments */
   bool finish_tool_calls; /* finish_reason "tool_calls" (the model called tools) instead of "stop" */
+  /* vLLM's return_token_ids: "token_ids" (the output's ids, or a chunk's) on the choice, and
+   * "prompt_token_ids" on the choice (completions) or at the top level from the first choice (chat) */
+  bool has_token_ids;                /* false: "token_ids" is not written */
+  const int32_t *token_ids;          /* [n_token_ids] */
+  int32_t n_token_ids;
+  const int32_t *prompt_token_ids;   /* [n_prompt_token_ids]; NULL: not written (a later chunk) */
+  int32_t n_prompt_token_ids;
 } oai_choice_t;
 
 typedef struct oai_usage {
@@ -104,14 +111,14 @@ void oai_make_id(char *buf, size_t size, const char *prefix, uint64_t a, uint64_
 
 /* {"id","object":"text_completion","created","model","choices":[{"index",
  * "text","logprobs":null|{"tokens","token_logprobs","top_logprobs",
- * "text_offset"},"finish_reason","stop_reason"}],"usage":{...}} */
+ * "text_offset"},"finish_reason","stop_reason"[,"token_ids","prompt_token_ids"]}],"usage":{...}} */
 char *oai_write_completion(const oai_meta_t *m, const oai_choice_t *choices, int32_t n,
                            const oai_usage_t *usage);
 
 /* {"id","object":"chat.completion","created","model","choices":[{"index",
  * "message":{"role":"assistant","content"},"logprobs":null|{"content":[{
  * "token","logprob","bytes","top_logprobs":[...]}]},"finish_reason",
- * "stop_reason"}],"usage":{...}} */
+ * "stop_reason"[,"token_ids"]}][,"prompt_token_ids"],"usage":{...}} */
 char *oai_write_chat_completion(const oai_meta_t *m, const oai_choice_t *choices, int32_t n,
                                 const oai_usage_t *usage);
 

@@ -142,6 +142,7 @@ int oai_parse_responses(const char *body, size_t len, const oai_limits_t *lim, a
   memset(out, 0, sizeof *out);
   oai_params_t *g = &out->chat.params;
   g->samp = oai_samp_defaults();
+  samp_gen_apply(c.lim->gen, 0, &g->samp); /* the model's defaults; the request's fields below win */
   g->n = 1;
   g->max_tokens = -1;
   g->prompt_logprobs = -1;

@@ -197,6 +197,8 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
     srv_part_t *part = &j->parts[i];
     part->prompt_tokens = in[i].n;
     if (p.prompt_logprobs) srv__plp_init(s, part, in[i].ids, in[i].n);
+    if (g->return_token_ids) part->prompt_ids = memcpy(xmalloc((size_t)in[i].n * sizeof *in[i].ids), in[i].ids,
+                                                       (size_t)in[i].n * sizeof *in[i].ids);
     part->req = sched_req_create(in[i].ids, in[i].n, &p, part, err, sizeof err);
     if (!part->req) {
       rc = -EINVAL;
@@ -390,9 +392,9 @@ static void chat_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endp
          "use a template with tools (chat_template) or set tool_call_parser",
          "tools", "unsupported_parameter");
   } else if (check_prompt(s, rid, res, endpoint, &ch->params, "messages", "messages", rc, err, err_len, in) == 0) {
-    if (ch->params.max_tokens < 0 && s->cfg->default_max_tokens > 0) { /* the server's default, within the context */
+    if (ch->params.max_tokens < 0 && s->chat_max_tokens > 0) { /* the server's default, within the context */
       const int32_t room = s->max_model_len - in->n;
-      ch->params.max_tokens = s->cfg->default_max_tokens < room ? s->cfg->default_max_tokens : room;
+      ch->params.max_tokens = s->chat_max_tokens < room ? s->chat_max_tokens : room;
     }
     submit_and_start(s, rid, res, endpoint, arrival, true, &ch->params, grammar, format, ch->tool_name,
                      ch->parallel_tool_calls, resp, in, 1);

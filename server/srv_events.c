@@ -48,6 +48,7 @@ srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_param
   j->echo_logprobs = g->echo && g->samp.logprobs;
   j->echo_top = g->samp.top_logprobs;
   j->prompt_logprobs = g->prompt_logprobs;
+  j->return_token_ids = g->return_token_ids;
   j->logprobs = g->samp.logprobs || g->samp.top_logprobs > 0;
   j->n = g->n;
   j->max_tokens = g->max_tokens > 0 ? g->max_tokens : 0;
@@ -87,6 +88,7 @@ static void choice_free(srv_choice_t *c) {
   free(c->lp);
   free(c->stop_str);
   free(c->error);
+  free(c->ids);
 }
 
 bool srv__job_maybe_free(srv_job_t *j) {
@@ -95,6 +97,7 @@ bool srv__job_maybe_free(srv_job_t *j) {
   for (int32_t i = 0; i < j->n_parts; i++) {
     sched_req_destroy(j->parts[i].req);
     srv__plp_free(&j->parts[i]);
+    free(j->parts[i].prompt_ids);
   }
   for (int32_t i = 0; i < j->n_choices; i++) choice_free(&j->choices[i]);
   if (j->prev) j->prev->next = j->next;
@@ -153,12 +156,29 @@ static oai_usage_t usage_now(const srv_job_t *j) {
   return u;
 }
 
+/* return_token_ids: oc carries ids[n] as its token_ids and, on the
+ * choice's first chunk of a stream (or in a whole response), its prompt's. */
+static void token_ids(const srv_job_t *j, srv_choice_t *c, int32_t ci, oai_choice_t *oc, const int32_t *ids,
+                      int32_t n) {
+  if (!j->return_token_ids) return;
+  oc->has_token_ids = true;
+  oc->token_ids = ids;
+  oc->n_token_ids = n;
+  if (c->prompt_ids_sent) return;
+  const srv_part_t *p = &j->parts[ci / j->n];
+  oc->prompt_token_ids = p->prompt_ids;
+  oc->n_prompt_token_ids = p->prompt_tokens;
+  c->prompt_ids_sent = j->stream;
+}
+
 static char *chunk(const srv_job_t *j, const oai_choice_t *c, bool first) {
   oai_meta_t m = meta(j);
   const oai_usage_t u = usage_now(j);
   if (j->continuous_usage) m.chunk_usage = &u;
-  return j->chat ? oai_write_chat_chunk(&m, c, first, j->include_usage)
-                 : oai_write_completion_chunk(&m, c, j->include_usage);
+  oai_choice_t with_ids = *c; /* return_token_ids: every chunk has token_ids, [] when it adds none */
+  with_ids.has_token_ids |= j->return_token_ids;
+  return j->chat ? oai_write_chat_chunk(&m, &with_ids, first, j->include_usage)
+                 : oai_write_completion_chunk(&m, &with_ids, j->include_usage);
 }
 
 /* Writes what the job's buffer holds, as one chunk of the stream. */
@@ -272,10 +292,12 @@ void srv__job_start(srv_job_t *j, const char *const *echo, const size_t *echo_le
     oai_choice_t c = {.index = i, .stop_token = -1};
     if (j->chat) { /* the role comes first, with empty content (as OpenAI and vLLM) */
       c.text = "";
+      token_ids(j, &j->choices[i], i, &c, NULL, 0);
       sse(j, chunk(j, &c, true));
     } else if (echo && echo_len[i / j->n]) {
       c.text = echo[i / j->n];
       c.text_len = echo_len[i / j->n];
+      token_ids(j, &j->choices[i], i, &c, NULL, 0);
       sse(j, chunk(j, &c, false));
     }
   }
@@ -311,8 +333,8 @@ static void stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_
     return;
   }
   const bool fin = ev->kind == SCHED_EV_FINISHED;
-  const bool lp = j->logprobs && ev->token >= 0;
-  if (!ev->text_len && !lp && !fin) return;
+  const bool lp = j->logprobs && ev->token >= 0, ids = j->return_token_ids && ev->token >= 0;
+  if (!ev->text_len && !lp && !fin && !ids) return;
   oai_choice_t oc = {.index = ci, .text = ev->text_len ? ev->text : (j->chat ? NULL : ""),
                      .text_len = ev->text_len, .finish = fin ? c->finish : SCHED_FINISH_NONE,
                      .stop_str = fin ? c->stop_str : NULL, .stop_token = fin ? c->stop_token : -1};
@@ -324,6 +346,7 @@ static void stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_
     oc.logprobs = &entry;
     oc.n_logprobs = 1;
   }
+  token_ids(j, c, ci, &oc, &ev->token, ev->token >= 0);
   sse(j, chunk(j, &oc, false));
 }
 
@@ -366,6 +389,7 @@ static void stream_tools_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const 
   oc.finish_tool_calls = parsed.finish_tool_calls;
   oc.stop_str = c->stop_str;
   oc.stop_token = c->stop_token;
+  token_ids(j, c, ci, &oc, c->ids, c->n_ids); /* the whole output's, with the finish */
   sse(j, chunk(j, &oc, false));
   arena_free(&a);
 }
@@ -428,6 +452,10 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
     if (c->last_token_ns) srv__dash_itl(s, ev->time - c->last_token_ns);
     c->last_token_ns = ev->time;
     if (ev->time > p->last_token_ns) p->last_token_ns = ev->time;
+  }
+  if (j->return_token_ids && ev->token >= 0) {
+    xgrow(&c->ids, &c->cap_ids, (size_t)c->n_ids + 1, sizeof *c->ids, 16);
+    c->ids[c->n_ids++] = ev->token;
   }
   if (ev->kind != SCHED_EV_TOKEN) {
     c->done = true;
@@ -530,6 +558,7 @@ static void send_whole(srv_job_t *j) {
     cs[i] = (oai_choice_t){.index = i, .text = c->text.p ? c->text.p : "", .text_len = c->text.len,
                            .finish = c->finish, .stop_str = c->stop_str, .stop_token = c->stop_token,
                            .has_logprobs = j->logprobs, .logprobs = c->lp, .n_logprobs = c->n_lp};
+    token_ids(j, c, i, &cs[i], c->ids, c->n_ids);
   }
   arena_t tools_arena;
   arena_init(&tools_arena, 0, 0);

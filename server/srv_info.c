@@ -7,6 +7,7 @@
  * tram answers with the fields that router reads, filled from its own
  * configuration and model. Both need the API key like /v1/models. */
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +65,20 @@ static void h_model_info(const http_req_t *req, http_res_t *res, void *ctx) {
   const int32_t bos = tok_bos(s->tok), eos = tok_eos(s->tok);
   if (bos >= 0) must(cJSON_AddNumberToObject(o, "bos_token_id", bos));
   if (eos >= 0) must(cJSON_AddNumberToObject(o, "eos_token_id", eos));
+  /* tram's own: the defaults requests take from the model file (generation_config auto) */
+  cJSON *gen = must(cJSON_AddObjectToObject(o, "generation_defaults"));
+  for (int i = 0; i < samp_n_fields; i++) {
+    if (!(s->gen.fields >> i & 1)) continue;
+    const char *at = (const char *)&s->gen.samp + samp_fields[i].offset;
+    int32_t iv;
+    float fv;
+    memcpy(&iv, at, sizeof iv);
+    memcpy(&fv, at, sizeof fv);
+    char num[32]; /* a float's shortest decimal: 0.7, not 0.699999988 */
+    snprintf(num, sizeof num, "%.7g", (double)fv);
+    must(cJSON_AddNumberToObject(gen, samp_fields[i].name, samp_fields[i].integral ? (double)iv : strtod(num, NULL)));
+  }
+  if (s->gen.max_tokens > 0) must(cJSON_AddNumberToObject(gen, "max_tokens", s->gen.max_tokens));
   send_obj(res, o);
   srv__access(rid, "/model_info", 200);
 }

@@ -101,6 +101,9 @@ typedef struct srv {
   char bos[256], eos[256]; /* the special tokens' texts, for chat templates */
   char fingerprint[32];    /* "system_fingerprint": "fp_" + a hash of what decides the outputs */
   oai_limits_t oai_lim;
+  samp_gen_defaults_t gen;   /* the requests' sampling defaults from the model (generation_config auto), or none */
+  int32_t chat_max_tokens;   /* max_tokens of a chat request that gives none: default_max_tokens, else the
+                              * model's max_new_tokens (auto); 0: to the end of the context */
   srv_metrics_t *metrics;
   kvev_t *kv_events;     /* vLLM's KV-cache events, or NULL (off) */
   srv_dash_t *dash;      /* the live dashboard (srv_dash.c); NULL when off */
@@ -272,6 +275,10 @@ typedef struct srv_choice {
   int32_t stop_token;          /* the stop token id that matched (sched_event_t.stop_id); -1: none */
   char *error;                 /* malloc'd, or NULL */
   bool done;
+  int32_t *ids;                /* return_token_ids: [n_ids] the generated token ids (malloc'd) */
+  int32_t n_ids;
+  size_t cap_ids;
+  bool prompt_ids_sent;        /* return_token_ids, streaming: a chunk carried the prompt's ids */
 } srv_choice_t;
 
 /* One prompt of a job: one engine request with n sequences. */
@@ -286,6 +293,7 @@ typedef struct srv_part {
   /* prompt logprobs (srv_prompt_lp.c): one entry per prompt token, entry 0 without a logprob */
   oai_token_logprob_t *plp;    /* [prompt_tokens] or NULL */
   oai_top_logprob_t *plp_top;  /* [prompt_tokens * SAMP_MAX_TOP_LOGPROBS] their alternatives */
+  int32_t *prompt_ids;         /* return_token_ids: [prompt_tokens] (malloc'd), else NULL */
 } srv_part_t;
 
 /* One generation request (completions or chat) from arrival until its
@@ -301,6 +309,7 @@ struct srv_job {
   bool echo_logprobs;          /* completions echo + logprobs: the prompt's logprobs lead the choice's */
   int32_t echo_top;            /* their alternatives (the request's logprobs) */
   int32_t prompt_logprobs;     /* vLLM's prompt_logprobs: -1 off, else the alternatives */
+  bool return_token_ids;       /* vLLM's: token_ids on every choice (chunk), prompt_token_ids */
   oai_tools_format_t tools_format; /* chat with tools: how the output is read; NONE: no tools */
   bool parallel_tool_calls;    /* false: at most one call */
   char tool_name[OAI_MAX_TOOL_NAME + 1]; /* OAI_TOOLS_JSON_ARGS: the call's name (a named tool_choice) */

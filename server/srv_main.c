@@ -85,6 +85,14 @@ static void load_done(uv_work_t *w, int status) {
   s->oai_lim.max_stop = SCHED_MAX_STOP;
   s->oai_lim.max_stop_len = SCHED_MAX_STOP_LEN;
   s->oai_lim.max_stop_token_ids = SCHED_MAX_STOP_IDS;
+  if (s->cfg->generation_config == CFG_GENERATION_CONFIG_AUTO) s->gen = s->stack.gen;
+  s->oai_lim.gen = &s->gen;
+  s->chat_max_tokens = s->cfg->default_max_tokens > 0 ? s->cfg->default_max_tokens : s->gen.max_tokens;
+  char gen[256];
+  log_info("generation defaults (generation_config %s): %s",
+           s->cfg->generation_config == CFG_GENERATION_CONFIG_AUTO ? "auto" : "none",
+           s->cfg->generation_config == CFG_GENERATION_CONFIG_AUTO ? samp_gen_describe(&s->gen, gen, sizeof gen)
+                                                                  : "OpenAI's");
   s->metrics = srv_metrics_create(s->cfg->served_model_name, s->max_model_len);
   sched_engine_set_notify(s->engine, notify_loop, s);
   s->seen_at = clock_now_ns();

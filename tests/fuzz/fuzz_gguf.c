@@ -6,7 +6,9 @@
  * so that ASan reports any view that reaches outside the input. It also
  * traps when a promise of gguf.h is broken: a failure without a one-line
  * message, a lookup that does not find what was just listed, a tensor whose
- * sizes disagree with its type, or data outside the input.
+ * sizes disagree with its type, or data outside the input. The model's
+ * generation defaults (model_gen_defaults) are read from every file that
+ * opens: only values a request may ask come out.
  *
  *   make fuzz
  *   build/fuzz/fuzz_gguf -max_total_time=180 tests/fuzz/corpus/fuzz_gguf */
@@ -14,8 +16,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "kernels/kern_types.h"
 #include "gguf/gguf.h"
+#include "model/model.h"
 
 static volatile uint64_t sink;
 
@@ -113,6 +117,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(gguf_kv_at(ctx, gguf_kv_count(ctx)) == NULL);
   for (uint64_t i = 0; i < gguf_tensor_count(ctx); i++) walk_tensor(ctx, gguf_tensor_at(ctx, i), data, size);
   CHECK(gguf_tensor_at(ctx, gguf_tensor_count(ctx)) == NULL);
+  log_set_level(LOG_LEVEL_ERROR); /* its warnings about bad values */
+  samp_gen_defaults_t gen;
+  model_gen_defaults(ctx, &gen);
+  CHECK(gen.max_tokens >= 0 && samp_params_validate(&gen.samp, 1, NULL, 0) == 0);
   gguf_close(ctx);
   return 0;
 }

@@ -3,8 +3,9 @@ value that must change the output changes it) or is refused with a 400 that
 names it: vLLM's min_tokens, include_stop_str_in_output,
 truncate_prompt_tokens, skip_special_tokens, continue_final_message,
 add_generation_prompt, stream_options.continuous_usage_stats, /tokenize's
-return_token_strs, and the refused ones (use_beam_search, prompt_logprobs,
-return_token_ids, ...). Through the official `openai` client (sync and async,
+return_token_strs, and the refused ones (use_beam_search,
+return_tokens_as_token_ids, ...); return_token_ids has its own file
+(test_return_token_ids.py). Through the official `openai` client (sync and async,
 extra_body for vLLM's fields) and raw HTTP where the client hides the wire.
 Greedy and short: the model runs on two shared cores."""
 import asyncio
@@ -146,7 +147,7 @@ def test_return_token_strs(server):
 
 @pytest.mark.parametrize("path,field,value", [
     ("/v1/completions", "use_beam_search", True),
-    ("/v1/completions", "return_token_ids", True),
+    ("/v1/completions", "return_tokens_as_token_ids", True),
     ("/v1/completions", "guided_decoding_backend", "xgrammar"),
     ("/v1/chat/completions", "use_beam_search", True),
     ("/v1/chat/completions", "echo", True),

@@ -707,8 +707,51 @@ static void unused_tensor(void **state) {
   expect_error(&(tiny_t){.extra = "blk.2.attn_norm.weight"}, "tensor 'blk.2.attn_norm.weight' is not part of");
 }
 
+/* model_gen_defaults: the general.sampling.* keys of any numeric type, a
+ * value out of range or of another type skipped, no key: nothing. */
+static void generation_defaults(void **state) {
+  (void)state;
+  gw_t *w = gw_new();
+  gw_kv_f64(w, "general.sampling.temp", 0.7);      /* f64 */
+  gw_kv_i32(w, "general.sampling.top_k", 20);      /* i32 */
+  gw_kv_u8(w, "general.sampling.min_p", 0);        /* an integer for a float field */
+  gw_kv_f32(w, "general.sampling.top_p", 5.0f);    /* out of range: skipped */
+  gw_kv_str(w, "general.sampling.penalty_repeat", "1.1"); /* a string: skipped */
+  gw_kv_u32(w, "general.sampling.mirostat", 2);    /* no such setting: logged */
+  gw_kv_u32(w, "tram.sampling.max_new_tokens", 64);
+  size_t size;
+  uint8_t *img = gw_finish(w, &size);
+  char err[256];
+  gguf_ctx_t *g = gguf_open_buffer(img, size, err, sizeof err);
+  assert_non_null(g);
+  samp_gen_defaults_t d;
+  model_gen_defaults(g, &d);
+  char text[256];
+  assert_string_equal(samp_gen_describe(&d, text, sizeof text), "temperature=0.7 min_p=0 top_k=20 max_tokens=64");
+  samp_params_t p = samp_params_default();
+  p.temperature = 1.5f;
+  samp_gen_apply(&d, 1u << 0, &p); /* temperature given: kept */
+  assert_true(p.temperature == 1.5f && p.top_k == 20 && p.min_p == 0.0f && p.top_p == 1.0f);
+  gguf_close(g);
+  free(img);
+  gw_free(w);
+
+  w = gw_new();
+  gw_kv_str(w, "general.architecture", "llama");
+  img = gw_finish(w, &size);
+  g = gguf_open_buffer(img, size, err, sizeof err);
+  assert_non_null(g);
+  model_gen_defaults(g, &d);
+  assert_true(d.fields == 0 && d.max_tokens == 0);
+  assert_string_equal(samp_gen_describe(&d, text, sizeof text), "none");
+  gguf_close(g);
+  free(img);
+  gw_free(w);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(generation_defaults),
       cmocka_unit_test(loads_tiny_llama),
       cmocka_unit_test(rope_scaling),
       cmocka_unit_test(forward_batch_invariant),

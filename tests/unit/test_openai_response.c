@@ -209,6 +209,43 @@ static void text_is_utf8(void **state) {
   }
 }
 
+/* return_token_ids: the ids on each choice; the prompt's on the choice
+ * (completions) or at the top from the first choice (chat); neither
+ * written unless asked. */
+static void token_ids(void **state) {
+  (void)state;
+  const int32_t out[] = {7042, 30}, prompt[] = {504, 3575, 282};
+  oai_choice_t c = {.text = " Paris.", .text_len = 7, .finish = SCHED_FINISH_LENGTH, .stop_token = -1,
+                    .has_token_ids = true, .token_ids = out, .n_token_ids = 2, .prompt_token_ids = prompt,
+                    .n_prompt_token_ids = 3};
+  oai_usage_t u = {.prompt_tokens = 3, .completion_tokens = 2};
+  for (int kind = 0; kind < 3; kind++) {
+    cJSON *root = parse(kind == 0   ? oai_write_completion(&META, &c, 1, &u)
+                        : kind == 1 ? oai_write_chat_completion(&META, &c, 1, &u)
+                                    : oai_write_chat_chunk(&META, &c, false, false));
+    const cJSON *c0 = cJSON_GetArrayItem(at(root, "choices"), 0);
+    const cJSON *ids = at(c0, "token_ids");
+    assert_int_equal(cJSON_GetArraySize(ids), 2);
+    assert_int_equal(cJSON_GetArrayItem(ids, 1)->valueint, 30);
+    const cJSON *p = at(kind == 0 ? c0 : root, "prompt_token_ids");
+    assert_int_equal(cJSON_GetArraySize(p), 3);
+    assert_int_equal(cJSON_GetArrayItem(p, 2)->valueint, 282);
+    assert_null(cJSON_GetObjectItemCaseSensitive(kind == 0 ? root : c0, "prompt_token_ids"));
+    cJSON_Delete(root);
+  }
+  c.prompt_token_ids = NULL; /* a later chunk: only its own ids, [] when none */
+  c.n_token_ids = 0;
+  cJSON *root = parse(oai_write_completion_chunk(&META, &c, false));
+  const cJSON *c0 = cJSON_GetArrayItem(at(root, "choices"), 0);
+  assert_int_equal(cJSON_GetArraySize(at(c0, "token_ids")), 0);
+  assert_null(cJSON_GetObjectItemCaseSensitive(c0, "prompt_token_ids"));
+  cJSON_Delete(root);
+  c.has_token_ids = false;
+  root = parse(oai_write_completion(&META, &c, 1, &u));
+  assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(at(root, "choices"), 0), "token_ids"));
+  cJSON_Delete(root);
+}
+
 static void errors_models_tokens(void **state) {
   cJSON *root = parse(oai_write_error("invalid_request_error", "temperature must be in [0, 2], got 3",
                                       "temperature", "invalid_value"));
@@ -273,6 +310,7 @@ int main(void) {
       cmocka_unit_test(completion_stream),
       cmocka_unit_test(text_is_utf8),
       cmocka_unit_test(errors_models_tokens),
+      cmocka_unit_test(token_ids),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
