@@ -333,8 +333,9 @@ def test_streams_whose_clients_do_not_read_are_paused(tmp_path):
         def read_one(out):
             c = srv.client()
             chunks = c.completions.create(model=None, prompt="Count:", max_tokens=48, stream=True,
-                                          extra_body={"ignore_eos": True})
-            out.append(sum(1 for ch in chunks if ch.choices and ch.choices[0].text is not None))
+                                          stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
+            # tokens, not chunks: a token that ends inside a UTF-8 character sends no chunk of its own
+            out.append([ch.usage.completion_tokens for ch in chunks if ch.usage][-1])
 
         done = []
         readers = [threading.Thread(target=read_one, args=(done,)) for _ in range(4)]
