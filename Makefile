@@ -104,7 +104,8 @@ NVFLAGS  += -std=c++17 $(CUDA_ARCHS) -I. $(CUBLAS_CFLAGS) -Xcompiler -Wall,-Wext
             $(NVWERROR) -MMD -MP
 
 ifeq ($(FUZZ),1)
-  CFLAGS += -fsanitize=fuzzer-no-link
+  FUZZ_CFLAGS := -fsanitize=fuzzer-no-link
+  CFLAGS += $(FUZZ_CFLAGS)
 endif
 # test builds only: base/fault.h's hooks (release builds compile them out)
 ifeq ($(FAULTS),1)
@@ -182,6 +183,14 @@ ALL_OBJS := $(LIB_OBJS) $(CU_OBJS) $(BUILD)/obj/$(MAIN_SRC:.c=.o) \
         deps clean distclean install uninstall compile_commands.json cuda-check help
 
 all: $(TRAM) unit-tests benches tools
+
+# The fuzz build leaves the CPU kernels uninstrumented: no fuzz target feeds
+# them, and instrumented (fuzzer + ASan + UBSan) the SIMD matmul files take
+# minutes each to compile; ASan allows instrumented and plain objects together.
+ifeq ($(FUZZ),1)
+$(BUILD)/obj/kernels/cpu/%.o: SAN_FLAGS :=
+$(BUILD)/obj/kernels/cpu/%.o: FUZZ_CFLAGS :=
+endif
 
 $(BUILD)/obj/%.o: %.c
 	$(call say,CC,$<)
