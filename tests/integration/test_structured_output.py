@@ -264,3 +264,32 @@ def test_speculative_decoding_keeps_constrained_outputs(tmp_path):
         got = spec.client().completions.create(**kw).choices[0].text
     assert got == want
     validate(PERSON, got)
+
+
+def token_id(srv, text):
+    ids = srv.post("/tokenize", json={"prompt": text, "add_special_tokens": False}).json()["tokens"]
+    assert len(ids) == 1, (text, ids)
+    return ids[0]
+
+
+def test_structured_outputs_options_take_effect(server):
+    """disable_any_whitespace false allows (bounded) whitespace, which the
+    default compact form never emits; disable_additional_properties false lets
+    objects take keys the schema does not list. A +100 logit bias on a space
+    or on "b" shows each: the output takes it only where the option allows."""
+    def run(so, bias):
+        r = server.post("/v1/completions", json={"prompt": "Object:", "max_tokens": 30, "temperature": 0,
+                                                 "logit_bias": bias, "structured_outputs": so})
+        assert r.status_code == 200, r.text
+        return r.json()["choices"][0]["text"]
+    space = {str(token_id(server, " ")): 100}
+    compact = run({"json_object": True}, space)
+    flexible = run({"json_object": True, "disable_any_whitespace": False}, space)
+    # compact: the object starts at once; flexible: whitespace before it (bounded: 8 at most)
+    assert compact.startswith("{") and flexible[0] == " " and flexible.lstrip(" ").startswith("{"), (compact, flexible)
+    assert len(flexible) - len(flexible.lstrip(" ")) <= 8
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    b = {str(token_id(server, "b")): 100}
+    strict = run({"json": schema}, b)
+    loose = run({"json": schema, "disable_additional_properties": False}, b)
+    assert "b" not in strict and loose.startswith('{"') and "b" in loose, (strict, loose)  # a key not in the schema
