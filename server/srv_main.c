@@ -12,7 +12,9 @@
  *   get 503 + Retry-After) → listeners closed, requests in
  *   flight run on → all done (or drain_timeout: the engine aborts the rest,
  *   and SRV_CLOSE_GRACE_MS later connections still open are cut) → the
- *   engine thread is joined, everything freed, exit 0. */
+ *   engine thread is joined, everything freed, exit 0. An engine that is
+ *   wedged (no step for SRV_CLOSE_GRACE_MS while requests are still owed,
+ *   after all that) cannot be joined: exit 1 at once (on_wedge_check). */
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -145,6 +147,20 @@ static void on_http_drained(void *arg) {
   srv__maybe_finish(s);
 }
 
+/* After the drain's last phase: requests still owed by an engine that ran
+ * no step for SRV_CLOSE_GRACE_MS are owed by a wedged engine. Its thread
+ * cannot be joined, nor what it holds freed, so the process exits at once
+ * with status 1 (systemd's Restart=on-failure starts a fresh one); the
+ * clients were answered engine_stalled already, or their connections cut. */
+static void on_wedge_check(uv_timer_t *t) {
+  srv_t *s = t->data;
+  if (!srv__stalled(s, (int64_t)SRV_CLOSE_GRACE_MS * 1000000)) return;
+  log_error("stopping: the engine ran no step for %.1f s with %d requests in flight: it is wedged; exiting "
+            "without waiting for it (status 1)",
+            (double)(clock_now_ns() - s->seen_at) / 1e9, s->n_jobs);
+  _exit(1);
+}
+
 static void on_drain_timer(uv_timer_t *t) {
   srv_t *s = t->data;
   if (!s->aborted_all) {
@@ -165,6 +181,10 @@ static void on_drain_timer(uv_timer_t *t) {
     s->http_drained = true;
   }
   srv__maybe_finish(s);
+  if (s->state == SRV_DRAINING && s->n_jobs > 0) { /* still owed: by a slow engine, or a wedged one */
+    on_wedge_check(&s->drain_timer);
+    uv_timer_start(&s->drain_timer, on_wedge_check, 1000, 1000);
+  }
 }
 
 /* The listener closes: from here on only what is in flight finishes, for

@@ -201,11 +201,42 @@ def test_wedged_engine(tmp_path, launch):
         drain()
         assert len(n.lines("WATCHDOG=1")) > pings_before
         r = srv.post("/v1/completions", json={"prompt": "Hello", "max_tokens": 4})
-        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 4
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 4, r.text
         assert "watchdog: the engine ran no step" in srv.log()
     finally:
         n.close()
         assert srv.stop() == 0
+    assert_clean(srv)
+
+
+def test_sigterm_with_a_wedged_engine_exits_1(launch):
+    """SIGTERM while the engine is wedged for good (a 10-minute engine_stall):
+    the drain runs its course (drain_timeout 1 s, then the 5 s close grace),
+    the client in flight is answered engine_stalled, and since the engine
+    thread can be neither joined nor freed tram exits at once with status 1
+    (a failure, so systemd restarts it) instead of hanging until SIGKILL."""
+    srv = launch("engine_stall=600000,stall_ms=1000", "--drain-timeout", "1s", "--drain-grace", "0s")
+    result = {}
+
+    def whole():
+        r = httpx.post(srv.url + "/v1/completions", json={"prompt": "Hello", "max_tokens": 64}, timeout=60)
+        result["whole"] = (r.status_code, r.json())
+
+    t = threading.Thread(target=whole, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 60
+    while health(srv) != (503, "stalled"):
+        assert time.monotonic() < deadline, "/health never said stalled"
+        time.sleep(0.05)
+    t.join(30)
+    assert result["whole"][0] == 503 and result["whole"][1]["error"]["code"] == "engine_stalled", result
+    t0 = time.monotonic()
+    status = srv.stop(timeout=30)
+    took = time.monotonic() - t0
+    log = srv.log()
+    assert status == 1, log[-3000:]
+    assert "it is wedged; exiting without waiting for it" in log, log[-3000:]
+    assert took < 20, took  # drain 1 s + close grace 5 s + the 1 s check, far from the 30 s kill
     assert_clean(srv)
 
 
