@@ -8,11 +8,16 @@
  * the bytes handed out: past it arena_alloc() returns NULL (the caller
  * reports its own error); running out of memory, or a size that overflows
  * in an arena without a cap, aborts (base/alloc.h) — so an arena without a
- * cap never returns NULL.
+ * cap never returns NULL — unless the arena is fallible (arena_fallible:
+ * the request parsers, whose callers check every allocation), or capped:
+ * then memory running out is a NULL too, and `oom` says which it was.
+ * With -DTRAM_FAULTS, TRAM_FAULTS=alloc_fail=N fails every Nth allocation
+ * of a fallible arena (base/fault.h).
  * An arena is used by one thread at a time. */
 #ifndef TRAM_BASE_ARENA_H
 #define TRAM_BASE_ARENA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct arena_chunk arena_chunk_t;
@@ -22,6 +27,8 @@ typedef struct arena {
   size_t used;         /* read-only: bytes handed out so far (rounded to 16) */
   size_t cap;          /* most bytes it may hand out; 0: no cap */
   size_t chunk;        /* bytes of a new chunk (first one), doubling while below 64 MiB */
+  int fallible;        /* private: arena_fallible() nesting depth */
+  bool oom;            /* read-only: an allocation found memory exhausted (sticky until arena_free) */
 } arena_t;
 
 /* An empty arena with chunks of `chunk` bytes (0: 4 KiB) and a cap of
@@ -30,6 +37,11 @@ void arena_init(arena_t *a, size_t chunk, size_t cap);
 
 /* Frees every chunk; the arena is empty and usable again (same settings). */
 void arena_free(arena_t *a);
+
+/* Enters (on) or leaves (!on) a section in which running out of memory is
+ * a NULL from the allocators with a->oom set, not an abort; sections nest.
+ * A request parser enters one and turns a->oom into a 503. */
+void arena_fallible(arena_t *a, bool on);
 
 /* n bytes aligned to 16, uninitialised (zeroed with arena_zalloc); n == 0
  * gives a valid unique pointer. NULL only when the cap would be passed.

@@ -18,8 +18,10 @@
  *                        handling of engine events: a starved loop
  *   model_read=fail      opening a model file fails as a read error (EIO)
  *   model_read_delay=MS  opening a model file takes MS ms longer: a slow load
- *   alloc_fail=N         every Nth allocation that may fail (a request
- *                        body's JSON parse, server/json_alloc.c) fails
+ *   alloc_fail=N         every Nth allocation that may fail fails: a
+ *                        request body's JSON parse (server/json_alloc.c),
+ *                        the request parsers' arena allocations and the
+ *                        HTTP head's copy (a fallible arena, base/arena.h)
  *   stall_ms=MS          an engine with work and no step for MS ms counts
  *                        as stalled (server/srv_notify.c; default 30 s)
  *

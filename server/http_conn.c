@@ -216,14 +216,17 @@ static void dispatch(http__conn_t *c) {
   c->first = false;
   http_res_t *ex = http__res_new(c);
   bool keep_alive;
-  http__parse_take(&c->parser, &ex->arena, &ex->req, &ex->body_buf, &keep_alive);
+  const int taken = http__parse_take(&c->parser, &ex->arena, &ex->req, &ex->body_buf, &keep_alive);
   ex->req.id = ++srv->next_req_id;
   ex->req.peer = c->peer;
   ex->keep_alive = keep_alive && !c->draining && !srv->draining && !srv->closing && !c->probe_only;
   srv->stats.requests++;
   c->ex = ex;
   c->in_dispatch = true;
-  http__route_dispatch(srv, ex);
+  if (taken == 0) http__route_dispatch(srv, ex);
+  else /* memory ran out copying the head: the request is not read, the connection closes */
+    http_res_send_error(ex, 503, "server_error", "the server ran out of memory reading the request; try again",
+                        NULL, "out_of_memory");
   c->in_dispatch = false;
   if (c->ex == ex && !ex->cbs.on_abort) {
     log_error("http: the handler of %s %s returned without ending its response or setting "

@@ -267,8 +267,8 @@ http__parse_result_t http__parse_feed(http__parser_t *p, const char *data, size_
   return HTTP__PARSE_ERROR;
 }
 
-void http__parse_take(http__parser_t *p, arena_t *arena, http_req_t *req, char **body_buf,
-                      bool *keep_alive) {
+int http__parse_take(http__parser_t *p, arena_t *arena, http_req_t *req, char **body_buf,
+                     bool *keep_alive) {
   llhttp_t *ll = &p->ll;
   memset(req, 0, sizeof *req);
   req->method = (llhttp_method_t)ll->method;
@@ -276,6 +276,8 @@ void http__parse_take(http__parser_t *p, arena_t *arena, http_req_t *req, char *
   req->http_major = ll->http_major;
   req->http_minor = ll->http_minor;
   req->arena = arena;
+  if (!arena->fallible) arena->oom = false;
+  arena_fallible(arena, true);
 
   /* URL: origin-form "/path?query", or absolute-form "http://host/path". */
   const char *url = p->hbuf ? p->hbuf : "";
@@ -296,7 +298,7 @@ void http__parse_take(http__parser_t *p, arena_t *arena, http_req_t *req, char *
   req->query_len = q ? url_len - path_len - 1 : 0;
 
   http_header_t *h = arena_array(arena, (size_t)p->n_hdrs, sizeof *h);
-  for (int i = 0; i < p->n_hdrs; i++) {
+  for (int i = 0; h && i < p->n_hdrs; i++) {
     const http__hdr_t *s = &p->hdrs[i];
     h[i].name = arena_strndup(arena, p->hbuf + s->name_off, s->name_len);
     h[i].name_len = s->name_len;
@@ -316,4 +318,12 @@ void http__parse_take(http__parser_t *p, arena_t *arena, http_req_t *req, char *
   *body_buf = p->body;
   *keep_alive = llhttp_should_keep_alive(ll) && !ll->upgrade;
   reset_message(p);
+  arena_fallible(arena, false);
+  if (!arena->oom) return 0;
+  req->path = req->query = "";
+  req->path_len = req->query_len = 0;
+  req->headers = NULL;
+  req->n_headers = 0;
+  *keep_alive = false;
+  return -ENOMEM;
 }

@@ -78,8 +78,11 @@ http__parse_result_t http__parse_feed(http__parser_t *p, const char *data, size_
 /* After DONE: fills *req (strings, header array copied into arena) and moves
  * the body buffer to *body_buf (malloc'd, to free() after the response; NULL
  * when empty), then resets for the next message. *keep_alive says whether the
- * connection may carry another request after this one. */
-void http__parse_take(http__parser_t *p, arena_t *arena, http_req_t *req, char **body_buf,
+ * connection may carry another request after this one. Returns 0, or
+ * -ENOMEM when memory ran out copying the head into the arena (the arena is
+ * fallible meanwhile): then req has an empty path and no headers, the body
+ * is still handed over, and the caller answers 503. */
+int http__parse_take(http__parser_t *p, arena_t *arena, http_req_t *req, char **body_buf,
                       bool *keep_alive);
 
 #endif

@@ -27,6 +27,23 @@ int oai__fail(oai__ctx_t *c, const char *code, const char *param, const char *fm
   return -EINVAL;
 }
 
+int oai__oom(oai__ctx_t *c) {
+  oai__fail(c, "out_of_memory", NULL, "the server ran out of memory reading the request; try again");
+  c->err->status = 503;
+  c->err->type = "server_error";
+  return -ENOMEM;
+}
+
+void oai__begin(oai__ctx_t *c) {
+  if (!c->arena->fallible) c->arena->oom = false; /* the outermost section starts clean */
+  arena_fallible(c->arena, true);
+}
+
+int oai__end(oai__ctx_t *c, int r) {
+  arena_fallible(c->arena, false);
+  return c->arena->oom ? oai__oom(c) : r;
+}
+
 const char *oai__type_name(const cJSON *x) {
   if (!x || cJSON_IsNull(x)) return "null";
   if (cJSON_IsBool(x)) return "a boolean";
@@ -119,6 +136,7 @@ int oai__get_string(oai__ctx_t *c, const cJSON *obj, const char *key, const char
     return oai__fail(c, "invalid_type", name, "%s must be a string, got %s", name, oai__type_name(x));
   size_t n = strlen(x->valuestring);
   *out = arena_strndup(c->arena, x->valuestring, n);
+  OAI_NEED(c, *out);
   if (len) *len = n;
   return 0;
 }
@@ -145,6 +163,7 @@ int oai__token_array(oai__ctx_t *c, const cJSON *arr, const char *param, int32_t
   int count = cJSON_GetArraySize(arr);
   if (count == 0) return oai__fail(c, "invalid_value", param, "%s must not be empty", param);
   int32_t *ids = arena_array(c->arena, (size_t)count, sizeof *ids);
+  OAI_NEED(c, ids);
   int i = 0;
   const cJSON *x;
   cJSON_ArrayForEach(x, arr) {
@@ -172,10 +191,7 @@ int oai__parse_object(oai__ctx_t *c, const char *body, size_t len, cJSON **root)
   cJSON *x = cJSON_ParseWithLength(body, len);
   if (json_alloc_end()) {
     cJSON_Delete(x);
-    oai__fail(c, "out_of_memory", NULL, "the server ran out of memory reading the request; try again");
-    c->err->status = 503;
-    c->err->type = "server_error";
-    return -ENOMEM;
+    return oai__oom(c);
   }
   if (!x) /* cannot happen after the strict check, but cJSON has the last word */
     return oai__fail(c, "invalid_json", NULL, "the request body is not valid JSON");

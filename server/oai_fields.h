@@ -28,6 +28,22 @@ typedef struct oai__ctx {
 int oai__fail(oai__ctx_t *c, const char *code, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Memory ran out in the parse (an allocation returned NULL; the parsers
+ * run with their arena fallible, base/arena.h): fills the error (503
+ * server_error, out_of_memory) and returns -ENOMEM. */
+int oai__oom(oai__ctx_t *c);
+/* In a parser: returns oai__oom(c) when p is NULL. */
+#define OAI_NEED(c, p)                  \
+  do {                                  \
+    if (!(p)) return oai__oom(c);       \
+  } while (0)
+
+/* The entry points' bracket: oai__begin makes the arena fallible;
+ * oai__end(c, r) ends that and returns r, or oai__oom(c) when any
+ * allocation of the parse failed (whatever r says). */
+void oai__begin(oai__ctx_t *c);
+int oai__end(oai__ctx_t *c, int r);
+
 /* "a string", "an array", ... for messages. */
 const char *oai__type_name(const cJSON *x);
 

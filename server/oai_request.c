@@ -55,6 +55,7 @@ static int parse_stop(oai__ctx_t *c, const cJSON *root, oai_params_t *g) {
     return oai__fail(c, "invalid_value", "stop", "stop has %d strings; at most %d are accepted", count,
                      c->lim->max_stop);
   const char **stop = arena_array(c->arena, (size_t)(count ? count : 1), sizeof *stop);
+  OAI_NEED(c, stop);
   const cJSON *s = cJSON_IsString(x) ? x : x->child;
   for (int i = 0; i < count; i++, s = s->next) {
     char param[32];
@@ -68,6 +69,7 @@ static int parse_stop(oai__ctx_t *c, const cJSON *root, oai_params_t *g) {
       return oai__fail(c, "invalid_value", param, "%s is %zu bytes long; at most %d are accepted", param,
                        n, c->lim->max_stop_len);
     stop[i] = arena_strndup(c->arena, s->valuestring, n);
+    OAI_NEED(c, stop[i]);
   }
   g->stop = stop;
   g->n_stop = count;
@@ -98,6 +100,7 @@ static int parse_logit_bias(oai__ctx_t *c, const cJSON *root, samp_params_t *sp)
     return oai__fail(c, "invalid_value", "logit_bias", "logit_bias has %d entries; at most %d are accepted",
                      count, c->lim->max_logit_bias);
   samp_logit_bias_t *lb = arena_array(c->arena, (size_t)(count ? count : 1), sizeof *lb);
+  OAI_NEED(c, lb);
   int i = 0;
   const cJSON *e;
   cJSON_ArrayForEach(e, x) {
@@ -240,8 +243,8 @@ static int parse_prompt(oai__ctx_t *c, const cJSON *root, oai_completion_req_t *
   if (cJSON_IsString(p)) {
     size_t n = strlen(p->valuestring);
     if (n == 0) return oai__fail(c, "invalid_value", "prompt", "prompt must not be empty");
-    out->prompts = arena_zalloc(c->arena, sizeof *out->prompts);
-    out->prompts[0].text = arena_strndup(c->arena, p->valuestring, n);
+    OAI_NEED(c, out->prompts = arena_zalloc(c->arena, sizeof *out->prompts));
+    OAI_NEED(c, out->prompts[0].text = arena_strndup(c->arena, p->valuestring, n));
     out->prompts[0].text_len = n;
     out->n_prompts = 1;
     return 0;
@@ -254,7 +257,7 @@ static int parse_prompt(oai__ctx_t *c, const cJSON *root, oai_completion_req_t *
   int count = cJSON_GetArraySize(p);
   if (count == 0) return oai__fail(c, "invalid_value", "prompt", "prompt must not be empty");
   if (cJSON_IsNumber(p->child)) { /* one prompt of token ids */
-    out->prompts = arena_zalloc(c->arena, sizeof *out->prompts);
+    OAI_NEED(c, out->prompts = arena_zalloc(c->arena, sizeof *out->prompts));
     out->n_prompts = 1;
     int32_t *ids;
     if (oai__token_array(c, p, "prompt", &ids, &out->prompts[0].n_tokens)) return -EINVAL;
@@ -265,7 +268,7 @@ static int parse_prompt(oai__ctx_t *c, const cJSON *root, oai_completion_req_t *
     return oai__fail(c, "invalid_value", "prompt", "prompt has %d prompts; at most %d are accepted", count,
                      c->lim->max_prompts);
   bool strings = cJSON_IsString(p->child);
-  out->prompts = arena_array(c->arena, (size_t)count, sizeof *out->prompts);
+  OAI_NEED(c, out->prompts = arena_array(c->arena, (size_t)count, sizeof *out->prompts));
   out->n_prompts = count;
   int i = 0;
   const cJSON *e;
@@ -279,7 +282,7 @@ static int parse_prompt(oai__ctx_t *c, const cJSON *root, oai_completion_req_t *
                          oai__type_name(e));
       size_t n = strlen(e->valuestring);
       if (n == 0) return oai__fail(c, "invalid_value", param, "%s must not be empty", param);
-      pr->text = arena_strndup(c->arena, e->valuestring, n);
+      OAI_NEED(c, pr->text = arena_strndup(c->arena, e->valuestring, n));
       pr->text_len = n;
     } else {
       int32_t *ids;
@@ -298,6 +301,7 @@ static void ctx_init(oai__ctx_t *c, const oai_limits_t *lim, oai_limits_t *dflt,
   c->lim = lim ? lim : dflt;
   c->err = err;
   memset(err, 0, sizeof *err);
+  oai__begin(c);
 }
 
 int oai_parse_completion(const char *body, size_t len, const oai_limits_t *lim,
@@ -307,13 +311,13 @@ int oai_parse_completion(const char *body, size_t len, const oai_limits_t *lim,
   ctx_init(&c, lim, &dflt, arena, err);
   memset(out, 0, sizeof *out);
   cJSON *root;
-  if (oai__parse_object(&c, body, len, &root)) return -EINVAL;
+  if (oai__parse_object(&c, body, len, &root)) return oai__end(&c, -EINVAL);
   int r = -EINVAL;
   if (!parse_model(&c, root, &out->model) && !parse_prompt(&c, root, out) &&
       !parse_gen(&c, root, false, &out->params))
     r = 0;
   cJSON_Delete(root);
-  return r;
+  return oai__end(&c, r);
 }
 
 /* ---- /v1/chat/completions ---------------------------------------------------------- */
@@ -331,7 +335,7 @@ static int parse_content(oai__ctx_t *c, const cJSON *m, int i, bool may_be_empty
   }
   if (cJSON_IsString(x)) {
     out->content_len = strlen(x->valuestring);
-    out->content = arena_strndup(c->arena, x->valuestring, out->content_len);
+    OAI_NEED(c, out->content = arena_strndup(c->arena, x->valuestring, out->content_len));
     return 0;
   }
   if (!cJSON_IsArray(x))
@@ -363,6 +367,7 @@ static int parse_content(oai__ctx_t *c, const cJSON *m, int i, bool may_be_empty
     j++;
   }
   char *buf = arena_alloc(c->arena, total + 1);
+  OAI_NEED(c, buf);
   size_t o = 0;
   j = 0;
   cJSON_ArrayForEach(part, x) {
@@ -389,6 +394,7 @@ static int parse_messages(oai__ctx_t *c, const cJSON *root, oai_message_t **msgs
     return oai__fail(c, "invalid_value", "messages", "messages has %d entries; at most %d are accepted", count,
                      c->lim->max_messages);
   oai_message_t *out = arena_array(c->arena, (size_t)count, sizeof *out);
+  OAI_NEED(c, out);
   int i = 0;
   const cJSON *m;
   cJSON_ArrayForEach(m, x) {
@@ -445,7 +451,7 @@ int oai_parse_chat(const char *body, size_t len, const oai_limits_t *lim, arena_
   memset(out, 0, sizeof *out);
   out->add_generation_prompt = true;
   cJSON *root;
-  if (oai__parse_object(&c, body, len, &root)) return -EINVAL;
+  if (oai__parse_object(&c, body, len, &root)) return oai__end(&c, -EINVAL);
   int r = -EINVAL;
   if (!parse_model(&c, root, &out->model) && !parse_messages(&c, root, &out->messages, &out->n_messages) &&
       !oai__get_bool(&c, root, "add_generation_prompt", &out->add_generation_prompt, NULL) &&
@@ -454,7 +460,7 @@ int oai_parse_chat(const char *body, size_t len, const oai_limits_t *lim, arena_
       !oai__tool_grammar(&c, oai__get(root, "tools"), out))
     r = 0;
   cJSON_Delete(root);
-  return r;
+  return oai__end(&c, r);
 }
 
 /* ---- /tokenize and /detokenize (vLLM) ------------------------------------------------ */
@@ -467,7 +473,7 @@ int oai_parse_tokenize(const char *body, size_t len, const oai_limits_t *lim,
   memset(out, 0, sizeof *out);
   out->add_generation_prompt = true;
   cJSON *root;
-  if (oai__parse_object(&c, body, len, &root)) return -EINVAL;
+  if (oai__parse_object(&c, body, len, &root)) return oai__end(&c, -EINVAL);
   int r = parse_model(&c, root, &out->model);
   bool has_prompt = oai__get(root, "prompt") != NULL, has_messages = oai__get(root, "messages") != NULL;
   if (!r && has_prompt == has_messages)
@@ -488,7 +494,7 @@ int oai_parse_tokenize(const char *body, size_t len, const oai_limits_t *lim,
     out->tools = chat.tools;
   }
   cJSON_Delete(root);
-  return r ? -EINVAL : 0;
+  return oai__end(&c, r ? -EINVAL : 0);
 }
 
 int oai_parse_detokenize(const char *body, size_t len, const oai_limits_t *lim,
@@ -498,7 +504,7 @@ int oai_parse_detokenize(const char *body, size_t len, const oai_limits_t *lim,
   ctx_init(&c, lim, &dflt, arena, err);
   memset(out, 0, sizeof *out);
   cJSON *root;
-  if (oai__parse_object(&c, body, len, &root)) return -EINVAL;
+  if (oai__parse_object(&c, body, len, &root)) return oai__end(&c, -EINVAL);
   int r = parse_model(&c, root, &out->model);
   const cJSON *t = oai__get(root, "tokens");
   if (!r && !t) r = oai__fail(&c, "missing_required_parameter", "tokens", "tokens is required");
@@ -510,5 +516,5 @@ int oai_parse_detokenize(const char *body, size_t len, const oai_limits_t *lim,
     out->tokens = ids;
   }
   cJSON_Delete(root);
-  return r ? -EINVAL : 0;
+  return oai__end(&c, r ? -EINVAL : 0);
 }

@@ -51,7 +51,7 @@ static int refuse_fields(oai__ctx_t *c, const cJSON *root) {
 static int item_content(oai__ctx_t *c, const cJSON *x, const char *param, oai_message_t *m) {
   if (cJSON_IsString(x)) {
     m->content_len = strlen(x->valuestring);
-    m->content = arena_strndup(c->arena, x->valuestring, m->content_len);
+    OAI_NEED(c, m->content = arena_strndup(c->arena, x->valuestring, m->content_len));
     return 0;
   }
   if (!cJSON_IsArray(x))
@@ -76,6 +76,7 @@ static int item_content(oai__ctx_t *c, const cJSON *x, const char *param, oai_me
   m->content = arena_strndup(c->arena, b.p ? b.p : "", b.len);
   m->content_len = b.len;
   buf_free(&b);
+  OAI_NEED(c, m->content);
   return 0;
 }
 
@@ -88,6 +89,7 @@ static int parse_input(oai__ctx_t *c, const cJSON *root, oai_responses_req_t *ou
     return oai__fail(c, "invalid_value", "input", "input must have 1 to %d items", c->lim->max_messages);
   const int n = n_items + (out->instructions ? 1 : 0);
   oai_message_t *msgs = arena_array(c->arena, (size_t)n, sizeof *msgs);
+  OAI_NEED(c, msgs);
   memset(msgs, 0, (size_t)n * sizeof *msgs);
   int k = 0;
   if (out->instructions) {
@@ -150,8 +152,9 @@ int oai_parse_responses(const char *body, size_t len, const oai_limits_t *lim, a
   out->max_output_tokens = -1;
   out->chat.add_generation_prompt = true;
   out->chat.parallel_tool_calls = true;
+  oai__begin(&c);
   cJSON *root;
-  if (oai__parse_object(&c, body, len, &root)) return -EINVAL;
+  if (oai__parse_object(&c, body, len, &root)) return oai__end(&c, -EINVAL);
   int64_t v;
   bool given;
   int r = refuse_fields(&c, root);
@@ -172,7 +175,7 @@ int oai_parse_responses(const char *body, size_t len, const oai_limits_t *lim, a
   const cJSON *fmt = oai__get(oai__get(root, "text"), "format");
   if (!r && fmt) r = oai__parse_text_format(&c, fmt, g);
   cJSON_Delete(root);
-  return r ? -EINVAL : 0;
+  return oai__end(&c, r ? -EINVAL : 0);
 }
 
 /* ---- the JSON ------------------------------------------------------------------------ */

@@ -69,7 +69,7 @@ static int item_string(oai__ctx_t *c, const cJSON *item, const char *key, const 
   if (!x || !cJSON_IsString(x))
     return oai__fail(c, x ? "invalid_type" : "missing_required_parameter", param, "%s.%s must be a string", param,
                      key);
-  *out = arena_strndup(c->arena, x->valuestring, strlen(x->valuestring));
+  OAI_NEED(c, *out = arena_strndup(c->arena, x->valuestring, strlen(x->valuestring)));
   return 0;
 }
 
@@ -93,6 +93,7 @@ int oai__resp_call_item(oai__ctx_t *c, const cJSON *item, const char *type, cons
     m->content = "";
     m->tool_calls = arena_strndup(c->arena, text, strlen(text));
     free(text);
+    OAI_NEED(c, m->tool_calls);
     return 0;
   }
   if (item_string(c, item, "call_id", param, &id) || item_string(c, item, "output", param, &output)) return -EINVAL;

@@ -33,13 +33,14 @@ static int take(oai__ctx_t *c, found_t *f, const char *field, oai_grammar_kind_t
     g->src_len = 0;
   } else if (cJSON_IsString(src)) {
     g->src_len = strlen(src->valuestring);
-    g->src = arena_strndup(c->arena, src->valuestring, g->src_len);
+    OAI_NEED(c, g->src = arena_strndup(c->arena, src->valuestring, g->src_len));
   } else { /* a schema or a choice list: its JSON text, compact (also the cache key) */
     char *txt = cJSON_PrintUnformatted(src);
     if (!txt) return oai__fail(c, "invalid_value", field, "%s: out of memory", field);
     g->src_len = strlen(txt);
     g->src = arena_strndup(c->arena, txt, g->src_len);
     cJSON_free(txt);
+    OAI_NEED(c, g->src);
   }
   return 0;
 }
@@ -136,6 +137,7 @@ static int parse_structured_outputs(oai__ctx_t *c, const cJSON *so, found_t *f, 
     char field[96];
     snprintf(field, sizeof field, "structured_outputs.%.60s", k);
     const char *fld = arena_strndup(c->arena, field, strlen(field));
+    OAI_NEED(c, fld);
     int rc = 0;
     if (cJSON_IsNull(x)) continue;
     if (!strcmp(k, "json")) rc = take_schema(c, f, fld, x);

@@ -11,7 +11,7 @@
 
 #include "server/oai_fields.h"
 
-/* x printed compactly into the arena. */
+/* x printed compactly into the arena (NULL when memory ran out). */
 static const char *json_text(oai__ctx_t *c, const cJSON *x) {
   char *s = cJSON_PrintUnformatted(x);
   if (!s) abort();
@@ -42,7 +42,7 @@ static int parse_named(oai__ctx_t *c, const cJSON *tc, const cJSON *tools, oai_c
     const cJSON *n = oai__get(oai__get(t, "function"), "name");
     if (strcmp(n->valuestring, name->valuestring) == 0 && strlen(name->valuestring) <= OAI_MAX_TOOL_NAME) {
       out->tool_choice = OAI_TOOL_CHOICE_NAMED;
-      out->tool_name = arena_strndup(c->arena, name->valuestring, strlen(name->valuestring));
+      OAI_NEED(c, out->tool_name = arena_strndup(c->arena, name->valuestring, strlen(name->valuestring)));
       return 0;
     }
   }
@@ -104,6 +104,7 @@ int oai__tool_grammar(oai__ctx_t *c, const cJSON *tools, oai_chat_req_t *out) {
   g->src_len = strlen(text);
   g->src = arena_strndup(c->arena, text, g->src_len);
   free(text);
+  OAI_NEED(c, g->src);
   return 0;
 }
 
@@ -131,7 +132,7 @@ int oai__parse_tools(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out) {
     if (params && !cJSON_IsObject(params))
       return oai__fail(c, "invalid_type", fp, "%s.parameters must be a JSON schema object", fp);
   }
-  if (i > 0) out->tools = json_text(c, tools);
+  if (i > 0) OAI_NEED(c, out->tools = json_text(c, tools));
   const cJSON *tc = oai__get(root, "tool_choice");
   if (!tc) return 0;
   if (cJSON_IsString(tc) && strcmp(tc->valuestring, "none") == 0) {
@@ -157,7 +158,7 @@ int oai__parse_message_tools(oai__ctx_t *c, const cJSON *m, int i, oai_message_t
   if (id && (!tool || !cJSON_IsString(id)))
     return oai__fail(c, tool ? "invalid_type" : "invalid_value", param,
                      tool ? "%s must be a string" : "%s is only for role \"tool\"", param);
-  if (id) out->tool_call_id = arena_strndup(c->arena, id->valuestring, strlen(id->valuestring));
+  if (id) OAI_NEED(c, out->tool_call_id = arena_strndup(c->arena, id->valuestring, strlen(id->valuestring)));
   const cJSON *calls = oai__get(m, "tool_calls");
   snprintf(param, sizeof param, "messages[%d].tool_calls", i);
   if (!calls || (cJSON_IsArray(calls) && cJSON_GetArraySize(calls) == 0)) return 0;
@@ -178,6 +179,6 @@ int oai__parse_message_tools(oai__ctx_t *c, const cJSON *m, int i, oai_message_t
     if (args && !cJSON_IsString(args))
       return oai__fail(c, "invalid_type", cp, "%s.arguments must be a string (JSON text)", cp);
   }
-  out->tool_calls = json_text(c, calls);
+  OAI_NEED(c, out->tool_calls = json_text(c, calls));
   return 0;
 }
