@@ -410,13 +410,17 @@ compile_commands.json:
 #   make bench-accuracy  the full accuracy gates of --precision fast
 #                     (bench/accuracy.py, > 20,000 tokens, a few minutes);
 #                     fails if a gate is missed.
+#   make bench-loop   the event loop under hostile load (bench/loop_stall.py:
+#                     /health latency and the loop's longest stall while
+#                     clients send costly prompts, flood idle connections or
+#                     stream), appended to docs/benchmarks/loop-stall.md.
 # Knobs: BENCH_SERVERS (tram,llamacpp), BENCH_ARGS (more bench/compare.py
 # flags, e.g. --concurrency 1,4,16 --requests 8 --note "...").
 BENCH_SERVERS ?= tram,llamacpp
 BENCH_ARGS    ?=
 BENCH_PEER    := $(if $(findstring llamacpp,$(BENCH_SERVERS)),bench-peer)
 
-.PHONY: bench bench-smoke bench-peer bench-accuracy bench-structured
+.PHONY: bench bench-smoke bench-peer bench-accuracy bench-structured bench-loop
 
 bench-peer:
 	$(Q)scripts/build-llamacpp.sh
@@ -434,6 +438,9 @@ bench-accuracy: venv model tools
 
 bench-structured: venv model $(TRAM)
 	$(Q)$(VENV)/bin/python bench/structured_bench.py --tram $(TRAM) --model $(MODEL) $(BENCH_ARGS)
+
+bench-loop: venv model $(TRAM)
+	$(Q)TRAM_BIN=$(TRAM) $(VENV)/bin/python bench/loop_stall.py --report docs/benchmarks/loop-stall.md $(BENCH_ARGS)
 
 # --- install ----------------------------------------------------------------
 # The program, the systemd units (ExecStart and Documentation pointed at the
