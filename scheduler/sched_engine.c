@@ -188,6 +188,7 @@ fail:
 
 static void *engine_main(void *arg) {
   sched_engine_t *e = arg;
+  pthread_setname_np(pthread_self(), "tram-engine"); /* it runs the pool's chunk 0 too */
   for (;;) {
     if (sched__step(e)) {
       fault_stall_once("engine_stall"); /* test builds: a wedged engine */

@@ -23,6 +23,7 @@
 #include "kernels/cpu/pool.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -99,6 +100,9 @@ static void *worker_main(void *arg) {
   worker_t *w = arg;
   kern_pool_t *p = w->pool;
   uint32_t seen = 0;
+  char name[16]; /* as `top -H` and /proc/PID/task/TID/comm show it */
+  snprintf(name, sizeof name, "tram-cpu%d", w->tid);
+  pthread_setname_np(pthread_self(), name);
   for (;;) {
     /* wait for a new generation: spin first, then sleep */
     uint32_t g;

@@ -22,6 +22,8 @@
   a stream whose client left is logged 499.
 """
 import json
+import os
+import pathlib
 import random
 import re
 import resource
@@ -198,6 +200,20 @@ def test_one_address_cannot_take_every_slot(tmp_path):
 def run_tram(*args, timeout=60):
     return subprocess.run([str(tram_bin()), *map(str, args)], capture_output=True, text=True, timeout=timeout,
                           env=clean_env())
+
+
+def test_threads_are_named_for_top(tmp_path):
+    """An operator looking at `top -H` or a stalled loop's core dump sees
+    which thread is which: the engine, each compute worker, libuv's workers;
+    the main thread (the loop) keeps the program's name."""
+    srv = start(tmp_path, "--threads", "3")
+    try:
+        names = sorted(pathlib.Path(f"/proc/{srv.proc.pid}/task/{t}/comm").read_text().strip()
+                       for t in os.listdir(f"/proc/{srv.proc.pid}/task"))
+        assert "tram" in names and names.count("tram-engine") == 1, names
+        assert "tram-cpu1" in names and "tram-cpu2" in names and "tram-cpu3" not in names, names
+    finally:
+        assert srv.stop() == 0
 
 
 def test_sigusr1_dumps_state_and_sigusr2_is_ignored(server):
