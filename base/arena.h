@@ -44,16 +44,17 @@ void arena_free(arena_t *a);
 void arena_fallible(arena_t *a, bool on);
 
 /* n bytes aligned to 16, uninitialised (zeroed with arena_zalloc); n == 0
- * gives a valid unique pointer. NULL only when the cap would be passed.
+ * gives a valid unique pointer. NULL only when the cap would be passed, or
+ * memory ran out in a capped or fallible arena (then a->oom is set).
  * Valid until arena_free(). */
 void *arena_alloc(arena_t *a, size_t n);
 void *arena_zalloc(arena_t *a, size_t n);
 
-/* count * size bytes, zeroed; NULL when the product overflows or the cap
- * would be passed. */
+/* count * size bytes, zeroed; NULL when the product overflows, or as
+ * arena_alloc. */
 void *arena_array(arena_t *a, size_t count, size_t size);
 
-/* A NUL-terminated copy of s[0..n); NULL past the cap. */
+/* A NUL-terminated copy of s[0..n); NULL as arena_alloc. */
 char *arena_strndup(arena_t *a, const char *s, size_t n);
 
 #endif

@@ -229,7 +229,7 @@ int gen_tokenize(gen_item_t *it, const tok_t *tok, const chat_tmpl_t *tmpl, char
     };
     const int rc = chat_tmpl_render(tmpl, &in, &rendered, &len, err, err_len);
     arena_free(&arena);
-    if (rc != 0) return -EINVAL;
+    if (rc != 0) return rc == -ENOMEM ? -ENOMEM : -EINVAL;
     text = rendered;
     flags = TOK_ENC_PARSE_SPECIAL; /* the template wrote the special tokens */
   }

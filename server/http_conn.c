@@ -223,10 +223,14 @@ static void dispatch(http__conn_t *c) {
   srv->stats.requests++;
   c->ex = ex;
   c->in_dispatch = true;
-  if (taken == 0) http__route_dispatch(srv, ex);
-  else /* memory ran out copying the head: the request is not read, the connection closes */
+  if (taken == 0) {
+    http__route_dispatch(srv, ex);
+  } else { /* memory ran out copying the head: the request is not read, the connection closes */
+    ex->is_head = ex->req.method == HTTP_HEAD;
+    log_warn("http: %s: out of memory reading a request's head: 503", c->peer);
     http_res_send_error(ex, 503, "server_error", "the server ran out of memory reading the request; try again",
                         NULL, "out_of_memory");
+  }
   c->in_dispatch = false;
   if (c->ex == ex && !ex->cbs.on_abort) {
     log_error("http: the handler of %s %s returned without ending its response or setting "

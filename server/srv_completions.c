@@ -37,7 +37,8 @@ static void fail(uint64_t rid, http_res_t *res, const char *endpoint, int status
 }
 
 /* Answers 400 for a prompt that did not encode (rc, with the reason in
- * err; 500 for -ENOSYS: no chat template), or, once truncated to its last
+ * err; 500 for -ENOSYS: no chat template; 503 for -ENOMEM: memory ran out
+ * rendering the template), or, once truncated to its last
  * g->truncate_prompt_tokens tokens, one that leaves no room in the context.
  * what ("prompt" or "messages") and param name it. Returns 0 when
  * p fits, an error once answered. */
@@ -49,7 +50,9 @@ static int check_prompt(srv_t *s, uint64_t rid, http_res_t *res, const char *end
     rc = -EINVAL;
   }
   if (rc != 0) {
-    fail(rid, res, endpoint, rc == -ENOSYS ? 500 : 400, err, param, rc == -ENOSYS ? NULL : "invalid_value");
+    const int status = rc == -ENOSYS ? 500 : rc == -ENOMEM ? 503 : 400;
+    fail(rid, res, endpoint, status, err, status == 400 ? param : NULL,
+         status == 503 ? "out_of_memory" : status == 400 ? "invalid_value" : NULL);
     return rc;
   }
   if (g->truncate_prompt_tokens > 0 && p->n > g->truncate_prompt_tokens) { /* keep the last ones (vLLM) */

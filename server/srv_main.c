@@ -13,8 +13,8 @@
  *   flight run on → all done (or drain_timeout: the engine aborts the rest,
  *   and SRV_CLOSE_GRACE_MS later connections still open are cut) → the
  *   engine thread is joined, everything freed, exit 0. An engine that is
- *   wedged (no step for SRV_CLOSE_GRACE_MS while requests are still owed,
- *   after all that) cannot be joined: exit 1 at once (on_wedge_check). */
+ *   wedged (requests still owed after all that, and no step for the stall
+ *   threshold) cannot be joined: exit 1 at once (on_wedge_check). */
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -148,13 +148,15 @@ static void on_http_drained(void *arg) {
 }
 
 /* After the drain's last phase: requests still owed by an engine that ran
- * no step for SRV_CLOSE_GRACE_MS are owed by a wedged engine. Its thread
- * cannot be joined, nor what it holds freed, so the process exits at once
- * with status 1 (systemd's Restart=on-failure starts a fresh one); the
- * clients were answered engine_stalled already, or their connections cut. */
+ * no step for the stall threshold (srv__stall_ns: /health's "stalled", 30 s
+ * by default) are owed by a wedged engine. Its thread cannot be joined, nor
+ * what it holds freed, so the process exits at once with status 1
+ * (systemd's Restart=on-failure starts a fresh one); the clients were
+ * answered engine_stalled already, or their connections cut. A long step
+ * (a big prefill chunk) is waited for. */
 static void on_wedge_check(uv_timer_t *t) {
   srv_t *s = t->data;
-  if (!srv__stalled(s, (int64_t)SRV_CLOSE_GRACE_MS * 1000000)) return;
+  if (!srv__stalled(s, srv__stall_ns(s, false))) return;
   log_error("stopping: the engine ran no step for %.1f s with %d requests in flight: it is wedged; exiting "
             "without waiting for it (status 1)",
             (double)(clock_now_ns() - s->seen_at) / 1e9, s->n_jobs);

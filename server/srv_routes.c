@@ -144,7 +144,7 @@ int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, const 
   arena_free(&arena);
   if (rc != 0) {
     free(text);
-    return -EINVAL;
+    return rc == -ENOMEM ? -ENOMEM : -EINVAL; /* a 503 */
   }
   const int flags = TOK_ENC_PARSE_SPECIAL | (mark ? TOK_ENC_MARKED : 0) | (add_special ? TOK_ENC_ADD_SPECIAL : 0);
   rc = srv__encode(s, text, len, flags, ids, n, err, err_len);
@@ -288,13 +288,14 @@ static void tokenize_done(srv_work_t *w) {
   if (!res) {
   } else if (o->parse_rc != 0) {
     srv__send_oai_error(res, &o->e);
-    srv__access(rid, "/tokenize", 400);
+    srv__access(rid, "/tokenize", o->e.status ? o->e.status : 400);
   } else if (!srv__serving(s, res)) {
   } else if (!srv__model_ok(s, res, o->t.model)) {
     srv__access(rid, "/tokenize", 404);
   } else if (o->rc != 0) {
-    const int status = o->rc == -ENOSYS ? 500 : 400;
-    http_res_send_error(res, status, NULL, o->err, o->t.prompt ? "prompt" : "messages", "invalid_value");
+    const int status = o->rc == -ENOSYS ? 500 : o->rc == -ENOMEM ? 503 : 400;
+    http_res_send_error(res, status, NULL, o->err, status == 400 ? (o->t.prompt ? "prompt" : "messages") : NULL,
+                        status == 503 ? "out_of_memory" : status == 400 ? "invalid_value" : NULL);
     srv__access(rid, "/tokenize", status);
   } else {
     const char **strs = NULL; /* return_token_strs: the vocabulary's strings, as vLLM's token_strs */
@@ -326,7 +327,7 @@ static void h_detokenize(const http_req_t *req, http_res_t *res, void *ctx) {
   oai_error_t e;
   if (oai_parse_detokenize(req->body, req->body_len, &s->oai_lim, req->arena, &d, &e) != 0) {
     srv__send_oai_error(res, &e);
-    srv__access(rid, "/detokenize", 400);
+    srv__access(rid, "/detokenize", e.status ? e.status : 400);
     return;
   }
   if (!srv__model_ok(s, res, d.model)) {

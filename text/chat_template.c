@@ -171,6 +171,8 @@ int chat_tmpl_render(const chat_tmpl_t *t, const chat_tmpl_input_t *in, char **o
   jinja_ctx_t *c = calloc(1, sizeof *c);
   if (!c) abort();
   jinja_arena_init(&c->arena, in->max_memory ? in->max_memory : CHAT_TMPL_MAX_MEMORY);
+  arena_fallible(&c->arena, true); /* capped, so memory running out is an error already; this lets
+                                      test builds inject it (alloc_fail): the caller answers 503 */
   c->jb = &jb;
   c->max_output = in->max_output ? in->max_output : CHAT_TMPL_MAX_OUTPUT;
   c->max_steps = in->max_steps ? in->max_steps : CHAT_TMPL_MAX_STEPS;

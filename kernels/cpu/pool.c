@@ -23,9 +23,9 @@
 #include "kernels/cpu/pool.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

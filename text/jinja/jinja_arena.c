@@ -13,6 +13,7 @@ void jinja_arena_init(arena_t *a, size_t cap) { arena_init(a, 64 * 1024, cap); }
 
 void *jinja_alloc(jinja_ctx_t *c, size_t n) {
   void *p = arena_zalloc(&c->arena, n);
+  if (!p && c->arena.oom) jinja_fail(c, -ENOMEM, "the server ran out of memory rendering the chat template");
   if (!p) jinja_fail(c, -E2BIG, "template used more than %zu bytes of memory", c->arena.cap);
   return p;
 }
@@ -39,6 +40,7 @@ static void check(jinja_ctx_t *c, const buf_t *b, size_t n, int rc) {
   if (rc == 0) return;
   if (b->max && (n > b->max || b->len > b->max - n))
     jinja_fail(c, -E2BIG, "rendered text exceeds %zu bytes", c->max_output);
+  if (c->arena.oom) jinja_fail(c, -ENOMEM, "the server ran out of memory rendering the chat template");
   jinja_fail(c, -E2BIG, "template used more than %zu bytes of memory", c->arena.cap);
 }
 
