@@ -9,11 +9,19 @@
  * (a worker descheduled by a busy machine simply finds nothing left to claim),
  * only for chunks already running.
  *
- * Why a late worker is harmless: it reads the job fields after seeing the new
- * generation; the caller rewrites them only after every chunk of that job is
- * done. A worker whose claim succeeds therefore read the fields while the job
- * was still incomplete, i.e. before any rewrite; one whose claim fails uses
- * nothing it read. The fields are relaxed atomics so such reads are not races.
+ * Why a late worker is harmless: before the caller rewrites the fields for a
+ * new job it closes the old one (its claim word set to CLAIM_CLOSED, an
+ * index no job has, then a release fence). A worker reads the claim word
+ * first (its generation must be the worker's), then the fields, then an
+ * acquire fence, and only then claims with a compare-and-swap on the value
+ * it read. If any field it read was already the next job's, the fences make
+ * the close visible to that compare-and-swap, which fails: so a claim that
+ * succeeds was made with the fields of the claimed job, and counted in that
+ * job's `done`. (Checking the index against a chunk count read before the
+ * close was the bug: a worker late for a 2-chunk job could read the next
+ * job's 64 and the old fn or ctx, claim "chunk 2" of the finished job and
+ * run it on a dead stack frame; issue 17's soak died of it after 55 min.)
+ * The fields are relaxed atomics so such reads are not races.
  *
  * The sleep handshake: a worker increments `sleepers` and re-reads `epoch`
  * under the mutex before waiting; the caller bumps `epoch` and then reads
@@ -40,6 +48,9 @@
 #else
 #define cpu_relax() ((void)0)
 #endif
+
+/* The low 32 bits of a closed job's claim word: no chunk index reaches it. */
+#define CLAIM_CLOSED UINT32_MAX
 
 /* How long an idle worker spins before it sleeps, in pause iterations
  * (a pause is ~10-140 cycles: this is tens of microseconds to a millisecond). */
@@ -77,12 +88,16 @@ struct kern_pool {
 
 /* Claims and runs chunks of job `g` until none is left (or the job is over). */
 static void run_chunks(kern_pool_t *p, uint32_t g, int tid) {
+  uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
+  if ((uint32_t)(c >> 32) != g) return; /* over, or not ours: read nothing */
   kern_pool_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
   void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
   int64_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
   int64_t grain = atomic_load_explicit(&p->grain, memory_order_relaxed);
   uint32_t n_chunks = atomic_load_explicit(&p->n_chunks, memory_order_relaxed);
-  uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
+  /* pairs with the caller's release fence after a close: if a field above was
+   * the next job's, the CAS below sees the close and fails */
+  atomic_thread_fence(memory_order_acquire);
   for (;;) {
     if ((uint32_t)(c >> 32) != g || (uint32_t)c >= n_chunks) return;
     if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel,
@@ -186,11 +201,15 @@ void kern_pool_for(kern_pool_t *p, int64_t n, int64_t grain, kern_pool_fn fn, vo
     return;
   }
   int64_t n_chunks = (n + grain - 1) / grain;
-  if (n_chunks > UINT32_MAX) abort(); /* programmer error: use a larger grain */
+  if (n_chunks >= CLAIM_CLOSED) abort(); /* programmer error: use a larger grain */
   if (p->in_job) abort();             /* nested kern_pool_for on one pool */
   p->in_job = 1;
-  uint32_t g = atomic_load_explicit(&p->epoch, memory_order_relaxed) + 1;
+  const uint32_t prev = atomic_load_explicit(&p->epoch, memory_order_relaxed);
+  uint32_t g = prev + 1;
   if (g == 0) g = 1; /* 0 is the workers' initial "seen" */
+  /* close the previous job before its fields change (see the top of the file) */
+  atomic_store_explicit(&p->claim, (uint64_t)prev << 32 | CLAIM_CLOSED, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
   atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
   atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
   atomic_store_explicit(&p->n, n, memory_order_relaxed);

@@ -86,6 +86,57 @@ static void wakes_sleeping_workers(void **state) {
   kern_pool_destroy(pool);
 }
 
+/* A worker late for a job must never run a chunk of it with another job's
+ * fields. Jobs alternate between 2 and 64 chunks (so a late worker of a
+ * small job that read the next job's chunk count could claim an index its
+ * own, finished job never had), each with its own context; a context is
+ * marked dead once its kern_pool_for returns, and any chunk that runs on a
+ * dead or foreign context, or any item run other than once, is counted.
+ * Twice as many threads as this machine has cores, so workers are
+ * descheduled at every point of the hand-off. (The soak of issue 17 died in
+ * rmsnorm_task reading a stale job's pointer before this was fixed.) */
+typedef struct {
+  _Atomic int live;
+  _Atomic int hits[64];
+} stale_ctx_t;
+
+static _Atomic long stale_runs;
+
+static void stale_visit(void *arg, int64_t begin, int64_t end, int tid) {
+  (void)tid;
+  stale_ctx_t *c = arg;
+  if (!atomic_load(&c->live)) atomic_fetch_add(&stale_runs, 1);
+  for (int64_t i = begin; i < end; i++) atomic_fetch_add(&c->hits[i], 1);
+}
+
+static void late_workers_never_run_a_finished_job(void **state) {
+  (void)state;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int threads = cores > 1 ? (int)(2 * cores) : 4;
+  kern_pool_t *pool = kern_pool_create(threads);
+  assert_non_null(pool);
+  enum { JOBS = 200000, SLOTS = 8 };
+  static stale_ctx_t ctx[SLOTS]; /* reused round robin: a stale pointer stays readable */
+  long bad = 0;
+  for (int j = 0; j < JOBS; j++) {
+    stale_ctx_t *c = &ctx[j % SLOTS];
+    const int n = j % 2 ? 64 : 2;
+    for (int i = 0; i < 64; i++) atomic_store(&c->hits[i], 0);
+    atomic_store(&c->live, 1);
+    kern_pool_for(pool, n, 1, stale_visit, c);
+    atomic_store(&c->live, 0);
+    for (int i = 0; i < n; i++) bad += atomic_load(&c->hits[i]) != 1;
+  }
+  kern_pool_destroy(pool);
+  /* after the destroy: every worker has stopped; a late chunk counted as stale */
+  long late_hits = 0;
+  for (int s = 0; s < SLOTS; s++)
+    for (int i = 0; i < 64; i++) late_hits += atomic_load(&ctx[s].hits[i]) != 0 && (s % 2 ? 0 : i >= 2);
+  if (bad || atomic_load(&stale_runs) || late_hits)
+    fail_msg("%ld items not run exactly once, %ld chunks run on a finished job, %ld items of a 2-chunk job past 2",
+             bad, atomic_load(&stale_runs), late_hits);
+}
+
 static void destroy_null_is_noop(void **state) {
   (void)state;
   kern_pool_destroy(NULL);
@@ -96,6 +147,7 @@ int main(void) {
       cmocka_unit_test(every_item_once),
       cmocka_unit_test(many_small_jobs),
       cmocka_unit_test(wakes_sleeping_workers),
+      cmocka_unit_test(late_workers_never_run_a_finished_job),
       cmocka_unit_test(destroy_null_is_noop),
   };
   return cmocka_run_group_tests_name("pool", tests, NULL, NULL);
