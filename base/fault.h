@@ -22,6 +22,9 @@
  *                        request body's JSON parse (server/json_alloc.c),
  *                        the request parsers' arena allocations and the
  *                        HTTP head's copy (a fallible arena, base/arena.h)
+ *   pool_late=N          every Nth time, the CPU thread pool's caller yields
+ *                        while publishing a job, or a worker after seeing
+ *                        one (kernels/cpu/pool.c): late workers, on purpose
  *   stall_ms=MS          an engine with work and no step for MS ms counts
  *                        as stalled (server/srv_notify.c; default 30 s)
  *

@@ -38,6 +38,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/fault.h"
 #include "base/log.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -140,6 +141,7 @@ static void *worker_main(void *arg) {
     }
     if (atomic_load(&p->stop)) break;
     seen = g;
+    if (fault_hit("pool_late")) sched_yield(); /* test builds: a worker late for job g */
     run_chunks(p, g, w->tid);
   }
   return NULL;
@@ -215,6 +217,7 @@ void kern_pool_for(kern_pool_t *p, int64_t n, int64_t grain, kern_pool_fn fn, vo
   atomic_store_explicit(&p->n, n, memory_order_relaxed);
   atomic_store_explicit(&p->grain, grain, memory_order_relaxed);
   atomic_store_explicit(&p->n_chunks, (uint32_t)n_chunks, memory_order_relaxed);
+  if (fault_hit("pool_late")) sched_yield(); /* test builds: widen the hand-off's window */
   atomic_store_explicit(&p->done, 0, memory_order_relaxed);
   atomic_store_explicit(&p->claim, (uint64_t)g << 32, memory_order_release);
   atomic_store(&p->epoch, g); /* publishes the job (seq_cst) */
