@@ -8,7 +8,6 @@ The ids are checked against an independent tokenizer: Hugging Face
 test_tokenizer.py builds it), and against /tokenize. Raw HTTP where the
 wire format matters, the official `openai` client (extra_body) where a
 client would use it. Greedy and short: the model runs on shared cores."""
-import json
 
 import pytest
 
@@ -25,14 +24,6 @@ HI = [{"role": "user", "content": "Say hi"}]
 def ref(model_path):
     vocab = read_vocab(model_path)
     return hf_bytelevel(vocab, smollm_pre()), vocab["eos"]
-
-
-def sse(server, path, body):
-    with server.http.stream("POST", path, json=body) as r:
-        assert r.status_code == 200, r.read()
-        lines = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
-    assert lines[-1] == "[DONE]"
-    return [json.loads(x) for x in lines[:-1]]
 
 
 def encode(tk, text):
@@ -63,7 +54,7 @@ def test_without_the_field_nothing_is_added(server):
 def test_completion_stream_deltas_add_up(server):
     body = {"prompt": PROMPT, "max_tokens": 20, "temperature": 0, "return_token_ids": True}
     whole = server.post("/v1/completions", json=body).json()["choices"][0]
-    chunks = sse(server, "/v1/completions", {**body, "stream": True})
+    chunks = server.sse("/v1/completions", {**body, "stream": True})
     assert chunks[0]["choices"][0]["prompt_token_ids"] == whole["prompt_token_ids"]
     assert all("prompt_token_ids" not in c["choices"][0] for c in chunks[1:])
     assert [t for c in chunks for t in c["choices"][0]["token_ids"]] == whole["token_ids"]
@@ -72,7 +63,7 @@ def test_completion_stream_deltas_add_up(server):
 
 def test_echo_chunk_carries_the_prompt_ids(server, ref):
     tk, _ = ref
-    chunks = sse(server, "/v1/completions", {"prompt": PROMPT, "max_tokens": 3, "temperature": 0, "echo": True,
+    chunks = server.sse("/v1/completions", {"prompt": PROMPT, "max_tokens": 3, "temperature": 0, "echo": True,
                                              "stream": True, "return_token_ids": True})
     first = chunks[0]["choices"][0]
     assert first["text"] == PROMPT and first["token_ids"] == [] and first["prompt_token_ids"] == encode(tk, PROMPT)

@@ -9,7 +9,6 @@ return_tokens_as_token_ids, ...); return_token_ids has its own file
 extra_body for vLLM's fields) and raw HTTP where the client hides the wire.
 Greedy and short: the model runs on two shared cores."""
 import asyncio
-import json
 import time
 
 import gguf
@@ -31,14 +30,6 @@ def chat(server, messages=HI, max_tokens=60, **extra):
 def complete(server, prompt=PROMPT, max_tokens=16, **extra):
     return server.client().completions.create(model=None, prompt=prompt, max_tokens=max_tokens, temperature=0,
                                               extra_body=extra or None)
-
-
-def sse(server, path, body):
-    with server.http.stream("POST", path, json=body) as r:
-        assert r.status_code == 200, r.read()
-        lines = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
-    assert lines[-1] == "[DONE]"
-    return [json.loads(x) for x in lines[:-1]]
 
 
 def test_min_tokens_holds_back_the_end(server):
@@ -69,7 +60,7 @@ def test_include_stop_str_in_output(server):
     assert not r.choices[0].text.endswith("answer")
     inc = complete(server, stop=["answer"], include_stop_str_in_output=True).choices[0]
     assert inc.text == r.choices[0].text + "answer" and inc.stop_reason == "answer"
-    chunks = sse(server, "/v1/completions", {"prompt": PROMPT, "max_tokens": 16, "temperature": 0, "stream": True,
+    chunks = server.sse("/v1/completions", {"prompt": PROMPT, "max_tokens": 16, "temperature": 0, "stream": True,
                                              "stop": ["answer"], "include_stop_str_in_output": True})
     assert "".join(c["choices"][0]["text"] for c in chunks) == inc.text
 
@@ -119,13 +110,13 @@ def test_continue_final_message(server):
 def test_continuous_usage_stats(server):
     body = {"messages": HI, "max_tokens": 5, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
-    chunks = sse(server, "/v1/chat/completions", body)
+    chunks = server.sse("/v1/chat/completions", body)
     prompt = len(server.tokenize(messages=HI))
     counts = [c["usage"]["completion_tokens"] for c in chunks]
     assert all(c["usage"]["prompt_tokens"] == prompt for c in chunks)
     assert counts == sorted(counts) and counts[0] == 0 and counts[-1] == 5
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] == prompt + 5
-    plain = sse(server, "/v1/chat/completions", {**body, "stream_options": {"include_usage": True}})
+    plain = server.sse("/v1/chat/completions", {**body, "stream_options": {"include_usage": True}})
     assert all(c["usage"] is None for c in plain[:-1])
 
 

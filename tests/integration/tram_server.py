@@ -18,6 +18,7 @@ Servers run with `--threads 2` (the machine has 2 cores) and a short
 slow-client timeout so that timeout tests stay quick; their log goes to a file
 next to the test's tmp folder and is printed when a test fails.
 """
+import json
 import os
 import pathlib
 import re
@@ -74,6 +75,15 @@ class TramServer:
 
     def async_client(self, **kw):
         return openai.AsyncOpenAI(base_url=self.url + "/v1", api_key=kw.pop("api_key", "none"), max_retries=0, **kw)
+
+    def sse(self, path, body):
+        """POSTs body (a streaming request) and returns its events, parsed;
+        asserts a 200 and the closing [DONE]."""
+        with self.http.stream("POST", path, json=body) as r:
+            assert r.status_code == 200, r.read()
+            lines = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+        assert lines[-1] == "[DONE]"
+        return [json.loads(x) for x in lines[:-1]]
 
     def tokenize(self, **body):
         r = self.post("/tokenize", json=body)
