@@ -16,7 +16,8 @@ import gguf
 import pytest
 
 import tram_server
-from test_hf_checkpoint import smollm_dir  # noqa: F401 (a fixture)
+from test_hf_checkpoint import smollm_dir  # noqa: F401 (a fixture; it puts tests/reference on sys.path)
+from gguf_copy import finish, open_copy  # noqa: E402
 
 PROMPT = "Once upon a time"
 F32, U32 = gguf.GGUFValueType.FLOAT32, gguf.GGUFValueType.UINT32
@@ -24,22 +25,12 @@ F32, U32 = gguf.GGUFValueType.FLOAT32, gguf.GGUFValueType.UINT32
 
 def copy_with_keys(src, dst, keys):
     """src with the metadata keys {key: (value, type)} added."""
-    r = gguf.GGUFReader(str(src))
-    arch = r.fields["general.architecture"].contents()
-    w = gguf.GGUFWriter(str(dst), arch)
-    for key, field in r.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture":
-            continue
-        sub = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(key, field.contents(), field.types[0], sub_type=sub)
+    r, w = open_copy(src, dst)
     for key, (value, vtype) in keys.items():
         w.add_key_value(key, value, vtype)
     for t in r.tensors:
         w.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
     return dst
 
 

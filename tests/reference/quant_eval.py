@@ -14,29 +14,19 @@ short form in `make test`) and bench/quantize_accuracy.py (the full one)."""
 import gguf
 import numpy as np
 
+from gguf_copy import finish, open_copy
 from precision_eval import Compare, forward
 
 
 def unquantized_copy(src, dst):
     """Writes GGUF file src again at dst with every tensor dequantized: 2-D
     ones as F16, the rest as F32; the metadata as it was."""
-    r = gguf.GGUFReader(str(src))
-    arch = r.fields["general.architecture"].contents()
-    w = gguf.GGUFWriter(str(dst), arch)
-    for name, f in r.fields.items():
-        if name.startswith("GGUF.") or name == "general.architecture":
-            continue
-        vtype = f.types[0]
-        sub = f.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(name, f.contents(), vtype, sub_type=sub)
+    r, w = open_copy(src, dst)
     for t in r.tensors:
         x = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
         x = x.reshape([int(d) for d in reversed(t.shape)])  # GGUF dims are innermost first
         w.add_tensor(t.name, x.astype(np.float16) if x.ndim == 2 else x)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 def evaluate(forward_tool, model, ids, ctx, types, tmp_dir, threads=0, log=print):
