@@ -28,7 +28,10 @@ void arena_init(arena_t *a, size_t chunk, size_t cap) {
   a->oom = false;
 }
 
-void arena_fallible(arena_t *a, bool on) { a->fallible += on ? 1 : -1; }
+void arena_fallible(arena_t *a, bool on) {
+  if (on && !a->fallible) a->oom = false; /* the outermost section starts clean */
+  a->fallible += on ? 1 : -1;
+}
 
 /* Memory ran out (or a test build says so): NULL for a fallible or capped
  * arena, an abort for the others. */

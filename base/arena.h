@@ -39,8 +39,9 @@ void arena_init(arena_t *a, size_t chunk, size_t cap);
 void arena_free(arena_t *a);
 
 /* Enters (on) or leaves (!on) a section in which running out of memory is
- * a NULL from the allocators with a->oom set, not an abort; sections nest.
- * A request parser enters one and turns a->oom into a 503. */
+ * a NULL from the allocators with a->oom set, not an abort; sections nest,
+ * and entering the outermost one clears a->oom. A request parser enters one
+ * and turns a->oom into a 503. */
 void arena_fallible(arena_t *a, bool on);
 
 /* n bytes aligned to 16, uninitialised (zeroed with arena_zalloc); n == 0

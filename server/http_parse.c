@@ -276,7 +276,6 @@ int http__parse_take(http__parser_t *p, arena_t *arena, http_req_t *req, char **
   req->http_major = ll->http_major;
   req->http_minor = ll->http_minor;
   req->arena = arena;
-  if (!arena->fallible) arena->oom = false;
   arena_fallible(arena, true);
 
   /* URL: origin-form "/path?query", or absolute-form "http://host/path". */

@@ -34,10 +34,7 @@ int oai__oom(oai__ctx_t *c) {
   return -ENOMEM;
 }
 
-void oai__begin(oai__ctx_t *c) {
-  if (!c->arena->fallible) c->arena->oom = false; /* the outermost section starts clean */
-  arena_fallible(c->arena, true);
-}
+void oai__begin(oai__ctx_t *c) { arena_fallible(c->arena, true); }
 
 int oai__end(oai__ctx_t *c, int r) {
   arena_fallible(c->arena, false);
