@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "cache/kv_alloc_internal.h"
 
 static uint64_t mix64(uint64_t x) {
@@ -31,9 +32,8 @@ static void prefix_init(kv_alloc_t *a) {
   if (a->table) return;
   uint64_t cap = 16;
   while (cap < 2 * (uint64_t)a->num_blocks) cap *= 2;
-  a->table = malloc(cap * sizeof *a->table);
-  a->tokens = malloc((size_t)a->num_blocks * (size_t)a->block_size * sizeof *a->tokens);
-  if (!a->table || !a->tokens) abort();
+  a->table = xmallocarray(cap, sizeof *a->table);
+  a->tokens = xmallocarray((size_t)a->num_blocks * (size_t)a->block_size, sizeof *a->tokens);
   for (uint64_t i = 0; i < cap; i++) a->table[i] = KV_NONE;
   a->table_mask = cap - 1;
 }

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "base/fault.h"
 #include "gguf/gguf_internal.h"
 
@@ -55,11 +56,7 @@ static gguf_ctx_t *parse_or_close(gguf_ctx_t *ctx, const char *label, char *err,
 
 gguf_ctx_t *gguf_open_buffer(const void *data, size_t size, char *err, size_t err_len) {
   if (err && err_len > 0) err[0] = '\0';
-  gguf_ctx_t *ctx = calloc(1, sizeof *ctx);
-  if (!ctx) {
-    set_err(err, err_len, "out of memory");
-    return NULL;
-  }
+  gguf_ctx_t *ctx = xcalloc(1, sizeof *ctx);
   ctx->base = data && size ? data : (const uint8_t *)"";
   ctx->size = data ? size : 0;
   return parse_or_close(ctx, NULL, err, err_len);
@@ -100,12 +97,7 @@ gguf_ctx_t *gguf_open(const char *path, char *err, size_t err_len) {
     }
   }
   close(fd); /* the mapping keeps the file */
-  gguf_ctx_t *ctx = calloc(1, sizeof *ctx);
-  if (!ctx) {
-    if (map) munmap(map, size);
-    set_err(err, err_len, "%s: out of memory", path);
-    return NULL;
-  }
+  gguf_ctx_t *ctx = xcalloc(1, sizeof *ctx);
   ctx->map = map;
   ctx->map_len = size;
   ctx->base = map ? map : (const uint8_t *)"";

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "model/model_internal.h"
+#include "base/alloc.h"
 
 #define MAX_LAYERS 4096
 #define MAX_DIM (1 << 20)     /* embedding, MLP, head sizes */
@@ -127,8 +128,7 @@ static int read_rope_scaling(const gguf_ctx_t *g, const char *arch, model_hparam
  * tensor already checked, or NULL). */
 static float *inv_freq_compute(const model_hparams_t *hp, const gguf_tensor_t *rope_freqs) {
   const int half = hp->rot_dim / 2;
-  float *out = malloc((size_t)half * sizeof *out);
-  if (!out) abort();
+  float *out = xmalloc((size_t)half * sizeof *out);
   for (int p = 0; p < half; p++) {
     double inv = 1.0 / pow((double)hp->rope_base, 2.0 * p / hp->rot_dim);
     if (hp->rope_scaling == MODEL_ROPE_SCALING_LINEAR) {

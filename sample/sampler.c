@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "kernels/kern_sample.h"
 #include "sample/sampler_internal.h"
@@ -73,8 +74,7 @@ static uint32_t hash_token(int32_t t) { return (uint32_t)t * 2654435761u; }
 
 static void rehash(samp_state_t *s, uint32_t n_slots) {
   free(s->slots);
-  s->slots = calloc(n_slots, sizeof *s->slots);
-  if (!s->slots) abort();
+  s->slots = xcalloc(n_slots, sizeof *s->slots);
   s->n_slots = n_slots;
   for (uint32_t i = 0; i < s->n_counts; i++) {
     uint32_t h = hash_token(s->counts[i].token) & (n_slots - 1);
@@ -93,8 +93,7 @@ static samp_count_t *count_of(samp_state_t *s, int32_t t) {
   }
   if (s->n_counts == s->cap_counts) {
     s->cap_counts = s->cap_counts ? s->cap_counts * 2 : 64;
-    s->counts = realloc(s->counts, s->cap_counts * sizeof *s->counts);
-    if (!s->counts) abort();
+    s->counts = xreallocarray(s->counts, s->cap_counts, sizeof *s->counts);
   }
   samp_count_t *c = &s->counts[s->n_counts++];
   c->token = t;
@@ -116,13 +115,11 @@ samp_state_t *samp_state_create(const samp_params_t *p, int32_t n_vocab, const i
     log_error("sampler: %s", err);
     return NULL;
   }
-  samp_state_t *s = calloc(1, sizeof *s);
-  if (!s) abort();
+  samp_state_t *s = xcalloc(1, sizeof *s);
   s->p = *p;
   s->n_vocab = n_vocab;
   if (p->n_logit_bias > 0) {
-    s->bias = malloc((size_t)p->n_logit_bias * sizeof *s->bias);
-    if (!s->bias) abort();
+    s->bias = xmalloc((size_t)p->n_logit_bias * sizeof *s->bias);
     memcpy(s->bias, p->logit_bias, (size_t)p->n_logit_bias * sizeof *s->bias);
   }
   s->p.logit_bias = s->bias;

@@ -7,18 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "server/oai_chat_val.h"
 #include "server/gen_internal.h"
 
-static char *xstrdup(const char *s) {
-  char *p = strdup(s);
-  if (!p) abort();
-  return p;
-}
-
 static void set_stops(gen_item_t *it, const char *const *stop, int32_t n) {
-  it->stop = n ? calloc((size_t)n, sizeof *it->stop) : NULL;
-  if (n && !it->stop) abort();
+  it->stop = n ? xcalloc((size_t)n, sizeof *it->stop) : NULL;
   for (int32_t i = 0; i < n; i++) it->stop[i] = xstrdup(stop[i]);
   it->p.stop = (const char *const *)it->stop;
   it->p.n_stop = n;
@@ -126,8 +120,7 @@ static const char *item_from_json(gen_item_t *it, const cJSON *o, const gen_defa
     p->n_stop = 0;
     const int n = cJSON_IsString(st) ? 1 : cJSON_IsArray(st) ? cJSON_GetArraySize(st) : -1;
     if (n < 0 || n > SCHED_MAX_STOP) return "\"stop\" must be a string or an array of strings";
-    it->stop = calloc((size_t)n + 1, sizeof *it->stop);
-    if (!it->stop) abort();
+    it->stop = xcalloc((size_t)n + 1, sizeof *it->stop);
     for (int i = 0; i < n; i++) {
       const cJSON *x = cJSON_IsString(st) ? st : cJSON_GetArrayItem(st, i);
       if (!cJSON_IsString(x)) return "\"stop\" must be a string or an array of strings";
@@ -139,8 +132,7 @@ static const char *item_from_json(gen_item_t *it, const cJSON *o, const gen_defa
   if (ids && !cJSON_IsNull(ids)) {
     const int n = cJSON_IsArray(ids) ? cJSON_GetArraySize(ids) : -1;
     if (n < 0 || n > SCHED_MAX_STOP_IDS) return "\"stop_token_ids\" must be an array of token ids";
-    it->stop_ids = calloc((size_t)n + 1, sizeof *it->stop_ids);
-    if (!it->stop_ids) abort();
+    it->stop_ids = xcalloc((size_t)n + 1, sizeof *it->stop_ids);
     for (int i = 0; i < n; i++) {
       const cJSON *x = cJSON_GetArrayItem(ids, i);
       if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > INT32_MAX)
@@ -171,8 +163,7 @@ int gen_read_prompts(const char *path, const gen_defaults_t *d, gen_item_t **ite
     if (len == 0) continue;
     if (*n == cap_items) {
       cap_items = cap_items ? 2 * cap_items : 16;
-      *items = realloc(*items, (size_t)cap_items * sizeof **items);
-      if (!*items) abort();
+      *items = xreallocarray(*items, (size_t)cap_items, sizeof **items);
     }
     gen_item_t *it = &(*items)[*n];
     if (line[0] != '{') {
@@ -235,8 +226,7 @@ int gen_tokenize(gen_item_t *it, const tok_t *tok, const chat_tmpl_t *tmpl, char
   }
   int64_t n = tok_encode(tok, text, len, flags, NULL, 0);
   if (n > 0) {
-    it->ids = malloc((size_t)n * sizeof *it->ids);
-    if (!it->ids) abort();
+    it->ids = xmalloc((size_t)n * sizeof *it->ids);
     n = tok_encode(tok, text, len, flags, it->ids, (size_t)n);
   }
   free(rendered);

@@ -23,10 +23,7 @@ int http_server_set_allowed_origins(http_server_t *srv, const char *const *origi
   free_origins(srv);
   if (n <= 0) return 0;
   srv->origins = xcalloc((size_t)n, sizeof *srv->origins);
-  for (int i = 0; i < n; i++) {
-    srv->origins[i] = strdup(origins[i]);
-    if (!srv->origins[i]) xoom("server", 0);
-  }
+  for (int i = 0; i < n; i++) srv->origins[i] = xstrdup(origins[i]);
   srv->n_origins = n;
   return 0;
 }

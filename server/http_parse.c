@@ -151,8 +151,7 @@ static int on_headers_complete(llhttp_t *ll) {
   }
   if ((ll->flags & F_CONTENT_LENGTH) && ll->content_length > 0) {
     size_t cap = (size_t)ll->content_length + 1;
-    p->body = malloc(cap);
-    if (!p->body) xoom("server", 0);
+    p->body = xmalloc(cap);
     p->body_cap = cap;
   }
   return 0;
@@ -166,9 +165,7 @@ static int on_body(llhttp_t *ll, const char *at, size_t n) {
     size_t cap = p->body_cap ? p->body_cap : 4096;
     while (cap < p->body_len + n + 1) cap *= 2;
     if (cap > p->limits->max_body_bytes + 1) cap = p->limits->max_body_bytes + 1;
-    char *nb = realloc(p->body, cap);
-    if (!nb) xoom("server", 0);
-    p->body = nb;
+    p->body = xreallocarray(p->body, cap, 1);
     p->body_cap = cap;
   }
   memcpy(p->body + p->body_len, at, n);

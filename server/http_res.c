@@ -116,8 +116,7 @@ int http__conn_write(http__conn_t *c, const uv_buf_t *bufs, unsigned n) {
   }
   if (done == total) return 0;
   size_t rest = total - done;
-  wreq_t *w = malloc(sizeof *w + rest);
-  if (!w) xoom("server", 0);
+  wreq_t *w = xmalloc(sizeof *w + rest);
   w->len = rest;
   size_t off = 0, skip = done;
   for (unsigned i = 0; i < n; i++) {
@@ -154,8 +153,7 @@ static char *format_head(http_server_t *srv, int status, bool keep_alive, int ht
                          const char *content_type, int64_t length, bool chunked,
                          const char *extra, size_t extra_len, size_t *out_len) {
   size_t cap = 512 + extra_len + (content_type ? strlen(content_type) : 0);
-  char *h = malloc(cap);
-  if (!h) xoom("server", 0);
+  char *h = xmalloc(cap);
   int n = snprintf(h, cap, "HTTP/1.%d %d %s\r\nDate: %s\r\nServer: tram\r\n", http_minor ? 1 : 0,
                    status, http_status_reason(status), http__date(srv));
   if (content_type)
@@ -189,8 +187,7 @@ int http__write_response(http__conn_t *c, int status, bool keep_alive, int http_
 /* ---- the response handle ------------------------------------------------------ */
 
 http_res_t *http__res_new(http__conn_t *c) {
-  http_res_t *res = calloc(1, sizeof *res);
-  if (!res) xoom("server", 0);
+  http_res_t *res = xcalloc(1, sizeof *res);
   res->conn = c;
   arena_init(&res->arena, 0, 0);
   return res;
@@ -326,8 +323,7 @@ int http_res_sse(http_res_t *res, const char *data, size_t len) {
   size_t trailing_nl = len && data[len - 1] == '\n';
   size_t total = lines * 7 + len - trailing_nl + 1;
   char stack[2048];
-  char *buf = total <= sizeof stack ? stack : malloc(total);
-  if (!buf) xoom("server", 0);
+  char *buf = total <= sizeof stack ? stack : xmalloc(total);
   size_t o = 0, start = 0, end = len - trailing_nl;
   for (;;) {
     const char *nl = memchr(data + start, '\n', end - start);

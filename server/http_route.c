@@ -16,8 +16,7 @@ int http_server_route(http_server_t *srv, llhttp_method_t method, const char *pa
   for (int i = 0; i < srv->n_routes; i++)
     if (srv->routes[i].method == method && strcmp(srv->routes[i].path, path) == 0) return -EEXIST;
   xgrow(&srv->routes, &srv->cap_routes, (size_t)srv->n_routes + 1, sizeof *srv->routes, 16);
-  char *p = strdup(path);
-  if (!p) xoom("server", 0);
+  char *p = xstrdup(path);
   srv->routes[srv->n_routes++] =
       (http__route_t){.method = method, .path = p, .handler = handler, .ctx = ctx, .flags = flags};
   return 0;
@@ -40,12 +39,10 @@ int http_server_set_api_keys(http_server_t *srv, const char *const *keys, int n)
   srv->key_lens = NULL;
   srv->n_keys = 0;
   if (n <= 0) return 0;
-  srv->keys = calloc((size_t)n, sizeof *srv->keys);
-  srv->key_lens = calloc((size_t)n, sizeof *srv->key_lens);
-  if (!srv->keys || !srv->key_lens) xoom("server", 0);
+  srv->keys = xcalloc((size_t)n, sizeof *srv->keys);
+  srv->key_lens = xcalloc((size_t)n, sizeof *srv->key_lens);
   for (int i = 0; i < n; i++) {
-    srv->keys[i] = strdup(keys[i]);
-    if (!srv->keys[i]) xoom("server", 0);
+    srv->keys[i] = xstrdup(keys[i]);
     srv->key_lens[i] = strlen(keys[i]);
   }
   srv->n_keys = n;

@@ -72,8 +72,7 @@ const char *http__date(http_server_t *srv) {
 http_server_t *http_server_create(uv_loop_t *loop, const http_limits_t *limits) {
   http_limits_t l = limits ? *limits : http_limits_default();
   if (http_limits_check(&l)) return NULL;
-  http_server_t *srv = calloc(1, sizeof *srv);
-  if (!srv) xoom("server", 0);
+  http_server_t *srv = xcalloc(1, sizeof *srv);
   srv->loop = loop;
   srv->limits = l;
   uv_timer_init(loop, &srv->defer);
@@ -215,8 +214,7 @@ static void on_connection(uv_stream_t *ls, int status) {
     log_warn("http: accept: %s", uv_strerror(status));
     return;
   }
-  http__conn_t *c = calloc(1, sizeof *c);
-  if (!c) xoom("server", 0);
+  http__conn_t *c = xcalloc(1, sizeof *c);
   c->srv = srv;
   if (l->is_pipe) uv_pipe_init(srv->loop, &c->io.pipe, 0);
   else uv_tcp_init(srv->loop, &c->io.tcp);
@@ -273,8 +271,7 @@ static void on_connection(uv_stream_t *ls, int status) {
 /* ---- listening ------------------------------------------------------------------- */
 
 static http__listener_t *listener_new(http_server_t *srv, bool is_pipe) {
-  http__listener_t *l = calloc(1, sizeof *l);
-  if (!l) xoom("server", 0);
+  http__listener_t *l = xcalloc(1, sizeof *l);
   l->srv = srv;
   l->is_pipe = is_pipe;
   if (is_pipe) uv_pipe_init(srv->loop, &l->io.pipe, 0);
@@ -364,8 +361,7 @@ int http_server_listen_unix(http_server_t *srv, const char *path) {
   http__listener_t *l = listener_new(srv, true);
   int r = uv_pipe_bind(&l->io.pipe, path);
   if (r < 0) return listener_fail(l, path, "bind", r);
-  l->unix_path = strdup(path);
-  if (!l->unix_path) xoom("server", 0);
+  l->unix_path = xstrdup(path);
   r = listener_start(srv, l, path);
   if (r == 0) log_info("http: listening on unix:%s", path);
   return r;

@@ -6,17 +6,15 @@
 #include <stdlib.h>
 
 #include "base/alloc.h"
-#include "base/fault.h"
 
 static _Thread_local bool fallible; /* inside a begin/end section */
 static _Thread_local bool failed;   /* an allocation of the section failed */
 
 static void *json_malloc(size_t n) {
-  void *p = fallible && fault_hit("alloc_fail") ? NULL : malloc(n ? n : 1);
-  if (p) return p;
-  if (!fallible) xoom("cJSON", n);
-  failed = true;
-  return NULL;
+  if (!fallible) return xmalloc(n);
+  void *p = alloc_fallible(n);
+  if (!p) failed = true;
+  return p;
 }
 
 void json_alloc_init(void) {

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+
 static void json_oom(void) {
   fprintf(stderr, "tram: oai_response: out of memory\n");
   abort();
@@ -24,8 +26,7 @@ static cJSON *must(cJSON *x) {
  * U+10FFFF, truncated sequences and NUL each become U+FFFD) into a malloc'd
  * NUL-terminated string. */
 static char *utf8_clean(const char *s, size_t n) {
-  char *out = malloc(3 * n + 1);
-  if (!out) json_oom();
+  char *out = xmalloc(3 * n + 1);
   const unsigned char *p = (const unsigned char *)(s ? s : "");
   size_t o = 0, i = 0;
   while (i < n) {

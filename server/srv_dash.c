@@ -158,9 +158,8 @@ static void h_events(const http_req_t *req, http_res_t *res, void *ctx) {
     http_res_stream_end(res);
     return;
   }
-  dash_client_t *c = calloc(1, sizeof *c);
-  if (!c) xoom("server", 0);
-  if (!d->snap && !(d->snap = calloc(1, sizeof *d->snap))) xoom("server", 0);
+  dash_client_t *c = xcalloc(1, sizeof *c);
+  if (!d->snap) d->snap = xcalloc(1, sizeof *d->snap);
   c->d = d;
   c->res = res;
   c->next = d->clients;
@@ -191,8 +190,7 @@ void srv__dash_routes(srv_t *s) {
   const cfg_t *c = s->cfg;
   const bool on = c->dashboard == CFG_DASHBOARD_ON || (c->dashboard == CFG_DASHBOARD_AUTO && local_only(c));
   if (!on) return;
-  srv_dash_t *d = calloc(1, sizeof *d);
-  if (!d) xoom("server", 0);
+  srv_dash_t *d = xcalloc(1, sizeof *d);
   d->s = s;
   s->dash = d;
   for (int i = 0; i < srv_dash_n_assets; i++) {

@@ -36,8 +36,7 @@
 /* ---- jobs -------------------------------------------------------------------- */
 
 srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_params_t *g, int32_t n_parts) {
-  srv_job_t *j = calloc(1, sizeof *j);
-  if (!j) xoom("server", 0);
+  srv_job_t *j = xcalloc(1, sizeof *j);
   j->srv = s;
   j->res = res;
   j->chat = chat;
@@ -56,10 +55,9 @@ srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_param
   j->created = (int64_t)time(NULL);
   j->arrival_ns = clock_now_ns();
   j->n_parts = n_parts;
-  j->parts = calloc((size_t)n_parts, sizeof *j->parts);
+  j->parts = xcalloc((size_t)n_parts, sizeof *j->parts);
   j->n_choices = n_parts * g->n;
-  j->choices = calloc((size_t)j->n_choices, sizeof *j->choices);
-  if (!j->parts || !j->choices) xoom("server", 0);
+  j->choices = xcalloc((size_t)j->n_choices, sizeof *j->choices);
   for (int32_t i = 0; i < n_parts; i++) {
     j->parts[i].job = j;
     j->parts[i].index = i;
@@ -404,8 +402,7 @@ static void collect_event(srv_job_t *j, srv_choice_t *c, const sched_event_t *ev
   logprob_entry(j, c, ev, e, top);
   oai_top_logprob_t *own = NULL;
   if (e->n_top > 0) {
-    own = malloc((size_t)e->n_top * sizeof *own);
-    if (!own) xoom("server", 0);
+    own = xmalloc((size_t)e->n_top * sizeof *own);
     memcpy(own, top, (size_t)e->n_top * sizeof *own);
   }
   e->top = own;
@@ -460,11 +457,11 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
   if (ev->kind != SCHED_EV_TOKEN) {
     c->done = true;
     c->finish = ev->finish;
-    if (ev->stop_str && !(c->stop_str = strdup(ev->stop_str))) xoom("server", 0);
+    if (ev->stop_str) c->stop_str = xstrdup(ev->stop_str);
     c->stop_token = ev->stop_id;
     if (ev->kind == SCHED_EV_ERROR) {
       j->errored = true;
-      if (!c->error && !(c->error = strdup(ev->error ? ev->error : "generation failed"))) xoom("server", 0);
+      if (!c->error) c->error = xstrdup(ev->error ? ev->error : "generation failed");
     }
     count_finish(s, c->finish);
     if (c->tokens > p->max_seq_tokens) p->max_seq_tokens = c->tokens;
@@ -545,8 +542,7 @@ static void send_whole(srv_job_t *j) {
     srv__send_json(j->res, 200, srv__resp_whole(j));
     return;
   }
-  oai_choice_t *cs = calloc((size_t)j->n_choices, sizeof *cs);
-  if (!cs) xoom("server", 0);
+  oai_choice_t *cs = xcalloc((size_t)j->n_choices, sizeof *cs);
   for (int32_t i = 0; i < j->n_choices; i++) {
     srv_choice_t *c = &j->choices[i];
     /* a stop string cut the text: the logprobs end where it ends (tokens

@@ -328,8 +328,7 @@ int srv_run(const cfg_t *cfg) {
   signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is an EPIPE, not a death */
   signal(SIGUSR2, SIG_IGN); /* no use yet; a stray one must not kill (SIGUSR1 dumps the state) */
   json_alloc_init();        /* a request's JSON parse may run out of memory: a 503, not an abort */
-  srv_t *s = calloc(1, sizeof *s);
-  if (!s) xoom("server", 0);
+  srv_t *s = xcalloc(1, sizeof *s);
   s->cfg = cfg;
   if (getrandom(&s->boot_id, sizeof s->boot_id, 0) != sizeof s->boot_id) s->boot_id = (uint64_t)time(NULL);
   s->boot_time = (int64_t)time(NULL);

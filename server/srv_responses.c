@@ -33,7 +33,7 @@ void srv__h_responses(const http_req_t *req, http_res_t *res, void *ctx) {
 
 void srv__resp_init(srv_job_t *j, const oai_responses_req_t *r) {
   j->responses = true;
-  if (r->instructions && !(j->resp_instructions = strdup(r->instructions))) xoom("server", 0);
+  if (r->instructions) j->resp_instructions = xstrdup(r->instructions);
   j->resp_max_output = r->max_output_tokens;
   j->resp_temperature = r->chat.params.samp.temperature;
   j->resp_top_p = r->chat.params.samp.top_p;

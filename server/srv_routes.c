@@ -61,8 +61,7 @@ int srv__encode(srv_t *s, const char *text, size_t len, int flags, int32_t **ids
   int32_t *buf = NULL;
   int64_t got;
   for (;;) {
-    buf = realloc(buf, cap * sizeof *buf);
-    if (!buf) xoom("server", 0);
+    buf = xreallocarray(buf, cap, sizeof *buf);
     got = tok_encode(s->tok, text, len, flags, buf, cap);
     if (got < 0 || (size_t)got <= cap) break;
     cap = (size_t)got;
@@ -341,8 +340,7 @@ static void h_detokenize(const http_req_t *req, http_res_t *res, void *ctx) {
     srv__access(rid, "/detokenize", 400);
     return;
   }
-  char *text = malloc((size_t)len + 1);
-  if (!text) xoom("server", 0);
+  char *text = xmalloc((size_t)len + 1);
   tok_decode(s->tok, d.tokens, (size_t)d.n_tokens, flags, text, (size_t)len + 1);
   srv__send_json(res, 200, oai_write_detokenize(text, (size_t)len));
   free(text);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "gguf/gguf.h"
 #include "text/jinja/jinja.h"
@@ -36,11 +37,9 @@ chat_tmpl_t *chat_tmpl_compile(const char *src, size_t len, char *err, size_t er
     put_err(err, err_size, src ? "template larger than 1 MiB" : "no template source");
     return NULL;
   }
-  chat_tmpl_t *t = calloc(1, sizeof *t);
-  if (!t) abort();
+  chat_tmpl_t *t = xcalloc(1, sizeof *t);
   jmp_buf jb;
-  jinja_ctx_t *c = calloc(1, sizeof *c);
-  if (!c) abort();
+  jinja_ctx_t *c = xcalloc(1, sizeof *c);
   jinja_arena_init(&c->arena, (size_t)64 * MAX_SOURCE);
   c->jb = &jb;
   if (setjmp(jb)) {
@@ -53,8 +52,7 @@ chat_tmpl_t *chat_tmpl_compile(const char *src, size_t len, char *err, size_t er
     return NULL;
   }
   t->root = jinja_parse(c, src, len);
-  t->src = malloc(len + 1);
-  if (!t->src) abort();
+  t->src = xmalloc(len + 1);
   memcpy(t->src, src, len);
   t->src[len] = 0;
   t->arena = c->arena;
@@ -168,8 +166,7 @@ int chat_tmpl_render(const chat_tmpl_t *t, const chat_tmpl_input_t *in, char **o
   if (out_len) *out_len = 0;
   jmp_buf jb;
   /* on the heap: the context is read after a longjmp */
-  jinja_ctx_t *c = calloc(1, sizeof *c);
-  if (!c) abort();
+  jinja_ctx_t *c = xcalloc(1, sizeof *c);
   jinja_arena_init(&c->arena, in->max_memory ? in->max_memory : CHAT_TMPL_MAX_MEMORY);
   arena_fallible(&c->arena, true); /* capped, so memory running out is an error already; this lets
                                       test builds inject it (alloc_fail): the caller answers 503 */
@@ -203,8 +200,7 @@ int chat_tmpl_render(const chat_tmpl_t *t, const chat_tmpl_input_t *in, char **o
   jinja_buf_t buf = {0};
   c->out = &buf;
   jinja_render(c, t->root);
-  char *s = malloc(buf.len + 1);
-  if (!s) abort();
+  char *s = xmalloc(buf.len + 1);
   if (buf.len) memcpy(s, buf.p, buf.len);
   s[buf.len] = 0;
   *out = s;

@@ -49,8 +49,7 @@ int tok__bpe_init(tok_t *tok, const gguf_str_t *merges, int32_t n_merges, char *
   uint64_t size = 16;
   while (size < 2 * (uint64_t)n_merges) size *= 2;
   tok->merges.mask = size - 1;
-  tok->merges.slots = malloc(size * sizeof(tok__merge_t));
-  if (!tok->merges.slots) abort();
+  tok->merges.slots = xmalloc(size * sizeof(tok__merge_t));
   memset(tok->merges.slots, 0xFF, size * sizeof(tok__merge_t));
 
   char *joined = NULL;

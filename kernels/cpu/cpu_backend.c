@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "kernels/cpu/attn_cpu.h"
 #include "kernels/cpu/matmul_cpu.h"
@@ -113,8 +114,7 @@ static const kern_backend_t cpu_table = {
 };
 
 kern_backend_t *kern_cpu_create(int n_threads, kern_precision_t precision) {
-  kern_cpu_t *cpu = calloc(1, sizeof *cpu);
-  if (!cpu) abort();
+  kern_cpu_t *cpu = xcalloc(1, sizeof *cpu);
   cpu->base = cpu_table;
   cpu->base.precision = precision == KERN_PRECISION_FAST ? KERN_PRECISION_FAST : KERN_PRECISION_EXACT;
   cpu->pool = kern_pool_create(n_threads);
