@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "kernels/kern_sample.h"
 #include "sample/sampler_internal.h"
@@ -44,19 +45,9 @@ struct samp_state {
  * mix(seed + (i + 1) * gamma), splitmix64's output function, so it depends on
  * the seed and i alone (whatever the batch, the thread or a preemption). */
 
-static uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static const uint64_t GAMMA = 0x9e3779b97f4a7c15ull;
-
-/* Uniform in [0, 1) with 53 random bits: the stream's next draw. */
-static double next_uniform(samp_state_t *s) {
-  s->n_draws++;
-  return (double)(mix64(s->seed + s->n_draws * GAMMA) >> 11) * 0x1.0p-53;
-}
+/* Uniform in [0, 1) with 53 random bits: the stream's next draw (the
+ * device sampler's kern_sample_uniform, so both draw the same bits). */
+static double next_uniform(samp_state_t *s) { return kern_sample_uniform(s->seed, ++s->n_draws); }
 
 /* A seed for requests without one: distinct per call and per process. */
 static uint64_t pick_seed(void) {
@@ -65,7 +56,7 @@ static uint64_t pick_seed(void) {
   clock_gettime(CLOCK_REALTIME, &ts);
   uint64_t x = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 40) ^
                (atomic_fetch_add(&counter, 1) * 0xd1342543de82ef95ull);
-  return mix64(x + GAMMA);
+  return hash_mix64(x + HASH_GAMMA);
 }
 
 /* ---- token counts ----------------------------------------------------------------- */

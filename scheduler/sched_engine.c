@@ -12,6 +12,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/fault.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "kernels/kern_sample.h"
 #include "model/model_graph.h"
@@ -219,12 +220,7 @@ void sched_engine_set_notify(sched_engine_t *e, void (*fn)(void *arg), void *arg
  * from the request's seed (sequence 0 uses it as is). */
 static samp_params_t seq_params(const sched_req_t *r, int32_t i) {
   samp_params_t p = r->p.samp;
-  if (p.has_seed && i > 0) {
-    uint64_t z = p.seed + (uint64_t)i * UINT64_C(0x9e3779b97f4a7c15);
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    p.seed = z ^ (z >> 31);
-  }
+  if (p.has_seed && i > 0) p.seed = hash_mix64(p.seed + (uint64_t)i * HASH_GAMMA);
   return p;
 }
 

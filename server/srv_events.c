@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/hash.h"
 #include "base/clock.h"
 #include "base/fault.h"
 #include "base/log.h"
@@ -121,19 +122,13 @@ static void sse(srv_job_t *j, char *json) {
   free(json);
 }
 
-/* FNV-1a over s, continuing from h. */
-static uint64_t fnv(uint64_t h, const char *s) {
-  for (; s && *s; s++) h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
-  return h;
-}
-
 /* OpenAI's system_fingerprint: the configuration that decides the outputs
  * (the model file, device, context length, KV block size), made once. */
 static const char *fingerprint(srv_t *s) {
   if (!s->fingerprint[0]) {
     char conf[64];
     snprintf(conf, sizeof conf, "/%d/%d/%d", s->cfg->device, s->max_model_len, s->cfg->block_size);
-    const uint64_t h = fnv(fnv(UINT64_C(0xcbf29ce484222325), s->cfg->model), conf);
+    const uint64_t h = hash_fnv1a(hash_fnv1a(HASH_FNV_OFFSET, s->cfg->model, strlen(s->cfg->model)), conf, strlen(conf));
     snprintf(s->fingerprint, sizeof s->fingerprint, "fp_%016llx", (unsigned long long)h);
   }
   return s->fingerprint;
