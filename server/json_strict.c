@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/utf8.h"
 
 typedef struct scan {
   const unsigned char *s;
@@ -90,24 +91,6 @@ static int surrogates(scan_t *c) {
   return 0;
 }
 
-/* The length of the well-formed UTF-8 character at c->i (RFC 3629: no
- * overlongs, no surrogates, nothing past U+10FFFF), or 0. */
-static size_t utf8_len(const scan_t *c) {
-  const unsigned char *s = c->s + c->i;
-  const size_t left = c->n - c->i;
-  const unsigned char b = s[0];
-  size_t len;
-  unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range */
-  if (b >= 0xC2 && b <= 0xDF) len = 2;
-  else if (b >= 0xE0 && b <= 0xEF) len = 3, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
-  else if (b >= 0xF0 && b <= 0xF4) len = 4, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
-  else return 0;
-  if (left < len || s[1] < lo || s[1] > hi) return 0;
-  for (size_t k = 2; k < len; k++)
-    if ((s[k] & 0xC0) != 0x80) return 0;
-  return len;
-}
-
 static int string(scan_t *c) {
   c->i++; /* the opening quote */
   for (;;) {
@@ -119,9 +102,9 @@ static int string(scan_t *c) {
     }
     if (ch < 0x20) return bad(c, "a control character inside a string (it must be escaped)");
     if (ch >= 0x80) {
-      size_t len = utf8_len(c);
-      if (!len) return bad(c, "invalid UTF-8");
-      c->i += len;
+      const int len = utf8_char(c->s + c->i, c->n - c->i); /* RFC 3629: base/utf8.h */
+      if (len <= 0) return bad(c, "invalid UTF-8");
+      c->i += (size_t)len;
       continue;
     }
     if (ch != '\\') {

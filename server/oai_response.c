@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/utf8.h"
 
 static void json_oom(void) {
   fprintf(stderr, "tram: oai_response: out of memory\n");
@@ -22,29 +23,19 @@ static cJSON *must(cJSON *x) {
   return x;
 }
 
-/* Copies s[0..n) as valid UTF-8 (overlong forms, surrogates, values past
- * U+10FFFF, truncated sequences and NUL each become U+FFFD) into a malloc'd
- * NUL-terminated string. */
+/* Copies s[0..n) as valid UTF-8 (each byte of an ill-formed or truncated
+ * sequence, and NUL, becomes U+FFFD) into a malloc'd NUL-terminated
+ * string. */
 static char *utf8_clean(const char *s, size_t n) {
   char *out = xmalloc(3 * n + 1);
   const unsigned char *p = (const unsigned char *)(s ? s : "");
   size_t o = 0, i = 0;
   while (i < n) {
-    unsigned c = p[i];
-    size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    bool ok = len > 0 && c != 0 && i + len <= n;
-    uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
-    for (size_t k = 1; ok && k < len; k++) {
-      if ((p[i + k] & 0xC0) != 0x80) ok = false;
-      cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-               cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)))
-      ok = false;
-    if (ok) {
-      memcpy(out + o, p + i, len);
-      o += len;
-      i += len;
+    const int len = p[i] ? utf8_char(p + i, n - i) : 0;
+    if (len > 0) {
+      memcpy(out + o, p + i, (size_t)len);
+      o += (size_t)len;
+      i += (size_t)len;
     } else {
       memcpy(out + o, "\xEF\xBF\xBD", 3);
       o += 3;

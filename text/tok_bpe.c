@@ -145,7 +145,7 @@ void tok__bpe_chars(const tok_t *tok, tok__scratch_t *sc, const uint8_t *w, size
   sym_t *s = sc->sym;
   int32_t m = 0;
   for (size_t i = 0; i < n;) {
-    int c = tok__utf8_char(w + i, n - i);
+    int c = utf8_char(w + i, n - i);
     if (c <= 0) c = 1; /* the input was sanitized; defensive */
     int32_t id = strmap_find(&tok->vocab, (const char *)w + i, (size_t)c);
     int fallback = id < 0;

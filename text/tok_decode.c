@@ -45,7 +45,7 @@ int64_t tok_decode(const tok_t *tok, const int32_t *ids, size_t n, int flags, ch
   }
   const uint8_t *res = raw;
   uint8_t *clean = NULL;
-  if ((flags & TOK_DEC_VALID_UTF8) && !tok__utf8_valid(raw, k)) {
+  if ((flags & TOK_DEC_VALID_UTF8) && !utf8_valid(raw, k)) {
     clean = xmalloc(3 * k);
     k = tok__utf8_sanitize(raw, k, 0, clean, NULL);
     res = clean;

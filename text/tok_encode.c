@@ -139,7 +139,7 @@ size_t tok_mark_specials(const tok_t *tok, const char *text, size_t len, char *o
     if (id >= 0 && tok->types[id] != TOK_TYPE_USER_DEFINED) {
       tok__text(tok, id, &tlen);
       for (size_t j = 0; j < tlen;) { /* a mark after each character: no special starts inside */
-        int cl = tok__utf8_char(s + i + j, tlen - j);
+        int cl = utf8_char(s + i + j, tlen - j);
         if (cl < 1) cl = 1;
         memcpy(out + k, s + i + j, (size_t)cl);
         k += (size_t)cl;
@@ -170,7 +170,7 @@ static int marked_fragment(const tok_t *tok, tok__scratch_t *sc, const uint8_t *
   }
   const uint8_t *t = plain;
   int rc = 0;
-  if (!tok__utf8_valid(plain, m)) {
+  if (!utf8_valid(plain, m)) {
     if (flags & TOK_ENC_STRICT) rc = -EILSEQ;
     clean = xmalloc(3 * m);
     m = tok__utf8_sanitize(plain, m, 0, clean, NULL);
@@ -189,7 +189,7 @@ int64_t tok_encode(const tok_t *tok, const char *text, size_t len, int flags, in
   const uint8_t *s = (const uint8_t *)text;
   uint8_t *clean = NULL;
   const int marked = flags & TOK_ENC_MARKED; /* checked per fragment, the marks dropped */
-  if (!marked && len > 0 && !tok__utf8_valid(s, len)) {
+  if (!marked && len > 0 && !utf8_valid(s, len)) {
     if (flags & TOK_ENC_STRICT) return -EILSEQ;
     clean = xmalloc(3 * len);
     len = tok__utf8_sanitize(s, len, 0, clean, NULL);

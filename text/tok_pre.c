@@ -166,7 +166,7 @@ static int split_level(split_t *sp, int level, const uint8_t *s, size_t n) {
     if (rc < 0) return rc;
     if (rc == 0) break;
     if (e == b) { /* an empty match splits nothing: search on from the next character */
-      int k = tok__utf8_char(s + b, n - b);
+      int k = utf8_char(s + b, n - b);
       from = b + (size_t)(k > 0 ? k : 1);
       continue;
     }

@@ -90,10 +90,9 @@ static size_t decode_piece(const tok_t *tok, int32_t id, char *out) {
    * alphabet (a malformed vocabulary) is kept as it is */
   size_t i = 0;
   while (i < len) {
-    int k = tok__utf8_char((const uint8_t *)t + i, len - i);
-    if (k <= 0) k = 1;
     uint32_t cp = (uint8_t)t[i];
-    if (k == 2) cp = ((cp & 0x1F) << 6) | ((uint8_t)t[i + 1] & 0x3F);
+    int k = utf8_decode(t + i, len - i, &cp);
+    if (k <= 0) k = 1;
     int b = k <= 2 ? tok__cp_byte(cp) : -1;
     if (b >= 0) {
       out[o++] = (char)b;
