@@ -4,16 +4,14 @@
  * each value parsed and range-checked as it is stored. */
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "config/cfg_internal.h"
 #include "base/alloc.h"
+#include "base/file.h"
 #include "base/log.h"
 
 
@@ -327,34 +325,8 @@ static void line_col(const char *text, const char *at, int *line, int *col) {
 }
 
 int cfg__read_file(const char *path, char **out, size_t *len, cfg__err_t *e, const char *what) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  struct stat st;
-  if (fd < 0) return cfg__fail(e, "%s: cannot open: %s", what, strerror(errno));
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return cfg__fail(e, "%s: not a regular file", what);
-  }
-  if (st.st_size > CFG__FILE_MAX) {
-    close(fd);
-    return cfg__fail(e, "%s: larger than %d bytes", what, CFG__FILE_MAX);
-  }
-  char *buf = xmalloc((size_t)st.st_size + 1);
-  size_t got = 0;
-  while (got < (size_t)st.st_size) {
-    ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      int err = r < 0 ? errno : EIO;
-      free(buf);
-      close(fd);
-      return cfg__fail(e, "%s: cannot read: %s", what, strerror(err));
-    }
-    got += (size_t)r;
-  }
-  close(fd);
-  buf[got] = '\0';
-  *out = buf;
-  *len = got;
+  char why[160];
+  if (file_read(path, CFG__FILE_MAX, out, len, why, sizeof why) != 0) return cfg__fail(e, "%s: %s", what, why);
   return 0;
 }
 

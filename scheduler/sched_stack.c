@@ -3,11 +3,12 @@
 #include "scheduler/sched_stack.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
-#include "base/buf.h"
+#include "base/file.h"
 #include "base/log.h"
 #include "kernels/kern.h"
 #include "model/model.h"
@@ -17,19 +18,14 @@
 /* Compiles the template file at path into st->tmpl. Returns 0 or -EINVAL
  * with the reason in err. */
 static int load_template(sched_stack_t *st, const char *path, char *err, size_t err_len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(err, err_len, "chat_template %s: %s", path, strerror(errno));
+  char *src, why[512];
+  size_t len;
+  if (file_read(path, CHAT_TMPL_MAX_OUTPUT, &src, &len, why, sizeof why) != 0) {
+    snprintf(err, err_len, "chat_template %s: %s", path, why);
     return -EINVAL;
   }
-  buf_t src = {0};
-  char chunk[4096];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && src.len < CHAT_TMPL_MAX_OUTPUT) buf_put(&src, chunk, n);
-  fclose(f);
-  char why[512];
-  st->tmpl = chat_tmpl_compile(src.p ? src.p : "", src.len, why, sizeof why);
-  buf_free(&src);
+  st->tmpl = chat_tmpl_compile(src, len, why, sizeof why);
+  free(src);
   if (!st->tmpl) {
     snprintf(err, err_len, "chat_template %s does not compile: %s", path, why);
     return -EINVAL;
