@@ -34,6 +34,16 @@ int oai__oom(oai__ctx_t *c) {
   return -ENOMEM;
 }
 
+void oai__ctx_init(oai__ctx_t *c, const oai_limits_t *lim, oai_limits_t *dflt, arena_t *arena, oai_error_t *err) {
+  *dflt = oai_limits_default();
+  memset(c, 0, sizeof *c);
+  c->arena = arena;
+  c->lim = lim ? lim : dflt;
+  c->err = err;
+  memset(err, 0, sizeof *err);
+  oai__begin(c);
+}
+
 void oai__begin(oai__ctx_t *c) { arena_fallible(c->arena, true); }
 
 int oai__end(oai__ctx_t *c, int r) {

@@ -38,6 +38,10 @@ int oai__oom(oai__ctx_t *c);
     if (!(p)) return oai__oom(c);       \
   } while (0)
 
+/* An entry point's context: limits lim (NULL: *dflt, filled with
+ * oai_limits_default()), err cleared, and oai__begin. */
+void oai__ctx_init(oai__ctx_t *c, const oai_limits_t *lim, oai_limits_t *dflt, arena_t *arena, oai_error_t *err);
+
 /* The entry points' bracket: oai__begin makes the arena fallible;
  * oai__end(c, r) ends that and returns r, or oai__oom(c) when any
  * allocation of the parse failed (whatever r says). */
@@ -75,6 +79,12 @@ int oai__token_id(oai__ctx_t *c, const cJSON *x, const char *param, int32_t *out
 /* A non-empty array of token ids, copied into the arena. */
 int oai__token_array(oai__ctx_t *c, const cJSON *arr, const char *param, int32_t **out,
                      int32_t *n);
+
+/* oai_gen_fields.c: the fields `tram generate` reads too (sampling, seed,
+ * max_tokens, n, stop, stop_token_ids, ignore_eos), from one table, into
+ * g (absent ones leave g alone); bit i of *samp_given: samp_fields[i] was
+ * given. chat: max_tokens starts at 1. */
+int oai__read_gen_fields(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *g, unsigned *samp_given);
 
 /* vLLM's extension fields and the table of fields tram refuses
  * (oai_extras.c), for parse_gen; g's OpenAI fields are already parsed. */

@@ -44,51 +44,6 @@ samp_params_t oai_samp_defaults(void) {
 
 /* ---- fields both endpoints share ------------------------------------------------ */
 
-static int parse_stop(oai__ctx_t *c, const cJSON *root, oai_params_t *g) {
-  const cJSON *x = oai__get(root, "stop");
-  if (!x) return 0;
-  int count = cJSON_IsString(x) ? 1 : cJSON_IsArray(x) ? cJSON_GetArraySize(x) : -1;
-  if (count < 0)
-    return oai__fail(c, "invalid_type", "stop", "stop must be a string or an array of strings, got %s",
-                     oai__type_name(x));
-  if (count > c->lim->max_stop)
-    return oai__fail(c, "invalid_value", "stop", "stop has %d strings; at most %d are accepted", count,
-                     c->lim->max_stop);
-  const char **stop = arena_array(c->arena, (size_t)(count ? count : 1), sizeof *stop);
-  OAI_NEED(c, stop);
-  const cJSON *s = cJSON_IsString(x) ? x : x->child;
-  for (int i = 0; i < count; i++, s = s->next) {
-    char param[32];
-    if (cJSON_IsString(x)) snprintf(param, sizeof param, "stop");
-    else snprintf(param, sizeof param, "stop[%d]", i);
-    if (!cJSON_IsString(s))
-      return oai__fail(c, "invalid_type", param, "%s must be a string, got %s", param, oai__type_name(s));
-    size_t n = strlen(s->valuestring);
-    if (n == 0) return oai__fail(c, "invalid_value", param, "%s must not be empty", param);
-    if (n > (size_t)c->lim->max_stop_len)
-      return oai__fail(c, "invalid_value", param, "%s is %zu bytes long; at most %d are accepted", param,
-                       n, c->lim->max_stop_len);
-    stop[i] = arena_strndup(c->arena, s->valuestring, n);
-    OAI_NEED(c, stop[i]);
-  }
-  g->stop = stop;
-  g->n_stop = count;
-  return 0;
-}
-
-static int parse_stop_token_ids(oai__ctx_t *c, const cJSON *root, oai_params_t *g) {
-  const cJSON *x = oai__get(root, "stop_token_ids");
-  if (!x) return 0;
-  if (cJSON_IsArray(x) && cJSON_GetArraySize(x) == 0) return 0;
-  if (cJSON_IsArray(x) && cJSON_GetArraySize(x) > c->lim->max_stop_token_ids)
-    return oai__fail(c, "invalid_value", "stop_token_ids", "stop_token_ids has %d ids; at most %d are accepted",
-                     cJSON_GetArraySize(x), c->lim->max_stop_token_ids);
-  int32_t *ids;
-  if (oai__token_array(c, x, "stop_token_ids", &ids, &g->n_stop_token_ids)) return -EINVAL;
-  g->stop_token_ids = ids;
-  return 0;
-}
-
 static int parse_logit_bias(oai__ctx_t *c, const cJSON *root, samp_params_t *sp) {
   const cJSON *x = oai__get(root, "logit_bias");
   if (!x) return 0;
@@ -151,47 +106,20 @@ static int parse_gen(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *
   g->max_tokens = chat ? -1 : 16;
   int64_t v;
   bool given;
-  unsigned fields_given = 0; /* bit i: samp_fields[i] */
-  for (int i = 0; i < samp_n_fields; i++) { /* the sampling fields, with their limits, from one table */
-    const samp_field_t *f = &samp_fields[i];
-    float x = 0;
-    if (f->integral ? oai__get_int(c, root, f->name, (int64_t)f->lo, (int64_t)f->hi, &v, &given)
-                    : oai__get_float(c, root, f->name, f->lo, f->hi, f->lo_open, false, &x, &given))
-      return -EINVAL;
-    if (!given) continue;
-    fields_given |= 1u << i;
-    char range[64];
-    if (!f->integral && !samp_field_accepts(f, x)) /* in range, but not once a float */
-      return oai__fail(c, "invalid_value", f->name, "%s must be in %s, got %g", f->name,
-                       samp_field_range(f, range, sizeof range), (double)x);
-    samp_field_set(sp, f, f->integral ? (double)v : x);
-  }
+  unsigned fields_given; /* bit i: samp_fields[i] */
+  /* the fields `tram generate` reads too: sampling, seed, max_tokens, n, stop, stop_token_ids, ignore_eos */
+  if (oai__read_gen_fields(c, root, chat, g, &fields_given)) return -EINVAL;
   samp_gen_apply(c->lim->gen, fields_given, sp); /* the model's defaults for the others */
-  uint64_t seed;
-  if (oai__get_u64(c, root, "seed", &seed, &given)) return -EINVAL;
-  if (given) {
-    sp->seed = seed;
-    sp->has_seed = 1;
-  }
   if (parse_logit_bias(c, root, sp)) return -EINVAL;
-
-  if (oai__get_int(c, root, "max_tokens", chat ? 1 : 0, INT32_MAX, &v, &given)) return -EINVAL;
-  if (given) g->max_tokens = (int32_t)v;
   if (chat) {
     if (oai__get_int(c, root, "max_completion_tokens", 1, INT32_MAX, &v, &given)) return -EINVAL;
     if (given) g->max_tokens = (int32_t)v; /* the newer name wins */
   }
-  if (oai__get_int(c, root, "n", 1, c->lim->max_n, &v, &given)) return -EINVAL;
-  if (given) g->n = (int32_t)v;
   if (oai__get_int(c, root, "best_of", 1, INT32_MAX, &v, &given)) return -EINVAL;
   if (given && v != g->n)
     return oai__fail(c, "unsupported_parameter", "best_of", "best_of must equal n (%d) if given; got %lld",
                      g->n, (long long)v);
-
-  if (parse_stop(c, root, g) || parse_stop_token_ids(c, root, g)) return -EINVAL;
-  if (oai__get_bool(c, root, "ignore_eos", &g->ignore_eos, NULL) ||
-      oai__get_bool(c, root, "stream", &g->stream, NULL))
-    return -EINVAL;
+  if (oai__get_bool(c, root, "stream", &g->stream, NULL)) return -EINVAL;
   const cJSON *so = oai__get(root, "stream_options");
   if (so) {
     if (!g->stream)
@@ -293,22 +221,11 @@ static int parse_prompt(oai__ctx_t *c, const cJSON *root, oai_completion_req_t *
   return 0;
 }
 
-static void ctx_init(oai__ctx_t *c, const oai_limits_t *lim, oai_limits_t *dflt, arena_t *arena,
-                     oai_error_t *err) {
-  *dflt = oai_limits_default();
-  memset(c, 0, sizeof *c);
-  c->arena = arena;
-  c->lim = lim ? lim : dflt;
-  c->err = err;
-  memset(err, 0, sizeof *err);
-  oai__begin(c);
-}
-
 int oai_parse_completion(const char *body, size_t len, const oai_limits_t *lim,
                          arena_t *arena, oai_completion_req_t *out, oai_error_t *err) {
   oai__ctx_t c;
   oai_limits_t dflt;
-  ctx_init(&c, lim, &dflt, arena, err);
+  oai__ctx_init(&c, lim, &dflt, arena, err);
   memset(out, 0, sizeof *out);
   cJSON *root;
   if (oai__parse_object(&c, body, len, &root)) return oai__end(&c, -EINVAL);
@@ -447,7 +364,7 @@ int oai_parse_chat(const char *body, size_t len, const oai_limits_t *lim, arena_
                    oai_chat_req_t *out, oai_error_t *err) {
   oai__ctx_t c;
   oai_limits_t dflt;
-  ctx_init(&c, lim, &dflt, arena, err);
+  oai__ctx_init(&c, lim, &dflt, arena, err);
   memset(out, 0, sizeof *out);
   out->add_generation_prompt = true;
   cJSON *root;
@@ -469,7 +386,7 @@ int oai_parse_tokenize(const char *body, size_t len, const oai_limits_t *lim,
                        arena_t *arena, oai_tokenize_req_t *out, oai_error_t *err) {
   oai__ctx_t c;
   oai_limits_t dflt;
-  ctx_init(&c, lim, &dflt, arena, err);
+  oai__ctx_init(&c, lim, &dflt, arena, err);
   memset(out, 0, sizeof *out);
   out->add_generation_prompt = true;
   cJSON *root;
@@ -501,7 +418,7 @@ int oai_parse_detokenize(const char *body, size_t len, const oai_limits_t *lim,
                          arena_t *arena, oai_detokenize_req_t *out, oai_error_t *err) {
   oai__ctx_t c;
   oai_limits_t dflt;
-  ctx_init(&c, lim, &dflt, arena, err);
+  oai__ctx_init(&c, lim, &dflt, arena, err);
   memset(out, 0, sizeof *out);
   cJSON *root;
   if (oai__parse_object(&c, body, len, &root)) return oai__end(&c, -EINVAL);

@@ -54,6 +54,8 @@ typedef struct oai_limits {
   int32_t max_stop_token_ids; /* default 64 */
   int32_t max_logit_bias;     /* entries; default 1024 */
   int32_t max_messages;       /* chat messages; default 4096 */
+  bool seed_string;           /* seed may also be a decimal string of 0..2^64-1 (`tram generate` reads back
+                               * the seeds its --json output writes as strings); default false */
   const samp_gen_defaults_t *gen; /* the model's sampling defaults, taken by the sampling fields a request
                                    * leaves out (OpenAI's otherwise); NULL: none (not owned) */
 } oai_limits_t;
@@ -201,6 +203,19 @@ int oai_parse_tokenize(const char *body, size_t len, const oai_limits_t *lim,
                        arena_t *arena, oai_tokenize_req_t *out, oai_error_t *err);
 int oai_parse_detokenize(const char *body, size_t len, const oai_limits_t *lim,
                          arena_t *arena, oai_detokenize_req_t *out, oai_error_t *err);
+
+/* The generation fields `tram generate`'s JSON lines share with the
+ * OpenAI parsers, read from the same table (oai_gen_fields.c) with the same
+ * ranges and messages: the sampling fields (sample/samp_params.h), seed,
+ * max_tokens (>= 0), n, stop, stop_token_ids and ignore_eos. Parses
+ * body[0..len) as a request does (strict JSON, one object); each field it
+ * gives is checked against lim (NULL: oai_limits_default()) and written
+ * into *g, the ones it leaves out leave *g alone. Returns 0 with the object
+ * in *root (the caller deletes it; strings and arrays of *g live in arena),
+ * or -EINVAL (-ENOMEM) with *err filled and *root NULL. */
+struct cJSON;
+int oai_parse_gen_fields(const char *body, size_t len, const oai_limits_t *lim, arena_t *arena, oai_params_t *g,
+                         struct cJSON **root, oai_error_t *err);
 
 /* The sampling defaults the parsers start from: the values
  * samp_params_default() documents (greedy, every filter off). */

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "server/oai_request.h"
 #include "server/oai_responses.h"
 
@@ -319,6 +321,73 @@ static void field_table(void **state) {
     arena_free(&a);
   }
   assert_int_equal(failed, 0);
+}
+
+/* Whether param names a field of the table both readers share
+ * (oai_parse_gen_fields): "stop", "stop[1]", "temperature", ... */
+static bool shared_field(const char *param) {
+  static const char *const names[] = {"temperature", "top_p", "top_k", "min_p", "presence_penalty",
+                                      "frequency_penalty", "repetition_penalty", "seed", "max_tokens", "n",
+                                      "stop", "stop_token_ids", "ignore_eos"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    const size_t n = strlen(names[i]);
+    if (strncmp(param, names[i], n) == 0 && (param[n] == '\0' || param[n] == '[')) return true;
+  }
+  return false;
+}
+
+/* `tram generate`'s reader of the shared fields and the completions parser
+ * read them from one table: for every completions case of the table above,
+ * where the completions parser fails on the body or on a shared field, the
+ * shared reader fails with the same field, code and message; where it
+ * succeeds, the shared reader gives the same values. */
+static void gen_fields_agree_with_completions(void **state) {
+  (void)state;
+  oai_limits_t lim = oai_limits_default();
+  lim.vocab_size = 49152;
+  int compared = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    if (cases[i].ep != COMPL) continue;
+    const char *body = cases[i].body;
+    arena_t a, b;
+    arena_init(&a, 0, 0);
+    arena_init(&b, 0, 0);
+    oai_completion_req_t want;
+    oai_error_t want_err, got_err;
+    const int wr = oai_parse_completion(body, strlen(body), &lim, &a, &want, &want_err);
+    oai_params_t got = {.samp = oai_samp_defaults(), .max_tokens = 16, .n = 1};
+    cJSON *root;
+    const int gr = oai_parse_gen_fields(body, strlen(body), &lim, &b, &got, &root, &got_err);
+    if (wr != 0 && (!want_err.param[0] || shared_field(want_err.param)) &&
+        !strstr(want_err.message, "only with echo")) { /* the completions-only rule on max_tokens 0 */
+      if (gr == 0) fail_msg("case %zu: %s: the shared reader accepts what completions refuses: %s", i, body,
+                            want_err.message);
+      assert_string_equal(got_err.param, want_err.param);
+      assert_string_equal(got_err.code, want_err.code);
+      assert_string_equal(got_err.message, want_err.message);
+      compared++;
+    } else if (wr == 0) {
+      if (gr != 0) fail_msg("case %zu: %s: %s", i, body, got_err.message);
+      const oai_params_t *w = &want.params;
+      assert_memory_equal(&got.samp.temperature, &w->samp.temperature, offsetof(samp_params_t, logit_bias) -
+                                                                            offsetof(samp_params_t, temperature));
+      assert_int_equal(got.max_tokens, w->max_tokens);
+      assert_int_equal(got.n, w->n);
+      assert_int_equal(got.ignore_eos, w->ignore_eos);
+      assert_int_equal(got.n_stop, w->n_stop);
+      for (int32_t k = 0; k < w->n_stop; k++) assert_string_equal(got.stop[k], w->stop[k]);
+      assert_int_equal(got.n_stop_token_ids, w->n_stop_token_ids);
+      if (w->n_stop_token_ids)
+        assert_memory_equal(got.stop_token_ids, w->stop_token_ids, (size_t)w->n_stop_token_ids * sizeof(int32_t));
+      cJSON_Delete(root);
+      compared++;
+    } else if (gr == 0) {
+      cJSON_Delete(root);
+    }
+    arena_free(&a);
+    arena_free(&b);
+  }
+  assert_true(compared > 40);
 }
 
 /* The values of a full completions request reach the struct. */
@@ -682,6 +751,7 @@ static void out_of_memory(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(field_table),
+      cmocka_unit_test(gen_fields_agree_with_completions),
       cmocka_unit_test(completion_values),
       cmocka_unit_test(chat_values),
       cmocka_unit_test(tokenize_values),
