@@ -68,8 +68,9 @@
 #include "attention/attn.h"
 #include "cache/kv_cache.h"
 #include "kernels/kern.h"
-#include "gguf/gguf.h"
 #include "sample/samp_params.h"
+
+typedef struct gguf_ctx gguf_ctx_t; /* gguf/gguf.h: the model file, for the rooms that read more of it */
 
 typedef enum model_arch {
   MODEL_ARCH_LLAMA = 0,

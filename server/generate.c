@@ -14,7 +14,7 @@
 #include "config/cfg.h"
 #include "base/log.h"
 #include "server/gen_internal.h"
-#include "server/srv_stack.h"
+#include "boot/boot.h"
 
 extern char **environ;
 
@@ -352,7 +352,7 @@ int gen_main(int argc, char **argv) {
   int n_rest = 0, status = EXIT_USAGE, n_items = 0;
   int rc = parse_opts(argc, argv, &o, rest, &n_rest);
   cfg_t cfg = {0};
-  sched_stack_t stack = {0};
+  boot_t stack = {0};
   gen_item_t *items = NULL;
   if (rc == 1) {
     fputs(USAGE, stdout);
@@ -370,10 +370,10 @@ int gen_main(int argc, char **argv) {
   }
   status = EXIT_RUN;
   char err[1024];
-  sched_stack_opts_t so = srv_stack_opts(&cfg);
+  boot_opts_t so = boot_opts_from_cfg(&cfg);
   so.sched.prefix_caching = !o.no_prefix;
   so.sched.max_waiting = 0; /* every prompt is queued at once */
-  if (sched_stack_open(&stack, &so, err, sizeof err) != 0) {
+  if (boot_open(&stack, &so, err, sizeof err) != 0) {
     fprintf(stderr, "tram generate: %s\n", err);
     goto out;
   }
@@ -416,7 +416,7 @@ int gen_main(int argc, char **argv) {
 out:
   for (int i = 0; i < n_items; i++) gen_item_free(&items[i]); /* before the engine: no event names them now */
   free(items);
-  sched_stack_close(&stack);
+  boot_close(&stack);
   cfg_free(&cfg);
   free(o.stop);
   free(rest);

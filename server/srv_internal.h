@@ -21,7 +21,7 @@
  * Threads: everything here runs on the loop thread, except the run half of
  * srv__offload's work items (libuv's worker pool: parse and encode only,
  * nothing shared but the immutable tokenizer and template), the loader
- * (srv_main.c: it builds the backend, model and engine with srv_stack.c,
+ * (srv_main.c: it builds the backend, model and engine with boot/,
  * then hands them over through uv_queue_work's completion) and the engine's notify hook (which
  * only calls uv_async_send). */
 #ifndef TRAM_SRV_INTERNAL_H
@@ -45,7 +45,7 @@
 #include "server/oai_request.h"
 #include "server/oai_response.h"
 #include "server/oai_responses.h"
-#include "server/srv_stack.h"
+#include "boot/boot.h"
 
 typedef enum srv_state {
   SRV_LOADING = 0, /* listening; the model loads; /health 503 */
@@ -93,7 +93,7 @@ typedef struct srv {
   uv_work_t load_work;
   bool loader_busy;      /* load_work has not completed */
   char load_err[1024];
-  sched_stack_t stack;    /* owns the backend, model, tokenizer, template and engine */
+  boot_t stack;    /* owns the backend, model, tokenizer, template and engine */
   chat_tmpl_t *tmpl;      /* = stack.tmpl */
   sched_engine_t *engine; /* = stack.engine; NULL once destroyed at the stop */
   const tok_t *tok;

@@ -39,12 +39,12 @@
 static void load_work(uv_work_t *w) {
   srv_t *s = w->data;
   const cfg_t *c = s->cfg;
-  sched_stack_opts_t o = srv_stack_opts(c);
+  boot_opts_t o = boot_opts_from_cfg(c);
   if (c->kv_events && c->kv_events[0]) {
     if (!(s->kv_events = kvev_create(c->kv_events, c->kv_events_topic, s->load_err, sizeof s->load_err))) return;
     o.sched.kv_observer = kvev_observer(s->kv_events);
   }
-  if (sched_stack_open(&s->stack, &o, s->load_err, sizeof s->load_err) != 0) return;
+  if (boot_open(&s->stack, &o, s->load_err, sizeof s->load_err) != 0) return;
   s->tmpl = s->stack.tmpl;
   s->engine = s->stack.engine;
 }
@@ -390,7 +390,7 @@ int srv_run(const cfg_t *cfg) {
   if (rc < 0) log_warn("uv_loop_close: %s", uv_strerror(rc));
   srv__dash_free(s);
   srv_metrics_destroy(s->metrics);
-  sched_stack_close(&s->stack);
+  boot_close(&s->stack);
   kvev_destroy(s->kv_events); /* the engine that published on it is gone */
   const int status = s->exit_status;
   free(s);

@@ -20,6 +20,7 @@
 
 #include "base/log.h"
 #include "base/alloc.h"
+#include "gguf/gguf.h"
 #include "text/tok_internal.h"
 
 static uint64_t pair_key(int32_t l, int32_t r) { return ((uint64_t)(uint32_t)l << 32) | (uint32_t)r; }

@@ -8,6 +8,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "gguf/gguf.h"
 #include "text/tok_internal.h"
 
 /* An optional token id key: -1 when absent. 0, or -EINVAL with err written. */

@@ -10,6 +10,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "gguf/gguf.h"
 #include "text/tok_internal.h"
 
 static void fail(char *err, size_t err_len, const char *fmt, ...)

@@ -52,7 +52,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gguf/gguf.h"
+typedef struct gguf_str gguf_str_t; /* gguf/gguf.h: views into the model file */
+typedef struct gguf_ctx gguf_ctx_t;
 
 typedef struct tok tok_t;
 

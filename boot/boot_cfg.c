@@ -1,8 +1,9 @@
-/* server/srv_stack.c — settings → start-up options (see srv_stack.h). */
-#include "server/srv_stack.h"
+/* boot/boot_cfg.c — the settings (cfg_t) as the start-up options (see
+ * boot.h). */
+#include "boot/boot.h"
 
-sched_stack_opts_t srv_stack_opts(const cfg_t *c) {
-  return (sched_stack_opts_t){
+boot_opts_t boot_opts_from_cfg(const cfg_t *c) {
+  return (boot_opts_t){
       .model_path = c->model,
       .device = c->device == CFG_DEVICE_CUDA ? "cuda" : "cpu",
       .threads = c->threads,

@@ -1,6 +1,6 @@
-/* scheduler/sched_stack.c — model file + device → backend, model,
- * tokenizer, chat template, engine (see sched_stack.h). */
-#include "scheduler/sched_stack.h"
+/* boot/boot.c — model file + device → backend, model, tokenizer, chat
+ * template, grammar vocabulary, engine (see boot.h). */
+#include "boot/boot.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 
 #include "base/file.h"
 #include "base/log.h"
+#include "gguf/gguf.h"
 #include "kernels/kern.h"
 #include "model/model.h"
 #include "text/chat_template.h"
@@ -17,7 +18,7 @@
 
 /* Compiles the template file at path into st->tmpl. Returns 0 or -EINVAL
  * with the reason in err. */
-static int load_template(sched_stack_t *st, const char *path, char *err, size_t err_len) {
+static int load_template(boot_t *st, const char *path, char *err, size_t err_len) {
   char *src, why[512];
   size_t len;
   if (file_read(path, CHAT_TMPL_MAX_OUTPUT, &src, &len, why, sizeof why) != 0) {
@@ -37,7 +38,7 @@ static int load_template(sched_stack_t *st, const char *path, char *err, size_t 
 /* Loads o->draft_model_path into st->draft and checks that its vocabulary
  * is st->tok's: the same size and every token's text. Returns 0 or -EINVAL
  * with the reason in err. */
-static int load_draft(sched_stack_t *st, const sched_stack_opts_t *o, char *err, size_t err_len) {
+static int load_draft(boot_t *st, const boot_opts_t *o, char *err, size_t err_len) {
   const char *path = o->draft_model_path;
   if (!path) {
     snprintf(err, err_len, "speculative decoding with a draft model needs draft_model (a GGUF file)");
@@ -72,7 +73,7 @@ static int load_draft(sched_stack_t *st, const sched_stack_opts_t *o, char *err,
   return 0;
 }
 
-int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, size_t err_len) {
+int boot_open(boot_t *st, const boot_opts_t *o, char *err, size_t err_len) {
   memset(st, 0, sizeof *st);
   const kern_backend_opts_t bo = {.n_threads = o->threads, .precision = (kern_precision_t)o->precision};
   st->be = kern_backend_create_opts(o->device, &bo);
@@ -87,32 +88,32 @@ int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, 
         mo.quantize = (kern_type_t)t;
     if (mo.quantize == KERN_F32) {
       snprintf(err, err_len, "quantize: unknown type \"%s\"", o->quantize);
-      sched_stack_close(st);
+      boot_close(st);
       return -EINVAL;
     }
   }
   st->model = model_load_opts(o->model_path, st->be, &mo, err, err_len);
   if (!st->model) {
-    sched_stack_close(st);
+    boot_close(st);
     return -EINVAL;
   }
   char tok_err[384];
   st->tok = tok_create_from_gguf(model_gguf(st->model), tok_err, sizeof tok_err);
   if (!st->tok) {
     snprintf(err, err_len, "%s: %s", o->model_path, tok_err);
-    sched_stack_close(st);
+    boot_close(st);
     return -EINVAL;
   }
   if (tok_n_vocab(st->tok) != model_hparams(st->model)->n_vocab) {
     snprintf(err, err_len, "%s: the tokenizer has %d tokens, the model %d", o->model_path, tok_n_vocab(st->tok),
              model_hparams(st->model)->n_vocab);
-    sched_stack_close(st);
+    boot_close(st);
     return -EINVAL;
   }
   model_gen_defaults(model_gguf(st->model), &st->gen);
   if (o->chat_template_path) {
     if (load_template(st, o->chat_template_path, err, err_len) != 0) {
-      sched_stack_close(st);
+      boot_close(st);
       return -EINVAL;
     }
   } else {
@@ -123,13 +124,13 @@ int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, 
   st->grammars = st->gvocab ? gram_lru_create(st->gvocab, 0, 0) : NULL;
   if (!st->grammars) {
     if (st->gvocab) snprintf(err, err_len, "out of memory for the grammar cache");
-    sched_stack_close(st);
+    boot_close(st);
     return -EINVAL;
   }
   sched_config_t sc = o->sched;
   if (sc.spec.method == SCHED_SPEC_DRAFT) {
     if (load_draft(st, o, err, err_len) != 0) {
-      sched_stack_close(st);
+      boot_close(st);
       return -EINVAL;
     }
     sc.spec.draft_model = st->draft;
@@ -137,13 +138,13 @@ int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, 
   st->engine = sched_engine_create(st->model, st->tok, st->be, &sc);
   if (!st->engine) {
     snprintf(err, err_len, "cannot start the engine (see above)");
-    sched_stack_close(st);
+    boot_close(st);
     return -EINVAL;
   }
   return 0;
 }
 
-void sched_stack_close(sched_stack_t *st) {
+void boot_close(boot_t *st) {
   sched_engine_destroy(st->engine);
   gram_lru_destroy(st->grammars); /* entries live on in requests until their last reference */
   gram_vocab_destroy(st->gvocab);
