@@ -125,7 +125,7 @@ endif
 # --- sources ----------------------------------------------------------------
 # Every .c in these folders is part of the library; server/main.c is the
 # program. New files need no Makefile change.
-SRC_DIRS := base gguf st hf model text text/jinja sample server scheduler boot attention cache kernels kernels/cpu config grammar
+SRC_DIRS := base gguf st hf model text text/jinja sample http api server scheduler boot attention cache kernels kernels/cpu config grammar
 MAIN_SRC := server/main.c
 LIB_SRCS := $(filter-out $(MAIN_SRC),$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)

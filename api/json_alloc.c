@@ -1,6 +1,6 @@
-/* server/json_alloc.c — cJSON's allocator: fallible inside a request's
+/* api/json_alloc.c — cJSON's allocator: fallible inside a request's
  * parse, aborting elsewhere (see json_alloc.h). */
-#include "server/json_alloc.h"
+#include "api/json_alloc.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>

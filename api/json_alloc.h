@@ -1,4 +1,4 @@
-/* server/json_alloc.h — cJSON's allocator (cJSON_InitHooks), so that memory
+/* api/json_alloc.h — cJSON's allocator (cJSON_InitHooks), so that memory
  * running out while a request body is parsed is an answer (503), not an
  * abort, and not a "bad JSON" blamed on the client.
  *

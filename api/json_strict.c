@@ -1,6 +1,6 @@
-/* server/json_strict.c — RFC 8259's grammar, checked before cJSON parses a
+/* api/json_strict.c — RFC 8259's grammar, checked before cJSON parses a
  * request body, and the duplicate-key walk after (see json_strict.h). */
-#include "server/json_strict.h"
+#include "api/json_strict.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
-/* server/json_strict.h — what cJSON lets through and RFC 8259 does not:
- * the strict gate in front of every request body (server/oai_fields.c).
+/* api/json_strict.h — what cJSON lets through and RFC 8259 does not:
+ * the strict gate in front of every request body (api/oai_fields.c).
  *
  * cJSON accepts numbers with leading zeros ("01") or a trailing dot ("1."),
  * stops at a NUL byte (whatever follows is never seen), skips nothing of a

@@ -1,6 +1,6 @@
-/* server/oai_chat_val.c — chat template inputs from JSON and from parsed
+/* api/oai_chat_val.c — chat template inputs from JSON and from parsed
  * messages (see oai_chat_val.h). */
-#include "server/oai_chat_val.h"
+#include "api/oai_chat_val.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

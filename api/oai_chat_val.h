@@ -1,4 +1,4 @@
-/* server/oai_chat_val.h — chat template inputs (text/chat_template.h's
+/* api/oai_chat_val.h — chat template inputs (text/chat_template.h's
  * chat_val_t) built at the server's JSON edge: from a request's parsed
  * messages, or from any cJSON value (tools, extra template variables, the
  * test tools' JSON). text/ never sees a JSON library.
@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "base/arena.h"
-#include "server/oai_request.h"
+#include "api/oai_request.h"
 #include "text/chat_template.h"
 
 struct cJSON;

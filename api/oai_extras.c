@@ -1,4 +1,4 @@
-/* server/oai_extras.c — the request fields beyond OpenAI's core that tram
+/* api/oai_extras.c — the request fields beyond OpenAI's core that tram
  * reads: vLLM's extensions it implements (min_tokens,
  * include_stop_str_in_output, truncate_prompt_tokens, skip_special_tokens,
  * add_special_tokens, return_token_ids, stream_options.continuous_usage_stats) and the table
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/oai_fields.h"
+#include "api/oai_fields.h"
 
 typedef enum refuse_when {
   REFUSE_GIVEN, /* any value but null, "", [] or {} */

@@ -1,6 +1,6 @@
-/* server/oai_fields.c — typed access to request JSON fields (see
+/* api/oai_fields.c — typed access to request JSON fields (see
  * oai_fields.h). */
-#include "server/oai_fields.h"
+#include "api/oai_fields.h"
 
 #include <errno.h>
 #include <math.h>
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/json_alloc.h"
-#include "server/json_strict.h"
+#include "api/json_alloc.h"
+#include "api/json_strict.h"
 
 #define INT_EXACT_MAX 9007199254740992.0 /* 2^53: larger doubles are not exact integers */
 

@@ -1,4 +1,4 @@
-/* server/oai_fields.h — internal: typed, range-checked access to the fields
+/* api/oai_fields.h — internal: typed, range-checked access to the fields
  * of a request's JSON object, for oai_request.c. Each getter returns 0 when
  * the field is absent or null (leaving *out alone, *given false), 0 with *out
  * set when it is valid, or -EINVAL after writing an error that names the
@@ -11,8 +11,8 @@
 #include <stdint.h>
 
 #include "base/arena.h"
-#include "server/oai_request.h"
-#include "server/oai_responses.h"
+#include "api/oai_request.h"
+#include "api/oai_responses.h"
 
 typedef struct oai__ctx {
   arena_t *arena;

@@ -1,4 +1,4 @@
-/* server/oai_gen_fields.c — the generation fields both request readers
+/* api/oai_gen_fields.c — the generation fields both request readers
  * take (see oai_request.h: oai_parse_gen_fields), from one table: the
  * OpenAI parsers (oai_request.c's parse_gen) and `tram generate`'s JSON
  * lines (gen_input.c) read each of them here, with one range, one limit and
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/oai_fields.h"
+#include "api/oai_fields.h"
 
 typedef enum gen_kind {
   GEN_SEED,     /* samp.seed (and has_seed): any 64-bit integer */

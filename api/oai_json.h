@@ -1,4 +1,4 @@
-/* server/oai_json.h — internal: the JSON helpers oai_response.c writes
+/* api/oai_json.h — internal: the JSON helpers oai_response.c writes
  * with, for the other writers of server/ (oai_responses.c). Allocation
  * failure aborts, as in oai_response.h. */
 #ifndef TRAM_OAI_JSON_H

@@ -1,13 +1,13 @@
-/* server/oai_request.c — OpenAI request parsing and validation (see
+/* api/oai_request.c — OpenAI request parsing and validation (see
  * oai_request.h for the accepted values). */
-#include "server/oai_request.h"
+#include "api/oai_request.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/oai_fields.h"
+#include "api/oai_fields.h"
 
 oai_limits_t oai_limits_default(void) {
   return (oai_limits_t){

@@ -1,4 +1,4 @@
-/* server/oai_request.h — OpenAI request parsing and validation.
+/* api/oai_request.h — OpenAI request parsing and validation.
  *
  * Pure functions from a JSON body to an engine-independent request: the
  * prompt (text or token ids) or chat messages, sampling parameters
@@ -34,7 +34,7 @@
  *   suffix and functions are refused (400) rather than silently ignored;
  *   structured output (response_format, structured_outputs, guided_*,
  *   grammar, json_schema) is oai_structured.c's; vLLM's extensions and the table of refused
- *   fields are server/oai_extras.c's (docs/api.md lists them all). */
+ *   fields are api/oai_extras.c's (docs/api.md lists them all). */
 #ifndef TRAM_OAI_REQUEST_H
 #define TRAM_OAI_REQUEST_H
 
@@ -79,7 +79,7 @@ typedef struct oai_prompt {
   int32_t n_tokens;
 } oai_prompt_t;
 
-/* Structured output (server/oai_structured.c): the one form a request asked
+/* Structured output (api/oai_structured.c): the one form a request asked
  * for, as source text; the server compiles it (srv_grammar.c). */
 typedef enum oai_grammar_kind {
   OAI_GRAMMAR_NONE = 0,
@@ -114,7 +114,7 @@ typedef struct oai_params {
   bool stream;
   bool include_usage; /* stream_options.include_usage */
   bool echo;          /* completions: output starts with the prompt */
-  /* vLLM's extensions (server/oai_extras.c) */
+  /* vLLM's extensions (api/oai_extras.c) */
   int32_t min_tokens;             /* end-of-generation and stop tokens and stop strings are
                                    * ignored until this many tokens are out; 0: off */
   int32_t truncate_prompt_tokens; /* keep only the prompt's last this many tokens; 0: off */

@@ -1,7 +1,7 @@
-/* server/oai_response.c — OpenAI-compatible response JSON (see
+/* api/oai_response.c — OpenAI-compatible response JSON (see
  * oai_response.h). Objects are built as cJSON trees and printed compactly. */
-#include "server/oai_response.h"
-#include "server/oai_json.h"
+#include "api/oai_response.h"
+#include "api/oai_json.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -316,6 +316,10 @@ char *oai_write_error(const char *type, const char *message, const char *param, 
   add_str_or_null(err, "param", param);
   add_str_or_null(err, "code", code);
   return print(root);
+}
+
+char *oai_error_body(int status, const char *type, const char *message, const char *param, const char *code) {
+  return oai_write_error(type ? type : oai_error_type_for_status(status), message, param, code);
 }
 
 const char *oai_error_type_for_status(int status) {

@@ -1,4 +1,4 @@
-/* server/oai_response.h — JSON writers for OpenAI-compatible responses.
+/* api/oai_response.h — JSON writers for OpenAI-compatible responses.
  *
  * Pure functions from plain structs (text and tokens come from the engine) to
  * JSON text, built with cJSON. Each returns a malloc'd NUL-terminated string
@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "scheduler/sched.h"
-#include "server/oai_tool_parse.h"
+#include "api/oai_tool_parse.h"
 
 /* The engine's finish reason (sched_finish_t, decided once, in the engine)
  * as OpenAI's finish_reason: "stop", "length", "abort" (vLLM's name, for
@@ -139,6 +139,11 @@ char *oai_write_usage_chunk(const oai_meta_t *m, bool chat, const oai_usage_t *u
 
 /* {"error":{"message","type","param","code"}}; param/code NULL → null. */
 char *oai_write_error(const char *type, const char *message, const char *param, const char *code);
+
+/* The error body the transport writes (http/http.h's http_error_body_fn,
+ * which tram serve gives the HTTP server): oai_write_error with type, or
+ * oai_error_type_for_status(status) when type is NULL. */
+char *oai_error_body(int status, const char *type, const char *message, const char *param, const char *code);
 
 /* "invalid_request_error" for 4xx but 401 ("authentication_error"), 404
  * ("not_found_error"), 429 ("rate_limit_error"); "server_error" for 5xx, 503

@@ -1,14 +1,14 @@
-/* server/oai_responses.c — the Responses API's request and JSON (see
+/* api/oai_responses.c — the Responses API's request and JSON (see
  * oai_responses.h). */
-#include "server/oai_responses.h"
+#include "api/oai_responses.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/buf.h"
-#include "server/oai_fields.h"
-#include "server/oai_json.h"
+#include "api/oai_fields.h"
+#include "api/oai_json.h"
 
 /* ---- the request ------------------------------------------------------------------ */
 

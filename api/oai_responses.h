@@ -1,4 +1,4 @@
-/* server/oai_responses.h — OpenAI's Responses API (POST /v1/responses),
+/* api/oai_responses.h — OpenAI's Responses API (POST /v1/responses),
  * stateless: the request read into a chat request (instructions, then the
  * input's messages) plus what the response echoes, and the JSON of the
  * response object and of its stream events.
@@ -7,7 +7,7 @@
  * with "type": "message" or none, content a string or input_text /
  * output_text parts), `instructions`, `max_output_tokens`, `temperature`,
  * `top_p`, `stream`, `store` false, `text.format` (text, json_object,
- * json_schema: structured output, server/oai_structured.c),
+ * json_schema: structured output, api/oai_structured.c),
  * `truncation` "disabled", `parallel_tool_calls`, function `tools` and
  * `tool_choice` (oai_responses_tools.c), input items `function_call` and
  * `function_call_output`, `user`, empty `metadata`. Anything else the API
@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/oai_request.h"
-#include "server/oai_tool_parse.h"
+#include "api/oai_request.h"
+#include "api/oai_tool_parse.h"
 
 typedef struct oai_responses_req {
   oai_chat_req_t chat;      /* messages and parameters (n 1) */

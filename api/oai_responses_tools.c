@@ -1,4 +1,4 @@
-/* server/oai_responses_tools.c — function tools in the Responses API: the
+/* api/oai_responses_tools.c — function tools in the Responses API: the
  * request's `tools` ({"type": "function", "name", "description",
  * "parameters", "strict"}) and `tool_choice` ("auto", "none", "required",
  * {"type": "function", "name"}) read as a chat request's (the chat form is
@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/oai_fields.h"
-#include "server/oai_json.h"
-#include "server/oai_responses.h"
+#include "api/oai_fields.h"
+#include "api/oai_json.h"
+#include "api/oai_responses.h"
 
 /* {"type": "function", "name", ...} → {"type": "function", "function": {...}} */
 static cJSON *chat_tool(const cJSON *t) {

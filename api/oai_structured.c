@@ -1,4 +1,4 @@
-/* server/oai_structured.c — the structured-output forms of a request, read
+/* api/oai_structured.c — the structured-output forms of a request, read
  * into one oai_grammar_t (the kind and its source text): OpenAI's
  * response_format, vLLM's structured_outputs and older guided_* fields, and
  * llama.cpp's grammar and json_schema; and the Responses API's
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/oai_fields.h"
+#include "api/oai_fields.h"
 
 /* The form found so far, for the "two forms" error. */
 typedef struct found {

@@ -1,6 +1,6 @@
-/* server/oai_tool_parse.c — tool calls out of model output (see
+/* api/oai_tool_parse.c — tool calls out of model output (see
  * oai_tool_parse.h). */
-#include "server/oai_tool_parse.h"
+#include "api/oai_tool_parse.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* server/oai_tool_parse.h — reads tool calls out of a model's output text,
+/* api/oai_tool_parse.h — reads tool calls out of a model's output text,
  * in the formats chat templates teach models:
  *
  *   OAI_TOOLS_HERMES   Hermes and Qwen2.5: text, then one or more

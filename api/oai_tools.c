@@ -1,4 +1,4 @@
-/* server/oai_tools.c — the tool-calling fields of a chat request: `tools`
+/* api/oai_tools.c — the tool-calling fields of a chat request: `tools`
  * (function tools, kept as JSON text for the chat template), `tool_choice`
  * ("none", "auto", "required" or a named function: the last two constrain
  * the output through structured output, oai__tool_grammar),
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/oai_fields.h"
+#include "api/oai_fields.h"
 
 /* x printed compactly into the arena (NULL when memory ran out). */
 static const char *json_text(oai__ctx_t *c, const cJSON *x) {

@@ -34,7 +34,7 @@ void xgrow_i32(void *pp, int32_t *cap, int32_t need, size_t size, int32_t min_ca
 
 /* The one fallible allocation, for an allocator where running out must be
  * survived and that cannot be an arena (cJSON's hooks inside a request's
- * parse, server/json_alloc.c): n bytes, or NULL when memory ran out or, in
+ * parse, api/json_alloc.c): n bytes, or NULL when memory ran out or, in
  * test builds, when TRAM_FAULTS' alloc_fail fires (base/fault.h). Every
  * other allocation outside base/ is an x* call above or comes from an arena
  * (base/arena.h; arena_fallible where running out must be survived). */

@@ -1,4 +1,4 @@
-/* server/http.h — tram's HTTP/1.1 server: sockets, parsing, limits, routes,
+/* http/http.h — tram's HTTP/1.1 server: sockets, parsing, limits, routes,
  * responses (full or streamed, with back-pressure).
  *
  * One libuv loop owns every socket. The owner (the daemon, a test) creates a
@@ -147,9 +147,10 @@ int http_res_header(http_res_t *res, const char *name, const char *value);
 int http_res_send(http_res_t *res, int status, const char *content_type, const void *body,
                   size_t len);
 
-/* Sends an OpenAI error object {"error":{message,type,param,code}} with
- * `status` and ends the response. param and code may be NULL (JSON null);
- * type NULL picks one from the status. */
+/* Sends an error with `status` and ends the response: the body the
+ * server's error writer makes (http_server_set_error_body; tram serve: an
+ * OpenAI error object {"error":{message,type,param,code}}). param and code
+ * may be NULL; type NULL lets the writer pick one from the status. */
 int http_res_send_error(http_res_t *res, int status, const char *type, const char *message,
                         const char *param, const char *code);
 
@@ -237,6 +238,15 @@ int http_server_route(http_server_t *srv, llhttp_method_t method, const char *pa
  * and on unknown paths. n == 0 turns auth off. Returns 0 or -EINVAL for an
  * empty key. */
 int http_server_set_api_keys(http_server_t *srv, const char *const *keys, int n);
+
+/* How the transport writes an error's body (it knows no API format; the
+ * API room gives this: api/oai_response.h's oai_error_body): a malloc'd
+ * NUL-terminated application/json document for status, message and the
+ * optional type, param and code. Until one is set, an error's body is its
+ * message as text/plain. */
+typedef char *(*http_error_body_fn)(int status, const char *type, const char *message, const char *param,
+                                    const char *code);
+void http_server_set_error_body(http_server_t *srv, http_error_body_fn fn);
 
 /* CORS: a request whose Origin is one of origins[n] (copied; "*": any) gets
  * Access-Control-Allow-Origin (and Vary: Origin) on its answer, whatever the

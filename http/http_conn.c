@@ -1,4 +1,4 @@
-/* server/http_conn.c — one client connection: reading, parsing one request at
+/* http/http_conn.c — one client connection: reading, parsing one request at
  * a time, deadlines, dispatch, and closing.
  *
  * States: reading a request (deadlines: wait for its first byte, then the
@@ -21,8 +21,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
-#include "server/http_internal.h"
-#include "server/oai_response.h"
+#include "http/http_internal.h"
 
 #define LINGER_MAX_BYTES (1u << 20) /* discard at most this much before closing */
 /* A request deadline that finds the client's bytes waiting unread (the
@@ -310,9 +309,9 @@ void http__conn_finish(http__conn_t *c) {
 }
 
 void http__conn_send_error(http__conn_t *c, int status, const char *message) {
-  char *body = oai_write_error(oai_error_type_for_status(status), message, NULL, NULL);
-  http__write_response(c, status, false, 1, false, "application/json", NULL, 0, body,
-                       strlen(body));
+  const char *ctype;
+  char *body = http__error_body(c->srv, status, NULL, message, NULL, NULL, &ctype);
+  http__write_response(c, status, false, 1, false, ctype, NULL, 0, body, strlen(body));
   free(body);
   http__conn_finish(c);
 }

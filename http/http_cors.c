@@ -1,4 +1,4 @@
-/* server/http_cors.c — CORS (the Fetch standard's cross-origin checks) for
+/* http/http_cors.c — CORS (the Fetch standard's cross-origin checks) for
  * the HTTP server: the allowed origins, the Access-Control-Allow-Origin
  * header on answers to an allowed Origin, and the preflight OPTIONS request
  * answered before authentication (a browser sends no API key with it). */
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 
 static void free_origins(http_server_t *srv) {
   for (int i = 0; i < srv->n_origins; i++) free(srv->origins[i]);

@@ -1,4 +1,4 @@
-/* server/http_guard.c — the connection budget: what keeps a flood of idle
+/* http/http_guard.c — the connection budget: what keeps a flood of idle
  * connections (a slowloris that sends nothing, or keep-alive connections
  * left open) from locking clients and health checks out.
  *
@@ -17,7 +17,7 @@
 #include <sys/resource.h>
 
 #include "base/log.h"
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 
 void http__idle_add(http__conn_t *c) {
   http_server_t *srv = c->srv;

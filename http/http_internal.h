@@ -1,4 +1,4 @@
-/* server/http_internal.h — internal: the server's, connections' and
+/* http/http_internal.h — internal: the server's, connections' and
  * responses' state, shared by http_server.c (listeners, accept, stop),
  * http_conn.c (reading, parsing, timers, close), http_res.c (writing,
  * back-pressure) and http_route.c (routes, auth). Not for use outside
@@ -13,8 +13,8 @@
 
 #include <uv.h>
 
-#include "server/http.h"
-#include "server/http_parse.h"
+#include "http/http.h"
+#include "http/http_parse.h"
 
 typedef struct http__conn http__conn_t;
 
@@ -111,6 +111,7 @@ struct http_server {
   char **keys; /* API keys; none: auth off */
   size_t *key_lens;
   int n_keys;
+  http_error_body_fn error_body; /* how errors are written (the API's format); NULL: text/plain */
   char **origins; /* CORS allowed origins (http_cors.c); none: no CORS headers */
   int n_origins;
   http__listener_t *listeners;
@@ -137,6 +138,9 @@ void http__conn_close(http__conn_t *c);             /* closes now; on_abort foll
 void http__conn_finish(http__conn_t *c);            /* flush, shut down, linger, close */
 void http__conn_response_ended(http__conn_t *c, bool keep_alive); /* ex has been freed */
 void http__conn_send_error(http__conn_t *c, int status, const char *message); /* + finish */
+/* An error's body as srv's writer makes it (malloc'd), and its content type. */
+char *http__error_body(const http_server_t *srv, int status, const char *type, const char *message,
+                       const char *param, const char *code, const char **content_type);
 
 /* http_guard.c: the connection budget */
 void http__idle_add(http__conn_t *c);    /* c waits for (or reads) a request */

@@ -1,10 +1,10 @@
-/* server/http_parse.c — one connection's request parser (see http_parse.h).
+/* http/http_parse.c — one connection's request parser (see http_parse.h).
  *
  * llhttp calls back with pieces of the URL, header names and values (a piece
  * may end at a read boundary); they are appended to hbuf and closed by the
  * *_complete callbacks. on_message_complete pauses llhttp, so one
  * llhttp_execute() never runs past the end of a request. */
-#include "server/http_parse.h"
+#include "http/http_parse.h"
 
 #include <errno.h>
 #include <stdio.h>

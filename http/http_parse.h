@@ -1,4 +1,4 @@
-/* server/http_parse.h — internal: one connection's request parser.
+/* http/http_parse.h — internal: one connection's request parser.
  *
  * Wraps llhttp with the server's limits and turns bytes into complete
  * requests, without sockets (the server feeds it what it reads; the fuzz
@@ -21,7 +21,7 @@
 
 #include <llhttp.h>
 
-#include "server/http.h"
+#include "http/http.h"
 
 #define HTTP__MAX_CHUNK_EXT 1024 /* chunk extension bytes per chunk */
 

@@ -1,4 +1,4 @@
-/* server/http_res.c — writing responses: the head, whole bodies, chunked
+/* http/http_res.c — writing responses: the head, whole bodies, chunked
  * streams and server-sent events, and per-connection back-pressure.
  *
  * Writes first go straight to the socket (uv_try_write); what the kernel does
@@ -16,8 +16,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
-#include "server/http_internal.h"
-#include "server/oai_response.h"
+#include "http/http_internal.h"
 
 typedef struct wreq {
   uv_write_t req;
@@ -247,10 +246,20 @@ int http_res_send(http_res_t *res, int status, const char *content_type, const v
   return r;
 }
 
+void http_server_set_error_body(http_server_t *srv, http_error_body_fn fn) { srv->error_body = fn; }
+
+char *http__error_body(const http_server_t *srv, int status, const char *type, const char *message,
+                       const char *param, const char *code, const char **content_type) {
+  *content_type = srv->error_body ? "application/json" : "text/plain";
+  return srv->error_body ? srv->error_body(status, type, message, param, code) : xstrdup(message);
+}
+
 int http_res_send_error(http_res_t *res, int status, const char *type, const char *message,
                         const char *param, const char *code) {
-  char *body = oai_write_error(type ? type : oai_error_type_for_status(status), message, param, code);
-  int r = http_res_send(res, status, "application/json", body, strlen(body));
+  if (!res->conn) return http_res_send(res, status, "text/plain", message, strlen(message)); /* gone: ends it */
+  const char *ctype;
+  char *body = http__error_body(res->conn->srv, status, type, message, param, code, &ctype);
+  int r = http_res_send(res, status, ctype, body, strlen(body));
   free(body);
   return r;
 }

@@ -1,4 +1,4 @@
-/* server/http_route.c — the route table (method + exact path → handler) and
+/* http/http_route.c — the route table (method + exact path → handler) and
  * API-key authentication, applied to each request before its handler runs. */
 #include <errno.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 
 int http_server_route(http_server_t *srv, llhttp_method_t method, const char *path,
                       http_handler_fn handler, void *ctx, int flags) {

@@ -1,4 +1,4 @@
-/* server/http_server.c — the server object: limits, listeners (TCP, unix
+/* http/http_server.c — the server object: limits, listeners (TCP, unix
  * socket, inherited fd), accepting under the connection cap, draining and
  * closing. Connections live in http_conn.c, responses in http_res.c. */
 #include <errno.h>
@@ -12,7 +12,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 
 #define MAX_REJECTING 64 /* over-cap connections answered 503 at a time */
 

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "server/oai_chat_val.h"
-#include "server/oai_request.h"
+#include "api/oai_chat_val.h"
+#include "api/oai_request.h"
 #include "server/gen_internal.h"
 
 /* An item owning copies of prompt, its stop strings and stop ids. */

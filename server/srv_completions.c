@@ -1,5 +1,5 @@
 /* server/srv_completions.c — POST /v1/completions and /v1/chat/completions: parse
- * and validate (server/oai_request.h), tokenize each prompt (the chat
+ * and validate (api/oai_request.h), tokenize each prompt (the chat
  * template for chat), check it against the context length, then make one
  * engine request per prompt (n sequences each) and submit them all. If any
  * submit is refused (429 queue full, 400, 503 draining) the ones already

@@ -38,13 +38,13 @@
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 #include "scheduler/sched.h"
-#include "server/http.h"
+#include "http/http.h"
 #include "server/kv_events.h"
 #include "server/srv_dash.h"
 #include "server/metrics.h"
-#include "server/oai_request.h"
-#include "server/oai_response.h"
-#include "server/oai_responses.h"
+#include "api/oai_request.h"
+#include "api/oai_response.h"
+#include "api/oai_responses.h"
 #include "boot/boot.h"
 
 typedef enum srv_state {

@@ -30,7 +30,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
-#include "server/json_alloc.h"
+#include "api/json_alloc.h"
 #include "server/srv.h"
 #include "server/srv_internal.h"
 
@@ -340,6 +340,7 @@ int srv_run(const cfg_t *cfg) {
   }
   const http_limits_t lim = limits(cfg);
   s->http = http_server_create(&s->loop, &lim);
+  if (s->http) http_server_set_error_body(s->http, oai_error_body); /* the transport writes the API's errors */
   rc = s->http ? http_server_set_api_keys(s->http, (const char *const *)cfg->api_keys.items, cfg->api_keys.n) : -1;
   if (rc == 0)
     rc = http_server_set_allowed_origins(s->http, (const char *const *)cfg->allowed_origins.items,

@@ -1,5 +1,5 @@
 /* server/srv_responses.c — POST /v1/responses (stateless): the request is
- * read (server/oai_responses.h) into a chat request on a worker, its
+ * read (api/oai_responses.h) into a chat request on a worker, its
  * text.format compiled and its messages rendered and tokenized there, and
  * runs the chat path (srv_completions.c); its job then answers as a Responses object, or streams
  * OpenAI's events: response.created, response.in_progress,
@@ -15,7 +15,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
-#include "server/oai_responses.h"
+#include "api/oai_responses.h"
 #include "server/srv_internal.h"
 
 #define RESPONSES "/v1/responses"

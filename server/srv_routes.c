@@ -11,7 +11,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
-#include "server/oai_chat_val.h"
+#include "api/oai_chat_val.h"
 #include "server/srv_internal.h"
 
 void srv__send_json(http_res_t *res, int status, char *json) {

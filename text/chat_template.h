@@ -14,7 +14,7 @@
  *
  * Inputs are chat_val_t trees — plain data (None, bool, int, float, str,
  * list, dict), no JSON library: the server converts request JSON at its
- * edge (server/oai_chat_val.h).
+ * edge (api/oai_chat_val.h).
  *
  * Message normalisation: a message whose `content` is a list of parts
  * [{"type": "text", "text": ...}, ...] is rendered with content = the texts

@@ -17,10 +17,10 @@
 
 #include "base/log.h"
 #include "base/arena.h"
-#include "server/http_parse.h"
-#include "server/oai_request.h"
-#include "server/oai_responses.h"
-#include "server/oai_response.h"
+#include "http/http_parse.h"
+#include "api/oai_request.h"
+#include "api/oai_responses.h"
+#include "api/oai_response.h"
 
 /* The validators on one body, then the writers on what they produced. */
 static void validate(const char *body, size_t len) {

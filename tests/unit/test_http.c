@@ -12,7 +12,7 @@
 #include <stdatomic.h>
 
 #include "base/log.h"
-#include "server/http_parse.h"
+#include "http/http_parse.h"
 #include "tests/unit/test_http_util.h"
 
 /* ---- handlers ------------------------------------------------------------------- */

@@ -14,8 +14,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "server/oai_request.h"
-#include "server/oai_responses.h"
+#include "api/oai_request.h"
+#include "api/oai_responses.h"
 
 enum { COMPL, CHAT, TOKENIZE, DETOKENIZE };
 
