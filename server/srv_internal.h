@@ -296,6 +296,37 @@ typedef struct srv_part {
   int32_t *prompt_ids;         /* return_token_ids: [prompt_tokens] (malloc'd), else NULL */
 } srv_part_t;
 
+/* How a job's output is written, one per API format (srv_write_openai.c:
+ * completions and chat; srv_responses.c: the Responses API), so that a new
+ * API is one new writer. Every function appends to j->out (the wake-up's
+ * single write, srv_events.c); the job's bookkeeping is srv_events.c's. */
+typedef struct srv_writer {
+  /* A stream's first bytes, after its 200 head (echo: a completion's
+   * prompts' text, [n_parts] with lengths, or NULL). */
+  void (*stream_start)(srv_job_t *j, const char *const *echo, const size_t *echo_len);
+  /* What event ev of choice ci (c) adds to the stream. */
+  void (*stream_event)(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_event_t *ev);
+  /* An error that ends the stream (code: NULL or the error's code). */
+  void (*stream_error)(srv_job_t *j, const char *message, const char *code);
+  /* The stream's last bytes, once every choice is done. */
+  void (*stream_end)(srv_job_t *j);
+  /* The whole response's JSON (malloc'd), once every choice is done. */
+  char *(*whole)(srv_job_t *j);
+} srv_writer_t;
+
+extern const srv_writer_t srv_writer_openai;
+extern const srv_writer_t srv_writer_responses;
+
+/* Appends "data: <json>\n\n" to j->out and frees json. */
+void srv__sse(srv_job_t *j, char *json);
+/* An OpenAI error object as an SSE event (the OpenAI and Responses
+ * writers' stream_error). */
+void srv__write_openai_error(srv_job_t *j, const char *message, const char *code);
+/* The logprobs entry of ev's token for choice c; top[] must hold
+ * SAMP_MAX_TOP_LOGPROBS. */
+void srv__logprob_entry(const srv_job_t *j, const srv_choice_t *c, const sched_event_t *ev,
+                        oai_token_logprob_t *lp, oai_top_logprob_t *top);
+
 /* One generation request (completions or chat) from arrival until its
  * response has ended (or its client left) and every engine request of it
  * has posted its final event. */
@@ -313,8 +344,8 @@ struct srv_job {
   oai_tools_format_t tools_format; /* chat with tools: how the output is read; NONE: no tools */
   bool parallel_tool_calls;    /* false: at most one call */
   char tool_name[OAI_MAX_TOOL_NAME + 1]; /* OAI_TOOLS_JSON_ARGS: the call's name (a named tool_choice) */
+  const srv_writer_t *writer;  /* the API format it answers in */
   /* /v1/responses (srv_responses.c) */
-  bool responses;              /* answer as a Responses object / events */
   char *resp_instructions;     /* malloc'd, or NULL */
   int32_t resp_max_output;     /* -1: none */
   float resp_temperature, resp_top_p;
