@@ -95,9 +95,11 @@ int oai__parse_message_tools(oai__ctx_t *c, const cJSON *m, int i, oai_message_t
 /* oai_tools.c: obj[key] as a function name, OpenAI's ^[a-zA-Z0-9_-]{1,64}$;
  * param names it in the error. */
 int oai__tool_name(oai__ctx_t *c, const cJSON *obj, const char *key, const char *param);
-/* oai_tools.c: refuses tools whose function names (names[n], checked by
- * oai__tool_name) repeat one, naming "tools[i]<key_path>" of the repeat. */
-int oai__tool_names_unique(oai__ctx_t *c, const char *const *names, int n, const char *key_path);
+/* oai_tools.c: checks a tools array (tools[i]...): function tools only, each
+ * function object (the chat form: tool.function; flat, the Responses form:
+ * the tool itself) with a valid name, unique among them, and parameters an
+ * object when given. */
+int oai__function_tools(oai__ctx_t *c, const cJSON *tools, bool flat);
 /* oai_tools.c: tool_choice "required" or named, once everything else is
  * parsed: the JSON Schema that forces a call of tools (the chat form,
  * checked), as out->params.grammar (a 400 when the request has a

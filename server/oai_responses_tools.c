@@ -32,28 +32,13 @@ int oai__resp_tools(oai__ctx_t *c, const cJSON *root, oai_responses_req_t *out) 
   const cJSON *tools = oai__get(root, "tools"), *tc = oai__get(root, "tool_choice");
   if (tools && !cJSON_IsArray(tools))
     return oai__fail(c, "invalid_type", "tools", "tools must be an array, got %s", oai__type_name(tools));
-  const int n_tools = tools ? cJSON_GetArraySize(tools) : 0;
-  const char **names = arena_array(c->arena, (size_t)(n_tools ? n_tools : 1), sizeof *names);
-  OAI_NEED(c, names);
-  int i = 0;
-  const cJSON *t;
-  cJSON_ArrayForEach(t, tools) { /* checked here to name the fields as sent */
-    char param[48];
-    snprintf(param, sizeof param, "tools[%d]", i);
-    const cJSON *type = cJSON_IsObject(t) ? oai__get(t, "type") : NULL;
-    if (!type || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0)
-      return oai__fail(c, "unsupported_value", param, "%s: only {\"type\": \"function\", \"name\", "
-                       "\"parameters\"} tools are supported", param);
-    snprintf(param + strlen(param), sizeof param - strlen(param), ".name");
-    if (oai__tool_name(c, t, "name", param)) return -EINVAL;
-    names[i++] = oai__get(t, "name")->valuestring;
-  }
-  if (oai__tool_names_unique(c, names, i, ".name")) return -EINVAL;
+  if (tools && oai__function_tools(c, tools, true)) return -EINVAL; /* the fields named as sent */
   if (tc && cJSON_IsObject(tc) && oai__get(tc, "name") && oai__tool_name(c, tc, "name", "tool_choice.name"))
     return -EINVAL;
   cJSON *chat = oai__must(cJSON_CreateObject());
   if (tools) {
     cJSON *arr = oai__must(cJSON_AddArrayToObject(chat, "tools"));
+    const cJSON *t;
     cJSON_ArrayForEach(t, tools) cJSON_AddItemToArray(arr, chat_tool(t));
   }
   if (tc && cJSON_IsObject(tc)) { /* {"type": "function", "name"} → the chat form */

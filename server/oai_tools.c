@@ -48,16 +48,38 @@ static const char *name_key(const void *ctx, int32_t id, size_t *len) {
   return names[id];
 }
 
-int oai__tool_names_unique(oai__ctx_t *c, const char *const *names, int n, const char *key_path) {
-  if (n < 2) return 0;
+int oai__function_tools(oai__ctx_t *c, const cJSON *tools, bool flat) {
+  const int n = cJSON_GetArraySize(tools);
+  const char **names = arena_array(c->arena, (size_t)(n ? n : 1), sizeof *names);
+  OAI_NEED(c, names);
+  int i = 0;
+  const cJSON *t;
+  cJSON_ArrayForEach(t, tools) {
+    char param[48], fp[64], np[80];
+    snprintf(param, sizeof param, "tools[%d]", i);
+    const cJSON *type = cJSON_IsObject(t) ? oai__get(t, "type") : NULL;
+    if (!type || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0)
+      return oai__fail(c, "unsupported_value", param, "%s: only {\"type\": \"function\", %s} tools are supported",
+                       param, flat ? "\"name\", \"parameters\"" : "\"function\": {...}");
+    const cJSON *f = flat ? t : oai__get(t, "function");
+    snprintf(fp, sizeof fp, "%s%s", param, flat ? "" : ".function");
+    if (!f || !cJSON_IsObject(f)) return oai__fail(c, "invalid_type", fp, "%s must be an object", fp);
+    snprintf(np, sizeof np, "%s.name", fp);
+    if (oai__tool_name(c, f, "name", np)) return -EINVAL;
+    const cJSON *params = oai__get(f, "parameters");
+    if (params && !cJSON_IsObject(params))
+      return oai__fail(c, "invalid_type", fp, "%s.parameters must be a JSON schema object", fp);
+    names[i++] = oai__get(f, "name")->valuestring;
+  }
+  if (i < 2) return 0;
   strmap_t m;
-  if (strmap_init(&m, (uint64_t)n, name_key, names) != 0) return oai__oom(c);
+  if (strmap_init(&m, (uint64_t)i, name_key, names) != 0) return oai__oom(c);
   int rc = 0;
-  for (int i = 0; i < n && rc == 0; i++) {
-    const int32_t first = strmap_add(&m, i);
+  for (int k = 0; k < i && rc == 0; k++) {
+    const int32_t first = strmap_add(&m, k);
     if (first >= 0) {
       char param[48];
-      snprintf(param, sizeof param, "tools[%d]%s", i, key_path);
+      snprintf(param, sizeof param, "tools[%d]%s.name", k, flat ? "" : ".function");
       rc = oai__fail(c, "invalid_value", param, "%s: tools[%d] has the same name; function names must be unique",
                      param, (int)first);
     }
@@ -151,32 +173,8 @@ int oai__parse_tools(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out) {
   const cJSON *tools = oai__get(root, "tools");
   if (tools && !cJSON_IsArray(tools))
     return oai__fail(c, "invalid_type", "tools", "tools must be an array, got %s", oai__type_name(tools));
-  const int n_tools = tools ? cJSON_GetArraySize(tools) : 0;
-  const char **names = arena_array(c->arena, (size_t)(n_tools ? n_tools : 1), sizeof *names);
-  OAI_NEED(c, names);
-  int i = 0;
-  const cJSON *t;
-  cJSON_ArrayForEach(t, tools) {
-    char param[48];
-    snprintf(param, sizeof param, "tools[%d]", i);
-    const cJSON *type = cJSON_IsObject(t) ? oai__get(t, "type") : NULL;
-    if (!type || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0)
-      return oai__fail(c, "unsupported_value", param, "%s: only {\"type\": \"function\", \"function\": {...}} tools "
-                                                      "are supported", param);
-    const cJSON *f = oai__get(t, "function");
-    char fp[64];
-    snprintf(fp, sizeof fp, "%s.function", param);
-    if (!f || !cJSON_IsObject(f)) return oai__fail(c, "invalid_type", fp, "%s must be an object", fp);
-    char np[80];
-    snprintf(np, sizeof np, "%s.name", fp);
-    if (oai__tool_name(c, f, "name", np)) return -EINVAL;
-    names[i++] = oai__get(f, "name")->valuestring;
-    const cJSON *params = oai__get(f, "parameters");
-    if (params && !cJSON_IsObject(params))
-      return oai__fail(c, "invalid_type", fp, "%s.parameters must be a JSON schema object", fp);
-  }
-  if (oai__tool_names_unique(c, names, i, ".function.name")) return -EINVAL;
-  if (i > 0) OAI_NEED(c, out->tools = json_text(c, tools));
+  if (tools && oai__function_tools(c, tools, false)) return -EINVAL;
+  if (tools && cJSON_GetArraySize(tools) > 0) OAI_NEED(c, out->tools = json_text(c, tools));
   const cJSON *tc = oai__get(root, "tool_choice");
   if (!tc) return 0;
   if (cJSON_IsString(tc) && strcmp(tc->valuestring, "none") == 0) {
