@@ -75,8 +75,8 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
     [CFG_SPECIAL_TOKENS_IN_INPUT] = {"special_tokens_in_input", CFG_T_BOOL, "Model", "false", 0, 0, 0, NULL,
                                      "BOOL", 0,
                                      "Read the texts of control tokens (such as <|im_start|>) in a "
-                                     "request's messages and prompt strings as those tokens, as vLLM "
-                                     "and llama.cpp do. Off: they are plain text, so no user can "
+                                     "request's messages, tools and prompt strings as those tokens, "
+                                     "as vLLM and llama.cpp do. Off: they are plain text, so no user can "
                                      "forge a turn; only the chat template's markup yields control "
                                      "tokens.",
                                      OFF(special_tokens_in_input)},

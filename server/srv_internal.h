@@ -190,9 +190,10 @@ int srv__encode(srv_t *s, const char *text, size_t len, int flags, int32_t **ids
 int srv__text_flags(const srv_t *s);
 /* Renders messages through the chat template and tokenizes the result
  * (special tokens parsed; BOS/EOS added only with add_special). Unless
- * special_tokens_in_input, the messages' text is marked first
- * (tok_mark_specials): only the template's own markup yields control
- * tokens. With continue_final (vLLM's continue_final_message) the rendered
+ * special_tokens_in_input, every string of the template's inputs (the
+ * messages and tools, dict keys included: all of it is the client's) is
+ * marked first (tok_mark_specials): only the template's own markup yields
+ * control tokens. With continue_final (vLLM's continue_final_message) the rendered
  * text ends where the last message's content ends (its end-of-turn
  * dropped), so the output continues it. tools (JSON text, or NULL) is the
  * template's `tools`. Returns 0,
