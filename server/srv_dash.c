@@ -111,7 +111,7 @@ static void render(srv_dash_t *d) {
   if (!d->kv_bytes && s->engine) d->kv_bytes = sched_engine_kv_cache_bytes(s->engine);
   const srv_dash_info_t info = {
       .model = s->cfg->served_model_name,
-      .model_file = s->cfg->model,
+      .model_file = srv__model_shown(s),
       .device = s->cfg->device == CFG_DEVICE_CUDA ? "cuda" : "cpu",
       .threads = s->cfg->threads > 0 ? s->cfg->threads : (int)sysconf(_SC_NPROCESSORS_ONLN),
       .version = TRAM_VERSION,

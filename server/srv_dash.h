@@ -73,7 +73,7 @@ int srv__dash_lat_pct(const srv_dash_lat_t *l, int64_t now, int64_t window, int6
 /* What the page shows beside the engine's state. */
 typedef struct srv_dash_info {
   const char *model;       /* served model name */
-  const char *model_file;  /* its path */
+  const char *model_file;  /* its file name (srv__model_shown) */
   const char *device;      /* "cpu", "cuda" */
   int threads;             /* compute threads */
   const char *version;

@@ -217,6 +217,10 @@ void srv__access(uint64_t id, const char *endpoint, int status);
 /* Registers GET /server_info, /model_info (and /get_server_info,
  * /get_model_info): what sglang-router asks of a worker. */
 void srv__info_routes(srv_t *s);
+/* The model as clients see it (/v1/models' root, /server_info's and
+ * /model_info's model_path, the dashboard's model_file): the model file's
+ * name, or with expose_model_path the path as the operator gave it. */
+const char *srv__model_shown(const srv_t *s);
 
 /* ---- srv_completions.c -------------------------------------------------------------- */
 

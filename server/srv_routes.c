@@ -154,17 +154,11 @@ static void h_health(const http_req_t *req, http_res_t *res, void *ctx) {
   if (code != 200 || log_get_level() >= LOG_LEVEL_DEBUG) srv__access(rid, "/health", code);
 }
 
-/* The last part of a path. */
-static const char *model_file_name(const char *path) {
-  const char *slash = strrchr(path, '/');
-  return slash ? slash + 1 : path;
-}
-
 /* The served model under name i: 0 the served name, then the aliases. */
 static oai_model_t model_entry(const srv_t *s, int i) {
   return (oai_model_t){
       .id = i == 0 ? s->cfg->served_model_name : s->cfg->served_model_aliases.items[i - 1],
-      .root = model_file_name(s->cfg->model), /* not the path: it says nothing a client needs */
+      .root = srv__model_shown(s),
       .owned_by = "tram",
       .created = s->boot_time,
       .max_model_len = s->max_model_len,

@@ -16,6 +16,11 @@
    the rendering cut at the control tokens' texts it still holds (the
    template's own), each piece encoded by Hugging Face `tokenizers` with
    specials as plain text (the defusing removed first), each cut as its id.
+
+3. The model's path: /server_info, /model_info (model_path), /v1/models
+   (root) and the dashboard stream (model_file) give the model file's name,
+   and no answer holds the directory it lies in; the `expose_model_path`
+   setting gives the path as the operator wrote it.
 """
 import json
 import re
@@ -23,9 +28,10 @@ import re
 import httpx
 import pytest
 
+from dashboard_util import SnapshotReader
 from test_server_tools import TEMPLATE, jinja_render
 from test_tokenizer import hf_bytelevel, read_vocab, smollm_pre
-from tram_server import model_path, server_fixture
+from tram_server import model_path, server_fixture, start
 
 tools_server = server_fixture("--chat-template", str(TEMPLATE), "--max-model-len", "2048", use_external=False)
 
@@ -186,3 +192,36 @@ def test_duplicate_function_names_are_refused(tools_server):
     r = tools_server.post("/tokenize", json={"messages": HI, "tools": [
         {"type": "function", "function": {**t["function"], "name": name}}]})
     assert r.status_code == 200, r.text
+
+
+# --- 3. the model's path -------------------------------------------------------------
+
+def model_as_shown(server):
+    """What each answer says of the model file, and the answers' text."""
+    bodies = {p: server.get(p) for p in ("/server_info", "/get_server_info", "/model_info", "/get_model_info",
+                                         "/v1/models")}
+    assert all(r.status_code == 200 for r in bodies.values()), bodies
+    reader = SnapshotReader(server)
+    try:
+        snap = reader.wait()
+    finally:
+        reader.close()
+    shown = {p: r.json()["model_path"] for p, r in bodies.items() if "info" in p}
+    shown["/v1/models"] = bodies["/v1/models"].json()["data"][0]["root"]
+    shown["/dashboard/events"] = snap["info"]["model_file"]
+    return shown, [r.text for r in bodies.values()] + [json.dumps(snap)]
+
+
+def test_the_model_path_stays_the_servers(tools_server, tmp_path):
+    path = model_path()
+    assert path.is_absolute()
+    shown, texts = model_as_shown(tools_server)
+    assert set(shown.values()) == {path.name}, shown
+    for text in texts:
+        assert str(path.parent) not in text and str(path.parent).replace("/", "\\/") not in text
+    srv = start(tmp_path, "--expose-model-path", "--dashboard", "on")
+    try:
+        shown, _ = model_as_shown(srv)
+        assert set(shown.values()) == {str(path)}, shown  # as the operator gave it (start() passes -m PATH)
+    finally:
+        assert srv.stop() == 0
