@@ -196,6 +196,8 @@ typedef void (*http_handler_fn)(const http_req_t *req, http_res_t *res, void *ct
 enum {
   HTTP_ROUTE_PUBLIC = 1, /* no API key needed (e.g. /health) */
   HTTP_ROUTE_PROBE = 2,  /* answerable over the connection cap (/health, /metrics) */
+  HTTP_ROUTE_JSON = 4,   /* the body is JSON: a Content-Type other than application/json
+                          * (charset, if given, utf-8), or none, is 415 */
 };
 
 /* Connections over the cap that may still ask for HTTP_ROUTE_PROBE routes

@@ -344,11 +344,11 @@ void srv__routes(srv_t *s) {
     }
   }
   if (s->cfg->metrics) http_server_route(h, HTTP_GET, "/metrics", h_metrics, s, HTTP_ROUTE_PROBE);
-  http_server_route(h, HTTP_POST, "/tokenize", h_tokenize, s, 0);
-  http_server_route(h, HTTP_POST, "/detokenize", h_detokenize, s, 0);
-  http_server_route(h, HTTP_POST, "/v1/completions", srv__h_completions, s, 0);
-  http_server_route(h, HTTP_POST, "/v1/chat/completions", srv__h_chat, s, 0);
-  http_server_route(h, HTTP_POST, "/v1/responses", srv__h_responses, s, 0);
+  http_server_route(h, HTTP_POST, "/tokenize", h_tokenize, s, HTTP_ROUTE_JSON);
+  http_server_route(h, HTTP_POST, "/detokenize", h_detokenize, s, HTTP_ROUTE_JSON);
+  http_server_route(h, HTTP_POST, "/v1/completions", srv__h_completions, s, HTTP_ROUTE_JSON);
+  http_server_route(h, HTTP_POST, "/v1/chat/completions", srv__h_chat, s, HTTP_ROUTE_JSON);
+  http_server_route(h, HTTP_POST, "/v1/responses", srv__h_responses, s, HTTP_ROUTE_JSON);
   srv__info_routes(s);
   srv__dash_routes(s);
 }

@@ -21,11 +21,21 @@
    (root) and the dashboard stream (model_file) give the model file's name,
    and no answer holds the directory it lies in; the `expose_model_path`
    setting gives the path as the operator wrote it.
+
+4. Lenient HTTP, over raw sockets: a repeated Host is 400, a transfer
+   coding other than chunked (`gzip, chunked`) 501 (both close the
+   connection), and a POST whose JSON body comes as text/plain, as a form
+   (what `curl -d` sends without -H) or with no Content-Type is 415 on every
+   JSON route (the connection stays open, the next request is served);
+   application/json, with a utf-8 charset or in capitals, is taken, and the
+   official client works.
 """
 import json
 import re
+import shutil
+import socket
+import subprocess
 
-import httpx
 import pytest
 
 from dashboard_util import SnapshotReader
@@ -225,3 +235,79 @@ def test_the_model_path_stays_the_servers(tools_server, tmp_path):
         assert set(shown.values()) == {str(path)}, shown  # as the operator gave it (start() passes -m PATH)
     finally:
         assert srv.stop() == 0
+
+
+# --- 4. strict HTTP --------------------------------------------------------------------
+
+from test_server_http import read_all, read_response  # noqa: E402
+
+
+def raw(server, head, body=b""):
+    """One request on a new connection: (status, body, whether the server
+    then closed the connection)."""
+    with socket.create_connection(server.host_port, timeout=30) as s:
+        s.sendall(head.encode() + body)
+        status, headers, got, _ = read_response(s, timeout=30)
+        closed = headers.get("connection", "").lower() == "close" and read_all(s, timeout=30) == b""
+        return status, got, closed
+
+
+def test_a_repeated_host_is_400(tools_server):
+    for hosts in (["x", "x"], ["a", "b"], ["a:1", "A:1"]):
+        head = "GET /health HTTP/1.1\r\n" + "".join(f"Host: {h}\r\n" for h in hosts) + "\r\n"
+        status, _, closed = raw(tools_server, head)
+        assert status == 400 and closed, hosts
+    assert raw(tools_server, "GET /health HTTP/1.1\r\nHost: a b\r\n\r\n")[0] == 400
+    assert raw(tools_server, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")[0] == 200
+
+
+def test_transfer_codings_other_than_chunked_are_501(tools_server):
+    body = json.dumps({"prompt": "hi"}).encode()
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    for coding in ("gzip, chunked", "deflate, chunked", "gzip", "x-custom, chunked"):
+        head = (f"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Transfer-Encoding: {coding}\r\n\r\n")
+        status, _, closed = raw(tools_server, head, chunked)
+        assert status == 501 and closed, coding
+    head = "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    status, got, _ = raw(tools_server, head, chunked)
+    assert status == 200 and json.loads(got)["tokens"] == tools_server.tokenize(prompt="hi")
+
+
+JSON_ROUTES = {"/tokenize": {"prompt": "hi"}, "/detokenize": {"tokens": [1, 2]},
+               "/v1/completions": {"prompt": "hi", "max_tokens": 1},
+               "/v1/chat/completions": {"messages": HI, "max_tokens": 1},
+               "/v1/responses": {"input": "hi", "max_output_tokens": 1}}
+
+
+@pytest.mark.parametrize("path", JSON_ROUTES)
+def test_a_json_body_needs_its_content_type(tools_server, path):
+    body = json.dumps(JSON_ROUTES[path]).encode()
+    with socket.create_connection(tools_server.host_port, timeout=60) as s:  # one connection throughout
+        for ctype, want in ((None, 415), ("text/plain", 415), ("application/x-www-form-urlencoded", 415),
+                            ("text/json", 415), ("application/json; charset=latin-1", 415),
+                            ("application/json", 200), ("Application/JSON; charset=UTF-8", 200)):
+            line = f"Content-Type: {ctype}\r\n" if ctype else ""
+            s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\n{line}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            status, headers, got, rest = read_response(s, timeout=60)
+            assert rest == b"" and status == want, (ctype, got)
+            if want == 415:
+                e = json.loads(got)["error"]
+                assert e["code"] == "unsupported_media_type" and "application/json" in e["message"]
+                assert headers.get("connection", "keep-alive").lower() != "close"
+
+
+def test_the_clients_and_curl(tools_server):
+    r = tools_server.client().chat.completions.create(model=None, messages=HI, max_tokens=1)
+    assert r.usage.prompt_tokens > 0
+    curl = shutil.which("curl")
+    assert curl, "curl is needed (the README's examples use it)"
+    url = tools_server.url + "/tokenize"
+    data = json.dumps({"prompt": "hi"})
+    out = subprocess.run([curl, "-s", "-w", "\n%{http_code}", "-d", data, url], capture_output=True, text=True)
+    body, code = out.stdout.rsplit("\n", 1)
+    assert code == "415" and "Content-Type: application/json" in json.loads(body)["error"]["message"]
+    out = subprocess.run([curl, "-s", "-w", "\n%{http_code}", "-H", "Content-Type: application/json", "-d", data, url],
+                         capture_output=True, text=True)
+    body, code = out.stdout.rsplit("\n", 1)
+    assert code == "200" and json.loads(body)["tokens"] == tools_server.tokenize(prompt="hi")
