@@ -186,6 +186,13 @@ size_t http_res_queued(const http_res_t *res);
  * grow once its receive window closes. */
 size_t http_res_unsent(const http_res_t *res);
 
+/* Drops the client now, as the write-stall limit does: the connection is
+ * closed without ending the response (counted in the server's `dropped`),
+ * and on_abort follows as for a client that left. For a producer that finds
+ * its client not reading (http_res_unsent) for too long. No-op when the
+ * connection is already going. */
+void http_res_drop(http_res_t *res);
+
 /* ---- server ---------------------------------------------------------------- */
 
 typedef struct http_server http_server_t;

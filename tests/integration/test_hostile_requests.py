@@ -17,6 +17,14 @@
    template's own), each piece encoded by Hugging Face `tokenizers` with
    specials as plain text (the defusing removed first), each cut as its id.
 
+2. Dashboard lockout: stream subscribers that never read (raw sockets with
+   a small receive buffer, so that their windows close after a few
+   snapshots rather than after the kernel's default buffers fill) have
+   their snapshots dropped (counted: the reading client's info.dropped) and
+   are cut after slow_client_timeout; with all 16 slots held by such
+   subscribers and a timeout far beyond the test, a new subscriber takes
+   the slot of the one backed up longest instead of a 503.
+
 3. The model's path: /server_info, /model_info (model_path), /v1/models
    (root) and the dashboard stream (model_file) give the model file's name,
    and no answer holds the directory it lies in; the `expose_model_path`
@@ -35,7 +43,9 @@ import re
 import shutil
 import socket
 import subprocess
+import time
 
+import httpx
 import pytest
 
 from dashboard_util import SnapshotReader
@@ -202,6 +212,90 @@ def test_duplicate_function_names_are_refused(tools_server):
     r = tools_server.post("/tokenize", json={"messages": HI, "tools": [
         {"type": "function", "function": {**t["function"], "name": name}}]})
     assert r.status_code == 200, r.text
+
+
+# --- 2. the dashboard's slots ----------------------------------------------------------
+
+MAX_DASH_CLIENTS = 16  # SRV_DASH_MAX_CLIENTS
+
+
+def stalled_subscriber(server):
+    """A raw socket that asks for the dashboard stream and never reads."""
+    host, port = server.host_port
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect((host, port))
+    s.sendall(b"GET /dashboard/events HTTP/1.1\r\nHost: x\r\n\r\n")
+    return s
+
+
+def cut_off(s, timeout=60):
+    """Whether the server closed s within timeout: its buffered stream read,
+    then EOF (or a reset)."""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            s.settimeout(max(0.1, deadline - time.monotonic()))
+            if not s.recv(1 << 20):
+                return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        pass
+    return False
+
+
+def test_stalled_dashboards_are_skipped_then_cut(tmp_path):
+    srv = start(tmp_path, "--dashboard", "on")  # slow_client_timeout 2 s (DEFAULT_ARGS)
+    reader = SnapshotReader(srv)
+    stalled = []
+    try:
+        reader.wait()
+        dropped_before = srv.metric("tram:http_clients_dropped_total")
+        stalled = [stalled_subscriber(srv) for _ in range(MAX_DASH_CLIENTS - 1)]  # every other slot
+        first = reader.wait(lambda s: s["info"]["clients"] == MAX_DASH_CLIENTS, timeout=60)
+        reader.wait(lambda s: s["info"]["dropped"] > 0, after=first["seq"], timeout=120)  # skipped, counted
+        reader.wait(lambda s: s["info"]["clients"] == 1, after=first["seq"], timeout=120)  # then cut
+        assert all(cut_off(s) for s in stalled)
+        assert srv.metric("tram:http_clients_dropped_total") - dropped_before == MAX_DASH_CLIENTS - 1
+        seqs = [s["seq"] for s in reader.snaps]
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # the reading client missed none
+        assert "a stream's client stopped reading" in srv.log()
+        with httpx.Client(base_url=srv.url, timeout=30) as c, c.stream("GET", "/dashboard/events") as r:
+            assert r.status_code == 200  # the slots are free again
+    finally:
+        reader.close()
+        for s in stalled:
+            s.close()
+        assert srv.stop() == 0
+
+
+def test_a_full_house_of_stalled_dashboards_locks_nobody_out(tmp_path):
+    """The attack run's lockout: 16 subscribers that never read. With a
+    timeout far longer than the test, only the newcomer's taking a backed-up
+    subscriber's slot lets it in."""
+    srv = start(tmp_path, "--dashboard", "on", "--slow-client-timeout", "600s")
+    stalled = [stalled_subscriber(srv) for _ in range(MAX_DASH_CLIENTS)]
+    try:
+        deadline = time.monotonic() + 120
+        with httpx.Client(base_url=srv.url, timeout=30) as c:
+            while True:
+                with c.stream("GET", "/dashboard/events") as r:
+                    if r.status_code == 200:
+                        data = (json.loads(l[6:]) for l in r.iter_lines() if l.startswith("data: "))
+                        next(data)
+                        snap = next(data)  # rendered after the skip that made room was counted
+                        break
+                    assert r.status_code == 503 and r.headers["retry-after"] == "5"
+                assert time.monotonic() < deadline, "every new subscriber is refused"
+                time.sleep(0.5)
+        assert snap["info"]["clients"] == MAX_DASH_CLIENTS and snap["info"]["dropped"] > 0
+        assert srv.metric("tram:http_clients_dropped_total") == 1  # one made room; the others stay
+        assert "this one's client reads nothing" in srv.log()
+    finally:
+        for s in stalled:
+            s.close()
+        assert srv.stop() == 0
 
 
 # --- 3. the model's path -------------------------------------------------------------
