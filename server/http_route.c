@@ -90,10 +90,7 @@ static void trim(const char **s, size_t *n) {
   while (*n && ((*s)[*n - 1] == ' ' || (*s)[*n - 1] == '\t')) (*n)--;
 }
 
-/* Whether a Content-Type value is application/json (RFC 8259's one media
- * type; any case), its parameters anything but a charset other than utf-8
- * (JSON text is UTF-8). */
-static bool json_media_type(const char *v) {
+bool http__json_media_type(const char *v) {
   if (!v) return false;
   size_t n = strcspn(v, ";");
   const char *t = v;
@@ -162,7 +159,7 @@ void http__route_dispatch(http_server_t *srv, http_res_t *res) {
     return;
   }
   if (http__probe_refused(res, match->flags)) return;
-  if ((match->flags & HTTP_ROUTE_JSON) && !json_media_type(http_req_header(req, "content-type"))) {
+  if ((match->flags & HTTP_ROUTE_JSON) && !http__json_media_type(http_req_header(req, "content-type"))) {
     const char *ct = http_req_header(req, "content-type");
     char got[84] = "none"; /* what came, in printable ASCII */
     if (ct) {

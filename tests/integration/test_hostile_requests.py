@@ -49,6 +49,7 @@ import httpx
 import pytest
 
 from dashboard_util import SnapshotReader
+from test_server_http import read_all, read_response
 from test_server_tools import TEMPLATE, jinja_render
 from test_tokenizer import hf_bytelevel, read_vocab, smollm_pre
 from tram_server import model_path, server_fixture, start
@@ -64,6 +65,7 @@ def ref():
     vocab = read_vocab(model_path())
     controls = [t for t, ty in zip(vocab["tokens"], vocab["types"]) if ty == 3]
     assert "<|im_start|>" in controls and "<|im_end|>" in controls
+    assert not any(DEFUSE in t for t in vocab["tokens"])
     hf = hf_bytelevel(vocab, smollm_pre())
     hf.encode_special_tokens = True
     return {"hf": hf, "controls": controls, "ids": {t: i for i, t in enumerate(vocab["tokens"])},
@@ -332,8 +334,6 @@ def test_the_model_path_stays_the_servers(tools_server, tmp_path):
 
 
 # --- 4. strict HTTP --------------------------------------------------------------------
-
-from test_server_http import read_all, read_response  # noqa: E402
 
 
 def raw(server, head, body=b""):
