@@ -44,6 +44,24 @@ extern "C" {
  * the model with it, before serving). */
 int cuda_geom_attn_supported(int n_heads, int n_kv_heads, int head_dim, char *err, size_t err_len);
 
+/* Shared memory a thread block of each attention kernel takes (bytes), as
+ * the kernels size it (attn_decode.cu, attn_varlen.cu static_assert that
+ * they agree): decode, 3 stages of a 64-key K and V tile of rows of
+ * head_dim + 8 bf16; prefill, 2 such stages and 4 warps' f32 accumulators. */
+#define CUDA_GEOM_DECODE_SMEM(d) (3 * 2 * 64 * ((d) + 8) * 2)
+#define CUDA_GEOM_PREFILL_SMEM(d) (2 * 2 * 64 * ((d) + 8) * 2 + 4 * ((d) / 8) * 4 * 32 * 4)
+
+/* The most shared memory a block of the attention kernels for head_dim
+ * takes (the larger of the two above). */
+int cuda_geom_attn_smem(int head_dim);
+
+/* 0 when a GPU whose blocks may take smem_optin bytes of shared memory
+ * (cudaDeviceProp.sharedMemPerBlockOptin) runs the attention kernels of
+ * head_dim; otherwise -ENOTSUP with the reason in err. sm_86/sm_89 (A10,
+ * L4, L40S: 99 KiB) run head_dim 64 but not 128 (102 KiB); sm_80 and sm_90
+ * (163 and 227 KiB) run both. */
+int cuda_geom_attn_smem_fits(int head_dim, size_t smem_optin, char *err, size_t err_len);
+
 /* Splits per sequence a decode launch provides: enough for the batch's
  * longest context max_seqlen_k (keys, the new one included), i.e.
  * ceil(max_seqlen_k / CUDA_GEOM_SPLIT_KEYS); 0 when max_seqlen_k <= 0. */
@@ -57,6 +75,29 @@ int cuda_geom_decode_chunk(int n_heads, int head_dim, int splits, size_t ws_byte
 /* Launches (split + combine pairs) a decode call of n_seqs makes with that
  * chunk; 0 for chunk < 1. */
 int cuda_geom_decode_launches(int n_seqs, int chunk);
+
+/* How a decode call walks its sequences and splits through the workspace.
+ * When every split of at least one sequence fits (cuda_geom_decode_chunk),
+ * seq_chunk sequences at a time with all their splits (window == splits).
+ * Otherwise one sequence at a time, its splits in windows of `window`: each
+ * window's partials are merged into a carried (max, sum, acc) per head,
+ * which the next window's merge starts from, so the merges happen in the
+ * same order on the same values and the bits do not change. */
+typedef struct cuda_geom_decode_plan {
+  int seq_chunk; /* sequences per launch pair */
+  int window;    /* splits per launch pair (<= splits) */
+  int carry;     /* 1: windows carry a running merge ((head_dim + 2) floats a head) */
+} cuda_geom_decode_plan_t;
+
+/* Fills *p for n_heads heads of head_dim, `splits` splits a sequence and a
+ * workspace of ws_bytes; returns 0, or -E2BIG when not even one window of
+ * one split and its carry fit (cuda_geom_decode_fits refuses that layout
+ * at model load). */
+int cuda_geom_decode_plan(int n_heads, int head_dim, int splits, size_t ws_bytes, cuda_geom_decode_plan_t *p);
+
+/* 0 when every decode call of this head layout has a plan in ws_bytes
+ * (whatever its contexts); otherwise -E2BIG with the reason in err. */
+int cuda_geom_decode_fits(int n_heads, int head_dim, size_t ws_bytes, char *err, size_t err_len);
 
 /* Row tiles of one sequence of q_len query rows. */
 static inline CUDA_GEOM_HD int cuda_geom_row_tiles(int q_len) {

@@ -12,7 +12,9 @@
  * split writes its (m, l, acc) to the backend's attention workspace;
  * (3) combine: the splits merged in order. The arithmetic is attn_tile.cuh's,
  * so the bits equal attn_varlen_paged's for the same row. Sequences are
- * processed in chunks that fit the workspace. head_dim 64 or 128. */
+ * processed in chunks that fit the workspace, and a sequence whose splits
+ * do not all fit in windows of splits with a carried merge
+ * (cuda_geom_decode_plan: the same bits). head_dim 64 or 128. */
 #ifndef TRAM_KERN_CUDA_ATTN_DECODE_CUH
 #define TRAM_KERN_CUDA_ATTN_DECODE_CUH
 
@@ -21,7 +23,9 @@
 /* kern.h attn_decode. */
 void kern_cuda__attn_decode(kern_backend_t *be, const kern_attn_args_t *a);
 
-/* Raises the kernels' dynamic shared-memory limit; once, at creation. */
-void kern_cuda__attn_decode_init(void);
+/* Raises the kernels' dynamic shared-memory limit, for the head_dims whose
+ * kernels fit smem_optin (cuda_geom_attn_smem_fits refuses the others at
+ * model load); once, at creation. */
+cudaError_t kern_cuda__attn_decode_init(size_t smem_optin);
 
 #endif

@@ -236,16 +236,23 @@ void kern_cuda__attn_varlen_paged(kern_backend_t *be, const kern_attn_args_t *a)
   varlen(be, a, true);
 }
 
+static_assert(prefill_smem<64, true>() == CUDA_GEOM_PREFILL_SMEM(64) &&
+                  prefill_smem<128, true>() == CUDA_GEOM_PREFILL_SMEM(128),
+              "kernels/cuda_geom.h sizes the prefill kernel's shared memory");
+
+/* Raises the limit of one variant when it fits the GPU (*err: the first failure). */
 template <int D, bool PAGED>
-static void raise_smem_limit() {
-  CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<D, PAGED>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  prefill_smem<D, PAGED>()));
+static void raise_smem_limit(size_t smem_optin, cudaError_t *err) {
+  if (*err != cudaSuccess || (size_t)prefill_smem<D, PAGED>() > smem_optin) return;
+  *err = cudaFuncSetAttribute(attn_prefill_kernel<D, PAGED>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              prefill_smem<D, PAGED>());
 }
 
-void kern_cuda__attn_varlen_init(void) {
-  raise_smem_limit<64, false>();
-  raise_smem_limit<64, true>();
-  raise_smem_limit<128, false>();
-  raise_smem_limit<128, true>();
+cudaError_t kern_cuda__attn_varlen_init(size_t smem_optin) {
+  cudaError_t err = cudaSuccess;
+  raise_smem_limit<64, false>(smem_optin, &err);
+  raise_smem_limit<64, true>(smem_optin, &err);
+  raise_smem_limit<128, false>(smem_optin, &err);
+  raise_smem_limit<128, true>(smem_optin, &err);
+  return err;
 }

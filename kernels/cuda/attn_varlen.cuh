@@ -23,8 +23,9 @@ void kern_cuda__attn_varlen(kern_backend_t *be, const kern_attn_args_t *a);
  * block_size, block_table, max_blocks_per_seq in place of k, v. */
 void kern_cuda__attn_varlen_paged(kern_backend_t *be, const kern_attn_args_t *a);
 
-/* Raises the kernels' dynamic shared-memory limit; once, at creation. */
-void kern_cuda__attn_varlen_init(void);
+/* Raises the kernels' dynamic shared-memory limit, for the head_dims whose
+ * kernels fit smem_optin; once, at creation. */
+cudaError_t kern_cuda__attn_varlen_init(size_t smem_optin);
 
 /* Checks the head layout every attention kernel supports; aborts with a
  * message naming `what` otherwise (programmer error). */

@@ -148,6 +148,103 @@ static void head_layouts(void **state) {
   assert_int_equal(cuda_geom_attn_supported(70000, 1, 64, err, sizeof err), -EINVAL);
 }
 
+/* Shared memory: a block of the head_dim-128 kernels takes 102 KiB
+ * (decode: 3 stages * K and V * 64 keys * 136 bf16 = 104,448 bytes;
+ * prefill: 2 such stages + 4 warps * 16 * 4 * 32 f32 = 102,400), head_dim 64
+ * 54 KiB (3 * 2 * 64 * 72 * 2 = 55,296). sm_86/89 allow 99 KiB (101,376),
+ * sm_80 163 KiB (166,912), sm_90 227 KiB (232,448). */
+static void shared_memory_per_gpu(void **state) {
+  (void)state;
+  char err[200];
+  assert_int_equal(CUDA_GEOM_DECODE_SMEM(128), 104448);
+  assert_int_equal(CUDA_GEOM_PREFILL_SMEM(128), 102400);
+  assert_int_equal(cuda_geom_attn_smem(128), 104448);
+  assert_int_equal(cuda_geom_attn_smem(64), 55296);
+  const size_t sm86 = 99 * 1024, sm80 = 163 * 1024, sm90 = 227 * 1024;
+  assert_int_equal(cuda_geom_attn_smem_fits(64, sm86, err, sizeof err), 0);
+  err[0] = 0;
+  assert_int_equal(cuda_geom_attn_smem_fits(128, sm86, err, sizeof err), -ENOTSUP);
+  assert_non_null(strstr(err, "head_dim 128"));
+  assert_non_null(strstr(err, "104448"));
+  assert_non_null(strstr(err, "101376"));
+  assert_int_equal(cuda_geom_attn_smem_fits(128, sm80, err, sizeof err), 0);
+  assert_int_equal(cuda_geom_attn_smem_fits(128, sm90, err, sizeof err), 0);
+  assert_int_equal(cuda_geom_attn_smem_fits(128, 104448, err, sizeof err), 0); /* exactly enough */
+  assert_int_equal(cuda_geom_attn_smem_fits(128, 104447, err, sizeof err), -ENOTSUP);
+  assert_int_equal(cuda_geom_attn_smem_fits(64, 48 * 1024, err, sizeof err), -ENOTSUP); /* no opt-in at all */
+}
+
+/* Walks a plan as attn_decode.cu does: every split of every sequence once,
+ * in order, and no launch pair's partials and carry past the workspace. */
+static void walk_plan(int n_seqs, int n_heads, int d, int splits, size_t ws, const cuda_geom_decode_plan_t *p) {
+  assert_true(p->seq_chunk >= 1 && p->window >= 1 && p->window <= splits);
+  int64_t covered = 0;
+  for (int seq0 = 0; seq0 < n_seqs; seq0 += p->seq_chunk) {
+    const int nc = n_seqs - seq0 < p->seq_chunk ? n_seqs - seq0 : p->seq_chunk;
+    int next = 0;
+    for (int s0 = 0; s0 < splits; s0 += p->window) {
+      assert_int_equal(s0, next);
+      const int nw = splits - s0 < p->window ? splits - s0 : p->window;
+      next = s0 + nw;
+      const int64_t floats = (int64_t)nc * n_heads * nw * (d + 2) + (p->carry ? (int64_t)nc * n_heads * (d + 2) : 0);
+      assert_true(floats * 4 <= (int64_t)ws);
+      if (!p->carry) assert_int_equal(nw, splits); /* one window: nothing carried */
+      covered += (int64_t)nc * nw;
+    }
+    assert_int_equal(next, splits);
+  }
+  assert_int_equal(covered, (int64_t)n_seqs * splits);
+}
+
+/* The decode plan never gives up mid-serving: where a sequence's partials
+ * do not fit (32 heads of 128: 32 * 130 * 4 = 16,640 bytes a split, 4,032
+ * splits in 64 MiB, i.e. 1,032,192 keys), it walks windows of splits with
+ * a carried merge; only a layout of which not even one split and its carry
+ * fit is refused, at model load. */
+static void decode_plan_fits_the_workspace(void **state) {
+  (void)state;
+  cuda_geom_decode_plan_t p;
+  /* issue 23's shape: all splits, 448 sequences a pair, nothing carried */
+  const int s = cuda_geom_decode_splits(2048 + 1);
+  assert_int_equal(cuda_geom_decode_plan(32, 128, s, WS_BYTES, &p), 0);
+  assert_int_equal(p.seq_chunk, cuda_geom_decode_chunk(32, 128, s, WS_BYTES));
+  assert_int_equal(p.window, s);
+  assert_int_equal(p.carry, 0);
+  walk_plan(1000, 32, 128, s, WS_BYTES, &p);
+  /* 4,032 splits still fit whole; 4,033 (1,032,193+ keys) take windows */
+  assert_int_equal(cuda_geom_decode_plan(32, 128, 4032, WS_BYTES, &p), 0);
+  assert_int_equal(p.seq_chunk, 1);
+  assert_int_equal(p.carry, 0);
+  assert_int_equal(cuda_geom_decode_plan(32, 128, 4033, WS_BYTES, &p), 0);
+  assert_int_equal(p.seq_chunk, 1);
+  assert_int_equal(p.carry, 1);
+  assert_int_equal(p.window, 4031); /* (64 MiB - 16,640 of carry) / 16,640 */
+  walk_plan(3, 32, 128, 4033, WS_BYTES, &p);
+  /* a 16M-key context of 128 heads */
+  const int big = cuda_geom_decode_splits(16 << 20);
+  assert_int_equal(cuda_geom_decode_plan(128, 128, big, WS_BYTES, &p), 0);
+  assert_int_equal(p.carry, 1);
+  assert_int_equal(p.window, (int)((WS_BYTES - 128 * 130 * 4) / (128 * 130 * 4)));
+  walk_plan(2, 128, 128, big, WS_BYTES, &p);
+  /* a tiny workspace: one split and its carry exactly; one byte less */
+  const size_t tiny = 8 * 66 * 4 * 2;
+  assert_int_equal(cuda_geom_decode_plan(8, 64, 5, tiny, &p), 0);
+  assert_int_equal(p.window, 1);
+  walk_plan(4, 8, 64, 5, tiny, &p);
+  assert_int_equal(cuda_geom_decode_plan(8, 64, 5, tiny - 1, &p), -E2BIG);
+  assert_int_equal(cuda_geom_decode_plan(8, 64, 0, WS_BYTES, &p), -E2BIG);
+  /* the refusal at model load */
+  char err[200];
+  assert_int_equal(cuda_geom_decode_fits(32, 128, WS_BYTES, err, sizeof err), 0);
+  assert_int_equal(cuda_geom_decode_fits(9, 64, WS_BYTES, err, sizeof err), 0);
+  assert_int_equal(cuda_geom_decode_fits(64000, 128, WS_BYTES, err, sizeof err), 0); /* 66,560,000 bytes */
+  err[0] = 0;
+  assert_int_equal(cuda_geom_decode_fits(65535, 128, WS_BYTES, err, sizeof err), -E2BIG); /* 68,156,400 */
+  assert_non_null(strstr(err, "68156400"));
+  assert_int_equal(cuda_geom_decode_fits(8, 64, tiny, err, sizeof err), 0);
+  assert_int_equal(cuda_geom_decode_fits(8, 64, tiny - 1, err, sizeof err), -E2BIG);
+}
+
 /* The metadata image: live rows at the live width, one buffer. At 256
  * requests of 2,048 tokens (+1), blocks of 16, in a cache whose rows could
  * hold 131,072 tokens (8,192 entries): 129 entries a row, 129 KiB of table
@@ -194,6 +291,8 @@ int main(void) {
       cmocka_unit_test(varlen_grid_is_the_batch_tiles),
       cmocka_unit_test(tile_map_covers_every_row_once),
       cmocka_unit_test(head_layouts),
+      cmocka_unit_test(shared_memory_per_gpu),
+      cmocka_unit_test(decode_plan_fits_the_workspace),
       cmocka_unit_test(metadata_image_is_compact),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
