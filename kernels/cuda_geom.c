@@ -75,6 +75,26 @@ int cuda_geom_decode_fits(int n_heads, int head_dim, size_t ws_bytes, char *err,
   return -E2BIG;
 }
 
+int64_t cuda_geom_decode_split_list(int n_seqs, const int32_t *cache_seqlens, int s0, int n_win, int32_t *cu_splits) {
+  int64_t total = 0;
+  cu_splits[0] = 0;
+  for (int b = 0; b < n_seqs; b++) {
+    total += cuda_geom_seq_splits(cache_seqlens[b], s0, n_win);
+    cu_splits[b + 1] = (int32_t)total;
+  }
+  return total;
+}
+
+int cuda_geom_decode_grid_x(int n_seqs, int n_win, int grid_y, int n_sm) {
+  if (n_seqs < 1 || n_win < 1 || grid_y < 1) return 0;
+  const int64_t bound = (int64_t)n_seqs * n_win;
+  const int64_t resident = (int64_t)(n_sm > 0 ? n_sm : 1) * CUDA_GEOM_DECODE_BLOCKS_PER_SM * CUDA_GEOM_DECODE_WAVES;
+  int64_t cap = (resident + grid_y - 1) / grid_y;
+  if (cap < 1) cap = 1;
+  const int64_t x = bound < cap ? bound : cap;
+  return (int)(x < INT32_MAX ? x : INT32_MAX);
+}
+
 int cuda_geom_decode_launches(int n_seqs, int chunk) {
   return chunk < 1 ? 0 : (int)(((int64_t)n_seqs + chunk - 1) / chunk);
 }
@@ -87,11 +107,11 @@ int64_t cuda_geom_varlen_grid(int n_seqs, int64_t total_q, int max_seqlen_q) {
   return by_total < by_max ? by_total : by_max;
 }
 
-int64_t cuda_geom_varlen_tiles(int n_seqs, const int32_t *cu_seq_lens_q, int32_t *cu_tiles) {
+int64_t cuda_geom_varlen_tiles(int n_seqs, const int32_t *cu_seq_lens_q, int route, int32_t *cu_tiles) {
   int64_t total = 0;
   cu_tiles[0] = 0;
   for (int b = 0; b < n_seqs; b++) {
-    total += cuda_geom_row_tiles(cu_seq_lens_q[b + 1] - cu_seq_lens_q[b]);
+    total += cuda_geom_prefill_tiles(cu_seq_lens_q[b + 1] - cu_seq_lens_q[b], route);
     cu_tiles[b + 1] = (int32_t)total;
   }
   return total;

@@ -99,9 +99,60 @@ int cuda_geom_decode_plan(int n_heads, int head_dim, int splits, size_t ws_bytes
  * (whatever its contexts); otherwise -E2BIG with the reason in err. */
 int cuda_geom_decode_fits(int n_heads, int head_dim, size_t ws_bytes, char *err, size_t err_len);
 
+/* The decode split list: work item w of a launch pair is one split of one
+ * sequence, listed sequence by sequence (cu_splits[b] the first item of
+ * sequence b of the chunk, as the prefill tile map), so a batch of one long
+ * and many short contexts starts blocks for the splits that exist, not
+ * sequences * the longest's splits. A block walks items w = blockIdx.x,
+ * + gridDim.x, ... (cuda_geom_decode_grid_x). */
+
+/* Items sequence of cache_seqlen cs has in the window of splits s0 ..
+ * s0 + n_win - 1: its splits (ceil((cs + 1) / CUDA_GEOM_SPLIT_KEYS); none
+ * for padding, cs < 0) from s0 on, at most n_win. */
+static inline CUDA_GEOM_HD int cuda_geom_seq_splits(int cs, int s0, int n_win) {
+  if (cs < 0) return 0;
+  const int all = (int)(((int64_t)cs + CUDA_GEOM_SPLIT_KEYS) / CUDA_GEOM_SPLIT_KEYS); /* keys cs + 1 */
+  const int n = all - s0;
+  return n < 0 ? 0 : (n < n_win ? n : n_win);
+}
+
+/* Host reference of the device scan: cu_splits[b] (n_seqs + 1 entries) is
+ * the first item of sequence b, from cache_seqlens. Returns the total. */
+int64_t cuda_geom_decode_split_list(int n_seqs, const int32_t *cache_seqlens, int s0, int n_win, int32_t *cu_splits);
+
+/* grid.x of a decode split launch of n_seqs sequences, n_win splits each at
+ * most, grid_y blocks a split (KV heads * head groups), on n_sm
+ * multiprocessors: the list's bound n_seqs * n_win, capped at
+ * CUDA_GEOM_DECODE_WAVES waves of CUDA_GEOM_DECODE_BLOCKS_PER_SM resident
+ * blocks over all of grid.y (at least 1): more blocks than that only queue. */
+#define CUDA_GEOM_DECODE_BLOCKS_PER_SM 2 /* 102 KiB of shared memory a block */
+#define CUDA_GEOM_DECODE_WAVES 4
+int cuda_geom_decode_grid_x(int n_seqs, int n_win, int grid_y, int n_sm);
+
 /* Row tiles of one sequence of q_len query rows. */
 static inline CUDA_GEOM_HD int cuda_geom_row_tiles(int q_len) {
   return q_len > 0 ? (q_len + CUDA_GEOM_PREFILL_ROWS - 1) / CUDA_GEOM_PREFILL_ROWS : 0;
+}
+
+/* A varlen batch on the paged cache (attn_varlen_paged) routes each
+ * sequence of one query row to the decode kernels (split-K over its keys,
+ * the GQA group's heads sharing each K/V tile; the same bits, as decode's
+ * arithmetic is the prefill kernel's) and the others to the prefill kernel,
+ * where a one-row sequence would take a 64-row tile of which one warp of
+ * four works. */
+static inline CUDA_GEOM_HD int cuda_geom_routed_to_decode(int q_len) { return q_len == 1; }
+
+/* Row tiles the prefill kernel takes for a sequence of q_len rows: all
+ * (route 0), or none for one routed to decode (route 1). */
+static inline CUDA_GEOM_HD int cuda_geom_prefill_tiles(int q_len, int route) {
+  return route && cuda_geom_routed_to_decode(q_len) ? 0 : cuda_geom_row_tiles(q_len);
+}
+
+/* Decode split-list items (cuda_geom_seq_splits) of a varlen batch's
+ * sequence of q_len rows and k_len keys: its splits when routed to decode,
+ * else none. */
+static inline CUDA_GEOM_HD int cuda_geom_routed_splits(int q_len, int k_len, int s0, int n_win) {
+  return cuda_geom_routed_to_decode(q_len) ? cuda_geom_seq_splits(k_len - 1, s0, n_win) : 0;
 }
 
 /* grid.x of a varlen launch: an upper bound of the batch's row tiles (the
@@ -113,10 +164,12 @@ static inline CUDA_GEOM_HD int cuda_geom_row_tiles(int q_len) {
 int64_t cuda_geom_varlen_grid(int n_seqs, int64_t total_q, int max_seqlen_q);
 
 /* Host reference of the device scan: cu_tiles[b] (n_seqs + 1 entries) is the
- * first row tile of sequence b, from cu_seq_lens_q. Returns the total. */
-int64_t cuda_geom_varlen_tiles(int n_seqs, const int32_t *cu_seq_lens_q, int32_t *cu_tiles);
+ * first row tile of sequence b, from cu_seq_lens_q (cuda_geom_prefill_tiles
+ * with `route`). Returns the total. */
+int64_t cuda_geom_varlen_tiles(int n_seqs, const int32_t *cu_seq_lens_q, int route, int32_t *cu_tiles);
 
-/* The sequence that row tile t (0 <= t < cu_tiles[n_seqs]) belongs to: the
+/* The sequence that row tile t (0 <= t < cu_tiles[n_seqs]) belongs to (or
+ * decode split-list item t, cu_tiles the list cu_splits): the
  * last b with cu_tiles[b] <= t (sequences without rows own no tile). */
 static inline CUDA_GEOM_HD int cuda_geom_tile_seq(const int32_t *cu_tiles, int n_seqs, int64_t t) {
   int lo = 0, hi = n_seqs; /* cu_tiles[lo] <= t < cu_tiles[hi] */

@@ -195,6 +195,21 @@ static void release(gt_t *t, dcase_t &d) {
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) gt_free(t, all[i]);
 }
 
+/* A decode case's new keys and values (key cs[b] of sequence b, the one
+ * the kernel appends) into k_new, v_new and onto the device with cs. */
+static void upload_new(gt_t *t, const acase_t &a, const std::vector<int> &cs, dcase_t &d, std::vector<float> &k_new,
+                       std::vector<float> &v_new) {
+  const size_t n = cs.size(), row = (size_t)a.c.HKV * a.c.D;
+  k_new.assign(n * row, 0.0f), v_new.assign(n * row, 0.0f);
+  for (size_t b = 0; b < n; b++) {
+    memcpy(&k_new[b * row], &a.k[(size_t)(a.cu_k[b] + cs[b]) * row], row * 4);
+    memcpy(&v_new[b * row], &a.v[(size_t)(a.cu_k[b] + cs[b]) * row], row * 4);
+  }
+  d.k_new = (float *)gt_dev_from(t, k_new.data(), k_new.size() * 4);
+  d.v_new = (float *)gt_dev_from(t, v_new.data(), v_new.size() * 4);
+  d.seqlens = (int32_t *)gt_dev_from(t, cs.data(), n * 4);
+}
+
 static kern_attn_args_t args_of(const acase_t &a, const dcase_t &d) {
   kern_attn_args_t x;
   memset(&x, 0, sizeof x);
@@ -298,14 +313,8 @@ static void check_decode(gt_t *t, const char *what, attn_cfg_t c, const std::vec
   dcase_t d;
   upload(t, a, d);
   const size_t row = (size_t)c.HKV * c.D;
-  std::vector<float> k_new((size_t)n * row), v_new((size_t)n * row);
-  for (int b = 0; b < n; b++) {
-    memcpy(&k_new[(size_t)b * row], &a.k[(size_t)(a.cu_k[b] + cs[b]) * row], row * 4);
-    memcpy(&v_new[(size_t)b * row], &a.v[(size_t)(a.cu_k[b] + cs[b]) * row], row * 4);
-  }
-  d.k_new = (float *)gt_dev_from(t, k_new.data(), k_new.size() * 4);
-  d.v_new = (float *)gt_dev_from(t, v_new.data(), v_new.size() * 4);
-  d.seqlens = (int32_t *)gt_dev_from(t, cs.data(), (size_t)n * 4);
+  std::vector<float> k_new, v_new;
+  upload_new(t, a, cs, d, k_new, v_new);
   kern_attn_args_t x = args_of(a, d);
   const size_t n_out = (size_t)n * c.H * c.D;
   std::vector<float> dec = run(t, t->be->attn_decode, x, n_out);
@@ -383,14 +392,8 @@ static void check_decode_padded(gt_t *t, attn_cfg_t c) {
   dcase_t d;
   upload(t, a, d);
   const size_t row = (size_t)c.HKV * c.D, qrow = (size_t)c.H * c.D;
-  std::vector<float> k_new((size_t)n * row), v_new((size_t)n * row);
-  for (int b = 0; b < n; b++) {
-    memcpy(&k_new[(size_t)b * row], &a.k[(size_t)(a.cu_k[b] + cs[b]) * row], row * 4);
-    memcpy(&v_new[(size_t)b * row], &a.v[(size_t)(a.cu_k[b] + cs[b]) * row], row * 4);
-  }
-  d.k_new = (float *)gt_dev_from(t, k_new.data(), k_new.size() * 4);
-  d.v_new = (float *)gt_dev_from(t, v_new.data(), v_new.size() * 4);
-  d.seqlens = (int32_t *)gt_dev_from(t, cs.data(), (size_t)n * 4);
+  std::vector<float> k_new, v_new;
+  upload_new(t, a, cs, d, k_new, v_new);
   kern_attn_args_t x = args_of(a, d);
   const std::vector<float> dec = run(t, t->be->attn_decode, x, (size_t)n * qrow);
   std::vector<uint16_t> kc_live(a.kc.size()), vc_live(a.vc.size()), got_c(a.kc.size());

@@ -24,16 +24,17 @@ static const struct {
     {"ops", gt_check_ops}, {"weights", gt_check_weights}, {"attn", gt_check_attn},
     {"sample", gt_check_sample}, {"graph", gt_check_graph},
 };
-#define N_GROUPS (int)(sizeof groups / sizeof groups[0])
+static constexpr int N_GROUPS = (int)(sizeof groups / sizeof groups[0]);
 
 int main(int argc, char **argv) {
   const char *mode = "check", *table = NULL;
-  int quick = 0, want[N_GROUPS] = {0}, any = 0;
+  int quick = 0, any_group = 0;
+  int want[N_GROUPS] = {0};
   for (int i = 1; i < argc; i++) {
     int g = 0;
     while (g < N_GROUPS && strcmp(argv[i], groups[g].name) != 0) g++;
     if (g < N_GROUPS && strcmp(mode, "check") == 0) {
-      want[g] = any = 1;
+      want[g] = any_group = 1;
     } else if (strcmp(argv[i], "--quick") == 0)
       quick = 1;
     else if (strcmp(argv[i], "--table") == 0 && i + 1 < argc)
@@ -60,7 +61,7 @@ int main(int argc, char **argv) {
     rc = gt_bench(&t, table);
   } else {
     for (int g = 0; g < N_GROUPS; g++)
-      if (!any || want[g]) groups[g].fn(&t);
+      if (!any_group || want[g]) groups[g].fn(&t);
     printf("checks: %d passed, %d failed, %d warnings\n", t.pass, t.fail, t.warn);
     rc = t.fail ? 1 : 0;
   }
