@@ -100,7 +100,21 @@ NVFLAGS  ?= -O2 -g -lineinfo
 # NVWERROR: warnings fatal (here and in CI); tests/gpu/run-on-device.sh empties
 # it, as nvcc passes it to the host compiler and another gcc warns elsewhere
 NVWERROR ?= --Werror all-warnings
-NVFLAGS  += -std=c++17 $(CUDA_ARCHS) -I. $(CUBLAS_CFLAGS) -Xcompiler -Wall,-Wextra,-Wno-unused-parameter \
+# NVCC_COMPAT: nvcc refuses (an error, which NVWERROR does not govern) a host
+# gcc newer than the ones it was released for; a one-line CUDA file run
+# through the preprocessor (where that check sits) shows whether it does, and
+# then -allow-unsupported-compiler is passed. Probed once (exported to the
+# sub-makes), and only where nvcc exists; set it to skip the probe.
+ifeq ($(origin NVCC_COMPAT),undefined)
+  ifneq ($(NVCC),)
+    NVCC_COMPAT := $(shell d=$$(mktemp -d) && echo 'int main(void) { return 0; }' >$$d/p.cu && \
+      { $(NVCC) -E $$d/p.cu -o /dev/null >/dev/null 2>&1 || \
+        { $(NVCC) -allow-unsupported-compiler -E $$d/p.cu -o /dev/null >/dev/null 2>&1 && \
+          echo -allow-unsupported-compiler; }; }; rm -rf $$d)
+  endif
+  export NVCC_COMPAT
+endif
+NVFLAGS  += -std=c++17 $(NVCC_COMPAT) $(CUDA_ARCHS) -I. $(CUBLAS_CFLAGS) -Xcompiler -Wall,-Wextra,-Wno-unused-parameter \
             $(NVWERROR) -MMD -MP
 
 ifeq ($(FUZZ),1)
@@ -322,7 +336,7 @@ $(GPU_CHECK): $(GPU_TEST_OBJS)
 	$(if $(NVCC),,$(error gpu-tests: nvcc not found (put it on PATH or set NVCC=)))
 	$(call say,LINK,$@)
 	@mkdir -p $(@D)
-	$(Q)$(NVCC) $(CUDA_ARCHS) $^ $(CUBLAS_LIBS) $(GPU_RPATH) -o $@
+	$(Q)$(NVCC) $(NVCC_COMPAT) $(CUDA_ARCHS) $^ $(CUBLAS_LIBS) $(GPU_RPATH) -o $@
 
 $(GPU_MODEL_LIB): $(GPU_MODEL_SRCS:%.c=$(BUILD)/obj/gpu/%.o)
 	$(call say,AR,$@)
@@ -335,7 +349,7 @@ $(GPU_MODEL_BINS): $(GPU_LINK_OBJS) $(GPU_MODEL_LIB)
 	$(if $(NVCC),,$(error gpu-tests: nvcc not found (put it on PATH or set NVCC=)))
 	$(call say,LINK,$@)
 	@mkdir -p $(@D)
-	$(Q)$(NVCC) $(CUDA_ARCHS) $(filter %.o,$^) $(GPU_MODEL_LIB) $(CUBLAS_LIBS) $(PCRE2_LIBS) $(GPU_RPATH) -lm -o $@
+	$(Q)$(NVCC) $(NVCC_COMPAT) $(CUDA_ARCHS) $(filter %.o,$^) $(GPU_MODEL_LIB) $(CUBLAS_LIBS) $(PCRE2_LIBS) $(GPU_RPATH) -lm -o $@
 
 # The C sources, compiled without the Debian packages' flags (PCRE2's aside);
 # without cJSON, so without Hugging Face checkpoints (TRAM_NO_HF: GGUF only).
