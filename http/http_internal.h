@@ -2,7 +2,7 @@
  * responses' state, shared by http_server.c (listeners, accept, stop),
  * http_conn.c (reading, parsing, timers, close), http_res.c (writing,
  * back-pressure) and http_route.c (routes, auth). Not for use outside
- * server/http_*.c. */
+ * http/http_*.c. */
 #ifndef TRAM_HTTP_INTERNAL_H
 #define TRAM_HTTP_INTERNAL_H
 
