@@ -289,6 +289,7 @@ static void loads_tiny_llama(void **state) {
   hp = model_hparams(m);
   assert_int_equal(hp->arch, MODEL_ARCH_QWEN3);
   assert_string_equal(model_arch_name(hp->arch), "qwen3");
+  assert_string_equal(model_arch_hf_class(hp->arch), "Qwen3ForCausalLM");
   assert_int_equal(hp->rope_neox, 1);
   assert_true(hp->qk_norm);
   assert_false(hp->qkv_bias);
