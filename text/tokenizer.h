@@ -177,7 +177,8 @@ enum {
 
 /* ---- text from users inside a template's markup ----------------------------
  *
- * A chat template wraps request text (message contents) in control tokens;
+ * A chat template wraps request text (message contents, tool definitions)
+ * in control tokens;
  * the rendered text is then encoded with TOK_ENC_PARSE_SPECIAL. For the
  * control tokens' texts inside the request text to stay plain text, that
  * text is marked before rendering: tok_mark_specials puts a TOK_MARK byte

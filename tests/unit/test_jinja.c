@@ -332,6 +332,52 @@ static void chatml_for_models_without_template(void **state) {
   chat_tmpl_free(NULL);
 }
 
+/* oai_chat_val_map rewrites every string of a value, dict keys included, at
+ * any depth, and leaves the rest (and the input) as they are. The rewrite
+ * here writes each 'x' as "<x>"; jinja renders both trees. */
+static size_t angle_x(const void *ctx, const char *s, size_t n, char *out) {
+  (void)ctx;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == 'x') out[k++] = '<';
+    out[k++] = s[i];
+    if (s[i] == 'x') out[k++] = '>';
+  }
+  return k;
+}
+static size_t angle_x_cap(size_t n) { return 3 * n; }
+
+static void values_map_every_string(void **state) {
+  (void)state;
+  const char *json = "{\"tools\": [{\"dx\": \"x\", \"p\": {\"kx\": [\"yx\", 3, 2.5, true, null]}}], \"s\": \"xx\"}";
+  const char *src = "{{ tools | tojson }}|{{ s | length }}";
+  chat_tmpl_t *t = chat_tmpl_compile(src, strlen(src), NULL, 0);
+  assert_non_null(t);
+  cJSON *x = cJSON_Parse(json), *m = cJSON_Parse("[]");
+  arena_t a;
+  arena_init(&a, 0, 0);
+  const chat_val_t *plain = oai_chat_val(&a, x);
+  const oai_text_map_t map = {.cap = angle_x_cap, .fn = angle_x, .ctx = NULL};
+  const chat_val_t *vals[2] = {oai_chat_val_map(&a, plain, &map), plain}; /* the input after the map: as it was */
+  const char *want[2] = {"[{\"d<x>\": \"<x>\", \"p\": {\"k<x>\": [\"y<x>\", 3, 2.5, true, null]}}]|6",
+                         "[{\"dx\": \"x\", \"p\": {\"kx\": [\"yx\", 3, 2.5, true, null]}}]|2"};
+  for (int i = 0; i < 2; i++) {
+    chat_tmpl_input_t in = {.messages = oai_chat_val(&a, m), .extra = vals[i]};
+    char *out;
+    size_t n;
+    assert_int_equal(chat_tmpl_render(t, &in, &out, &n, NULL, 0), 0);
+    assert_string_equal(out, want[i]);
+    free(out);
+  }
+  assert_int_equal(oai_chat_val_get(vals[0], "s")->n, 6);
+  assert_null(oai_chat_val_get(plain, "t"));
+  assert_null(oai_chat_val_get(oai_chat_val_get(plain, "tools"), "p")); /* a list, not a dict */
+  arena_free(&a);
+  cJSON_Delete(x);
+  cJSON_Delete(m);
+  chat_tmpl_free(t);
+}
+
 /* repr(float) is the shortest string that reads back as the same double. */
 static void float_repr_round_trips(void **state) {
   (void)state;
@@ -486,6 +532,7 @@ int main(void) {
       cmocka_unit_test(limits_hold),
       cmocka_unit_test(messages_are_normalised),
       cmocka_unit_test(chatml_for_models_without_template),
+      cmocka_unit_test(values_map_every_string),
       cmocka_unit_test(float_repr_round_trips),
       cmocka_unit_test(hostile_templates_never_crash),
   };
