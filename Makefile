@@ -5,6 +5,7 @@
 #   make test       set up everything, then run every test suite
 #   make sanitize   build everything with ASan + UBSan into build/san/
 #   make model      fetch and verify the default model into models/
+#   make model-gemma3  fetch and verify Gemma 3 270M Q4_K_M (a test model)
 #   make fuzz       build the libFuzzer targets (clang) into build/fuzz/
 #   make fuzz-long  run each to 10^7 executions (or 30 min), corpus merged back
 #   make soak       an hour of mixed load on tram (SOAK_MINUTES, SOAK_CLIENTS)
@@ -31,6 +32,7 @@ DESTDIR    ?=
 VENV       ?= .venv
 PYTHON     ?= python3
 DEFAULT_MODEL := models/SmolLM2-135M-Instruct.Q4_1.gguf
+GEMMA3_MODEL  := models/gemma-3-270m-q4_k_m.gguf
 MODEL      ?= $(DEFAULT_MODEL)
 
 ifeq ($(V),1)
@@ -193,7 +195,7 @@ ALL_OBJS := $(LIB_OBJS) $(CU_OBJS) $(BUILD)/obj/$(MAIN_SRC:.c=.o) \
 
 # --- build rules ------------------------------------------------------------
 
-.PHONY: tools fuzz fuzz-long soak fuzzers all unit-tests benches sanitize test test-unit test-python run model venv \
+.PHONY: tools fuzz fuzz-long soak fuzzers all unit-tests benches sanitize test test-unit test-python run model model-gemma3 venv \
         deps clean distclean install uninstall compile_commands.json cuda-check help
 
 all: $(TRAM) unit-tests benches tools
@@ -387,6 +389,11 @@ model: $(DEFAULT_MODEL)
 $(DEFAULT_MODEL):
 	$(Q)scripts/fetch-model.sh
 
+# a real Gemma 3 (262,144-token vocabulary) the tests use beside the default
+model-gemma3: $(GEMMA3_MODEL)
+$(GEMMA3_MODEL):
+	$(Q)scripts/fetch-model.sh $(notdir $(GEMMA3_MODEL))
+
 # --- run and test -----------------------------------------------------------
 # make run: set-up (Debian packages, the model), build, then serve in the
 # foreground on 127.0.0.1:8080 until Ctrl-C (SIGINT drains, then exits).
@@ -399,16 +406,16 @@ run: model $(TRAM)
 	@echo "    -d '{\"prompt\": \"The capital of France is\", \"max_tokens\": 16, \"temperature\": 0}'"
 	$(Q)exec $(TRAM) serve -m $(MODEL) --host 127.0.0.1 --port 8080 $(RUN_ARGS)
 
-test: venv model
+test: venv model model-gemma3
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory sanitize
-	$(Q)BUILD=$(BUILD) VENV=$(VENV) MODEL=$(MODEL) scripts/run-tests.sh
+	$(Q)BUILD=$(BUILD) VENV=$(VENV) MODEL=$(MODEL) GEMMA3=$(GEMMA3_MODEL) scripts/run-tests.sh
 
 test-unit: all
 	$(Q)scripts/run-unit-tests.sh $(BUILD)/tests
 
-test-python: venv model $(TRAM)
-	$(Q)TRAM_BUILD=$(BUILD) TRAM_BIN=$(TRAM) TRAM_MODEL=$(MODEL) $(VENV)/bin/pytest $(wildcard tests/integration tests/reference)
+test-python: venv model model-gemma3 $(TRAM)
+	$(Q)TRAM_BUILD=$(BUILD) TRAM_BIN=$(TRAM) TRAM_MODEL=$(MODEL) TRAM_GEMMA3=$(GEMMA3_MODEL) $(VENV)/bin/pytest $(wildcard tests/integration tests/reference)
 
 compile_commands.json:
 	bear -- $(MAKE) -B all

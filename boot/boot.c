@@ -117,7 +117,7 @@ int boot_open(boot_t *st, const boot_opts_t *o, char *err, size_t err_len) {
       return -EINVAL;
     }
   } else {
-    st->tmpl = chat_tmpl_from_gguf(model_gguf(st->model));
+    st->tmpl = chat_tmpl_from_gguf(model_gguf(st->model), st->tok);
     if (!st->tmpl) log_warn("the model's chat template does not compile: chat requests will be refused");
   }
   st->gvocab = sched_gram_vocab_create(st->tok, err, err_len);

@@ -29,14 +29,14 @@ static cJSON *must(cJSON *j) {
 
 /* The fields both answers share. */
 static cJSON *common(const srv_t *s) {
-  const bool qwen = strcmp(sched_engine_model_arch(s->engine), "qwen2") == 0;
   cJSON *o = must(cJSON_CreateObject());
   must(cJSON_AddStringToObject(o, "model_path", srv__model_shown(s)));
   must(cJSON_AddStringToObject(o, "served_model_name", s->cfg->served_model_name));
   must(cJSON_AddBoolToObject(o, "is_generation", 1));
-  must(cJSON_AddStringToObject(o, "model_type", qwen ? "qwen2" : "llama"));
+  /* the file's general.architecture, and Hugging Face's class for it */
+  must(cJSON_AddStringToObject(o, "model_type", sched_engine_model_arch(s->engine)));
   cJSON *arch = must(cJSON_AddArrayToObject(o, "architectures"));
-  cJSON_AddItemToArray(arch, must(cJSON_CreateString(qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM")));
+  cJSON_AddItemToArray(arch, must(cJSON_CreateString(sched_engine_model_hf_class(s->engine))));
   return o;
 }
 

@@ -290,24 +290,45 @@ static void messages_are_normalised(void **state) {
   assert_string_equal(out, "get422.5");
 }
 
+/* ChatML, with the BOS and EOS the tokenizer's add_bos_token and
+ * add_eos_token ask for (as llama.cpp's tokenization of its own ChatML
+ * fallback gives them); a model's own template is used as it is. */
 static void chatml_for_models_without_template(void **state) {
   (void)state;
-  chat_tmpl_t *t = chat_tmpl_from_model(NULL, 0);
-  assert_non_null(t);
-  assert_string_equal(chat_tmpl_source(t), CHAT_TMPL_CHATML);
+  static const char *const want[2][2] = {
+      {"<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+       "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n</s>"},
+      {"<s><|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+       "<s><|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n</s>"},
+  };
   cJSON *m = cJSON_Parse("[{\"role\": \"user\", \"content\": \"Hi\"}]");
   arena_t a;
   arena_init(&a, 0, 0);
-  chat_tmpl_input_t in = {.messages = oai_chat_val(&a, m), .add_generation_prompt = 1};
+  chat_tmpl_input_t in = {
+      .messages = oai_chat_val(&a, m), .add_generation_prompt = 1, .bos_token = "<s>", .eos_token = "</s>"};
+  for (int bos = 0; bos < 2; bos++) {
+    for (int eos = 0; eos < 2; eos++) {
+      chat_tmpl_t *t = chat_tmpl_from_model(NULL, 0, bos, eos);
+      assert_non_null(t);
+      if (!bos && !eos) assert_string_equal(chat_tmpl_source(t), CHAT_TMPL_CHATML);
+      char *out;
+      size_t n;
+      assert_int_equal(chat_tmpl_render(t, &in, &out, &n, NULL, 0), 0);
+      assert_string_equal(out, want[bos][eos]);
+      free(out);
+      chat_tmpl_free(t);
+    }
+  }
+  chat_tmpl_t *own = chat_tmpl_from_model("{{ messages[0].content }}", 25, 1, 1);
   char *out;
   size_t n;
-  assert_int_equal(chat_tmpl_render(t, &in, &out, &n, NULL, 0), 0);
-  assert_string_equal(out, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  assert_int_equal(chat_tmpl_render(own, &in, &out, &n, NULL, 0), 0);
+  assert_string_equal(out, "Hi");
   free(out);
+  chat_tmpl_free(own);
   arena_free(&a);
   cJSON_Delete(m);
-  chat_tmpl_free(t);
-  assert_null(chat_tmpl_from_model("{% if %}", 8));
+  assert_null(chat_tmpl_from_model("{% if %}", 8, 1, 0));
   chat_tmpl_free(NULL);
 }
 
