@@ -4,7 +4,20 @@
  * then a chain of n-m optional ones, all right-recursive so the matcher's
  * tail calls keep stacks flat), byte sets deduplicated. Then the checks: every
  * rule defined, no left recursion (the matcher is top-down), and the shortest
- * sentence lengths the matcher's shortest_byte needs. */
+ * sentence lengths the matcher's shortest_byte needs.
+ *
+ * Before lowering, two rewrites of the expressions:
+ *  - alternatives that start with the same byte set are merged into that set
+ *    followed by a new rule of what follows it in each (repeated in that
+ *    rule: a trie of literals), so an enum of thousands of values opens one
+ *    stack, not thousands;
+ *  - which rules and nodes derive the empty string (a fixed point over the
+ *    rules). A repetition whose body may be empty then repeats the body's
+ *    non-empty sentences (GX_RULE_NONEMPTY rules, made from the lowered
+ *    body): x{m,n} is x'{0,n}, x* is x'*, the same language without left
+ *    recursion and without the ways of placing empty copies.
+ * Every walk is iterative (explicit stacks): nothing recurses on the
+ * input's size. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,13 +29,19 @@ typedef struct lower {
   int32_t n_elems, cap_elems;
   int32_t *alt_start;
   int32_t n_alts, cap_alts;
-  int32_t *memo; /* node -> rule made for it, -1 */
+  int32_t *memo; /* node -> [2 * node]: the rule whose body it is, [2 * node + 1]: a star rule repeating it; -1 */
   int32_t cap_memo;
+  uint8_t *nul;  /* [n_nul] node -> derives the empty string (nodes made before lowering) */
+  int32_t n_nul;
+  gram_ivec_t stk; /* lower_expr's work list */
+  int32_t *rule_alt; /* [cap_rule_alt] rule r's alternatives start at alt_start[rule_alt[r]] */
+  int32_t cap_rule_alt;
 } lower_t;
 
 static int push(lower_t *L, int32_t e) {
-  if (L->n_elems >= GRAM_MAX_ELEMS)
-    return gx_fail(L->b, -1, GRAM_ELIMIT, "grammar too large: more than %d elements", GRAM_MAX_ELEMS);
+  if (L->n_elems >= L->b->lim.max_size)
+    return gx_fail(L->b, -1, GRAM_ELIMIT, "grammar too large: more than %d elements (bound: max_size)",
+                   L->b->lim.max_size);
   if (L->n_elems == L->cap_elems) {
     int32_t nc = L->cap_elems ? L->cap_elems * 2 : 1024;
     int32_t *p = realloc(L->elems, sizeof *p * (size_t)nc);
@@ -30,33 +49,261 @@ static int push(lower_t *L, int32_t e) {
     L->elems = p, L->cap_elems = nc;
   }
   L->elems[L->n_elems++] = e;
+  return gx_tick(L->b, 1);
+}
+
+/* The memo of node's rules: which 0, the rule whose body node is (a group,
+ * an alternation); which 1, the star rule of a REPEAT node. (Two slots: a
+ * repetition may be both, x** makes the group of x* and x*'s star.) */
+static int32_t *memo_at(lower_t *L, int32_t node, int which) {
+  const int32_t i = 2 * node + which;
+  if (i >= L->cap_memo) {
+    int32_t nc = L->cap_memo ? L->cap_memo : 1024;
+    while (nc <= i) nc *= 2;
+    int32_t *p = realloc(L->memo, sizeof *p * (size_t)nc);
+    if (!p) return NULL;
+    for (int32_t k = L->cap_memo; k < nc; k++) p[k] = -1;
+    L->memo = p, L->cap_memo = nc;
+  }
+  return &L->memo[i];
+}
+
+/* ---- which expressions derive the empty string ---------------------------------- */
+
+/* Appends the nodes of the trees under the roots (rule bodies) to order,
+ * children before parents. */
+static int post_order(gx_build_t *b, gram_ivec_t *order) {
+  gram_ivec_t stk = {0};
+  int rc = 0;
+  for (int32_t r = 0; r < b->n_rules && !rc; r++) {
+    if (b->rules[r].body < 0) continue;
+    /* entries: node, then ~node once its children are pushed */
+    if ((rc = gram__ivec_reserve(&stk, 1))) break;
+    stk.v[stk.n++] = b->rules[r].body;
+    while (stk.n && !rc) {
+      int32_t x = stk.v[--stk.n];
+      if (x < 0) {
+        if ((rc = gram__ivec_reserve(order, 1))) break;
+        order->v[order->n++] = ~x;
+        continue;
+      }
+      const gx_node_t *n = &b->nodes[x];
+      if ((rc = gram__ivec_reserve(&stk, 1 + n->n_kids + 1))) break;
+      stk.v[stk.n++] = ~x;
+      if (n->kind == GX_SEQ || n->kind == GX_ALT)
+        for (int32_t c = n->first; c >= 0; c = b->nodes[c].next) stk.v[stk.n++] = c;
+      else if (n->kind == GX_REPEAT)
+        stk.v[stk.n++] = n->a;
+    }
+  }
+  free(stk.v);
+  return rc ? gx_fail(b, -1, GRAM_ENOMEM, "out of memory") : 0;
+}
+
+/* Whether node x derives ε, from its children's answers in v (and the
+ * rules' for references: not known yet counts as no). */
+static uint8_t eval_nullable(const gx_build_t *b, const uint8_t *v, int32_t x) {
+  const gx_node_t *n = &b->nodes[x];
+  switch (n->kind) {
+  case GX_EMPTY: return 1;
+  case GX_SET: case GX_NOTHING: return 0;
+  case GX_REF: return b->rules[n->a].nullable > 0;
+  case GX_REPEAT: return n->min == 0 || v[n->a];
+  case GX_SEQ:
+    for (int32_t c = n->first; c >= 0; c = b->nodes[c].next)
+      if (!v[c]) return 0;
+    return 1;
+  case GX_ALT:
+    for (int32_t c = n->first; c >= 0; c = b->nodes[c].next)
+      if (v[c]) return 1;
+    return 0;
+  }
   return 0;
 }
 
-static int32_t *memo_at(lower_t *L, int32_t node) {
-  if (node >= L->cap_memo) {
-    int32_t nc = L->cap_memo ? L->cap_memo : 1024;
-    while (nc <= node) nc *= 2;
-    int32_t *p = realloc(L->memo, sizeof *p * (size_t)nc);
-    if (!p) return NULL;
-    for (int32_t i = L->cap_memo; i < nc; i++) p[i] = -1;
-    L->memo = p, L->cap_memo = nc;
+/* The fixed point: every defined rule's nullable, every node's in L->nul. */
+static int nullability(lower_t *L) {
+  gx_build_t *b = L->b;
+  gram_ivec_t order = {0};
+  if (post_order(b, &order)) return -1;
+  L->n_nul = b->n_nodes;
+  L->nul = calloc((size_t)L->n_nul + 1, 1);
+  if (!L->nul) {
+    free(order.v);
+    return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
   }
-  return &L->memo[node];
+  for (int32_t r = 0; r < b->n_rules; r++) b->rules[r].nullable = 0;
+  for (int changed = 1; changed && !b->failed;) { /* each pass turns at least one rule nullable */
+    changed = 0;
+    for (int32_t i = 0; i < order.n; i++) L->nul[order.v[i]] = eval_nullable(b, L->nul, order.v[i]);
+    for (int32_t r = 0; r < b->n_rules; r++)
+      if (b->rules[r].body >= 0 && !b->rules[r].nullable && L->nul[b->rules[r].body])
+        b->rules[r].nullable = 1, changed = 1;
+    gx_tick(b, order.n);
+  }
+  free(order.v);
+  return b->failed ? -1 : 0;
+}
+
+/* ---- merging alternatives that start alike ---------------------------------------- */
+
+/* Whether node x is a sequence of nothing (the empty string, as written). */
+static int is_blank(const gx_build_t *b, int32_t x) {
+  return b->nodes[x].kind == GX_EMPTY || (b->nodes[x].kind == GX_SEQ && b->nodes[x].first < 0);
+}
+
+/* The byte set node an alternative starts with (through nested sequences,
+ * past empty ones), or -1; *parent gets the sequence holding it (-1: x is
+ * the set itself). */
+static int32_t lead_set(const gx_build_t *b, int32_t x, int32_t *parent) {
+  *parent = -1;
+  while (b->nodes[x].kind == GX_SEQ) {
+    int32_t c = b->nodes[x].first;
+    while (c >= 0 && is_blank(b, c)) c = b->nodes[c].next;
+    if (c < 0) break;
+    *parent = x, x = c;
+  }
+  return b->nodes[x].kind == GX_SET ? x : -1;
+}
+
+typedef struct lead {
+  int32_t t, set; /* the alternative's place among x's children and its leading set node */
+} lead_t;
+
+static _Thread_local const gx_build_t *cmp_b; /* for cmp_lead: qsort takes no context */
+
+static int cmp_lead(const void *x, const void *y) {
+  const lead_t *a = x, *c = y;
+  int d = memcmp(&cmp_b->sets[cmp_b->nodes[a->set].a], &cmp_b->sets[cmp_b->nodes[c->set].a], sizeof(gram_set_t));
+  return d ? d : (a->t > c->t) - (a->t < c->t);
+}
+
+/* Merges the alternatives of ALT node x that start with equal byte sets:
+ * each such group becomes one alternative `set R`, R a new rule whose
+ * alternatives are the group's rests (merged in turn when R's body comes up
+ * in merge_alts). The group takes its first member's place. */
+static int merge_alt(gx_build_t *b, int32_t x) {
+  const int32_t k = b->nodes[x].n_kids;
+  lead_t *ld = malloc(sizeof *ld * (size_t)(k + 1));
+  int32_t *kids = malloc(sizeof *kids * (size_t)(k + 1));
+  if (!ld || !kids) {
+    free(ld), free(kids);
+    return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
+  }
+  int32_t nl = 0, t = 0;
+  for (int32_t c = b->nodes[x].first; c >= 0 && t < k; c = b->nodes[c].next, t++) {
+    int32_t par, s = lead_set(b, c, &par);
+    kids[t] = c;
+    if (s >= 0) ld[nl++] = (lead_t){t, s};
+  }
+  cmp_b = b;
+  qsort(ld, (size_t)nl, sizeof *ld, cmp_lead);
+  int merged = 0;
+  for (int32_t i = 0; i < nl && !b->failed;) {
+    int32_t j = i + 1;
+    const gram_set_t *si = &b->sets[b->nodes[ld[i].set].a];
+    while (j < nl && !memcmp(si, &b->sets[b->nodes[ld[j].set].a], sizeof *si)) j++;
+    if (j - i >= 2) { /* ld[i] is the group's first member (sorted by place within equal sets) */
+      merged = 1;
+      int32_t r = gx_rule_new(b, "trie"), rest = gx_alt(b);
+      const int32_t set = ld[i].set;
+      for (int32_t g = i; g < j && !b->failed; g++) {
+        int32_t kid = kids[ld[g].t], par, s = lead_set(b, kid, &par);
+        int32_t tail = kid;
+        if (par < 0) tail = gx_empty(b); /* the alternative was the set alone */
+        else { /* detach the set from its sequence (and the empty ones before it) */
+          gx_node_t *q = &b->nodes[par];
+          int32_t dropped = 1;
+          for (int32_t e = q->first; e != s; e = b->nodes[e].next) dropped++;
+          q->first = b->nodes[s].next;
+          if (q->first < 0) q->last = -1;
+          q->n_kids -= dropped;
+        }
+        b->nodes[s].next = -1;
+        if (tail >= 0) b->nodes[tail].next = -1;
+        gx_add(b, rest, tail);
+        kids[ld[g].t] = -1;
+      }
+      if (r >= 0 && rest >= 0) b->rules[r].body = rest;
+      kids[ld[i].t] = gx_seq2(b, set, gx_ref(b, r));
+    }
+    i = j;
+  }
+  if (merged && !b->failed) { /* relink x's children */
+    gx_node_t *p = &b->nodes[x];
+    p->first = p->last = -1;
+    p->n_kids = 0;
+    for (t = 0; t < k; t++)
+      if (kids[t] >= 0) {
+        b->nodes[kids[t]].next = -1;
+        gx_add(b, x, kids[t]);
+      }
+  }
+  free(ld), free(kids);
+  if (!b->failed && b->nodes[x].n_kids > b->lim.max_stacks)
+    return gx_fail(b, -1, GRAM_ELIMIT,
+                   "an alternation of %d alternatives that start differently (more than %d; bound: max_stacks)",
+                   b->nodes[x].n_kids, b->lim.max_stacks);
+  return b->failed ? -1 : 0;
+}
+
+/* Every alternation, those the merging makes included. */
+static int merge_alts(gx_build_t *b) {
+  for (int32_t x = 0; x < b->n_nodes && !b->failed; x++)
+    if (b->nodes[x].kind == GX_ALT && b->nodes[x].n_kids >= 2 && merge_alt(b, x)) return -1;
+  return b->failed ? -1 : 0;
+}
+
+/* ---- lowering -------------------------------------------------------------------- */
+
+/* Whether node x derives ε (nodes made while lowering: the rules they refer
+ * to say). */
+static int node_nullable(const lower_t *L, int32_t x) {
+  if (x < L->n_nul) return L->nul[x];
+  const gx_node_t *n = &L->b->nodes[x];
+  if (n->kind == GX_REF) return L->b->rules[n->a].nullable > 0;
+  return n->kind == GX_EMPTY;
+}
+
+/* A new rule of the lowering: its nullable said now. */
+static int32_t new_rule(lower_t *L, const char *prefix, int nullable) {
+  int32_t r = gx_rule_new(L->b, prefix);
+  if (r >= 0) L->b->rules[r].nullable = (int8_t)nullable;
+  return r;
 }
 
 /* The rule whose body is node x (made once per node). */
 static int32_t rule_for(lower_t *L, int32_t x, const char *prefix) {
-  int32_t *m = memo_at(L, x);
+  int32_t *m = memo_at(L, x, 0);
   if (!m) return gx_fail(L->b, -1, GRAM_ENOMEM, "out of memory");
   if (*m >= 0) return *m;
-  int32_t r = gx_rule_new(L->b, prefix);
+  int32_t r = new_rule(L, prefix, node_nullable(L, x));
   if (r < 0) return -1;
   L->b->rules[r].body = x;
-  m = memo_at(L, x); /* (no realloc since, but stay safe) */
-  *m = r;
+  *memo_at(L, x, 0) = r; /* (allocated above) */
   return r;
 }
+
+/* The rule of rule u's non-empty sentences (made once per rule). */
+static int32_t nonempty_rule(lower_t *L, int32_t u) {
+  gx_build_t *b = L->b;
+  if (b->rules[u].nonempty >= 0) return b->rules[u].nonempty;
+  int32_t r = new_rule(L, "nonempty", 0);
+  if (r < 0) return -1;
+  b->rules[r].kind = GX_RULE_NONEMPTY;
+  b->rules[r].of = u;
+  b->rules[u].nonempty = r;
+  return r;
+}
+
+/* Element e's non-empty version: itself, unless it refers to a nullable rule. */
+static int32_t nonempty_elem(lower_t *L, int32_t e) {
+  if (e >= 0 || L->b->rules[GRAM_REF_ID(e)].nullable <= 0) return e;
+  int32_t r = nonempty_rule(L, GRAM_REF_ID(e));
+  return r < 0 ? 0 : GRAM_REF(r);
+}
+
+static int elem_nullable(const lower_t *L, int32_t e) { return e < 0 && L->b->rules[GRAM_REF_ID(e)].nullable > 0; }
 
 /* The element standing for one occurrence of expression x. */
 static int32_t elem_of(lower_t *L, int32_t x) {
@@ -76,65 +323,98 @@ static int32_t node_of(lower_t *L, int32_t e) {
   return gx_ref(L->b, GRAM_REF_ID(e));
 }
 
+/* REPEAT node x (a copy in n): its elements. */
+static int lower_repeat(lower_t *L, int32_t x, gx_node_t n) {
+  gx_build_t *b = L->b;
+  int32_t e = elem_of(L, n.a);
+  if (b->failed) return -1;
+  if (elem_nullable(L, e)) { /* x{m,n} with x nullable is x'{0,n} */
+    e = nonempty_elem(L, e);
+    n.min = 0;
+    if (b->failed) return -1;
+  }
+  for (int32_t i = 0; i < n.min; i++)
+    if (push(L, e)) return -1;
+  if (n.max < 0) { /* S ::= e S | ε */
+    int32_t *m = memo_at(L, x, 1);
+    if (!m) return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
+    int32_t s = *m;
+    if (s < 0) {
+      s = new_rule(L, "star", 1);
+      if (s < 0) return -1;
+      int32_t body = gx_alt2(b, gx_seq2(b, node_of(L, e), gx_ref(b, s)), gx_empty(b));
+      if (body < 0) return -1;
+      b->rules[s].body = body;
+      *memo_at(L, x, 1) = s; /* (allocated above) */
+    }
+    return push(L, GRAM_REF(s));
+  }
+  int32_t prev = -1; /* O_k ::= e O_{k-1} | ε */
+  for (int32_t k = 1; k <= n.max - n.min; k++) {
+    int32_t o = new_rule(L, "opt", 1);
+    int32_t body = prev < 0 ? gx_alt2(b, node_of(L, e), gx_empty(b))
+                            : gx_alt2(b, gx_seq2(b, node_of(L, e), gx_ref(b, prev)), gx_empty(b));
+    if (o < 0 || body < 0) return -1;
+    b->rules[o].body = body;
+    prev = o;
+  }
+  return prev < 0 ? 0 : push(L, GRAM_REF(prev));
+}
+
+/* Appends expression x's elements. Iterative: the work list holds node ids,
+ * ~id for "this node, then its later siblings" (a sequence's children). */
 static int lower_expr(lower_t *L, int32_t x) {
   gx_build_t *b = L->b;
   if (b->failed) return -1;
-  gx_node_t n = b->nodes[x]; /* a copy: the array may move below */
-  switch (n.kind) {
-  case GX_EMPTY: return 0;
-  case GX_NOTHING: {
-    gram_set_t none = {{0}};
-    int32_t s = gx_set(b, &none);
-    return s < 0 ? -1 : push(L, b->nodes[s].a);
-  }
-  case GX_SET: return push(L, n.a);
-  case GX_REF: return push(L, GRAM_REF(n.a));
-  case GX_SEQ:
-    for (int32_t c = n.first; c >= 0; c = b->nodes[c].next)
-      if (lower_expr(L, c)) return -1;
-    return 0;
-  case GX_ALT: {
-    if (n.first < 0) return lower_expr(L, gx_nothing(b));
-    if (b->nodes[n.first].next < 0) return lower_expr(L, n.first);
-    int32_t r = rule_for(L, x, "alt");
-    return r < 0 ? -1 : push(L, GRAM_REF(r));
-  }
-  case GX_REPEAT: {
-    if (n.min == 1 && n.max == 1) return lower_expr(L, n.a);
-    int32_t e = elem_of(L, n.a);
-    if (b->failed) return -1;
-    for (int32_t i = 0; i < n.min; i++)
-      if (push(L, e)) return -1;
-    if (n.max < 0) { /* S ::= e S | ε */
-      int32_t *m = memo_at(L, x);
-      if (!m) return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
-      int32_t s = *m;
-      if (s < 0) {
-        s = gx_rule_new(b, "star");
-        if (s < 0) return -1;
-        int32_t body = gx_alt2(b, gx_seq2(b, node_of(L, e), gx_ref(b, s)), gx_empty(b));
-        if (body < 0) return -1;
-        b->rules[s].body = body;
-        *memo_at(L, x) = s;
+  L->stk.n = 0;
+  if (gram__ivec_reserve(&L->stk, 1)) return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
+  L->stk.v[L->stk.n++] = x;
+  while (L->stk.n && !b->failed) {
+    int32_t y = L->stk.v[--L->stk.n];
+    if (y < 0) { /* a sibling chain */
+      y = ~y;
+      if (b->nodes[y].next >= 0) L->stk.v[L->stk.n++] = ~b->nodes[y].next; /* (room: just popped) */
+    }
+    gx_node_t n = b->nodes[y]; /* a copy: the array may move below */
+    int rc = 0;
+    switch (n.kind) {
+    case GX_EMPTY: break;
+    case GX_NOTHING: {
+      gram_set_t none = {{0}};
+      int32_t s = gx_set(b, &none);
+      rc = s < 0 ? -1 : push(L, b->nodes[s].a);
+      break;
+    }
+    case GX_SET: rc = push(L, n.a); break;
+    case GX_REF: rc = push(L, GRAM_REF(n.a)); break;
+    case GX_SEQ:
+      if (n.first >= 0) {
+        if (gram__ivec_reserve(&L->stk, 1)) return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
+        L->stk.v[L->stk.n++] = ~n.first;
       }
-      return push(L, GRAM_REF(s));
+      break;
+    case GX_ALT:
+      if (n.first < 0) {
+        gram_set_t none = {{0}};
+        int32_t s = gx_set(b, &none);
+        rc = s < 0 ? -1 : push(L, b->nodes[s].a);
+      } else if (b->nodes[n.first].next < 0) {
+        if (gram__ivec_reserve(&L->stk, 1)) return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
+        L->stk.v[L->stk.n++] = n.first; /* alone: not a chain */
+      } else {
+        int32_t r = rule_for(L, y, "alt");
+        rc = r < 0 ? -1 : push(L, GRAM_REF(r));
+      }
+      break;
+    case GX_REPEAT: rc = lower_repeat(L, y, n); break;
+    default: rc = gx_fail(b, -1, GRAM_EINVAL, "internal: bad node");
     }
-    int32_t prev = -1; /* O_k ::= e O_{k-1} | ε */
-    for (int32_t k = 1; k <= n.max - n.min; k++) {
-      int32_t o = gx_rule_new(b, "opt");
-      int32_t body = prev < 0 ? gx_alt2(b, node_of(L, e), gx_empty(b))
-                              : gx_alt2(b, gx_seq2(b, node_of(L, e), gx_ref(b, prev)), gx_empty(b));
-      if (o < 0 || body < 0) return -1;
-      b->rules[o].body = body;
-      prev = o;
-    }
-    return prev < 0 ? 0 : push(L, GRAM_REF(prev));
+    if (rc) return -1;
   }
-  }
-  return gx_fail(b, -1, GRAM_EINVAL, "internal: bad node");
+  return b->failed ? -1 : 0;
 }
 
-static int add_alt(lower_t *L, int32_t x) {
+static int open_alt(lower_t *L) {
   if (L->n_alts == L->cap_alts) {
     int32_t nc = L->cap_alts ? L->cap_alts * 2 : 256;
     int32_t *p = realloc(L->alt_start, sizeof *p * (size_t)nc);
@@ -142,8 +422,64 @@ static int add_alt(lower_t *L, int32_t x) {
     L->alt_start = p, L->cap_alts = nc;
   }
   L->alt_start[L->n_alts++] = L->n_elems;
-  if (lower_expr(L, x)) return -1;
+  return 0;
+}
+
+static int add_alt(lower_t *L, int32_t x) {
+  if (open_alt(L) || lower_expr(L, x)) return -1;
   return push(L, GRAM_END);
+}
+
+/* Suffixes longer than this become a chain of rules in a non-empty rule
+ * (S_j ::= X_j S_j+1), so a long alternative of nullable elements costs
+ * linear, not quadratic, size. */
+#define INLINE_SUFFIX 16
+
+/* The rule of the elements elems[from .. end) of one lowered alternative,
+ * as a chain of rules (made from the back). */
+static int32_t suffix_rule(lower_t *L, int32_t from, int32_t end) {
+  gx_build_t *b = L->b;
+  /* ids front to back (a rule's successor has the next id: the analyses,
+   * which pass over the rules from the last, settle in one pass), bodies
+   * back to front (each one's nullable from its successor's) */
+  const int32_t first = b->n_rules;
+  for (int32_t j = from; j < end; j++)
+    if (new_rule(L, "suffix", 0) < 0) return -1;
+  for (int32_t j = end - 1; j >= from && !b->failed; j--) {
+    const int32_t e = L->elems[j], r = first + (j - from), next = j + 1 < end ? r + 1 : -1;
+    b->rules[r].nullable = (int8_t)(elem_nullable(L, e) && (next < 0 || b->rules[next].nullable > 0));
+    int32_t body = next < 0 ? node_of(L, e) : gx_seq2(b, node_of(L, e), gx_ref(b, next));
+    if (body < 0) return -1;
+    b->rules[r].body = body;
+  }
+  return b->failed ? -1 : first;
+}
+
+/* Rule r, GX_RULE_NONEMPTY of rule u (lowered already: u < r): for each
+ * alternative X1..Xk of u and each i whose X1..Xi-1 may all be empty, the
+ * alternative Xi' Xi+1..Xk (Xi' the non-empty version of Xi). */
+static int lower_nonempty(lower_t *L, int32_t u) {
+  for (int32_t a = L->rule_alt[u]; a < L->rule_alt[u + 1]; a++) {
+    const int32_t st = L->alt_start[a];
+    int32_t end = st, lead = 0; /* lead: the elements that may be empty before the first that may not */
+    while (L->elems[end] != GRAM_END) end++;
+    while (st + lead < end && elem_nullable(L, L->elems[st + lead])) lead++;
+    for (int32_t i = st; i < end; i++) {
+      const int32_t x = L->elems[i];
+      const int32_t xe = nonempty_elem(L, x);
+      if (L->b->failed || open_alt(L) || push(L, xe)) return -1;
+      if (lead > 0 && end - (i + 1) > INLINE_SUFFIX) { /* suffixes shared by several alternatives */
+        int32_t r = suffix_rule(L, i + 1, end);
+        if (r < 0 || push(L, GRAM_REF(r))) return -1;
+      } else {
+        for (int32_t j = i + 1; j < end; j++)
+          if (push(L, L->elems[j])) return -1; /* (index reads: push may move elems) */
+      }
+      if (push(L, GRAM_END)) return -1;
+      if (!elem_nullable(L, x)) break; /* later elements can lead only after x was empty */
+    }
+  }
+  return L->b->failed ? -1 : 0;
 }
 
 void gram_destroy(gram_t *g) {
@@ -201,6 +537,18 @@ static int32_t sat_add(int32_t a, int32_t b) {
 /* Shortest sentence length of each rule (GRAM_INF_LEN: none), then of each
  * alternative's suffix. Passes over the rules until nothing changes, with a
  * work bound. */
+static int set_empty(const gram_set_t *s) {
+  for (int i = 0; i < 8; i++)
+    if (s->w[i]) return 0;
+  return 1;
+}
+
+/* The fewest bytes element e takes (an empty byte set: none can). */
+static int32_t elem_min(const gram_t *g, int32_t e) {
+  if (e >= 0) return set_empty(&g->sets[e]) ? GRAM_INF_LEN : 1;
+  return g->rule_min[GRAM_REF_ID(e)];
+}
+
 static int shortest(lower_t *L, gram_t *g) {
   g->rule_min = malloc(sizeof *g->rule_min * (size_t)g->n_rules);
   g->suffix_min = malloc(sizeof *g->suffix_min * (size_t)g->n_elems);
@@ -214,13 +562,13 @@ static int shortest(lower_t *L, gram_t *g) {
       for (int32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++) {
         int32_t len = 0;
         for (int32_t p = g->alt_start[a]; g->elems[p] != GRAM_END; p++, work++) {
-          int32_t e = g->elems[p];
-          len = sat_add(len, e >= 0 ? 1 : g->rule_min[GRAM_REF_ID(e)]);
+          len = sat_add(len, elem_min(g, g->elems[p]));
         }
         if (len < best) best = len;
       }
       if (best < g->rule_min[r]) g->rule_min[r] = best, changed = 1;
     }
+    if (gx_tick(L->b, g->n_elems)) return -1;
     if (work > 50 * 1000 * 1000)
       return gx_fail(L->b, -1, GRAM_ELIMIT, "grammar too complex to analyse (nesting too deep)");
   }
@@ -229,11 +577,25 @@ static int shortest(lower_t *L, gram_t *g) {
     while (g->elems[end] != GRAM_END) end++;
     g->suffix_min[end] = 0;
     for (int32_t q = end - 1; q >= p; q--) {
-      int32_t e = g->elems[q];
-      g->suffix_min[q] = sat_add(g->suffix_min[q + 1], e >= 0 ? 1 : g->rule_min[GRAM_REF_ID(e)]);
+      g->suffix_min[q] = sat_add(g->suffix_min[q + 1], elem_min(g, g->elems[q]));
     }
   }
   return 0;
+}
+
+/* Drops the alternatives that have no sentence (an element that matches
+ * nothing: an empty byte set, a rule without sentences), so no parser stack
+ * ever enters a dead end: a token a mask allows always leads somewhere a
+ * sentence can still be completed. Their elements stay, unreferenced. */
+static void prune(gram_t *g) {
+  int32_t k = 0;
+  for (int32_t r = 0; r < g->n_rules; r++) {
+    const int32_t a0 = g->rule_alt[r], a1 = g->rule_alt[r + 1];
+    g->rule_alt[r] = k;
+    for (int32_t a = a0; a < a1; a++)
+      if (g->suffix_min[g->alt_start[a]] < GRAM_INF_LEN) g->alt_start[k++] = g->alt_start[a];
+  }
+  g->rule_alt[g->n_rules] = g->n_alts = k;
 }
 
 static int set_or(gram_set_t *d, const gram_set_t *x) {
@@ -269,6 +631,10 @@ static int first_follow(lower_t *L, gram_t *g) {
   int64_t work = 0, limit = 20 * 1000 * 1000;
   for (int changed = 1; changed && work < limit;) {
     changed = 0;
+    if (gx_tick(L->b, g->n_elems)) {
+      free(first);
+      return -1;
+    }
     for (int32_t r = n - 1; r >= 0; r--)
       for (int32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++)
         for (int32_t p = g->alt_start[a]; g->elems[p] != GRAM_END; p++, work++) {
@@ -283,6 +649,10 @@ static int first_follow(lower_t *L, gram_t *g) {
   }
   for (int changed = 1; changed && work < limit;) {
     changed = 0;
+    if (gx_tick(L->b, g->n_elems)) {
+      free(first);
+      return -1;
+    }
     for (int32_t a = 0; a < g->n_alts; a++) {
       int32_t st = g->alt_start[a], end = st;
       while (g->elems[end] != GRAM_END) end++;
@@ -368,19 +738,28 @@ gram_t *gx_finish(gx_build_t *b, int32_t root) {
     gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
     return NULL;
   }
-  int32_t *rule_alt = NULL;
-  for (int32_t r = 0; r < b->n_rules && !b->failed; r++) {
+  for (int32_t r = 0; r < b->n_rules; r++)
     if (b->rules[r].body < 0) {
       gx_fail(b, b->rules[r].def_pos, GRAM_EINVAL, "undefined rule '%s'", b->rules[r].name);
       break;
     }
-    int32_t *p = realloc(rule_alt, sizeof *p * (size_t)(r + 2));
-    if (!p) {
-      gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
-      break;
+  if (!b->failed) merge_alts(b);
+  if (!b->failed) nullability(&L);
+  for (int32_t r = 0; r < b->n_rules && !b->failed; r++) {
+    if (r + 2 > L.cap_rule_alt) {
+      int32_t nc = L.cap_rule_alt ? L.cap_rule_alt * 2 : 256;
+      while (nc < r + 2) nc *= 2;
+      if (gram__resize(&L.rule_alt, sizeof *L.rule_alt, nc)) {
+        gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
+        break;
+      }
+      L.cap_rule_alt = nc;
     }
-    rule_alt = p;
-    rule_alt[r] = L.n_alts;
+    L.rule_alt[r] = L.n_alts; /* (and where rule r - 1's alternatives end) */
+    if (b->rules[r].kind == GX_RULE_NONEMPTY) { /* u < r: u's alternatives are lowered, their end known */
+      lower_nonempty(&L, b->rules[r].of);
+      continue;
+    }
     const gx_node_t *body = &b->nodes[b->rules[r].body];
     if (body->kind == GX_ALT && body->first >= 0) {
       for (int32_t c = body->first; c >= 0 && !b->failed; c = b->nodes[c].next) add_alt(&L, c);
@@ -390,9 +769,10 @@ gram_t *gx_finish(gx_build_t *b, int32_t root) {
   }
   g->elems = L.elems, g->n_elems = L.n_elems;
   g->alt_start = L.alt_start, g->n_alts = L.n_alts;
-  g->rule_alt = rule_alt;
+  g->rule_alt = L.rule_alt;
   g->n_rules = b->failed ? 0 : b->n_rules;
-  free(L.memo);
+  g->lim = b->lim;
+  free(L.memo), free(L.nul), free(L.stk.v);
   if (b->failed) goto fail;
   g->rule_alt[g->n_rules] = g->n_alts;
   g->root = root;
@@ -405,7 +785,9 @@ gram_t *gx_finish(gx_build_t *b, int32_t root) {
     g->rule_name[r] = b->rules[r].name; /* moved */
     b->rules[r].name = NULL;
   }
-  if (dedup_sets(&L, g) || shortest(&L, g) || left_recursion(&L, g) || first_follow(&L, g)) goto fail;
+  if (dedup_sets(&L, g) || shortest(&L, g)) goto fail;
+  prune(g);
+  if (left_recursion(&L, g) || first_follow(&L, g)) goto fail;
   if (g->rule_min[root] >= GRAM_INF_LEN) {
     gx_fail(b, -1, GRAM_EINVAL, "the grammar has no sentence, or its shortest sentence is over %d bytes (rule %s)",
             GRAM_INF_LEN - 1, g->rule_name[root]);

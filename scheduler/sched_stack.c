@@ -124,7 +124,7 @@ int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, 
     if (!st->tmpl) log_warn("the model's chat template does not compile: chat requests will be refused");
   }
   st->gvocab = sched_gram_vocab_create(st->tok, err, err_len);
-  st->grammars = st->gvocab ? gram_lru_create(st->gvocab, 0, 0) : NULL;
+  st->grammars = st->gvocab ? gram_lru_create(st->gvocab, 0, o->grammar_cache_bytes) : NULL;
   if (!st->grammars) {
     if (st->gvocab) snprintf(err, err_len, "out of memory for the grammar cache");
     sched_stack_close(st);

@@ -28,5 +28,6 @@ sched_stack_opts_t srv_stack_opts(const cfg_t *c) {
           },
       .chat_template_path = c->chat_template,
       .draft_model_path = c->draft_model,
+      .grammar_cache_bytes = (size_t)c->grammar_cache_bytes,
   };
 }

@@ -39,7 +39,7 @@ static void fuzz_drive(gram_t *g, const gram_err_t *err, const uint8_t *data, si
     CHECK(v);
   }
   gram_cache_t *c = gram_cache_create(g, v);
-  gram_matcher_t *m = c ? gram_matcher_create(c) : NULL;
+  gram_matcher_t *m = c ? gram_matcher_create(c, NULL) : NULL;
   if (m) {
     uint32_t mask[(FUZZ_NV + 31) / 32];
     for (size_t step = 0; step < 16; step++) {

@@ -21,7 +21,7 @@ static gram_t *schema(const char *text, int flexible, gram_err_t *err) {
   cJSON *j = cJSON_Parse(text);
   assert_non_null(j);
   gram_json_opts_t o = {.flexible_ws = flexible, .ws_max = 2};
-  gram_t *g = gram_compile_json_schema(j, &o, err);
+  gram_t *g = gram_compile_json_schema(j, &o, NULL, err);
   cJSON_Delete(j);
   return g;
 }
@@ -127,7 +127,7 @@ static void forms(void **state) {
                    {"\"2024-02-30\"", -1},
                    {"\"2024-13-01\"", -1});
   gram_destroy(g);
-  g = gram_compile_json_object(NULL, &err);
+  g = gram_compile_json_object(NULL, NULL, &err);
   GRAM_TEST_EXPECT(g, {"{\"k\":[1,{\"x\":null}],\"z\":-0.5e+3}", 1},
                    {"[]", -1});
   gram_destroy(g);
