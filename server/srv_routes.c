@@ -10,6 +10,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/fault.h"
 #include "base/log.h"
 #include "server/oai_chat_val.h"
 #include "server/srv_internal.h"
@@ -265,6 +266,8 @@ typedef struct tok_out {
 static tok_out_t *tok_out(srv_work_t *w) {
   tok_out_t *o = w->out = arena_alloc(&w->arena, sizeof *o);
   memset(o, 0, sizeof *o);
+  if (fault_value("tokenize_delay", 0) > 0) /* test builds: slow work, to show it is not the loop's */
+    uv_sleep((unsigned)fault_value("tokenize_delay", 0));
   return o;
 }
 
