@@ -79,7 +79,7 @@ typedef struct gram_limits {
 
 /* The defaults: max_size 500,000, max_repeat 10,000, max_depth 128,
  * max_literal 16,384, compile 10 s, max_stacks 4,096, max_closure 200,000,
- * max_frames 1,048,576, mask_fuel 50,000,000, cache_bytes 64 MiB. */
+ * max_frames 1,048,576, mask_fuel 20,000,000, cache_bytes 64 MiB. */
 gram_limits_t gram_limits_default(void);
 /* l with every field 0 replaced by its default (l NULL: the defaults). */
 gram_limits_t gram_limits_or_default(const gram_limits_t *l);

@@ -21,7 +21,7 @@ gram_limits_t gram_limits_default(void) {
       .max_stacks = 4096,
       .max_closure = 200000,
       .max_frames = 1 << 20,
-      .mask_fuel = 50000000,
+      .mask_fuel = 20000000,
       .cache_bytes = (int64_t)64 << 20,
   };
 }

@@ -149,6 +149,15 @@ int gram__utf8_get(const char *s, size_t n, uint32_t *c);
  * parse with a stack or two). NULL on error. */
 gram_t *gx_finish(gx_build_t *b, int32_t root);
 
+/* gram_rewrite.c, before lowering: merges the alternatives of every
+ * alternation that start with equal byte sets (each group: the set, then a
+ * new rule of their rests), then checks that no alternation keeps more than
+ * max_stacks; 0 or -1 (failed). */
+int gram__merge_alts(gx_build_t *b);
+/* Which rules derive the empty string (rules[].nullable) and which nodes
+ * (*nul, [*n_nul] malloc'd: the nodes there are now): 0 or -1. */
+int gram__nullability(gx_build_t *b, uint8_t **nul, int32_t *n_nul);
+
 /* ---- the regex compiler, for the schema compiler too ------------------------ */
 
 /* Compiles a regex into an expression in b. json_string: the expression

@@ -6,16 +6,12 @@
  * rule defined, no left recursion (the matcher is top-down), and the shortest
  * sentence lengths the matcher's shortest_byte needs.
  *
- * Before lowering, two rewrites of the expressions:
- *  - alternatives that start with the same byte set are merged into that set
- *    followed by a new rule of what follows it in each (repeated in that
- *    rule: a trie of literals), so an enum of thousands of values opens one
- *    stack, not thousands;
- *  - which rules and nodes derive the empty string (a fixed point over the
- *    rules). A repetition whose body may be empty then repeats the body's
- *    non-empty sentences (GX_RULE_NONEMPTY rules, made from the lowered
- *    body): x{m,n} is x'{0,n}, x* is x'*, the same language without left
- *    recursion and without the ways of placing empty copies.
+ * Before lowering, gram_rewrite.c merges alternatives that start alike and
+ * finds which expressions derive the empty string. A repetition whose body
+ * may be empty then repeats the body's non-empty sentences
+ * (GX_RULE_NONEMPTY rules, made from the lowered body): x{m,n} is x'{0,n},
+ * x* is x'*, the same language without left recursion and without the ways
+ * of placing empty copies.
  * Every walk is iterative (explicit stacks): nothing recurses on the
  * input's size. */
 #include <stdlib.h>
@@ -66,192 +62,6 @@ static int32_t *memo_at(lower_t *L, int32_t node, int which) {
     L->memo = p, L->cap_memo = nc;
   }
   return &L->memo[i];
-}
-
-/* ---- which expressions derive the empty string ---------------------------------- */
-
-/* Appends the nodes of the trees under the roots (rule bodies) to order,
- * children before parents. */
-static int post_order(gx_build_t *b, gram_ivec_t *order) {
-  gram_ivec_t stk = {0};
-  int rc = 0;
-  for (int32_t r = 0; r < b->n_rules && !rc; r++) {
-    if (b->rules[r].body < 0) continue;
-    /* entries: node, then ~node once its children are pushed */
-    if ((rc = gram__ivec_reserve(&stk, 1))) break;
-    stk.v[stk.n++] = b->rules[r].body;
-    while (stk.n && !rc) {
-      int32_t x = stk.v[--stk.n];
-      if (x < 0) {
-        if ((rc = gram__ivec_reserve(order, 1))) break;
-        order->v[order->n++] = ~x;
-        continue;
-      }
-      const gx_node_t *n = &b->nodes[x];
-      if ((rc = gram__ivec_reserve(&stk, 1 + n->n_kids + 1))) break;
-      stk.v[stk.n++] = ~x;
-      if (n->kind == GX_SEQ || n->kind == GX_ALT)
-        for (int32_t c = n->first; c >= 0; c = b->nodes[c].next) stk.v[stk.n++] = c;
-      else if (n->kind == GX_REPEAT)
-        stk.v[stk.n++] = n->a;
-    }
-  }
-  free(stk.v);
-  return rc ? gx_fail(b, -1, GRAM_ENOMEM, "out of memory") : 0;
-}
-
-/* Whether node x derives ε, from its children's answers in v (and the
- * rules' for references: not known yet counts as no). */
-static uint8_t eval_nullable(const gx_build_t *b, const uint8_t *v, int32_t x) {
-  const gx_node_t *n = &b->nodes[x];
-  switch (n->kind) {
-  case GX_EMPTY: return 1;
-  case GX_SET: case GX_NOTHING: return 0;
-  case GX_REF: return b->rules[n->a].nullable > 0;
-  case GX_REPEAT: return n->min == 0 || v[n->a];
-  case GX_SEQ:
-    for (int32_t c = n->first; c >= 0; c = b->nodes[c].next)
-      if (!v[c]) return 0;
-    return 1;
-  case GX_ALT:
-    for (int32_t c = n->first; c >= 0; c = b->nodes[c].next)
-      if (v[c]) return 1;
-    return 0;
-  }
-  return 0;
-}
-
-/* The fixed point: every defined rule's nullable, every node's in L->nul. */
-static int nullability(lower_t *L) {
-  gx_build_t *b = L->b;
-  gram_ivec_t order = {0};
-  if (post_order(b, &order)) return -1;
-  L->n_nul = b->n_nodes;
-  L->nul = calloc((size_t)L->n_nul + 1, 1);
-  if (!L->nul) {
-    free(order.v);
-    return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
-  }
-  for (int32_t r = 0; r < b->n_rules; r++) b->rules[r].nullable = 0;
-  for (int changed = 1; changed && !b->failed;) { /* each pass turns at least one rule nullable */
-    changed = 0;
-    for (int32_t i = 0; i < order.n; i++) L->nul[order.v[i]] = eval_nullable(b, L->nul, order.v[i]);
-    for (int32_t r = 0; r < b->n_rules; r++)
-      if (b->rules[r].body >= 0 && !b->rules[r].nullable && L->nul[b->rules[r].body])
-        b->rules[r].nullable = 1, changed = 1;
-    gx_tick(b, order.n);
-  }
-  free(order.v);
-  return b->failed ? -1 : 0;
-}
-
-/* ---- merging alternatives that start alike ---------------------------------------- */
-
-/* Whether node x is a sequence of nothing (the empty string, as written). */
-static int is_blank(const gx_build_t *b, int32_t x) {
-  return b->nodes[x].kind == GX_EMPTY || (b->nodes[x].kind == GX_SEQ && b->nodes[x].first < 0);
-}
-
-/* The byte set node an alternative starts with (through nested sequences,
- * past empty ones), or -1; *parent gets the sequence holding it (-1: x is
- * the set itself). */
-static int32_t lead_set(const gx_build_t *b, int32_t x, int32_t *parent) {
-  *parent = -1;
-  while (b->nodes[x].kind == GX_SEQ) {
-    int32_t c = b->nodes[x].first;
-    while (c >= 0 && is_blank(b, c)) c = b->nodes[c].next;
-    if (c < 0) break;
-    *parent = x, x = c;
-  }
-  return b->nodes[x].kind == GX_SET ? x : -1;
-}
-
-typedef struct lead {
-  int32_t t, set; /* the alternative's place among x's children and its leading set node */
-} lead_t;
-
-static _Thread_local const gx_build_t *cmp_b; /* for cmp_lead: qsort takes no context */
-
-static int cmp_lead(const void *x, const void *y) {
-  const lead_t *a = x, *c = y;
-  int d = memcmp(&cmp_b->sets[cmp_b->nodes[a->set].a], &cmp_b->sets[cmp_b->nodes[c->set].a], sizeof(gram_set_t));
-  return d ? d : (a->t > c->t) - (a->t < c->t);
-}
-
-/* Merges the alternatives of ALT node x that start with equal byte sets:
- * each such group becomes one alternative `set R`, R a new rule whose
- * alternatives are the group's rests (merged in turn when R's body comes up
- * in merge_alts). The group takes its first member's place. */
-static int merge_alt(gx_build_t *b, int32_t x) {
-  const int32_t k = b->nodes[x].n_kids;
-  lead_t *ld = malloc(sizeof *ld * (size_t)(k + 1));
-  int32_t *kids = malloc(sizeof *kids * (size_t)(k + 1));
-  if (!ld || !kids) {
-    free(ld), free(kids);
-    return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
-  }
-  int32_t nl = 0, t = 0;
-  for (int32_t c = b->nodes[x].first; c >= 0 && t < k; c = b->nodes[c].next, t++) {
-    int32_t par, s = lead_set(b, c, &par);
-    kids[t] = c;
-    if (s >= 0) ld[nl++] = (lead_t){t, s};
-  }
-  cmp_b = b;
-  qsort(ld, (size_t)nl, sizeof *ld, cmp_lead);
-  int merged = 0;
-  for (int32_t i = 0; i < nl && !b->failed;) {
-    int32_t j = i + 1;
-    const gram_set_t *si = &b->sets[b->nodes[ld[i].set].a];
-    while (j < nl && !memcmp(si, &b->sets[b->nodes[ld[j].set].a], sizeof *si)) j++;
-    if (j - i >= 2) { /* ld[i] is the group's first member (sorted by place within equal sets) */
-      merged = 1;
-      int32_t r = gx_rule_new(b, "trie"), rest = gx_alt(b);
-      const int32_t set = ld[i].set;
-      for (int32_t g = i; g < j && !b->failed; g++) {
-        int32_t kid = kids[ld[g].t], par, s = lead_set(b, kid, &par);
-        int32_t tail = kid;
-        if (par < 0) tail = gx_empty(b); /* the alternative was the set alone */
-        else { /* detach the set from its sequence (and the empty ones before it) */
-          gx_node_t *q = &b->nodes[par];
-          int32_t dropped = 1;
-          for (int32_t e = q->first; e != s; e = b->nodes[e].next) dropped++;
-          q->first = b->nodes[s].next;
-          if (q->first < 0) q->last = -1;
-          q->n_kids -= dropped;
-        }
-        b->nodes[s].next = -1;
-        if (tail >= 0) b->nodes[tail].next = -1;
-        gx_add(b, rest, tail);
-        kids[ld[g].t] = -1;
-      }
-      if (r >= 0 && rest >= 0) b->rules[r].body = rest;
-      kids[ld[i].t] = gx_seq2(b, set, gx_ref(b, r));
-    }
-    i = j;
-  }
-  if (merged && !b->failed) { /* relink x's children */
-    gx_node_t *p = &b->nodes[x];
-    p->first = p->last = -1;
-    p->n_kids = 0;
-    for (t = 0; t < k; t++)
-      if (kids[t] >= 0) {
-        b->nodes[kids[t]].next = -1;
-        gx_add(b, x, kids[t]);
-      }
-  }
-  free(ld), free(kids);
-  if (!b->failed && b->nodes[x].n_kids > b->lim.max_stacks)
-    return gx_fail(b, -1, GRAM_ELIMIT,
-                   "an alternation of %d alternatives that start differently (more than %d; bound: max_stacks)",
-                   b->nodes[x].n_kids, b->lim.max_stacks);
-  return b->failed ? -1 : 0;
-}
-
-/* Every alternation, those the merging makes included. */
-static int merge_alts(gx_build_t *b) {
-  for (int32_t x = 0; x < b->n_nodes && !b->failed; x++)
-    if (b->nodes[x].kind == GX_ALT && b->nodes[x].n_kids >= 2 && merge_alt(b, x)) return -1;
-  return b->failed ? -1 : 0;
 }
 
 /* ---- lowering -------------------------------------------------------------------- */
@@ -743,8 +553,8 @@ gram_t *gx_finish(gx_build_t *b, int32_t root) {
       gx_fail(b, b->rules[r].def_pos, GRAM_EINVAL, "undefined rule '%s'", b->rules[r].name);
       break;
     }
-  if (!b->failed) merge_alts(b);
-  if (!b->failed) nullability(&L);
+  if (!b->failed) gram__merge_alts(b);
+  if (!b->failed) gram__nullability(b, &L.nul, &L.n_nul);
   for (int32_t r = 0; r < b->n_rules && !b->failed; r++) {
     if (r + 2 > L.cap_rule_alt) {
       int32_t nc = L.cap_rule_alt ? L.cap_rule_alt * 2 : 256;
