@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/fault.h"
@@ -152,6 +154,10 @@ int srv__grammar(srv_t *s, const oai_grammar_t *g, gram_entry_t **out, oai_error
 
 static void *compile_thread(void *arg) {
   srv_t *s = arg;
+  /* below the workers that parse and tokenize (and the loop and the engine):
+   * on a contended core, a compile is what waits */
+  if (setpriority(PRIO_PROCESS, (id_t)gettid(), SRV_WORK_NICE + 5) != 0)
+    log_debug("setpriority for a grammar compile thread: %s", strerror(errno));
   pthread_mutex_lock(&s->gc_mu);
   for (;;) {
     while (!s->gc_head && !s->gc_stop) pthread_cond_wait(&s->gc_cv, &s->gc_mu);
