@@ -365,9 +365,12 @@ static int shortest(lower_t *L, gram_t *g) {
   if (!g->rule_min || !g->suffix_min) return gx_fail(L->b, -1, GRAM_ENOMEM, "out of memory");
   for (int32_t r = 0; r < g->n_rules; r++) g->rule_min[r] = GRAM_INF_LEN;
   int64_t work = 0;
-  for (int changed = 1; changed;) {
+  /* passes alternate in direction, so a chain of rules settles in one pass
+   * whichever way its ids run (a schema's property chain, a key trie) */
+  for (int changed = 1, pass = 0; changed; pass++) {
     changed = 0;
-    for (int32_t r = g->n_rules - 1; r >= 0; r--) {
+    for (int32_t i = 0; i < g->n_rules; i++) {
+      const int32_t r = pass & 1 ? i : g->n_rules - 1 - i;
       int32_t best = g->rule_min[r];
       for (int32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++) {
         int32_t len = 0;
@@ -380,7 +383,7 @@ static int shortest(lower_t *L, gram_t *g) {
     }
     if (gx_tick(L->b, g->n_elems)) return -1;
     if (work > 50 * 1000 * 1000)
-      return gx_fail(L->b, -1, GRAM_ELIMIT, "grammar too complex to analyse (nesting too deep)");
+      return gx_fail(L->b, -1, GRAM_ELIMIT, "grammar too complex to analyse (bound: 50,000,000 steps of analysis)");
   }
   for (int32_t a = 0; a < g->n_alts; a++) {
     int32_t p = g->alt_start[a], end = p;
@@ -439,14 +442,14 @@ static int first_follow(lower_t *L, gram_t *g) {
         if (g->elems[p] == GRAM_END) break;
       }
   int64_t work = 0, limit = 20 * 1000 * 1000;
-  for (int changed = 1; changed && work < limit;) {
+  for (int changed = 1, pass = 0; changed && work < limit; pass++) {
     changed = 0;
     if (gx_tick(L->b, g->n_elems)) {
       free(first);
       return -1;
     }
-    for (int32_t r = n - 1; r >= 0; r--)
-      for (int32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++)
+    for (int32_t i = 0; i < n; i++)
+      for (int32_t r = pass & 1 ? i : n - 1 - i, a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++)
         for (int32_t p = g->alt_start[a]; g->elems[p] != GRAM_END; p++, work++) {
           int32_t e = g->elems[p];
           if (e >= 0) {

@@ -143,6 +143,7 @@ def san(tmp_path_factory):
     env = clean_env(TRAM_FAULTS="grammar_compile_delay=1500,tokenize_delay=1500", **SAN_ENV)
     srv = start(tmp_path_factory.mktemp("san"), "--chat-template", QWEN, "--grammar-compile-threads", "1",
                 "--grammar-compile-queue", "4", "--grammar-max-literal", "1M", "--grammar-max-size", "5000000",
+                "--grammar-compile-timeout", "10m",  # (ASan on a shared machine: the size bound is what is tested)
                 binary=binary, env=env)
     try:
         yield srv
@@ -172,7 +173,7 @@ def test_the_crashing_requests_under_the_sanitizer(san):
     # built without recursion), in a schema and in a tool's parameters
     params, tools = long_key_tools(100000)
     r = complete(san, {"structured_outputs": {"json": params}})
-    assert r.status_code == 400 and "max_size" in r.json()["error"]["message"], r.text[:300]
+    assert r.status_code == 400 and "bound" in r.json()["error"]["message"], r.text[:300]
     r = san.post("/v1/chat/completions", timeout=120, json={
         "messages": [{"role": "user", "content": "hi"}], "tools": tools, "max_tokens": 4,
         "tool_choice": {"type": "function", "function": {"name": "f"}}})
@@ -217,7 +218,7 @@ def test_compiles_do_not_hold_other_requests(san):
     assert all(a[3] == "1" for a in answers if a[2] == 429), answers
     compiled = [a for a in answers if a[2] == 400]
     assert compiled and all(plain_at < a[0] for a in compiled), (plain_at, answers)
-    assert all("max_size" in a[4] or "bound" in a[4] for a in compiled), compiled
+    assert all("bound" in a[4] for a in compiled), compiled
     assert san.get("/health").json()["status"] == "ok"
 
 
