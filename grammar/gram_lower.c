@@ -460,13 +460,14 @@ static int first_follow(lower_t *L, gram_t *g) {
           if (g->rule_min[GRAM_REF_ID(e)] != 0) break;
         }
   }
-  for (int changed = 1; changed && work < limit;) {
+  for (int changed = 1, pass = 0; changed && work < limit; pass++) {
     changed = 0;
     if (gx_tick(L->b, g->n_elems)) {
       free(first);
       return -1;
     }
-    for (int32_t a = 0; a < g->n_alts; a++) {
+    for (int32_t i = 0; i < g->n_alts; i++) { /* (alternating, as above) */
+      const int32_t a = pass & 1 ? i : g->n_alts - 1 - i;
       int32_t st = g->alt_start[a], end = st;
       while (g->elems[end] != GRAM_END) end++;
       gram_set_t acc = g->follow[g->elem_rule[st]];
