@@ -13,10 +13,13 @@
 
 /* Appends the nodes of the trees under the roots (rule bodies) to order,
  * children before parents. */
-static int post_order(gx_build_t *b, gram_ivec_t *order) {
+/* Appends the nodes of each rule's body tree to order, children before
+ * parents, rule by rule: rule r's are order[seg[r] .. seg[r + 1]). */
+static int post_order(gx_build_t *b, gram_ivec_t *order, int32_t *seg) {
   gram_ivec_t stk = {0};
   int rc = 0;
   for (int32_t r = 0; r < b->n_rules && !rc; r++) {
+    seg[r] = order->n;
     if (b->rules[r].body < 0) continue;
     /* entries: node, then ~node once its children are pushed */
     if ((rc = gram__ivec_reserve(&stk, 1))) break;
@@ -37,6 +40,7 @@ static int post_order(gx_build_t *b, gram_ivec_t *order) {
         stk.v[stk.n++] = n->a;
     }
   }
+  seg[b->n_rules] = order->n;
   free(stk.v);
   return rc ? gx_fail(b, -1, GRAM_ENOMEM, "out of memory") : 0;
 }
@@ -64,23 +68,31 @@ static uint8_t eval_nullable(const gx_build_t *b, const uint8_t *v, int32_t x) {
 
 int gram__nullability(gx_build_t *b, uint8_t **nul, int32_t *n_nul) {
   gram_ivec_t order = {0};
-  if (post_order(b, &order)) return -1;
+  int32_t *seg = malloc(sizeof *seg * ((size_t)b->n_rules + 1));
+  if (!seg || post_order(b, &order, seg)) {
+    free(seg), free(order.v);
+    return b->failed ? -1 : gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
+  }
   *n_nul = b->n_nodes;
   uint8_t *v = *nul = calloc((size_t)b->n_nodes + 1, 1);
   if (!v) {
-    free(order.v);
+    free(seg), free(order.v);
     return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
   }
   for (int32_t r = 0; r < b->n_rules; r++) b->rules[r].nullable = 0;
-  for (int changed = 1; changed && !b->failed;) { /* each pass turns at least one rule nullable */
+  /* each pass turns at least one rule nullable; a rule's answer is used at
+   * once, and the passes alternate direction, so chains settle fast */
+  for (int changed = 1, pass = 0; changed && !b->failed; pass++) {
     changed = 0;
-    for (int32_t i = 0; i < order.n; i++) v[order.v[i]] = eval_nullable(b, v, order.v[i]);
-    for (int32_t r = 0; r < b->n_rules; r++)
+    for (int32_t k = 0; k < b->n_rules; k++) {
+      const int32_t r = pass & 1 ? k : b->n_rules - 1 - k;
+      for (int32_t i = seg[r]; i < seg[r + 1]; i++) v[order.v[i]] = eval_nullable(b, v, order.v[i]);
       if (b->rules[r].body >= 0 && !b->rules[r].nullable && v[b->rules[r].body])
         b->rules[r].nullable = 1, changed = 1;
+    }
     gx_tick(b, order.n);
   }
-  free(order.v);
+  free(seg), free(order.v);
   return b->failed ? -1 : 0;
 }
 

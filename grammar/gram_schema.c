@@ -207,9 +207,13 @@ static int32_t other_key(sc_t *c, char **keys, int n, int32_t rest) {
     for (int w = 0; w < 8; w++) first.w[w] &= ~kids.w[w], high |= w >= 4 && kids.w[w];
     int32_t d = gx_alt(b);
     gx_add(b, d, gx_set(b, &first));
-    if (!high) {
-      uint32_t lo = 0x80, hi = 0x10FFFF;
-      gx_add(b, d, gx_codepoints(b, &lo, &hi, 1, false));
+    if (!high) { /* any non-ASCII code point: one shared rule, not one expression per trie node */
+      if (!c->r_nonascii) {
+        uint32_t lo = 0x80, hi = 0x10FFFF;
+        c->r_nonascii = gx_rule_new(b, "nonascii");
+        gx_define(b, c->r_nonascii, gx_codepoints(b, &lo, &hi, 1, false), -1);
+      }
+      gx_add(b, d, gx_ref(b, c->r_nonascii));
     }
     if (!gram__set_has(&kids, '\\')) gx_add(b, d, escape(c));
     gx_add(b, alt, gx_seq3(b, d, gx_ref(b, rest), gram__sc_lit(c, "\"")));
