@@ -82,6 +82,9 @@ typedef enum model_arch {
 
 /* The `general.architecture` name of arch ("llama", "qwen2", ...). */
 const char *model_arch_name(model_arch_t arch);
+/* Hugging Face's causal-LM class for arch, as config.json `architectures`
+ * names it ("LlamaForCausalLM", "Gemma3ForCausalLM", ...). */
+const char *model_arch_hf_class(model_arch_t arch);
 
 typedef enum model_rope_scaling {
   MODEL_ROPE_SCALING_NONE = 0,

@@ -120,7 +120,7 @@ int sched_stack_open(sched_stack_t *st, const sched_stack_opts_t *o, char *err, 
       return -EINVAL;
     }
   } else {
-    st->tmpl = chat_tmpl_from_gguf(model_gguf(st->model));
+    st->tmpl = chat_tmpl_from_gguf(model_gguf(st->model), st->tok);
     if (!st->tmpl) log_warn("the model's chat template does not compile: chat requests will be refused");
   }
   st->gvocab = sched_gram_vocab_create(st->tok, err, err_len);

@@ -186,6 +186,13 @@ size_t http_res_queued(const http_res_t *res);
  * grow once its receive window closes. */
 size_t http_res_unsent(const http_res_t *res);
 
+/* Drops the client now, as the write-stall limit does: the connection is
+ * closed without ending the response (counted in the server's `dropped`),
+ * and on_abort follows as for a client that left. For a producer that finds
+ * its client not reading (http_res_unsent) for too long. No-op when the
+ * connection is already going. */
+void http_res_drop(http_res_t *res);
+
 /* ---- server ---------------------------------------------------------------- */
 
 typedef struct http_server http_server_t;
@@ -196,6 +203,8 @@ typedef void (*http_handler_fn)(const http_req_t *req, http_res_t *res, void *ct
 enum {
   HTTP_ROUTE_PUBLIC = 1, /* no API key needed (e.g. /health) */
   HTTP_ROUTE_PROBE = 2,  /* answerable over the connection cap (/health, /metrics) */
+  HTTP_ROUTE_JSON = 4,   /* the body is JSON: a Content-Type other than application/json
+                          * (charset, if given, utf-8), or none, is 415 */
 };
 
 /* Connections over the cap that may still ask for HTTP_ROUTE_PROBE routes

@@ -174,6 +174,10 @@ int http__write_response(http__conn_t *c, int status, bool keep_alive, int http_
 
 /* http_route.c */
 void http__route_dispatch(http_server_t *srv, http_res_t *res);
+/* Whether a Content-Type value (NULL: none) is application/json (RFC
+ * 8259's one media type; any case), its parameters anything but a charset
+ * other than utf-8 (JSON text is UTF-8): what HTTP_ROUTE_JSON asks. */
+bool http__json_media_type(const char *v);
 void http__routes_free(http_server_t *srv);
 
 /* http_cors.c: adds the CORS headers to res for an allowed Origin; answers a

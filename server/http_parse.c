@@ -136,11 +136,55 @@ static const char *find_header(const http__parser_t *p, const char *name) {
   return NULL;
 }
 
+/* Whether v is a Host value RFC 9112 allows: uri-host [":" port], that is
+ * reg-name or IP-literal characters (unreserved, pct-encoded, sub-delims,
+ * ':' '[' ']'); empty is allowed (a target without an authority). */
+static bool host_value_ok(const char *v) {
+  for (; *v; v++)
+    if (!((*v >= 'a' && *v <= 'z') || (*v >= 'A' && *v <= 'Z') || (*v >= '0' && *v <= '9') ||
+          strchr("-._~%!$&'()*+,;=:[]", *v)))
+      return false;
+  return true;
+}
+
+/* The Transfer-Encoding lines: 0 when every coding is "chunked", applied
+ * once (or there are none); else fails: 501 for a coding tram does not
+ * implement (RFC 9112 6.1: gzip, deflate, compress...), 400 for chunked
+ * twice or an empty list. */
+static int check_codings(http__parser_t *p) {
+  int chunked = 0, lines = 0;
+  for (int i = 0; i < p->n_hdrs; i++) {
+    if (strcasecmp(p->hbuf + p->hdrs[i].name_off, "transfer-encoding") != 0) continue;
+    lines++;
+    const char *v = p->hbuf + p->hdrs[i].val_off;
+    while (*v) {
+      const size_t n = strcspn(v, ",");
+      size_t a = 0, b = n;
+      while (a < b && (v[a] == ' ' || v[a] == '\t')) a++;
+      while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t')) b--;
+      if (b - a == 7 && strncasecmp(v + a, "chunked", 7) == 0) chunked++;
+      else if (b > a) return fail(p, 501, "transfer coding not implemented (only chunked is)");
+      v += n + (v[n] == ',');
+    }
+  }
+  if (chunked > 1) return fail(p, 400, "chunked transfer coding applied twice");
+  if (lines && !chunked) return fail(p, 400, "empty Transfer-Encoding");
+  return 0;
+}
+
 static int on_headers_complete(llhttp_t *ll) {
   http__parser_t *p = P(ll);
   p->headers_done = true;
-  if (ll->http_major == 1 && ll->http_minor >= 1 && !find_header(p, "host"))
+  const char *host = NULL;
+  for (int i = 0; i < p->n_hdrs; i++) {
+    if (strcasecmp(p->hbuf + p->hdrs[i].name_off, "host") != 0) continue;
+    if (host) return fail(p, 400, "more than one Host header");
+    host = p->hbuf + p->hdrs[i].val_off;
+  }
+  if (ll->http_major == 1 && ll->http_minor >= 1 && !host)
     return fail(p, 400, "HTTP/1.1 request without a Host header");
+  if (host && !host_value_ok(host)) return fail(p, 400, "invalid Host header");
+  if (check_codings(p)) return HPE_USER;
   if ((ll->flags & F_CONTENT_LENGTH) && ll->content_length > p->limits->max_body_bytes)
     return fail(p, 413, "request body larger than the limit");
   const char *expect = find_header(p, "expect");

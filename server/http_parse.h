@@ -9,9 +9,11 @@
  *
  * Strict, as RFC 9112 asks (llhttp runs with no lenient flag): a version
  * other than HTTP/1.0 or 1.1 is 505; an empty header name, a folded header
- * line (obs-fold) or a chunk's extensions over HTTP__MAX_CHUNK_EXT bytes are
- * 400; a chunk whose size takes the body past max_body_bytes is 413 as soon
- * as its size line is read. */
+ * line (obs-fold), a missing (HTTP/1.1), repeated or malformed Host, chunked
+ * applied twice or a chunk's extensions over HTTP__MAX_CHUNK_EXT bytes are
+ * 400; a transfer coding other than chunked (gzip, ...) is 501; a chunk
+ * whose size takes the body past max_body_bytes is 413 as soon as its size
+ * line is read. */
 #ifndef TRAM_HTTP_PARSE_H
 #define TRAM_HTTP_PARSE_H
 

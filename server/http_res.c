@@ -366,6 +366,13 @@ bool http_res_writable(const http_res_t *res) { return !res->paused; }
 
 size_t http_res_queued(const http_res_t *res) { return res->conn ? res->conn->queued : 0; }
 
+void http_res_drop(http_res_t *res) {
+  http__conn_t *c = res->conn;
+  if (!c || c->closing) return;
+  c->srv->stats.dropped++;
+  http__conn_close(c);
+}
+
 size_t http_res_unsent(const http_res_t *res) {
   if (!res->conn || res->conn->closing) return 0;
   size_t n = res->conn->queued;

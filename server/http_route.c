@@ -1,5 +1,6 @@
-/* server/http_route.c — the route table (method + exact path → handler) and
- * API-key authentication, applied to each request before its handler runs. */
+/* server/http_route.c — the route table (method + exact path → handler),
+ * API-key authentication and the JSON routes' media type, applied to each
+ * request before its handler runs. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +84,35 @@ const char *http_req_header(const http_req_t *req, const char *name) {
   return NULL;
 }
 
+/* s[0..n) without its leading and trailing spaces and tabs. */
+static void trim(const char **s, size_t *n) {
+  while (*n && (**s == ' ' || **s == '\t')) (*s)++, (*n)--;
+  while (*n && ((*s)[*n - 1] == ' ' || (*s)[*n - 1] == '\t')) (*n)--;
+}
+
+bool http__json_media_type(const char *v) {
+  if (!v) return false;
+  size_t n = strcspn(v, ";");
+  const char *t = v;
+  trim(&t, &n);
+  if (n != 16 || strncasecmp(t, "application/json", 16) != 0) return false;
+  for (const char *p = v + strcspn(v, ";"); *p == ';';) {
+    const char *name = ++p;
+    const size_t len = strcspn(p, ";");
+    p += len;
+    size_t k = strcspn(name, "=");
+    if (k >= len) continue; /* no value: not a charset */
+    const char *val = name + k + 1;
+    size_t vn = len - k - 1;
+    trim(&name, &k);
+    trim(&val, &vn);
+    if (vn >= 2 && val[0] == '"' && val[vn - 1] == '"') val++, vn -= 2;
+    if (k == 7 && strncasecmp(name, "charset", 7) == 0 && !(vn == 5 && strncasecmp(val, "utf-8", 5) == 0))
+      return false;
+  }
+  return true;
+}
+
 void http__route_dispatch(http_server_t *srv, http_res_t *res) {
   http_req_t *req = &res->req;
   llhttp_method_t method = req->method;
@@ -129,5 +159,21 @@ void http__route_dispatch(http_server_t *srv, http_res_t *res) {
     return;
   }
   if (http__probe_refused(res, match->flags)) return;
+  if ((match->flags & HTTP_ROUTE_JSON) && !http__json_media_type(http_req_header(req, "content-type"))) {
+    const char *ct = http_req_header(req, "content-type");
+    char got[84] = "none"; /* what came, in printable ASCII */
+    if (ct) {
+      size_t i = 0;
+      for (; ct[i] && i < sizeof got - 1; i++) {
+        const unsigned char ch = (unsigned char)ct[i];
+        got[i] = ch < 0x20 || ch > 0x7e ? '?' : (char)ch;
+      }
+      got[i] = '\0';
+    }
+    char msg[200];
+    snprintf(msg, sizeof msg, "the body must be JSON, sent with Content-Type: application/json (got %s)", got);
+    http_res_send_error(res, 415, NULL, msg, NULL, "unsupported_media_type");
+    return;
+  }
   match->handler(req, res, match->ctx);
 }

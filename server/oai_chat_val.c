@@ -102,3 +102,37 @@ const chat_val_t *oai_chat_messages(arena_t *a, const oai_message_t *msgs, int32
   *v = (chat_val_t){.kind = CHAT_VAL_LIST, .n = (size_t)(n > 0 ? n : 0), .items = list};
   return v;
 }
+
+/* v rewritten by m into *out. */
+static void map_into(arena_t *a, const chat_val_t *v, const oai_text_map_t *m, chat_val_t *out) {
+  *out = *v;
+  if (v->kind == CHAT_VAL_STR) {
+    char *t = arena_alloc(a, m->cap(v->n) + 1);
+    out->n = m->fn(m->ctx, v->s, v->n, t);
+    t[out->n] = '\0';
+    out->s = t;
+  } else if (v->kind == CHAT_VAL_LIST || v->kind == CHAT_VAL_DICT) {
+    chat_val_t *items = arena_array(a, v->n, sizeof *items);
+    chat_val_t *keys = v->keys ? arena_array(a, v->n, sizeof *keys) : NULL;
+    for (size_t i = 0; i < v->n; i++) {
+      map_into(a, &v->items[i], m, &items[i]);
+      if (keys) map_into(a, &v->keys[i], m, &keys[i]);
+    }
+    out->items = items;
+    out->keys = keys;
+  }
+}
+
+const chat_val_t *oai_chat_val_map(arena_t *a, const chat_val_t *v, const oai_text_map_t *m) {
+  chat_val_t *out = arena_alloc(a, sizeof *out);
+  map_into(a, v, m, out);
+  return out;
+}
+
+const chat_val_t *oai_chat_val_get(const chat_val_t *dict, const char *key) {
+  if (!dict || dict->kind != CHAT_VAL_DICT) return NULL;
+  const size_t n = strlen(key);
+  for (size_t i = 0; i < dict->n; i++)
+    if (dict->keys[i].n == n && memcmp(dict->keys[i].s, key, n) == 0) return &dict->items[i];
+  return NULL;
+}

@@ -32,4 +32,21 @@ const chat_val_t *oai_chat_messages(arena_t *a, const oai_message_t *msgs, int32
  * (JSON text); NULL for none. */
 const chat_val_t *oai_chat_tools(arena_t *a, const char *tools_json);
 
+/* Rewrites text: writes s[n] transformed to out (at least cap(n) bytes) and
+ * returns the length written. */
+typedef struct oai_text_map {
+  size_t (*cap)(size_t n);
+  size_t (*fn)(const void *ctx, const char *s, size_t n, char *out);
+  const void *ctx;
+} oai_text_map_t;
+
+/* A copy of v (in a) with every string, dict keys included, at any depth,
+ * rewritten by m (and NUL-terminated); other values as they are. The
+ * server marks the texts a client gave with it (tok_mark_specials). */
+const chat_val_t *oai_chat_val_map(arena_t *a, const chat_val_t *v, const oai_text_map_t *m);
+
+/* dict[key] (the first entry under it), or NULL when dict is not a dict or
+ * has no such key. */
+const chat_val_t *oai_chat_val_get(const chat_val_t *dict, const char *key);
+
 #endif

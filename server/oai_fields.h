@@ -92,6 +92,14 @@ int oai__parse_text_format(oai__ctx_t *c, const cJSON *fmt, oai_params_t *p);
  * messages[i]). */
 int oai__parse_tools(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out);
 int oai__parse_message_tools(oai__ctx_t *c, const cJSON *m, int i, oai_message_t *out);
+/* oai_tools.c: obj[key] as a function name, OpenAI's ^[a-zA-Z0-9_-]{1,64}$;
+ * param names it in the error. */
+int oai__tool_name(oai__ctx_t *c, const cJSON *obj, const char *key, const char *param);
+/* oai_tools.c: checks a tools array (tools[i]...): function tools only, each
+ * function object (the chat form: tool.function; flat, the Responses form:
+ * the tool itself) with a valid name, unique among them, and parameters an
+ * object when given. */
+int oai__function_tools(oai__ctx_t *c, const cJSON *tools, bool flat);
 /* oai_tools.c: tool_choice "required" or named, once everything else is
  * parsed: the JSON Schema that forces a call of tools (the chat form,
  * checked), as out->params.grammar (a 400 when the request has a

@@ -32,21 +32,14 @@ int oai__resp_tools(oai__ctx_t *c, const cJSON *root, oai_responses_req_t *out) 
   const cJSON *tools = oai__get(root, "tools"), *tc = oai__get(root, "tool_choice");
   if (tools && !cJSON_IsArray(tools))
     return oai__fail(c, "invalid_type", "tools", "tools must be an array, got %s", oai__type_name(tools));
+  if (tools && oai__function_tools(c, tools, true)) return -EINVAL; /* the fields named as sent */
+  if (tc && cJSON_IsObject(tc) && oai__get(tc, "name") && oai__tool_name(c, tc, "name", "tool_choice.name"))
+    return -EINVAL;
   cJSON *chat = oai__must(cJSON_CreateObject());
   if (tools) {
     cJSON *arr = oai__must(cJSON_AddArrayToObject(chat, "tools"));
-    int i = 0;
     const cJSON *t;
-    cJSON_ArrayForEach(t, tools) {
-      const cJSON *type = cJSON_IsObject(t) ? oai__get(t, "type") : NULL;
-      if (!type || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0) {
-        cJSON_Delete(chat);
-        return oai__fail(c, "unsupported_value", "tools", "tools[%d]: only {\"type\": \"function\", \"name\", "
-                         "\"parameters\"} tools are supported", i);
-      }
-      cJSON_AddItemToArray(arr, chat_tool(t));
-      i++;
-    }
+    cJSON_ArrayForEach(t, tools) cJSON_AddItemToArray(arr, chat_tool(t));
   }
   if (tc && cJSON_IsObject(tc)) { /* {"type": "function", "name"} → the chat form */
     cJSON *o = oai__must(cJSON_AddObjectToObject(chat, "tool_choice"));
@@ -76,8 +69,10 @@ static int item_string(oai__ctx_t *c, const cJSON *item, const char *key, const 
 int oai__resp_call_item(oai__ctx_t *c, const cJSON *item, const char *type, const char *param, oai_message_t *m) {
   const char *id, *name, *args, *output;
   if (!strcmp(type, "function_call")) {
-    if (item_string(c, item, "call_id", param, &id) || item_string(c, item, "name", param, &name) ||
-        item_string(c, item, "arguments", param, &args))
+    char np[80];
+    snprintf(np, sizeof np, "%s.name", param);
+    if (item_string(c, item, "call_id", param, &id) || oai__tool_name(c, item, "name", np) ||
+        item_string(c, item, "name", param, &name) || item_string(c, item, "arguments", param, &args))
       return -EINVAL;
     cJSON *calls = oai__must(cJSON_CreateArray()), *call = oai__must(cJSON_CreateObject());
     cJSON_AddStringToObject(call, "id", id);

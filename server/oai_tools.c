@@ -3,12 +3,15 @@
  * ("none", "auto", "required" or a named function: the last two constrain
  * the output through structured output, oai__tool_grammar),
  * `parallel_tool_calls`, an assistant message's `tool_calls` and a tool
- * message's `tool_call_id`. */
+ * message's `tool_call_id`. Function names are checked as OpenAI checks
+ * them (^[a-zA-Z0-9_-]{1,64}$, unique among the tools): a name is markup
+ * in most templates' tool-call formats, so none carries anything else. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/strmap.h"
 #include "server/oai_fields.h"
 
 /* x printed compactly into the arena (NULL when memory ran out). */
@@ -20,35 +23,91 @@ static const char *json_text(oai__ctx_t *c, const cJSON *x) {
   return out;
 }
 
-/* obj[key] must be a non-empty string; param names obj. */
-static int need_string(oai__ctx_t *c, const cJSON *obj, const char *key, const char *param) {
+int oai__tool_name(oai__ctx_t *c, const cJSON *obj, const char *key, const char *param) {
   const cJSON *x = oai__get(obj, key);
-  if (x && cJSON_IsString(x) && x->valuestring[0]) return 0;
-  return oai__fail(c, x ? "invalid_type" : "missing_required_parameter", param, "%s.%s must be a non-empty string",
-                   param, key);
+  if (!x || !cJSON_IsString(x))
+    return oai__fail(c, x ? "invalid_type" : "missing_required_parameter", param, "%s must be a string", param);
+  const char *s = x->valuestring;
+  size_t n = 0;
+  for (; s[n]; n++) {
+    const char ch = s[n];
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+          ch == '-'))
+      return oai__fail(c, "invalid_value", param, "%s may hold only the letters a-z and A-Z, digits, '_' and '-' "
+                       "(byte %zu is not one)", param, n);
+  }
+  if (n == 0 || n > OAI_MAX_TOOL_NAME)
+    return oai__fail(c, "invalid_value", param, "%s must be 1 to %d characters long, got %zu", param,
+                     OAI_MAX_TOOL_NAME, n);
+  return 0;
+}
+
+static const char *name_key(const void *ctx, int32_t id, size_t *len) {
+  const char *const *names = ctx;
+  *len = strlen(names[id]);
+  return names[id];
+}
+
+int oai__function_tools(oai__ctx_t *c, const cJSON *tools, bool flat) {
+  const int n = cJSON_GetArraySize(tools);
+  const char **names = arena_array(c->arena, (size_t)(n ? n : 1), sizeof *names);
+  OAI_NEED(c, names);
+  int i = 0;
+  const cJSON *t;
+  cJSON_ArrayForEach(t, tools) {
+    char param[48], fp[64], np[80];
+    snprintf(param, sizeof param, "tools[%d]", i);
+    const cJSON *type = cJSON_IsObject(t) ? oai__get(t, "type") : NULL;
+    if (!type || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0)
+      return oai__fail(c, "unsupported_value", param, "%s: only {\"type\": \"function\", %s} tools are supported",
+                       param, flat ? "\"name\", \"parameters\"" : "\"function\": {...}");
+    const cJSON *f = flat ? t : oai__get(t, "function");
+    snprintf(fp, sizeof fp, "%s%s", param, flat ? "" : ".function");
+    if (!f || !cJSON_IsObject(f)) return oai__fail(c, "invalid_type", fp, "%s must be an object", fp);
+    snprintf(np, sizeof np, "%s.name", fp);
+    if (oai__tool_name(c, f, "name", np)) return -EINVAL;
+    const cJSON *params = oai__get(f, "parameters");
+    if (params && !cJSON_IsObject(params))
+      return oai__fail(c, "invalid_type", fp, "%s.parameters must be a JSON schema object", fp);
+    names[i++] = oai__get(f, "name")->valuestring;
+  }
+  if (i < 2) return 0;
+  strmap_t m;
+  if (strmap_init(&m, (uint64_t)i, name_key, names) != 0) return oai__oom(c);
+  int rc = 0;
+  for (int k = 0; k < i && rc == 0; k++) {
+    const int32_t first = strmap_add(&m, k);
+    if (first >= 0) {
+      char param[48];
+      snprintf(param, sizeof param, "tools[%d]%s.name", k, flat ? "" : ".function");
+      rc = oai__fail(c, "invalid_value", param, "%s: tools[%d] has the same name; function names must be unique",
+                     param, (int)first);
+    }
+  }
+  strmap_free(&m);
+  return rc;
 }
 
 /* tool_choice {"type": "function", "function": {"name": ...}}: a function
  * of tools. */
 static int parse_named(oai__ctx_t *c, const cJSON *tc, const cJSON *tools, oai_chat_req_t *out) {
   const cJSON *type = oai__get(tc, "type"), *f = oai__get(tc, "function");
-  const cJSON *name = f && cJSON_IsObject(f) ? oai__get(f, "name") : NULL;
-  if (!type || !cJSON_IsString(type) || strcmp(type->valuestring, "function") || !name || !cJSON_IsString(name))
+  if (!type || !cJSON_IsString(type) || strcmp(type->valuestring, "function") || !f || !cJSON_IsObject(f))
     return oai__fail(c, "invalid_value", "tool_choice",
                      "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
                      "\"function\": {\"name\": ...}}");
+  if (oai__tool_name(c, f, "name", "tool_choice.function.name")) return -EINVAL;
+  const char *name = oai__get(f, "name")->valuestring;
   const cJSON *t;
   cJSON_ArrayForEach(t, tools) {
-    const cJSON *n = oai__get(oai__get(t, "function"), "name");
-    if (strcmp(n->valuestring, name->valuestring) == 0 && strlen(name->valuestring) <= OAI_MAX_TOOL_NAME) {
+    if (strcmp(oai__get(oai__get(t, "function"), "name")->valuestring, name) == 0) {
       out->tool_choice = OAI_TOOL_CHOICE_NAMED;
-      OAI_NEED(c, out->tool_name = arena_strndup(c->arena, name->valuestring, strlen(name->valuestring)));
+      OAI_NEED(c, out->tool_name = arena_strndup(c->arena, name, strlen(name)));
       return 0;
     }
   }
   return oai__fail(c, "invalid_value", "tool_choice.function.name",
-                   "tool_choice.function.name \"%.64s\" is not a function of tools (of at most %d characters)",
-                   name->valuestring, OAI_MAX_TOOL_NAME);
+                   "tool_choice.function.name \"%s\" is not a function of tools", name);
 }
 
 /* A tool's parameters schema, or any object when it has none. */
@@ -114,25 +173,8 @@ int oai__parse_tools(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out) {
   const cJSON *tools = oai__get(root, "tools");
   if (tools && !cJSON_IsArray(tools))
     return oai__fail(c, "invalid_type", "tools", "tools must be an array, got %s", oai__type_name(tools));
-  int i = 0;
-  const cJSON *t;
-  cJSON_ArrayForEach(t, tools) {
-    char param[48];
-    snprintf(param, sizeof param, "tools[%d]", i++);
-    const cJSON *type = cJSON_IsObject(t) ? oai__get(t, "type") : NULL;
-    if (!type || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0)
-      return oai__fail(c, "unsupported_value", param, "%s: only {\"type\": \"function\", \"function\": {...}} tools "
-                                                      "are supported", param);
-    const cJSON *f = oai__get(t, "function");
-    char fp[64];
-    snprintf(fp, sizeof fp, "%s.function", param);
-    if (!f || !cJSON_IsObject(f)) return oai__fail(c, "invalid_type", fp, "%s must be an object", fp);
-    if (need_string(c, f, "name", fp)) return -EINVAL;
-    const cJSON *params = oai__get(f, "parameters");
-    if (params && !cJSON_IsObject(params))
-      return oai__fail(c, "invalid_type", fp, "%s.parameters must be a JSON schema object", fp);
-  }
-  if (i > 0) OAI_NEED(c, out->tools = json_text(c, tools));
+  if (tools && oai__function_tools(c, tools, false)) return -EINVAL;
+  if (tools && cJSON_GetArraySize(tools) > 0) OAI_NEED(c, out->tools = json_text(c, tools));
   const cJSON *tc = oai__get(root, "tool_choice");
   if (!tc) return 0;
   if (cJSON_IsString(tc) && strcmp(tc->valuestring, "none") == 0) {
@@ -174,7 +216,9 @@ int oai__parse_message_tools(oai__ctx_t *c, const cJSON *m, int i, oai_message_t
       return oai__fail(c, "invalid_type", cp, "%s must be {\"id\", \"type\": \"function\", \"function\": {\"name\", "
                                               "\"arguments\"}}", cp);
     snprintf(cp + strlen(cp), sizeof cp - strlen(cp), ".function");
-    if (need_string(c, f, "name", cp)) return -EINVAL;
+    char np[112];
+    snprintf(np, sizeof np, "%s.name", cp);
+    if (oai__tool_name(c, f, "name", np)) return -EINVAL;
     const cJSON *args = oai__get(f, "arguments");
     if (args && !cJSON_IsString(args))
       return oai__fail(c, "invalid_type", cp, "%s.arguments must be a string (JSON text)", cp);

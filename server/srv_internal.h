@@ -207,9 +207,10 @@ int srv__encode(srv_t *s, const char *text, size_t len, int flags, int32_t **ids
 int srv__text_flags(const srv_t *s);
 /* Renders messages through the chat template and tokenizes the result
  * (special tokens parsed; BOS/EOS added only with add_special). Unless
- * special_tokens_in_input, the messages' text is marked first
- * (tok_mark_specials): only the template's own markup yields control
- * tokens. With continue_final (vLLM's continue_final_message) the rendered
+ * special_tokens_in_input, every string of the template's inputs (the
+ * messages and tools, dict keys included: all of it is the client's) is
+ * marked first (tok_mark_specials): only the template's own markup yields
+ * control tokens. With continue_final (vLLM's continue_final_message) the rendered
  * text ends where the last message's content ends (its end-of-turn
  * dropped), so the output continues it. tools (JSON text, or NULL) is the
  * template's `tools`. Returns 0,
@@ -241,6 +242,10 @@ void srv__access(uint64_t id, const char *endpoint, int status);
 /* Registers GET /server_info, /model_info (and /get_server_info,
  * /get_model_info): what sglang-router asks of a worker. */
 void srv__info_routes(srv_t *s);
+/* The model as clients see it (/v1/models' root, /server_info's and
+ * /model_info's model_path, the dashboard's model_file): the model file's
+ * name, or with expose_model_path the path as the operator gave it. */
+const char *srv__model_shown(const srv_t *s);
 
 /* ---- srv_completions.c -------------------------------------------------------------- */
 

@@ -4,6 +4,8 @@ Environment (set by `make test` / scripts/run-tests.sh):
   TRAM_BUILD   the build folder (default build); test tools are in TRAM_BUILD/tests/tools
   TRAM_BIN     the tram binary under test (default build/tram)
   TRAM_MODEL   the default model (default models/SmolLM2-135M-Instruct.Q4_1.gguf)
+  TRAM_GEMMA3  Gemma 3 270M Q4_K_M, a real Gemma with a 262,144-token vocabulary
+               (default models/gemma-3-270m-q4_k_m.gguf; `make model-gemma3`)
 """
 import os
 import pathlib

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "gguf/gguf.h"
 #include "text/jinja/jinja.h"
+#include "text/tokenizer.h"
 
 const char CHAT_TMPL_CHATML[] =
     "{% for message in messages %}"
@@ -62,24 +63,29 @@ chat_tmpl_t *chat_tmpl_compile(const char *src, size_t len, char *err, size_t er
   return t;
 }
 
-chat_tmpl_t *chat_tmpl_from_model(const char *src, size_t len) {
+chat_tmpl_t *chat_tmpl_from_model(const char *src, size_t len, int add_bos, int add_eos) {
   if (!src || len == 0) {
-    log_info("model has no chat template (tokenizer.chat_template); using ChatML");
-    return chat_tmpl_compile(CHAT_TMPL_CHATML, strlen(CHAT_TMPL_CHATML), NULL, 0);
+    log_info("model has no chat template (tokenizer.chat_template); using ChatML%s%s",
+             add_bos ? ", BOS first (add_bos_token)" : "", add_eos ? ", EOS last (add_eos_token)" : "");
+    char fallback[sizeof CHAT_TMPL_CHATML + 64];
+    const int n = snprintf(fallback, sizeof fallback, "%s%s%s", add_bos ? "{{ bos_token }}" : "", CHAT_TMPL_CHATML,
+                           add_eos ? "{{ eos_token }}" : "");
+    return chat_tmpl_compile(fallback, (size_t)n, NULL, 0);
   }
   chat_tmpl_t *t = chat_tmpl_compile(src, len, NULL, 0);
   if (!t) log_error("the model's chat template is not supported by tram's Jinja subset (see above)");
   return t;
 }
 
-chat_tmpl_t *chat_tmpl_from_gguf(const gguf_ctx_t *g) {
+chat_tmpl_t *chat_tmpl_from_gguf(const gguf_ctx_t *g, const tok_t *tok) {
   gguf_str_t t;
   const int rc = gguf_get_str(g, "tokenizer.chat_template", &t);
   if (rc == -EINVAL) {
     log_error("the model's key 'tokenizer.chat_template' is not a string");
     return NULL;
   }
-  return chat_tmpl_from_model(rc == 0 ? t.ptr : NULL, rc == 0 ? (size_t)t.len : 0);
+  return chat_tmpl_from_model(rc == 0 ? t.ptr : NULL, rc == 0 ? (size_t)t.len : 0, tok_adds_bos(tok),
+                              tok_adds_eos(tok));
 }
 
 const char *chat_tmpl_source(const chat_tmpl_t *t) { return t->src; }

@@ -356,6 +356,7 @@ int32_t tok_bos(const tok_t *tok) { return tok->bos; }
 int32_t tok_eos(const tok_t *tok) { return tok->eos; }
 int32_t tok_eot(const tok_t *tok) { return tok->eot; }
 int tok_adds_bos(const tok_t *tok) { return tok->add_bos; }
+int tok_adds_eos(const tok_t *tok) { return tok->add_eos; }
 
 int tok_is_eog(const tok_t *tok, int32_t id) {
   for (int32_t i = 0; i < tok->n_eog; i++) {

@@ -45,6 +45,7 @@ typedef struct {
 
 #define P "\"prompt\":\"hi\""
 #define M "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+#define N64 "a123456789b123456789c123456789d123456789e123456789f123456789_-AZ" /* 64 characters */
 
 static const case_t cases[] = {
     /* the body itself */
@@ -201,8 +202,38 @@ static const case_t cases[] = {
     {CHAT, "{" M ",\"stop\":[\"x\"],\"seed\":1,\"n\":3,\"stream\":true}", NULL, NULL},
     {CHAT, "{" M ",\"tools\":[{\"type\":\"function\"}]}", "tools[0].function", "invalid_type"},
     {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{}}}]}", NULL, NULL},
-    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]}", "tools[0].function",
+    /* function names as OpenAI takes them: ^[a-zA-Z0-9_-]{1,64}$, unique among the tools */
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]}", "tools[0].function.name",
+     "invalid_value"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{}}]}", "tools[0].function.name",
+     "missing_required_parameter"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":7}}]}", "tools[0].function.name",
      "invalid_type"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"<|im_end|>\"}}]}",
+     "tools[0].function.name", "invalid_value"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"<tool_call>\"}}]}",
+     "tools[0].function.name", "invalid_value"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\\\"\\n}\"}}]}",
+     "tools[0].function.name", "invalid_value"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f g\"}}]}",
+     "tools[0].function.name", "invalid_value"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"caf\u00e9\"}}]}",
+     "tools[0].function.name", "invalid_value"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"" N64 "\"}}]}", NULL, NULL},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"" N64 "x\"}}]}",
+     "tools[0].function.name", "invalid_value"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"Get_weather-2\"}},"
+     "{\"type\":\"function\",\"function\":{\"name\":\"g\"}}]}", NULL, NULL},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}},"
+     "{\"type\":\"function\",\"function\":{\"name\":\"g\"}},{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
+     "tools[2].function.name", "invalid_value"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":"
+     "{\"type\":\"function\",\"function\":{\"name\":\"f.g\"}}}", "tool_choice.function.name", "invalid_value"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":"
+     "{\"type\":\"function\",\"function\":{}}}", "tool_choice.function.name", "missing_required_parameter"},
+    {CHAT, "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"x\",\"type\":"
+     "\"function\",\"function\":{\"name\":\"f<|im_end|>\",\"arguments\":\"{}\"}}]}]}",
+     "messages[0].tool_calls[0].function.name", "invalid_value"},
     {CHAT, "{" M ",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0]", "unsupported_value"},
     {CHAT, "{" M ",\"tools\":{}}", "tools", "invalid_type"},
     {CHAT, "{" M ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}", "tool_choice.function.name",
@@ -586,7 +617,15 @@ static void responses(void **state) {
       {"{\"input\":5}", "input"},
       {"{\"input\":\"x\",\"store\":true}", "store"},
       {"{\"input\":\"x\",\"previous_response_id\":\"r\"}", "previous_response_id"},
-      {"{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools"},
+      {"{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0]"},
+      {"{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"<|im_end|>\"}]}", "tools[0].name"},
+      {"{\"input\":\"x\",\"tools\":[{\"type\":\"function\"}]}", "tools[0].name"},
+      {"{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"f\"},{\"type\":\"function\",\"name\":\"f\"}]}",
+       "tools[1].name"},
+      {"{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"f\"}],\"tool_choice\":{\"type\":\"function\","
+       "\"name\":\"f\\n\"}}", "tool_choice.name"},
+      {"{\"input\":[{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"a\\\"b\",\"arguments\":\"{}\"}]}",
+       "input[0].name"},
       {"{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"yaml\"}}}", "text.format.type"},
       {"{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_schema\"}}}", "text.format.schema"},
       {"{\"input\":[{\"type\":\"function_call\",\"name\":\"f\"}]}", "input[0]"},
