@@ -191,10 +191,10 @@ def big_schema(i, n=25000):
 
 
 def test_compiles_do_not_hold_other_requests(san):
-    """Eight huge schemas at once (~1 MB each): one compiles (slowed to 1.5 s
-    by the fault hook), four wait in the queue, three get 429; meanwhile a
-    one-token completion is answered before any of the compiles is: parsing
-    and tokenizing never wait for a compile."""
+    """Eight huge schemas at once (~1 MB each): one compiles (slowed by 1.5 s
+    by the fault hook), four wait in the queue, the others get 429; meanwhile
+    a one-token completion is answered before any of the compiles is:
+    parsing and tokenizing never wait for a compile."""
     answers, lock = [], threading.Lock()
 
     def send(i):
@@ -214,11 +214,11 @@ def test_compiles_do_not_hold_other_requests(san):
     for t in threads:
         t.join()
     statuses = sorted(a[2] for a in answers)
-    assert statuses.count(429) >= 1 and all(s in (400, 429) for s in statuses), answers
+    # (grammar_max_size is raised on this server: a schema may compile, 200, or meet a bound, 400)
+    assert statuses.count(429) >= 1 and all(s in (200, 400, 429) for s in statuses), answers
     assert all(a[3] == "1" for a in answers if a[2] == 429), answers
-    compiled = [a for a in answers if a[2] == 400]
+    compiled = [a for a in answers if a[2] != 429]
     assert compiled and all(plain_at < a[0] for a in compiled), (plain_at, answers)
-    assert all("bound" in a[4] for a in compiled), compiled
     assert san.get("/health").json()["status"] == "ok"
 
 
