@@ -27,6 +27,11 @@
  *                        one (kernels/cpu/pool.c): late workers, on purpose
  *   stall_ms=MS          an engine with work and no step for MS ms counts
  *                        as stalled (server/srv_notify.c; default 30 s)
+ *   grammar_compile_delay=MS  each grammar compile takes MS ms longer
+ *                        (server/srv_grammar.c): compiles that hold their
+ *                        threads, to show they hold nothing else
+ *   tokenize_delay=MS    /tokenize's and /detokenize's work takes MS ms
+ *                        longer (server/srv_routes.c): off the loop or not
  *
  * Thread-safe: the table is parsed once (pthread_once); counters are
  * atomic. */

@@ -148,7 +148,7 @@ int main(int argc, char **argv) {
     for (int r = 0; r < 5; r++) {
       gram_err_t err;
       double t0 = now();
-      gram_t *x = gram_compile_json_schema(schema, NULL, &err);
+      gram_t *x = gram_compile_json_schema(schema, NULL, NULL, &err);
       ct[r] = now() - t0;
       if (!x) {
         fprintf(stderr, "%s: %s\n", name, err.msg);
@@ -164,7 +164,7 @@ int main(int argc, char **argv) {
     if (cJSON_GetArraySize(props) <= 100 && ct[2] > compile_max_100) compile_max_100 = ct[2];
     if (!strcmp(name, "api-wide-100")) compile_wide = ct[2];
     gram_cache_t *c = gram_cache_create(g, v);
-    gram_matcher_t *m = gram_matcher_create(c);
+    gram_matcher_t *m = gram_matcher_create(c, NULL);
     times_t tc = {0}, tw = {0};
     int n_tok = 0;
     for (int w = 0; w < walks; w++) n_tok += walk(m, mask, words, (uint64_t)w + 1, k, &tc);

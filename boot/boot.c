@@ -121,7 +121,7 @@ int boot_open(boot_t *st, const boot_opts_t *o, char *err, size_t err_len) {
     if (!st->tmpl) log_warn("the model's chat template does not compile: chat requests will be refused");
   }
   st->gvocab = sched_gram_vocab_create(st->tok, err, err_len);
-  st->grammars = st->gvocab ? gram_lru_create(st->gvocab, 0, 0) : NULL;
+  st->grammars = st->gvocab ? gram_lru_create(st->gvocab, 0, o->grammar_cache_bytes) : NULL;
   if (!st->grammars) {
     if (st->gvocab) snprintf(err, err_len, "out of memory for the grammar cache");
     boot_close(st);

@@ -31,6 +31,7 @@ typedef struct boot_opts {
   const char *chat_template_path; /* a template file replacing the model's; NULL: the model's */
   const char *draft_model_path;   /* speculative decoding's draft model (a GGUF file with the model's
                                    * vocabulary), loaded when sched.spec.method is SCHED_SPEC_DRAFT */
+  size_t grammar_cache_bytes;     /* the compiled grammars' token caches together (0: 256 MiB) */
 } boot_opts_t;
 
 typedef struct boot {

@@ -29,5 +29,6 @@ boot_opts_t boot_opts_from_cfg(const cfg_t *c) {
           },
       .chat_template_path = c->chat_template,
       .draft_model_path = c->draft_model,
+      .grammar_cache_bytes = (size_t)c->grammar_cache_bytes,
   };
 }

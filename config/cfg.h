@@ -95,6 +95,17 @@ typedef enum cfg_key {
   CFG_KV_EVENTS,
   CFG_KV_EVENTS_TOPIC,
   CFG_DASHBOARD,
+  CFG_GRAMMAR_MAX_SIZE,
+  CFG_GRAMMAR_MAX_REPEAT,
+  CFG_GRAMMAR_MAX_DEPTH,
+  CFG_GRAMMAR_MAX_LITERAL,
+  CFG_GRAMMAR_MAX_STACKS,
+  CFG_GRAMMAR_MASK_FUEL,
+  CFG_GRAMMAR_CACHE_BYTES,
+  CFG_GRAMMAR_CACHE_BYTES_PER_GRAMMAR,
+  CFG_GRAMMAR_COMPILE_TIMEOUT,
+  CFG_GRAMMAR_COMPILE_THREADS,
+  CFG_GRAMMAR_COMPILE_QUEUE,
   CFG_N_SETTINGS
 } cfg_key_t;
 
@@ -202,6 +213,18 @@ typedef struct cfg {
   char *kv_events;         /* ZeroMQ endpoint for vLLM's KV-cache events; NULL or "": off */
   char *kv_events_topic;   /* their topic frame */
   int dashboard;           /* cfg_dashboard_t: serve GET /dashboard */
+  /* structured output: the bounds of a request's grammar (grammar/gram.h, gram_limits_t) */
+  int grammar_max_size;    /* expression nodes, elements and rules of one grammar */
+  int grammar_max_repeat;  /* one repetition count, and the copies nested ones multiply to */
+  int grammar_max_depth;   /* nesting */
+  int64_t grammar_max_literal; /* bytes of one literal, choice or property name */
+  int grammar_max_stacks;  /* live parser stacks; alternatives of one rule */
+  int grammar_mask_fuel;   /* work of one token mask */
+  int64_t grammar_cache_bytes;             /* the token caches of all grammars */
+  int64_t grammar_cache_bytes_per_grammar; /* the token cache of one */
+  int64_t grammar_compile_timeout_ms;      /* one compile */
+  int grammar_compile_threads;             /* threads that compile grammars */
+  int grammar_compile_queue;               /* compiles waiting for a thread at most; more -> 429 */
   /* where each setting's value came from */
   cfg_source_t source[CFG_N_SETTINGS];
 } cfg_t;

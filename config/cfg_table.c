@@ -261,6 +261,66 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                        "an API key when keys are set). auto: on when listening on a loopback "
                        "address or a unix socket, off otherwise (and under socket activation).",
                        OFF(dashboard)},
+
+    [CFG_GRAMMAR_MAX_SIZE] = {"grammar_max_size", CFG_T_INT, "Structured output", "500000", 0, 1000, 50000000, NULL,
+                              "N", 0,
+                              "Expanded size one structured-output grammar may reach (JSON Schema, regex, "
+                              "GBNF, choice): its expression nodes, lowered elements and rules, each; "
+                              "checked while it is built. More: 400.",
+                              OFF(grammar_max_size)},
+    [CFG_GRAMMAR_MAX_REPEAT] = {"grammar_max_repeat", CFG_T_INT, "Structured output", "10000", 0, 1, 1000000, NULL,
+                                "N", 0,
+                                "Largest repetition count ({m,n}, minItems, maxLength, ...), and the most "
+                                "copies nested repetitions may multiply to (x{0,100}{0,100} makes 10000). "
+                                "More: 400.",
+                                OFF(grammar_max_repeat)},
+    [CFG_GRAMMAR_MAX_DEPTH] = {"grammar_max_depth", CFG_T_INT, "Structured output", "128", 0, 1, 512, NULL, "N", 0,
+                               "Deepest nesting of groups, schemas and expressions in a grammar. More: 400.",
+                               OFF(grammar_max_depth)},
+    [CFG_GRAMMAR_MAX_LITERAL] = {"grammar_max_literal", CFG_T_SIZE, "Structured output", "16K", 0, 1, MiB, NULL,
+                                 "SIZE", 0,
+                                 "Longest literal in a grammar: a const or enum value, a choice, a property "
+                                 "name. Longer: 400.",
+                                 OFF(grammar_max_literal)},
+    [CFG_GRAMMAR_MAX_STACKS] = {"grammar_max_stacks", CFG_T_INT, "Structured output", "4096", 0, 16, 1000000, NULL,
+                                "N", 0,
+                                "Parser stacks a grammar may keep alive at once, and alternatives one rule may "
+                                "offer after those starting alike are merged: a grammar needing more at its "
+                                "start gets 400, one that needs more later ends its request with an error.",
+                                OFF(grammar_max_stacks)},
+    [CFG_GRAMMAR_MASK_FUEL] = {"grammar_mask_fuel", CFG_T_INT, "Structured output", "20000000", 0, 100000,
+                               2000000000, NULL, "N", 0,
+                               "Work one token mask may take (vocabulary trie steps plus parser steps; "
+                               "about 10-30 ns each): a bound on the engine's time per constrained "
+                               "token. A grammar whose first mask needs more gets 400; a later mask that "
+                               "does ends its request with an error.",
+                               OFF(grammar_mask_fuel)},
+    [CFG_GRAMMAR_CACHE_BYTES] = {"grammar_cache_bytes", CFG_T_SIZE, "Structured output", "256M", 0, MiB, TiB, NULL,
+                                 "SIZE", 0,
+                                 "Memory of the token caches of all compiled grammars together (kept by "
+                                 "content for reuse); past it, grammars no request uses are dropped, and a "
+                                 "request whose mask still does not fit ends with an error.",
+                                 OFF(grammar_cache_bytes)},
+    [CFG_GRAMMAR_CACHE_BYTES_PER_GRAMMAR] = {"grammar_cache_bytes_per_grammar", CFG_T_SIZE, "Structured output",
+                                             "64M", 0, 64 * KiB, TiB, NULL, "SIZE", 0,
+                                             "Memory of one grammar's token cache; a request whose grammar needs "
+                                             "more ends with an error.",
+                                             OFF(grammar_cache_bytes_per_grammar)},
+    [CFG_GRAMMAR_COMPILE_TIMEOUT] = {"grammar_compile_timeout", CFG_T_DURATION, "Structured output", "5s", 0, 10,
+                                     MS(3600), NULL, "DURATION", 0,
+                                     "Longest one grammar compile may take (its first token mask included); "
+                                     "longer: 400.",
+                                     OFF(grammar_compile_timeout_ms)},
+    [CFG_GRAMMAR_COMPILE_THREADS] = {"grammar_compile_threads", CFG_T_INT, "Structured output", "2", 0, 1, 256, NULL,
+                                     "N", 0,
+                                     "Threads that compile grammars, apart from the workers that parse and "
+                                     "tokenize requests: compiles never hold those up.",
+                                     OFF(grammar_compile_threads)},
+    [CFG_GRAMMAR_COMPILE_QUEUE] = {"grammar_compile_queue", CFG_T_INT, "Structured output", "64", 0, 0, 1 << 20, NULL,
+                                   "N", 0,
+                                   "Grammar compiles waiting for a thread at most; beyond that, requests that "
+                                   "need a new grammar get 429 Too Many Requests.",
+                                   OFF(grammar_compile_queue)},
 };
 
 char *cfg_env_name(cfg_key_t key, char *buf, size_t len) {

@@ -8,7 +8,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "grammar/gram_int.h"
+
+gram_limits_t gram_limits_default(void) {
+  return (gram_limits_t){
+      .max_size = 500000,
+      .max_repeat = 10000,
+      .max_depth = 128,
+      .max_literal = 16384,
+      .compile_ns = INT64_C(10000000000),
+      .max_stacks = 4096,
+      .max_closure = 200000,
+      .max_frames = 1 << 20,
+      .mask_fuel = 20000000,
+      .cache_bytes = (int64_t)64 << 20,
+  };
+}
+
+gram_limits_t gram_limits_or_default(const gram_limits_t *l) {
+  gram_limits_t d = gram_limits_default();
+  if (!l) return d;
+  gram_limits_t r = *l;
+  if (r.max_size <= 0) r.max_size = d.max_size;
+  if (r.max_repeat <= 0) r.max_repeat = d.max_repeat;
+  if (r.max_depth <= 0) r.max_depth = d.max_depth;
+  if (r.max_literal <= 0) r.max_literal = d.max_literal;
+  if (r.compile_ns == 0) r.compile_ns = d.compile_ns;
+  if (r.max_stacks <= 0) r.max_stacks = d.max_stacks;
+  if (r.max_closure <= 0) r.max_closure = d.max_closure;
+  if (r.max_frames <= 0) r.max_frames = d.max_frames;
+  if (r.mask_fuel <= 0) r.mask_fuel = d.mask_fuel;
+  if (r.cache_bytes <= 0) r.cache_bytes = d.cache_bytes;
+  return r;
+}
 
 const char *gram_strerror(int code) {
   switch (code) {
@@ -25,9 +58,17 @@ void gram__set_range(gram_set_t *s, unsigned lo, unsigned hi) {
   for (unsigned c = lo; c <= hi && c < 256; c++) gram__set_add(s, c);
 }
 
-void gx_init(gx_build_t *b, gram_err_t *err) {
+static const char *rule_key(const void *ctx, int32_t id, size_t *len) {
+  const gx_build_t *b = ctx;
+  *len = strlen(b->rules[id].name);
+  return b->rules[id].name;
+}
+
+void gx_init(gx_build_t *b, const gram_limits_t *lim, gram_err_t *err) {
   memset(b, 0, sizeof *b);
   b->err = err;
+  b->lim = gram_limits_or_default(lim);
+  if (b->lim.compile_ns > 0) b->deadline = clock_now_ns() + b->lim.compile_ns;
   if (err) {
     err->pos = -1;
     err->msg[0] = 0;
@@ -39,7 +80,19 @@ void gx_free(gx_build_t *b) {
   free(b->rules);
   free(b->nodes);
   free(b->sets);
+  strmap_free(&b->names);
   memset(b, 0, sizeof *b);
+}
+
+int gx_tick(gx_build_t *b, int64_t work) {
+  if (b->failed) return -1;
+  b->ticks += work;
+  if (b->ticks < 4096) return 0;
+  b->ticks = 0;
+  if (b->deadline && clock_now_ns() > b->deadline)
+    return gx_fail(b, -1, GRAM_ELIMIT, "the grammar took more than %lld ms to compile (bound: compile time)",
+                   (long long)(b->lim.compile_ns / 1000000));
+  return 0;
 }
 
 int gx_fail(gx_build_t *b, int64_t pos, int code, const char *fmt, ...) {
@@ -68,15 +121,18 @@ static int grow(void **p, int32_t *cap, int32_t need, size_t elem) {
 }
 
 static int32_t node(gx_build_t *b, gx_kind_t k) {
-  if (b->failed) return -1;
-  if (b->n_nodes >= GRAM_MAX_NODES)
-    return gx_fail(b, -1, GRAM_ELIMIT, "grammar too large: more than %d expression nodes", GRAM_MAX_NODES);
+  if (b->failed || gx_tick(b, 1)) return -1;
+  if (b->n_nodes >= b->lim.max_size)
+    return gx_fail(b, -1, GRAM_ELIMIT, "grammar too large: more than %d expression nodes (bound: max_size)",
+                   b->lim.max_size);
   if (grow((void **)&b->nodes, &b->cap_nodes, b->n_nodes + 1, sizeof *b->nodes))
     return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
   gx_node_t *n = &b->nodes[b->n_nodes];
   memset(n, 0, sizeof *n);
   n->kind = (uint8_t)k;
   n->first = n->last = n->next = -1;
+  n->depth = 1;
+  n->copies = 1;
   return b->n_nodes++;
 }
 
@@ -113,13 +169,25 @@ int32_t gx_alt(gx_build_t *b) { return node(b, GX_ALT); }
 int32_t gx_add(gx_build_t *b, int32_t parent, int32_t child) {
   if (b->failed || parent < 0 || child < 0) return -1;
   gx_node_t *p = &b->nodes[parent];
+  const gx_node_t *c = &b->nodes[child];
+  if (c->depth >= p->depth) {
+    if (c->depth + 1 > b->lim.max_depth)
+      return gx_fail(b, -1, GRAM_ELIMIT, "expressions nested deeper than %d (bound: max_depth)", b->lim.max_depth);
+    p->depth = c->depth + 1;
+  }
+  if (c->copies > p->copies) p->copies = c->copies;
   if (p->last < 0) p->first = child;
   else b->nodes[p->last].next = child;
   p->last = child;
+  p->n_kids++;
   return parent;
 }
 
 int32_t gx_lit(gx_build_t *b, const char *s, size_t n) {
+  if (b->failed) return -1;
+  if (n > (size_t)b->lim.max_literal)
+    return gx_fail(b, -1, GRAM_ELIMIT, "a literal of %zu bytes (more than %d; bound: max_literal)", n,
+                   b->lim.max_literal);
   int32_t q = gx_seq(b);
   for (size_t i = 0; i < n; i++) gx_add(b, q, gx_byte(b, (unsigned char)s[i]));
   return b->failed ? -1 : q;
@@ -129,17 +197,36 @@ int32_t gx_seq2(gx_build_t *b, int32_t x, int32_t y) { return gx_add(b, gx_add(b
 int32_t gx_seq3(gx_build_t *b, int32_t x, int32_t y, int32_t z) { return gx_add(b, gx_seq2(b, x, y), z); }
 int32_t gx_alt2(gx_build_t *b, int32_t x, int32_t y) { return gx_add(b, gx_add(b, gx_alt(b), x), y); }
 
-int32_t gx_repeat(gx_build_t *b, int32_t child, int32_t min, int32_t max) {
+int32_t gx_repeat_at(gx_build_t *b, int32_t child, int32_t min, int32_t max, int64_t pos) {
   if (b->failed || child < 0) return -1;
-  if (min < 0 || min > GRAM_MAX_REPEAT || max > GRAM_MAX_REPEAT || (max >= 0 && max < min))
-    return gx_fail(b, -1, GRAM_ELIMIT, "repetition {%d,%d} out of range (at most %d)", min, max,
-                   GRAM_MAX_REPEAT);
+  const int32_t lim = b->lim.max_repeat;
+  if (min < 0 || min > lim || max > lim || (max >= 0 && max < min))
+    return gx_fail(b, pos, GRAM_ELIMIT, "repetition {%d,%d} out of range (at most %d; bound: max_repeat)", min,
+                   max < 0 ? min : max, lim);
+  if (min == 1 && max == 1) return child;
+  /* the copies of one byte set this repetition and those inside it make:
+   * a product, however few nodes (x{0,100}{0,100} is x{0,10000}) */
+  const int64_t factor = max >= 0 ? (max ? max : 1) : (min ? min : 1);
+  const int64_t copies = factor * b->nodes[child].copies;
+  if (copies > lim)
+    return gx_fail(b, pos, GRAM_ELIMIT,
+                   "nested repetitions make more than %d copies (%lld; bound: max_repeat)", lim,
+                   (long long)copies);
+  if (b->nodes[child].depth + 1 > b->lim.max_depth)
+    return gx_fail(b, pos, GRAM_ELIMIT, "expressions nested deeper than %d (bound: max_depth)", b->lim.max_depth);
   int32_t n = node(b, GX_REPEAT);
   if (n < 0) return -1;
-  b->nodes[n].a = child;
-  b->nodes[n].min = min;
-  b->nodes[n].max = max;
+  gx_node_t *r = &b->nodes[n];
+  r->a = child;
+  r->min = min;
+  r->max = max;
+  r->copies = (int32_t)copies;
+  r->depth = b->nodes[child].depth + 1;
   return n;
+}
+
+int32_t gx_repeat(gx_build_t *b, int32_t child, int32_t min, int32_t max) {
+  return gx_repeat_at(b, child, min, max, -1);
 }
 
 int32_t gx_opt(gx_build_t *b, int32_t child) { return gx_repeat(b, child, 0, 1); }
@@ -153,25 +240,46 @@ int32_t gx_ref(gx_build_t *b, int32_t rule) {
 
 static int32_t rule_add(gx_build_t *b, char *name, int64_t pos) {
   if (!name) return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
-  if (b->n_rules >= GRAM_MAX_RULES) {
+  if (b->n_rules >= b->lim.max_size) {
     free(name);
-    return gx_fail(b, pos, GRAM_ELIMIT, "grammar too large: more than %d rules", GRAM_MAX_RULES);
+    return gx_fail(b, pos, GRAM_ELIMIT, "grammar too large: more than %d rules (bound: max_size)", b->lim.max_size);
   }
   if (grow((void **)&b->rules, &b->cap_rules, b->n_rules + 1, sizeof *b->rules)) {
     free(name);
     return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
   }
-  b->rules[b->n_rules] = (gx_rule_t){.name = name, .body = -1, .def_pos = pos};
+  b->rules[b->n_rules] = (gx_rule_t){.name = name, .body = -1, .def_pos = pos, .nullable = -1, .of = -1, .nonempty = -1};
   return b->n_rules++;
+}
+
+/* Indexes rule r by its name (named rules only: a generated name such as
+ * "group-3" never captures a GBNF rule of that name). */
+static int index_name(gx_build_t *b, int32_t r) {
+  if (!b->names.slots || (uint64_t)(b->n_names + 1) * 2 > b->names.mask + 1) { /* rebuild twice as big */
+    strmap_t m;
+    if (strmap_init(&m, (uint64_t)(b->n_names + 1) * 2 + 8, rule_key, b))
+      return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
+    for (uint64_t i = 0; b->names.slots && i <= b->names.mask; i++)
+      if (b->names.slots[i] >= 0) strmap_add(&m, b->names.slots[i]);
+    strmap_free(&b->names);
+    b->names = m;
+  }
+  strmap_add(&b->names, r);
+  b->n_names++;
+  return 0;
 }
 
 int32_t gx_rule_named(gx_build_t *b, const char *name, size_t len, int64_t pos) {
   if (b->failed) return -1;
-  for (int32_t i = 0; i < b->n_rules; i++)
-    if (strlen(b->rules[i].name) == len && !memcmp(b->rules[i].name, name, len)) return i;
+  if (b->names.slots) {
+    int32_t r = strmap_find(&b->names, name, len);
+    if (r >= 0) return r;
+  }
+  if (memchr(name, 0, len)) return gx_fail(b, pos, GRAM_EINVAL, "a rule name holds a NUL byte");
   char *copy = malloc(len + 1); /* (not strndup: name need not be terminated) */
   if (copy) memcpy(copy, name, len), copy[len] = 0;
-  return rule_add(b, copy, pos);
+  int32_t r = rule_add(b, copy, pos);
+  return r < 0 || index_name(b, r) ? -1 : r;
 }
 
 int32_t gx_rule_new(gx_build_t *b, const char *prefix) {

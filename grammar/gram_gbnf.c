@@ -133,7 +133,9 @@ static int read_int(gp_t *p, int32_t *v) {
   int64_t x = 0;
   while (peek(p) >= '0' && peek(p) <= '9') {
     x = x * 10 + (peek(p) - '0');
-    if (x > GRAM_MAX_REPEAT) return gx_fail(p->b, (int64_t)p->i, GRAM_ELIMIT, "repetition count above %d", GRAM_MAX_REPEAT);
+    if (x > p->b->lim.max_repeat)
+      return gx_fail(p->b, (int64_t)p->i, GRAM_ELIMIT, "repetition count above %d (bound: max_repeat)",
+                     p->b->lim.max_repeat);
     p->i++;
   }
   *v = (int32_t)x;
@@ -153,7 +155,9 @@ static int32_t atom(gp_t *p, int nested) {
   }
   if (c == '(') {
     size_t at = p->i++;
-    if (++p->depth > GRAM_MAX_DEPTH) return gx_fail(p->b, (int64_t)at, GRAM_ELIMIT, "groups nested deeper than %d", GRAM_MAX_DEPTH);
+    if (++p->depth > p->b->lim.max_depth)
+      return gx_fail(p->b, (int64_t)at, GRAM_ELIMIT, "groups nested deeper than %d (bound: max_depth)",
+                     p->b->lim.max_depth);
     skip_space(p, 1);
     int32_t x = alts(p, 1);
     skip_space(p, 1);
@@ -176,11 +180,12 @@ static int32_t atom(gp_t *p, int nested) {
 static int32_t postfix(gp_t *p, int32_t x) {
   for (;;) {
     int c = peek(p);
-    if (c == '*') x = gx_repeat(p->b, x, 0, -1);
-    else if (c == '+') x = gx_repeat(p->b, x, 1, -1);
-    else if (c == '?') x = gx_repeat(p->b, x, 0, 1);
+    const int64_t at = (int64_t)p->i;
+    if (c == '*') x = gx_repeat_at(p->b, x, 0, -1, at);
+    else if (c == '+') x = gx_repeat_at(p->b, x, 1, -1, at);
+    else if (c == '?') x = gx_repeat_at(p->b, x, 0, 1, at);
     else if (c == '{') {
-      size_t at = p->i++;
+      p->i++;
       int32_t m = 0, n = -1;
       skip_space(p, 0);
       if (peek(p) != ',' && read_int(p, &m)) return -1;
@@ -192,8 +197,8 @@ static int32_t postfix(gp_t *p, int32_t x) {
       } else n = m;
       skip_space(p, 0);
       if (peek(p) != '}') return fail(p, "expected '}'");
-      if (n >= 0 && n < m) return gx_fail(p->b, (int64_t)at, GRAM_EINVAL, "repetition {%d,%d}: max below min", m, n);
-      x = gx_repeat(p->b, x, m, n);
+      if (n >= 0 && n < m) return gx_fail(p->b, at, GRAM_EINVAL, "repetition {%d,%d}: max below min", m, n);
+      x = gx_repeat_at(p->b, x, m, n, at);
     } else return x;
     p->i++;
   }
@@ -245,9 +250,9 @@ static int32_t alts(gp_t *p, int nested) {
   }
 }
 
-gram_t *gram_compile_gbnf(const char *src, size_t len, gram_err_t *err) {
+gram_t *gram_compile_gbnf(const char *src, size_t len, const gram_limits_t *lim, gram_err_t *err) {
   gx_build_t b;
-  gx_init(&b, err);
+  gx_init(&b, lim, err);
   gram_t *g = NULL;
   if (len > GRAM_MAX_INPUT) {
     gx_fail(&b, -1, GRAM_ELIMIT, "grammar text longer than %d bytes", GRAM_MAX_INPUT);

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/strmap.h"
 #include "base/utf8.h"
 #include "grammar/gram.h"
 
@@ -39,6 +40,7 @@ struct gram {
   int32_t *elem_rule;    /* [n_elems] the rule each element belongs to */
   gram_set_t *follow;    /* [n_rules] bytes that may come right after a sentence of the rule */
   char **rule_name;      /* [n_rules] for messages */
+  gram_limits_t lim;     /* the bounds it was compiled under (its matchers and cache keep them) */
 };
 
 #define GRAM_INF_LEN (INT32_MAX / 4)
@@ -47,18 +49,30 @@ struct gram {
 
 typedef enum { GX_EMPTY, GX_SET, GX_SEQ, GX_ALT, GX_REPEAT, GX_REF, GX_NOTHING } gx_kind_t;
 
+/* Expressions form trees: a node has at most one parent (its sibling link is
+ * one), so a compiler never adds a node twice; rule references share. */
 typedef struct gx_node {
   uint8_t kind;
   int32_t a;          /* SET: set index; REF: rule id; REPEAT: child node */
   int32_t first, last; /* SEQ/ALT: children (linked by next) */
   int32_t next;       /* next sibling */
   int32_t min, max;   /* REPEAT: counts (max -1: unbounded) */
+  int32_t n_kids;     /* SEQ/ALT: children */
+  int32_t depth;      /* 1 + the deepest child's */
+  int32_t copies;     /* the copies of one byte set its repetitions multiply to (capped) */
 } gx_node_t;
+
+/* What a rule the lowering made stands for (gram_lower.c). */
+enum { GX_RULE_PLAIN, GX_RULE_NONEMPTY };
 
 typedef struct gx_rule {
   char *name;
   int32_t body;       /* expression node, -1 until defined */
   int64_t def_pos;    /* first use (for "undefined rule" messages) */
+  uint8_t kind;       /* GX_RULE_*: NONEMPTY is the non-empty sentences of rule `of` */
+  int8_t nullable;    /* 1 if it derives the empty string, 0 if not, -1 not known yet */
+  int32_t of;
+  int32_t nonempty;   /* the GX_RULE_NONEMPTY rule made for this one, -1 none yet */
 } gx_rule_t;
 
 typedef struct gx_build {
@@ -68,14 +82,23 @@ typedef struct gx_build {
   int32_t n_sets, cap_sets;
   gx_rule_t *rules;
   int32_t n_rules, cap_rules;
+  strmap_t names;     /* rules by name (ids into rules) */
+  int32_t n_names;
+  gram_limits_t lim;
+  int64_t deadline;   /* clock_now_ns() past which the compile fails; 0: none */
+  int64_t ticks;      /* work done since the clock was last read */
   gram_err_t *err;
   int failed;         /* set once an error is recorded; constructors then return -1 */
 } gx_build_t;
 
-void gx_init(gx_build_t *b, gram_err_t *err);
+/* lim may be NULL (the defaults). */
+void gx_init(gx_build_t *b, const gram_limits_t *lim, gram_err_t *err);
 void gx_free(gx_build_t *b);
 /* Records an error (the first one wins); returns -1 for chaining. */
 int gx_fail(gx_build_t *b, int64_t pos, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Counts work toward the compile's time bound: every so often reads the
+ * clock and fails past the deadline. Returns 0, or -1 once failed. */
+int gx_tick(gx_build_t *b, int64_t work);
 
 int32_t gx_empty(gx_build_t *b);
 int32_t gx_nothing(gx_build_t *b);          /* matches no sentence */
@@ -89,6 +112,10 @@ int32_t gx_add(gx_build_t *b, int32_t parent, int32_t child);
 int32_t gx_seq2(gx_build_t *b, int32_t x, int32_t y);
 int32_t gx_seq3(gx_build_t *b, int32_t x, int32_t y, int32_t z);
 int32_t gx_alt2(gx_build_t *b, int32_t x, int32_t y);
+/* child{min,max} (max -1: unbounded). pos: where in the source, for the
+ * messages of the bounds it checks (max_repeat, for the count and for the
+ * copies nested repetitions multiply to). x{1,1} is x itself. */
+int32_t gx_repeat_at(gx_build_t *b, int32_t child, int32_t min, int32_t max, int64_t pos);
 int32_t gx_repeat(gx_build_t *b, int32_t child, int32_t min, int32_t max);
 int32_t gx_opt(gx_build_t *b, int32_t child);
 int32_t gx_ref(gx_build_t *b, int32_t rule);
@@ -111,8 +138,22 @@ int gram__cp_normalize(const uint32_t *lo, const uint32_t *hi, int n, bool negat
 int32_t gx_codepoint(gx_build_t *b, uint32_t c);
 
 /* Lowers the builder's rules into a grammar starting at rule root; checks
- * that every rule is defined and none is left-recursive. NULL on error. */
+ * that every rule is defined and none is left-recursive. A repetition of a
+ * body that may be empty repeats the body's non-empty sentences (x{m,n} with
+ * x nullable is x'{0,n}, x* is x'*), as regex engines do: no left recursion,
+ * no ambiguity in where the empty copies go. Alternatives that start with
+ * the same byte set are merged (a trie of literals: large enums and choices
+ * parse with a stack or two). NULL on error. */
 gram_t *gx_finish(gx_build_t *b, int32_t root);
+
+/* gram_rewrite.c, before lowering: merges the alternatives of every
+ * alternation that start with equal byte sets (each group: the set, then a
+ * new rule of their rests), then checks that no alternation keeps more than
+ * max_stacks; 0 or -1 (failed). */
+int gram__merge_alts(gx_build_t *b);
+/* Which rules derive the empty string (rules[].nullable) and which nodes
+ * (*nul, [*n_nul] malloc'd: the nodes there are now): 0 or -1. */
+int gram__nullability(gx_build_t *b, uint8_t **nul, int32_t *n_nul);
 
 /* ---- the regex compiler, for the schema compiler too ------------------------ */
 
@@ -149,6 +190,9 @@ typedef struct gram_frame {
  * newest ones (the undo of a step or a walk). */
 typedef struct gram_run {
   const gram_t *g;
+  int64_t fuel;        /* closure visits left for the current mask (< 0: not counted) */
+  int32_t max_out;     /* frames one closure may leave at byte sets (0: any) */
+  char why[128];       /* the last bound hit or memory shortage, for gram_matcher_error */
   gram_frame_t *fr;
   int32_t n_fr, cap_fr;
   int32_t *tab;        /* open addressing over frame ids, -1 empty */
@@ -161,6 +205,8 @@ typedef struct gram_run {
 } gram_run_t;
 
 int gram__run_init(gram_run_t *r, const gram_t *g);
+/* Records why a step failed (the bound, in words) and returns code. */
+int gram__run_fail(gram_run_t *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void gram__run_free(gram_run_t *r);
 void gram__run_truncate(gram_run_t *r, int32_t n_fr);
 /* The frame id of (pos, below), made if new; -1 on a bound or no memory. */
@@ -204,6 +250,23 @@ void gram__walk_free(gram_walk_t *w);
 int32_t gram__cache_fill(const gram_cache_t *c, gram_run_t *run, gram_walk_t *w, const int32_t *front,
                          int32_t n, int accepting, uint32_t *mask);
 const gram_vocab_t *gram__cache_vocab(const gram_cache_t *c);
+
+/* Bytes several token caches share (gram_lru.c's): their sum stays within
+ * max. A cache about to pass it first asks reclaim(ctx, need, itself) to
+ * free idle caches (called with that cache's lock held: reclaim must take
+ * no cache's lock). Reference counted: the owner and each cache sharing it
+ * hold one; the owner clears reclaim before it lets go (and fills no mask
+ * after that). */
+typedef struct gram_budget {
+  _Atomic int64_t used;
+  int64_t max;
+  _Atomic int refs;
+  void (*reclaim)(void *ctx, int64_t need, const gram_cache_t *self);
+  void *ctx;
+} gram_budget_t;
+void gram__budget_unref(gram_budget_t *b);
+/* Makes c count its bytes in b (before c has any entry), referencing b. */
+void gram__cache_share(gram_cache_t *c, gram_budget_t *b);
 const gram_t *gram__cache_grammar(const gram_cache_t *c);
 /* The bytes of token id (NULL, 0 for an id out of range); 1 if it ends
  * generation. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "grammar/gram_int.h"
 #include "grammar/gram_lru.h"
 
 struct gram_entry {
@@ -27,7 +28,10 @@ struct gram_lru {
   size_t max_bytes, bytes;
   gram_entry_t *head, *tail;
   uint64_t hits, misses, evictions;
+  gram_budget_t *budget; /* every entry's token cache counts in it, evicted ones too while used */
 };
+
+static void reclaim(void *ctx, int64_t need, const gram_cache_t *self);
 
 gram_lru_t *gram_lru_create(const gram_vocab_t *v, int32_t max_entries, size_t max_bytes) {
   gram_lru_t *l = calloc(1, sizeof *l);
@@ -36,6 +40,17 @@ gram_lru_t *gram_lru_create(const gram_vocab_t *v, int32_t max_entries, size_t m
   l->v = v;
   l->max_entries = max_entries > 0 ? max_entries : 64;
   l->max_bytes = max_bytes ? max_bytes : (size_t)256 << 20;
+  l->budget = calloc(1, sizeof *l->budget);
+  if (!l->budget) {
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+    return NULL;
+  }
+  atomic_init(&l->budget->used, 0);
+  atomic_init(&l->budget->refs, 1);
+  l->budget->max = (int64_t)l->max_bytes;
+  l->budget->reclaim = reclaim;
+  l->budget->ctx = l;
   return l;
 }
 
@@ -93,6 +108,23 @@ gram_entry_t *gram_lru_get(gram_lru_t *l, const void *key, size_t klen) {
   return e;
 }
 
+/* A token cache is about to pass the total: evicts, oldest first, entries
+ * no request uses (the cache's reference is their only one) until need
+ * bytes fit. Called from a filling cache (self, whose lock is held; every
+ * cache's byte count is atomic, so no other cache lock is taken here). */
+static void reclaim(void *ctx, int64_t need, const gram_cache_t *self) {
+  gram_lru_t *l = ctx;
+  pthread_mutex_lock(&l->mu);
+  for (gram_entry_t *e = l->tail, *prev; e && atomic_load(&l->budget->used) + need > l->budget->max; e = prev) {
+    prev = e->prev;
+    if (e->cache == self || atomic_load(&e->refs) != 1) continue;
+    unlink_entry(l, e);
+    l->evictions++;
+    gram_entry_unref(e);
+  }
+  pthread_mutex_unlock(&l->mu);
+}
+
 /* Sums the token caches' bytes and evicts from the back past the bounds,
  * never the front entry (the one just used). Under the lock. */
 static void evict(gram_lru_t *l) {
@@ -116,6 +148,7 @@ gram_entry_t *gram_lru_put(gram_lru_t *l, const void *key, size_t klen, gram_t *
     gram_destroy(g);
     return NULL;
   }
+  gram__cache_share(c, l->budget);
   atomic_init(&e->refs, 2); /* the cache's and the caller's */
   e->g = g;
   e->cache = c;
@@ -136,6 +169,15 @@ gram_entry_t *gram_lru_put(gram_lru_t *l, const void *key, size_t klen, gram_t *
   return old;
 }
 
+void gram_lru_remove(gram_lru_t *l, gram_entry_t *e) {
+  pthread_mutex_lock(&l->mu);
+  gram_entry_t *x = l->head;
+  while (x && x != e) x = x->next;
+  if (x) unlink_entry(l, x);
+  pthread_mutex_unlock(&l->mu);
+  if (x) gram_entry_unref(x); /* the cache's reference */
+}
+
 void gram_lru_get_stats(gram_lru_t *l, gram_lru_stats_t *st) {
   pthread_mutex_lock(&l->mu);
   *st = (gram_lru_stats_t){l->n, l->bytes, l->hits, l->misses, l->evictions};
@@ -148,6 +190,8 @@ void gram_lru_destroy(gram_lru_t *l) {
     next = e->next;
     gram_entry_unref(e);
   }
+  l->budget->reclaim = NULL; /* entries still used live on; no mask is filled from now on */
+  gram__budget_unref(l->budget);
   pthread_mutex_destroy(&l->mu);
   free(l);
 }

@@ -7,8 +7,11 @@
  *
  * Entries are reference counted: the cache holds one reference while an
  * entry is in it, each user (a request) one more; an evicted entry lives
- * until its last user lets go. Bounded by entry count and by bytes (the
- * token caches grow as they fill; the bound is checked at each insertion).
+ * until its last user lets go. Bounded by entry count, and by bytes: the
+ * token caches grow as they fill, each within its grammar's cache_bytes,
+ * all of them together (entries evicted but still used included) within
+ * max_bytes: a cache that would pass it first evicts entries no request
+ * uses, and if that is not enough its mask fails with GRAM_ELIMIT.
  *
  * Threads: every function may be called from any thread (one mutex); a
  * compile runs outside it, so two threads that miss on the same key both
@@ -25,7 +28,7 @@ typedef struct gram_lru gram_lru_t;
 typedef struct gram_entry gram_entry_t;
 
 /* A cache over vocabulary v (which must outlive it and every entry) of at
- * most max_entries entries (0: 64) and about max_bytes of token caches
+ * most max_entries entries (0: 64) and at most max_bytes of token caches
  * (0: 256 MiB). NULL on no memory. */
 gram_lru_t *gram_lru_create(const gram_vocab_t *v, int32_t max_entries, size_t max_bytes);
 /* Drops the cache's references; entries still used live on. */
@@ -40,6 +43,10 @@ gram_entry_t *gram_lru_get(gram_lru_t *l, const void *key, size_t klen);
  * no memory (g destroyed). Evicts least recently used entries past the
  * bounds. */
 gram_entry_t *gram_lru_put(gram_lru_t *l, const void *key, size_t klen, gram_t *g);
+
+/* Takes e out of the cache (if it is in it): later gets miss; users keep
+ * their references. For a grammar found unusable after its insertion. */
+void gram_lru_remove(gram_lru_t *l, gram_entry_t *e);
 
 /* Counters for logs and metrics. */
 typedef struct gram_lru_stats {

@@ -18,6 +18,7 @@
  * e.g., the tokens that close a string and go on). Entries are computed on
  * first use, under the cache's lock. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,11 +50,12 @@ struct gram_cache {
   entry_t **ent;
   uint32_t mask;      /* table size - 1 */
   int32_t n_ent;
-  pthread_mutex_t mu; /* guards the table, filling, run, walk, bytes */
+  pthread_mutex_t mu; /* guards the table, filling, run, walk; bytes change under it */
   gram_run_t run;
   gram_walk_t walk;
   gram_ivec_t acc, unc;
-  size_t bytes;
+  _Atomic int64_t bytes;
+  gram_budget_t *budget; /* shared with other caches, or NULL */
 };
 
 void gram__walk_free(gram_walk_t *w) {
@@ -242,7 +244,11 @@ static int walk(gram_run_t *r, gram_walk_t *w, const gram_vocab_t *v, const int3
       dead = -1;
       for (int32_t j = (int32_t)l < reach ? (int32_t)l : reach; j < (int32_t)n; j++) {
         int f = 0;
-        if ((rc = dfa_step(r, w, w->st[j], (unsigned char)b[j], &w->st[j + 1], &f))) {
+        if (r->fuel >= 0 && --r->fuel < 0)
+          rc = gram__run_fail(r, GRAM_ELIMIT, "one token mask needs more than %lld steps of work (bound: mask_fuel)",
+                              (long long)r->g->lim.mask_fuel);
+        else rc = dfa_step(r, w, w->st[j], (unsigned char)b[j], &w->st[j + 1], &f);
+        if (rc) {
           gram__run_truncate(r, base);
           return rc;
         }
@@ -288,42 +294,73 @@ gram_cache_t *gram_cache_create(const gram_t *g, const gram_vocab_t *v) {
     return NULL;
   }
   pthread_mutex_init(&c->mu, NULL);
-  c->bytes = sizeof *c + (sizeof *c->ent + sizeof *c->keys) * (c->mask + 1);
+  atomic_init(&c->bytes, (int64_t)(sizeof *c + (sizeof *c->ent + sizeof *c->keys) * (c->mask + 1)));
   return c;
+}
+
+void gram__budget_unref(gram_budget_t *b) {
+  if (b && atomic_fetch_sub(&b->refs, 1) == 1) free(b);
+}
+
+void gram__cache_share(gram_cache_t *c, gram_budget_t *b) {
+  atomic_fetch_add(&b->refs, 1);
+  c->budget = b;
+  atomic_fetch_add(&b->used, atomic_load(&c->bytes));
+}
+
+/* Takes need more bytes for c (under its lock): 0, or GRAM_ELIMIT when the
+ * grammar's own bound or the shared one would be passed (c->run.why says). */
+static int take_bytes(gram_cache_t *c, int64_t need) {
+  const int64_t own = c->g->lim.cache_bytes;
+  if (atomic_load(&c->bytes) + need > own)
+    return gram__run_fail(&c->run, GRAM_ELIMIT, "the grammar's token cache needs more than %lld MiB (bound: cache_bytes)",
+                          (long long)(own >> 20));
+  gram_budget_t *b = c->budget;
+  if (b) {
+    if (atomic_load(&b->used) + need > b->max && b->reclaim) b->reclaim(b->ctx, need, c);
+    if (atomic_load(&b->used) + need > b->max)
+      return gram__run_fail(&c->run, GRAM_ELIMIT,
+                            "the token caches of the grammars in use need more than %lld MiB (bound: the total of all)",
+                            (long long)(b->max >> 20));
+    atomic_fetch_add(&b->used, need);
+  }
+  atomic_fetch_add(&c->bytes, need);
+  return 0;
+}
+
+static void free_entry(entry_t *e) {
+  free(e->bits), free(e->list), free(e->unc);
+  free(e);
 }
 
 void gram_cache_destroy(gram_cache_t *c) {
   if (!c) return;
   if (c->ent && c->keys) {
     for (uint32_t i = 0; i <= c->mask; i++)
-      if (c->ent[i]) {
-        free(c->ent[i]->bits), free(c->ent[i]->list), free(c->ent[i]->unc);
-        free(c->ent[i]);
-      }
+      if (c->ent[i]) free_entry(c->ent[i]);
     pthread_mutex_destroy(&c->mu);
   }
   free(c->ent), free(c->keys);
   gram__run_free(&c->run);
   gram__walk_free(&c->walk);
   free(c->acc.v), free(c->unc.v);
+  if (c->budget) {
+    atomic_fetch_sub(&c->budget->used, atomic_load(&c->bytes));
+    gram__budget_unref(c->budget);
+  }
   free(c);
 }
 
 const gram_vocab_t *gram__cache_vocab(const gram_cache_t *c) { return c->v; }
 const gram_t *gram__cache_grammar(const gram_cache_t *c) { return c->g; }
 
-size_t gram_cache_bytes(const gram_cache_t *c) {
-  pthread_mutex_t *mu = (pthread_mutex_t *)&c->mu;
-  pthread_mutex_lock(mu);
-  size_t b = c->bytes;
-  pthread_mutex_unlock(mu);
-  return b;
-}
+size_t gram_cache_bytes(const gram_cache_t *c) { return (size_t)atomic_load(&((gram_cache_t *)c)->bytes); }
 
 /* Computes the entry of key k; called with the lock held. */
 static int compute(gram_cache_t *c, const ctx_key_t *k, entry_t **out) {
   gram__run_truncate(&c->run, 0);
   c->run.err = 0;
+  c->run.max_out = c->g->lim.max_stacks;
   int depth = 0;
   while (depth < GRAM_CTX && k->pos[depth] != GRAM_ROOT) depth++;
   int32_t f = depth < GRAM_CTX ? GRAM_ROOT : GRAM_LOCAL;
@@ -337,30 +374,33 @@ static int compute(gram_cache_t *c, const ctx_key_t *k, entry_t **out) {
   const gram_set_t *follow = depth == GRAM_CTX ? &c->g->follow[c->g->elem_rule[k->pos[depth - 1]]] : NULL;
   int rc = walk(&c->run, &c->walk, c->v, &f, 1, NULL, 0, follow, &c->acc, &c->unc, NULL);
   if (rc) return rc;
-  entry_t *e = calloc(1, sizeof *e);
-  if (!e) return GRAM_ENOMEM;
   size_t words = gram_mask_words(c->v);
-  e->n_acc = c->acc.n;
-  if ((size_t)c->acc.n > words) {
-    e->bits = calloc(words, sizeof *e->bits);
-    if (e->bits)
-      for (int32_t i = 0; i < c->acc.n; i++) e->bits[c->acc.v[i] >> 5] |= 1u << (c->acc.v[i] & 31);
-    c->bytes += words * sizeof *e->bits;
-  } else if (c->acc.n) {
-    e->list = malloc(sizeof *e->list * (size_t)c->acc.n);
-    if (e->list) memcpy(e->list, c->acc.v, sizeof *e->list * (size_t)c->acc.n);
-    c->bytes += sizeof *e->list * (size_t)c->acc.n;
+  const int big = (size_t)c->acc.n > words;
+  const int64_t need = (int64_t)(sizeof(entry_t) + (big ? words * sizeof(uint32_t) : sizeof(int32_t) * (size_t)c->acc.n) +
+                                 sizeof(int32_t) * (size_t)c->unc.n);
+  if ((rc = take_bytes(c, need))) return rc;
+  entry_t *e = calloc(1, sizeof *e);
+  if (e) {
+    e->n_acc = c->acc.n;
+    if (big) {
+      e->bits = calloc(words, sizeof *e->bits);
+      if (e->bits)
+        for (int32_t i = 0; i < c->acc.n; i++) e->bits[c->acc.v[i] >> 5] |= 1u << (c->acc.v[i] & 31);
+    } else if (c->acc.n) {
+      e->list = malloc(sizeof *e->list * (size_t)c->acc.n);
+      if (e->list) memcpy(e->list, c->acc.v, sizeof *e->list * (size_t)c->acc.n);
+    }
+    e->n_unc = c->unc.n;
+    if (c->unc.n) {
+      e->unc = malloc(sizeof *e->unc * (size_t)c->unc.n);
+      if (e->unc) memcpy(e->unc, c->unc.v, sizeof *e->unc * (size_t)c->unc.n);
+    }
   }
-  e->n_unc = c->unc.n;
-  if (c->unc.n) {
-    e->unc = malloc(sizeof *e->unc * (size_t)c->unc.n);
-    if (e->unc) memcpy(e->unc, c->unc.v, sizeof *e->unc * (size_t)c->unc.n);
-    c->bytes += sizeof *e->unc * (size_t)c->unc.n;
-  }
-  c->bytes += sizeof *e;
-  if ((e->n_acc && !e->bits && !e->list) || (e->n_unc && !e->unc)) {
-    free(e->bits), free(e->list), free(e->unc), free(e);
-    return GRAM_ENOMEM;
+  if (!e || (e->n_acc && !e->bits && !e->list) || (e->n_unc && !e->unc)) {
+    if (e) free_entry(e);
+    atomic_fetch_sub(&c->bytes, need);
+    if (c->budget) atomic_fetch_sub(&c->budget->used, need);
+    return gram__run_fail(&c->run, GRAM_ENOMEM, "out of memory for the grammar's token cache");
   }
   *out = e;
   return 0;
@@ -386,23 +426,40 @@ static int grow_table(gram_cache_t *c) {
     while (ne[h]) h = (h + 1) & nm;
     ne[h] = c->ent[i], nk[h] = c->keys[i];
   }
-  c->bytes += (sizeof *ne + sizeof *nk) * (c->mask + 1);
+  atomic_fetch_add(&c->bytes, (int64_t)((sizeof *ne + sizeof *nk) * (c->mask + 1)));
+  if (c->budget) atomic_fetch_add(&c->budget->used, (int64_t)((sizeof *ne + sizeof *nk) * (c->mask + 1)));
   free(c->ent), free(c->keys);
   c->ent = ne, c->keys = nk, c->mask = nm;
   return 0;
 }
 
-/* The entry of key k, computed now if new. */
-static int get_entry(const gram_cache_t *cc, const ctx_key_t *k, const entry_t **out) {
+/* The entry of key k, computed now if new, on the fuel of the caller's run
+ * (which gets the reason of a failure). */
+static int get_entry(const gram_cache_t *cc, gram_run_t *caller, const ctx_key_t *k, const entry_t **out) {
   gram_cache_t *c = (gram_cache_t *)cc; /* filling is internal mutation under the lock */
   pthread_mutex_lock(&c->mu);
   uint32_t h = key_hash(k) & c->mask;
   while (c->ent[h] && memcmp(&c->keys[h], k, sizeof *k)) h = (h + 1) & c->mask;
   int rc = 0;
   entry_t *e = c->ent[h];
-  if (!e && !(rc = compute(c, k, &e))) {
-    c->ent[h] = e, c->keys[h] = *k;
-    if ((uint32_t)++c->n_ent * 2 > c->mask) rc = grow_table(c);
+  if (!e) {
+    c->run.fuel = caller->fuel;
+    rc = compute(c, k, &e);
+    caller->fuel = c->run.fuel;
+    c->run.fuel = -1;
+    if (rc) {
+      e = NULL;
+      memcpy(caller->why, c->run.why, sizeof caller->why);
+    } else if ((uint32_t)(c->n_ent + 1) * 2 > c->mask && grow_table(c)) {
+      free_entry(e); /* (its bytes stay counted: memory ran out, the request fails) */
+      e = NULL;
+      rc = gram__run_fail(caller, GRAM_ENOMEM, "out of memory for the grammar's token cache");
+    } else {
+      h = key_hash(k) & c->mask; /* (the table may have grown) */
+      while (c->ent[h]) h = (h + 1) & c->mask;
+      c->ent[h] = e, c->keys[h] = *k;
+      c->n_ent++;
+    }
   }
   pthread_mutex_unlock(&c->mu);
   *out = e;
@@ -452,7 +509,7 @@ int32_t gram__cache_fill(const gram_cache_t *c, gram_run_t *run, gram_walk_t *w,
       if (!memcmp(&kj, &key, sizeof key)) grp[k++] = front[j], done[j] = 1;
     }
     const entry_t *e;
-    if ((rc = get_entry(c, &key, &e))) break;
+    if ((rc = get_entry(c, run, &key, &e))) break;
     if (e->bits)
       for (size_t x = 0; x < words; x++) mask[x] |= e->bits[x];
     else

@@ -27,13 +27,16 @@ struct gram_matcher {
 static const step_t *cur(const gram_matcher_t *m) { return &m->hist[m->n_hist - 1]; }
 
 static int push_step(gram_matcher_t *m, const int32_t *front, int32_t n, int accepting, int eog) {
+  if ((int64_t)m->fronts.n + n > m->g->lim.max_frames)
+    return gram__run_fail(&m->run, GRAM_ELIMIT, "the parser's history needs more than %d entries (bound: max_frames)",
+                          m->g->lim.max_frames);
   if (m->n_hist == m->cap_hist) {
     int32_t nc = m->cap_hist ? m->cap_hist * 2 : 64;
     step_t *h = realloc(m->hist, sizeof *h * (size_t)nc);
-    if (!h) return GRAM_ENOMEM;
+    if (!h) return gram__run_fail(&m->run, GRAM_ENOMEM, "out of memory in the grammar's parser");
     m->hist = h, m->cap_hist = nc;
   }
-  if (gram__ivec_reserve(&m->fronts, n)) return GRAM_ENOMEM;
+  if (gram__ivec_reserve(&m->fronts, n)) return gram__run_fail(&m->run, GRAM_ENOMEM, "out of memory in the grammar's parser");
   step_t *s = &m->hist[m->n_hist++];
   s->off = m->fronts.n, s->n = n, s->n_fr = m->run.n_fr;
   s->accepting = (uint8_t)(accepting != 0), s->eog = (uint8_t)(eog != 0);
@@ -49,9 +52,10 @@ void gram_matcher_reset(gram_matcher_t *m) {
   m->run.err = 0;
 }
 
-gram_matcher_t *gram_matcher_create(const gram_cache_t *c) {
+gram_matcher_t *gram_matcher_create(const gram_cache_t *c, int *rc) {
+  int code = GRAM_ENOMEM;
   gram_matcher_t *m = calloc(1, sizeof *m);
-  if (!m) return NULL;
+  if (!m) goto fail;
   m->c = c;
   m->g = gram__cache_grammar(c);
   if (gram__run_init(&m->run, m->g) || gram__ivec_reserve(&m->fronts, 64) || gram__ivec_reserve(&m->a, 64) ||
@@ -61,14 +65,21 @@ gram_matcher_t *gram_matcher_create(const gram_cache_t *c) {
   int32_t seeds[64], *sp = seeds, n = g->rule_alt[g->root + 1] - g->rule_alt[g->root];
   if (n > 64 && !(sp = malloc(sizeof *sp * (size_t)n))) goto fail;
   for (int32_t i = 0; i < n; i++) sp[i] = gram__run_frame(&m->run, g->alt_start[g->rule_alt[g->root] + i], GRAM_ROOT);
+  m->run.max_out = g->lim.max_stacks; /* the start is a frontier a mask is made for at once */
   int f = gram__run_closure(&m->run, sp, n, &m->a);
+  m->run.max_out = 0;
   if (sp != seeds) free(sp);
-  if (f < 0 || push_step(m, m->a.v, m->a.n, f & GRAM_HIT_ROOT, 0)) goto fail;
+  if (f < 0) code = f;
+  if (f < 0 || (code = push_step(m, m->a.v, m->a.n, f & GRAM_HIT_ROOT, 0))) goto fail;
+  if (rc) *rc = 0;
   return m;
 fail:
+  if (rc) *rc = code;
   gram_matcher_destroy(m);
   return NULL;
 }
+
+const char *gram_matcher_error(const gram_matcher_t *m) { return m->run.why; }
 
 void gram_matcher_destroy(gram_matcher_t *m) {
   if (!m) return;
@@ -87,12 +98,27 @@ int gram_matcher_is_ended(const gram_matcher_t *m) {
 
 int32_t gram_matcher_fill_mask(gram_matcher_t *m, uint32_t *mask) {
   const step_t *s = cur(m);
+  const gram_limits_t *lim = &m->g->lim;
   if (s->eog) {
     memset(mask, 0, gram_mask_words(gram__cache_vocab(m->c)) * sizeof *mask);
     return 0;
   }
+  /* The frontier's size is checked here, not in the step that made it: the
+   * step of a token a mask allowed must not fail on it (the token cache
+   * judged that token from the stack's top, without the real stacks below,
+   * whose closure may be far larger). */
+  if (s->n > lim->max_stacks) {
+    memset(mask, 0, gram_mask_words(gram__cache_vocab(m->c)) * sizeof *mask);
+    return gram__run_fail(&m->run, GRAM_ELIMIT, "more than %d parser stacks at once (%d; bound: max_stacks)",
+                          lim->max_stacks, s->n);
+  }
   int32_t n_fr = m->run.n_fr;
+  m->run.why[0] = 0;
+  m->run.fuel = lim->mask_fuel;
+  m->run.max_out = lim->max_stacks;
   int32_t rc = gram__cache_fill(m->c, &m->run, &m->walk, m->fronts.v + s->off, s->n, s->accepting, mask);
+  m->run.fuel = -1;
+  m->run.max_out = 0;
   gram__run_truncate(&m->run, n_fr);
   m->run.err = 0; /* a bound hit while walking fails this mask, not the matcher */
   return rc;
@@ -103,6 +129,7 @@ int32_t gram_matcher_fill_mask(gram_matcher_t *m, uint32_t *mask) {
 static int advance(gram_matcher_t *m, const unsigned char *p, size_t len) {
   const step_t *s = cur(m);
   if (s->eog) return GRAM_EREJECT;
+  m->run.why[0] = 0;
   int32_t n_fr = m->run.n_fr;
   m->a.n = 0;
   if (gram__ivec_reserve(&m->a, s->n)) return GRAM_ENOMEM;

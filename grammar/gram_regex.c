@@ -10,6 +10,7 @@
  * forms (same language), ^ \A at the start and $ \Z \z at the end. Errors
  * name what is not supported: backreferences, lookaround, \b \B, flags,
  * \p{..}, possessive quantifiers, anchors inside. */
+#include <stdio.h>
 #include <string.h>
 
 #include "grammar/gram_int.h"
@@ -237,7 +238,9 @@ static int32_t group(rp_t *p) {
     } else if (left >= 2 && r[1] == '>') return fail_at(p, at, "atomic groups are not supported");
     else return fail_at(p, at, "inline flags and other (?...) groups are not supported");
   }
-  if (++p->depth > GRAM_MAX_DEPTH) return gx_fail(p->b, (int64_t)at, GRAM_ELIMIT, "regex: groups nested deeper than %d", GRAM_MAX_DEPTH);
+  if (++p->depth > p->b->lim.max_depth)
+    return gx_fail(p->b, (int64_t)at, GRAM_ELIMIT, "regex: groups nested deeper than %d at offset %zu (bound: max_depth)",
+                   p->b->lim.max_depth, at);
   int32_t x = alts(p);
   if (x < 0) return -1;
   if (peek(p) != ')') return fail_at(p, at, "missing ')'");
@@ -320,9 +323,14 @@ static int32_t seq(rp_t *p) {
       } else break;
       if (peek(p) == '?') p->i++; /* lazy: same language */
       else if (peek(p) == '+') return fail_at(p, p->i, "possessive quantifiers are not supported");
-      if (m > GRAM_MAX_REPEAT || n > GRAM_MAX_REPEAT)
-        return gx_fail(p->b, (int64_t)at, GRAM_ELIMIT, "regex: repetition count above %d", GRAM_MAX_REPEAT);
-      x = gx_repeat(p->b, x, m, n);
+      if (m > p->b->lim.max_repeat || n > p->b->lim.max_repeat)
+        return gx_fail(p->b, (int64_t)at, GRAM_ELIMIT, "regex: repetition count above %d at offset %zu (bound: max_repeat)",
+                       p->b->lim.max_repeat, at);
+      x = gx_repeat_at(p->b, x, m, n, (int64_t)at);
+      if (x < 0 && p->b->err && !strstr(p->b->err->msg, "offset")) { /* name where */
+        size_t l = strlen(p->b->err->msg);
+        snprintf(p->b->err->msg + l, sizeof p->b->err->msg - l, " at offset %zu", at);
+      }
     }
     if (gx_add(p->b, q, x) < 0) return -1;
   }
@@ -372,23 +380,26 @@ int32_t gram__regex_expr(gx_build_t *b, const char *re, size_t len, bool json_st
   return b->failed ? -1 : q;
 }
 
-gram_t *gram_compile_regex(const char *re, size_t len, gram_err_t *err) {
+gram_t *gram_compile_regex(const char *re, size_t len, const gram_limits_t *lim, gram_err_t *err) {
   gx_build_t b;
-  gx_init(&b, err);
+  gx_init(&b, lim, err);
   int32_t r = gx_rule_named(&b, "root", 4, 0);
   gram_t *g = gx_define(&b, r, gram__regex_expr(&b, re, len, false, true), 0) ? NULL : gx_finish(&b, r);
   gx_free(&b);
   return g;
 }
 
-gram_t *gram_compile_choice(const char *const *choices, const size_t *lens, size_t n, gram_err_t *err) {
+gram_t *gram_compile_choice(const char *const *choices, const size_t *lens, size_t n, const gram_limits_t *lim,
+                            gram_err_t *err) {
   gx_build_t b;
-  gx_init(&b, err);
+  gx_init(&b, lim, err);
   gram_t *g = NULL;
   if (n == 0) gx_fail(&b, -1, GRAM_EINVAL, "choice: the list is empty");
   int32_t a = gx_alt(&b);
   for (size_t i = 0; i < n && !b.failed; i++) {
-    if (lens[i] > GRAM_MAX_INPUT) gx_fail(&b, -1, GRAM_ELIMIT, "choice %zu longer than %d bytes", i, GRAM_MAX_INPUT);
+    if (lens[i] > (size_t)b.lim.max_literal)
+      gx_fail(&b, -1, GRAM_ELIMIT, "choice %zu is %zu bytes long (more than %d; bound: max_literal)", i, lens[i],
+              b.lim.max_literal);
     gx_add(&b, a, gx_lit(&b, choices[i], lens[i]));
   }
   int32_t r = gx_rule_named(&b, "root", 4, 0);

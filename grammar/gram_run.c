@@ -3,8 +3,11 @@
  * end of an alternative, finds every frame waiting on a byte set. A step on a
  * byte is "advance the frames whose set holds it, then close". Calls in tail
  * position push no frame, so repetition (right recursion) keeps stacks flat.
- * Every loop is bounded (GRAM_MAX_CLOSURE_STEPS, GRAM_MAX_STACKS,
- * GRAM_MAX_POOL): an ambiguous grammar fails with GRAM_ELIMIT, never hangs. */
+ * Every loop is bounded (the grammar's max_closure and max_frames, and when
+ * a mask is computed its mask_fuel and max_stacks): an ambiguous grammar
+ * fails with GRAM_ELIMIT, never hangs. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,9 +31,20 @@ int gram__resize(void *pp, size_t elem, int32_t n) {
   return 0;
 }
 
+int gram__run_fail(gram_run_t *r, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->why, sizeof r->why, fmt, ap);
+  va_end(ap);
+  return r->err = code;
+}
+
+static int oom(gram_run_t *r) { return gram__run_fail(r, GRAM_ENOMEM, "out of memory in the grammar's parser"); }
+
 int gram__run_init(gram_run_t *r, const gram_t *g) {
   memset(r, 0, sizeof *r);
   r->g = g;
+  r->fuel = -1;
   r->tab_mask = 1023;
   r->tab = malloc(sizeof *r->tab * (r->tab_mask + 1));
   if (!r->tab) return GRAM_ENOMEM;
@@ -77,15 +91,16 @@ int32_t gram__run_frame(gram_run_t *r, int32_t pos, int32_t below) {
   uint32_t h = frame_hash(pos, below) & r->tab_mask;
   for (int32_t id; (id = r->tab[h]) >= 0; h = (h + 1) & r->tab_mask)
     if (r->fr[id].pos == pos && r->fr[id].below == below) return id;
-  if (r->n_fr >= GRAM_MAX_POOL) {
-    r->err = GRAM_ELIMIT;
+  if (r->n_fr >= r->g->lim.max_frames) {
+    gram__run_fail(r, GRAM_ELIMIT, "the parser needs more than %d stack frames (bound: max_frames)",
+                   r->g->lim.max_frames);
     return -1;
   }
   if (r->n_fr == r->cap_fr) {
     int32_t nc = r->cap_fr ? r->cap_fr * 2 : 1024;
     if (gram__resize(&r->fr, sizeof *r->fr, nc) || gram__resize(&r->slot, sizeof *r->slot, nc) ||
         gram__resize(&r->seen, sizeof *r->seen, nc)) {
-      r->err = GRAM_ENOMEM;
+      oom(r);
       return -1;
     }
     memset(r->seen + r->cap_fr, 0, sizeof *r->seen * (size_t)(nc - r->cap_fr));
@@ -97,7 +112,7 @@ int32_t gram__run_frame(gram_run_t *r, int32_t pos, int32_t below) {
   r->slot[id] = (int32_t)h;
   r->seen[id] = 0;
   if ((uint32_t)r->n_fr * 2 > r->tab_mask && rehash(r)) {
-    r->err = GRAM_ENOMEM;
+    oom(r);
     return -1;
   }
   return id;
@@ -111,10 +126,10 @@ static void next_epoch(gram_run_t *r) {
 }
 
 static inline int visit(gram_run_t *r, int32_t id) {
-  if (id < 0) return r->err ? r->err : GRAM_ENOMEM;
+  if (id < 0) return r->err ? r->err : oom(r);
   if (r->seen[id] == r->epoch) return 0;
   r->seen[id] = r->epoch;
-  if (gram__ivec_reserve(&r->work, 1)) return GRAM_ENOMEM;
+  if (gram__ivec_reserve(&r->work, 1)) return oom(r);
   r->work.v[r->work.n++] = id;
   return 0;
 }
@@ -126,14 +141,20 @@ static int closure(gram_run_t *r, gram_ivec_t *out) {
   int64_t steps = 0;
   int32_t n_out0 = out->n;
   while (r->work.n) {
-    if (++steps > GRAM_MAX_CLOSURE_STEPS) return r->err = GRAM_ELIMIT;
+    if (++steps > g->lim.max_closure)
+      return gram__run_fail(r, GRAM_ELIMIT, "one byte's step visits more than %d parser states (bound: max_closure)",
+                            g->lim.max_closure);
+    if (r->fuel >= 0 && --r->fuel < 0)
+      return gram__run_fail(r, GRAM_ELIMIT, "one token mask needs more than %lld steps of work (bound: mask_fuel)",
+                            (long long)g->lim.mask_fuel);
     int32_t id = r->work.v[--r->work.n];
     int32_t pos = r->fr[id].pos, below = r->fr[id].below;
     int32_t e = g->elems[pos];
     int rc = 0;
     if (e >= 0) {
-      if (out->n - n_out0 >= GRAM_MAX_STACKS) return r->err = GRAM_ELIMIT;
-      if (gram__ivec_reserve(out, 1)) return r->err = GRAM_ENOMEM;
+      if (r->max_out && out->n - n_out0 >= r->max_out)
+        return gram__run_fail(r, GRAM_ELIMIT, "more than %d parser stacks at once (bound: max_stacks)", r->max_out);
+      if (gram__ivec_reserve(out, 1)) return oom(r);
       out->v[out->n++] = id;
     } else if (e == GRAM_END) {
       if (below == GRAM_ROOT) flags |= GRAM_HIT_ROOT;
@@ -142,7 +163,7 @@ static int closure(gram_run_t *r, gram_ivec_t *out) {
     } else {
       int32_t rule = GRAM_REF_ID(e);
       int32_t ret = g->elems[pos + 1] == GRAM_END ? below : gram__run_frame(r, pos + 1, below);
-      if (ret == -1 && g->elems[pos + 1] != GRAM_END) return r->err ? r->err : GRAM_ENOMEM;
+      if (ret == -1 && g->elems[pos + 1] != GRAM_END) return r->err ? r->err : oom(r);
       for (int32_t a = g->rule_alt[rule]; a < g->rule_alt[rule + 1] && !rc; a++)
         rc = visit(r, gram__run_frame(r, g->alt_start[a], ret));
     }

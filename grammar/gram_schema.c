@@ -156,51 +156,93 @@ static int32_t sub(sc_t *c, const cJSON *s, const char *k1, const char *k2) {
   return x;
 }
 
+/* One node of the key trie other_key builds: the keys that share the
+ * node's prefix (depth bytes) and the rule its expression defines. */
+typedef struct key_node {
+  int32_t rule;
+  int32_t depth;
+  int32_t first, n; /* the keys: order[first .. first + n) */
+} key_node_t;
+
+static int cmp_keys(const void *x, const void *y) {
+  const char *const *a = x, *const *b = y;
+  return strcmp(*a, *b);
+}
+
 /* The rest of a key (after its opening quote) that is none of the n keys
- * (their JSON-escaped bodies, without quotes), given the first depth bytes
- * match some of them: a trie of the keys, leaving it at the first byte that
- * differs or by ending early. Divergence inside a multi-byte character or an
- * escape that a key also starts there is not offered (a narrower, still valid
- * language). */
-static int32_t other_key(sc_t *c, char **keys, int n, size_t depth, int32_t rest) {
+ * (their JSON-escaped bodies, without quotes): a trie of the keys, leaving
+ * it at the first byte that differs or by ending early. Divergence inside a
+ * multi-byte character or an escape that a key also starts there is not
+ * offered (a narrower, still valid language). Iterative (a work list of
+ * trie nodes, one rule each): a key's length never becomes stack depth. */
+static int32_t other_key(sc_t *c, char **keys, int n, int32_t rest) {
   gx_build_t *b = c->b;
-  int32_t alt = gx_alt(b);
-  gram_set_t kids = {{0}};
-  int ends_here = 0;
-  for (int i = 0; i < n; i++) {
-    size_t L = strlen(keys[i]);
-    if (L == depth) ends_here = 1;
-    else gram__set_add(&kids, (unsigned char)keys[i][depth]);
+  size_t *len = malloc(sizeof *len * (size_t)(n + 1));
+  key_node_t *work = malloc(sizeof *work * 64);
+  int32_t n_work = 0, cap_work = 64, top = gx_rule_new(b, "key");
+  if (!len || !work) {
+    free(len), free(work);
+    return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
   }
-  if (!ends_here) gx_add(b, alt, gram__sc_lit(c, "\""));
-  /* diverge here with one character, then any rest */
-  gram_set_t first = {{0}};
-  gram__set_range(&first, 0x20, 0x7E);
-  first.w['"' >> 5] &= ~(1u << ('"' & 31));
-  first.w['\\' >> 5] &= ~(1u << ('\\' & 31));
-  int high = 0;
-  for (int w = 0; w < 8; w++) first.w[w] &= ~kids.w[w], high |= w >= 4 && kids.w[w];
-  int32_t d = gx_alt(b);
-  gx_add(b, d, gx_set(b, &first));
-  if (!high) {
-    uint32_t lo = 0x80, hi = 0x10FFFF;
-    gx_add(b, d, gx_codepoints(b, &lo, &hi, 1, false));
+  qsort(keys, (size_t)n, sizeof *keys, cmp_keys); /* a node's keys are a contiguous run */
+  for (int i = 0; i < n; i++) len[i] = strlen(keys[i]);
+  work[n_work++] = (key_node_t){top, 0, 0, n};
+  while (n_work && !b->failed) {
+    const key_node_t kn = work[--n_work];
+    const size_t depth = (size_t)kn.depth;
+    int32_t alt = gx_alt(b);
+    gram_set_t kids = {{0}};
+    int ends_here = 0;
+    for (int i = kn.first; i < kn.first + kn.n; i++) {
+      if (len[i] == depth) ends_here = 1;
+      else gram__set_add(&kids, (unsigned char)keys[i][depth]);
+    }
+    if (!ends_here) gx_add(b, alt, gram__sc_lit(c, "\""));
+    /* diverge here with one character, then any rest */
+    gram_set_t first = {{0}};
+    gram__set_range(&first, 0x20, 0x7E);
+    first.w['"' >> 5] &= ~(1u << ('"' & 31));
+    first.w['\\' >> 5] &= ~(1u << ('\\' & 31));
+    int high = 0;
+    for (int w = 0; w < 8; w++) first.w[w] &= ~kids.w[w], high |= w >= 4 && kids.w[w];
+    int32_t d = gx_alt(b);
+    gx_add(b, d, gx_set(b, &first));
+    if (!high) { /* any non-ASCII code point: one shared rule, not one expression per trie node */
+      if (!c->r_nonascii) {
+        uint32_t lo = 0x80, hi = 0x10FFFF;
+        c->r_nonascii = gx_rule_new(b, "nonascii");
+        gx_define(b, c->r_nonascii, gx_codepoints(b, &lo, &hi, 1, false), -1);
+      }
+      gx_add(b, d, gx_ref(b, c->r_nonascii));
+    }
+    if (!gram__set_has(&kids, '\\')) gx_add(b, d, escape(c));
+    gx_add(b, alt, gx_seq3(b, d, gx_ref(b, rest), gram__sc_lit(c, "\"")));
+    /* the children: runs of keys with the same next byte (sorted: contiguous) */
+    for (int i = kn.first; i < kn.first + kn.n && !b->failed;) {
+      if (len[i] == depth) {
+        i++;
+        continue;
+      }
+      const unsigned char ch = (unsigned char)keys[i][depth];
+      int j = i + 1;
+      while (j < kn.first + kn.n && len[j] > depth && (unsigned char)keys[j][depth] == ch) j++;
+      int32_t r = gx_rule_new(b, "key");
+      gx_add(b, alt, gx_seq2(b, gx_byte(b, ch), gx_ref(b, r)));
+      if (n_work == cap_work) {
+        key_node_t *nw = realloc(work, sizeof *nw * (size_t)cap_work * 2);
+        if (!nw) {
+          gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
+          break;
+        }
+        work = nw, cap_work *= 2;
+      }
+      work[n_work++] = (key_node_t){r, kn.depth + 1, i, j - i};
+      i = j;
+    }
+    gx_define(b, kn.rule, alt, -1);
   }
-  if (!gram__set_has(&kids, '\\')) gx_add(b, d, escape(c));
-  gx_add(b, alt, gx_seq3(b, d, gx_ref(b, rest), gram__sc_lit(c, "\"")));
-  for (unsigned ch = 0; ch < 256; ch++) {
-    if (!gram__set_has(&kids, ch)) continue;
-    char **sub_keys = malloc(sizeof *sub_keys * (size_t)n);
-    if (!sub_keys) return gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
-    int m = 0;
-    for (int i = 0; i < n; i++)
-      if (strlen(keys[i]) > depth && (unsigned char)keys[i][depth] == ch) sub_keys[m++] = keys[i];
-    int32_t r = gx_rule_new(b, "key");
-    gx_define(b, r, other_key(c, sub_keys, m, depth + 1, rest), -1);
-    free(sub_keys);
-    gx_add(b, alt, gx_seq2(b, gx_byte(b, ch), gx_ref(b, r)));
-  }
-  return alt;
+  free(len), free(work);
+  return b->failed ? -1 : gx_ref(b, top);
 }
 
 typedef struct prop {
@@ -209,6 +251,50 @@ typedef struct prop {
   int required;
   int src;             /* which schema of an allOf listed it (0: the object itself) */
 } prop_t;
+
+/* Names, indexed (a base/ string map over an array that grows): the
+ * properties an object collects, the names one schema lists. Lookups are
+ * constant time, so 25,000 properties cost 25,000 steps, not their square. */
+typedef struct names {
+  const char **name;
+  int n, cap;
+  strmap_t idx;
+} names_t;
+
+static const char *names_key(const void *ctx, int32_t id, size_t *len) {
+  const names_t *s = ctx;
+  *len = strlen(s->name[id]);
+  return s->name[id];
+}
+
+static void names_free(names_t *s) {
+  free(s->name);
+  strmap_free(&s->idx);
+}
+
+/* The index of name, or -1. */
+static int names_find(const names_t *s, const char *name) {
+  return s->idx.slots ? strmap_find(&s->idx, name, strlen(name)) : -1;
+}
+
+/* Appends name (its bytes stay the caller's); 0 or -1 (no memory). */
+static int names_add(names_t *s, const char *name) {
+  if (s->n == s->cap) {
+    int nc = s->cap ? s->cap * 2 : 16;
+    const char **nn = realloc(s->name, sizeof *nn * (size_t)nc);
+    if (!nn) return -1;
+    s->name = nn, s->cap = nc;
+    strmap_t m; /* rebuilt for the new capacity */
+    if (strmap_init(&m, (uint64_t)nc, names_key, s)) return -1;
+    for (int i = 0; i < s->n; i++) strmap_add(&m, i);
+    strmap_free(&s->idx);
+    s->idx = m;
+  }
+  s->name[s->n] = name;
+  strmap_add(&s->idx, s->n);
+  s->n++;
+  return 0;
+}
 
 /* The object of the props, in order; extra: -1 none, else the rule of the
  * value of any other key. */
@@ -223,6 +309,14 @@ static int32_t object_of(sc_t *c, prop_t *p, int n, int32_t extra_value) {
   }
   int nk = 0;
   for (int i = 0; i < n && !b->failed; i++) {
+    const size_t name_len = strlen(p[i].name);
+    if (name_len > (size_t)b->lim.max_literal) {
+      size_t old = gram__sc_path_push(c, "properties");
+      gx_fail(b, -1, GRAM_ELIMIT, "json schema: a property name of %zu bytes (more than %d; bound: max_literal) (at %s)",
+              name_len, b->lim.max_literal, c->path);
+      gram__sc_path_pop(c, old);
+      break;
+    }
     char *q = json_str(p[i].name);
     if (!q) {
       gx_fail(b, -1, GRAM_ENOMEM, "out of memory");
@@ -249,7 +343,7 @@ static int32_t object_of(sc_t *c, prop_t *p, int n, int32_t extra_value) {
           memmove(keys[i], keys[i] + 1, L - 2);
           keys[i][L - 2] = 0;
         }
-        key = gx_seq2(b, gram__sc_lit(c, "\""), other_key(c, keys, nk, 0, rest));
+        key = gx_seq2(b, gram__sc_lit(c, "\""), other_key(c, keys, nk, rest));
       } else key = gx_ref(b, c->r_string);
       kva = gx_rule_new(b, "extra");
       gx_define(b, kva, gx_seq3(b, key, punct(c, ":"), gx_ref(b, extra_value)), -1);
@@ -284,22 +378,23 @@ typedef struct src_info {
   int has_props;
 } src_info_t;
 
-static int add_prop(sc_t *c, prop_t **p, int *n, int *cap, prop_t q) {
+static int add_prop(sc_t *c, prop_t **p, int *n, int *cap, names_t *idx, prop_t q) {
   if (*n == *cap) {
     *cap = *cap ? *cap * 2 : 16;
     prop_t *np = realloc(*p, sizeof *np * (size_t)*cap);
     if (!np) return gx_fail(c->b, -1, GRAM_ENOMEM, "out of memory");
     *p = np;
   }
+  if (names_add(idx, q.name)) return gx_fail(c->b, -1, GRAM_ENOMEM, "out of memory");
   (*p)[(*n)++] = q;
-  return 0;
+  return gx_tick(c->b, 1);
 }
 
 /* Adds the properties/required of object schema s (source number src) to the
- * list; a property listed by two schemas is an error, a required name
- * another schema lists is merged. */
-static int collect_props(sc_t *c, const cJSON *s, int src, prop_t **p, int *n, int *cap, const cJSON **extra,
-                         src_info_t *info) {
+ * list (idx: its names, index i is p[i]); a property listed by two schemas
+ * is an error, a required name another schema lists is merged. */
+static int collect_props(sc_t *c, const cJSON *s, int src, prop_t **p, int *n, int *cap, names_t *idx,
+                         const cJSON **extra, src_info_t *info) {
   const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
   if (ref && (!cJSON_IsString(ref) || !(s = resolve(c, ref->valuestring)))) return -1;
   const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
@@ -309,22 +404,18 @@ static int collect_props(sc_t *c, const cJSON *s, int src, prop_t **p, int *n, i
   if (req && !cJSON_IsArray(req)) return gram__sc_fail(c, "json schema: '%s' must be an array (at %s)", "required");
   info->has_props = props != NULL;
   for (const cJSON *q = props ? props->child : NULL; q; q = q->next) {
-    for (int i = 0; i < *n; i++)
-      if (!strcmp((*p)[i].name, q->string)) {
-        if ((*p)[i].schema && !cJSON_Compare((*p)[i].schema, q, 1))
-          return gram__sc_fail(c, "json schema: property '%s' given different schemas across allOf (at %s)", q->string);
-        (*p)[i].schema = q; /* was only required so far */
-        goto next;
-      }
-    if (add_prop(c, p, n, cap, (prop_t){q->string, q, 0, src})) return -1;
-  next:;
+    const int i = names_find(idx, q->string);
+    if (i >= 0) {
+      if ((*p)[i].schema && !cJSON_Compare((*p)[i].schema, q, 1))
+        return gram__sc_fail(c, "json schema: property '%s' given different schemas across allOf (at %s)", q->string);
+      (*p)[i].schema = q; /* was only required so far */
+    } else if (add_prop(c, p, n, cap, idx, (prop_t){q->string, q, 0, src})) return -1;
   }
   for (const cJSON *r = req ? req->child : NULL; r; r = r->next) {
     if (!cJSON_IsString(r)) return gram__sc_fail(c, "json schema: '%s' entries must be strings (at %s)", "required");
-    int found = 0;
-    for (int i = 0; i < *n; i++)
-      if (!strcmp((*p)[i].name, r->valuestring)) (*p)[i].required = 1, found = 1;
-    if (!found && add_prop(c, p, n, cap, (prop_t){r->valuestring, NULL, 1, src})) return -1;
+    const int i = names_find(idx, r->valuestring);
+    if (i >= 0) (*p)[i].required = 1;
+    else if (add_prop(c, p, n, cap, idx, (prop_t){r->valuestring, NULL, 1, src})) return -1;
   }
   if (add) {
     if (cJSON_IsFalse(add)) info->closed = 1;
@@ -337,15 +428,18 @@ static int collect_props(sc_t *c, const cJSON *s, int src, prop_t **p, int *n, i
   return 0;
 }
 
-/* Is name listed in the properties of source src (resolved schema s)? */
-static int lists(const cJSON *s, const char *name) {
+/* The names the properties of (resolved) schema s list, indexed. */
+static int listed_names(sc_t *c, const cJSON *s, names_t *out) {
   const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
-  return props && cJSON_GetObjectItemCaseSensitive(props, name) != NULL;
+  for (const cJSON *q = props && cJSON_IsObject(props) ? props->child : NULL; q; q = q->next)
+    if (names_add(out, q->string)) return gx_fail(c->b, -1, GRAM_ENOMEM, "out of memory");
+  return 0;
 }
 
 static int32_t object_node(sc_t *c, const cJSON *s) {
   prop_t *p = NULL;
   int n = 0, cap = 0;
+  names_t names = {0};
   const cJSON *extra = NULL;
   const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
   int n_src = 1 + (all ? cJSON_GetArraySize(all) : 0);
@@ -356,7 +450,7 @@ static int32_t object_node(sc_t *c, const cJSON *s) {
     return gx_fail(c->b, -1, GRAM_ENOMEM, "out of memory");
   }
   srcs[0] = s;
-  int rc = collect_props(c, s, 0, &p, &n, &cap, &extra, &info[0]);
+  int rc = collect_props(c, s, 0, &p, &n, &cap, &names, &extra, &info[0]);
   size_t old = gram__sc_path_push(c, "allOf");
   int idx = 1;
   for (const cJSON *a = all ? all->child : NULL; a && !rc; a = a->next, idx++) {
@@ -369,7 +463,7 @@ static int32_t object_node(sc_t *c, const cJSON *s) {
         rc = gram__sc_fail(c, "json schema: allOf supports object schemas only; '%s' is not supported there (at %s)", k->string);
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(a, "$ref");
     srcs[idx] = ref && cJSON_IsString(ref) ? resolve(c, ref->valuestring) : a;
-    if (!rc && srcs[idx]) rc = collect_props(c, a, idx, &p, &n, &cap, &extra, &info[idx]);
+    if (!rc && srcs[idx]) rc = collect_props(c, a, idx, &p, &n, &cap, &names, &extra, &info[idx]);
     gram__sc_path_pop(c, o2);
   }
   gram__sc_path_pop(c, old);
@@ -377,14 +471,21 @@ static int32_t object_node(sc_t *c, const cJSON *s) {
    * its own properties do not list, whoever else lists it */
   int closed = 0, open = 0, any_props = 0, k = 0;
   for (int j = 0; j < n_src; j++) closed |= info[j].closed, open |= info[j].open, any_props |= info[j].has_props;
+  uint8_t *drop = calloc((size_t)n + 1, 1);
+  if (!drop && !rc) rc = gx_fail(c->b, -1, GRAM_ENOMEM, "out of memory");
+  for (int j = 0; j < n_src && !rc; j++) {
+    if (!info[j].closed || !srcs[j]) continue;
+    names_t listed = {0};
+    rc = listed_names(c, srcs[j], &listed);
+    for (int i = 0; i < n && !rc; i++) drop[i] |= names_find(&listed, p[i].name) < 0;
+    names_free(&listed);
+  }
   for (int i = 0; i < n && !rc; i++) {
-    int keep = 1;
-    for (int j = 0; j < n_src && keep; j++)
-      if (info[j].closed && !lists(srcs[j], p[i].name)) keep = 0;
-    if (keep) p[k++] = p[i];
+    if (!drop[i]) p[k++] = p[i];
     else if (p[i].required)
       rc = gram__sc_fail(c, "json schema: required property '%s' is refused by an additionalProperties: false (at %s)", p[i].name);
   }
+  free(drop);
   n = k;
   int32_t x = -1;
   if (!rc) {
@@ -397,6 +498,7 @@ static int32_t object_node(sc_t *c, const cJSON *s) {
     x = object_of(c, p, n, ev);
   }
   free(p), free(info), free(srcs);
+  names_free(&names);
   return x;
 }
 
@@ -410,7 +512,7 @@ static int32_t array_node(sc_t *c, const cJSON *s) {
   int np = prefix ? cJSON_GetArraySize(prefix) : 0;
   if (items && cJSON_IsFalse(items)) mx = mx < 0 || mx > np ? np : mx;
   if (mx >= 0 && mx < mn) return gram__sc_fail(c, "json schema: %s below minItems (at %s)", "maxItems");
-  if (np > GRAM_MAX_REPEAT) return gram__sc_fail(c, "json schema: too many %s (at %s)", "prefixItems");
+  if (np > b->lim.max_repeat) return gram__sc_fail(c, "json schema: too many %s (bound: max_repeat) (at %s)", "prefixItems");
   /* the rule of one element after the prefix */
   int32_t item_rule = c->r_value;
   if (items && !cJSON_IsBool(items)) {
@@ -524,7 +626,9 @@ static int32_t schema(sc_t *c, const cJSON *s) {
   if (cJSON_IsTrue(s)) return gx_ref(b, c->r_value);
   if (cJSON_IsFalse(s)) return gram__sc_fail(c, "json schema: %s schema accepts nothing (at %s)", "the false");
   if (!cJSON_IsObject(s)) return gram__sc_fail(c, "json schema: %s must be an object or a boolean (at %s)", "a schema");
-  if (++c->depth > GRAM_MAX_DEPTH) return gx_fail(b, -1, GRAM_ELIMIT, "json schema: nested deeper than %d (at %s)", GRAM_MAX_DEPTH, c->path);
+  if (++c->depth > b->lim.max_depth)
+    return gx_fail(b, -1, GRAM_ELIMIT, "json schema: nested deeper than %d (bound: max_depth) (at %s)", b->lim.max_depth,
+                   c->path);
   int32_t x = -1;
   for (const cJSON *k = s->child; k; k = k->next)
     if (!in_list(KNOWN, k->string)) {
@@ -608,9 +712,10 @@ out:
   return b->failed ? -1 : x;
 }
 
-static gram_t *compile(const cJSON *schema_doc, const gram_json_opts_t *opts, gram_err_t *err) {
+static gram_t *compile(const cJSON *schema_doc, const gram_json_opts_t *opts, const gram_limits_t *lim,
+                       gram_err_t *err) {
   gx_build_t b;
-  gx_init(&b, err);
+  gx_init(&b, lim, err);
   sc_t c = {.b = &b, .root = schema_doc};
   if (opts) c.o = *opts;
   if (c.o.ws_max <= 0) c.o.ws_max = 8;
@@ -626,12 +731,15 @@ static gram_t *compile(const cJSON *schema_doc, const gram_json_opts_t *opts, gr
   return g;
 }
 
-gram_t *gram_compile_json_schema(const cJSON *schema_doc, const gram_json_opts_t *opts, gram_err_t *err) {
+gram_t *gram_compile_json_schema(const cJSON *schema_doc, const gram_json_opts_t *opts, const gram_limits_t *lim,
+                                 gram_err_t *err) {
   if (!schema_doc) {
     if (err) err->pos = -1, snprintf(err->msg, sizeof err->msg, "json schema: no schema");
     return NULL;
   }
-  return compile(schema_doc, opts, err);
+  return compile(schema_doc, opts, lim, err);
 }
 
-gram_t *gram_compile_json_object(const gram_json_opts_t *opts, gram_err_t *err) { return compile(NULL, opts, err); }
+gram_t *gram_compile_json_object(const gram_json_opts_t *opts, const gram_limits_t *lim, gram_err_t *err) {
+  return compile(NULL, opts, lim, err);
+}

@@ -89,45 +89,152 @@ static int bound(sc_t *c, const cJSON *s, const char *key, int up, int64_t *out,
   return 1;
 }
 
-/* Numbers with a fraction within the bounds: k.ddd (last digit not 0) for
- * k >= 0 lies strictly inside (k, k+1), -k.ddd inside (-(k+1), -k); the
- * integer parts whose whole interval fits (open or closed bounds alike).
- * -1 if there are none. */
-static int32_t fractions(sc_t *c, int has_lo, double L, int has_hi, double H) {
+/* A non-negative decimal bound k.D: the integer part, the fraction's digits
+ * (no trailing zeros), and whether the bound itself is allowed. */
+typedef struct dec {
+  int64_t ip;
+  char fd[24];
+  int nfd;
+  int incl;
+} dec_t;
+
+/* x >= 0 as the shortest decimal that reads back as x (what the schema's
+ * text most likely said: 0.1, not 0.1000000000000000055...). -1 if it needs
+ * more than 17 fraction digits. */
+static int to_dec(double x, int incl, dec_t *d) {
+  char buf[64];
+  for (int f = 0; f <= 17; f++) {
+    snprintf(buf, sizeof buf, "%.*f", f, x);
+    if (strtod(buf, NULL) != x) continue;
+    const char *dot = strchr(buf, '.');
+    d->ip = (int64_t)strtoll(buf, NULL, 10);
+    d->nfd = 0;
+    if (dot)
+      for (const char *q = dot + 1; *q; q++) d->fd[d->nfd++] = *q;
+    while (d->nfd && d->fd[d->nfd - 1] == '0') d->nfd--;
+    d->incl = incl;
+    return 0;
+  }
+  return -1;
+}
+
+/* Fraction digit strings f (at least one digit, any trailing zeros) with
+ * lo < 0.f < hi as values (<= where the bound is inclusive); lo/hi NULL: no
+ * bound on that side. A small automaton over (digit index, still equal to
+ * lo's digits, still equal to hi's): one rule per state, the states past
+ * both bounds' digits looping on themselves. */
+static int32_t frac_digits(sc_t *c, const dec_t *lo, const dec_t *hi) {
+  gx_build_t *b = c->b;
+  const int nl = lo ? lo->nfd : 0, nh = hi ? hi->nfd : 0, M = (nl > nh ? nl : nh) + 1;
+  int32_t rule[25][2][2];
+  for (int i = 0; i <= M; i++)
+    for (int tl = 0; tl < 2; tl++)
+      for (int th = 0; th < 2; th++) rule[i][tl][th] = -1;
+  /* the states reachable from (0, lo != NULL, hi != NULL), made as needed */
+  int32_t stack[25 * 4][3], sp = 0;
+  const int tl0 = lo != NULL, th0 = hi != NULL;
+  rule[0][tl0][th0] = gx_rule_new(b, "frac");
+  stack[sp][0] = 0, stack[sp][1] = tl0, stack[sp][2] = th0, sp++;
+  while (sp && !b->failed) {
+    sp--;
+    const int i = stack[sp][0], tl = stack[sp][1], th = stack[sp][2];
+    int32_t alt = gx_alt(b);
+    const int end_ok = i > 0 && (!tl || (i >= nl && lo->incl)) && (!th || i < nh || hi->incl);
+    if (end_ok) gx_add(b, alt, gx_empty(b));
+    const int dl = tl ? (i < nl ? lo->fd[i] - '0' : 0) : 0, dh = th ? (i < nh ? hi->fd[i] - '0' : 0) : 9;
+    /* digits dl..dh, grouped by the state they lead to */
+    for (int ntl = 0; ntl < 2; ntl++)
+      for (int nth = 0; nth < 2; nth++) {
+        gram_set_t set = {{0}};
+        int any = 0;
+        for (int d = dl; d <= dh; d++)
+          if ((tl && d == dl) == ntl && (th && d == dh) == nth) gram__set_add(&set, (unsigned)('0' + d)), any = 1;
+        if (!any) continue;
+        const int ni = i + 1 < M ? i + 1 : M;
+        if (rule[ni][ntl][nth] < 0) {
+          rule[ni][ntl][nth] = gx_rule_new(b, "frac");
+          stack[sp][0] = ni, stack[sp][1] = ntl, stack[sp][2] = nth, sp++;
+        }
+        gx_add(b, alt, gx_seq2(b, gx_set(b, &set), gx_ref(b, rule[ni][ntl][nth])));
+      }
+    if (b->nodes[alt].first < 0) gx_add(b, alt, gx_nothing(b));
+    gx_define(b, rule[i][tl][th], alt, -1);
+  }
+  return b->failed ? -1 : gx_ref(b, rule[0][tl0][th0]);
+}
+
+/* Magnitudes k.f (f at least one digit) with lo < k.f < hi (<= where
+ * inclusive; NULL: unbounded that side, k >= 0 always), or -1 when there
+ * are none. */
+static int32_t decimals(sc_t *c, const dec_t *lo, const dec_t *hi) {
+  gx_build_t *b = c->b;
+  const int64_t kl = lo ? lo->ip : 0, kh = hi ? hi->ip : -1;
+  if (hi && kh < kl) return -1;
+  int32_t alt = gx_alt(b);
+  if (hi && kh == kl) /* one integer part: both bounds on the fraction */
+    gx_add(b, alt, gx_seq3(b, nat_range(c, kl, kl), gram__sc_lit(c, "."), frac_digits(c, lo, hi)));
+  else {
+    gx_add(b, alt, gx_seq3(b, nat_range(c, kl, kl), gram__sc_lit(c, "."), frac_digits(c, lo, NULL)));
+    if (!hi || kh > kl + 1) /* integer parts strictly between: any fraction */
+      gx_add(b, alt, gx_seq3(b, nat_range(c, kl + 1, hi ? kh - 1 : -1), gram__sc_lit(c, "."), frac_digits(c, NULL, NULL)));
+    if (hi) gx_add(b, alt, gx_seq3(b, nat_range(c, kh, kh), gram__sc_lit(c, "."), frac_digits(c, NULL, hi)));
+  }
+  return b->failed ? -1 : alt;
+}
+
+/* Numbers with a fraction part within [L, H] (either side open, absent, or
+ * exclusive): the positive magnitudes and the negative ones, each a digit
+ * automaton exact to the bounds' shortest decimal forms. -1 when there are
+ * none (or after an error). */
+static int32_t fractions(sc_t *c, int has_lo, double L, int lo_excl, int has_hi, double H, int hi_excl) {
   gx_build_t *b = c->b;
   int32_t alt = gx_alt(b);
   int n = 0;
-  double A = has_lo && L > 0 ? ceil(L) : 0, B = has_hi ? floor(H - 1) : -1;
-  double C = has_hi && H < 0 ? ceil(-H) : 0, D = has_lo ? floor(-L - 1) : -1;
-  for (int neg = 0; neg < 2; neg++) {
-    double from = neg ? C : A, to = neg ? D : B;
-    int bounded = neg ? has_lo : has_hi;
-    if (bounded && from > to) continue;
-    int32_t digits = gx_seq2(b, gx_repeat(b, gram__sc_set_of(c, "", '0', '9'), 0, -1), gram__sc_set_of(c, "", '1', '9'));
-    int32_t ip = nat_range(c, (int64_t)from, bounded ? (int64_t)to : -1);
-    gx_add(b, alt, gx_seq3(b, neg ? gx_seq2(b, gram__sc_lit(c, "-"), ip) : ip, gram__sc_lit(c, "."), digits));
-    n++;
+  dec_t dl, dh;
+  /* positive: L < m < H */
+  if (!has_hi || H >= 0) {
+    const int lo_on = has_lo && L >= 0;
+    if ((lo_on && to_dec(L, !lo_excl, &dl)) || (has_hi && to_dec(H, !hi_excl, &dh)))
+      return gram__sc_fail(c, "json schema: a %s needing more than 17 fraction digits is not supported (at %s)", "bound");
+    int32_t x = decimals(c, lo_on ? &dl : NULL, has_hi ? &dh : NULL);
+    if (x >= 0) gx_add(b, alt, x), n++;
   }
-  return n ? alt : -1;
+  /* negative: -m in [L, H], that is -H < m < -L */
+  if (!has_lo || L <= 0) {
+    const int lo_on = has_hi && H <= 0;
+    if ((lo_on && to_dec(-H, !hi_excl, &dl)) || (has_lo && to_dec(-L, !lo_excl, &dh)))
+      return gram__sc_fail(c, "json schema: a %s needing more than 17 fraction digits is not supported (at %s)", "bound");
+    int32_t x = decimals(c, lo_on ? &dl : NULL, has_lo ? &dh : NULL);
+    if (x >= 0) gx_add(b, alt, gx_seq2(b, gram__sc_lit(c, "-"), x)), n++;
+  }
+  return b->failed ? -1 : n ? alt : -1;
 }
 
 int32_t gram__sc_number(sc_t *c, const cJSON *s, int integer) {
   int64_t lo = 0, hi = 0, x;
   double L = 0, H = 0, raw;
-  int has_lo = 0, has_hi = 0, k;
+  int has_lo = 0, has_hi = 0, lo_excl = 0, hi_excl = 0, k;
   static const char *const lows[] = {"minimum", "exclusiveMinimum"}, *const highs[] = {"maximum", "exclusiveMaximum"};
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < 2; i++) { /* the tighter bound of each side; at equal values the exclusive one */
     if ((k = bound(c, s, lows[i], 0, &x, &raw)) < 0) return -1;
-    if (k && (!has_lo || raw > L)) L = raw;
-    if (k && (!has_lo || x > lo)) lo = x, has_lo = 1;
+    if (k && (!has_lo || raw > L || (raw == L && i))) L = raw, lo_excl = i;
+    if (k && (!has_lo || x > lo)) lo = x;
+    has_lo |= k;
     if ((k = bound(c, s, highs[i], 1, &x, &raw)) < 0) return -1;
-    if (k && (!has_hi || raw < H)) H = raw;
-    if (k && (!has_hi || x < hi)) hi = x, has_hi = 1;
+    if (k && (!has_hi || raw < H || (raw == H && i))) H = raw, hi_excl = i;
+    if (k && (!has_hi || x < hi)) hi = x;
+    has_hi |= k;
   }
   if (!has_lo && !has_hi) return gx_ref(c->b, integer ? c->r_int : c->r_number);
   if (integer) return int_range(c, has_lo, lo, has_hi, hi);
-  int32_t frac = fractions(c, has_lo, L, has_hi, H);
-  if (frac >= 0 && has_lo && has_hi && lo > hi) return frac; /* no integer inside */
+  if (has_lo && has_hi && (L > H || (L == H && (lo_excl || hi_excl))))
+    return gram__sc_fail(c, "json schema: %s bounds leave no number (at %s)", "minimum/maximum");
+  int32_t frac = fractions(c, has_lo, L, lo_excl, has_hi, H, hi_excl);
+  if (c->b->failed) return -1;
+  if (has_lo && has_hi && lo > hi) { /* no integer inside */
+    if (frac < 0) return gram__sc_fail(c, "json schema: %s bounds leave no number (at %s)", "minimum/maximum");
+    return frac;
+  }
   int32_t ints = int_range(c, has_lo, lo, has_hi, hi);
   return frac < 0 ? ints : gx_alt2(c->b, ints, frac);
 }
@@ -155,9 +262,10 @@ int gram__sc_count(sc_t *c, const cJSON *s, const char *key, int32_t *out) {
     gram__sc_path_pop(c, old);
     return -1;
   }
-  if (v->valuedouble > GRAM_MAX_REPEAT) {
+  if (v->valuedouble > c->b->lim.max_repeat) {
     size_t old = gram__sc_path_push(c, key);
-    gx_fail(c->b, -1, GRAM_ELIMIT, "json schema: '%s' above %d is not supported (at %s)", key, GRAM_MAX_REPEAT, c->path);
+    gx_fail(c->b, -1, GRAM_ELIMIT, "json schema: '%s' above %d is not supported (bound: max_repeat) (at %s)", key,
+            c->b->lim.max_repeat, c->path);
     gram__sc_path_pop(c, old);
     return -1;
   }

@@ -46,8 +46,13 @@ int sched__gram_start(sched_engine_t *e, sched_eseq_t *q, char *err, size_t err_
              gram_vocab_size(gram_cache_vocab(c)), e->n_vocab);
     return -EINVAL;
   }
-  q->gm = gram_matcher_create(c);
-  if (!q->gm) xoom("engine", 0);
+  int rc;
+  q->gm = gram_matcher_create(c, &rc);
+  if (!q->gm) { /* never an abort: the request's own grammar or memory ran short */
+    snprintf(err, err_len, rc == GRAM_ELIMIT ? "structured output: the grammar's start exceeds a bound of the parser"
+                                             : "structured output: out of memory for the grammar's parser");
+    return rc == GRAM_ELIMIT ? -EINVAL : -ENOMEM;
+  }
   return 0;
 }
 
@@ -66,12 +71,17 @@ int sched__gram_mask(sched_engine_t *e, sched_eseq_t *q, float *row) {
   return 0;
 }
 
-const char *sched__sample_error(int rc) {
+const char *sched__sample_error(const sched_eseq_t *q, int rc) {
+  static _Thread_local char msg[320]; /* the engine thread's; the caller copies it */
+  const char *why = q->gm ? gram_matcher_error(q->gm) : "";
   switch (rc) {
   case -EDOM: return "the model produced no finite logit";
-  case GRAM_ELIMIT: return "the grammar exceeded a bound of the parser (docs/structured-output.md, Limits)";
+  case GRAM_ELIMIT:
+  case GRAM_ENOMEM:
+    snprintf(msg, sizeof msg, "structured output: %s (docs/structured-output.md, Hostile grammars)",
+             why[0] ? why : rc == GRAM_ELIMIT ? "the grammar exceeded a bound of the parser" : "out of memory in the grammar's parser");
+    return msg;
   case GRAM_EREJECT: return "the grammar allows no token here";
-  case GRAM_ENOMEM: return "out of memory in the grammar's parser";
   default: return "sampling failed";
   }
 }

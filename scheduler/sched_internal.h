@@ -166,7 +166,7 @@ void sched__fail_seq(sched_engine_t *e, sched_eseq_t *q, const char *msg);
  * grammar, from a copy where the tokens it refuses are -inf. 0, samp_sample's
  * -EDOM or a grammar's error (GRAM_*); sched__sample_error names it. */
 int sched__sample(sched_engine_t *e, sched_eseq_t *q, const float *row, samp_result_t *res);
-const char *sched__sample_error(int rc);
+const char *sched__sample_error(const sched_eseq_t *q, int rc);
 
 /* sched_gram.c: q's parser state at submit (0, or -EINVAL with err when
  * the grammar is not for this vocabulary); the grammar's mask on row (0,

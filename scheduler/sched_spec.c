@@ -187,7 +187,7 @@ void sched__spec_verify(sched_engine_t *e, sched_eseq_t *q, const float *rows) {
     samp_result_t res;
     const int rc = sched__sample(e, q, rows + (size_t)j * (size_t)e->n_vocab, &res); /* masks apply */
     if (rc != 0) {
-      sched__fail_seq(e, q, sched__sample_error(rc));
+      sched__fail_seq(e, q, sched__sample_error(q, rc));
       break;
     }
     const int kept = j < spec && res.token == drafts[j];

@@ -113,8 +113,10 @@ static int is_stop_id(const sched_req_t *r, int32_t token) {
 int sched__accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t *res) {
   sched_req_t *r = q->req;
   const int32_t t = res->token;
-  if (q->gm && gram_matcher_accept_token(q->gm, t) != 0) { /* the mask allowed it: never */
-    sched__fail_seq(e, q, "internal error: the grammar refused a token its mask allowed");
+  const int grc = q->gm ? gram_matcher_accept_token(q->gm, t) : 0;
+  if (grc != 0) { /* a refusal: never (the mask allowed it); else a bound of the step, the request's grammar's */
+    sched__fail_seq(e, q, grc == GRAM_EREJECT ? "internal error: the grammar refused a token its mask allowed"
+                                              : sched__sample_error(q, grc));
     return 1;
   }
   samp_state_accept(q->samp, t);
@@ -203,7 +205,7 @@ static void fork_children(sched_engine_t *e, sched_eseq_t *lead, const float *ro
     samp_result_t res;
     const int rc = sched__sample(e, q, row, &res);
     if (rc != 0) {
-      sched__fail_seq(e, q, sched__sample_error(rc));
+      sched__fail_seq(e, q, sched__sample_error(q, rc));
       continue;
     }
     if (sched__accept_token(e, q, &res)) continue;
@@ -244,9 +246,9 @@ static void sample_row(sched_engine_t *e, sched_eseq_t *q, const float *row) {
   const int rc = sched__sample(e, q, row, &res);
   if (rc != 0) {
     if (fork) /* the other sequences have not started: they end too */
-      sched__finish_req(e, r, SCHED_FINISH_ERROR, sched__sample_error(rc));
+      sched__finish_req(e, r, SCHED_FINISH_ERROR, sched__sample_error(q, rc));
     else
-      sched__fail_seq(e, q, sched__sample_error(rc));
+      sched__fail_seq(e, q, sched__sample_error(q, rc));
     return;
   }
   if (fork) fork_children(e, q, row);

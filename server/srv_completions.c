@@ -250,8 +250,10 @@ static bool serving(srv_t *s, http_res_t *res, uint64_t rid, const char *endpoin
   return false;
 }
 
-/* Answers a request that did not parse (400 with the OpenAI error). */
+/* Answers a request that did not parse (400 with the OpenAI error), or
+ * whose grammar could not be queued for compiling (429). */
 static void parse_failed(http_res_t *res, uint64_t rid, const char *endpoint, const oai_error_t *e) {
+  if (e->status == 429) http_res_header(res, "Retry-After", "1");
   srv__send_oai_error(res, e);
   srv__access(rid, endpoint, e->status ? e->status : 400);
 }
@@ -271,7 +273,8 @@ typedef struct enc_out {
   oai_chat_req_t ch;       /* chat */
   oai_responses_req_t resp; /* /v1/responses */
   const char *model;       /* the request's model field (NULL: none) */
-  gram_entry_t *grammar;   /* its structured output, compiled (a reference; NULL: none) */
+  const oai_grammar_t *gsrc; /* its structured-output form (in the request's parse) */
+  gram_entry_t *grammar;   /* that form, compiled (a reference; NULL: none) */
   prompt_in_t *in;         /* [n_in] malloc'd (calloc'd: unencoded ones are empty) */
   int32_t n_in;
   int32_t n_done;          /* prompts encoded, or the index of the one that failed */
@@ -298,12 +301,28 @@ static bool parse_failed_in(enc_out_t *o, int rc, int32_t n_in) {
   return false;
 }
 
-/* Worker: the request's structured output, compiled into o->grammar; false
- * when it does not compile (o answers the 400 as a parse error). */
-static bool compile_grammar(srv_t *s, const oai_params_t *g, enc_out_t *o) {
-  if (srv__grammar(s, &g->grammar, &o->grammar, &o->e) == 0) return true;
-  o->parse_rc = -EINVAL;
-  return false;
+/* Compile thread: compiles the grammar run did not find into o->grammar
+ * (a failure answers its 400 as a parse error); refused (a full compile
+ * queue, on the loop): the 429. */
+static void grammar_stage(srv_work_t *w, int refused) {
+  enc_out_t *o = w->out;
+  if (refused) {
+    o->parse_rc = -EAGAIN;
+    o->e = (oai_error_t){.status = 429, .type = "invalid_request_error", .code = "queue_full"};
+    snprintf(o->e.message, sizeof o->e.message,
+             "the server is busy: too many structured-output grammars wait to compile (grammar_compile_queue %d); "
+             "retry later", w->s->cfg->grammar_compile_queue);
+  } else if (srv__grammar(w->s, o->gsrc, &o->grammar, &o->e) != 0) {
+    o->parse_rc = -EINVAL;
+  }
+}
+
+/* Worker: the request's structured output from the cache of compiled
+ * grammars into o->grammar, or, when it is not there, the compile staged
+ * for after run (grammar_stage: never on this worker). */
+static void find_grammar(srv_work_t *w, const oai_params_t *g, enc_out_t *o) {
+  o->gsrc = &g->grammar;
+  if (srv__grammar_find(w->s, &g->grammar, &o->grammar) == 1) w->stage = grammar_stage;
 }
 
 /* Worker: parse a completions request, compile its structured output and
@@ -314,7 +333,7 @@ static void completions_run(srv_work_t *w) {
   const int rc = oai_parse_completion(w->body, w->body_len, &s->oai_lim, &w->arena, &o->c, &o->e);
   if (parse_failed_in(o, rc, rc ? 0 : o->c.n_prompts)) return;
   o->model = o->c.model;
-  if (!compile_grammar(s, &o->c.params, o)) return;
+  find_grammar(w, &o->c.params, o);
   for (; o->n_done < o->c.n_prompts; o->n_done++)
     if ((o->rc = encode_completion(s, &o->c, o->n_done, &o->in[o->n_done], o->err, sizeof o->err)) != 0) break;
 }
@@ -372,7 +391,8 @@ static void chat_run(srv_work_t *w) {
   enc_out_t *o = enc_out(w);
   if (parse_failed_in(o, oai_parse_chat(w->body, w->body_len, &w->s->oai_lim, &w->arena, &o->ch, &o->e), 1)) return;
   o->model = o->ch.model;
-  if (compile_grammar(w->s, &o->ch.params, o)) o->rc = encode_chat_text(w->s, &o->ch, &o->in[0], o->err, sizeof o->err);
+  find_grammar(w, &o->ch.params, o);
+  o->rc = encode_chat_text(w->s, &o->ch, &o->in[0], o->err, sizeof o->err);
 }
 
 /* Loop: a chat request whose messages are encoded into *in (rc, err: the
@@ -421,7 +441,8 @@ void srv__responses_run(srv_work_t *w) {
   if (parse_failed_in(o, oai_parse_responses(w->body, w->body_len, &w->s->oai_lim, &w->arena, &o->resp, &o->e), 1))
     return;
   o->model = ch->model;
-  if (compile_grammar(w->s, &ch->params, o)) o->rc = encode_chat_text(w->s, ch, &o->in[0], o->err, sizeof o->err);
+  find_grammar(w, &ch->params, o);
+  o->rc = encode_chat_text(w->s, ch, &o->in[0], o->err, sizeof o->err);
 }
 
 void srv__responses_done(srv_work_t *w) {

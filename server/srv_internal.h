@@ -27,6 +27,8 @@
 #ifndef TRAM_SRV_INTERNAL_H
 #define TRAM_SRV_INTERNAL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,6 +37,7 @@
 
 #include "base/buf.h"
 #include "config/cfg.h"
+#include "grammar/gram_lru.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 #include "scheduler/sched.h"
@@ -78,6 +81,7 @@ typedef enum srv_state {
 #define SRV_WORK_NICE 5
 
 typedef struct srv_job srv_job_t;
+typedef struct srv_work srv_work_t;
 
 typedef struct srv {
   const cfg_t *cfg;
@@ -124,6 +128,19 @@ typedef struct srv {
   int64_t stall_max_ns;  /* the latest it ever fired */
   int64_t stall_sum_ns;  /* summed lateness */
   int n_work;            /* srv__offload items not yet completed */
+
+  /* structured output (srv_grammar.c): the bounds of a request's grammar,
+   * and the compile threads with their queue */
+  gram_limits_t glim;
+  pthread_t *gc_threads;
+  int gc_n;
+  pthread_mutex_t gc_mu;
+  pthread_cond_t gc_cv;
+  srv_work_t *gc_head, *gc_tail; /* waiting for a thread (stage_next links) */
+  int gc_queued;
+  srv_work_t *gc_done;           /* compiled, for the loop */
+  bool gc_stop;
+  uv_async_t gc_async;
 
   /* jobs in flight (a doubly linked list) */
   srv_job_t *jobs;
@@ -202,10 +219,18 @@ int srv__text_flags(const srv_t *s);
 int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, const char *tools,
                      bool add_generation_prompt, bool continue_final, bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len);
 /* srv_grammar.c: the compiled grammar of a request's structured-output
- * form, from the stack's cache or compiled now (a worker thread): 0 with
- * *out referenced for the caller (NULL for no form), or -EINVAL with the
- * 400 in *e (the field, the compiler's message and position). */
+ * form from the stack's cache (any thread): 0 with *out referenced for the
+ * caller (NULL for no form), or 1 when it is not there (*out NULL): then
+ * srv__grammar compiles it, on a compile thread (srv_work_t.stage). */
+int srv__grammar_find(srv_t *s, const oai_grammar_t *g, gram_entry_t **out);
+/* Finds or compiles g (a compile thread): 0 with *out referenced for the
+ * caller, or -EINVAL with the 400 in *e (the field, the compiler's message:
+ * the bound hit and where). */
 int srv__grammar(srv_t *s, const oai_grammar_t *g, gram_entry_t **out, oai_error_t *e);
+/* The compile threads and their loop handle: started with the server,
+ * stopped (joined) once no work item is out. */
+void srv__grammar_start(srv_t *s);
+void srv__grammar_stop(srv_t *s);
 /* Sends a malloc'd JSON body and frees it. */
 void srv__send_json(http_res_t *res, int status, char *json);
 /* Writes the access-log line of a request answered without the engine; id
@@ -237,6 +262,10 @@ void srv__responses_done(srv_work_t *w);
 
 typedef struct srv_work srv_work_t;
 typedef void (*srv_work_fn)(srv_work_t *w);
+/* A work item's second stage, on a grammar compile thread; refused: the
+ * compile queue was full (then it runs on the loop and must only record
+ * the 429 for done). */
+typedef void (*srv_stage_fn)(srv_work_t *w, int refused);
 
 /* One request's CPU work, done off the loop thread. */
 struct srv_work {
@@ -251,6 +280,9 @@ struct srv_work {
   srv_work_fn run;     /* on a worker thread: may read s's tokenizer, template and limits */
   srv_work_fn done;    /* on the loop thread: answers, or with res NULL only frees */
   void *out;           /* what run leaves for done */
+  srv_stage_fn stage;  /* set by run: a grammar to compile before done (srv_grammar.c) */
+  srv_work_t *stage_next; /* the compile queue's links (under srv_t.gc_mu) */
+  _Atomic bool gone;   /* the client went away (set on the loop, read by a compile thread) */
 };
 
 /* Hands req's CPU work to the worker pool: run(w) on a worker, then done(w)
@@ -261,6 +293,12 @@ void srv__offload(srv_t *s, const http_req_t *req, http_res_t *res, int64_t arri
                   srv_work_fn done);
 /* Starts the stall probe timer (closed by srv__maybe_finish). */
 void srv__probe_start(srv_t *s);
+/* The loop's end of an item: done, then frees it (after run, or after its
+ * stage came back). */
+void srv__work_finish(srv_work_t *w);
+/* srv_grammar.c: runs w's stage on a compile thread, then finishes w on the
+ * loop; a full queue refuses it at once (stage(w, 1), then finish). Loop. */
+void srv__grammar_queue(srv_work_t *w);
 
 /* ---- srv_events.c ----------------------------------------------------------- */
 

@@ -120,6 +120,7 @@ void srv__maybe_finish(srv_t *s) {
   sched_engine_destroy(s->engine);
   s->engine = s->stack.engine = NULL;
   uv_close((uv_handle_t *)&s->wake, on_closed);
+  srv__grammar_stop(s); /* no item is out: its threads wait idle */
   uv_close((uv_handle_t *)&s->tick, on_closed);
   uv_close((uv_handle_t *)&s->probe, on_closed);
   uv_close((uv_handle_t *)&s->drain_timer, on_closed);
@@ -378,6 +379,7 @@ int srv_run(const cfg_t *cfg) {
   }
   uv_timer_start(&s->tick, on_tick, tick_ms, tick_ms);
   srv__probe_start(s);
+  srv__grammar_start(s);
 
   s->state = SRV_LOADING;
   srv__status(s, NULL, "loading %s", cfg->model);

@@ -10,6 +10,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/fault.h"
 #include "base/log.h"
 #include "api/oai_chat_val.h"
 #include "server/srv_internal.h"
@@ -234,65 +235,118 @@ static void h_metrics(const http_req_t *req, http_res_t *res, void *ctx) {
   if (log_get_level() >= LOG_LEVEL_DEBUG) srv__access(rid, "/metrics", 200);
 }
 
-/* What /tokenize's work item leaves for its done (in the item's arena). */
-typedef struct tokenize_out {
-  int parse_rc; /* 0, or the parse failed (e) */
-  oai_error_t e;
-  oai_tokenize_req_t t;
-  int32_t *ids; /* malloc'd [n] */
-  int32_t n;
-  int rc;       /* the encoding's */
-  char err[512];
-} tokenize_out_t;
+/* What /tokenize's and /detokenize's work items leave for their done (in
+ * the item's arena): the whole answer, made on the worker. */
+typedef struct tok_out {
+  int status;        /* 200, or the error's */
+  oai_error_t e;     /* the error (status != 200) */
+  const char *model; /* the request's model field (NULL: none) */
+  char *json;        /* 200: the response body (malloc'd) */
+} tok_out_t;
 
-/* Worker: parse and tokenize. */
-static void tokenize_run(srv_work_t *w) {
-  srv_t *s = w->s;
-  tokenize_out_t *o = w->out = arena_alloc(&w->arena, sizeof *o);
+static tok_out_t *tok_out(srv_work_t *w) {
+  tok_out_t *o = w->out = arena_alloc(&w->arena, sizeof *o);
   memset(o, 0, sizeof *o);
-  if ((o->parse_rc = oai_parse_tokenize(w->body, w->body_len, &s->oai_lim, &w->arena, &o->t, &o->e)) != 0) return;
-  const oai_tokenize_req_t *t = &o->t;
-  o->rc = t->prompt ? srv__encode(s, t->prompt, t->prompt_len,
-                                  srv__text_flags(s) | (t->add_special_tokens ? TOK_ENC_ADD_SPECIAL : 0), &o->ids,
-                                  &o->n, o->err, sizeof o->err)
-                    : srv__encode_chat(s, t->messages, t->n_messages, t->tools, t->add_generation_prompt,
-                                       t->continue_final_message, t->add_special_tokens, &o->ids, &o->n, o->err,
-                                       sizeof o->err);
+  if (fault_value("tokenize_delay", 0) > 0) /* test builds: slow work, to show it is not the loop's */
+    uv_sleep((unsigned)fault_value("tokenize_delay", 0));
+  return o;
 }
 
-/* Loop: answers (or, with the client gone, only frees). */
-static void tokenize_done(srv_work_t *w) {
+/* An error answer for done: status with message and field. */
+static void tok_fail(tok_out_t *o, int status, const char *msg, const char *param, const char *code) {
+  o->status = status;
+  o->e = (oai_error_t){.status = status, .code = code};
+  snprintf(o->e.message, sizeof o->e.message, "%s", msg);
+  if (param) snprintf(o->e.param, sizeof o->e.param, "%s", param);
+}
+
+/* Worker: parse, tokenize, and write the answer (the token strings and the
+ * JSON of a large prompt cost as much as the tokenizing: never the loop's). */
+static void tokenize_run(srv_work_t *w) {
   srv_t *s = w->s;
-  tokenize_out_t *o = w->out;
+  tok_out_t *o = tok_out(w);
+  oai_tokenize_req_t t;
+  if (oai_parse_tokenize(w->body, w->body_len, &s->oai_lim, &w->arena, &t, &o->e) != 0) {
+    o->status = o->e.status ? o->e.status : 400;
+    return;
+  }
+  o->model = t.model;
+  int32_t *ids = NULL, n = 0;
+  char err[512];
+  const int rc = t.prompt ? srv__encode(s, t.prompt, t.prompt_len,
+                                        srv__text_flags(s) | (t.add_special_tokens ? TOK_ENC_ADD_SPECIAL : 0), &ids,
+                                        &n, err, sizeof err)
+                          : srv__encode_chat(s, t.messages, t.n_messages, t.tools, t.add_generation_prompt,
+                                             t.continue_final_message, t.add_special_tokens, &ids, &n, err, sizeof err);
+  if (rc != 0) {
+    const int status = rc == -ENOSYS ? 500 : rc == -ENOMEM ? 503 : 400;
+    tok_fail(o, status, err, status == 400 ? (t.prompt ? "prompt" : "messages") : NULL,
+             status == 503 ? "out_of_memory" : status == 400 ? "invalid_value" : NULL);
+    return;
+  }
+  const char **strs = NULL; /* return_token_strs: the vocabulary's strings, as vLLM's token_strs */
+  if (t.return_token_strs) {
+    strs = arena_array(&w->arena, (size_t)(n ? n : 1), sizeof *strs);
+    for (int32_t i = 0; i < n; i++) {
+      size_t len = 0;
+      const char *x = tok_text(s->tok, ids[i], &len);
+      strs[i] = arena_strndup(&w->arena, x ? x : "", x ? len : 0);
+    }
+  }
+  o->status = 200;
+  o->json = oai_write_tokenize(ids, n, s->max_model_len, strs);
+  free(ids);
+}
+
+/* Worker: parse, decode, and write the answer. */
+static void detokenize_run(srv_work_t *w) {
+  srv_t *s = w->s;
+  tok_out_t *o = tok_out(w);
+  oai_detokenize_req_t d;
+  if (oai_parse_detokenize(w->body, w->body_len, &s->oai_lim, &w->arena, &d, &o->e) != 0) {
+    o->status = o->e.status ? o->e.status : 400;
+    return;
+  }
+  o->model = d.model;
+  const int flags = TOK_DEC_SPECIAL | TOK_DEC_STRIP_PREFIX;
+  int64_t len = tok_decode(s->tok, d.tokens, (size_t)d.n_tokens, flags, NULL, 0);
+  if (len < 0) { /* the parser checked the ids against the vocabulary */
+    tok_fail(o, 400, "a token id is out of range", "tokens", "invalid_value");
+    return;
+  }
+  char *text = malloc((size_t)len + 1);
+  if (!text) xoom("server", 0);
+  tok_decode(s->tok, d.tokens, (size_t)d.n_tokens, flags, text, (size_t)len + 1);
+  o->status = 200;
+  o->json = oai_write_detokenize(text, (size_t)len);
+  free(text);
+}
+
+/* Loop: answers (or, with the client gone, only frees) /tokenize and
+ * /detokenize alike: a parse error, 503 unless serving, 404 for another
+ * model, the encoding's error, or the body made on the worker. */
+static void tok_done(srv_work_t *w, const char *endpoint) {
+  srv_t *s = w->s;
+  tok_out_t *o = w->out;
   http_res_t *res = w->res;
   const uint64_t rid = w->rid;
   if (!res) {
-  } else if (o->parse_rc != 0) {
-    srv__send_oai_error(res, &o->e);
-    srv__access(rid, "/tokenize", o->e.status ? o->e.status : 400);
   } else if (!srv__serving(s, res)) {
-  } else if (!srv__model_ok(s, res, o->t.model)) {
-    srv__access(rid, "/tokenize", 404);
-  } else if (o->rc != 0) {
-    const int status = o->rc == -ENOSYS ? 500 : o->rc == -ENOMEM ? 503 : 400;
-    http_res_send_error(res, status, NULL, o->err, status == 400 ? (o->t.prompt ? "prompt" : "messages") : NULL,
-                        status == 503 ? "out_of_memory" : status == 400 ? "invalid_value" : NULL);
-    srv__access(rid, "/tokenize", status);
+  } else if (o->model && !srv__model_ok(s, res, o->model)) {
+    srv__access(rid, endpoint, 404);
+  } else if (o->status != 200) {
+    srv__send_oai_error(res, &o->e);
+    srv__access(rid, endpoint, o->status);
   } else {
-    const char **strs = NULL; /* return_token_strs: the vocabulary's strings, as vLLM's token_strs */
-    if (o->t.return_token_strs) {
-      strs = arena_array(&w->arena, (size_t)(o->n ? o->n : 1), sizeof *strs);
-      for (int32_t i = 0; i < o->n; i++) {
-        size_t len = 0;
-        const char *x = tok_text(s->tok, o->ids[i], &len);
-        strs[i] = arena_strndup(&w->arena, x ? x : "", x ? len : 0);
-      }
-    }
-    srv__send_json(res, 200, oai_write_tokenize(o->ids, o->n, s->max_model_len, strs));
-    srv__access(rid, "/tokenize", 200);
+    srv__send_json(res, 200, o->json);
+    o->json = NULL;
+    srv__access(rid, endpoint, 200);
   }
-  free(o->ids);
+  free(o->json);
 }
+
+static void tokenize_done(srv_work_t *w) { tok_done(w, "/tokenize"); }
+static void detokenize_done(srv_work_t *w) { tok_done(w, "/detokenize"); }
 
 static void h_tokenize(const http_req_t *req, http_res_t *res, void *ctx) {
   srv_t *s = ctx;
@@ -302,31 +356,8 @@ static void h_tokenize(const http_req_t *req, http_res_t *res, void *ctx) {
 
 static void h_detokenize(const http_req_t *req, http_res_t *res, void *ctx) {
   srv_t *s = ctx;
-  const uint64_t rid = req->id; /* req is freed once answered */
   if (!srv__serving(s, res)) return;
-  oai_detokenize_req_t d;
-  oai_error_t e;
-  if (oai_parse_detokenize(req->body, req->body_len, &s->oai_lim, req->arena, &d, &e) != 0) {
-    srv__send_oai_error(res, &e);
-    srv__access(rid, "/detokenize", e.status ? e.status : 400);
-    return;
-  }
-  if (!srv__model_ok(s, res, d.model)) {
-    srv__access(rid, "/detokenize", 404);
-    return;
-  }
-  const int flags = TOK_DEC_SPECIAL | TOK_DEC_STRIP_PREFIX;
-  int64_t len = tok_decode(s->tok, d.tokens, (size_t)d.n_tokens, flags, NULL, 0);
-  if (len < 0) { /* the parser checked the ids against the vocabulary */
-    http_res_send_error(res, 400, NULL, "a token id is out of range", "tokens", "invalid_value");
-    srv__access(rid, "/detokenize", 400);
-    return;
-  }
-  char *text = xmalloc((size_t)len + 1);
-  tok_decode(s->tok, d.tokens, (size_t)d.n_tokens, flags, text, (size_t)len + 1);
-  srv__send_json(res, 200, oai_write_detokenize(text, (size_t)len));
-  free(text);
-  srv__access(rid, "/detokenize", 200);
+  srv__offload(s, req, res, clock_now_ns(), detokenize_run, detokenize_done);
 }
 
 void srv__routes(srv_t *s) {

@@ -8,8 +8,13 @@
  * client goes away); the loop's completion answers only if the client is
  * still there, and frees the item either way. The server does not shut
  * down while an item is out (srv__maybe_finish waits for s->n_work == 0):
- * the worker reads the tokenizer and the template. */
+ * the worker reads the tokenizer and the template.
+ *
+ * An item whose run needs a grammar compiled sets a stage: after run, the
+ * item goes to the grammar compile threads (srv_grammar.c) and comes back
+ * to the loop for done from there, so a compile never holds a worker. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +30,7 @@ static void on_abort(http_res_t *res, void *user) {
   (void)res;
   srv_work_t *w = user;
   w->res = NULL; /* the handle is gone; the completion frees the item */
+  atomic_store(&w->gone, true);
 }
 
 static void work_cb(uv_work_t *u) {
@@ -38,10 +44,8 @@ static void work_cb(uv_work_t *u) {
   w->run(w);
 }
 
-static void after_cb(uv_work_t *u, int status) {
-  srv_work_t *w = u->data;
+void srv__work_finish(srv_work_t *w) {
   srv_t *s = w->s;
-  (void)status; /* never cancelled: uv_cancel is not used */
   if (w->res) http_res_set_callbacks(w->res, &(http_res_cbs_t){0}); /* done replaces or ends the response */
   w->done(w);
   arena_free(&w->arena);
@@ -49,6 +53,13 @@ static void after_cb(uv_work_t *u, int status) {
   free(w);
   s->n_work--;
   srv__maybe_finish(s);
+}
+
+static void after_cb(uv_work_t *u, int status) {
+  srv_work_t *w = u->data;
+  (void)status; /* never cancelled: uv_cancel is not used */
+  if (w->stage) srv__grammar_queue(w); /* a compile first, on its own threads */
+  else srv__work_finish(w);
 }
 
 void srv__offload(srv_t *s, const http_req_t *req, http_res_t *res, int64_t arrival_ns, srv_work_fn run,

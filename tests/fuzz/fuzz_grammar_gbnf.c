@@ -11,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0 || size > FUZZ_MAX_INPUT) return 0;
   gram_err_t err;
-  gram_t *g = gram_compile_gbnf((const char *)data, size, &err);
+  gram_t *g = gram_compile_gbnf((const char *)data, size, NULL, &err);
   fuzz_drive(g, &err, data, size);
   return 0;
 }

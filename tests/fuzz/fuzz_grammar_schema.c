@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   free(text);
   if (!j) return 0;
   gram_err_t err;
-  gram_t *g = gram_compile_json_schema(j, &o, &err);
+  gram_t *g = gram_compile_json_schema(j, &o, NULL, &err);
   cJSON_Delete(j);
   fuzz_drive(g, &err, data, size);
   return 0;

@@ -30,6 +30,9 @@ EXPECTED = [
     "request_timeout", "idle_timeout", "slow_client_timeout", "drain_timeout", "drain_grace",
     "api_keys", "api_key_file", "allowed_origins", "expose_model_path", "log_level", "log_format", "log_file", "metrics", "dashboard",
     "kv_events", "kv_events_topic",
+    "grammar_max_size", "grammar_max_repeat", "grammar_max_depth", "grammar_max_literal", "grammar_max_stacks",
+    "grammar_mask_fuel", "grammar_cache_bytes", "grammar_cache_bytes_per_grammar", "grammar_compile_timeout",
+    "grammar_compile_threads", "grammar_compile_queue",
 ]
 
 BEGIN = "<!-- BEGIN SETTINGS"

@@ -120,7 +120,9 @@ def test_schema_masks_match_llguidance(gtool, llg_tok, name):
 
 REGEXES = [r"[a-z]+@[a-z]+\.com", r"(ab|cd){2,5}x?", r"[0-9]{3}-[0-9]{4}", r"héllo|wörld[^a]*", r".{0,20}",
            r'"([^"\\]|\\.)*"', r"(\+|-)?[0-9]+(\.[0-9]+)?([eE][0-9]+)?", r"[A-Z][a-z]*( [A-Z][a-z]*){0,3}",
-           r"(yes|no|maybe)", r"[^\n]{3,10}\n[^\n]{0,5}", r"(a|b)*abb", r"[\u00e0-\u00ff]{1,4}z"]
+           r"(yes|no|maybe)", r"[^\n]{3,10}\n[^\n]{0,5}", r"(a|b)*abb", r"[\u00e0-\u00ff]{1,4}z",
+           # issue 35: repetitions of nullable bodies, and an alternation merged into a trie
+           r"((a*)*)*b", r"(a?)*b", r"(ab?c?){2,4}d", "|".join(f"w{i}" for i in range(300))]
 
 
 @pytest.mark.parametrize("rx", REGEXES)

@@ -210,7 +210,7 @@ BAD = [
     ({"guided_regex": "a{1000000}"}, "guided_regex", "above"),
     ({"guided_regex": "(" * 500 + "a" + ")" * 500}, "guided_regex", "deeper than"),
     ({"structured_outputs": {"grammar": 'root ::= "a" | b'}}, "structured_outputs.grammar", "undefined rule 'b'"),
-    ({"grammar": "root ::= x\nx ::= x \"a\""}, "grammar", "left recursi"),
+    ({"grammar": "root ::= x\nx ::= x \"a\" | \"b\""}, "grammar", "left recursi"),  # (productive: one with no sentence says so)
     ({"grammar": "root ::= \"a"}, "grammar", ""),
     ({"grammar": "root ::= undefined"}, "grammar", "undefined"),
     ({"json_schema": {"type": "object", "uniqueItems": True}}, "json_schema", "uniqueItems"),

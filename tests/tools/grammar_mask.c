@@ -49,21 +49,21 @@ static void compile(const cJSON *spec, int flexible, cJSON *out) {
   gram_err_t err = {.pos = -1};
   gram_json_opts_t o = {.flexible_ws = flexible};
   const cJSON *x;
-  if ((x = cJSON_GetObjectItem(spec, "regex"))) gram = gram_compile_regex(x->valuestring, strlen(x->valuestring), &err);
-  else if ((x = cJSON_GetObjectItem(spec, "gbnf"))) gram = gram_compile_gbnf(x->valuestring, strlen(x->valuestring), &err);
-  else if ((x = cJSON_GetObjectItem(spec, "json_schema"))) gram = gram_compile_json_schema(x, &o, &err);
-  else if ((x = cJSON_GetObjectItem(spec, "json_object"))) gram = gram_compile_json_object(&o, &err);
+  if ((x = cJSON_GetObjectItem(spec, "regex"))) gram = gram_compile_regex(x->valuestring, strlen(x->valuestring), NULL, &err);
+  else if ((x = cJSON_GetObjectItem(spec, "gbnf"))) gram = gram_compile_gbnf(x->valuestring, strlen(x->valuestring), NULL, &err);
+  else if ((x = cJSON_GetObjectItem(spec, "json_schema"))) gram = gram_compile_json_schema(x, &o, NULL, &err);
+  else if ((x = cJSON_GetObjectItem(spec, "json_object"))) gram = gram_compile_json_object(&o, NULL, &err);
   else if ((x = cJSON_GetObjectItem(spec, "choice"))) {
     int n = cJSON_GetArraySize(x);
     const char **s = calloc((size_t)n + 1, sizeof *s);
     size_t *l = calloc((size_t)n + 1, sizeof *l);
     for (int i = 0; i < n; i++) s[i] = cJSON_GetArrayItem(x, i)->valuestring, l[i] = strlen(s[i]);
-    gram = gram_compile_choice(s, l, (size_t)n, &err);
+    gram = gram_compile_choice(s, l, (size_t)n, NULL, &err);
     free(s), free(l);
   } else snprintf(err.msg, sizeof err.msg, "unknown grammar kind");
   if (gram) {
     cache = gram_cache_create(gram, vocab);
-    matcher = cache ? gram_matcher_create(cache) : NULL;
+    matcher = cache ? gram_matcher_create(cache, NULL) : NULL;
   }
   if (!matcher) {
     cJSON_AddStringToObject(out, "error", err.msg);

@@ -29,7 +29,7 @@ gram_vocab_t *gram_test_vocab(void) {
 int gram_test_judge(const gram_t *g, const char *s) {
   gram_vocab_t *v = gram_test_vocab();
   gram_cache_t *c = gram_cache_create(g, v);
-  gram_matcher_t *m = gram_matcher_create(c);
+  gram_matcher_t *m = gram_matcher_create(c, NULL);
   assert_non_null(m);
   int rc = gram_matcher_accept_bytes(m, s, strlen(s));
   int r = rc ? -1 : gram_matcher_is_accepting(m);

@@ -21,7 +21,7 @@ static gram_t *schema(const char *text, int flexible, gram_err_t *err) {
   cJSON *j = cJSON_Parse(text);
   assert_non_null(j);
   gram_json_opts_t o = {.flexible_ws = flexible, .ws_max = 2};
-  gram_t *g = gram_compile_json_schema(j, &o, err);
+  gram_t *g = gram_compile_json_schema(j, &o, NULL, err);
   cJSON_Delete(j);
   return g;
 }
@@ -91,6 +91,46 @@ static void number_bounds_sound(void **state) {
   }
 }
 
+/* Fractional and exclusive bounds, exactly: every number k/1000 in a range,
+ * written with 1 to 4 decimals where that is exact, is taken iff it lies
+ * within the bounds (compared as integers in thousandths: no float). Issue
+ * 35: exclusiveMinimum 0.1 with exclusiveMaximum 0.2 was "unsatisfiable". */
+static void number_bounds_exact_decimals(void **state) {
+  (void)state;
+  static const struct {
+    const char *lo, *hi;
+    int lo_k, hi_k; /* the bounds in thousandths */
+    int xlo, xhi;
+  } b[] = {{"0.1", "0.2", 100, 200, 1, 1},     {"0.1", "0.2", 100, 200, 0, 0},  {"-0.25", "0.5", -250, 500, 1, 0},
+           {"-1.5", "-1.25", -1500, -1250, 0, 1}, {"0", "0.001", 0, 1, 1, 0},   {"2.5", "7", 2500, 7000, 1, 1},
+           {"-2", "0", -2000, 0, 1, 1}};
+  for (size_t i = 0; i < sizeof b / sizeof *b; i++) {
+    char text[256];
+    snprintf(text, sizeof text, "{\"type\":\"number\",\"%s\":%s,\"%s\":%s}", b[i].xlo ? "exclusiveMinimum" : "minimum",
+             b[i].lo, b[i].xhi ? "exclusiveMaximum" : "maximum", b[i].hi);
+    gram_t *g = ok(text);
+    int taken = 0;
+    for (int k = -3000; k <= 8000; k++) {
+      const int in = (b[i].xlo ? k > b[i].lo_k : k >= b[i].lo_k) && (b[i].xhi ? k < b[i].hi_k : k <= b[i].hi_k);
+      for (int dec = 1; dec <= 4; dec++) {
+        if (dec < 3 && k % (dec == 1 ? 100 : 10)) continue; /* not exact with so few decimals */
+        char num[32];
+        const int a = k < 0 ? -k : k;
+        if (dec == 4) snprintf(num, sizeof num, "%s%d.%03d0", k < 0 ? "-" : "", a / 1000, a % 1000);
+        else if (dec == 3) snprintf(num, sizeof num, "%s%d.%03d", k < 0 ? "-" : "", a / 1000, a % 1000);
+        else if (dec == 2) snprintf(num, sizeof num, "%s%d.%02d", k < 0 ? "-" : "", a / 1000, a % 1000 / 10);
+        else snprintf(num, sizeof num, "%s%d.%d", k < 0 ? "-" : "", a / 1000, a % 1000 / 100);
+        if (k < 0 && k > -1000 && num[0] != '-') continue;
+        const int got = gram_test_judge(g, num) == 1;
+        taken += got;
+        if (got != in) fail_msg("%s: %s is %s, grammar says %s", text, num, in ? "in" : "out", got ? "in" : "out");
+      }
+    }
+    assert_true(taken > 0);
+    gram_destroy(g);
+  }
+}
+
 static void forms(void **state) {
   gram_t *g = ok("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":2},"
                  "\"b\":{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"maxItems\":2}},\"required\":[\"b\"]}");
@@ -127,7 +167,7 @@ static void forms(void **state) {
                    {"\"2024-02-30\"", -1},
                    {"\"2024-13-01\"", -1});
   gram_destroy(g);
-  g = gram_compile_json_object(NULL, &err);
+  g = gram_compile_json_object(NULL, NULL, &err);
   GRAM_TEST_EXPECT(g, {"{\"k\":[1,{\"x\":null}],\"z\":-0.5e+3}", 1},
                    {"[]", -1});
   gram_destroy(g);
@@ -171,6 +211,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(integer_ranges_exact),
       cmocka_unit_test(number_bounds_sound),
+      cmocka_unit_test(number_bounds_exact_decimals),
       cmocka_unit_test(forms),
       cmocka_unit_test(errors_name_keyword_and_path),
   };
