@@ -57,6 +57,18 @@ typedef struct kern_cpu_q8a {
   float s;       /* d·sum(q), for the weight offset */
 } kern_cpu_q8a_t;
 
+/* The same block split into the bytes of its integers, for the kernels
+ * over repacked weights (matmul_rp_avx2.c): q[e] = 256·h[e] + l[e] exactly
+ * (h = q >> 8, l = q & 255), d and s as above, qsum the sums of q over
+ * elements 0..15 and 16..31 (80 bytes). */
+typedef struct kern_cpu_q8s {
+  uint8_t l[32];
+  int8_t h[32];
+  float d;
+  float s;
+  int32_t qsum[2];
+} kern_cpu_q8s_t;
+
 /* 1 when weights of `type` and width `cols` have a fast kernel. */
 int kern_cpu_q8_supported(kern_type_t type, int64_t cols);
 
@@ -64,6 +76,10 @@ int kern_cpu_q8_supported(kern_type_t type, int64_t cols);
  * cols / 32 blocks, portable C / AVX2 (same bits). */
 void kern_cpu_q8_quantize_row_scalar(const float *x, kern_cpu_q8a_t *out, int64_t cols);
 void kern_cpu_q8_quantize_row(const float *x, kern_cpu_q8a_t *out, int64_t cols);
+
+/* Splits nb quantized blocks (portable C / AVX2, same bytes). */
+void kern_cpu_q8_split_scalar(const kern_cpu_q8a_t *in, kern_cpu_q8s_t *out, int64_t nb);
+void kern_cpu_q8_split(const kern_cpu_q8a_t *in, kern_cpu_q8s_t *out, int64_t nb);
 
 /* y[n, w->rows] = x[n, w->cols] · wᵀ by the arithmetic above on the pool's
  * threads, for a supported weight (kern_cpu_q8_supported); y must not
@@ -85,6 +101,8 @@ void kern_cpu__q8_quantize_row_avx2(const float *x, kern_cpu_q8a_t *out, int64_t
  * kernel (then nothing is written). */
 int kern_cpu__q8_tile_avx2(kern_type_t type, int R, int C, const kern_cpu_q8a_t *xq, int64_t ldq,
                            const uint8_t *w, int64_t row_bytes, int64_t cols, float *out, int64_t ldo);
+
+void kern_cpu__q8_split_avx2(const kern_cpu_q8a_t *in, kern_cpu_q8s_t *out, int64_t nb);
 #endif
 
 #ifdef KERN_CPU_AVX512
