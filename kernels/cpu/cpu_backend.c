@@ -112,12 +112,13 @@ static const kern_backend_t cpu_table = {
     .attn_decode = kern_cpu_attn_decode,
 };
 
-kern_backend_t *kern_cpu_create(int n_threads, kern_precision_t precision) {
+kern_backend_t *kern_cpu_create(const kern_backend_opts_t *opts) {
   kern_cpu_t *cpu = calloc(1, sizeof *cpu);
   if (!cpu) abort();
   cpu->base = cpu_table;
-  cpu->base.precision = precision == KERN_PRECISION_FAST ? KERN_PRECISION_FAST : KERN_PRECISION_EXACT;
-  cpu->pool = kern_pool_create(n_threads);
+  cpu->base.precision = opts->precision == KERN_PRECISION_FAST ? KERN_PRECISION_FAST : KERN_PRECISION_EXACT;
+  cpu->repack = !opts->keep_views;
+  cpu->pool = kern_pool_create(opts->n_threads);
   if (!cpu->pool) {
     log_error("kern_cpu_create: cannot start the thread pool");
     free(cpu);

@@ -257,6 +257,10 @@ static void mm_task(void *ctx, int64_t begin, int64_t end, int tid) {
 
 void kern_cpu_matmul_q8(kern_backend_t *be, float *y, const float *x, const kern_weight_t *w, int n) {
   if (n <= 0) return;
+  if (w->packed) {
+    kern_cpu__matmul_rp(be, y, x, w, n);
+    return;
+  }
   kern_cpu_t *cpu = kern_cpu(be);
   q8_job_t j = {.y = y, .x = x, .wd = w->impl, .type = w->type, .rows = w->rows, .cols = w->cols, .n = n};
   j.nb = w->cols / 32;

@@ -5,7 +5,9 @@
  *     panels, one block to many, packed whole or in panel ranges;
  *   - nothing is lost: every row unpacks to its GGUF bytes;
  *   - the activation split q = 256·h + l, with the half sums, AVX2 equal
- *     to portable.
+ *     to portable;
+ *   - weight_init repacks exactly the types and widths with a layout, with
+ *     the fast precision and the AVX2 kernels, and nothing otherwise.
  * The kernels over the panels: test_matmul_q8_tiles.c (each, bit for bit
  * against the portable arithmetic) and test_matmul_q8.c (the driver). */
 #include <setjmp.h>
@@ -96,10 +98,42 @@ static void split_is_exact(void **state) {
   free(q), free(a), free(b);
 }
 
+static void weight_init_repacks_what_it_can(void **state) {
+  (void)state;
+  for (int fast = 0; fast <= 1; fast++) {
+    const kern_backend_opts_t o = {.n_threads = 2, .precision = fast ? KERN_PRECISION_FAST : KERN_PRECISION_EXACT};
+    kern_backend_t *be = kern_backend_create_opts("cpu", &o);
+    assert_non_null(be);
+    for (size_t i = 0; i < 11; i++) {
+      const kern_type_t type = tq_weight_types[i];
+      const int64_t cols = kern_type_block_elems(type) == 256 ? 512 : 64, rows = 11;
+      uint8_t *data = calloc((size_t)rows, (size_t)kern_type_row_bytes(type, cols));
+      kern_weight_t w;
+      memset(&w, 0x11, sizeof w);
+      assert_int_equal(be->weight_init(be, &w, type, rows, cols, data), 0);
+      assert_ptr_equal(w.impl, data); /* the view stays */
+      int want = fast && kern_cpu_rp_supported(type, cols);
+#ifndef KERN_CPU_AVX2
+      want = 0;
+#endif
+      if ((w.packed != NULL) != want)
+        fail_msg("%s, %s precision: packed %p", kern_type_name(type), fast ? "fast" : "exact", w.packed);
+      be->weight_release(be, &w);
+      assert_null(w.packed);
+      free(data);
+    }
+    kern_backend_destroy(be);
+  }
+  assert_false(kern_cpu_rp_supported(KERN_Q4_0, 48));
+  assert_false(kern_cpu_rp_supported(KERN_Q4_K, 128));
+  assert_false(kern_cpu_rp_supported(KERN_F16, 64));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(pack_matches_definition_and_round_trips),
       cmocka_unit_test(split_is_exact),
+      cmocka_unit_test(weight_init_repacks_what_it_can),
   };
   return cmocka_run_group_tests_name("repack", tests, NULL, NULL);
 }
