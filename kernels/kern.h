@@ -167,6 +167,10 @@ struct kern_backend {
    * model is refused before it serves. */
   int (*attn_supported)(kern_backend_t *be, int n_heads, int n_kv_heads, int head_dim, char *err,
                         size_t err_len);
+  /* The memory read bandwidth the weights stream at, in GB/s, measured
+   * now (a few tens of ms; the engine asks once, at start-up, for its
+   * bandwidth gauge); NULL where the backend has no probe. */
+  double (*read_gbps)(kern_backend_t *be);
 
   /* --- weights ------------------------------------------------------------- */
   /* Prepares w (rows × cols of `type`) from `data`, host memory holding the
