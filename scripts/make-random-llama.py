@@ -169,11 +169,16 @@ def header(a, table, offsets):
         kv("llama.rope.dimension_count", U32, a.head_dim),
         kv("llama.attention.layer_norm_rms_epsilon", F32, 1e-5),
         kv("llama.vocab_size", U32, a.vocab),
-        kv("llama.rope.scaling.type", STR, "llama3"),
-        kv("llama.rope.scaling.factor", F32, 8.0),
-        kv("llama.rope.scaling.low_freq_factor", F32, 1.0),
-        kv("llama.rope.scaling.high_freq_factor", F32, 4.0),
-        kv("llama.rope.scaling.original_context_length", U32, 8192),
+    ]
+    if not a.no_rope_scaling:
+        m += [
+            kv("llama.rope.scaling.type", STR, "llama3"),
+            kv("llama.rope.scaling.factor", F32, 8.0),
+            kv("llama.rope.scaling.low_freq_factor", F32, 1.0),
+            kv("llama.rope.scaling.high_freq_factor", F32, 4.0),
+            kv("llama.rope.scaling.original_context_length", U32, 8192),
+        ]
+    m += [
         kv("tokenizer.ggml.model", STR, "gpt2"),
         kv("tokenizer.ggml.pre", STR, "llama-bpe"),
         kv("tokenizer.ggml.tokens", ARR, tokens, STR),
@@ -231,6 +236,8 @@ def main():
     ap.add_argument("--ctx", type=int, default=131072, help="context_length")
     ap.add_argument("--rope-base", type=float, default=500000.0)
     ap.add_argument("--std", type=float, default=0.02, help="weights' standard deviation")
+    ap.add_argument("--no-rope-scaling", action="store_true",
+                    help="no rope.scaling.* keys (llama.cpp refuses type llama3 there; bench/cpu_decode.py)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--vocab-seed", type=int, default=None,
                     help="seed of the vocabulary alone (default: --seed): models that share it share their vocabulary")
