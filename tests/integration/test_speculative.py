@@ -158,10 +158,21 @@ def test_metrics_under_vllm_names(spec_server):
     assert r.usage.completion_tokens >= accepted.value + 1
 
 
-def test_per_request_switch(spec_server, tmp_path):
+def test_per_request_switch(tmp_path):
     """tram's `speculative` request field: false decodes plainly on a
     speculating server (no drafts, same tokens); true on a server without
-    speculation is refused, since nothing would honour it."""
+    speculation is refused, since nothing would honour it. A fresh server:
+    one that other tests have used may have measured a draft row's cost
+    high enough (on a loaded machine) that it drafts nothing for a while."""
+    from tram_server import start
+    spec_server = start(tmp_path, "--speculative", "ngram", "--served-model-name", "spec")
+    try:
+        _per_request_switch(spec_server, tmp_path)
+    finally:
+        assert spec_server.stop() == 0
+
+
+def _per_request_switch(spec_server, tmp_path):
     text = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron"
     body = {"model": "spec", "messages": [{"role": "user", "content": f"Repeat exactly: {text}"}],
             "max_tokens": 40, "temperature": 0}
