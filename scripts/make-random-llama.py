@@ -44,7 +44,7 @@ ALIGN = 32  # general.alignment's default
 GGML_F32, GGML_Q8_0 = 0, 8
 Q8_0_BLOCK, Q8_0_BYTES = 32, 34
 # GGUF metadata value types
-U32, F32, BOOL, STR, ARR = 4, 6, 7, 8, 9
+U32, I32, F32, BOOL, STR, ARR = 4, 5, 6, 7, 8, 9
 INT8_STD = np.sqrt((256.0**2 - 1) / 12)  # std of a uniform int8 in [-128, 127]
 
 
@@ -110,6 +110,8 @@ def kv(key, vtype, value, sub=None):
             out.extend(gstr(v) for v in value)
         elif sub == U32:
             out.append(np.asarray(value, dtype="<u4").tobytes())
+        elif sub == I32:
+            out.append(np.asarray(value, dtype="<i4").tobytes())
         else:
             raise ValueError(sub)
     elif vtype == STR:
@@ -182,7 +184,7 @@ def header(a, table, offsets):
         kv("tokenizer.ggml.model", STR, "gpt2"),
         kv("tokenizer.ggml.pre", STR, "llama-bpe"),
         kv("tokenizer.ggml.tokens", ARR, tokens, STR),
-        kv("tokenizer.ggml.token_type", ARR, types, U32),
+        kv("tokenizer.ggml.token_type", ARR, types, I32),  # INT32, as llama.cpp writes and reads it
         kv("tokenizer.ggml.merges", ARR, merges, STR),
         kv("tokenizer.ggml.bos_token_id", U32, special["bos"]),
         kv("tokenizer.ggml.eos_token_id", U32, special["eos"]),
