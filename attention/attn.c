@@ -71,8 +71,7 @@ attn_t *attn_create(kern_backend_t *be, kv_cache_t *cache, const attn_config_t *
               (long long)cfg->max_kv_tokens, cfg->scale);
     return NULL;
   }
-  attn_t *at = calloc(1, sizeof *at);
-  if (!at) abort();
+  attn_t *at = xcalloc(1, sizeof *at);
   at->be = be;
   at->cache = cache;
   at->cfg = *cfg;
@@ -109,8 +108,7 @@ attn_t *attn_create(kern_backend_t *be, kv_cache_t *cache, const attn_config_t *
     at->k_gather = dev_alloc(at, bytes, &failed);
     at->v_gather = dev_alloc(at, bytes, &failed);
   }
-  at->host_slots = malloc((size_t)cfg->max_tokens * sizeof(int32_t));
-  if (!at->host_slots) abort();
+  at->host_slots = xmalloc((size_t)cfg->max_tokens * sizeof(int32_t));
   if (failed) {
     log_error("attn_create: the %s backend is out of memory for the metadata buffers (%d sequences, "
               "%d tokens, %d blocks per sequence%s)",

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+
 int attn_meta_varlen(int n_seqs, const int32_t *q_lens, const int32_t *k_lens, int32_t *cu_seq_lens_q,
                      int32_t *cu_seq_lens_k, int *max_seqlen_q, int *max_seqlen_k) {
   if (n_seqs < 0) return -EINVAL;
@@ -88,8 +90,7 @@ void attn_meta_image_pack_padded(const attn_batch_t *bt, const int32_t *slots, i
 }
 
 static int32_t *alloc_i32(int64_t n) {
-  int32_t *p = malloc((size_t)n * sizeof *p);
-  if (!p) abort();
+  int32_t *p = xmalloc((size_t)n * sizeof *p);
   return p;
 }
 

@@ -6,10 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fault.h"
+
 void xoom(const char *what, size_t bytes) {
   fprintf(stderr, "tram: out of memory (%s, %zu bytes)\n", what ? what : "alloc", bytes);
   abort();
 }
+
+void *alloc_fallible(size_t n) { return fault_hit("alloc_fail") ? NULL : malloc(n ? n : 1); }
 
 void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
@@ -32,12 +36,16 @@ void *xreallocarray(void *p, size_t count, size_t size) {
   return q;
 }
 
+void *xmallocarray(size_t count, size_t size) { return xreallocarray(NULL, count, size); }
+
 char *xstrndup(const char *s, size_t n) {
   char *p = xmalloc(n + 1);
   if (n) memcpy(p, s, n);
   p[n] = 0;
   return p;
 }
+
+char *xstrdup(const char *s) { return xstrndup(s, strlen(s)); }
 
 void xgrow(void *pp, size_t *cap, size_t need, size_t size, size_t min_cap) {
   if (need <= *cap) return;

@@ -19,7 +19,7 @@
  *   model_read=fail      opening a model file fails as a read error (EIO)
  *   model_read_delay=MS  opening a model file takes MS ms longer: a slow load
  *   alloc_fail=N         every Nth allocation that may fail fails: a
- *                        request body's JSON parse (server/json_alloc.c),
+ *                        request body's JSON parse (api/json_alloc.c),
  *                        the request parsers' arena allocations and the
  *                        HTTP head's copy (a fallible arena, base/arena.h)
  *   pool_late=N          every Nth time, the CPU thread pool's caller yields

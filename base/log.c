@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/utf8.h"
+
 static _Atomic int write_error; /* errno of the last line that could not be written */
 static _Atomic int log_level = LOG_LEVEL_INFO;
 static _Atomic int log_format = LOG_FORMAT_TEXT;
@@ -158,27 +160,6 @@ static void putf(line_t *l, const char *fmt, ...) {
   if (n > 0) put(l, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if it is not one. */
-static size_t utf8_len(const unsigned char *s, size_t avail) {
-  unsigned char c = s[0];
-  size_t n;
-  uint32_t cp;
-  if (c < 0x80) return 1;
-  if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
-  else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
-  else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
-  else return 0;
-  if (n > avail) return 0;
-  for (size_t i = 1; i < n; i++) {
-    if ((s[i] & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (s[i] & 0x3f);
-  }
-  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-      (cp >= 0xd800 && cp <= 0xdfff))
-    return 0;
-  return n;
-}
-
 /* Appends s as the inside of a JSON string; an escape or character that does
  * not fit whole is left out, so the result always stays valid JSON. */
 static void put_json_str(line_t *l, const char *s) {
@@ -188,6 +169,7 @@ static void put_json_str(line_t *l, const char *s) {
     char esc[8];
     const char *out = esc;
     size_t n, used;
+    int k;
     unsigned char c = *p;
     if (c == '"' || c == '\\') {
       esc[0] = '\\', esc[1] = (char)c, n = 2, used = 1;
@@ -196,8 +178,8 @@ static void put_json_str(line_t *l, const char *s) {
       if (named) memcpy(esc, named, 3), n = 2;
       else n = (size_t)snprintf(esc, sizeof esc, "\\u%04x", c);
       used = 1;
-    } else if ((used = utf8_len(p, avail)) > 0) {
-      out = (const char *)p, n = used;
+    } else if ((k = utf8_char(p, avail)) > 0) {
+      out = (const char *)p, n = used = (size_t)k;
     } else {
       out = "\xef\xbf\xbd", n = 3, used = 1; /* U+FFFD */
     }

@@ -5,13 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
+
 uint64_t strmap_hash(const void *s, size_t n) {
-  const unsigned char *p = s;
-  uint64_t h = 0xcbf29ce484222325u;
-  for (size_t i = 0; i < n; i++) {
-    h ^= p[i];
-    h *= 0x100000001b3u;
-  }
+  const uint64_t h = hash_fnv1a(HASH_FNV_OFFSET, s, n);
   return h ^ (h >> 29);
 }
 

@@ -19,8 +19,8 @@
 #include <uv.h>
 
 #include "base/log.h"
-#include "server/http.h"
-#include "server/oai_response.h"
+#include "http/http.h"
+#include "api/oai_response.h"
 
 typedef struct stream {
   uv_idle_t idle; /* makes events while writable */

@@ -49,10 +49,8 @@ kv_alloc_t *kv_alloc_create(int32_t num_blocks, int32_t block_size) {
               num_blocks, block_size, INT32_MAX);
     return NULL;
   }
-  kv_alloc_t *a = calloc(1, sizeof *a);
-  if (!a) abort();
-  a->meta = malloc((size_t)num_blocks * sizeof *a->meta);
-  if (!a->meta) abort();
+  kv_alloc_t *a = xcalloc(1, sizeof *a);
+  a->meta = xmalloc((size_t)num_blocks * sizeof *a->meta);
   a->num_blocks = num_blocks;
   a->block_size = block_size;
   a->head = a->tail = NONE;

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 
 static int config_block_size(const kv_cache_config_t *cfg) {
@@ -62,8 +63,7 @@ kv_cache_t *kv_cache_create(kern_backend_t *be, const kv_cache_config_t *cfg) {
     return NULL;
   }
 
-  kv_cache_t *c = calloc(1, sizeof *c);
-  if (!c) abort();
+  kv_cache_t *c = xcalloc(1, sizeof *c);
   c->be = be;
   c->n_layers = cfg->n_layers;
   c->n_kv_heads = cfg->n_kv_heads;

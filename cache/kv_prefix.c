@@ -10,20 +10,13 @@
 #include <errno.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/hash.h"
 #include "cache/kv_alloc_internal.h"
 
-static uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= UINT64_C(0xbf58476d1ce4e5b9);
-  x ^= x >> 27;
-  x *= UINT64_C(0x94d049bb133111eb);
-  x ^= x >> 31;
-  return x;
-}
-
 uint64_t kv_hash_block(uint64_t parent, const int32_t *tokens, int32_t n) {
-  uint64_t h = mix64(parent ^ ((uint64_t)(uint32_t)n << 32));
-  for (int32_t i = 0; i < n; i++) h = mix64(h + ((uint64_t)(uint32_t)tokens[i] + 1) * UINT64_C(0x9e3779b97f4a7c15));
+  uint64_t h = hash_mix64(parent ^ ((uint64_t)(uint32_t)n << 32));
+  for (int32_t i = 0; i < n; i++) h = hash_mix64(h + ((uint64_t)(uint32_t)tokens[i] + 1) * HASH_GAMMA);
   return h;
 }
 
@@ -31,9 +24,8 @@ static void prefix_init(kv_alloc_t *a) {
   if (a->table) return;
   uint64_t cap = 16;
   while (cap < 2 * (uint64_t)a->num_blocks) cap *= 2;
-  a->table = malloc(cap * sizeof *a->table);
-  a->tokens = malloc((size_t)a->num_blocks * (size_t)a->block_size * sizeof *a->tokens);
-  if (!a->table || !a->tokens) abort();
+  a->table = xmallocarray(cap, sizeof *a->table);
+  a->tokens = xmallocarray((size_t)a->num_blocks * (size_t)a->block_size, sizeof *a->tokens);
   for (uint64_t i = 0; i < cap; i++) a->table[i] = KV_NONE;
   a->table_mask = cap - 1;
 }

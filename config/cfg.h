@@ -88,6 +88,7 @@ typedef enum cfg_key {
   CFG_API_KEYS,
   CFG_API_KEY_FILE,
   CFG_ALLOWED_ORIGINS,
+  CFG_EXPOSE_MODEL_PATH,
   CFG_LOG_LEVEL,
   CFG_LOG_FORMAT,
   CFG_LOG_FILE,
@@ -194,6 +195,7 @@ typedef struct cfg {
                             * the lines of api_key_file; n == 0: no auth */
   char *api_key_file;      /* file the extra keys came from, or NULL */
   cfg_list_t allowed_origins; /* CORS: origins answered with Access-Control-Allow-Origin ("*": any) */
+  bool expose_model_path;  /* clients see the model setting's path, not the file name alone */
   /* logging and metrics */
   int log_level;           /* log_level_t */
   int log_format;          /* log_format_t */

@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "config/cfg_internal.h"
 
 /* A regular file we can open for reading; else an error naming `what`. */
@@ -80,9 +81,7 @@ static char *model_name(const char *path) {
   base = base ? base + 1 : path;
   size_t n = len - (size_t)(base - path);
   if (n > 5 && strcmp(base + n - 5, ".gguf") == 0) n -= 5;
-  char *name = strndup(base, n);
-  if (!name) abort();
-  return name;
+  return xstrndup(base, n);
 }
 
 static int check_log_file(const cfg_t *cfg, cfg__err_t *e) {
@@ -96,7 +95,7 @@ static int check_log_file(const cfg_t *cfg, cfg__err_t *e) {
       return cfg__fail(e, "%s: cannot write log file \"%s\": %s", where, path, strerror(errno));
     return 0;
   }
-  char *copy = cfg__strdup(path);
+  char *copy = xstrdup(path);
   const char *dir = dirname(copy);
   int rc = 0;
   if (access(dir, W_OK) != 0)
@@ -140,10 +139,10 @@ int cfg__check(cfg_t *cfg, cfg__err_t *e) {
                         "\"model\" key of the config file)");
   struct stat mst; /* a Hugging Face checkpoint folder: its config.json (docs/models.md) */
   int dir = stat(cfg->model, &mst) == 0 && S_ISDIR(mst.st_mode);
-  char *cfg_json = dir ? cfg__strdup(cfg->model) : NULL;
+  char *cfg_json = NULL;
   if (dir) {
-    cfg_json = realloc(cfg_json, strlen(cfg->model) + sizeof "/config.json");
-    if (!cfg_json) abort();
+    cfg_json = xmalloc(strlen(cfg->model) + sizeof "/config.json");
+    strcpy(cfg_json, cfg->model);
     strcat(cfg_json, "/config.json");
     if (access(cfg_json, R_OK) != 0) {
       free(cfg_json);

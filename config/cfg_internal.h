@@ -48,7 +48,4 @@ void cfg__list_clear(cfg_list_t *l);
 #define CFG__FILE_MAX (1 << 20)
 int cfg__read_file(const char *path, char **out, size_t *len, cfg__err_t *e, const char *what);
 
-/* strdup that aborts on allocation failure. */
-char *cfg__strdup(const char *s);
-
 #endif

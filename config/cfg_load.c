@@ -4,15 +4,14 @@
  * each value parsed and range-checked as it is stored. */
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "config/cfg_internal.h"
+#include "base/alloc.h"
+#include "base/file.h"
 #include "base/log.h"
 
 
@@ -26,17 +25,9 @@ int cfg__fail(cfg__err_t *e, const char *fmt, ...) {
   return -EINVAL;
 }
 
-char *cfg__strdup(const char *s) {
-  char *d = strdup(s);
-  if (!d) abort();
-  return d;
-}
-
 void cfg__list_push(cfg_list_t *l, const char *s) {
-  char **items = realloc(l->items, (size_t)(l->n + 1) * sizeof *items);
-  if (!items) abort();
-  l->items = items;
-  l->items[l->n++] = cfg__strdup(s);
+  l->items = xreallocarray(l->items, (size_t)l->n + 1, sizeof *l->items);
+  l->items[l->n++] = xstrdup(s);
 }
 
 void cfg__list_clear(cfg_list_t *l) {
@@ -116,7 +107,7 @@ static int store_number(cfg_t *cfg, cfg_key_t k, int64_t v, const char *where, c
 static void store_string(cfg_t *cfg, cfg_key_t k, const char *v) {
   char **f = CFG__FIELD(cfg, k, char *);
   free(*f);
-  *f = *v ? cfg__strdup(v) : NULL; /* "" means not set */
+  *f = *v ? xstrdup(v) : NULL; /* "" means not set */
 }
 
 /* Splits a comma-separated list into l (appending). */
@@ -129,8 +120,7 @@ static int split_list(cfg_list_t *l, const char *v, cfg_key_t k, const char *whe
     while (n > 0 && (*p == ' ' || *p == '\t')) p++, n--;
     while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t')) n--;
     if (n == 0) return cfg__fail(e, "%s: empty item in the list", where);
-    char *item = strndup(p, n);
-    if (!item) abort();
+    char *item = xstrndup(p, n);
     cfg__list_push(l, item);
     free(item);
     if (!c) return 0;
@@ -335,35 +325,8 @@ static void line_col(const char *text, const char *at, int *line, int *col) {
 }
 
 int cfg__read_file(const char *path, char **out, size_t *len, cfg__err_t *e, const char *what) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  struct stat st;
-  if (fd < 0) return cfg__fail(e, "%s: cannot open: %s", what, strerror(errno));
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return cfg__fail(e, "%s: not a regular file", what);
-  }
-  if (st.st_size > CFG__FILE_MAX) {
-    close(fd);
-    return cfg__fail(e, "%s: larger than %d bytes", what, CFG__FILE_MAX);
-  }
-  char *buf = malloc((size_t)st.st_size + 1);
-  if (!buf) abort();
-  size_t got = 0;
-  while (got < (size_t)st.st_size) {
-    ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      int err = r < 0 ? errno : EIO;
-      free(buf);
-      close(fd);
-      return cfg__fail(e, "%s: cannot read: %s", what, strerror(err));
-    }
-    got += (size_t)r;
-  }
-  close(fd);
-  buf[got] = '\0';
-  *out = buf;
-  *len = got;
+  char why[160];
+  if (file_read(path, CFG__FILE_MAX, out, len, why, sizeof why) != 0) return cfg__fail(e, "%s: %s", what, why);
   return 0;
 }
 
@@ -430,8 +393,7 @@ int cfg_load(cfg_t *cfg, int argc, char *const argv[], char *const envp[], char 
   memset(cfg, 0, sizeof *cfg);
   cfg__err_t e = {err, errlen};
   if (errlen) err[0] = '\0';
-  flag_t *flags = calloc((size_t)argc + 1, sizeof *flags);
-  if (!flags) abort();
+  flag_t *flags = xcalloc((size_t)argc + 1, sizeof *flags);
   int rc = 0;
   int n_flags = read_flags(argc, argv, flags, &e);
   if (n_flags < 0) rc = n_flags;
@@ -448,7 +410,7 @@ int cfg_load(cfg_t *cfg, int argc, char *const argv[], char *const envp[], char 
     for (int i = 0; i < n_flags; i++)
       if (flags[i].key == CFG_CONFIG) path = flags[i].value, src = CFG_SRC_FLAG;
     if (path && *path) {
-      cfg->config = cfg__strdup(path);
+      cfg->config = xstrdup(path);
       cfg->source[CFG_CONFIG] = src;
       rc = apply_file(cfg, &e);
     }

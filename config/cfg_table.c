@@ -75,8 +75,8 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
     [CFG_SPECIAL_TOKENS_IN_INPUT] = {"special_tokens_in_input", CFG_T_BOOL, "Model", "false", 0, 0, 0, NULL,
                                      "BOOL", 0,
                                      "Read the texts of control tokens (such as <|im_start|>) in a "
-                                     "request's messages and prompt strings as those tokens, as vLLM "
-                                     "and llama.cpp do. Off: they are plain text, so no user can "
+                                     "request's messages, tools and prompt strings as those tokens, "
+                                     "as vLLM and llama.cpp do. Off: they are plain text, so no user can "
                                      "forge a turn; only the chat template's markup yields control "
                                      "tokens.",
                                      OFF(special_tokens_in_input)},
@@ -237,6 +237,12 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                              "https://app.example.com; * allows any. Their preflight OPTIONS "
                              "requests are answered without an API key. None: no CORS headers.",
                              OFF(allowed_origins)},
+    [CFG_EXPOSE_MODEL_PATH] = {"expose_model_path", CFG_T_BOOL, "Security", "false", 0, 0, 0, NULL, "BOOL", 0,
+                               "Report the model as the path given in the model setting (the root "
+                               "of /v1/models, model_path of /server_info and /model_info, the "
+                               "dashboard's model_file), as vLLM and SGLang do. Off: its file name "
+                               "only, which tells a client nothing of the server's directories.",
+                               OFF(expose_model_path)},
 
     [CFG_LOG_LEVEL] = {"log_level", CFG_T_ENUM, "Logging and metrics", "info", 0, 0, 0, levels,
                        "LEVEL", 0, "Most verbose log level written.", OFF(log_level)},

@@ -4,15 +4,13 @@
 #include "gguf/gguf.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "base/alloc.h"
+#include "base/file.h"
 #include "base/fault.h"
 #include "gguf/gguf_internal.h"
 
@@ -55,11 +53,7 @@ static gguf_ctx_t *parse_or_close(gguf_ctx_t *ctx, const char *label, char *err,
 
 gguf_ctx_t *gguf_open_buffer(const void *data, size_t size, char *err, size_t err_len) {
   if (err && err_len > 0) err[0] = '\0';
-  gguf_ctx_t *ctx = calloc(1, sizeof *ctx);
-  if (!ctx) {
-    set_err(err, err_len, "out of memory");
-    return NULL;
-  }
+  gguf_ctx_t *ctx = xcalloc(1, sizeof *ctx);
   ctx->base = data && size ? data : (const uint8_t *)"";
   ctx->size = data ? size : 0;
   return parse_or_close(ctx, NULL, err, err_len);
@@ -67,45 +61,19 @@ gguf_ctx_t *gguf_open_buffer(const void *data, size_t size, char *err, size_t er
 
 gguf_ctx_t *gguf_open(const char *path, char *err, size_t err_len) {
   if (err && err_len > 0) err[0] = '\0';
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    set_err(err, err_len, "%s: cannot open: %s", path, strerror(errno));
-    return NULL;
-  }
   if (fault_value("model_read_delay", 0) > 0) fault_stall_once("model_read_delay"); /* test builds: a slow disk */
   if (fault_hit("model_read")) { /* test builds: a disk that fails */
     set_err(err, err_len, "%s: cannot read: %s", path, strerror(EIO));
-    close(fd);
     return NULL;
   }
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    set_err(err, err_len, "%s: cannot stat: %s", path, strerror(errno));
-    close(fd);
+  const void *map;
+  size_t size;
+  char why[160];
+  if (file_map(path, &map, &size, why, sizeof why) != 0) {
+    set_err(err, err_len, "%s: %s", path, why);
     return NULL;
   }
-  if (!S_ISREG(st.st_mode)) {
-    set_err(err, err_len, "%s: not a regular file", path);
-    close(fd);
-    return NULL;
-  }
-  size_t size = (size_t)st.st_size;
-  void *map = NULL;
-  if (size > 0) {
-    map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-      set_err(err, err_len, "%s: cannot map: %s", path, strerror(errno));
-      close(fd);
-      return NULL;
-    }
-  }
-  close(fd); /* the mapping keeps the file */
-  gguf_ctx_t *ctx = calloc(1, sizeof *ctx);
-  if (!ctx) {
-    if (map) munmap(map, size);
-    set_err(err, err_len, "%s: out of memory", path);
-    return NULL;
-  }
+  gguf_ctx_t *ctx = xcalloc(1, sizeof *ctx);
   ctx->map = map;
   ctx->map_len = size;
   ctx->base = map ? map : (const uint8_t *)"";
@@ -117,7 +85,7 @@ void gguf_close(gguf_ctx_t *ctx) {
   if (!ctx) return;
   gguf__free_parsed(ctx);
   gguf__free_built(ctx);
-  if (ctx->map) munmap(ctx->map, ctx->map_len);
+  file_unmap(ctx->map, ctx->map_len);
   free(ctx);
 }
 

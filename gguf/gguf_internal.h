@@ -14,7 +14,7 @@
 struct gguf_ctx {
   const uint8_t *base; /* the file image: `size` bytes */
   uint64_t size;
-  void *map;      /* the mapping when opened from a path (map_len bytes), else NULL */
+  const void *map; /* the mapping when opened from a path (map_len bytes), else NULL */
   size_t map_len;
 
   uint32_t version;

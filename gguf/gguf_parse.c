@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "kernels/kern_types.h"
 #include "gguf/gguf_internal.h"
 
@@ -216,8 +217,7 @@ static int parse_array(cursor_t *c, gguf_kv_t *kv) {
                    " bytes left in the file",
                 n, c->off - 8, c->size - c->off);
   if (n == 0) return 0;
-  gguf_str_t *strs = calloc(n, sizeof *strs);
-  if (!strs) return fail_nomem(c, "a string array");
+  gguf_str_t *strs = xcalloc(n, sizeof *strs);
   kv->strs = strs; /* owned by the context from here: gguf__free_parsed frees it */
   for (uint64_t j = 0; j < n; j++) {
     char what[64];
@@ -362,10 +362,9 @@ int gguf__parse(gguf_ctx_t *ctx, char *err, size_t err_len) {
   if (rc < 0) return rc;
 
   /* The counts are bounded by the file size: these allocations are too. */
-  ctx->kv = calloc(n_kv ? n_kv : 1, sizeof *ctx->kv);
-  ctx->kv_str = calloc(n_kv ? n_kv : 1, sizeof *ctx->kv_str);
-  ctx->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *ctx->tensors);
-  if (!ctx->kv || !ctx->kv_str || !ctx->tensors) return fail_nomem(&c, "the key/value and tensor tables");
+  ctx->kv = xcalloc(n_kv, sizeof *ctx->kv);
+  ctx->kv_str = xcalloc(n_kv, sizeof *ctx->kv_str);
+  ctx->tensors = xcalloc(n_tensors, sizeof *ctx->tensors);
   if (n_kv > INT32_MAX || n_tensors > INT32_MAX)
     return fail(&c, "%" PRIu64 " keys and %" PRIu64 " tensors: more than a name index holds", n_kv, n_tensors);
   if (strmap_init(&ctx->kv_index, n_kv, gguf__kv_key, ctx) < 0 ||

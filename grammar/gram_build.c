@@ -190,62 +190,16 @@ int gx_define(gx_build_t *b, int32_t r, int32_t body, int64_t pos) {
 
 /* ---- UTF-8 ------------------------------------------------------------------ */
 
-int gram__utf8_put(uint32_t c, char *o) {
-  if (c < 0x80) {
-    o[0] = (char)c;
-    return 1;
-  }
-  if (c < 0x800) {
-    o[0] = (char)(0xC0 | (c >> 6));
-    o[1] = (char)(0x80 | (c & 63));
-    return 2;
-  }
-  if (c < 0x10000) {
-    o[0] = (char)(0xE0 | (c >> 12));
-    o[1] = (char)(0x80 | ((c >> 6) & 63));
-    o[2] = (char)(0x80 | (c & 63));
-    return 3;
-  }
-  o[0] = (char)(0xF0 | (c >> 18));
-  o[1] = (char)(0x80 | ((c >> 12) & 63));
-  o[2] = (char)(0x80 | ((c >> 6) & 63));
-  o[3] = (char)(0x80 | (c & 63));
-  return 4;
-}
-
-int gram__utf8_get(const char *s, size_t n, uint32_t *out) {
-  if (n == 0) return -1;
-  const unsigned char *u = (const unsigned char *)s;
-  unsigned c = u[0];
-  int len;
-  uint32_t v, min;
-  if (c < 0x80) {
-    *out = c;
-    return 1;
-  } else if ((c & 0xE0) == 0xC0) len = 2, v = c & 0x1F, min = 0x80;
-  else if ((c & 0xF0) == 0xE0) len = 3, v = c & 0x0F, min = 0x800;
-  else if ((c & 0xF8) == 0xF0) len = 4, v = c & 0x07, min = 0x10000;
-  else return -1;
-  if ((size_t)len > n) return -1;
-  for (int i = 1; i < len; i++) {
-    if ((u[i] & 0xC0) != 0x80) return -1;
-    v = (v << 6) | (u[i] & 63);
-  }
-  if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return -1;
-  *out = v;
-  return len;
-}
-
 int32_t gx_codepoint(gx_build_t *b, uint32_t c) {
   char buf[4];
-  return gx_lit(b, buf, (size_t)gram__utf8_put(c, buf));
+  return gx_lit(b, buf, (size_t)utf8_encode(c, buf));
 }
 
 /* Emits into alternative `alt` the byte-range sequences that encode exactly
  * the code points [lo, hi], all of one UTF-8 length. */
 static void utf8_split(gx_build_t *b, int32_t alt, uint32_t lo, uint32_t hi) {
   char a[4], z[4];
-  int n = gram__utf8_put(lo, a);
+  int n = utf8_encode(lo, a);
   /* if lo and hi differ above the low 6k bits but the lower bits do not span
    * whole blocks, split so each piece is a product of byte ranges */
   for (int i = 1; i < n; i++) {
@@ -263,7 +217,7 @@ static void utf8_split(gx_build_t *b, int32_t alt, uint32_t lo, uint32_t hi) {
       }
     }
   }
-  gram__utf8_put(hi, z);
+  utf8_encode(hi, z);
   int32_t q = gx_seq(b);
   for (int i = 0; i < n; i++) {
     gram_set_t s = {{0}};

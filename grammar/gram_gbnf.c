@@ -78,8 +78,8 @@ static int read_char(gp_t *p, uint32_t *cp) {
     default: p->i--; return fail(p, "unknown escape");
     }
   }
-  int k = gram__utf8_get(p->s + p->i, p->n - p->i, cp);
-  if (k < 0) return fail(p, "invalid UTF-8");
+  int k = utf8_decode(p->s + p->i, p->n - p->i, cp);
+  if (k <= 0) return fail(p, "invalid UTF-8");
   p->i += (size_t)k;
   return 0;
 }

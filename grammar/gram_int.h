@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/utf8.h"
 #include "grammar/gram.h"
 
 /* ---- the flat grammar ------------------------------------------------------ */
@@ -108,10 +109,6 @@ int32_t gx_codepoints(gx_build_t *b, const uint32_t *lo, const uint32_t *hi, int
 int gram__cp_normalize(const uint32_t *lo, const uint32_t *hi, int n, bool negate, uint32_t *L, uint32_t *H);
 /* One code point c, UTF-8 encoded, as a literal. */
 int32_t gx_codepoint(gx_build_t *b, uint32_t c);
-/* UTF-8 encodes c into out (4 bytes room); returns the length. */
-int gram__utf8_put(uint32_t c, char *out);
-/* Decodes one UTF-8 code point at s[0..n); returns its length or -1. */
-int gram__utf8_get(const char *s, size_t n, uint32_t *c);
 
 /* Lowers the builder's rules into a grammar starting at rule root; checks
  * that every rule is defined and none is left-recursive. NULL on error. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "grammar/gram_lru.h"
 
 struct gram_entry {
@@ -27,13 +28,6 @@ struct gram_lru {
   gram_entry_t *head, *tail;
   uint64_t hits, misses, evictions;
 };
-
-static uint64_t fnv1a(const void *p, size_t n) {
-  const unsigned char *b = p;
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
-  return h;
-}
 
 gram_lru_t *gram_lru_create(const gram_vocab_t *v, int32_t max_entries, size_t max_bytes) {
   gram_lru_t *l = calloc(1, sizeof *l);
@@ -90,7 +84,7 @@ static gram_entry_t *find(gram_lru_t *l, uint64_t h, const void *key, size_t kle
 }
 
 gram_entry_t *gram_lru_get(gram_lru_t *l, const void *key, size_t klen) {
-  const uint64_t h = fnv1a(key, klen);
+  const uint64_t h = hash_fnv1a(HASH_FNV_OFFSET, key, klen);
   pthread_mutex_lock(&l->mu);
   gram_entry_t *e = gram_entry_ref(find(l, h, key, klen));
   if (e) l->hits++;
@@ -125,7 +119,7 @@ gram_entry_t *gram_lru_put(gram_lru_t *l, const void *key, size_t klen, gram_t *
   atomic_init(&e->refs, 2); /* the cache's and the caller's */
   e->g = g;
   e->cache = c;
-  e->hash = fnv1a(key, klen);
+  e->hash = hash_fnv1a(HASH_FNV_OFFSET, key, klen);
   e->klen = klen;
   e->prev = e->next = NULL;
   memcpy(e->key, key, klen);

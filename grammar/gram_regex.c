@@ -157,8 +157,8 @@ static int escape(rp_t *p, uint32_t *cp, uint32_t *lo, uint32_t *hi, bool *neg, 
     if (c >= '1' && c <= '9') return fail_at(p, at, "backreferences are not supported");
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return fail_at(p, at, "unknown escape");
     p->i--;
-    int k = gram__utf8_get(p->s + p->i, p->n - p->i, cp);
-    if (k < 0) return fail_at(p, at, "invalid UTF-8");
+    int k = utf8_decode(p->s + p->i, p->n - p->i, cp);
+    if (k <= 0) return fail_at(p, at, "invalid UTF-8");
     p->i += (size_t)k;
     return 0;
   }
@@ -195,8 +195,8 @@ static int32_t bracket(rp_t *p) {
         continue;
       }
     } else {
-      int k = gram__utf8_get(p->s + p->i, p->n - p->i, &a);
-      if (k < 0) return fail_at(p, p->i, "invalid UTF-8");
+      int k = utf8_decode(p->s + p->i, p->n - p->i, &a);
+      if (k <= 0) return fail_at(p, p->i, "invalid UTF-8");
       p->i += (size_t)k;
     }
     uint32_t z = a;
@@ -208,8 +208,8 @@ static int32_t bracket(rp_t *p) {
         int k = escape(p, &z, lo + n, hi + n, &neg, true);
         if (k != 0) return k < 0 ? -1 : fail_at(p, p->i, "a class shorthand cannot end a range");
       } else {
-        int k = gram__utf8_get(p->s + p->i, p->n - p->i, &z);
-        if (k < 0) return fail_at(p, p->i, "invalid UTF-8");
+        int k = utf8_decode(p->s + p->i, p->n - p->i, &z);
+        if (k <= 0) return fail_at(p, p->i, "invalid UTF-8");
         p->i += (size_t)k;
       }
       if (z < a) return fail_at(p, at, "character range out of order");
@@ -270,8 +270,8 @@ static int32_t atom(rp_t *p) {
     return js_char(p, cp);
   }
   default: {
-    int k = gram__utf8_get(p->s + p->i, p->n - p->i, &cp);
-    if (k < 0) return fail_at(p, at, "invalid UTF-8");
+    int k = utf8_decode(p->s + p->i, p->n - p->i, &cp);
+    if (k <= 0) return fail_at(p, at, "invalid UTF-8");
     p->i += (size_t)k;
     return js_char(p, cp);
   }

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "base/alloc.h"
+#include "base/file.h"
 #include "hf/hf_internal.h"
 #include "kernels/cpu/half.h"
 #include "st/safetensors.h"
@@ -36,48 +37,33 @@ int hf_is_checkpoint(const char *path) {
   return (n > 12 && strcmp(path + n - 12, ".safetensors") == 0) || (n > 5 && strcmp(path + n - 5, ".json") == 0);
 }
 
-/* dir/name parsed as JSON; NULL when absent (*missing set) or malformed
- * (err written). */
-static cJSON *read_json(const char *dir, const char *name, int *missing, char *err, size_t err_len) {
-  char path[4096];
+/* The whole file dir/name (at most HF_MAX_JSON bytes) as a malloc'd string;
+ * NULL with *missing set when it does not exist, NULL with err written when
+ * it cannot be read. */
+static char *read_text(const char *dir, const char *name, size_t *len, int *missing, char *err, size_t err_len) {
+  char path[4096], why[160];
   *missing = 0;
-  FILE *f = (size_t)snprintf(path, sizeof path, "%s/%s", dir, name) < sizeof path ? fopen(path, "rb") : NULL;
-  if (!f) {
-    *missing = 1;
-    snprintf(err, err_len, "%.400s: cannot open", path);
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path) {
+    snprintf(err, err_len, "%.400s...: path too long", path);
     return NULL;
   }
-  char *buf = NULL;
-  size_t n = 0, cap = 0;
-  for (;;) {
-    xgrow(&buf, &cap, n + 65536, 1, 65536);
-    const size_t got = fread(buf + n, 1, cap - n, f);
-    n += got;
-    if (got == 0 || n > HF_MAX_JSON) break;
-  }
-  fclose(f);
-  cJSON *j = n <= HF_MAX_JSON ? cJSON_ParseWithLength(buf, n) : NULL;
-  if (!j) snprintf(err, err_len, "%.400s: not valid JSON%s", path, n > HF_MAX_JSON ? " (too large)" : "");
-  free(buf);
-  return j;
+  char *text;
+  const int rc = file_read(path, HF_MAX_JSON, &text, len, why, sizeof why);
+  *missing = rc == -ENOENT;
+  if (rc != 0) snprintf(err, err_len, "%.340s: %.160s", path, why);
+  return text;
 }
 
-/* The whole file dir/name as a malloc'd string, or NULL. */
-static char *read_text(const char *dir, const char *name, size_t *len) {
-  char path[4096];
-  FILE *f = (size_t)snprintf(path, sizeof path, "%s/%s", dir, name) < sizeof path ? fopen(path, "rb") : NULL;
-  if (!f) return NULL;
-  char *buf = NULL;
-  size_t n = 0, cap = 0, got;
-  do {
-    xgrow(&buf, &cap, n + 65536, 1, 65536);
-    got = fread(buf + n, 1, cap - n - 1, f);
-    n += got;
-  } while (got > 0 && n < HF_MAX_JSON);
-  fclose(f);
-  buf[n] = 0;
-  *len = n;
-  return buf;
+/* dir/name parsed as JSON; NULL when absent (*missing set), unreadable or
+ * malformed (err written). */
+static cJSON *read_json(const char *dir, const char *name, int *missing, char *err, size_t err_len) {
+  size_t n;
+  char *text = read_text(dir, name, &n, missing, err, err_len);
+  if (!text) return NULL;
+  cJSON *j = cJSON_ParseWithLength(text, n);
+  if (!j) snprintf(err, err_len, "%.400s/%s: not valid JSON", dir, name);
+  free(text);
+  return j;
 }
 
 enum { K_MATRIX, K_VECTOR, K_Q, K_K, K_SKIP };
@@ -254,8 +240,9 @@ gguf_ctx_t *hf_open(const char *path, char *err, size_t err_len) {
   if (rc == 0 && gen) add_generation(b, gen);
   if (rc == 0 && !cJSON_GetObjectItemCaseSensitive(tcfg, "chat_template")) {
     size_t len;
-    char *tpl = read_text(dir, "chat_template.jinja", &len);
+    char *tpl = read_text(dir, "chat_template.jinja", &len, &missing, msg, sizeof msg);
     if (tpl) gguf_build_str(b, "tokenizer.chat_template", tpl, len);
+    else if (!missing) rc = -EINVAL;
     free(tpl);
   }
   if (rc == 0) {

@@ -44,6 +44,24 @@ extern "C" {
  * the model with it, before serving). */
 int cuda_geom_attn_supported(int n_heads, int n_kv_heads, int head_dim, char *err, size_t err_len);
 
+/* Shared memory a thread block of each attention kernel takes (bytes), as
+ * the kernels size it (attn_decode.cu, attn_varlen.cu static_assert that
+ * they agree): decode, 3 stages of a 64-key K and V tile of rows of
+ * head_dim + 8 bf16; prefill, 2 such stages and 4 warps' f32 accumulators. */
+#define CUDA_GEOM_DECODE_SMEM(d) (3 * 2 * 64 * ((d) + 8) * 2)
+#define CUDA_GEOM_PREFILL_SMEM(d) (2 * 2 * 64 * ((d) + 8) * 2 + 4 * ((d) / 8) * 4 * 32 * 4)
+
+/* The most shared memory a block of the attention kernels for head_dim
+ * takes (the larger of the two above). */
+int cuda_geom_attn_smem(int head_dim);
+
+/* 0 when a GPU whose blocks may take smem_optin bytes of shared memory
+ * (cudaDeviceProp.sharedMemPerBlockOptin) runs the attention kernels of
+ * head_dim; otherwise -ENOTSUP with the reason in err. sm_86/sm_89 (A10,
+ * L4, L40S: 99 KiB) run head_dim 64 but not 128 (102 KiB); sm_80 and sm_90
+ * (163 and 227 KiB) run both. */
+int cuda_geom_attn_smem_fits(int head_dim, size_t smem_optin, char *err, size_t err_len);
+
 /* Splits per sequence a decode launch provides: enough for the batch's
  * longest context max_seqlen_k (keys, the new one included), i.e.
  * ceil(max_seqlen_k / CUDA_GEOM_SPLIT_KEYS); 0 when max_seqlen_k <= 0. */
@@ -58,9 +76,83 @@ int cuda_geom_decode_chunk(int n_heads, int head_dim, int splits, size_t ws_byte
  * chunk; 0 for chunk < 1. */
 int cuda_geom_decode_launches(int n_seqs, int chunk);
 
+/* How a decode call walks its sequences and splits through the workspace.
+ * When every split of at least one sequence fits (cuda_geom_decode_chunk),
+ * seq_chunk sequences at a time with all their splits (window == splits).
+ * Otherwise one sequence at a time, its splits in windows of `window`: each
+ * window's partials are merged into a carried (max, sum, acc) per head,
+ * which the next window's merge starts from, so the merges happen in the
+ * same order on the same values and the bits do not change. */
+typedef struct cuda_geom_decode_plan {
+  int seq_chunk; /* sequences per launch pair */
+  int window;    /* splits per launch pair (<= splits) */
+  int carry;     /* 1: windows carry a running merge ((head_dim + 2) floats a head) */
+} cuda_geom_decode_plan_t;
+
+/* Fills *p for n_heads heads of head_dim, `splits` splits a sequence and a
+ * workspace of ws_bytes; returns 0, or -E2BIG when not even one window of
+ * one split and its carry fit (cuda_geom_decode_fits refuses that layout
+ * at model load). */
+int cuda_geom_decode_plan(int n_heads, int head_dim, int splits, size_t ws_bytes, cuda_geom_decode_plan_t *p);
+
+/* 0 when every decode call of this head layout has a plan in ws_bytes
+ * (whatever its contexts); otherwise -E2BIG with the reason in err. */
+int cuda_geom_decode_fits(int n_heads, int head_dim, size_t ws_bytes, char *err, size_t err_len);
+
+/* The decode split list: work item w of a launch pair is one split of one
+ * sequence, listed sequence by sequence (cu_splits[b] the first item of
+ * sequence b of the chunk, as the prefill tile map), so a batch of one long
+ * and many short contexts starts blocks for the splits that exist, not
+ * sequences * the longest's splits. A block walks items w = blockIdx.x,
+ * + gridDim.x, ... (cuda_geom_decode_grid_x). */
+
+/* Items sequence of cache_seqlen cs has in the window of splits s0 ..
+ * s0 + n_win - 1: its splits (ceil((cs + 1) / CUDA_GEOM_SPLIT_KEYS); none
+ * for padding, cs < 0) from s0 on, at most n_win. */
+static inline CUDA_GEOM_HD int cuda_geom_seq_splits(int cs, int s0, int n_win) {
+  if (cs < 0) return 0;
+  const int all = (int)(((int64_t)cs + CUDA_GEOM_SPLIT_KEYS) / CUDA_GEOM_SPLIT_KEYS); /* keys cs + 1 */
+  const int n = all - s0;
+  return n < 0 ? 0 : (n < n_win ? n : n_win);
+}
+
+/* Host reference of the device scan: cu_splits[b] (n_seqs + 1 entries) is
+ * the first item of sequence b, from cache_seqlens. Returns the total. */
+int64_t cuda_geom_decode_split_list(int n_seqs, const int32_t *cache_seqlens, int s0, int n_win, int32_t *cu_splits);
+
+/* grid.x of a decode split launch of n_seqs sequences, n_win splits each at
+ * most, grid_y blocks a split (KV heads * head groups), on n_sm
+ * multiprocessors: the list's bound n_seqs * n_win, capped at
+ * CUDA_GEOM_DECODE_WAVES waves of CUDA_GEOM_DECODE_BLOCKS_PER_SM resident
+ * blocks over all of grid.y (at least 1): more blocks than that only queue. */
+#define CUDA_GEOM_DECODE_BLOCKS_PER_SM 2 /* 102 KiB of shared memory a block */
+#define CUDA_GEOM_DECODE_WAVES 4
+int cuda_geom_decode_grid_x(int n_seqs, int n_win, int grid_y, int n_sm);
+
 /* Row tiles of one sequence of q_len query rows. */
 static inline CUDA_GEOM_HD int cuda_geom_row_tiles(int q_len) {
   return q_len > 0 ? (q_len + CUDA_GEOM_PREFILL_ROWS - 1) / CUDA_GEOM_PREFILL_ROWS : 0;
+}
+
+/* A varlen batch on the paged cache (attn_varlen_paged) routes each
+ * sequence of one query row to the decode kernels (split-K over its keys,
+ * the GQA group's heads sharing each K/V tile; the same bits, as decode's
+ * arithmetic is the prefill kernel's) and the others to the prefill kernel,
+ * where a one-row sequence would take a 64-row tile of which one warp of
+ * four works. */
+static inline CUDA_GEOM_HD int cuda_geom_routed_to_decode(int q_len) { return q_len == 1; }
+
+/* Row tiles the prefill kernel takes for a sequence of q_len rows: all
+ * (route 0), or none for one routed to decode (route 1). */
+static inline CUDA_GEOM_HD int cuda_geom_prefill_tiles(int q_len, int route) {
+  return route && cuda_geom_routed_to_decode(q_len) ? 0 : cuda_geom_row_tiles(q_len);
+}
+
+/* Decode split-list items (cuda_geom_seq_splits) of a varlen batch's
+ * sequence of q_len rows and k_len keys: its splits when routed to decode,
+ * else none. */
+static inline CUDA_GEOM_HD int cuda_geom_routed_splits(int q_len, int k_len, int s0, int n_win) {
+  return cuda_geom_routed_to_decode(q_len) ? cuda_geom_seq_splits(k_len - 1, s0, n_win) : 0;
 }
 
 /* grid.x of a varlen launch: an upper bound of the batch's row tiles (the
@@ -72,10 +164,12 @@ static inline CUDA_GEOM_HD int cuda_geom_row_tiles(int q_len) {
 int64_t cuda_geom_varlen_grid(int n_seqs, int64_t total_q, int max_seqlen_q);
 
 /* Host reference of the device scan: cu_tiles[b] (n_seqs + 1 entries) is the
- * first row tile of sequence b, from cu_seq_lens_q. Returns the total. */
-int64_t cuda_geom_varlen_tiles(int n_seqs, const int32_t *cu_seq_lens_q, int32_t *cu_tiles);
+ * first row tile of sequence b, from cu_seq_lens_q (cuda_geom_prefill_tiles
+ * with `route`). Returns the total. */
+int64_t cuda_geom_varlen_tiles(int n_seqs, const int32_t *cu_seq_lens_q, int route, int32_t *cu_tiles);
 
-/* The sequence that row tile t (0 <= t < cu_tiles[n_seqs]) belongs to: the
+/* The sequence that row tile t (0 <= t < cu_tiles[n_seqs]) belongs to (or
+ * decode split-list item t, cu_tiles the list cu_splits): the
  * last b with cu_tiles[b] <= t (sequences without rows own no tile). */
 static inline CUDA_GEOM_HD int cuda_geom_tile_seq(const int32_t *cu_tiles, int n_seqs, int64_t t) {
   int lo = 0, hi = n_seqs; /* cu_tiles[lo] <= t < cu_tiles[hi] */

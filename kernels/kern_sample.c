@@ -5,6 +5,8 @@
 
 #include <stdlib.h>
 
+#include "base/alloc.h"
+
 /* The row's max, NaN ignored (-inf when nothing else), and the first id
  * holding it. */
 static float row_max(const float *x, int32_t n, int32_t *first) {
@@ -25,8 +27,7 @@ static int cmp_rank_desc(const void *a, const void *b) {
 /* Every id of the row by (value, then lower id), best first, as rank
  * entries (malloc'd; the caller frees). */
 static uint64_t *ranked(const float *x, int32_t n_vocab) {
-  uint64_t *rank = malloc((size_t)n_vocab * sizeof *rank);
-  if (!rank) abort();
+  uint64_t *rank = xmalloc((size_t)n_vocab * sizeof *rank);
   for (int32_t i = 0; i < n_vocab; i++) rank[i] = (uint64_t)kern_sample_key(x[i]) << 32 | (0xffffffffu - (uint32_t)i);
   qsort(rank, (size_t)n_vocab, sizeof *rank, cmp_rank_desc);
   return rank;

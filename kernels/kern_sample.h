@@ -68,6 +68,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/hash.h"
+
 #ifdef __CUDACC__
 #define KERN_SAMPLE_HD __host__ __device__
 #else
@@ -129,18 +131,11 @@ typedef struct kern_sample_out {
  * logit (the host sampler's -EDOM). */
 #define KERN_SAMPLE_NO_TOKEN (-1)
 
-/* splitmix64's output function: the stream's mixer. */
-static inline KERN_SAMPLE_HD uint64_t kern_sample_mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-#define KERN_SAMPLE_GAMMA 0x9e3779b97f4a7c15ull
-
-/* Draw `draw` (1-based) of the stream of `seed`: uniform in [0, 1), 53 bits. */
+/* Draw `draw` (1-based) of the stream of `seed`: uniform in [0, 1), 53
+ * bits, from splitmix64's mixer (base/hash.h). The host sampler draws
+ * through this function too. */
 static inline KERN_SAMPLE_HD double kern_sample_uniform(uint64_t seed, uint64_t draw) {
-  return (double)(kern_sample_mix64(seed + draw * KERN_SAMPLE_GAMMA) >> 11) * 0x1.0p-53;
+  return (double)(hash_mix64(seed + draw * HASH_GAMMA) >> 11) * 0x1.0p-53;
 }
 
 /* exp(v) for v <= 0, 0 below -87 and for NaN: exp(r ln2 + f) = 2^r e^f with

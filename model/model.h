@@ -68,8 +68,9 @@
 #include "attention/attn.h"
 #include "cache/kv_cache.h"
 #include "kernels/kern.h"
-#include "gguf/gguf.h"
 #include "sample/samp_params.h"
+
+typedef struct gguf_ctx gguf_ctx_t; /* gguf/gguf.h: the model file, for the rooms that read more of it */
 
 typedef enum model_arch {
   MODEL_ARCH_LLAMA = 0,
@@ -82,6 +83,9 @@ typedef enum model_arch {
 
 /* The `general.architecture` name of arch ("llama", "qwen2", ...). */
 const char *model_arch_name(model_arch_t arch);
+/* Hugging Face's causal-LM class for arch, as config.json `architectures`
+ * names it ("LlamaForCausalLM", "Gemma3ForCausalLM", ...). */
+const char *model_arch_hf_class(model_arch_t arch);
 
 typedef enum model_rope_scaling {
   MODEL_ROPE_SCALING_NONE = 0,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "gguf/gguf.h"
 #include "model/model.h"
 
 /* The keys, and the request field each one sets. */

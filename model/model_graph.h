@@ -34,8 +34,8 @@
  * writes nothing to the cache; every other operation is row-independent
  * (kern.h: a row's result depends only on its own inputs), so the real
  * rows compute what they compute unpadded. The one caveat is cuBLAS, whose
- * GEMM algorithm may differ between n and `rows` rows (docs/architecture.md,
- * "CUDA graphs"). */
+ * GEMM algorithm may differ between n and `rows` rows (docs/architecture.md:
+ * the known exception to batch invariance). */
 #ifndef TRAM_MODEL_GRAPH_H
 #define TRAM_MODEL_GRAPH_H
 

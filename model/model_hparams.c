@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "model/model_internal.h"
+#include "base/alloc.h"
 
 #define MAX_LAYERS 4096
 #define MAX_DIM (1 << 20)     /* embedding, MLP, head sizes */
@@ -127,8 +128,7 @@ static int read_rope_scaling(const gguf_ctx_t *g, const char *arch, model_hparam
  * tensor already checked, or NULL). */
 static float *inv_freq_compute(const model_hparams_t *hp, const gguf_tensor_t *rope_freqs) {
   const int half = hp->rot_dim / 2;
-  float *out = malloc((size_t)half * sizeof *out);
-  if (!out) abort();
+  float *out = xmalloc((size_t)half * sizeof *out);
   for (int p = 0; p < half; p++) {
     double inv = 1.0 / pow((double)hp->rope_base, 2.0 * p / hp->rot_dim);
     if (hp->rope_scaling == MODEL_ROPE_SCALING_LINEAR) {
@@ -257,28 +257,36 @@ static const char *const GEMMA_KEYS[] = {"attn_logit_softcapping", "final_logit_
 /* The `<arch>.` keys only phi3 reads. */
 static const char *const PHI3_KEYS[] = {"rope.scaling.attn_factor", NULL};
 
-/* The architectures tram runs: name, RoPE pairing, Q/K/V biases (1: always,
+/* The architectures tram runs: name, Hugging Face's causal-LM class for it
+ * (its config.json `architectures`), RoPE pairing, Q/K/V biases (1: always,
  * 0: when the file has them), per-head Q/K norms, Gemma's block (2 or 3),
  * the keys beyond KNOWN_KEYS it reads, fused QKV and gate/up (phi3). */
 static const struct arch_info {
   const char *name;
+  const char *hf_class;
   model_arch_t arch;
   int neox, qkv_bias, qk_norm, gemma;
   const char *const *extra_keys;
   int fused;
 } ARCHS[] = {
-    {"llama", MODEL_ARCH_LLAMA, 0, 0, 0, 0, NULL, 0},
-    {"qwen2", MODEL_ARCH_QWEN2, 1, 1, 0, 0, NULL, 0},
-    {"qwen3", MODEL_ARCH_QWEN3, 1, 0, 1, 0, NULL, 0},
-    {"gemma2", MODEL_ARCH_GEMMA2, 1, 0, 0, 2, GEMMA_KEYS, 0},
-    {"gemma3", MODEL_ARCH_GEMMA3, 1, 0, 1, 3, GEMMA_KEYS, 0},
-    {"phi3", MODEL_ARCH_PHI3, 1, 0, 0, 0, PHI3_KEYS, 1},
+    {"llama", "LlamaForCausalLM", MODEL_ARCH_LLAMA, 0, 0, 0, 0, NULL, 0},
+    {"qwen2", "Qwen2ForCausalLM", MODEL_ARCH_QWEN2, 1, 1, 0, 0, NULL, 0},
+    {"qwen3", "Qwen3ForCausalLM", MODEL_ARCH_QWEN3, 1, 0, 1, 0, NULL, 0},
+    {"gemma2", "Gemma2ForCausalLM", MODEL_ARCH_GEMMA2, 1, 0, 0, 2, GEMMA_KEYS, 0},
+    {"gemma3", "Gemma3ForCausalLM", MODEL_ARCH_GEMMA3, 1, 0, 1, 3, GEMMA_KEYS, 0},
+    {"phi3", "Phi3ForCausalLM", MODEL_ARCH_PHI3, 1, 0, 0, 0, PHI3_KEYS, 1},
 };
 #define N_ARCHS (sizeof ARCHS / sizeof ARCHS[0])
 
 const char *model_arch_name(model_arch_t arch) {
   for (size_t i = 0; i < N_ARCHS; i++)
     if (ARCHS[i].arch == arch) return ARCHS[i].name;
+  return "?";
+}
+
+const char *model_arch_hf_class(model_arch_t arch) {
+  for (size_t i = 0; i < N_ARCHS; i++)
+    if (ARCHS[i].arch == arch) return ARCHS[i].hf_class;
   return "?";
 }
 

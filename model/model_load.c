@@ -248,8 +248,7 @@ static int load_tensors(loader_t *ld) {
    * reads one embedding row of it */
   if (!hp->tied_output) m->step_bytes -= hp->n_vocab * kern_type_row_bytes(m->tok_embd.type, hp->dim);
   m->step_bytes += kern_type_row_bytes(m->tok_embd.type, hp->dim);
-  m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
-  if (!m->layers) abort();
+  m->layers = xcalloc((size_t)hp->n_layers, sizeof *m->layers);
   for (int l = 0; l < hp->n_layers && rc == 0; l++) rc = load_layer(ld, l);
   return rc == 0 ? check_all_used(ld) : rc;
 }
@@ -298,8 +297,7 @@ model_t *model_load_opts(const char *path, kern_backend_t *be, const model_load_
   gguf_ctx_t *g = gguf_open(path, err, err_len);
 #endif
   if (!g) return NULL;
-  model_t *m = calloc(1, sizeof *m);
-  if (!m) abort();
+  model_t *m = xcalloc(1, sizeof *m);
   m->be = be;
   m->gguf = g;
   m->quantize = quantize;

@@ -66,8 +66,7 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
               hp->n_kv_heads, hp->head_dim);
     return NULL;
   }
-  model_runner_t *r = calloc(1, sizeof *r);
-  if (!r) abort();
+  model_runner_t *r = xcalloc(1, sizeof *r);
   r->m = m;
   r->be = m->be;
   r->cache = cache;

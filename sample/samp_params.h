@@ -41,7 +41,7 @@ samp_params_t samp_params_default(void);
  *
  * The numeric sampling fields of a request, named as OpenAI and vLLM name
  * them, with the ranges accepted from clients. Both request readers (the
- * HTTP API, server/oai_request.c; `tram generate`'s flags and JSON lines,
+ * HTTP API, api/oai_request.c; `tram generate`'s flags and JSON lines,
  * server/generate.c and gen_input.c) read through this table, and
  * samp_params_validate() checks against it, so one range holds everywhere:
  *   temperature        [0, 2]    (OpenAI's documented range)

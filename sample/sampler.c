@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "kernels/kern_sample.h"
 #include "sample/sampler_internal.h"
@@ -43,19 +45,9 @@ struct samp_state {
  * mix(seed + (i + 1) * gamma), splitmix64's output function, so it depends on
  * the seed and i alone (whatever the batch, the thread or a preemption). */
 
-static uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static const uint64_t GAMMA = 0x9e3779b97f4a7c15ull;
-
-/* Uniform in [0, 1) with 53 random bits: the stream's next draw. */
-static double next_uniform(samp_state_t *s) {
-  s->n_draws++;
-  return (double)(mix64(s->seed + s->n_draws * GAMMA) >> 11) * 0x1.0p-53;
-}
+/* Uniform in [0, 1) with 53 random bits: the stream's next draw (the
+ * device sampler's kern_sample_uniform, so both draw the same bits). */
+static double next_uniform(samp_state_t *s) { return kern_sample_uniform(s->seed, ++s->n_draws); }
 
 /* A seed for requests without one: distinct per call and per process. */
 static uint64_t pick_seed(void) {
@@ -64,7 +56,7 @@ static uint64_t pick_seed(void) {
   clock_gettime(CLOCK_REALTIME, &ts);
   uint64_t x = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 40) ^
                (atomic_fetch_add(&counter, 1) * 0xd1342543de82ef95ull);
-  return mix64(x + GAMMA);
+  return hash_mix64(x + HASH_GAMMA);
 }
 
 /* ---- token counts ----------------------------------------------------------------- */
@@ -73,8 +65,7 @@ static uint32_t hash_token(int32_t t) { return (uint32_t)t * 2654435761u; }
 
 static void rehash(samp_state_t *s, uint32_t n_slots) {
   free(s->slots);
-  s->slots = calloc(n_slots, sizeof *s->slots);
-  if (!s->slots) abort();
+  s->slots = xcalloc(n_slots, sizeof *s->slots);
   s->n_slots = n_slots;
   for (uint32_t i = 0; i < s->n_counts; i++) {
     uint32_t h = hash_token(s->counts[i].token) & (n_slots - 1);
@@ -93,8 +84,7 @@ static samp_count_t *count_of(samp_state_t *s, int32_t t) {
   }
   if (s->n_counts == s->cap_counts) {
     s->cap_counts = s->cap_counts ? s->cap_counts * 2 : 64;
-    s->counts = realloc(s->counts, s->cap_counts * sizeof *s->counts);
-    if (!s->counts) abort();
+    s->counts = xreallocarray(s->counts, s->cap_counts, sizeof *s->counts);
   }
   samp_count_t *c = &s->counts[s->n_counts++];
   c->token = t;
@@ -116,13 +106,11 @@ samp_state_t *samp_state_create(const samp_params_t *p, int32_t n_vocab, const i
     log_error("sampler: %s", err);
     return NULL;
   }
-  samp_state_t *s = calloc(1, sizeof *s);
-  if (!s) abort();
+  samp_state_t *s = xcalloc(1, sizeof *s);
   s->p = *p;
   s->n_vocab = n_vocab;
   if (p->n_logit_bias > 0) {
-    s->bias = malloc((size_t)p->n_logit_bias * sizeof *s->bias);
-    if (!s->bias) abort();
+    s->bias = xmalloc((size_t)p->n_logit_bias * sizeof *s->bias);
     memcpy(s->bias, p->logit_bias, (size_t)p->n_logit_bias * sizeof *s->bias);
   }
   s->p.logit_bias = s->bias;

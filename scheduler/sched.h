@@ -361,8 +361,10 @@ void sched_get_stats(sched_engine_t *e, sched_stats_t *out);
 const tok_t *sched_engine_tokenizer(const sched_engine_t *e);
 int32_t sched_engine_max_model_len(const sched_engine_t *e);
 /* The model's architecture, as GGUF's general.architecture names it
- * ("llama", "qwen2"). */
+ * ("llama", "qwen2", "gemma3"), and Hugging Face's class for it
+ * ("LlamaForCausalLM", "Qwen2ForCausalLM", "Gemma3ForCausalLM"). */
 const char *sched_engine_model_arch(const sched_engine_t *e);
+const char *sched_engine_model_hf_class(const sched_engine_t *e);
 /* Bytes of the KV cache's arena (K and V of every layer and block). */
 int64_t sched_engine_kv_cache_bytes(const sched_engine_t *e);
 

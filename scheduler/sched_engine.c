@@ -12,6 +12,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/fault.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "kernels/kern_sample.h"
 #include "model/model_graph.h"
@@ -222,12 +223,7 @@ void sched_engine_set_notify(sched_engine_t *e, void (*fn)(void *arg), void *arg
  * from the request's seed (sequence 0 uses it as is). */
 static samp_params_t seq_params(const sched_req_t *r, int32_t i) {
   samp_params_t p = r->p.samp;
-  if (p.has_seed && i > 0) {
-    uint64_t z = p.seed + (uint64_t)i * UINT64_C(0x9e3779b97f4a7c15);
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    p.seed = z ^ (z >> 31);
-  }
+  if (p.has_seed && i > 0) p.seed = hash_mix64(p.seed + (uint64_t)i * HASH_GAMMA);
   return p;
 }
 
@@ -404,6 +400,9 @@ void sched_get_stats(sched_engine_t *e, sched_stats_t *out) {
 const tok_t *sched_engine_tokenizer(const sched_engine_t *e) { return e->tok; }
 int32_t sched_engine_max_model_len(const sched_engine_t *e) { return e->max_len; }
 const char *sched_engine_model_arch(const sched_engine_t *e) { return model_arch_name(model_hparams(e->m)->arch); }
+const char *sched_engine_model_hf_class(const sched_engine_t *e) {
+  return model_arch_hf_class(model_hparams(e->m)->arch);
+}
 int64_t sched_engine_kv_cache_bytes(const sched_engine_t *e) {
   return (int64_t)e->cache->tensor_bytes * 2 * e->cache->n_layers;
 }

@@ -8,13 +8,10 @@
 #include <time.h>
 
 #include "scheduler/sched_internal.h"
+#include "base/alloc.h"
 
 void sched__post(sched_engine_t *e, const sched_event_t *ev) {
-  if (e->n_step_ev == e->cap_step_ev) {
-    e->cap_step_ev = e->cap_step_ev ? 2 * e->cap_step_ev : 64;
-    e->step_ev = realloc(e->step_ev, e->cap_step_ev * sizeof *e->step_ev);
-    if (!e->step_ev) abort();
-  }
+  xgrow(&e->step_ev, &e->cap_step_ev, e->n_step_ev + 1, sizeof *e->step_ev, 64);
   e->step_ev[e->n_step_ev++] = *ev;
 }
 
@@ -24,8 +21,7 @@ void sched__publish(sched_engine_t *e) {
   if (e->ev_n + e->n_step_ev > e->ev_cap) {
     size_t cap = e->ev_cap ? 2 * e->ev_cap : 256;
     while (cap < e->ev_n + e->n_step_ev) cap *= 2;
-    sched_event_t *ring = malloc(cap * sizeof *ring);
-    if (!ring) abort();
+    sched_event_t *ring = xmalloc(cap * sizeof *ring);
     for (size_t i = 0; i < e->ev_n; i++) ring[i] = e->ev[(e->ev_head + i) % e->ev_cap];
     free(e->ev);
     e->ev = ring;

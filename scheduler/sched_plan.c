@@ -90,8 +90,7 @@ int sched_plan_init(sched_plan_t *c, kv_alloc_t *a, int max_batch_tokens, int ma
   c->max_batch_tokens = max_batch_tokens;
   c->max_seqs = max_seqs;
   c->prefix_caching = prefix_caching;
-  c->items = calloc((size_t)max_seqs, sizeof *c->items);
-  if (!c->items) abort();
+  c->items = xcalloc((size_t)max_seqs, sizeof *c->items);
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "scheduler/sched_internal.h"
+#include "base/alloc.h"
 
 sched_req_params_t sched_req_params_default(void) {
   return (sched_req_params_t){.samp = samp_params_default(), .n = 1};
@@ -23,8 +24,7 @@ const char *sched_finish_name(sched_finish_t f) {
 
 static void *dup_array(const void *src, size_t n, size_t size) {
   if (n == 0) return NULL;
-  void *p = malloc(n * size);
-  if (!p) abort();
+  void *p = xmallocarray(n, size);
   memcpy(p, src, n * size);
   return p;
 }
@@ -56,8 +56,7 @@ sched_req_t *sched_req_create(const int32_t *prompt, int32_t n_prompt, const sch
     snprintf(err, err_len, "logit_bias: bad count %d", p->samp.n_logit_bias);
     return NULL;
   }
-  sched_req_t *r = calloc(1, sizeof *r);
-  if (!r) abort();
+  sched_req_t *r = xcalloc(1, sizeof *r);
   if (sched_stops_init(&r->stops, p->stop, p->n_stop, SCHED_MAX_STOP, SCHED_MAX_STOP_LEN, err, err_len) != 0) {
     free(r);
     return NULL;

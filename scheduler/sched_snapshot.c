@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "scheduler/sched_internal.h"
+#include "base/alloc.h"
 #include "base/clock.h"
 #include "scheduler/sched_snapshot.h"
 
@@ -44,8 +45,7 @@ const char *sched_seq_state_name(sched_seq_state_t s) {
 }
 
 sched_snap_state_t *sched__snap_create(void) {
-  sched_snap_state_t *st = calloc(1, sizeof *st);
-  if (!st) abort();
+  sched_snap_state_t *st = xcalloc(1, sizeof *st);
   pthread_mutex_init(&st->pub_mu, NULL);
   return st;
 }
@@ -199,7 +199,7 @@ static void take_steps(sched_snap_state_t *st, sched_snap_t *sn) {
 
 static void build(sched_engine_t *e, sched_snap_state_t *st) {
   const int64_t t0 = clock_now_ns();
-  if (!st->build && !(st->build = calloc(1, sizeof *st->build))) abort();
+  if (!st->build) st->build = xcalloc(1, sizeof *st->build);
   sched_snap_t *sn = st->build;
   sn->stats = e->stats; /* the engine thread writes it: its own copy is current */
   pthread_mutex_lock(&e->mu);
@@ -222,7 +222,7 @@ static void build(sched_engine_t *e, sched_snap_state_t *st) {
   sn->builds = st->builds;
   sn->build_ns_total = st->build_ns_total;
   if (pthread_mutex_trylock(&st->pub_mu) != 0) return; /* a reader is copying: the next ask gets one */
-  if (!st->pub && !(st->pub = calloc(1, sizeof *st->pub))) abort();
+  if (!st->pub) st->pub = xcalloc(1, sizeof *st->pub);
   sn->seq = ++st->seq;
   copy_snap(st->pub, sn);
   pthread_mutex_unlock(&st->pub_mu);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "kernels/kern_sample.h"
@@ -38,8 +39,7 @@ static sched_event_t make_event(sched_engine_t *e, sched_eseq_t *q, sched_event_
     ev.logprob = res->logprob;
     ev.n_top = res->n_top;
     if (res->n_top > 0) {
-      ev.top = malloc((size_t)res->n_top * sizeof *ev.top);
-      if (!ev.top) abort();
+      ev.top = xmalloc((size_t)res->n_top * sizeof *ev.top);
       memcpy(ev.top, res->top, (size_t)res->n_top * sizeof *ev.top);
     }
   }
@@ -94,8 +94,7 @@ void sched__finish_req(sched_engine_t *e, sched_req_t *r, sched_finish_t finish,
     flush_text(e, q, &text);
     sched_event_t ev = make_event(e, q, SCHED_EV_FINISHED, NULL, text.p, text.len);
     if (error) {
-      ev.error = strdup(error);
-      if (!ev.error) abort();
+      ev.error = xstrdup(error);
     }
     finish_seq(e, q, &ev, finish);
   }
@@ -186,8 +185,7 @@ int sched__sample(sched_engine_t *e, sched_eseq_t *q, const float *row, samp_res
 void sched__fail_seq(sched_engine_t *e, sched_eseq_t *q, const char *msg) {
   log_error("engine: request %llu, sequence %d: %s", (unsigned long long)q->req->id, q->index, msg);
   sched_event_t ev = make_event(e, q, SCHED_EV_ERROR, NULL, NULL, 0);
-  ev.error = strdup(msg);
-  if (!ev.error) abort();
+  ev.error = xstrdup(msg);
   finish_seq(e, q, &ev, SCHED_FINISH_ERROR);
 }
 
@@ -226,8 +224,7 @@ static void prompt_row(sched_engine_t *e, sched_eseq_t *q, int32_t pos, const fl
   ev.logprob = res.logprob; /* make_event copies them only for the output's logprobs */
   ev.n_top = res.n_top;
   if (res.n_top > 0 && !ev.top) {
-    ev.top = malloc((size_t)res.n_top * sizeof *ev.top);
-    if (!ev.top) abort();
+    ev.top = xmalloc((size_t)res.n_top * sizeof *ev.top);
     memcpy(ev.top, res.top, (size_t)res.n_top * sizeof *ev.top);
   }
   ev.position = pos;

@@ -7,27 +7,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
-
-/* Whether s[n] is well-formed UTF-8 (no overlongs, surrogates or code
- * points past U+10FFFF). */
-static int utf8_valid(const unsigned char *s, size_t n) {
-  for (size_t i = 0; i < n;) {
-    const unsigned c = s[i];
-    size_t k;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (c < 0x80) { i++; continue; }
-    if (c >= 0xC2 && c <= 0xDF) k = 1;
-    else if (c >= 0xE0 && c <= 0xEF) { k = 2; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
-    else if (c >= 0xF0 && c <= 0xF4) { k = 3; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
-    else return 0;
-    if (n - i <= k) return 0; /* truncated */
-    if (s[i + 1] < lo || s[i + 1] > hi) return 0;
-    for (size_t j = 2; j <= k; j++)
-      if (s[i + j] < 0x80 || s[i + j] > 0xBF) return 0;
-    i += k + 1;
-  }
-  return 1;
-}
+#include "base/utf8.h"
 
 int sched_stops_init(sched_stops_t *s, const char *const *strs, int32_t n, int32_t max_n, int32_t max_len, char *err,
                      size_t err_len) {
@@ -38,7 +18,7 @@ int sched_stops_init(sched_stops_t *s, const char *const *strs, int32_t n, int32
   }
   for (int32_t i = 0; i < n; i++) {
     const size_t len = strs[i] ? strlen(strs[i]) : 0;
-    if (len == 0 || len > (size_t)max_len || !utf8_valid((const unsigned char *)strs[i], len)) {
+    if (len == 0 || len > (size_t)max_len || !utf8_valid(strs[i], len)) {
       snprintf(err, err_len, "stop string %d: must be 1 to %d bytes of valid UTF-8", i, max_len);
       return -EINVAL;
     }

@@ -6,7 +6,9 @@ docs/architecture.md holds, between the markers `<!-- seams:begin -->` and
 folder): the room and the rooms (or single headers) its files may include
 with `#include "..."`. This script reads that table, scans every .c, .h, .cu
 and .cuh file of each room (subfolders included), and prints every include
-the table does not allow. Exit status 1 when any is found, or when a source
+the table does not allow, following includes transitively through other
+rooms' headers (a header that re-exports a third room's header brings that
+room in too). Exit status 1 when any is found, or when a source
 folder has no row. Tests, benchmarks and tools are not rooms: they may
 include anything.
 """
@@ -49,6 +51,45 @@ def rooms_on_disk():
     return out
 
 
+INCLUDES = {}
+
+
+def includes(rel):
+    """The project headers rel (a path from the root) includes: (line, header) pairs."""
+    if rel not in INCLUDES:
+        out = []
+        path = os.path.join(ROOT, rel)
+        if os.path.isfile(path):
+            for n, line in enumerate(open(path, encoding="utf-8", errors="replace"), 1):
+                m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+                if m and "/" in m.group(1):
+                    out.append((n, m.group(1)))
+        INCLUDES[rel] = out
+    return INCLUDES[rel]
+
+
+def allows(room, allowed, inc):
+    return inc.split("/")[0] in allowed[room] or inc in allowed[room]
+
+
+def check_file(room, allowed, rel, bad):
+    """Every header rel reaches, directly or through other headers, must be
+    the room's own or one its row allows: a header of another room that
+    re-exports a third room's header brings that room in too."""
+    seen = set()
+    todo = [(n, inc, None) for n, inc in includes(rel)]
+    while todo:
+        n, inc, via = todo.pop()
+        if inc in seen:
+            continue
+        seen.add(inc)
+        if not allows(room, allowed, inc):
+            bad.append(f"{rel}:{n}: {room}/ includes {inc}" + (f" (through {via})" if via else ""))
+            continue
+        if inc.split("/")[0] != room:  # follow another room's header: what it re-exports
+            todo.extend((n, sub, via or inc) for _, sub in includes(inc))
+
+
 def main():
     allowed = read_table()
     bad = []
@@ -58,19 +99,8 @@ def main():
             continue
         for dirpath, _, files in os.walk(os.path.join(ROOT, room)):
             for f in sorted(files):
-                if not f.endswith(SOURCE):
-                    continue
-                path = os.path.join(dirpath, f)
-                rel = os.path.relpath(path, ROOT)
-                for n, line in enumerate(open(path, encoding="utf-8", errors="replace"), 1):
-                    m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
-                    if not m:
-                        continue
-                    inc = m.group(1)
-                    top = inc.split("/")[0]
-                    if "/" not in inc or top in allowed[room] or inc in allowed[room]:
-                        continue
-                    bad.append(f"{rel}:{n}: {room}/ includes {inc}")
+                if f.endswith(SOURCE):
+                    check_file(room, allowed, os.path.relpath(os.path.join(dirpath, f), ROOT), bad)
     for b in bad:
         print(b)
     if bad:

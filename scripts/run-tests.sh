@@ -8,6 +8,7 @@ set -uo pipefail
 BUILD=${BUILD:-build}
 VENV=${VENV:-.venv}
 MODEL=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
+GEMMA3=${GEMMA3:-models/gemma-3-270m-q4_k_m.gguf}
 results=()
 status=0
 
@@ -35,7 +36,7 @@ if ls tests/fuzz/fuzz_*.c >/dev/null 2>&1; then
 fi
 # pytest exits 5 when it collects nothing: that is a failure here too.
 stage "pytest" env TRAM_BUILD="$BUILD" TRAM_BIN="$BUILD/tram" TRAM_SAN_BIN="$BUILD/san/tram" TRAM_MODEL="$MODEL" \
-  "$VENV/bin/pytest" -q -p no:cacheprovider $(ls -d tests/integration tests/reference 2>/dev/null)
+  TRAM_GEMMA3="$GEMMA3" "$VENV/bin/pytest" -q -p no:cacheprovider $(ls -d tests/integration tests/reference 2>/dev/null)
 
 echo
 echo "=================== summary ==================="

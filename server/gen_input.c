@@ -7,29 +7,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/oai_chat_val.h"
+#include "base/alloc.h"
+#include "api/oai_chat_val.h"
+#include "api/oai_request.h"
 #include "server/gen_internal.h"
 
-static char *xstrdup(const char *s) {
-  char *p = strdup(s);
-  if (!p) abort();
-  return p;
-}
-
-static void set_stops(gen_item_t *it, const char *const *stop, int32_t n) {
-  it->stop = n ? calloc((size_t)n, sizeof *it->stop) : NULL;
-  if (n && !it->stop) abort();
-  for (int32_t i = 0; i < n; i++) it->stop[i] = xstrdup(stop[i]);
+/* An item owning copies of prompt, its stop strings and stop ids. */
+static void item_init(gen_item_t *it, const char *prompt, int chat, const sched_req_params_t *p,
+                      const char *const *stop, int32_t n_stop, const int32_t *stop_ids, int32_t n_stop_ids) {
+  memset(it, 0, sizeof *it);
+  it->prompt = xstrdup(prompt);
+  it->chat = chat;
+  it->p = *p;
+  it->stop = n_stop ? xcalloc((size_t)n_stop, sizeof *it->stop) : NULL;
+  for (int32_t i = 0; i < n_stop; i++) it->stop[i] = xstrdup(stop[i]);
   it->p.stop = (const char *const *)it->stop;
-  it->p.n_stop = n;
+  it->p.n_stop = n_stop;
+  if (n_stop_ids) it->stop_ids = xmallocarray((size_t)n_stop_ids, sizeof *it->stop_ids);
+  if (n_stop_ids) memcpy(it->stop_ids, stop_ids, (size_t)n_stop_ids * sizeof *it->stop_ids);
+  it->p.stop_ids = it->stop_ids;
+  it->p.n_stop_ids = n_stop_ids;
 }
 
 void gen_item_from_text(gen_item_t *it, const char *prompt, const gen_defaults_t *d) {
-  memset(it, 0, sizeof *it);
-  it->prompt = xstrdup(prompt);
-  it->chat = d->chat;
-  it->p = d->p;
-  set_stops(it, d->stop, d->n_stop);
+  item_init(it, prompt, d->chat, &d->p, d->stop, d->n_stop, NULL, 0);
 }
 
 void gen_item_free(gen_item_t *it) {
@@ -54,103 +55,65 @@ void gen_item_free(gen_item_t *it) {
 
 /* --- JSON lines --------------------------------------------------------------- */
 
-/* A number field: absent leaves *out; returns 0, or -1 when it is not a
- * number within [lo, hi] (integers: integral too). */
-static int num_field(const cJSON *o, const char *key, double lo, double hi, int integral, double *out) {
+/* A number field of generate's own: absent leaves *out; returns 0, or -1
+ * when it is not an integer within [lo, hi]. */
+static int int_field(const cJSON *o, const char *key, double lo, double hi, double *out) {
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
   if (!x || cJSON_IsNull(x)) return 0;
   if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < lo || x->valuedouble > hi ||
-      (integral && x->valuedouble != floor(x->valuedouble)))
+      x->valuedouble != floor(x->valuedouble))
     return -1;
   *out = x->valuedouble;
-  return 1;
+  return 0;
 }
 
-static int bool_field(const cJSON *o, const char *key, int *out) {
-  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
-  if (!x || cJSON_IsNull(x)) return 0;
-  if (!cJSON_IsBool(x)) return -1;
-  *out = cJSON_IsTrue(x);
-  return 1;
-}
-
-/* Fills it from one JSON object; returns NULL or what is wrong (a constant,
- * or written into buf[cap]). */
-static const char *item_from_json(gen_item_t *it, const cJSON *o, const gen_defaults_t *d, char *buf, size_t cap) {
-  const cJSON *pr = cJSON_GetObjectItemCaseSensitive(o, "prompt");
-  if (!cJSON_IsString(pr)) return "\"prompt\" must be a string";
-  gen_item_from_text(it, pr->valuestring, d);
-  double v;
-  int rc;
-  sched_req_params_t *p = &it->p;
-  samp_params_t *s = &p->samp;
-#define NUM(key, lo, hi, integral, dst)                                         \
-  if ((rc = num_field(o, key, lo, hi, integral, &v)) < 0) return "\"" key "\": bad value"; \
-  if (rc > 0) dst = v
-  NUM("max_tokens", 0, 1 << 24, 1, p->max_tokens); /* 0: up to the context length */
-  NUM("n", 1, SCHED_MAX_N, 1, p->n);
-  NUM("arrive_step", 0, 1e12, 1, it->arrive_step);
-  NUM("cancel_after", 1, 1 << 24, 1, it->cancel_after);
-#undef NUM
-  for (int i = 0; i < samp_n_fields; i++) { /* the sampling fields, with the API's limits */
-    const samp_field_t *f = &samp_fields[i];
-    if ((rc = num_field(o, f->name, -HUGE_VAL, HUGE_VAL, 0, &v)) < 0 || (rc > 0 && !samp_field_accepts(f, v))) {
-      char range[64];
-      snprintf(buf, cap, "\"%s\": bad value (%s in %s)", f->name, f->integral ? "an integer" : "a number",
-               samp_field_range(f, range, sizeof range));
-      return buf;
-    }
-    if (rc > 0) samp_field_set(s, f, v);
+/* Fills it from one JSON line: the generation fields through the OpenAI
+ * parsers' table (oai_parse_gen_fields, with the engine's limits), then
+ * generate's own (prompt, chat, arrive_step, cancel_after). Returns NULL or
+ * what is wrong, written into buf[cap]. */
+static const char *item_from_json(gen_item_t *it, const char *line, size_t len, const gen_defaults_t *d, char *buf,
+                                  size_t cap) {
+  oai_limits_t lim = oai_limits_default();
+  lim.max_n = SCHED_MAX_N;
+  lim.max_stop = SCHED_MAX_STOP;
+  lim.max_stop_len = SCHED_MAX_STOP_LEN;
+  lim.max_stop_token_ids = SCHED_MAX_STOP_IDS;
+  lim.seed_string = true;
+  oai_params_t g = {.samp = d->p.samp, .max_tokens = d->p.max_tokens, .n = d->p.n, .ignore_eos = d->p.ignore_eos,
+                    .stop = d->stop, .n_stop = d->n_stop};
+  arena_t arena;
+  arena_init(&arena, 0, 0);
+  cJSON *o;
+  oai_error_t err;
+  const char *why = NULL;
+  if (oai_parse_gen_fields(line, len, &lim, &arena, &g, &o, &err) != 0) {
+    if (err.param[0]) snprintf(buf, cap, "\"%s\": bad value (%s)", err.param, err.message);
+    else snprintf(buf, cap, "%s", err.message);
+    why = buf;
   }
-  /* seed: an integer (exact up to 2^53), or a decimal string for all 64 bits */
-  const cJSON *sd = cJSON_GetObjectItemCaseSensitive(o, "seed");
-  if (cJSON_IsString(sd)) {
-    char *end;
-    errno = 0;
-    s->seed = strtoull(sd->valuestring, &end, 10);
-    if (errno || end == sd->valuestring || *end || sd->valuestring[0] == '-') return "\"seed\": bad value";
-    s->has_seed = 1;
-  } else if ((rc = num_field(o, "seed", 0, 9007199254740992.0, 1, &v)) < 0) {
-    return "\"seed\": an integer up to 2^53, or a decimal string";
-  } else if (rc > 0) {
-    s->seed = (uint64_t)v;
-    s->has_seed = 1;
+  const cJSON *pr = why ? NULL : cJSON_GetObjectItemCaseSensitive(o, "prompt");
+  if (!why && !cJSON_IsString(pr)) why = "\"prompt\" must be a string";
+  if (!why) {
+    sched_req_params_t p = d->p;
+    p.samp = g.samp;
+    p.max_tokens = g.max_tokens;
+    p.n = g.n;
+    p.ignore_eos = g.ignore_eos;
+    item_init(it, pr->valuestring, d->chat, &p, g.stop, g.n_stop, g.stop_token_ids, g.n_stop_token_ids);
+    const cJSON *chat = cJSON_GetObjectItemCaseSensitive(o, "chat");
+    double v;
+    if (chat && !cJSON_IsNull(chat) && !cJSON_IsBool(chat)) why = "\"chat\" must be a boolean";
+    else if (cJSON_IsBool(chat)) it->chat = cJSON_IsTrue(chat);
+    v = (double)it->arrive_step;
+    if (!why && int_field(o, "arrive_step", 0, 1e12, &v)) why = "\"arrive_step\": bad value";
+    it->arrive_step = (int64_t)v;
+    v = it->cancel_after;
+    if (!why && int_field(o, "cancel_after", 1, 1 << 24, &v)) why = "\"cancel_after\": bad value";
+    it->cancel_after = (int32_t)v;
   }
-  if (bool_field(o, "ignore_eos", &p->ignore_eos) < 0) return "\"ignore_eos\" must be a boolean";
-  if (bool_field(o, "chat", &it->chat) < 0) return "\"chat\" must be a boolean";
-  const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "stop");
-  if (st && !cJSON_IsNull(st)) {
-    for (int32_t i = 0; i < p->n_stop; i++) free(it->stop[i]);
-    free(it->stop);
-    it->stop = NULL;
-    p->n_stop = 0;
-    const int n = cJSON_IsString(st) ? 1 : cJSON_IsArray(st) ? cJSON_GetArraySize(st) : -1;
-    if (n < 0 || n > SCHED_MAX_STOP) return "\"stop\" must be a string or an array of strings";
-    it->stop = calloc((size_t)n + 1, sizeof *it->stop);
-    if (!it->stop) abort();
-    for (int i = 0; i < n; i++) {
-      const cJSON *x = cJSON_IsString(st) ? st : cJSON_GetArrayItem(st, i);
-      if (!cJSON_IsString(x)) return "\"stop\" must be a string or an array of strings";
-      it->stop[p->n_stop++] = xstrdup(x->valuestring);
-    }
-    p->stop = (const char *const *)it->stop;
-  }
-  const cJSON *ids = cJSON_GetObjectItemCaseSensitive(o, "stop_token_ids");
-  if (ids && !cJSON_IsNull(ids)) {
-    const int n = cJSON_IsArray(ids) ? cJSON_GetArraySize(ids) : -1;
-    if (n < 0 || n > SCHED_MAX_STOP_IDS) return "\"stop_token_ids\" must be an array of token ids";
-    it->stop_ids = calloc((size_t)n + 1, sizeof *it->stop_ids);
-    if (!it->stop_ids) abort();
-    for (int i = 0; i < n; i++) {
-      const cJSON *x = cJSON_GetArrayItem(ids, i);
-      if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > INT32_MAX)
-        return "\"stop_token_ids\" must be an array of token ids";
-      it->stop_ids[i] = (int32_t)x->valuedouble;
-    }
-    p->stop_ids = it->stop_ids;
-    p->n_stop_ids = n;
-  }
-  return NULL;
+  cJSON_Delete(o);
+  arena_free(&arena);
+  return why;
 }
 
 int gen_read_prompts(const char *path, const gen_defaults_t *d, gen_item_t **items, int *n) {
@@ -171,8 +134,7 @@ int gen_read_prompts(const char *path, const gen_defaults_t *d, gen_item_t **ite
     if (len == 0) continue;
     if (*n == cap_items) {
       cap_items = cap_items ? 2 * cap_items : 16;
-      *items = realloc(*items, (size_t)cap_items * sizeof **items);
-      if (!*items) abort();
+      *items = xreallocarray(*items, (size_t)cap_items, sizeof **items);
     }
     gen_item_t *it = &(*items)[*n];
     if (line[0] != '{') {
@@ -180,13 +142,10 @@ int gen_read_prompts(const char *path, const gen_defaults_t *d, gen_item_t **ite
       (*n)++;
       continue;
     }
-    cJSON *o = cJSON_ParseWithLength(line, (size_t)len);
-    const char *why = !o || !cJSON_IsObject(o) ? "not a JSON object" : NULL;
     memset(it, 0, sizeof *it);
-    char buf[160];
-    if (!why) why = item_from_json(it, o, d, buf, sizeof buf);
+    char buf[768];
+    const char *why = item_from_json(it, line, (size_t)len, d, buf, sizeof buf);
     (*n)++; /* counted either way, so that it is freed */
-    cJSON_Delete(o);
     if (why) {
       fprintf(stderr, "tram generate: %s:%d: %s\n", path, lineno, why);
       rc = -EINVAL;
@@ -235,8 +194,7 @@ int gen_tokenize(gen_item_t *it, const tok_t *tok, const chat_tmpl_t *tmpl, char
   }
   int64_t n = tok_encode(tok, text, len, flags, NULL, 0);
   if (n > 0) {
-    it->ids = malloc((size_t)n * sizeof *it->ids);
-    if (!it->ids) abort();
+    it->ids = xmalloc((size_t)n * sizeof *it->ids);
     n = tok_encode(tok, text, len, flags, it->ids, (size_t)n);
   }
   free(rendered);

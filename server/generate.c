@@ -14,7 +14,7 @@
 #include "config/cfg.h"
 #include "base/log.h"
 #include "server/gen_internal.h"
-#include "server/srv_stack.h"
+#include "boot/boot.h"
 
 extern char **environ;
 
@@ -117,8 +117,7 @@ static int parse_opts(int argc, char **argv, gen_opts_t *o, char **rest, int *n_
   memset(o, 0, sizeof *o);
   o->d.p = sched_req_params_default();
   o->d.p.max_tokens = 128;
-  o->stop = calloc((size_t)argc + 1, sizeof *o->stop);
-  if (!o->stop) abort();
+  o->stop = xcalloc((size_t)argc + 1, sizeof *o->stop);
   *n_rest = 0;
   for (int i = 0; i < argc; i++) {
     const char *v = NULL;
@@ -182,8 +181,7 @@ static void on_event(sched_engine_t *e, gen_item_t *it, const sched_event_t *ev,
   if (ev->text_len) {
     if (c->len + ev->text_len + 1 > c->cap) {
       c->cap = 2 * (c->len + ev->text_len + 1);
-      c->text = realloc(c->text, c->cap);
-      if (!c->text) abort();
+      c->text = xreallocarray(c->text, c->cap, 1);
     }
     memcpy(c->text + c->len, ev->text, ev->text_len);
     c->len += ev->text_len;
@@ -191,8 +189,8 @@ static void on_event(sched_engine_t *e, gen_item_t *it, const sched_event_t *ev,
   if (ev->kind != SCHED_EV_TOKEN) {
     c->finish = ev->finish;
     c->stop_token = ev->stop_token;
-    if (ev->stop_str) c->stop_str = strdup(ev->stop_str);
-    if (ev->error) c->error = strdup(ev->error);
+    if (ev->stop_str) c->stop_str = xstrdup(ev->stop_str);
+    if (ev->error) c->error = xstrdup(ev->error);
   }
   if (it->cancel_after > 0 && !it->cancelled && ev->index == 0 && c->n_ids >= it->cancel_after && !ev->final) {
     sched_stats_t st;
@@ -233,7 +231,7 @@ static void run(sched_engine_t *e, gen_item_t *items, int n) {
         it->req = sched_req_create(it->ids, it->n_ids, &it->p, it, err, sizeof err);
         int rc = it->req ? sched_submit(e, it->req, err, sizeof err) : -EINVAL;
         if (rc != 0) {
-          it->error = strdup(err);
+          it->error = xstrdup(err);
           it->done = 1;
           n_done++;
         }
@@ -262,7 +260,7 @@ static void print_json(const gen_item_t *it, int index) {
     const gen_choice_t *c = &it->choices[k];
     cJSON *ch = cJSON_CreateObject();
     cJSON_AddNumberToObject(ch, "index", k);
-    char *t = strndup(c->text ? c->text : "", c->len);
+    char *t = xstrndup(c->text ? c->text : "", c->len);
     cJSON_AddStringToObject(ch, "text", t);
     free(t);
     cJSON *ids = cJSON_AddArrayToObject(ch, "token_ids"), *steps = cJSON_AddArrayToObject(ch, "token_steps");
@@ -350,12 +348,11 @@ static int setup(int n_rest, char **rest, cfg_t *cfg) {
 
 int gen_main(int argc, char **argv) {
   gen_opts_t o;
-  char **rest = calloc((size_t)argc + 1, sizeof *rest);
-  if (!rest) abort();
+  char **rest = xcalloc((size_t)argc + 1, sizeof *rest);
   int n_rest = 0, status = EXIT_USAGE, n_items = 0;
   int rc = parse_opts(argc, argv, &o, rest, &n_rest);
   cfg_t cfg = {0};
-  sched_stack_t stack = {0};
+  boot_t stack = {0};
   gen_item_t *items = NULL;
   if (rc == 1) {
     fputs(USAGE, stdout);
@@ -367,17 +364,16 @@ int gen_main(int argc, char **argv) {
   if (o.prompts) {
     if (gen_read_prompts(o.prompts, &o.d, &items, &n_items) != 0) goto out;
   } else {
-    items = calloc(1, sizeof *items);
-    if (!items) abort();
+    items = xcalloc(1, sizeof *items);
     gen_item_from_text(&items[0], o.prompt, &o.d);
     n_items = 1;
   }
   status = EXIT_RUN;
   char err[1024];
-  sched_stack_opts_t so = srv_stack_opts(&cfg);
+  boot_opts_t so = boot_opts_from_cfg(&cfg);
   so.sched.prefix_caching = !o.no_prefix;
   so.sched.max_waiting = 0; /* every prompt is queued at once */
-  if (sched_stack_open(&stack, &so, err, sizeof err) != 0) {
+  if (boot_open(&stack, &so, err, sizeof err) != 0) {
     fprintf(stderr, "tram generate: %s\n", err);
     goto out;
   }
@@ -387,8 +383,7 @@ int gen_main(int argc, char **argv) {
       fprintf(stderr, "tram generate: --chat needs the model's chat template, which does not compile (see above)\n");
       goto out;
     }
-    items[i].choices = calloc((size_t)(items[i].p.n ? items[i].p.n : 1), sizeof *items[i].choices);
-    if (!items[i].choices) abort();
+    items[i].choices = xcalloc((size_t)(items[i].p.n ? items[i].p.n : 1), sizeof *items[i].choices);
     items[i].p.n = items[i].p.n ? items[i].p.n : 1;
     if (gen_tokenize(&items[i], stack.tok, stack.tmpl, err, sizeof err) != 0) {
       fprintf(stderr, "tram generate: prompt %d: %s\n", i, err);
@@ -421,7 +416,7 @@ int gen_main(int argc, char **argv) {
 out:
   for (int i = 0; i < n_items; i++) gen_item_free(&items[i]); /* before the engine: no event names them now */
   free(items);
-  sched_stack_close(&stack);
+  boot_close(&stack);
   cfg_free(&cfg);
   free(o.stop);
   free(rest);

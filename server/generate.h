@@ -10,7 +10,9 @@
  * or a decimal string for all 64 bits), n, stop,
  * stop_token_ids, ignore_eos, repetition_penalty, presence_penalty,
  * frequency_penalty, chat), where the command line's options are the
- * defaults. Two more keys help test scheduling: arrive_step (submit the
+ * defaults. The generation fields are read by the OpenAI parsers' table
+ * (oai_parse_gen_fields: the same ranges and messages as the API), with
+ * the engine's limits (SCHED_MAX_*) for n and the stop conditions. Two more keys help test scheduling: arrive_step (submit the
  * prompt once the engine has run that many steps) and cancel_after (cancel
  * the request after that many tokens of its first completion).
  *

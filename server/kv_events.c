@@ -49,8 +49,8 @@ static bool binds(const char *endpoint) {
 }
 
 kvev_t *kvev_create(const char *endpoint, const char *topic, char *err, size_t err_len) {
-  kvev_t *k = calloc(1, sizeof *k);
-  if (!k || !(k->topic = strdup(topic ? topic : ""))) xoom("server", 0);
+  kvev_t *k = xcalloc(1, sizeof *k);
+  k->topic = xstrdup(topic ? topic : "");
   const int hwm = 100000, linger = 0; /* vLLM's high-water mark; close drops what is unsent */
   k->ctx = zmq_ctx_new();
   k->sock = k->ctx ? zmq_socket(k->ctx, ZMQ_PUB) : NULL;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "config/cfg.h"
+#include "base/alloc.h"
 #include "base/log.h"
 #include "server/generate.h"
 #include "server/srv.h"
@@ -39,8 +40,7 @@ static int version(void) {
 /* `tram serve`: argv[0..argc) are the settings (plus --check-config). */
 static int serve(int argc, char **argv) {
   bool check_only = false;
-  char **args = calloc((size_t)argc + 1, sizeof *args);
-  if (!args) abort();
+  char **args = xcalloc((size_t)argc + 1, sizeof *args);
   int n = 0;
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--check-config") == 0) check_only = true;

@@ -110,8 +110,8 @@ srv_metrics_t *srv_metrics_create(const char *model_name, int32_t max_model_len)
     log_error("metrics: max_model_len must be >= 1, got %d", max_model_len);
     return NULL;
   }
-  srv_metrics_t *m = calloc(1, sizeof *m);
-  if (!m || !(m->model_name = strdup(model_name ? model_name : ""))) xoom("server", 0);
+  srv_metrics_t *m = xcalloc(1, sizeof *m);
+  m->model_name = xstrdup(model_name ? model_name : "");
   m->reg = prom_registry_create();
 
   m->requests_running = gauge(m, "vllm:num_requests_running", "Number of requests in model execution batches.");

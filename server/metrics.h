@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "scheduler/sched.h"
-#include "server/http.h"
+#include "http/http.h"
 #include "server/prom.h"
 
 typedef struct srv_metrics {

@@ -43,17 +43,7 @@ struct prom_registry {
   int n_const;
 };
 
-static char *dup(const char *s) {
-  char *d = strdup(s ? s : "");
-  if (!d) xoom("server", 0);
-  return d;
-}
-
-static void *zalloc(size_t n) {
-  void *p = calloc(1, n ? n : 1);
-  if (!p) xoom("server", 0);
-  return p;
-}
+static char *dup(const char *s) { return xstrdup(s ? s : ""); }
 
 __attribute__((noreturn)) static void misuse(const char *what, const char *name) {
   log_error("prom: %s: \"%s\" (programmer error)", what, name);
@@ -70,7 +60,7 @@ static bool valid_name(const char *s, bool colon) {
   return true;
 }
 
-prom_registry_t *prom_registry_create(void) { return zalloc(sizeof(prom_registry_t)); }
+prom_registry_t *prom_registry_create(void) { return xcalloc(1, sizeof(prom_registry_t)); }
 
 static void series_free(prom_series_t *s, int n_labels) {
   for (int i = 0; i < n_labels; i++) free(s->values[i]);
@@ -111,12 +101,12 @@ static prom_family_t *family(prom_registry_t *reg, prom_type_t type, const char 
   if (!valid_name(name, true)) misuse("bad metric name", name);
   for (prom_family_t *f = reg->head; f; f = f->next)
     if (strcmp(f->name, name) == 0) misuse("metric registered twice", name);
-  prom_family_t *f = zalloc(sizeof *f);
+  prom_family_t *f = xcalloc(1, sizeof *f);
   f->name = dup(name);
   f->help = dup(help);
   f->type = type;
   f->n_labels = n_labels;
-  f->labels = zalloc((size_t)n_labels * sizeof *f->labels);
+  f->labels = xcalloc((size_t)n_labels, sizeof *f->labels);
   for (int i = 0; i < n_labels; i++) {
     if (!valid_name(label_names[i], false) || strcmp(label_names[i], "le") == 0)
       misuse("bad label name", label_names[i]);
@@ -145,7 +135,7 @@ prom_family_t *prom_histogram(prom_registry_t *reg, const char *name, const char
     if (!isfinite(bounds[i]) || (i && bounds[i] <= bounds[i - 1]))
       misuse("histogram bounds must be finite and increasing", name);
   prom_family_t *f = family(reg, PROM_HISTOGRAM, name, help, n_labels, label_names);
-  f->bounds = zalloc((size_t)n_bounds * sizeof *f->bounds);
+  f->bounds = xcalloc((size_t)n_bounds, sizeof *f->bounds);
   memcpy(f->bounds, bounds, (size_t)n_bounds * sizeof *bounds);
   f->n_bounds = n_bounds;
   return f;
@@ -158,11 +148,11 @@ prom_series_t *prom_series(prom_family_t *f, const char *const *values) {
     while (k < f->n_labels && strcmp(s->values[k], values[k]) == 0) k++;
     if (k == f->n_labels) return s;
   }
-  prom_series_t *s = zalloc(sizeof *s);
+  prom_series_t *s = xcalloc(1, sizeof *s);
   s->fam = f;
-  s->values = zalloc((size_t)f->n_labels * sizeof *s->values);
+  s->values = xcalloc((size_t)f->n_labels, sizeof *s->values);
   for (int k = 0; k < f->n_labels; k++) s->values[k] = dup(values[k]);
-  if (f->type == PROM_HISTOGRAM) s->buckets = zalloc(((size_t)f->n_bounds + 1) * sizeof *s->buckets);
+  if (f->type == PROM_HISTOGRAM) s->buckets = xcalloc((size_t)f->n_bounds + 1, sizeof *s->buckets);
   xgrow(&f->series, &f->cap_series, f->n_series + 1, sizeof *f->series, 16);
   f->series[f->n_series++] = s;
   return s;

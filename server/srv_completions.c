@@ -1,5 +1,5 @@
 /* server/srv_completions.c — POST /v1/completions and /v1/chat/completions: parse
- * and validate (server/oai_request.h), tokenize each prompt (the chat
+ * and validate (api/oai_request.h), tokenize each prompt (the chat
  * template for chat), check it against the context length, then make one
  * engine request per prompt (n sequences each) and submit them all. If any
  * submit is refused (429 queue full, 400, 503 draining) the ones already
@@ -90,14 +90,12 @@ static int encode_completion(srv_t *s, const oai_completion_req_t *c, int32_t i,
                        err, err_len);
   }
   p->n = c->prompts[i].n_tokens;
-  p->ids = malloc(((size_t)p->n + 1) * sizeof *p->ids);
-  if (!p->ids) xoom("server", 0);
+  p->ids = xmalloc(((size_t)p->n + 1) * sizeof *p->ids);
   memcpy(p->ids, c->prompts[i].tokens, (size_t)p->n * sizeof *p->ids);
   if (c->params.echo) {
     const int flags = TOK_DEC_SPECIAL | TOK_DEC_STRIP_PREFIX;
     int64_t len = tok_decode(s->tok, p->ids, (size_t)p->n, flags, NULL, 0);
-    p->echo_owned = malloc(len > 0 ? (size_t)len + 1 : 1);
-    if (!p->echo_owned) xoom("server", 0);
+    p->echo_owned = xmalloc(len > 0 ? (size_t)len + 1 : 1);
     p->echo_owned[0] = 0;
     if (len > 0) tok_decode(s->tok, p->ids, (size_t)p->n, flags, p->echo_owned, (size_t)len + 1);
     p->echo = p->echo_owned;
@@ -232,9 +230,8 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
   const char **echo = NULL;
   size_t *echo_len = NULL;
   if (g->echo) {
-    echo = calloc((size_t)n_parts, sizeof *echo);
-    echo_len = calloc((size_t)n_parts, sizeof *echo_len);
-    if (!echo || !echo_len) xoom("server", 0);
+    echo = xcalloc((size_t)n_parts, sizeof *echo);
+    echo_len = xcalloc((size_t)n_parts, sizeof *echo_len);
     for (int32_t i = 0; i < n_parts; i++) {
       echo[i] = in[i].echo;
       echo_len[i] = in[i].echo_len;
@@ -296,8 +293,7 @@ static bool parse_failed_in(enc_out_t *o, int rc, int32_t n_in) {
     o->parse_rc = -EINVAL;
     return true;
   }
-  o->in = calloc((size_t)n_in, sizeof *o->in);
-  if (!o->in) xoom("server", 0);
+  o->in = xcalloc((size_t)n_in, sizeof *o->in);
   o->n_in = n_in;
   return false;
 }

@@ -25,6 +25,7 @@ struct dash_client {
   http_res_t *res;
   dash_client_t *prev, *next;
   uint64_t sent, dropped; /* snapshots written, and skipped while its socket was backed up */
+  int64_t backed_since;   /* when it first left its output unread (backed_up), CLOCK_MONOTONIC ns; 0: it reads */
 };
 
 struct srv_dash {
@@ -93,11 +94,41 @@ static void client_remove(dash_client_t *c) {
 }
 
 static void on_client_abort(http_res_t *res, void *user) { client_remove(user); }
+static void on_dropped_abort(http_res_t *res, void *user) {} /* removed when dropped */
 
-/* Writes the current JSON to c unless its connection still holds unsent
- * bytes: then this snapshot is skipped for it (the next one supersedes it). */
+/* Whether c's client leaves its output unread: bytes queued here (the
+ * kernel took no more), or more than SRV_UNREAD_BYTES in the kernel's send
+ * queue (its receive window closed) — the generation streams' measure
+ * (srv_events.c). */
+static bool backed_up(const dash_client_t *c) {
+  return http_res_queued(c->res) > 0 || http_res_unsent(c->res) > SRV_UNREAD_BYTES;
+}
+
+/* Closes c's connection and frees its slot now. */
+static void drop(dash_client_t *c, const char *why, int64_t now) {
+  log_info("dashboard: %s (%zu bytes unread for %.1f s, %llu snapshots skipped): dropped", why,
+           http_res_unsent(c->res), (double)(now - c->backed_since) / 1e9, (unsigned long long)c->dropped);
+  http_res_set_callbacks(c->res, &(http_res_cbs_t){.on_abort = on_dropped_abort});
+  http_res_drop(c->res);
+  client_remove(c);
+}
+
+/* Updates c->backed_since; drops c once it has been backed up for
+ * slow_client_timeout. */
+static void check_reader(dash_client_t *c, int64_t now) {
+  if (!backed_up(c)) {
+    c->backed_since = 0;
+    return;
+  }
+  if (!c->backed_since) c->backed_since = now;
+  if (now - c->backed_since > c->d->s->cfg->slow_client_timeout_ms * INT64_C(1000000))
+    drop(c, "a stream's client stopped reading", now);
+}
+
+/* Writes the current JSON to c unless it is backed up: then this snapshot
+ * is skipped for it (the next one supersedes it). */
 static void send_to(dash_client_t *c) {
-  if (http_res_queued(c->res) > 0) {
+  if (c->backed_since) {
     c->dropped++;
     c->d->dropped++;
     return;
@@ -106,12 +137,24 @@ static void send_to(dash_client_t *c) {
   /* -EPIPE: the connection is going; on_abort removes the client */
 }
 
+/* At the cap: drops the client backed up longest to make room, as the
+ * connection cap closes the connection idle longest. False when every
+ * client reads. */
+static bool make_room(srv_dash_t *d) {
+  dash_client_t *old = NULL;
+  for (dash_client_t *c = d->clients; c; c = c->next)
+    if (c->backed_since && (!old || c->backed_since < old->backed_since)) old = c;
+  if (!old) return false;
+  drop(old, "the dashboard streams are all open and this one's client reads nothing", clock_now_ns());
+  return true;
+}
+
 static void render(srv_dash_t *d) {
   srv_t *s = d->s;
   if (!d->kv_bytes && s->engine) d->kv_bytes = sched_engine_kv_cache_bytes(s->engine);
   const srv_dash_info_t info = {
       .model = s->cfg->served_model_name,
-      .model_file = s->cfg->model,
+      .model_file = srv__model_shown(s),
       .device = s->cfg->device == CFG_DEVICE_CUDA ? "cuda" : "cpu",
       .threads = s->cfg->threads > 0 ? s->cfg->threads : (int)sysconf(_SC_NPROCESSORS_ONLN),
       .version = TRAM_VERSION,
@@ -129,7 +172,12 @@ static void on_timer(uv_timer_t *t) {
   srv_dash_t *d = t->data;
   srv_t *s = d->s;
   if (!s->engine || !d->n_clients) return;
-  if (sched_snap_get(s->engine, d->snap, d->snap->seq)) {
+  const int64_t now = clock_now_ns();
+  for (dash_client_t *c = d->clients, *next; c; c = next) {
+    next = c->next;
+    check_reader(c, now); /* may drop c */
+  }
+  if (d->n_clients && sched_snap_get(s->engine, d->snap, d->snap->seq)) {
     const int64_t t0 = clock_now_ns();
     render(d);
     for (dash_client_t *c = d->clients, *next; c; c = next) {
@@ -138,7 +186,7 @@ static void on_timer(uv_timer_t *t) {
     }
     d->loop_ns += clock_now_ns() - t0; /* shown from the next snapshot on */
   }
-  sched_snap_request(s->engine);
+  if (d->n_clients) sched_snap_request(s->engine);
 }
 
 static void h_events(const http_req_t *req, http_res_t *res, void *ctx) {
@@ -146,7 +194,7 @@ static void h_events(const http_req_t *req, http_res_t *res, void *ctx) {
   srv_dash_t *d = s->dash;
   const uint64_t rid = req->id; /* req is freed once answered */
   if (!srv__serving(s, res)) return;
-  if (d->stopped || d->n_clients >= SRV_DASH_MAX_CLIENTS) {
+  if (d->stopped || (d->n_clients >= SRV_DASH_MAX_CLIENTS && !make_room(d))) {
     http_res_header(res, "Retry-After", "5");
     http_res_send_error(res, 503, NULL, "too many dashboards are open", NULL, "dashboard_busy");
     srv__access(rid, "/dashboard/events", 503);
@@ -158,9 +206,8 @@ static void h_events(const http_req_t *req, http_res_t *res, void *ctx) {
     http_res_stream_end(res);
     return;
   }
-  dash_client_t *c = calloc(1, sizeof *c);
-  if (!c) xoom("server", 0);
-  if (!d->snap && !(d->snap = calloc(1, sizeof *d->snap))) xoom("server", 0);
+  dash_client_t *c = xcalloc(1, sizeof *c);
+  if (!d->snap) d->snap = xcalloc(1, sizeof *d->snap);
   c->d = d;
   c->res = res;
   c->next = d->clients;
@@ -191,8 +238,7 @@ void srv__dash_routes(srv_t *s) {
   const cfg_t *c = s->cfg;
   const bool on = c->dashboard == CFG_DASHBOARD_ON || (c->dashboard == CFG_DASHBOARD_AUTO && local_only(c));
   if (!on) return;
-  srv_dash_t *d = calloc(1, sizeof *d);
-  if (!d) xoom("server", 0);
+  srv_dash_t *d = xcalloc(1, sizeof *d);
   d->s = s;
   s->dash = d;
   for (int i = 0; i < srv_dash_n_assets; i++) {

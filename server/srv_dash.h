@@ -15,11 +15,13 @@
  *
  * Cost and isolation: while a stream is open the engine is subscribed and
  * asked for a snapshot every SRV_DASH_PERIOD_MS (sched_snapshot.h); the loop
- * renders each snapshot to JSON once and writes it to every client whose
- * connection has nothing queued. A client whose socket is backed up misses
- * snapshots (counted) instead of buffering them; one that stops reading is
- * dropped by the HTTP layer's write-stall limit. The engine never waits for
- * a client.
+ * renders each snapshot to JSON once and writes it to every client that
+ * reads. A client that leaves its output unread (bytes queued here, or more
+ * than SRV_UNREAD_BYTES in the kernel's send queue: the generation streams'
+ * measure) misses snapshots (counted) instead of buffering them; one that
+ * stays so for slow_client_timeout is dropped, and with every slot taken a
+ * new client takes the slot of the one backed up longest. The engine never
+ * waits for a client.
  *
  * srv_dash.c owns the routes, clients and timer; srv_dash_json.c the
  * latency window and the JSON (pure functions, unit-tested). Loop thread
@@ -33,7 +35,7 @@
 #include "scheduler/sched_snapshot.h"
 
 #define SRV_DASH_PERIOD_MS 250   /* snapshots asked for and sent at most this often */
-#define SRV_DASH_MAX_CLIENTS 16  /* streams open at once; more get 503 */
+#define SRV_DASH_MAX_CLIENTS 16  /* streams open at once; more get 503 (unless one is backed up) */
 #define SRV_DASH_WINDOW_NS (60 * INT64_C(1000000000)) /* latency percentiles over the last minute */
 #define SRV_DASH_LAT_CAP 4096    /* latency samples kept per kind (the newest) */
 
@@ -73,7 +75,7 @@ int srv__dash_lat_pct(const srv_dash_lat_t *l, int64_t now, int64_t window, int6
 /* What the page shows beside the engine's state. */
 typedef struct srv_dash_info {
   const char *model;       /* served model name */
-  const char *model_file;  /* its path */
+  const char *model_file;  /* its file name (srv__model_shown) */
   const char *device;      /* "cpu", "cuda" */
   int threads;             /* compute threads */
   const char *version;

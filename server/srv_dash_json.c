@@ -133,8 +133,7 @@ static void add_kv(cJSON *root, const sched_snap_t *sn) {
   num(o, "blocks", sn->num_blocks);
   num(o, "per_cell", sn->blocks_per_cell);
   for (int s = 0; s < SCHED_BLK_N_STATES; s++) num(o, sched_blk_state_name((sched_blk_state_t)s), sn->blocks[s]);
-  char *cells = malloc((size_t)sn->n_cells + 1);
-  if (!cells) xoom("server", 0);
+  char *cells = xmalloc((size_t)sn->n_cells + 1);
   for (int32_t c = 0; c < sn->n_cells; c++) cells[c] = (char)('0' + cell_state(&sn->cells[c]));
   cells[sn->n_cells] = '\0';
   str(o, "cells", cells);

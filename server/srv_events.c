@@ -4,7 +4,9 @@
  * The engine's notify hook wakes the loop (uv_async); srv__on_wake drains
  * every queued event. A token event updates its choice (and the
  * inter-token latency); for a streaming job it appends one SSE chunk to the
- * job's buffer, for a whole response it keeps the text and logprobs. The
+ * job's buffer, for a whole response it keeps the text and logprobs; what
+ * the bytes say is the job's writer's (srv_writer_t, one per API format:
+ * srv_write_openai.c, srv_responses.c). The
  * final event of an engine request gives its usage and times (metrics).
  * After the drain each touched job writes its buffer with one write, and a
  * job whose engine requests are all done ends its response (usage chunk and
@@ -36,8 +38,7 @@
 /* ---- jobs -------------------------------------------------------------------- */
 
 srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_params_t *g, int32_t n_parts) {
-  srv_job_t *j = calloc(1, sizeof *j);
-  if (!j) xoom("server", 0);
+  srv_job_t *j = xcalloc(1, sizeof *j);
   j->srv = s;
   j->res = res;
   j->chat = chat;
@@ -52,14 +53,14 @@ srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_param
   j->logprobs = g->samp.logprobs || g->samp.top_logprobs > 0;
   j->n = g->n;
   j->max_tokens = g->max_tokens > 0 ? g->max_tokens : 0;
+  j->writer = &srv_writer_openai; /* srv__resp_init makes it the Responses writer */
   oai_make_id(j->id, sizeof j->id, chat ? "chatcmpl" : "cmpl", s->boot_id, http_res_req(res)->id);
   j->created = (int64_t)time(NULL);
   j->arrival_ns = clock_now_ns();
   j->n_parts = n_parts;
-  j->parts = calloc((size_t)n_parts, sizeof *j->parts);
+  j->parts = xcalloc((size_t)n_parts, sizeof *j->parts);
   j->n_choices = n_parts * g->n;
-  j->choices = calloc((size_t)j->n_choices, sizeof *j->choices);
-  if (!j->parts || !j->choices) xoom("server", 0);
+  j->choices = xcalloc((size_t)j->n_choices, sizeof *j->choices);
   for (int32_t i = 0; i < n_parts; i++) {
     j->parts[i].job = j;
     j->parts[i].index = i;
@@ -113,72 +114,13 @@ bool srv__job_maybe_free(srv_job_t *j) {
   return true;
 }
 
-/* ---- SSE output ---------------------------------------------------------------- */
+/* ---- output ---------------------------------------------------------------- */
 
-/* Appends "data: <json>\n\n" to the job's buffer and frees json. */
-static void sse(srv_job_t *j, char *json) {
+void srv__sse(srv_job_t *j, char *json) {
   buf_put(&j->out, "data: ", 6);
   buf_put(&j->out, json, strlen(json));
   buf_put(&j->out, "\n\n", 2);
   free(json);
-}
-
-/* FNV-1a over s, continuing from h. */
-static uint64_t fnv(uint64_t h, const char *s) {
-  for (; s && *s; s++) h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
-  return h;
-}
-
-/* OpenAI's system_fingerprint: the configuration that decides the outputs
- * (the model file, device, context length, KV block size), made once. */
-static const char *fingerprint(srv_t *s) {
-  if (!s->fingerprint[0]) {
-    char conf[64];
-    snprintf(conf, sizeof conf, "/%d/%d/%d", s->cfg->device, s->max_model_len, s->cfg->block_size);
-    const uint64_t h = fnv(fnv(UINT64_C(0xcbf29ce484222325), s->cfg->model), conf);
-    snprintf(s->fingerprint, sizeof s->fingerprint, "fp_%016llx", (unsigned long long)h);
-  }
-  return s->fingerprint;
-}
-
-static oai_meta_t meta(const srv_job_t *j) {
-  return (oai_meta_t){
-      .id = j->id, .model = j->srv->cfg->served_model_name, .created = j->created, .fingerprint = fingerprint(j->srv)};
-}
-
-/* The usage so far (continuous_usage_stats): every prompt, the tokens
- * generated until now. */
-static oai_usage_t usage_now(const srv_job_t *j) {
-  oai_usage_t u = {0};
-  for (int32_t i = 0; i < j->n_parts; i++) u.prompt_tokens += j->parts[i].prompt_tokens;
-  for (int32_t i = 0; i < j->n_choices; i++) u.completion_tokens += j->choices[i].tokens;
-  u.cached_tokens = (int32_t)j->cached_tokens;
-  return u;
-}
-
-/* return_token_ids: oc carries ids[n] as its token_ids and, on the
- * choice's first chunk of a stream (or in a whole response), its prompt's. */
-static void token_ids(const srv_job_t *j, srv_choice_t *c, int32_t ci, oai_choice_t *oc, const int32_t *ids,
-                      int32_t n) {
-  if (!j->return_token_ids) return;
-  oc->has_token_ids = true;
-  oc->token_ids = ids;
-  oc->n_token_ids = n;
-  if (c->prompt_ids_sent) return;
-  const srv_part_t *p = &j->parts[ci / j->n];
-  oc->prompt_token_ids = p->prompt_ids;
-  oc->n_prompt_token_ids = p->prompt_tokens;
-  c->prompt_ids_sent = j->stream;
-}
-
-static char *chunk(const srv_job_t *j, const oai_choice_t *c, bool first) {
-  oai_meta_t m = meta(j);
-  const oai_usage_t u = usage_now(j);
-  if (j->continuous_usage) m.chunk_usage = &u;
-  oai_choice_t with_ids = *c; /* return_token_ids: every chunk has token_ids, [] when it adds none */
-  with_ids.has_token_ids |= j->return_token_ids;
-  return j->chat ? oai_write_chat_chunk(&m, &with_ids, first, j->include_usage)
-                 : oai_write_completion_chunk(&m, &with_ids, j->include_usage);
 }
 
 /* Writes what the job's buffer holds, as one chunk of the stream. */
@@ -260,7 +202,7 @@ void srv__fail_stalled(srv_t *s, double stalled_s) {
     j->res = NULL; /* ended below; the job waits for its final events only */
     j->errored = true;
     if (j->stream) {
-      sse(j, oai_write_error("server_error", msg, NULL, "engine_stalled"));
+      j->writer->stream_error(j, msg, "engine_stalled");
       http_res_stream_write(res, j->out.p, j->out.len);
       j->out.len = 0;
       http_res_stream_end(res);
@@ -287,27 +229,14 @@ void srv__job_start(srv_job_t *j, const char *const *echo, const size_t *echo_le
   }
   j->status = 200;
   http_res_stream_begin(j->res, 200, "text/event-stream");
-  if (j->responses) srv__resp_stream_start(j);
-  for (int32_t i = 0; !j->responses && i < j->n_choices; i++) {
-    oai_choice_t c = {.index = i, .stop_token = -1};
-    if (j->chat) { /* the role comes first, with empty content (as OpenAI and vLLM) */
-      c.text = "";
-      token_ids(j, &j->choices[i], i, &c, NULL, 0);
-      sse(j, chunk(j, &c, true));
-    } else if (echo && echo_len[i / j->n]) {
-      c.text = echo[i / j->n];
-      c.text_len = echo_len[i / j->n];
-      token_ids(j, &j->choices[i], i, &c, NULL, 0);
-      sse(j, chunk(j, &c, false));
-    }
-  }
+  j->writer->stream_start(j, echo, echo_len);
   flush(j);
 }
 
 /* ---- events ---------------------------------------------------------------------- */
 
 /* The logprobs entry of ev's token; top[] must hold SAMP_MAX_TOP_LOGPROBS. */
-static void logprob_entry(const srv_job_t *j, const srv_choice_t *c, const sched_event_t *ev,
+void srv__logprob_entry(const srv_job_t *j, const srv_choice_t *c, const sched_event_t *ev,
                           oai_token_logprob_t *lp, oai_top_logprob_t *top) {
   const tok_t *tok = j->srv->tok;
   size_t len = 0;
@@ -326,74 +255,6 @@ static void count_finish(srv_t *s, sched_finish_t f) {
   else s->finished_abort++;
 }
 
-/* The stream chunk(s) of one event. */
-static void stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_event_t *ev) {
-  if (ev->kind == SCHED_EV_ERROR) {
-    sse(j, oai_write_error("server_error", ev->error ? ev->error : "generation failed", NULL, NULL));
-    return;
-  }
-  const bool fin = ev->kind == SCHED_EV_FINISHED;
-  const bool lp = j->logprobs && ev->token >= 0, ids = j->return_token_ids && ev->token >= 0;
-  if (!ev->text_len && !lp && !fin && !ids) return;
-  oai_choice_t oc = {.index = ci, .text = ev->text_len ? ev->text : (j->chat ? NULL : ""),
-                     .text_len = ev->text_len, .finish = fin ? c->finish : SCHED_FINISH_NONE,
-                     .stop_str = fin ? c->stop_str : NULL, .stop_token = fin ? c->stop_token : -1};
-  oai_token_logprob_t entry;
-  oai_top_logprob_t top[SAMP_MAX_TOP_LOGPROBS];
-  if (lp) {
-    logprob_entry(j, c, ev, &entry, top);
-    oc.has_logprobs = true;
-    oc.logprobs = &entry;
-    oc.n_logprobs = 1;
-  }
-  token_ids(j, c, ci, &oc, &ev->token, ev->token >= 0);
-  sse(j, chunk(j, &oc, false));
-}
-
-/* Sends the output's bytes [c->sent, end) as a content delta. */
-static void send_content(srv_job_t *j, srv_choice_t *c, int32_t ci, size_t end) {
-  if (end <= c->sent) return;
-  oai_choice_t oc = {.index = ci, .stop_token = -1, .text = c->text.p + c->sent, .text_len = end - c->sent};
-  sse(j, chunk(j, &oc, false));
-  c->sent = end;
-}
-
-/* A stream with tools: content goes out as it comes, up to where a call
- * may begin (oai_tools_stream_safe); the rest is kept until the choice
- * ends, then sent as OpenAI streams it: the rest of the content, each
- * call's id, type and name (arguments ""), each call's arguments, the
- * finish. */
-static void stream_tools_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_event_t *ev) {
-  if (ev->kind == SCHED_EV_ERROR) {
-    stream_event(j, c, ci, ev);
-    return;
-  }
-  buf_put(&c->text, ev->text, ev->text_len);
-  if (ev->kind != SCHED_EV_FINISHED) {
-    send_content(j, c, ci, oai_tools_stream_safe(j->tools_format, c->text.p, c->text.len));
-    return;
-  }
-  arena_t a;
-  arena_init(&a, 0, 0);
-  oai_choice_t parsed = {0};
-  srv__tools_parse(j, ci, c, &a, &parsed);
-  if (parsed.text) send_content(j, c, ci, (size_t)(parsed.text - c->text.p) + parsed.text_len);
-  oai_choice_t oc = {.index = ci, .stop_token = -1};
-  for (int32_t k = 0; k < parsed.n_tool_calls; k++)
-    for (int d = 1; d <= 2; d++) {
-      oai_choice_t t = {.index = ci, .stop_token = -1, .tool_calls = &parsed.tool_calls[k], .n_tool_calls = 1,
-                        .tool_index = k, .tool_delta = d};
-      sse(j, chunk(j, &t, false));
-    }
-  oc.finish = c->finish;
-  oc.finish_tool_calls = parsed.finish_tool_calls;
-  oc.stop_str = c->stop_str;
-  oc.stop_token = c->stop_token;
-  token_ids(j, c, ci, &oc, c->ids, c->n_ids); /* the whole output's, with the finish */
-  sse(j, chunk(j, &oc, false));
-  arena_free(&a);
-}
-
 /* Keeps what one event adds to a whole response. */
 static void collect_event(srv_job_t *j, srv_choice_t *c, const sched_event_t *ev) {
   buf_put(&c->text, ev->text, ev->text_len);
@@ -401,11 +262,10 @@ static void collect_event(srv_job_t *j, srv_choice_t *c, const sched_event_t *ev
   oai_top_logprob_t top[SAMP_MAX_TOP_LOGPROBS];
   xgrow(&c->lp, &c->cap_lp, (size_t)c->n_lp + 1, sizeof *c->lp, 16);
   oai_token_logprob_t *e = &c->lp[c->n_lp];
-  logprob_entry(j, c, ev, e, top);
+  srv__logprob_entry(j, c, ev, e, top);
   oai_top_logprob_t *own = NULL;
   if (e->n_top > 0) {
-    own = malloc((size_t)e->n_top * sizeof *own);
-    if (!own) xoom("server", 0);
+    own = xmalloc((size_t)e->n_top * sizeof *own);
     memcpy(own, top, (size_t)e->n_top * sizeof *own);
   }
   e->top = own;
@@ -460,11 +320,11 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
   if (ev->kind != SCHED_EV_TOKEN) {
     c->done = true;
     c->finish = ev->finish;
-    if (ev->stop_str && !(c->stop_str = strdup(ev->stop_str))) xoom("server", 0);
+    if (ev->stop_str) c->stop_str = xstrdup(ev->stop_str);
     c->stop_token = ev->stop_id;
     if (ev->kind == SCHED_EV_ERROR) {
       j->errored = true;
-      if (!c->error && !(c->error = strdup(ev->error ? ev->error : "generation failed"))) xoom("server", 0);
+      if (!c->error) c->error = xstrdup(ev->error ? ev->error : "generation failed");
     }
     count_finish(s, c->finish);
     if (c->tokens > p->max_seq_tokens) p->max_seq_tokens = c->tokens;
@@ -480,10 +340,7 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
     ev = &with_stop;
   }
   if (j->res) {
-    if (j->stream && j->responses && ev->kind != SCHED_EV_ERROR) {
-      if (ev->text_len) srv__resp_stream_text(j, ev->text, ev->text_len);
-    } else if (j->stream && j->tools_format) stream_tools_event(j, c, ci, ev);
-    else if (j->stream) stream_event(j, c, ci, ev);
+    if (j->stream) j->writer->stream_event(j, c, ci, ev);
     else collect_event(j, c, ev);
   }
   if (ev == &with_stop) free(with_stop.text);
@@ -500,38 +357,8 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
   }
 }
 
-/* Adds the prompt logprobs to the choices cs[] of a whole response: with
- * echo + logprobs, the prompt's entries lead each choice's logprobs; with
- * prompt_logprobs, vLLM's list. Returns the arrays to free after writing
- * ([2 * n_choices]), or NULL when there are none. */
-static oai_token_logprob_t **prompt_views(const srv_job_t *j, oai_choice_t *cs) {
-  if (!j->echo_logprobs && j->prompt_logprobs < 0) return NULL;
-  oai_token_logprob_t **views = xcalloc((size_t)j->n_choices * 2, sizeof *views);
-  for (int32_t i = 0; i < j->n_choices; i++) {
-    const srv_part_t *p = &j->parts[i / j->n];
-    if (!p->plp) continue;
-    if (j->prompt_logprobs >= 0) {
-      views[2 * i] = srv__plp_view(p, j->prompt_logprobs);
-      cs[i].prompt_lp = views[2 * i];
-      cs[i].n_prompt_lp = p->prompt_tokens;
-    }
-    if (j->echo_logprobs) { /* the prompt's entries, then the output's */
-      oai_token_logprob_t *v = srv__plp_view(p, j->echo_top);
-      const int32_t n = p->prompt_tokens + cs[i].n_logprobs;
-      v = xreallocarray(v, (size_t)n, sizeof *v);
-      memcpy(v + p->prompt_tokens, cs[i].logprobs, (size_t)cs[i].n_logprobs * sizeof *v);
-      views[2 * i + 1] = v;
-      cs[i].logprobs = v;
-      cs[i].n_logprobs = n;
-    }
-  }
-  return views;
-}
-
 /* The whole (non-streamed) response. */
 static void send_whole(srv_job_t *j) {
-  const oai_meta_t m = meta(j);
-  const oai_usage_t u = {(int32_t)j->prompt_tokens, (int32_t)j->completion_tokens, (int32_t)j->cached_tokens};
   if (j->errored) {
     const char *msg = "generation failed";
     for (int32_t i = 0; i < j->n_choices; i++)
@@ -540,59 +367,15 @@ static void send_whole(srv_job_t *j) {
     http_res_send_error(j->res, 500, NULL, msg, NULL, NULL);
     return;
   }
-  if (j->responses) {
-    j->status = 200;
-    srv__send_json(j->res, 200, srv__resp_whole(j));
-    return;
-  }
-  oai_choice_t *cs = calloc((size_t)j->n_choices, sizeof *cs);
-  if (!cs) xoom("server", 0);
-  for (int32_t i = 0; i < j->n_choices; i++) {
-    srv_choice_t *c = &j->choices[i];
-    /* a stop string cut the text: the logprobs end where it ends (tokens
-     * that start at or past the cut were not returned) */
-    while (c->stop_str && c->n_lp > 0 && (size_t)c->lp[c->n_lp - 1].text_offset >= c->text.len) {
-      free((void *)c->lp[c->n_lp - 1].top);
-      c->n_lp--;
-    }
-    cs[i] = (oai_choice_t){.index = i, .text = c->text.p ? c->text.p : "", .text_len = c->text.len,
-                           .finish = c->finish, .stop_str = c->stop_str, .stop_token = c->stop_token,
-                           .has_logprobs = j->logprobs, .logprobs = c->lp, .n_logprobs = c->n_lp};
-    token_ids(j, c, i, &cs[i], c->ids, c->n_ids);
-  }
-  arena_t tools_arena;
-  arena_init(&tools_arena, 0, 0);
-  for (int32_t i = 0; j->tools_format && i < j->n_choices; i++) {
-    oai_choice_t parsed = cs[i];
-    srv__tools_parse(j, i, &j->choices[i], &tools_arena, &parsed);
-    cs[i] = parsed;
-  }
-  oai_token_logprob_t **views = prompt_views(j, cs);
-  char *json = j->chat ? oai_write_chat_completion(&m, cs, j->n_choices, &u)
-                       : oai_write_completion(&m, cs, j->n_choices, &u);
-  for (int32_t i = 0; views && i < 2 * j->n_choices; i++) free(views[i]);
-  free(views);
-  free(cs);
-  arena_free(&tools_arena);
   j->status = 200;
-  srv__send_json(j->res, 200, json);
+  srv__send_json(j->res, 200, j->writer->whole(j));
 }
 
 /* Every engine request of j is done: end the response, log it. */
 static void complete(srv_job_t *j) {
   if (j->res) {
-    if (j->stream && j->responses) {
-      srv__resp_stream_end(j);
-      flush(j);
-      http_res_stream_end(j->res);
-    } else if (j->stream) {
-      if (j->include_usage) {
-        const oai_meta_t m = meta(j);
-        const oai_usage_t u = {(int32_t)j->prompt_tokens, (int32_t)j->completion_tokens,
-                               (int32_t)j->cached_tokens};
-        sse(j, oai_write_usage_chunk(&m, j->chat, &u));
-      }
-      buf_put(&j->out, "data: [DONE]\n\n", 14);
+    if (j->stream) {
+      j->writer->stream_end(j);
       flush(j);
       http_res_stream_end(j->res);
     } else {

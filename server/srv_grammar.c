@@ -74,7 +74,7 @@ static gram_t *compile(const oai_grammar_t *g, gram_err_t *err) {
 static void warm(gram_entry_t *ent) {
   const gram_cache_t *c = gram_entry_cache(ent);
   gram_matcher_t *m = gram_matcher_create(c);
-  uint32_t *mask = m ? malloc(gram_mask_words(gram_cache_vocab(c)) * sizeof *mask) : NULL;
+  uint32_t *mask = m ? xmallocarray(gram_mask_words(gram_cache_vocab(c)), sizeof *mask) : NULL;
   if (mask) (void)gram_matcher_fill_mask(m, mask);
   free(mask);
   gram_matcher_destroy(m);

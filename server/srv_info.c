@@ -5,7 +5,9 @@
  * when a worker is added, to learn the model it serves (served_model_name,
  * model_path), its parallelism (tp_size, dp_size: 1 each) and its limits.
  * tram answers with the fields that router reads, filled from its own
- * configuration and model. Both need the API key like /v1/models. */
+ * configuration and model. Both need the API key like /v1/models. The
+ * model's path stays the server's (expose_model_path): clients see the
+ * file name. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,12 @@
 #include "base/alloc.h"
 #include "server/srv_internal.h"
 
+const char *srv__model_shown(const srv_t *s) {
+  if (s->cfg->expose_model_path) return s->cfg->model;
+  const char *slash = strrchr(s->cfg->model, '/');
+  return slash ? slash + 1 : s->cfg->model;
+}
+
 static cJSON *must(cJSON *j) {
   if (!j) xoom("server", 0);
   return j;
@@ -21,14 +29,14 @@ static cJSON *must(cJSON *j) {
 
 /* The fields both answers share. */
 static cJSON *common(const srv_t *s) {
-  const bool qwen = strcmp(sched_engine_model_arch(s->engine), "qwen2") == 0;
   cJSON *o = must(cJSON_CreateObject());
-  must(cJSON_AddStringToObject(o, "model_path", s->cfg->model));
+  must(cJSON_AddStringToObject(o, "model_path", srv__model_shown(s)));
   must(cJSON_AddStringToObject(o, "served_model_name", s->cfg->served_model_name));
   must(cJSON_AddBoolToObject(o, "is_generation", 1));
-  must(cJSON_AddStringToObject(o, "model_type", qwen ? "qwen2" : "llama"));
+  /* the file's general.architecture, and Hugging Face's class for it */
+  must(cJSON_AddStringToObject(o, "model_type", sched_engine_model_arch(s->engine)));
   cJSON *arch = must(cJSON_AddArrayToObject(o, "architectures"));
-  cJSON_AddItemToArray(arch, must(cJSON_CreateString(qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM")));
+  cJSON_AddItemToArray(arch, must(cJSON_CreateString(sched_engine_model_hf_class(s->engine))));
   return o;
 }
 

@@ -21,7 +21,7 @@
  * Threads: everything here runs on the loop thread, except the run half of
  * srv__offload's work items (libuv's worker pool: parse and encode only,
  * nothing shared but the immutable tokenizer and template), the loader
- * (srv_main.c: it builds the backend, model and engine with srv_stack.c,
+ * (srv_main.c: it builds the backend, model and engine with boot/,
  * then hands them over through uv_queue_work's completion) and the engine's notify hook (which
  * only calls uv_async_send). */
 #ifndef TRAM_SRV_INTERNAL_H
@@ -38,14 +38,14 @@
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 #include "scheduler/sched.h"
-#include "server/http.h"
+#include "http/http.h"
 #include "server/kv_events.h"
 #include "server/srv_dash.h"
 #include "server/metrics.h"
-#include "server/oai_request.h"
-#include "server/oai_response.h"
-#include "server/oai_responses.h"
-#include "server/srv_stack.h"
+#include "api/oai_request.h"
+#include "api/oai_response.h"
+#include "api/oai_responses.h"
+#include "boot/boot.h"
 
 typedef enum srv_state {
   SRV_LOADING = 0, /* listening; the model loads; /health 503 */
@@ -93,7 +93,7 @@ typedef struct srv {
   uv_work_t load_work;
   bool loader_busy;      /* load_work has not completed */
   char load_err[1024];
-  sched_stack_t stack;    /* owns the backend, model, tokenizer, template and engine */
+  boot_t stack;    /* owns the backend, model, tokenizer, template and engine */
   chat_tmpl_t *tmpl;      /* = stack.tmpl */
   sched_engine_t *engine; /* = stack.engine; NULL once destroyed at the stop */
   const tok_t *tok;
@@ -190,9 +190,10 @@ int srv__encode(srv_t *s, const char *text, size_t len, int flags, int32_t **ids
 int srv__text_flags(const srv_t *s);
 /* Renders messages through the chat template and tokenizes the result
  * (special tokens parsed; BOS/EOS added only with add_special). Unless
- * special_tokens_in_input, the messages' text is marked first
- * (tok_mark_specials): only the template's own markup yields control
- * tokens. With continue_final (vLLM's continue_final_message) the rendered
+ * special_tokens_in_input, every string of the template's inputs (the
+ * messages and tools, dict keys included: all of it is the client's) is
+ * marked first (tok_mark_specials): only the template's own markup yields
+ * control tokens. With continue_final (vLLM's continue_final_message) the rendered
  * text ends where the last message's content ends (its end-of-turn
  * dropped), so the output continues it. tools (JSON text, or NULL) is the
  * template's `tools`. Returns 0,
@@ -216,6 +217,10 @@ void srv__access(uint64_t id, const char *endpoint, int status);
 /* Registers GET /server_info, /model_info (and /get_server_info,
  * /get_model_info): what sglang-router asks of a worker. */
 void srv__info_routes(srv_t *s);
+/* The model as clients see it (/v1/models' root, /server_info's and
+ * /model_info's model_path, the dashboard's model_file): the model file's
+ * name, or with expose_model_path the path as the operator gave it. */
+const char *srv__model_shown(const srv_t *s);
 
 /* ---- srv_completions.c -------------------------------------------------------------- */
 
@@ -296,6 +301,37 @@ typedef struct srv_part {
   int32_t *prompt_ids;         /* return_token_ids: [prompt_tokens] (malloc'd), else NULL */
 } srv_part_t;
 
+/* How a job's output is written, one per API format (srv_write_openai.c:
+ * completions and chat; srv_responses.c: the Responses API), so that a new
+ * API is one new writer. Every function appends to j->out (the wake-up's
+ * single write, srv_events.c); the job's bookkeeping is srv_events.c's. */
+typedef struct srv_writer {
+  /* A stream's first bytes, after its 200 head (echo: a completion's
+   * prompts' text, [n_parts] with lengths, or NULL). */
+  void (*stream_start)(srv_job_t *j, const char *const *echo, const size_t *echo_len);
+  /* What event ev of choice ci (c) adds to the stream. */
+  void (*stream_event)(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_event_t *ev);
+  /* An error that ends the stream (code: NULL or the error's code). */
+  void (*stream_error)(srv_job_t *j, const char *message, const char *code);
+  /* The stream's last bytes, once every choice is done. */
+  void (*stream_end)(srv_job_t *j);
+  /* The whole response's JSON (malloc'd), once every choice is done. */
+  char *(*whole)(srv_job_t *j);
+} srv_writer_t;
+
+extern const srv_writer_t srv_writer_openai;
+extern const srv_writer_t srv_writer_responses;
+
+/* Appends "data: <json>\n\n" to j->out and frees json. */
+void srv__sse(srv_job_t *j, char *json);
+/* An OpenAI error object as an SSE event (the OpenAI and Responses
+ * writers' stream_error). */
+void srv__write_openai_error(srv_job_t *j, const char *message, const char *code);
+/* The logprobs entry of ev's token for choice c; top[] must hold
+ * SAMP_MAX_TOP_LOGPROBS. */
+void srv__logprob_entry(const srv_job_t *j, const srv_choice_t *c, const sched_event_t *ev,
+                        oai_token_logprob_t *lp, oai_top_logprob_t *top);
+
 /* One generation request (completions or chat) from arrival until its
  * response has ended (or its client left) and every engine request of it
  * has posted its final event. */
@@ -313,8 +349,8 @@ struct srv_job {
   oai_tools_format_t tools_format; /* chat with tools: how the output is read; NONE: no tools */
   bool parallel_tool_calls;    /* false: at most one call */
   char tool_name[OAI_MAX_TOOL_NAME + 1]; /* OAI_TOOLS_JSON_ARGS: the call's name (a named tool_choice) */
+  const srv_writer_t *writer;  /* the API format it answers in */
   /* /v1/responses (srv_responses.c) */
-  bool responses;              /* answer as a Responses object / events */
   char *resp_instructions;     /* malloc'd, or NULL */
   int32_t resp_max_output;     /* -1: none */
   float resp_temperature, resp_top_p;

@@ -30,7 +30,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
-#include "server/json_alloc.h"
+#include "api/json_alloc.h"
 #include "server/srv.h"
 #include "server/srv_internal.h"
 
@@ -39,12 +39,12 @@
 static void load_work(uv_work_t *w) {
   srv_t *s = w->data;
   const cfg_t *c = s->cfg;
-  sched_stack_opts_t o = srv_stack_opts(c);
+  boot_opts_t o = boot_opts_from_cfg(c);
   if (c->kv_events && c->kv_events[0]) {
     if (!(s->kv_events = kvev_create(c->kv_events, c->kv_events_topic, s->load_err, sizeof s->load_err))) return;
     o.sched.kv_observer = kvev_observer(s->kv_events);
   }
-  if (sched_stack_open(&s->stack, &o, s->load_err, sizeof s->load_err) != 0) return;
+  if (boot_open(&s->stack, &o, s->load_err, sizeof s->load_err) != 0) return;
   s->tmpl = s->stack.tmpl;
   s->engine = s->stack.engine;
 }
@@ -328,8 +328,7 @@ int srv_run(const cfg_t *cfg) {
   signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is an EPIPE, not a death */
   signal(SIGUSR2, SIG_IGN); /* no use yet; a stray one must not kill (SIGUSR1 dumps the state) */
   json_alloc_init();        /* a request's JSON parse may run out of memory: a 503, not an abort */
-  srv_t *s = calloc(1, sizeof *s);
-  if (!s) xoom("server", 0);
+  srv_t *s = xcalloc(1, sizeof *s);
   s->cfg = cfg;
   if (getrandom(&s->boot_id, sizeof s->boot_id, 0) != sizeof s->boot_id) s->boot_id = (uint64_t)time(NULL);
   s->boot_time = (int64_t)time(NULL);
@@ -341,6 +340,7 @@ int srv_run(const cfg_t *cfg) {
   }
   const http_limits_t lim = limits(cfg);
   s->http = http_server_create(&s->loop, &lim);
+  if (s->http) http_server_set_error_body(s->http, oai_error_body); /* the transport writes the API's errors */
   rc = s->http ? http_server_set_api_keys(s->http, (const char *const *)cfg->api_keys.items, cfg->api_keys.n) : -1;
   if (rc == 0)
     rc = http_server_set_allowed_origins(s->http, (const char *const *)cfg->allowed_origins.items,
@@ -391,7 +391,7 @@ int srv_run(const cfg_t *cfg) {
   if (rc < 0) log_warn("uv_loop_close: %s", uv_strerror(rc));
   srv__dash_free(s);
   srv_metrics_destroy(s->metrics);
-  sched_stack_close(&s->stack);
+  boot_close(&s->stack);
   kvev_destroy(s->kv_events); /* the engine that published on it is gone */
   const int status = s->exit_status;
   free(s);

@@ -1,5 +1,5 @@
 /* server/srv_responses.c — POST /v1/responses (stateless): the request is
- * read (server/oai_responses.h) into a chat request on a worker, its
+ * read (api/oai_responses.h) into a chat request on a worker, its
  * text.format compiled and its messages rendered and tokenized there, and
  * runs the chat path (srv_completions.c); its job then answers as a Responses object, or streams
  * OpenAI's events: response.created, response.in_progress,
@@ -15,7 +15,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
-#include "server/oai_responses.h"
+#include "api/oai_responses.h"
 #include "server/srv_internal.h"
 
 #define RESPONSES "/v1/responses"
@@ -32,8 +32,8 @@ void srv__h_responses(const http_req_t *req, http_res_t *res, void *ctx) {
 }
 
 void srv__resp_init(srv_job_t *j, const oai_responses_req_t *r) {
-  j->responses = true;
-  if (r->instructions && !(j->resp_instructions = strdup(r->instructions))) xoom("server", 0);
+  j->writer = &srv_writer_responses;
+  if (r->instructions) j->resp_instructions = xstrdup(r->instructions);
   j->resp_max_output = r->max_output_tokens;
   j->resp_temperature = r->chat.params.samp.temperature;
   j->resp_top_p = r->chat.params.samp.top_p;
@@ -150,3 +150,25 @@ char *srv__resp_whole(const srv_job_t *j) {
   arena_free(&a);
   return json;
 }
+
+/* The writer's hooks over the functions above (srv_writer_t). */
+static void w_stream_start(srv_job_t *j, const char *const *echo, const size_t *echo_len) {
+  (void)echo, (void)echo_len;
+  srv__resp_stream_start(j);
+}
+
+static void w_stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_event_t *ev) {
+  (void)c, (void)ci;
+  if (ev->kind == SCHED_EV_ERROR) srv__write_openai_error(j, ev->error ? ev->error : "generation failed", NULL);
+  else if (ev->text_len) srv__resp_stream_text(j, ev->text, ev->text_len);
+}
+
+static char *w_whole(srv_job_t *j) { return srv__resp_whole(j); }
+
+const srv_writer_t srv_writer_responses = {
+    .stream_start = w_stream_start,
+    .stream_event = w_stream_event,
+    .stream_error = srv__write_openai_error,
+    .stream_end = srv__resp_stream_end,
+    .whole = w_whole,
+};

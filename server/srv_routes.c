@@ -11,7 +11,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
-#include "server/oai_chat_val.h"
+#include "api/oai_chat_val.h"
 #include "server/srv_internal.h"
 
 void srv__send_json(http_res_t *res, int status, char *json) {
@@ -61,8 +61,7 @@ int srv__encode(srv_t *s, const char *text, size_t len, int flags, int32_t **ids
   int32_t *buf = NULL;
   int64_t got;
   for (;;) {
-    buf = realloc(buf, cap * sizeof *buf);
-    if (!buf) xoom("server", 0);
+    buf = xreallocarray(buf, cap, sizeof *buf);
     got = tok_encode(s->tok, text, len, flags, buf, cap);
     if (got < 0 || (size_t)got <= cap) break;
     cap = (size_t)got;
@@ -84,39 +83,23 @@ int srv__encode(srv_t *s, const char *text, size_t len, int flags, int32_t **ids
 
 int srv__text_flags(const srv_t *s) { return s->cfg->special_tokens_in_input ? TOK_ENC_PARSE_SPECIAL : 0; }
 
-/* msgs[n] with their user text (content, name) marked (tok_mark_specials),
- * in arena: the control tokens' texts in them stay plain text. */
-static oai_message_t *marked_messages(srv_t *s, arena_t *a, const oai_message_t *msgs, int32_t n) {
-  oai_message_t *m = arena_array(a, (size_t)n, sizeof *m);
-  for (int32_t i = 0; i < n; i++) {
-    m[i] = msgs[i];
-    if (msgs[i].content) {
-      char *c = arena_alloc(a, tok_mark_cap(msgs[i].content_len));
-      m[i].content_len = tok_mark_specials(s->tok, msgs[i].content, msgs[i].content_len, c);
-      m[i].content = c;
-    }
-    if (msgs[i].name) {
-      const size_t len = strlen(msgs[i].name);
-      char *c = arena_alloc(a, tok_mark_cap(len));
-      c[tok_mark_specials(s->tok, msgs[i].name, len, c)] = 0;
-      m[i].name = c;
-    }
-  }
-  return m;
+static size_t mark_text(const void *tok, const char *s, size_t n, char *out) {
+  return tok_mark_specials(tok, s, n, out);
 }
 
 /* Cuts text[*len] after the last occurrence of the final message's
  * content (continue_final_message). Returns 0 or -EINVAL with err. */
-static int cut_after_final(const oai_message_t *last, const char *text, size_t *len, char *err, size_t err_len) {
+static int cut_after_final(const chat_val_t *last, const char *text, size_t *len, char *err, size_t err_len) {
+  const chat_val_t *c = oai_chat_val_get(last, "content");
   const char *at = NULL;
-  for (const char *p = text; last->content_len && p + last->content_len <= text + *len; p++)
-    if (memcmp(p, last->content, last->content_len) == 0) at = p;
+  for (const char *p = text; c && c->n && p + c->n <= text + *len; p++)
+    if (memcmp(p, c->s, c->n) == 0) at = p;
   if (!at) {
     snprintf(err, err_len, "continue_final_message: the final message's content is empty or not in the rendered "
                            "prompt");
     return -EINVAL;
   }
-  *len = (size_t)(at - text) + last->content_len;
+  *len = (size_t)(at - text) + c->n;
   return 0;
 }
 
@@ -128,19 +111,23 @@ int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, const 
   }
   arena_t arena;
   arena_init(&arena, 0, 0);
-  const bool mark = !s->cfg->special_tokens_in_input;
-  const oai_message_t *use = mark ? marked_messages(s, &arena, msgs, n_msgs) : msgs;
-  const chat_tmpl_input_t in = {
-      .messages = oai_chat_messages(&arena, use, n_msgs),
+  chat_tmpl_input_t in = {
+      .messages = oai_chat_messages(&arena, msgs, n_msgs),
       .add_generation_prompt = add_generation_prompt,
       .bos_token = s->bos,
       .eos_token = s->eos,
       .extra = oai_chat_tools(&arena, tools),
   };
+  const bool mark = !s->cfg->special_tokens_in_input;
+  if (mark) { /* every text the client gave, keys too: its control tokens' texts stay plain text */
+    const oai_text_map_t m = {.cap = tok_mark_cap, .fn = mark_text, .ctx = s->tok};
+    in.messages = oai_chat_val_map(&arena, in.messages, &m);
+    if (in.extra) in.extra = oai_chat_val_map(&arena, in.extra, &m);
+  }
   char *text = NULL;
   size_t len = 0;
   int rc = chat_tmpl_render(s->tmpl, &in, &text, &len, err, err_len);
-  if (rc == 0 && continue_final) rc = cut_after_final(&use[n_msgs - 1], text, &len, err, err_len);
+  if (rc == 0 && continue_final) rc = cut_after_final(&in.messages->items[n_msgs - 1], text, &len, err, err_len);
   arena_free(&arena);
   if (rc != 0) {
     free(text);
@@ -166,17 +153,11 @@ static void h_health(const http_req_t *req, http_res_t *res, void *ctx) {
   if (code != 200 || log_get_level() >= LOG_LEVEL_DEBUG) srv__access(rid, "/health", code);
 }
 
-/* The last part of a path. */
-static const char *model_file_name(const char *path) {
-  const char *slash = strrchr(path, '/');
-  return slash ? slash + 1 : path;
-}
-
 /* The served model under name i: 0 the served name, then the aliases. */
 static oai_model_t model_entry(const srv_t *s, int i) {
   return (oai_model_t){
       .id = i == 0 ? s->cfg->served_model_name : s->cfg->served_model_aliases.items[i - 1],
-      .root = model_file_name(s->cfg->model), /* not the path: it says nothing a client needs */
+      .root = srv__model_shown(s),
       .owned_by = "tram",
       .created = s->boot_time,
       .max_model_len = s->max_model_len,
@@ -341,8 +322,7 @@ static void h_detokenize(const http_req_t *req, http_res_t *res, void *ctx) {
     srv__access(rid, "/detokenize", 400);
     return;
   }
-  char *text = malloc((size_t)len + 1);
-  if (!text) xoom("server", 0);
+  char *text = xmalloc((size_t)len + 1);
   tok_decode(s->tok, d.tokens, (size_t)d.n_tokens, flags, text, (size_t)len + 1);
   srv__send_json(res, 200, oai_write_detokenize(text, (size_t)len));
   free(text);
@@ -362,11 +342,11 @@ void srv__routes(srv_t *s) {
     }
   }
   if (s->cfg->metrics) http_server_route(h, HTTP_GET, "/metrics", h_metrics, s, HTTP_ROUTE_PROBE);
-  http_server_route(h, HTTP_POST, "/tokenize", h_tokenize, s, 0);
-  http_server_route(h, HTTP_POST, "/detokenize", h_detokenize, s, 0);
-  http_server_route(h, HTTP_POST, "/v1/completions", srv__h_completions, s, 0);
-  http_server_route(h, HTTP_POST, "/v1/chat/completions", srv__h_chat, s, 0);
-  http_server_route(h, HTTP_POST, "/v1/responses", srv__h_responses, s, 0);
+  http_server_route(h, HTTP_POST, "/tokenize", h_tokenize, s, HTTP_ROUTE_JSON);
+  http_server_route(h, HTTP_POST, "/detokenize", h_detokenize, s, HTTP_ROUTE_JSON);
+  http_server_route(h, HTTP_POST, "/v1/completions", srv__h_completions, s, HTTP_ROUTE_JSON);
+  http_server_route(h, HTTP_POST, "/v1/chat/completions", srv__h_chat, s, HTTP_ROUTE_JSON);
+  http_server_route(h, HTTP_POST, "/v1/responses", srv__h_responses, s, HTTP_ROUTE_JSON);
   srv__info_routes(s);
   srv__dash_routes(s);
 }

@@ -11,7 +11,7 @@
 #include "st/safetensors.h"
 
 typedef struct st_map {
-  void *addr;
+  const void *addr; /* base/file.h's file_map */
   size_t len;
 } st_map_t;
 

@@ -1,17 +1,16 @@
 /* st/st_open.c — opening safetensors checkpoints: one file mapped, or the
  * shards a model.safetensors.index.json names (see safetensors.h). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "base/alloc.h"
+#include "base/file.h"
 #include "st/st_internal.h"
 
 #define ST_MAX_INDEX (64u << 20) /* bytes of index JSON */
@@ -20,8 +19,7 @@ void st_close(st_ctx_t *ctx) {
   if (!ctx) return;
   for (size_t i = 0; i < ctx->n; i++) free((char *)ctx->t[i].name);
   free(ctx->t);
-  for (size_t i = 0; i < ctx->n_maps; i++)
-    if (ctx->maps[i].len) munmap(ctx->maps[i].addr, ctx->maps[i].len);
+  for (size_t i = 0; i < ctx->n_maps; i++) file_unmap(ctx->maps[i].addr, ctx->maps[i].len);
   free(ctx->maps);
   strmap_free(&ctx->index);
   free(ctx);
@@ -47,33 +45,18 @@ st_ctx_t *st_open_buffer(const void *data, size_t size, char *err, size_t err_le
 }
 
 /* Maps the regular file at path (read-only) into a new entry of ctx->maps.
- * 0, or -errno / -EINVAL with err written. */
+ * 0, or a negative errno with err written. */
 static int map_file(st_ctx_t *ctx, const char *path, const uint8_t **base, size_t *size, char *err, size_t err_len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
-    return -ENOENT;
+  const void *addr;
+  char why[160];
+  const int rc = file_map(path, &addr, size, why, sizeof why);
+  if (rc != 0) {
+    snprintf(err, err_len, "%s: %s", path, why);
+    return rc;
   }
-  struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    snprintf(err, err_len, "%s: not a regular file", path);
-    close(fd);
-    return -EINVAL;
-  }
-  void *addr = NULL;
-  if (sb.st_size > 0) {
-    addr = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (addr == MAP_FAILED) {
-      snprintf(err, err_len, "%s: cannot map: %s", path, strerror(errno));
-      close(fd);
-      return -EINVAL;
-    }
-  }
-  close(fd);
   xgrow(&ctx->maps, &ctx->maps_cap, ctx->n_maps + 1, sizeof *ctx->maps, 4);
-  ctx->maps[ctx->n_maps++] = (st_map_t){addr, (size_t)sb.st_size};
+  ctx->maps[ctx->n_maps++] = (st_map_t){addr, *size};
   *base = addr ? addr : (const uint8_t *)"";
-  *size = (size_t)sb.st_size;
   return 0;
 }
 

@@ -4,8 +4,8 @@ Environment (set by `make test` / scripts/run-tests.sh):
   TRAM_BUILD   the build folder (default build); test tools are in TRAM_BUILD/tests/tools
   TRAM_BIN     the tram binary under test (default build/tram)
   TRAM_MODEL   the default model (default models/SmolLM2-135M-Instruct.Q4_1.gguf)
-  TRAM_MODEL2  the second real model, Gemma 3 270M Q4_K_M (default
-               models/gemma-3-270m-q4_k_m.gguf; `make model2` fetches it)
+  TRAM_GEMMA3  Gemma 3 270M Q4_K_M, a real Gemma with a 262,144-token vocabulary
+               (default models/gemma-3-270m-q4_k_m.gguf; `make model-gemma3`)
 """
 import os
 import pathlib
@@ -35,17 +35,6 @@ def model_path():
     if not path.is_absolute():
         path = ROOT / path
     assert path.exists(), f"{path} is missing: run `make model` first"
-    return path
-
-
-@pytest.fixture(scope="session")
-def gemma_path():
-    """The second real model of the accuracy gates: a 262k vocabulary, Q4_K,
-    Q5_0, Q6_K and Q8_0 weights (scripts/fetch-model.sh gemma-3-270m-q4_k_m.gguf)."""
-    path = pathlib.Path(os.environ.get("TRAM_MODEL2", ROOT / "models" / "gemma-3-270m-q4_k_m.gguf"))
-    if not path.is_absolute():
-        path = ROOT / path
-    assert path.exists(), f"{path} is missing: run `make model2` first"
     return path
 
 

@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "gguf/gguf.h"
 #include "text/jinja/jinja.h"
+#include "text/tokenizer.h"
 
 const char CHAT_TMPL_CHATML[] =
     "{% for message in messages %}"
@@ -36,11 +38,9 @@ chat_tmpl_t *chat_tmpl_compile(const char *src, size_t len, char *err, size_t er
     put_err(err, err_size, src ? "template larger than 1 MiB" : "no template source");
     return NULL;
   }
-  chat_tmpl_t *t = calloc(1, sizeof *t);
-  if (!t) abort();
+  chat_tmpl_t *t = xcalloc(1, sizeof *t);
   jmp_buf jb;
-  jinja_ctx_t *c = calloc(1, sizeof *c);
-  if (!c) abort();
+  jinja_ctx_t *c = xcalloc(1, sizeof *c);
   jinja_arena_init(&c->arena, (size_t)64 * MAX_SOURCE);
   c->jb = &jb;
   if (setjmp(jb)) {
@@ -53,8 +53,7 @@ chat_tmpl_t *chat_tmpl_compile(const char *src, size_t len, char *err, size_t er
     return NULL;
   }
   t->root = jinja_parse(c, src, len);
-  t->src = malloc(len + 1);
-  if (!t->src) abort();
+  t->src = xmalloc(len + 1);
   memcpy(t->src, src, len);
   t->src[len] = 0;
   t->arena = c->arena;
@@ -62,24 +61,29 @@ chat_tmpl_t *chat_tmpl_compile(const char *src, size_t len, char *err, size_t er
   return t;
 }
 
-chat_tmpl_t *chat_tmpl_from_model(const char *src, size_t len) {
+chat_tmpl_t *chat_tmpl_from_model(const char *src, size_t len, int add_bos, int add_eos) {
   if (!src || len == 0) {
-    log_info("model has no chat template (tokenizer.chat_template); using ChatML");
-    return chat_tmpl_compile(CHAT_TMPL_CHATML, strlen(CHAT_TMPL_CHATML), NULL, 0);
+    log_info("model has no chat template (tokenizer.chat_template); using ChatML%s%s",
+             add_bos ? ", BOS first (add_bos_token)" : "", add_eos ? ", EOS last (add_eos_token)" : "");
+    char fallback[sizeof CHAT_TMPL_CHATML + 64];
+    const int n = snprintf(fallback, sizeof fallback, "%s%s%s", add_bos ? "{{ bos_token }}" : "", CHAT_TMPL_CHATML,
+                           add_eos ? "{{ eos_token }}" : "");
+    return chat_tmpl_compile(fallback, (size_t)n, NULL, 0);
   }
   chat_tmpl_t *t = chat_tmpl_compile(src, len, NULL, 0);
   if (!t) log_error("the model's chat template is not supported by tram's Jinja subset (see above)");
   return t;
 }
 
-chat_tmpl_t *chat_tmpl_from_gguf(const gguf_ctx_t *g) {
+chat_tmpl_t *chat_tmpl_from_gguf(const gguf_ctx_t *g, const tok_t *tok) {
   gguf_str_t t;
   const int rc = gguf_get_str(g, "tokenizer.chat_template", &t);
   if (rc == -EINVAL) {
     log_error("the model's key 'tokenizer.chat_template' is not a string");
     return NULL;
   }
-  return chat_tmpl_from_model(rc == 0 ? t.ptr : NULL, rc == 0 ? (size_t)t.len : 0);
+  return chat_tmpl_from_model(rc == 0 ? t.ptr : NULL, rc == 0 ? (size_t)t.len : 0, tok_adds_bos(tok),
+                              tok_adds_eos(tok));
 }
 
 const char *chat_tmpl_source(const chat_tmpl_t *t) { return t->src; }
@@ -168,8 +172,7 @@ int chat_tmpl_render(const chat_tmpl_t *t, const chat_tmpl_input_t *in, char **o
   if (out_len) *out_len = 0;
   jmp_buf jb;
   /* on the heap: the context is read after a longjmp */
-  jinja_ctx_t *c = calloc(1, sizeof *c);
-  if (!c) abort();
+  jinja_ctx_t *c = xcalloc(1, sizeof *c);
   jinja_arena_init(&c->arena, in->max_memory ? in->max_memory : CHAT_TMPL_MAX_MEMORY);
   arena_fallible(&c->arena, true); /* capped, so memory running out is an error already; this lets
                                       test builds inject it (alloc_fail): the caller answers 503 */
@@ -203,8 +206,7 @@ int chat_tmpl_render(const chat_tmpl_t *t, const chat_tmpl_input_t *in, char **o
   jinja_buf_t buf = {0};
   c->out = &buf;
   jinja_render(c, t->root);
-  char *s = malloc(buf.len + 1);
-  if (!s) abort();
+  char *s = xmalloc(buf.len + 1);
   if (buf.len) memcpy(s, buf.p, buf.len);
   s[buf.len] = 0;
   *out = s;

@@ -14,7 +14,7 @@
  *
  * Inputs are chat_val_t trees — plain data (None, bool, int, float, str,
  * list, dict), no JSON library: the server converts request JSON at its
- * edge (server/oai_chat_val.h).
+ * edge (api/oai_chat_val.h).
  *
  * Message normalisation: a message whose `content` is a list of parts
  * [{"type": "text", "text": ...}, ...] is rendered with content = the texts
@@ -62,7 +62,8 @@ struct chat_val {
   const chat_val_t *keys;  /* DICT: [n] */
 };
 
-/* The ChatML template, used for models without a template of their own. */
+/* The ChatML template, used for models without a template of their own
+ * (with the BOS and EOS their tokenizer asks for: chat_tmpl_from_model). */
 extern const char CHAT_TMPL_CHATML[];
 
 /* Limits of one render (0 in chat_tmpl_input_t picks these). */
@@ -78,16 +79,24 @@ extern const char CHAT_TMPL_CHATML[];
 chat_tmpl_t *chat_tmpl_compile(const char *src, size_t len, char *err, size_t err_size);
 
 /* What the model loader calls with the GGUF's template: src NULL or empty
- * compiles CHAT_TMPL_CHATML, saying so in the log. NULL (logged) when the
- * template does not compile. */
-chat_tmpl_t *chat_tmpl_from_model(const char *src, size_t len);
+ * compiles the ChatML fallback, saying so in the log. A model's own template
+ * writes the BOS its tokenizer needs (`{{ bos_token }}`); the fallback
+ * follows the tokenizer as such a template would, and as llama.cpp's
+ * tokenization of its own ChatML fallback does: `{{ bos_token }}` first when
+ * add_bos (the tokenizer's add_bos_token, tok_adds_bos()), `{{ eos_token }}`
+ * last when add_eos (add_eos_token), around CHAT_TMPL_CHATML. A template of
+ * the model's own is used as it is. NULL (logged) when the template does not
+ * compile. */
+chat_tmpl_t *chat_tmpl_from_model(const char *src, size_t len, int add_bos, int add_eos);
 
 struct gguf_ctx;
+struct tok;
 
 /* chat_tmpl_from_model() with the GGUF key `tokenizer.chat_template` of g
- * (none: ChatML). NULL (logged) when the key is not a string or the
- * template does not compile. */
-chat_tmpl_t *chat_tmpl_from_gguf(const struct gguf_ctx *g);
+ * (none: ChatML) and the BOS/EOS settings of tok, the tokenizer of the same
+ * file. NULL (logged) when the key is not a string or the template does not
+ * compile. */
+chat_tmpl_t *chat_tmpl_from_gguf(const struct gguf_ctx *g, const struct tok *tok);
 
 /* The source the template was compiled from (NUL-terminated, owned by t). */
 const char *chat_tmpl_source(const chat_tmpl_t *t);

@@ -20,6 +20,7 @@
 
 #include "base/log.h"
 #include "base/alloc.h"
+#include "gguf/gguf.h"
 #include "text/tok_internal.h"
 
 static uint64_t pair_key(int32_t l, int32_t r) { return ((uint64_t)(uint32_t)l << 32) | (uint32_t)r; }
@@ -49,8 +50,7 @@ int tok__bpe_init(tok_t *tok, const gguf_str_t *merges, int32_t n_merges, char *
   uint64_t size = 16;
   while (size < 2 * (uint64_t)n_merges) size *= 2;
   tok->merges.mask = size - 1;
-  tok->merges.slots = malloc(size * sizeof(tok__merge_t));
-  if (!tok->merges.slots) abort();
+  tok->merges.slots = xmalloc(size * sizeof(tok__merge_t));
   memset(tok->merges.slots, 0xFF, size * sizeof(tok__merge_t));
 
   char *joined = NULL;
@@ -146,7 +146,7 @@ void tok__bpe_chars(const tok_t *tok, tok__scratch_t *sc, const uint8_t *w, size
   sym_t *s = sc->sym;
   int32_t m = 0;
   for (size_t i = 0; i < n;) {
-    int c = tok__utf8_char(w + i, n - i);
+    int c = utf8_char(w + i, n - i);
     if (c <= 0) c = 1; /* the input was sanitized; defensive */
     int32_t id = strmap_find(&tok->vocab, (const char *)w + i, (size_t)c);
     int fallback = id < 0;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "text/tok_internal.h"
+#include "base/alloc.h"
 
 static int skipped(const tok_t *tok, int32_t id, int flags) {
   int t = tok->types[id];
@@ -25,8 +26,7 @@ int64_t tok_decode(const tok_t *tok, const int32_t *ids, size_t n, int flags, ch
   /* the raw bytes, gathered first: sanitizing needs them whole */
   size_t total = 0;
   for (size_t i = 0; i < n; i++) total += tok->piece_off[ids[i] + 1] - tok->piece_off[ids[i]];
-  uint8_t *raw = malloc(total ? total : 1);
-  if (!raw) abort();
+  uint8_t *raw = xmalloc(total ? total : 1);
   size_t k = 0;
   int strip = (flags & TOK_DEC_STRIP_PREFIX) && tok->add_space_prefix;
   for (size_t i = 0; i < n; i++) {
@@ -45,9 +45,8 @@ int64_t tok_decode(const tok_t *tok, const int32_t *ids, size_t n, int flags, ch
   }
   const uint8_t *res = raw;
   uint8_t *clean = NULL;
-  if ((flags & TOK_DEC_VALID_UTF8) && !tok__utf8_valid(raw, k)) {
-    clean = malloc(3 * k);
-    if (!clean) abort();
+  if ((flags & TOK_DEC_VALID_UTF8) && !utf8_valid(raw, k)) {
+    clean = xmalloc(3 * k);
     k = tok__utf8_sanitize(raw, k, 0, clean, NULL);
     res = clean;
   }
@@ -80,8 +79,7 @@ int tok_stream_push(tok_stream_t *s, int32_t id, char *out, size_t cap) {
   /* the held-back bytes, then the piece */
   uint8_t small[256];
   size_t n = s->n_pend + len;
-  uint8_t *b = n <= sizeof small ? small : malloc(n);
-  if (!b) abort();
+  uint8_t *b = n <= sizeof small ? small : xmalloc(n);
   memcpy(b, s->pend, s->n_pend);
   memcpy(b + s->n_pend, p, len);
   size_t used;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/strmap.h"
 #include "text/tok_internal.h"
 
@@ -45,8 +46,7 @@ typedef struct word_ctx {
 static void long_word(word_ctx_t *c, const uint8_t *w, size_t n) {
   tok__scratch_t *sc = c->sc;
   if (!sc->piece_ids) {
-    sc->piece_ids = malloc(TOK_PIECE_MAX * sizeof *sc->piece_ids);
-    if (!sc->piece_ids) abort();
+    sc->piece_ids = xmalloc(TOK_PIECE_MAX * sizeof *sc->piece_ids);
   }
   for (size_t at = 0; at < n;) {
     size_t k = n - at;
@@ -139,7 +139,7 @@ size_t tok_mark_specials(const tok_t *tok, const char *text, size_t len, char *o
     if (id >= 0 && tok->types[id] != TOK_TYPE_USER_DEFINED) {
       tok__text(tok, id, &tlen);
       for (size_t j = 0; j < tlen;) { /* a mark after each character: no special starts inside */
-        int cl = tok__utf8_char(s + i + j, tlen - j);
+        int cl = utf8_char(s + i + j, tlen - j);
         if (cl < 1) cl = 1;
         memcpy(out + k, s + i + j, (size_t)cl);
         k += (size_t)cl;
@@ -160,8 +160,7 @@ size_t tok_mark_specials(const tok_t *tok, const char *text, size_t len, char *o
 static int marked_fragment(const tok_t *tok, tok__scratch_t *sc, const uint8_t *s, size_t n, int flags,
                            int *prefix, tok__out_t *out) {
   if (n == 0) return 0;
-  uint8_t *plain = malloc(n), *clean = NULL;
-  if (!plain) abort();
+  uint8_t *plain = xmalloc(n), *clean = NULL;
   size_t m = 0;
   for (size_t i = 0; i < n; i++)
     if (s[i] != TOK_MARK) plain[m++] = s[i];
@@ -171,10 +170,9 @@ static int marked_fragment(const tok_t *tok, tok__scratch_t *sc, const uint8_t *
   }
   const uint8_t *t = plain;
   int rc = 0;
-  if (!tok__utf8_valid(plain, m)) {
+  if (!utf8_valid(plain, m)) {
     if (flags & TOK_ENC_STRICT) rc = -EILSEQ;
-    clean = malloc(3 * m);
-    if (!clean) abort();
+    clean = xmalloc(3 * m);
     m = tok__utf8_sanitize(plain, m, 0, clean, NULL);
     t = clean;
   }
@@ -191,10 +189,9 @@ int64_t tok_encode(const tok_t *tok, const char *text, size_t len, int flags, in
   const uint8_t *s = (const uint8_t *)text;
   uint8_t *clean = NULL;
   const int marked = flags & TOK_ENC_MARKED; /* checked per fragment, the marks dropped */
-  if (!marked && len > 0 && !tok__utf8_valid(s, len)) {
+  if (!marked && len > 0 && !utf8_valid(s, len)) {
     if (flags & TOK_ENC_STRICT) return -EILSEQ;
-    clean = malloc(3 * len);
-    if (!clean) abort();
+    clean = xmalloc(3 * len);
     len = tok__utf8_sanitize(s, len, 0, clean, NULL);
     s = clean;
   }
@@ -203,8 +200,7 @@ int64_t tok_encode(const tok_t *tok, const char *text, size_t len, int flags, in
   tok__scratch_t sc;
   memset(&sc, 0, sizeof sc);
   if (tok->model == TOK_MODEL_BPE && len >= 256) { /* worth its setup */
-    sc.cache = calloc(CACHE_SLOTS, sizeof *sc.cache);
-    if (!sc.cache) abort();
+    sc.cache = xcalloc(CACHE_SLOTS, sizeof *sc.cache);
   }
   int rc = 0;
   if ((flags & TOK_ENC_ADD_SPECIAL) && tok->add_bos) tok__emit(&out, tok->bos);

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
+#include "gguf/gguf.h"
 #include "text/tok_internal.h"
 
 /* An optional token id key: -1 when absent. 0, or -EINVAL with err written. */
@@ -49,8 +51,7 @@ static char *get_cstr(const gguf_ctx_t *g, const char *key, int *bad) {
     *bad = rc != -ENOENT;
     return NULL;
   }
-  char *c = malloc((size_t)s.len + 1);
-  if (!c) abort();
+  char *c = xmalloc((size_t)s.len + 1);
   memcpy(c, s.ptr, (size_t)s.len);
   c[s.len] = 0;
   return c;
@@ -97,8 +98,7 @@ tok_t *tok_create_from_gguf(const gguf_ctx_t *g, char *err, size_t err_len) {
                (long long)n);
       goto out;
     }
-    types = malloc((size_t)n * sizeof *types);
-    if (!types) abort();
+    types = xmalloc((size_t)n * sizeof *types);
     for (int64_t i = 0; i < n; i++) {
       int64_t v;
       if (gguf_arr_i64(kv, (uint64_t)i, &v) != 0 || v < INT32_MIN || v > INT32_MAX) {
@@ -118,8 +118,7 @@ tok_t *tok_create_from_gguf(const gguf_ctx_t *g, char *err, size_t err_len) {
                (long long)n);
       goto out;
     }
-    scores = malloc((size_t)n * sizeof *scores);
-    if (!scores) abort();
+    scores = xmalloc((size_t)n * sizeof *scores);
     for (int64_t i = 0; i < n; i++) {
       if (gguf_arr_f32(kv, (uint64_t)i, &scores[i]) != 0) {
         snprintf(err, err_len, "tokenizer: tokenizer.ggml.scores[%lld] is not a float",

@@ -8,17 +8,10 @@
 #include <stdint.h>
 
 #include "base/strmap.h"
+#include "base/utf8.h"
 #include "text/tokenizer.h"
 
-/* ---- UTF-8 (tok_utf8.c) --------------------------------------------------- */
-
-/* Length of the well-formed UTF-8 character at s[0..n) (1..4), 0 if the
- * bytes there are ill-formed, or -k if they are a valid but incomplete
- * prefix of k bytes cut off by the end of the input. */
-int tok__utf8_char(const uint8_t *s, size_t n);
-
-/* Whether s[n] is entirely well-formed UTF-8. */
-int tok__utf8_valid(const uint8_t *s, size_t n);
+/* ---- UTF-8 (tok_utf8.c; well-formedness is base/utf8.h's) ---------------- */
 
 /* Copies s[n] to out (NULL: only count), replacing each maximal ill-formed
  * subsequence by U+FFFD (EF BF BD). With hold_tail, a valid but incomplete

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "text/tok_internal.h"
 
 #ifndef TRAM_NO_HF
@@ -26,8 +27,7 @@ int tok__nfc(const uint8_t *s, size_t n, uint8_t **out, size_t *out_n) {
   int32_t n16 = 0;
   u_strFromUTF8(NULL, 0, &n16, (const char *)s, (int32_t)n, &st); /* preflight */
   st = U_ZERO_ERROR;
-  UChar *src = malloc(((size_t)n16 + 1) * sizeof *src);
-  if (!src) abort();
+  UChar *src = xmalloc(((size_t)n16 + 1) * sizeof *src);
   u_strFromUTF8(src, n16 + 1, &n16, (const char *)s, (int32_t)n, &st);
   int rc = U_FAILURE(st) ? -EILSEQ : 0;
   if (rc == 0 && unorm2_quickCheck(nfc, src, n16, &st) == UNORM_YES && U_SUCCESS(st)) {
@@ -40,8 +40,7 @@ int tok__nfc(const uint8_t *s, size_t n, uint8_t **out, size_t *out_n) {
   int32_t cap16 = 3 * n16 + 1, m16 = 0;
   UChar *dst = NULL;
   for (int attempt = 0; rc == 0 && attempt < 2; attempt++) {
-    dst = realloc(dst, (size_t)cap16 * sizeof *dst);
-    if (!dst) abort();
+    dst = xreallocarray(dst, (size_t)cap16, sizeof *dst);
     st = U_ZERO_ERROR;
     m16 = unorm2_normalize(nfc, src, n16, dst, cap16, &st);
     if (st != U_BUFFER_OVERFLOW_ERROR) break;
@@ -52,8 +51,7 @@ int tok__nfc(const uint8_t *s, size_t n, uint8_t **out, size_t *out_n) {
   if (rc == 0) {
     u_strToUTF8(NULL, 0, &m8, dst, m16, &st); /* preflight */
     st = U_ZERO_ERROR;
-    *out = malloc((size_t)m8 + 1);
-    if (!*out) abort();
+    *out = xmalloc((size_t)m8 + 1);
     u_strToUTF8((char *)*out, m8 + 1, &m8, dst, m16, &st);
     if (U_FAILURE(st)) {
       free(*out);

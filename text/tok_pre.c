@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "text/tok_internal.h"
 
@@ -103,8 +104,7 @@ tok__pre_t *tok__pre_create(const char *name, tok__pre_info_t *info, char *err, 
     snprintf(err, err_len, "tokenizer: unknown pre-tokenizer \"%s\" (tokenizer.ggml.pre)", name);
     return NULL;
   }
-  tok__pre_t *pre = calloc(1, sizeof *pre);
-  if (!pre) abort();
+  tok__pre_t *pre = xcalloc(1, sizeof *pre);
   for (int i = 0; kind->res[i]; i++) {
     int code;
     PCRE2_SIZE off;
@@ -166,7 +166,7 @@ static int split_level(split_t *sp, int level, const uint8_t *s, size_t n) {
     if (rc < 0) return rc;
     if (rc == 0) break;
     if (e == b) { /* an empty match splits nothing: search on from the next character */
-      int k = tok__utf8_char(s + b, n - b);
+      int k = utf8_char(s + b, n - b);
       from = b + (size_t)(k > 0 ? k : 1);
       continue;
     }

@@ -78,7 +78,7 @@ void tok__spm_fragment(const tok_t *tok, tok__scratch_t *sc, const uint8_t *text
   tok__heap_t h = {sc->heap, 0};
   int32_t m = 0;
   for (size_t i = 0; i < k;) {
-    int c = tok__utf8_char((const uint8_t *)buf + i, k - i);
+    int c = utf8_char((const uint8_t *)buf + i, k - i);
     if (c <= 0) c = 1; /* the input was sanitized; defensive */
     s[m] = (sym_t){(uint32_t)i, (uint32_t)c, m - 1, -1};
     if (m > 0) s[m - 1].next = m;

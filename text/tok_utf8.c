@@ -1,65 +1,22 @@
-/* text/tok_utf8.c — UTF-8 well-formedness for the tokenizer: checking
- * input, replacing ill-formed bytes by U+FFFD, holding back an incomplete
- * character at the end of a stream, and the GPT-2 byte-level alphabet.
+/* text/tok_utf8.c — the tokenizer's UTF-8 policy (well-formedness itself
+ * is base/utf8.h's): replacing ill-formed bytes by U+FFFD, holding back an
+ * incomplete character at the end of a stream, and the GPT-2 byte-level
+ * alphabet.
  *
- * Well-formed sequences (Unicode, Table 3-7):
- *   00..7F
- *   C2..DF 80..BF
- *   E0 A0..BF 80..BF | E1..EC 80..BF 80..BF | ED 80..9F 80..BF | EE..EF 80..BF 80..BF
- *   F0 90..BF 80..BF 80..BF | F1..F3 80..BF 80..BF 80..BF | F4 80..8F 80..BF 80..BF
  * A maximal ill-formed subsequence (the longest prefix of a well-formed
  * sequence, or one byte that starts none) becomes one U+FFFD, which is also
  * what Python's bytes.decode("utf-8", "replace") does. */
 #include <string.h>
 
+#include "base/utf8.h"
 #include "text/tok_internal.h"
 
-int tok__utf8_char(const uint8_t *s, size_t n) {
-  uint8_t c = s[0];
-  if (c < 0x80) return 1;
-  int len;
-  uint8_t lo = 0x80, hi = 0xBF; /* range of the second byte */
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  for (int i = 1; i < len; i++) {
-    if ((size_t)i >= n) return -i; /* cut off: i bytes so far, all valid */
-    uint8_t b = s[i];
-    if (i == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return 0;
-  }
-  return len;
-}
-
-int tok__utf8_valid(const uint8_t *s, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    if (s[i] < 0x80) { /* ASCII runs are the common case */
-      i++;
-      continue;
-    }
-    int k = tok__utf8_char(s + i, n - i);
-    if (k <= 0) return 0;
-    i += (size_t)k;
-  }
-  return 1;
-}
-
 /* The length of the maximal ill-formed subsequence at s[0..n) (>= 1), given
- * that tok__utf8_char returned 0 or a negative value there. */
+ * that utf8_char returned 0 or a negative value there. */
 static size_t bad_len(const uint8_t *s, size_t n) {
   size_t k = 1;
   while (k < n && k < 4) {
-    int r = tok__utf8_char(s, k + 1);
+    int r = utf8_char(s, k + 1);
     if (r == 0) break; /* adding s[k] breaks it: s[k] starts the next piece */
     k++;
   }
@@ -71,7 +28,7 @@ size_t tok__utf8_sanitize(const uint8_t *s, size_t n, int hold_tail, uint8_t *ou
   static const uint8_t fffd[3] = {0xEF, 0xBF, 0xBD};
   size_t i = 0, o = 0;
   while (i < n) {
-    int k = tok__utf8_char(s + i, n - i);
+    int k = utf8_char(s + i, n - i);
     if (k > 0) {
       if (out) memcpy(out + o, s + i, (size_t)k);
       o += (size_t)k;
@@ -112,12 +69,8 @@ int tok__cp_byte(uint32_t cp) {
 }
 
 int tok__byte_utf8(uint8_t b, char out[2]) {
-  uint32_t cp = tok__byte_cp(b);
-  if (cp < 0x80) {
-    out[0] = (char)cp;
-    return 1;
-  }
-  out[0] = (char)(0xC0 | (cp >> 6));
-  out[1] = (char)(0x80 | (cp & 0x3F));
-  return 2;
+  char t[4]; /* the alphabet stops at U+0143: two bytes at most */
+  const int n = utf8_encode(tok__byte_cp(b), t);
+  memcpy(out, t, (size_t)n);
+  return n;
 }

@@ -10,6 +10,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "gguf/gguf.h"
 #include "text/tok_internal.h"
 
 static void fail(char *err, size_t err_len, const char *fmt, ...)
@@ -90,10 +91,9 @@ static size_t decode_piece(const tok_t *tok, int32_t id, char *out) {
    * alphabet (a malformed vocabulary) is kept as it is */
   size_t i = 0;
   while (i < len) {
-    int k = tok__utf8_char((const uint8_t *)t + i, len - i);
-    if (k <= 0) k = 1;
     uint32_t cp = (uint8_t)t[i];
-    if (k == 2) cp = ((cp & 0x1F) << 6) | ((uint8_t)t[i + 1] & 0x3F);
+    int k = utf8_decode(t + i, len - i, &cp);
+    if (k <= 0) k = 1;
     int b = k <= 2 ? tok__cp_byte(cp) : -1;
     if (b >= 0) {
       out[o++] = (char)b;
@@ -356,6 +356,7 @@ int32_t tok_bos(const tok_t *tok) { return tok->bos; }
 int32_t tok_eos(const tok_t *tok) { return tok->eos; }
 int32_t tok_eot(const tok_t *tok) { return tok->eot; }
 int tok_adds_bos(const tok_t *tok) { return tok->add_bos; }
+int tok_adds_eos(const tok_t *tok) { return tok->add_eos; }
 
 int tok_is_eog(const tok_t *tok, int32_t id) {
   for (int32_t i = 0; i < tok->n_eog; i++) {

@@ -52,7 +52,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gguf/gguf.h"
+typedef struct gguf_str gguf_str_t; /* gguf/gguf.h: views into the model file */
+typedef struct gguf_ctx gguf_ctx_t;
 
 typedef struct tok tok_t;
 
@@ -141,8 +142,10 @@ tok_model_t tok_model(const tok_t *tok);
 int32_t tok_bos(const tok_t *tok); /* -1 if none */
 int32_t tok_eos(const tok_t *tok);
 int32_t tok_eot(const tok_t *tok);
-/* Whether encoding with TOK_ENC_ADD_SPECIAL puts BOS in front. */
+/* Whether encoding with TOK_ENC_ADD_SPECIAL puts BOS in front (EOS at the
+ * end): the model's add_bos_token (add_eos_token), when it has that token. */
 int tok_adds_bos(const tok_t *tok);
+int tok_adds_eos(const tok_t *tok);
 
 /* End of generation: eos, eot, eom, and the tokens whose text is one of
  * <|im_end|>, <|eot_id|>, <|endoftext|>, <|end_of_text|>, <|eom_id|>,
@@ -175,7 +178,8 @@ enum {
 
 /* ---- text from users inside a template's markup ----------------------------
  *
- * A chat template wraps request text (message contents) in control tokens;
+ * A chat template wraps request text (message contents, tool definitions)
+ * in control tokens;
  * the rendered text is then encoded with TOK_ENC_PARSE_SPECIAL. For the
  * control tokens' texts inside the request text to stay plain text, that
  * text is marked before rendering: tok_mark_specials puts a TOK_MARK byte

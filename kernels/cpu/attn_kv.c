@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "kernels/cpu/attn_cpu.h"
 #include "kernels/cpu/cpu_backend.h"
 
@@ -70,8 +71,7 @@ void kern_cpu_kv_gather(kern_backend_t *be, void *k_out, void *v_out, const kern
   for (int b = 0; b < a->n_seqs; b++)
     n_items += (a->cu_seq_lens_k[b + 1] - a->cu_seq_lens_k[b] + a->block_size - 1) / a->block_size;
   if (n_items == 0) return;
-  gather_item_t *items = malloc((size_t)n_items * sizeof *items);
-  if (!items) abort();
+  gather_item_t *items = xmalloc((size_t)n_items * sizeof *items);
   int64_t i = 0;
   for (int b = 0; b < a->n_seqs; b++) {
     const int nb = (a->cu_seq_lens_k[b + 1] - a->cu_seq_lens_k[b] + a->block_size - 1) / a->block_size;

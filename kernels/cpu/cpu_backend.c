@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "kernels/cpu/attn_cpu.h"
 #include "kernels/cpu/matmul_cpu.h"
@@ -152,8 +153,7 @@ static const kern_backend_t cpu_table = {
 };
 
 kern_backend_t *kern_cpu_create(const kern_backend_opts_t *opts) {
-  kern_cpu_t *cpu = calloc(1, sizeof *cpu);
-  if (!cpu) abort();
+  kern_cpu_t *cpu = xcalloc(1, sizeof *cpu);
   cpu->base = cpu_table;
   cpu->base.precision = opts->precision == KERN_PRECISION_FAST ? KERN_PRECISION_FAST : KERN_PRECISION_EXACT;
   cpu->repack = !opts->keep_views;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/matmul_q8.h"
@@ -197,8 +198,7 @@ void kern_cpu_matmul(kern_backend_t *be, float *y, const float *x, const kern_we
 
 void kern_cpu_matmul_ref(float *y, const float *x, const kern_weight_t *w, int n) {
   int64_t kp = (w->cols + 7) / 8 * 8, row_bytes = kern_type_row_bytes(w->type, w->cols);
-  float *wr = calloc((size_t)kp, sizeof(float)), *xr = calloc((size_t)kp, sizeof(float)), lanes[8];
-  if (!wr || !xr) abort();
+  float *wr = xcalloc((size_t)kp, sizeof(float)), *xr = xcalloc((size_t)kp, sizeof(float)), lanes[8];
   for (int64_t c = 0; c < w->rows; c++) {
     kern_cpu_dequant_row_scalar(w->type, (const uint8_t *)w->impl + c * row_bytes, wr, w->cols);
     for (int i = 0; i < n; i++) {

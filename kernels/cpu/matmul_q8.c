@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/half.h"
@@ -283,8 +284,7 @@ void kern_cpu_matmul_q8(kern_backend_t *be, float *y, const float *x, const kern
 
 void kern_cpu_matmul_q8_ref(float *y, const float *x, const kern_weight_t *w, int n) {
   int64_t nb = w->cols / 32, row_bytes = kern_type_row_bytes(w->type, w->cols);
-  kern_cpu_q8a_t *xq = malloc((size_t)nb * sizeof *xq);
-  if (!xq) abort();
+  kern_cpu_q8a_t *xq = xmalloc((size_t)nb * sizeof *xq);
   for (int i = 0; i < n; i++) {
     kern_cpu_q8_quantize_row_scalar(x + (int64_t)i * w->cols, xq, w->cols);
     for (int64_t c = 0; c < w->rows; c++)

@@ -38,6 +38,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "base/fault.h"
 #include "base/log.h"
 
@@ -152,14 +153,12 @@ kern_pool_t *kern_pool_create(int n_threads) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     n_threads = n > 0 ? (int)n : 1;
   }
-  kern_pool_t *p = calloc(1, sizeof *p);
-  if (!p) abort();
+  kern_pool_t *p = xcalloc(1, sizeof *p);
   p->n_threads = n_threads;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->wake, NULL);
   if (n_threads > 1) {
-    p->workers = calloc((size_t)n_threads - 1, sizeof *p->workers);
-    if (!p->workers) abort();
+    p->workers = xcalloc((size_t)n_threads - 1, sizeof *p->workers);
   }
   for (int i = 0; i < n_threads - 1; i++) {
     worker_t *w = &p->workers[i];

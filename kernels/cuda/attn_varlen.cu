@@ -1,7 +1,9 @@
 /* kernels/cuda/attn_varlen.cu — varlen prefill attention over packed or
  * paged K/V (see attn_varlen.cuh and, for the computation, attn_tile.cuh). */
 #include "kernels/cuda/attn_tile.cuh"
+#include "kernels/cuda/attn_decode.cuh"
 #include "kernels/cuda/attn_varlen.cuh"
+#include "kernels/cuda/scan.cuh"
 
 #define PF_WARPS 4
 #define PF_THREADS (32 * PF_WARPS)
@@ -9,7 +11,6 @@
 #define PF_STAGES 2
 static_assert(PF_ROWS == CUDA_GEOM_PREFILL_ROWS, "kernels/cuda_geom.h sizes the grid by PF_ROWS");
 static_assert(ATTN_SPLIT == CUDA_GEOM_SPLIT_KEYS, "kernels/cuda_geom.h counts splits of ATTN_SPLIT keys");
-#define SCAN_THREADS 1024
 
 typedef struct prefill_params {
   const float *q; /* [total_q, n_heads, D] */
@@ -25,29 +26,11 @@ typedef struct prefill_params {
   float scale, softcap;           /* kern_attn_args_t's: the soft-capped score needs the plain scale */
 } prefill_params;
 
-/* tiles[b] = sum of cuda_geom_row_tiles(q_len) over sequences before b, for
- * b in 0..n_seqs: one block of SCAN_THREADS, each thread a run of sequences,
- * then a scan of the runs in shared memory. */
-static __global__ void __launch_bounds__(SCAN_THREADS) tiles_kernel(int32_t *tiles, const int32_t *cu_q, int n_seqs) {
-  __shared__ int32_t run[SCAN_THREADS];
-  const int per = (n_seqs + SCAN_THREADS - 1) / SCAN_THREADS, i0 = threadIdx.x * per;
-  const int i1 = min(i0 + per, n_seqs);
-  int32_t sum = 0;
-  for (int i = i0; i < i1; i++) sum += cuda_geom_row_tiles(cu_q[i + 1] - cu_q[i]);
-  run[threadIdx.x] = sum;
-  __syncthreads();
-  for (int step = 1; step < SCAN_THREADS; step *= 2) { /* inclusive scan of the runs */
-    const int32_t add = threadIdx.x >= step ? run[threadIdx.x - step] : 0;
-    __syncthreads();
-    run[threadIdx.x] += add;
-    __syncthreads();
-  }
-  int32_t acc = run[threadIdx.x] - sum; /* tiles before this thread's run */
-  if (threadIdx.x == 0) tiles[0] = 0;
-  for (int i = i0; i < i1; i++) {
-    acc += cuda_geom_row_tiles(cu_q[i + 1] - cu_q[i]);
-    tiles[i + 1] = acc;
-  }
+/* tiles[b] = sum of cuda_geom_prefill_tiles(q_len, route) over sequences
+ * before b, for b in 0..n_seqs (scan.cuh). One block of SCAN_THREADS. */
+static __global__ void __launch_bounds__(SCAN_THREADS)
+    tiles_kernel(int32_t *tiles, const int32_t *cu_q, int n_seqs, int route) {
+  kern_cuda__block_scan(tiles, n_seqs, [=](int i) { return cuda_geom_prefill_tiles(cu_q[i + 1] - cu_q[i], route); });
 }
 
 /* grid = (cuda_geom_varlen_grid: at least the batch's row tiles, n_heads).
@@ -183,13 +166,13 @@ void kern_cuda__attn_check(const kern_attn_args_t *a, const char *what) {
 }
 
 template <int D, bool PAGED>
-static void prefill_launch(kern_cuda_t *cu, const prefill_params &p, const kern_attn_args_t *a) {
+static void prefill_launch(kern_cuda_t *cu, const prefill_params &p, const kern_attn_args_t *a, int route) {
   const int64_t tiles = cuda_geom_varlen_grid(a->n_seqs, a->total_q, a->max_seqlen_q);
   if (tiles > INT32_MAX) {
     log_error("attn_varlen: %lld row tiles in one call", (long long)tiles);
     abort();
   }
-  tiles_kernel<<<1, SCAN_THREADS, 0, cu->stream>>>(cu->tiles, a->cu_seq_lens_q, a->n_seqs);
+  tiles_kernel<<<1, SCAN_THREADS, 0, cu->stream>>>(cu->tiles, a->cu_seq_lens_q, a->n_seqs, route);
   CUDA_CHECK_LAUNCH();
   dim3 grid((unsigned)tiles, a->n_heads);
   attn_prefill_kernel<D, PAGED><<<grid, PF_THREADS, prefill_smem<D, PAGED>(), cu->stream>>>(p);
@@ -224,10 +207,16 @@ static void varlen(kern_backend_t *be, const kern_attn_args_t *a, bool paged) {
   p.window = a->sliding_window;
   p.scale = a->scale;
   p.softcap = a->softcap;
-  if (a->head_dim == 64)
-    paged ? prefill_launch<64, true>(cu, p, a) : prefill_launch<64, false>(cu, p, a);
-  else
-    paged ? prefill_launch<128, true>(cu, p, a) : prefill_launch<128, false>(cu, p, a);
+  /* paged: the sequences of one row go to the decode kernels (the same
+   * bits, kernels/cuda_geom.h cuda_geom_routed_to_decode); a batch of them
+   * only (max_seqlen_q 1) starts no prefill block */
+  if (!paged || a->max_seqlen_q > 1) {
+    if (a->head_dim == 64)
+      paged ? prefill_launch<64, true>(cu, p, a, 1) : prefill_launch<64, false>(cu, p, a, 0);
+    else
+      paged ? prefill_launch<128, true>(cu, p, a, 1) : prefill_launch<128, false>(cu, p, a, 0);
+  }
+  if (paged) kern_cuda__decode_rows(cu, a, a->cu_seq_lens_q, a->cu_seq_lens_k);
 }
 
 void kern_cuda__attn_varlen(kern_backend_t *be, const kern_attn_args_t *a) { varlen(be, a, false); }
@@ -236,16 +225,23 @@ void kern_cuda__attn_varlen_paged(kern_backend_t *be, const kern_attn_args_t *a)
   varlen(be, a, true);
 }
 
+static_assert(prefill_smem<64, true>() == CUDA_GEOM_PREFILL_SMEM(64) &&
+                  prefill_smem<128, true>() == CUDA_GEOM_PREFILL_SMEM(128),
+              "kernels/cuda_geom.h sizes the prefill kernel's shared memory");
+
+/* Raises the limit of one variant when it fits the GPU (*err: the first failure). */
 template <int D, bool PAGED>
-static void raise_smem_limit() {
-  CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<D, PAGED>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  prefill_smem<D, PAGED>()));
+static void raise_smem_limit(size_t smem_optin, cudaError_t *err) {
+  if (*err != cudaSuccess || (size_t)prefill_smem<D, PAGED>() > smem_optin) return;
+  *err = cudaFuncSetAttribute(attn_prefill_kernel<D, PAGED>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              prefill_smem<D, PAGED>());
 }
 
-void kern_cuda__attn_varlen_init(void) {
-  raise_smem_limit<64, false>();
-  raise_smem_limit<64, true>();
-  raise_smem_limit<128, false>();
-  raise_smem_limit<128, true>();
+cudaError_t kern_cuda__attn_varlen_init(size_t smem_optin) {
+  cudaError_t err = cudaSuccess;
+  raise_smem_limit<64, false>(smem_optin, &err);
+  raise_smem_limit<64, true>(smem_optin, &err);
+  raise_smem_limit<128, false>(smem_optin, &err);
+  raise_smem_limit<128, true>(smem_optin, &err);
+  return err;
 }

@@ -20,11 +20,15 @@
 void kern_cuda__attn_varlen(kern_backend_t *be, const kern_attn_args_t *a);
 
 /* kern.h attn_varlen_paged: as attn_varlen with k_cache, v_cache,
- * block_size, block_table, max_blocks_per_seq in place of k, v. */
+ * block_size, block_table, max_blocks_per_seq in place of k, v; the
+ * sequences of one query row (a mixed step's decode rows) go to the decode
+ * kernels (attn_decode.cuh kern_cuda__decode_rows: split-K, the same bits),
+ * the others to the prefill kernel. */
 void kern_cuda__attn_varlen_paged(kern_backend_t *be, const kern_attn_args_t *a);
 
-/* Raises the kernels' dynamic shared-memory limit; once, at creation. */
-void kern_cuda__attn_varlen_init(void);
+/* Raises the kernels' dynamic shared-memory limit, for the head_dims whose
+ * kernels fit smem_optin; once, at creation. */
+cudaError_t kern_cuda__attn_varlen_init(size_t smem_optin);
 
 /* Checks the head layout every attention kernel supports; aborts with a
  * message naming `what` otherwise (programmer error). */

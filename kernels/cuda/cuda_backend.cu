@@ -22,12 +22,17 @@
 #include "kernels/cuda/weights.cuh"
 
 void kern_cuda__fail(const char *stmt, const char *file, int line, cudaError_t err) {
+  if (kern_cuda__capture_failed(stmt, file, line, cudaGetErrorString(err))) {
+    (void)cudaGetLastError(); /* a launch error is not sticky: clear it */
+    return;
+  }
   log_error("CUDA error %s (%s) at %s:%d: %s", cudaGetErrorName(err), cudaGetErrorString(err),
             file, line, stmt);
   abort();
 }
 
 void kern_cuda__fail_cublas(const char *stmt, const char *file, int line, cublasStatus_t st) {
+  if (kern_cuda__capture_failed(stmt, file, line, cublasGetStatusString(st))) return;
   log_error("cuBLAS error %s (%s) at %s:%d: %s", cublasGetStatusName(st), cublasGetStatusString(st),
             file, line, stmt);
   abort();
@@ -122,10 +127,15 @@ static void cuda_upload_async(kern_backend_t *be, void *dst, const void *src, si
   cu->upload_pending = 1;
 }
 
+/* The layout, then the GPU's shared memory (sm_86/89: no head_dim 128),
+ * then the decode workspace: refused at model load, never mid-serving. */
 static int cuda_attn_supported(kern_backend_t *be, int n_heads, int n_kv_heads, int head_dim, char *err,
                                size_t err_len) {
-  (void)be;
-  return cuda_geom_attn_supported(n_heads, n_kv_heads, head_dim, err, err_len);
+  const kern_cuda_t *cu = kern_cuda(be);
+  int rc = cuda_geom_attn_supported(n_heads, n_kv_heads, head_dim, err, err_len);
+  if (rc == 0) rc = cuda_geom_attn_smem_fits(head_dim, cu->smem_optin, err, err_len);
+  if (rc == 0) rc = cuda_geom_decode_fits(n_heads, head_dim, cu->attn_ws_bytes, err, err_len);
+  return rc;
 }
 
 static void cuda_copy(kern_backend_t *be, void *dst, const void *src, size_t bytes) {
@@ -256,6 +266,14 @@ kern_backend_t *kern_cuda_create(int device) {
   cu->base = cuda_table;
   cu->device = device;
   cu->n_sm = prop.multiProcessorCount;
+  cu->attn_ws_bytes = KERN_CUDA_ATTN_WS_BYTES;
+  cu->smem_optin = prop.sharedMemPerBlockOptin;
+  char why[200];
+  if (cuda_geom_attn_smem_fits(64, cu->smem_optin, why, sizeof why) != 0) { /* no head_dim at all */
+    log_error("kern_cuda_create: %s: %s", prop.name, why);
+    free(cu);
+    return NULL;
+  }
 
   err = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking);
   if (err != cudaSuccess) {
@@ -266,7 +284,7 @@ kern_backend_t *kern_cuda_create(int device) {
   }
   if (create_alloc(&cu->cublas_ws, KERN_CUDA_CUBLAS_WS_BYTES, "cuBLAS workspace") ||
       create_alloc(&cu->work, KERN_CUDA_WORK_BYTES, "scratch workspace") ||
-      create_alloc((void **)&cu->attn_ws, KERN_CUDA_ATTN_WS_BYTES, "attention workspace") ||
+      create_alloc((void **)&cu->attn_ws, cu->attn_ws_bytes, "attention workspace") ||
       create_alloc((void **)&cu->tiles, (CUDA_GEOM_MAX_SEQS + 1) * sizeof(int32_t), "varlen tile map")) {
     cuda_release(cu);
     return NULL;
@@ -288,8 +306,17 @@ kern_backend_t *kern_cuda_create(int device) {
   CUBLAS_CHECK(cublasSetStream(cu->cublas, cu->stream));
   CUBLAS_CHECK(cublasSetWorkspace(cu->cublas, cu->cublas_ws, KERN_CUDA_CUBLAS_WS_BYTES));
   CUBLAS_CHECK(cublasSetPointerMode(cu->cublas, CUBLAS_POINTER_MODE_HOST));
-  kern_cuda__attn_varlen_init();
-  kern_cuda__attn_decode_init();
+  err = kern_cuda__attn_varlen_init(cu->smem_optin);
+  if (err == cudaSuccess) err = kern_cuda__attn_decode_init(cu->smem_optin);
+  if (err != cudaSuccess) {
+    log_error("kern_cuda_create: cannot raise the attention kernels' shared-memory limit: %s",
+              cudaGetErrorString(err));
+    (void)cudaGetLastError();
+    cuda_release(cu);
+    return NULL;
+  }
+  if (cuda_geom_attn_smem_fits(128, cu->smem_optin, why, sizeof why) != 0)
+    log_warn("cuda: %s: models of head_dim 128 will be refused (%s)", prop.name, why);
 
   log_info("cuda: %s (compute %d.%d, %d SMs, %.1f GiB), device %d", prop.name, prop.major,
            prop.minor, prop.multiProcessorCount, (double)prop.totalGlobalMem / (1 << 30), device);

@@ -6,7 +6,10 @@
  * the backend cannot recover from (errors are sticky on a CUDA context), so
  * the macros log the statement, file, line and error, then abort. The only
  * failures that are returned instead are out-of-memory at alloc and at
- * weight_init, and every failure inside kern_cuda_create. */
+ * weight_init, every failure inside kern_cuda_create, and any failure while
+ * this thread captures a graph: nothing runs during a capture, so no error
+ * there is sticky; the first is recorded, the capture goes on to graph_end,
+ * which returns NULL (the caller runs that step uncaptured, graph.cu). */
 #ifndef TRAM_KERN_CUDA_COMMON_CUH
 #define TRAM_KERN_CUDA_COMMON_CUH
 
@@ -24,10 +27,11 @@ extern "C" {
 #include "kernels/cuda_geom.h"
 #include "kernels/cuda/cuda_backend.h"
 
-/* Aborts with the statement, file, line and the error's name and text. */
-[[noreturn]] void kern_cuda__fail(const char *stmt, const char *file, int line, cudaError_t err);
-[[noreturn]] void kern_cuda__fail_cublas(const char *stmt, const char *file, int line,
-                                         cublasStatus_t st);
+/* Logs the statement, file, line and the error's name and text, then
+ * aborts; while this thread captures a graph, records the failure for
+ * graph_end instead (graph.cu) and returns. */
+void kern_cuda__fail(const char *stmt, const char *file, int line, cudaError_t err);
+void kern_cuda__fail_cublas(const char *stmt, const char *file, int line, cublasStatus_t st);
 
 #define CUDA_CHECK(stmt)                                                                   \
   do {                                                                                     \
@@ -58,7 +62,9 @@ typedef struct kern_cuda {
   cublasHandle_t cublas; /* bound to stream, with cublas_ws as its workspace */
   void *cublas_ws;       /* [KERN_CUDA_CUBLAS_WS_BYTES] */
   void *work;            /* [KERN_CUDA_WORK_BYTES] scratch, stream-ordered */
-  float *attn_ws;        /* [KERN_CUDA_ATTN_WS_BYTES / 4] decode partials */
+  float *attn_ws;        /* [attn_ws_bytes / 4] decode partials */
+  size_t attn_ws_bytes;  /* KERN_CUDA_ATTN_WS_BYTES (tests/gpu may lower it: cuda_geom_decode_plan's windows) */
+  size_t smem_optin;     /* shared memory a block may take (cudaDeviceProp.sharedMemPerBlockOptin) */
   int32_t *tiles;        /* [CUDA_GEOM_MAX_SEQS + 1] varlen row-tile starts, stream-ordered */
   cudaEvent_t uploaded;  /* recorded after the last upload_async */
   int upload_pending;    /* 1 while `uploaded` marks an upload_async not yet waited for */

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/oai_chat_val.h"
+#include "api/oai_chat_val.h"
 #include "text/chat_template.h"
 
 #define CHECK(cond) \

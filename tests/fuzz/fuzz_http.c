@@ -6,7 +6,8 @@
  * 1.. are what the client sends. They go through http__parse_feed with the
  * server's limits shrunk (so the 413/431 paths are reached), and every
  * complete request is taken into an arena the way a connection does; its
- * body then goes through all four OpenAI validators, and the error or the
+ * header values through the JSON routes' media-type check, its body through
+ * all four OpenAI validators, and the error or the
  * parsed text through the JSON writers. The raw bytes are also validated as a
  * JSON body directly, so the validators see inputs that were never HTTP.
  * Must not crash, hang or leak under ASan + UBSan. */
@@ -17,10 +18,11 @@
 
 #include "base/log.h"
 #include "base/arena.h"
-#include "server/http_parse.h"
-#include "server/oai_request.h"
-#include "server/oai_responses.h"
-#include "server/oai_response.h"
+#include "http/http_internal.h"
+#include "http/http_parse.h"
+#include "api/oai_request.h"
+#include "api/oai_responses.h"
+#include "api/oai_response.h"
 
 /* The validators on one body, then the writers on what they produced. */
 static void validate(const char *body, size_t len) {
@@ -110,8 +112,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       char *body = NULL;
       bool keep_alive;
       if (http__parse_take(&p, &a, &req, &body, &keep_alive) != 0) abort(); /* no allocation fails here */
-      for (int i = 0; i < req.n_headers; i++)
+      for (int i = 0; i < req.n_headers; i++) {
         if (strlen(req.headers[i].name) != req.headers[i].name_len) abort();
+        (void)http__json_media_type(req.headers[i].value); /* the JSON routes' Content-Type check */
+      }
       if (req.body[req.body_len] != '\0' || strlen(req.path) != req.path_len) abort();
       validate(req.body, req.body_len);
       free(body);
@@ -125,7 +129,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(buf);
     off += len;
     if (r == HTTP__PARSE_ERROR) {
-      if (p.error_status != 400 && p.error_status != 413 && p.error_status != 431 && p.error_status != 505)
+      if (p.error_status != 400 && p.error_status != 413 && p.error_status != 431 && p.error_status != 501 &&
+          p.error_status != 505)
         abort();
       break;
     }

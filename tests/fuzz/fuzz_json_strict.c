@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_json_strict.c — libFuzzer target for the strict JSON gate
- * (server/json_strict.h): on any bytes it must not crash, hang or read out
+ * (api/json_strict.h): on any bytes it must not crash, hang or read out
  * of bounds; what it accepts cJSON must parse in full (the gate is never
  * looser than the parser behind it), and the duplicate-key walk must run on
  * the tree. */
@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "server/json_strict.h"
+#include "api/json_strict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[160];

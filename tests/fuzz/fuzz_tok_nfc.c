@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(tok__nfc(text, n, &nfc, &m) == 0);
   if (ascii) CHECK(nfc == NULL);
   if (nfc) {
-    CHECK(tok__utf8_valid(nfc, m));
+    CHECK(utf8_valid(nfc, m));
     uint8_t *again = NULL;
     size_t k = 0;
     CHECK(tok__nfc(nfc, m, &again, &k) == 0);

@@ -120,7 +120,7 @@ static void fuzz_marked(const uint8_t *text, size_t len, int flags) {
   int64_t n_plain, n_marked;
   int32_t *plain = encode(text, len, flags & ~TOK_ENC_PARSE_SPECIAL, &n_plain);
   int32_t *ids = encode((const uint8_t *)marked, m, flags | TOK_ENC_MARKED, &n_marked);
-  if (tok__utf8_valid(text, len)) {
+  if (utf8_valid(text, len)) {
     CHECK(plain && ids && n_plain == n_marked);
     CHECK(memcmp(plain, ids, (size_t)n_plain * sizeof *ids) == 0);
   }
@@ -132,7 +132,7 @@ static void fuzz_marked(const uint8_t *text, size_t len, int flags) {
 static void fuzz_text(int mode, const uint8_t *text, size_t len) {
   int flags = (mode & 1 ? TOK_ENC_PARSE_SPECIAL : 0) | (mode & 2 ? TOK_ENC_ADD_SPECIAL : 0) |
               (mode & 4 ? TOK_ENC_STRICT : 0);
-  int valid = tok__utf8_valid(text, len);
+  int valid = utf8_valid(text, len);
   int64_t n, n2;
   int32_t *ids = encode(text, len, flags, &n);
   if (!ids) {
@@ -165,7 +165,7 @@ static void fuzz_ids(int mode, const uint8_t *data, size_t size) {
   int flags = mode & 1 ? TOK_DEC_SPECIAL : 0;
   int64_t wlen;
   char *want = decode(ids, n, flags | TOK_DEC_VALID_UTF8, &wlen);
-  CHECK(tok__utf8_valid((const uint8_t *)want, (size_t)wlen));
+  CHECK(utf8_valid((const uint8_t *)want, (size_t)wlen));
 
   size_t cap = tok_stream_max_out(tok), k = 0;
   char *out = malloc(cap), *got = malloc((size_t)wlen + 1);

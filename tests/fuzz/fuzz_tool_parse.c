@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_tool_parse.c — libFuzzer target for reading tool calls
- * out of model output (server/oai_tool_parse.h): model output follows what
+ * out of model output (api/oai_tool_parse.h): model output follows what
  * users put in prompts, so it is outside input too.
  *
  * The first byte picks the format (and the parallel limit), the rest is the
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/oai_tool_parse.h"
+#include "api/oai_tool_parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;

@@ -17,6 +17,9 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_common.cuh"
+extern "C" {
+#include "kernels/kern_sample.h"
+}
 #include "tests/gpu/gpu_test.cuh"
 
 #define REPS 30
@@ -125,6 +128,7 @@ static void ceilings(bench_ctx_t *b) {
   });
   b->copy_gbs = 2.0 * bytes / us / 1e3;
   bench_row(b, "ceiling: device-to-device copy 2 GiB", us, 2.0 * bytes, 0, 0, 0);
+  printf("copy_gbs: %.1f\n", b->copy_gbs); /* read by run-on-device.sh (the roofline line) */
   gt_free(b->t, src), gt_free(b->t, dst);
 
   const int N = 8192;
@@ -144,13 +148,17 @@ static void ceilings(bench_ctx_t *b) {
   gt_free(b->t, scratch), gt_free(b->t, A), gt_free(b->t, B), gt_free(b->t, C);
 }
 
-/* Decode: 64 sequences x 4096 cached tokens (+1 appended), page 16. */
-static void bench_decode(bench_ctx_t *b) {
+/* Decode over cache_seqlens `seqlens` (+1 appended each), 32/8 heads of
+ * 128, page 16; bytes: the K/V read and the Q read and out written. */
+static void bench_decode(bench_ctx_t *b, const char *name, const std::vector<int32_t> &seqlens, double goal_pct) {
   gt_t *t = b->t;
-  const int S = 64, CTX = 4096, H = 32, HKV = 8, D = 128, BS = 16, SETS = 3;
+  const int S = (int)seqlens.size(), H = 32, HKV = 8, D = 128, BS = 16, SETS = 3;
+  int CTX = 0;
+  double keys = 0;
+  for (int32_t l : seqlens) CTX = l > CTX ? l : CTX, keys += l + 1;
   const int mbps = (CTX + 1 + BS - 1) / BS, nblocks = S * mbps;
   const size_t row = (size_t)HKV * D, cache_n = (size_t)nblocks * BS * row;
-  std::vector<int32_t> perm(nblocks), seqlens(S, CTX);
+  std::vector<int32_t> perm(nblocks);
   for (int i = 0; i < nblocks; i++) perm[i] = i;
   float *scratch = (float *)gt_dev(t, ((size_t)64 << 20) * 4);
   std::vector<kern_attn_args_t> sets(SETS);
@@ -175,8 +183,8 @@ static void bench_decode(bench_ctx_t *b) {
     bufs.insert(bufs.end(), mine, mine + 8);
   }
   const double us = time_us(b, [&](int i) { t->be->attn_decode(t->be, &sets[i % SETS]); });
-  const double bytes = (double)S * (CTX + 1) * row * 2 * 2 + 2.0 * S * H * D * 4;
-  bench_row(b, "decode attn 64x4096, 32/8 heads, D128, page 16", us, bytes, 0, 75, 0);
+  const double bytes = keys * row * 2 * 2 + 2.0 * S * H * D * 4;
+  bench_row(b, name, us, bytes, 0, goal_pct, 0);
   for (void *p : bufs) gt_free(t, p);
   gt_free(t, scratch);
 }
@@ -282,6 +290,35 @@ static void bench_matmul(bench_ctx_t *b) {
   gt_free(t, x), gt_free(t, y);
 }
 
+/* Sampling 256 rows of a 128,256-token vocabulary (Llama 3), top-p 0.9 at
+ * temperature 0.8 (the threshold search over the whole vocabulary), with
+ * no ops; bytes: the logits read once. */
+static void bench_sample(bench_ctx_t *b) {
+  gt_t *t = b->t;
+  kern_backend_t *be = t->be;
+  if (!be->sample) return;
+  const int R = 256, V = 128256;
+  float *x = (float *)gt_dev(t, (size_t)R * V * 4);
+  std::vector<kern_sample_row_t> rows(R);
+  for (int i = 0; i < R; i++) {
+    memset(&rows[i], 0, sizeof rows[i]);
+    rows[i].on_device = 1, rows[i].temperature = 0.8f, rows[i].top_p = 0.9f;
+    rows[i].seed = 977ull * (uint64_t)(i + 1), rows[i].draw = 1;
+  }
+  kern_sample_row_t *dr = (kern_sample_row_t *)gt_dev_from(t, rows.data(), rows.size() * sizeof rows[0]);
+  kern_sample_op_t *dop = (kern_sample_op_t *)gt_dev(t, sizeof(kern_sample_op_t));
+  kern_sample_out_t *dout = (kern_sample_out_t *)gt_dev(t, (size_t)R * sizeof(kern_sample_out_t));
+  /* the logits change between runs (the kernel may rewrite them): refill each time, timed apart */
+  fill(b, x, (size_t)R * V, 3.0f);
+  const double fill_us = time_us(b, [&](int) { fill(b, x, (size_t)R * V, 3.0f); });
+  const double us = time_us(b, [&](int) {
+    fill(b, x, (size_t)R * V, 3.0f);
+    be->sample(be, dout, x, dr, dop, R, V);
+  });
+  bench_row(b, "sample 256 rows x 128256, top-p 0.9 (fill subtracted)", us - fill_us, (double)R * V * 4, 0, 0, 0);
+  gt_free(t, x), gt_free(t, dr), gt_free(t, dop), gt_free(t, dout);
+}
+
 int gt_bench(gt_t *t, const char *table_path) {
   bench_ctx_t b;
   memset(&b, 0, sizeof b);
@@ -293,10 +330,16 @@ int gt_bench(gt_t *t, const char *table_path) {
   printf(head, "benchmark", "median", "rate", "vs ceiling", "goal", "status");
   if (b.table) fprintf(b.table, head, "benchmark", "median", "rate", "vs ceiling", "goal", "status");
   ceilings(&b);
-  bench_decode(&b);
+  bench_decode(&b, "decode attn 64x4096, 32/8 heads, D128, page 16", std::vector<int32_t>(64, 4096), 75);
+  { /* skewed: one long context beside 64 short ones (issue 34: grid sized by the longest) */
+    std::vector<int32_t> skew(64, 128);
+    skew.push_back(16384);
+    bench_decode(&b, "decode attn skewed 64x128 + 1x16384", skew, 0);
+  }
   bench_prefill(&b);
   bench_memory_bound(&b);
   bench_matmul(&b);
+  bench_sample(&b);
   if (b.table) fclose(b.table);
   return 0;
 }

@@ -17,6 +17,7 @@
 
 #include <vector>
 
+#include "kernels/cuda/cuda_common.cuh"
 #include "tests/gpu/gpu_test.cuh"
 
 #define TOL_BF16 1e-2
@@ -194,6 +195,21 @@ static void release(gt_t *t, dcase_t &d) {
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) gt_free(t, all[i]);
 }
 
+/* A decode case's new keys and values (key cs[b] of sequence b, the one
+ * the kernel appends) into k_new, v_new and onto the device with cs. */
+static void upload_new(gt_t *t, const acase_t &a, const std::vector<int> &cs, dcase_t &d, std::vector<float> &k_new,
+                       std::vector<float> &v_new) {
+  const size_t n = cs.size(), row = (size_t)a.c.HKV * a.c.D;
+  k_new.assign(n * row, 0.0f), v_new.assign(n * row, 0.0f);
+  for (size_t b = 0; b < n; b++) {
+    memcpy(&k_new[b * row], &a.k[(size_t)(a.cu_k[b] + cs[b]) * row], row * 4);
+    memcpy(&v_new[b * row], &a.v[(size_t)(a.cu_k[b] + cs[b]) * row], row * 4);
+  }
+  d.k_new = (float *)gt_dev_from(t, k_new.data(), k_new.size() * 4);
+  d.v_new = (float *)gt_dev_from(t, v_new.data(), v_new.size() * 4);
+  d.seqlens = (int32_t *)gt_dev_from(t, cs.data(), n * 4);
+}
+
 static kern_attn_args_t args_of(const acase_t &a, const dcase_t &d) {
   kern_attn_args_t x;
   memset(&x, 0, sizeof x);
@@ -297,14 +313,8 @@ static void check_decode(gt_t *t, const char *what, attn_cfg_t c, const std::vec
   dcase_t d;
   upload(t, a, d);
   const size_t row = (size_t)c.HKV * c.D;
-  std::vector<float> k_new((size_t)n * row), v_new((size_t)n * row);
-  for (int b = 0; b < n; b++) {
-    memcpy(&k_new[(size_t)b * row], &a.k[(size_t)(a.cu_k[b] + cs[b]) * row], row * 4);
-    memcpy(&v_new[(size_t)b * row], &a.v[(size_t)(a.cu_k[b] + cs[b]) * row], row * 4);
-  }
-  d.k_new = (float *)gt_dev_from(t, k_new.data(), k_new.size() * 4);
-  d.v_new = (float *)gt_dev_from(t, v_new.data(), v_new.size() * 4);
-  d.seqlens = (int32_t *)gt_dev_from(t, cs.data(), (size_t)n * 4);
+  std::vector<float> k_new, v_new;
+  upload_new(t, a, cs, d, k_new, v_new);
   kern_attn_args_t x = args_of(a, d);
   const size_t n_out = (size_t)n * c.H * c.D;
   std::vector<float> dec = run(t, t->be->attn_decode, x, n_out);
@@ -331,6 +341,24 @@ static void check_decode(gt_t *t, const char *what, attn_cfg_t c, const std::vec
   run_same(t, t->be->attn_varlen, x, n_out, dec, "attn_varlen = attn_decode bits %s %s", what, cn);
   run_same(t, t->be->attn_decode, x, n_out, dec, "attn_decode deterministic %s %s", what, cn);
 
+  /* A workspace too small for one sequence's splits: windows of 2 splits
+   * with a carried merge (kernels/cuda_geom.h cuda_geom_decode_plan), the
+   * same bits. */
+  if (cuda_geom_decode_splits(a.max_k) >= 3) {
+    kern_cuda_t *cu = kern_cuda(t->be);
+    const size_t ws = cu->attn_ws_bytes;
+    cu->attn_ws_bytes = (size_t)c.H * (c.D + 2) * sizeof(float) * 3;
+    cuda_geom_decode_plan_t plan;
+    cuda_geom_decode_plan(c.H, c.D, cuda_geom_decode_splits(a.max_k), cu->attn_ws_bytes, &plan);
+    snprintf(name, sizeof name, "attn_decode in windows of %d splits (carried merge) = whole bits %s %s",
+             plan.window, what, cn);
+    std::vector<float> win = run(t, t->be->attn_decode, x, n_out);
+    cu->attn_ws_bytes = ws;
+    gt_result(t, "attn_decode small workspace: windows of 2 splits, carried", plan.carry == 1 && plan.window == 2,
+              "plan: window %d, carry %d", plan.window, plan.carry);
+    gt_check_same(t, name, win.data(), dec.data(), n_out * 4);
+  }
+
   /* The longest sequence alone. */
   int b = 0;
   for (int i = 1; i < n; i++) b = cs[i] > cs[b] ? i : b;
@@ -343,6 +371,77 @@ static void check_decode(gt_t *t, const char *what, attn_cfg_t c, const std::vec
   std::vector<float> alone = run(t, t->be->attn_decode, y, (size_t)c.H * c.D);
   snprintf(name, sizeof name, "attn_decode sequence alone = in batch %s %s", what, cn);
   gt_check_same(t, name, alone.data(), &dec[(size_t)b * c.H * c.D], (size_t)c.H * c.D * 4);
+  release(t, d);
+}
+
+/* Padding rows (cache_seqlens -1, kern.h: a captured step's rows past the
+ * live ones) between and after live rows: their output is exactly zero,
+ * they write nothing into the cache, their block-table rows (here out of
+ * range, so a read would fault under memcheck) are never read, and the live
+ * rows keep the bits they have in a batch without padding. */
+static void check_decode_padded(gt_t *t, attn_cfg_t c) {
+  char cn[64], name[192];
+  cfg_name(c, cn, sizeof cn);
+  const std::vector<int> cs = {5, 300, c.BS - 1};
+  const int live[] = {0, 2, 5}, np = 7; /* padded batch: live rows at 0, 2, 5; rows 1, 3, 4, 6 pad */
+  const int n = (int)cs.size();
+  std::vector<int> ql(n, 1), kl(n);
+  for (int b = 0; b < n; b++) kl[b] = cs[b] + 1;
+  acase_t a;
+  build(t, a, c, ql, kl, NULL, 0, 0, &cs);
+  dcase_t d;
+  upload(t, a, d);
+  const size_t row = (size_t)c.HKV * c.D, qrow = (size_t)c.H * c.D;
+  std::vector<float> k_new, v_new;
+  upload_new(t, a, cs, d, k_new, v_new);
+  kern_attn_args_t x = args_of(a, d);
+  const std::vector<float> dec = run(t, t->be->attn_decode, x, (size_t)n * qrow);
+  std::vector<uint16_t> kc_live(a.kc.size()), vc_live(a.vc.size()), got_c(a.kc.size());
+  gt_get(t, kc_live.data(), d.kc, kc_live.size() * 2);
+  gt_get(t, vc_live.data(), d.vc, vc_live.size() * 2);
+
+  /* the padded batch: pad rows get random q, k_new, v_new and a block-table
+   * row of huge page numbers */
+  std::vector<float> pq((size_t)np * qrow), pk((size_t)np * row), pv((size_t)np * row);
+  gt_normal(t, pq.data(), pq.size(), 1.0f);
+  gt_normal(t, pk.data(), pk.size(), 1.0f);
+  gt_normal(t, pv.data(), pv.size(), 1.0f);
+  std::vector<int32_t> pcs(np, -1), pbt((size_t)np * a.mbps, 0x3fffffff);
+  for (int i = 0; i < n; i++) {
+    const int r = live[i];
+    pcs[r] = cs[i];
+    memcpy(&pq[(size_t)r * qrow], &a.q[(size_t)i * qrow], qrow * 4);
+    memcpy(&pk[(size_t)r * row], &k_new[(size_t)i * row], row * 4);
+    memcpy(&pv[(size_t)r * row], &v_new[(size_t)i * row], row * 4);
+    memcpy(&pbt[(size_t)r * a.mbps], &a.bt[(size_t)i * a.mbps], (size_t)a.mbps * 4);
+  }
+  float *dq = (float *)gt_dev_from(t, pq.data(), pq.size() * 4), *dout = (float *)gt_dev(t, pq.size() * 4);
+  float *dk = (float *)gt_dev_from(t, pk.data(), pk.size() * 4), *dv = (float *)gt_dev_from(t, pv.data(), pv.size() * 4);
+  int32_t *dcs = (int32_t *)gt_dev_from(t, pcs.data(), pcs.size() * 4);
+  int32_t *dbt = (int32_t *)gt_dev_from(t, pbt.data(), pbt.size() * 4);
+  kern_attn_args_t y = x;
+  y.n_seqs = np, y.q = dq, y.out = dout, y.k_new = dk, y.v_new = dv, y.cache_seqlens = dcs, y.block_table = dbt;
+  y.total_q = np;
+  const std::vector<float> got = run(t, t->be->attn_decode, y, pq.size());
+  int zeros = 1;
+  for (int r = 0; r < np; r++) {
+    if (pcs[r] >= 0) continue;
+    for (size_t e = 0; e < qrow; e++) zeros &= got[(size_t)r * qrow + e] == 0.0f;
+  }
+  snprintf(name, sizeof name, "attn_decode padding rows give zeros %s", cn);
+  gt_result(t, name, zeros, "%d of %d rows are padding", np - n, np);
+  for (int i = 0; i < n; i++) {
+    snprintf(name, sizeof name, "attn_decode live row %d between padding = unpadded bits %s", live[i], cn);
+    gt_check_same(t, name, &got[(size_t)live[i] * qrow], &dec[(size_t)i * qrow], qrow * 4);
+  }
+  gt_get(t, got_c.data(), d.kc, got_c.size() * 2);
+  snprintf(name, sizeof name, "attn_decode padding rows write no K %s", cn);
+  gt_check_same(t, name, got_c.data(), kc_live.data(), got_c.size() * 2);
+  gt_get(t, got_c.data(), d.vc, got_c.size() * 2);
+  snprintf(name, sizeof name, "attn_decode padding rows write no V %s", cn);
+  gt_check_same(t, name, got_c.data(), vc_live.data(), got_c.size() * 2);
+  void *all[] = {dq, dout, dk, dv, dcs, dbt};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) gt_free(t, all[i]);
   release(t, d);
 }
 
@@ -382,6 +481,9 @@ void gt_check_attn(gt_t *t) {
                  {0, 1, 15, 16, 17, 255, 256, 257, 600}, NULL, 0, 0);
     check_varlen(t, "window: lengths", c, {1, 17, 300, 9, 64}, {1, 17, 300, 700, 64}, 0);
   }
+  /* Padding rows (captured decode steps). */
+  check_decode_padded(t, {64, 8, 2, 16, 0, 0});
+  check_decode_padded(t, {128, 24, 1, 32, 0, 0});
   if (!t->quick) /* a long causal prefill: many row blocks and splits */
     check_varlen(t, "long prefill q=k=4100", {128, 8, 2, 16, 0, 0}, {4100}, {4100}, 1);
 }

@@ -1,8 +1,12 @@
 /* tests/gpu/gpu_check.cu — the CUDA backend's checks and timings.
  *
- *   gpu_check [--quick] check    every kernel vs float64 references, the
- *                                bit-for-bit promises of kern.h; exit 1 on
- *                                any failure
+ *   gpu_check [--quick] check [GROUP...]
+ *                                every kernel vs float64 references, the
+ *                                bit-for-bit promises of kern.h, captured
+ *                                replays; exit 1 on any failure. GROUPs
+ *                                (default all): ops weights attn sample
+ *                                graph (tests/gpu/run-on-device.sh runs one
+ *                                process per group: an abort costs one)
  *   gpu_check bench [--table F]  timings against measured ceilings (F: the
  *                                table, markdown)
  *
@@ -13,18 +17,33 @@
 
 #include "tests/gpu/gpu_test.cuh"
 
+static const struct {
+  const char *name;
+  void (*fn)(gt_t *);
+} groups[] = {
+    {"ops", gt_check_ops}, {"weights", gt_check_weights}, {"attn", gt_check_attn},
+    {"sample", gt_check_sample}, {"graph", gt_check_graph},
+};
+static constexpr int N_GROUPS = (int)(sizeof groups / sizeof groups[0]);
+
 int main(int argc, char **argv) {
   const char *mode = "check", *table = NULL;
-  int quick = 0;
+  int quick = 0, any_group = 0;
+  int want[N_GROUPS] = {0};
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--quick") == 0)
+    int g = 0;
+    while (g < N_GROUPS && strcmp(argv[i], groups[g].name) != 0) g++;
+    if (g < N_GROUPS && strcmp(mode, "check") == 0) {
+      want[g] = any_group = 1;
+    } else if (strcmp(argv[i], "--quick") == 0)
       quick = 1;
     else if (strcmp(argv[i], "--table") == 0 && i + 1 < argc)
       table = argv[++i];
     else if (strcmp(argv[i], "check") == 0 || strcmp(argv[i], "bench") == 0)
       mode = argv[i];
     else {
-      fprintf(stderr, "usage: %s [--quick] [check | bench [--table FILE]]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [check [ops|weights|attn|sample|graph]... | bench [--table FILE]]\n",
+              argv[0]);
       return 2;
     }
   }
@@ -41,10 +60,8 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "bench") == 0) {
     rc = gt_bench(&t, table);
   } else {
-    gt_check_ops(&t);
-    gt_check_weights(&t);
-    gt_check_attn(&t);
-    gt_check_sample(&t);
+    for (int g = 0; g < N_GROUPS; g++)
+      if (!any_group || want[g]) groups[g].fn(&t);
     printf("checks: %d passed, %d failed, %d warnings\n", t.pass, t.fail, t.warn);
     rc = t.fail ? 1 : 0;
   }

@@ -66,6 +66,7 @@ void gt_check_ops(gt_t *t);
 void gt_check_weights(gt_t *t);
 void gt_check_attn(gt_t *t);
 void gt_check_sample(gt_t *t);
+void gt_check_graph(gt_t *t);
 int gt_bench(gt_t *t, const char *table_path);
 
 #endif

@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# tests/gpu/run-on-device.sh LOGDIR — on a GPU machine, in one call of at
-# most 8 minutes (BUDGET seconds, default 470), the steps in the order of
-# what a first run is worth, each under its own timeout (at most what is
-# left of the budget; skipped with under 20 s left):
+# tests/gpu/run-on-device.sh LOGDIR — on a GPU machine, in one call of
+# about 6.5 minutes (BUDGET seconds, default 390: with the machine's start,
+# 1-2 minutes, a first call and a rerun fit 15 minutes of device time), the
+# steps in the order of what a first run is worth, each under its own
+# timeout (at most what is left of the budget; skipped with under 20 s
+# left). Each GPU check group runs as its own process (an abort costs one
+# group); after a step hangs (its timeout), every later GPU step is skipped
+# (a hang repeats); memcheck runs last. With OUT_DIR set (the device tool's
+# $OUT), each step's row is appended to OUT_DIR/steps.txt and the logs are
+# re-packed into OUT_DIR/gpu-logs.tgz as the step ends, so a call cut short
+# still returns everything up to its last step.
 #
 #   probe     nvcc, cuBLAS (wherever the toolkit keeps it: the folders of
 #             the toolkit, the system's, ldconfig's, a pip wheel's; the
@@ -10,12 +17,15 @@
 #   build     `make gpu-tests` for the GPU at hand, NVWERROR= (nvcc hands
 #             --Werror to the host compiler; another gcc warns elsewhere),
 #             warnings not fatal in the C either, cuBLAS as probed
-#   quick     CUDA_LAUNCH_BLOCKING=1 gpu_check --quick check: every kernel vs
-#             float64 with every launch waited for (an error names its kernel)
-#   memcheck  compute-sanitizer --tool memcheck on the quick checks
-#   check     CUDA_LAUNCH_BLOCKING=1 gpu_check check: the full checks
+#   quick-G   CUDA_LAUNCH_BLOCKING=1 gpu_check --quick check G, for each
+#             group G of ops weights attn sample graph: every kernel vs
+#             float64 with every launch waited for (an error names its
+#             kernel); attn holds the padded-row case, graph the
+#             capture/replay and capture-fallback cases
+#   check-G   CUDA_LAUNCH_BLOCKING=1 gpu_check check G: the full checks
 #   bench     gpu_check bench: kernel timings against the copy and cuBLAS
-#             GEMM ceilings measured in the same run
+#             GEMM ceilings measured in the same run (a skewed decode batch
+#             and a sampling timing among them)
 #   sdpa      tests/gpu/sdpa_baseline.py: PyTorch SDPA (flash, cuDNN, ...)
 #             on the same attention shapes
 #   model     model_check on the default model's first 10 blocks
@@ -23,7 +33,13 @@
 #             across batch compositions, the matmul probe
 #   e2e       engine_bench on the random Llama-3-8B-shaped model (written in
 #             the background from the start: scripts/make-random-llama.py)
+#   roofline  the model file's bytes / the copy rate bench measured: the
+#             least time a decode step can take reading the weights once,
+#             and the output tokens/s that caps at each concurrency
+#   e2e-nogr  engine_bench --no-graphs on one concurrency (what graphs give)
 #   model8b   model_check on that model, if time is left
+#   memcheck  compute-sanitizer --tool memcheck on the quick checks, last,
+#             with what is left of the budget
 #
 # The tables come last: failure lines, the kernel table, the SDPA table, the
 # end-to-end table, then one row per step (status, seconds, a note).
@@ -34,10 +50,12 @@
 #
 # Knobs: BUDGET, BUILD, CARRY (default build/gpu-carry, made by
 # tests/gpu/prepare-carry.sh), DEVICE (cuda), BIG_MODEL, BIG_ARGS, E2E_ARGS,
-# MODEL8B_ARGS, CUDA_ARCHS, PYTHON (python3: numpy; torch for sdpa),
-# DRY_RUN, CUBLAS_DIRS (folders to look for cuBLAS in, instead of the
-# default places). Logs: LOGDIR/<step>.log, machine.txt, genmodel.log,
-# bench-table.md, sdpa-table.md.
+# NOGRAPH_ARGS, MODEL8B_ARGS, CUDA_ARCHS, PYTHON (python3: numpy; torch for
+# sdpa), DRY_RUN, CUBLAS_DIRS (folders to look for cuBLAS in, instead of
+# the default places), OUT_DIR, BUILT=1 (a rerun on the same machine: keep
+# the programs the first call built, no build step), LIMIT_CAP (no step
+# longer than this many seconds; tests). Logs: LOGDIR/<step>.log,
+# machine.txt, genmodel.log, bench-table.md, sdpa-table.md, steps.txt.
 #
 # Exit status: 0 when the probe found nvcc, the build, the kernel checks and
 # the model checks passed (a model8b timeout does not count; timings and
@@ -50,7 +68,11 @@ mkdir -p "$logdir"
 logdir=$(cd "$logdir" && pwd)
 cd "$(dirname "$0")/../.." || exit 1
 export PATH=/usr/local/cuda/bin:$PATH
-BUDGET=${BUDGET:-470}
+BUDGET=${BUDGET:-390}
+OUT_DIR=${OUT_DIR:-}
+BUILT=${BUILT:-0}
+LIMIT_CAP=${LIMIT_CAP:-0}
+GROUPS_=(ops weights attn sample graph)
 BUILD=${BUILD:-build/gpu-device}
 CARRY=${CARRY:-build/gpu-carry}
 DEVICE=${DEVICE:-cuda}
@@ -58,6 +80,7 @@ DRY_RUN=${DRY_RUN:-0}
 BIG_MODEL=${BIG_MODEL:-/tmp/tram-gpu/llama8b-random.gguf}
 BIG_ARGS=${BIG_ARGS:-}
 E2E_ARGS=${E2E_ARGS:--c 8,64,256 -p 128 -o 128 --max-seqs 256 --max-batch-tokens 4096 --kv-cache-mb 16384}
+NOGRAPH_ARGS=${NOGRAPH_ARGS:--c 8,64 -p 128 -o 128 --max-seqs 256 --max-batch-tokens 4096 --kv-cache-mb 16384 --no-graphs}
 # 32 random blocks: an exact bf16 pipeline is already ~0.9e-2 from float64
 # (tests/gpu/bf16_ideal.py on a narrower 32-block random model), so 2e-2
 MODEL8B_ARGS=${MODEL8B_ARGS:---seqs 4 --prompt 32 --gen 8 --tol 2e-2}
@@ -66,8 +89,26 @@ SMALL_MODEL=$CARRY/smollm2-10l.gguf
 bin=$BUILD/tests/gpu
 rows=()
 failed=0
+hung=          # the step that timed out, if one did
+: >"$logdir/steps.txt"
 
-row() { rows+=("$(printf '%-9s %-9s %5s  %s' "$@")"); }
+# ship: the rows so far and the logs, into OUT_DIR (when set), at once
+ship() {
+  [ -n "$OUT_DIR" ] || return 0
+  mkdir -p "$OUT_DIR"
+  cp "$logdir/steps.txt" "$OUT_DIR/steps.txt.tmp" && mv "$OUT_DIR/steps.txt.tmp" "$OUT_DIR/steps.txt"
+  tar -czf "$OUT_DIR/gpu-logs.tgz.tmp" -C "$(dirname "$logdir")" "$(basename "$logdir")" 2>/dev/null &&
+    mv "$OUT_DIR/gpu-logs.tgz.tmp" "$OUT_DIR/gpu-logs.tgz"
+  local t
+  for t in bench-table.md sdpa-table.md; do [ -s "$logdir/$t" ] && cp "$logdir/$t" "$OUT_DIR/"; done
+  return 0
+}
+
+row() {
+  rows+=("$(printf '%-13s %-9s %5s  %s' "$@")")
+  printf '%s\n' "${rows[${#rows[@]} - 1]}" >>"$logdir/steps.txt"
+  ship
+}
 
 # step NAME LIMIT MUST GPU COMMAND... — output in LOGDIR/NAME.log. MUST: 1
 # a failure or timeout fails the run, 2 a failure does but a timeout does
@@ -81,18 +122,27 @@ step() {
     row "$name" dry - "$*"
     return 0
   fi
+  if [ "$gpu" = 1 ] && [ -n "$hung" ]; then
+    row "$name" skipped - "$hung hung before it (a hang repeats)"
+    [ "$must" = 1 ] && failed=1
+    return 0
+  fi
   local left=$((BUDGET - SECONDS - 5))
   if [ "$left" -lt 20 ]; then
     row "$name" skipped - "no time left in the budget"
     return 0
   fi
   [ "$limit" -gt "$left" ] && limit=$left
+  [ "$LIMIT_CAP" -gt 0 ] && [ "$limit" -gt "$LIMIT_CAP" ] && limit=$LIMIT_CAP
   local t0=$SECONDS rc
   echo "+ $*" >"$log"
-  timeout "$limit" "$@" >>"$log" 2>&1
+  timeout -k 10 "$limit" "$@" >>"$log" 2>&1
   rc=$?
   local st=ok
-  if [ $rc -eq 124 ]; then st=timeout; elif [ $rc -ne 0 ]; then st="FAIL($rc)"; fi
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    st=timeout rc=124
+    [ "$gpu" = 1 ] && hung=$name
+  elif [ $rc -ne 0 ]; then st="FAIL($rc)"; fi
   if [ "$st" != ok ] && { [ "$must" = 1 ] || { [ "$must" = 2 ] && [ $rc -ne 124 ]; }; }; then failed=1; fi
   local note
   note=$(grep -E '^checks:|ERROR SUMMARY|error:|Error [0-9]' "$log" | tail -1)
@@ -171,6 +221,34 @@ else
 fi
 echo "probe: $probe_note"
 
+# e2e_note LOG: output tokens/s (wall) per concurrency of an engine_bench log
+e2e_note() {
+  awk '/^ *[0-9]+ / { printf "%sC=%s: %s gen/s", n++ ? ", " : "", $1, $3 }' "$1" 2>/dev/null
+}
+
+# roofline: a decode step reads every weight once, so it takes at least the
+# weights' bytes (the model file's size, within its metadata) over the copy
+# rate bench measured; C sequences then make at most C tokens a step.
+roofline() {
+  if [ "$DRY_RUN" = 1 ]; then
+    row roofline dry - "model bytes / copy_gbs of bench.log"
+    return 0
+  fi
+  local gbs bytes
+  gbs=$(awk '/^copy_gbs:/ { print $2 }' "$logdir/bench.log" 2>/dev/null | tail -1)
+  bytes=$(stat -c %s "$BIG_MODEL" 2>/dev/null)
+  if [ -z "$gbs" ] || [ -z "$bytes" ]; then
+    row roofline skipped - "no copy rate in bench.log or no model"
+    return 0
+  fi
+  row roofline ok - "$(awk -v b="$bytes" -v g="$gbs" 'BEGIN {
+    ms = b / (g * 1e9) * 1e3
+    printf "%.2f GB / %.0f GB/s = %.2f ms a decode step: at most", b / 1e9, g, ms
+    n = split("8 64 256", c, " ")
+    for (i = 1; i <= n; i++) printf " C=%d: %.0f", c[i], c[i] / ms * 1e3
+    printf " gen/s" }')"
+}
+
 # --- the 8.5 GB model, written while the build runs (the CPUs are shared) ------
 gen_pid=
 if [ "$DRY_RUN" != 1 ] && [ -n "$gpu_line" ]; then
@@ -204,7 +282,9 @@ make_args=(-k -j"$(nproc)" gpu-tests BUILD="$BUILD" PCRE2_DIR="$pcre2" V=1 NVWER
   GPU_WARN="-Wall -Wextra -Wno-unused-parameter" CUBLAS_LIBS="$cublas_libs"
   CUBLAS_CFLAGS="${cublas_inc:+-I$cublas_inc}")
 [ -n "$archs" ] && make_args+=(CUDA_ARCHS="$archs")
-if [ -z "$nvcc_path" ] || [ -z "$cublas_lib" ]; then
+if [ "$BUILT" = 1 ]; then
+  row build kept - "BUILT=1: the programs in $bin"
+elif [ -z "$nvcc_path" ] || [ -z "$cublas_lib" ]; then
   skip build "no nvcc or no cuBLAS (probe.log)" 1
 elif [ "$DRY_RUN" = 1 ]; then
   # the plan: every command the build would run (the GPU programs linked
@@ -225,21 +305,20 @@ fi
 # --- kernels ---------------------------------------------------------------------
 have() { [ "$DRY_RUN" = 1 ] || [ -x "$1" ]; }
 if have "$bin/gpu_check"; then
-  step quick 60 1 1 env CUDA_LAUNCH_BLOCKING=1 "$bin/gpu_check" --quick check
-  if [ "$DRY_RUN" = 1 ] || command -v compute-sanitizer >/dev/null 2>&1; then
-    step memcheck 120 0 1 compute-sanitizer --tool memcheck --error-exitcode 99 "$bin/gpu_check" --quick check
-  else
-    skip memcheck "compute-sanitizer not found" 0
-  fi
-  step check 150 1 1 env CUDA_LAUNCH_BLOCKING=1 "$bin/gpu_check" check
-  step bench 120 0 1 "$bin/gpu_check" bench --table "$logdir/bench-table.md"
+  for g in "${GROUPS_[@]}"; do
+    step "quick-$g" 30 1 1 env CUDA_LAUNCH_BLOCKING=1 "$bin/gpu_check" --quick check "$g"
+  done
+  for g in "${GROUPS_[@]}"; do
+    step "check-$g" 60 1 1 env CUDA_LAUNCH_BLOCKING=1 "$bin/gpu_check" check "$g"
+  done
+  step bench 90 0 1 "$bin/gpu_check" bench --table "$logdir/bench-table.md"
 else
   skip quick "gpu_check did not build" 1
 fi
 if [ "$DRY_RUN" = 1 ]; then
   step sdpa 30 1 0 "$PYTHON" tests/gpu/sdpa_baseline.py --dry
 else
-  step sdpa 60 0 1 "$PYTHON" tests/gpu/sdpa_baseline.py --table "$logdir/sdpa-table.md"
+  step sdpa 45 0 1 "$PYTHON" tests/gpu/sdpa_baseline.py --table "$logdir/sdpa-table.md"
 fi
 
 # --- the model and the engine ----------------------------------------------------
@@ -248,7 +327,7 @@ if ! have "$bin/model_check"; then
 elif [ "$DRY_RUN" != 1 ] && [ ! -s "$SMALL_MODEL" ]; then
   skip model "no $SMALL_MODEL: run tests/gpu/prepare-carry.sh and carry $CARRY" 1
 else
-  step model 90 1 1 "$bin/model_check" --dev "$DEVICE" -m "$SMALL_MODEL"
+  step model 60 1 1 "$bin/model_check" --dev "$DEVICE" -m "$SMALL_MODEL"
 fi
 
 big=0
@@ -266,20 +345,31 @@ if [ -n "$gen_pid" ]; then
 fi
 if [ "$DRY_RUN" = 1 ] || { [ $big = 1 ] && [ -x "$bin/engine_bench" ]; }; then
   # shellcheck disable=SC2086
-  step e2e 150 0 1 "$bin/engine_bench" --device "$DEVICE" -m "$BIG_MODEL" $E2E_ARGS
-  # the note: output tokens/s (wall) per concurrency
-  [ "$DRY_RUN" = 1 ] ||
-    rows[${#rows[@]} - 1]+=$(awk '/^ *[0-9]+ / { printf "%sC=%s: %s gen/s", n++ ? ", " : "", $1, $3 }' "$logdir/e2e.log")
+  step e2e 120 0 1 "$bin/engine_bench" --device "$DEVICE" -m "$BIG_MODEL" $E2E_ARGS
+  [ "$DRY_RUN" = 1 ] || row e2e-rate - - "$(e2e_note "$logdir/e2e.log")"
+  roofline
   # shellcheck disable=SC2086
-  step model8b 120 2 1 "$bin/model_check" --dev "$DEVICE" -m "$BIG_MODEL" $MODEL8B_ARGS
+  step e2e-nogr 60 0 1 "$bin/engine_bench" --device "$DEVICE" -m "$BIG_MODEL" $NOGRAPH_ARGS
+  [ "$DRY_RUN" = 1 ] || row nogr-rate - - "graphs off: $(e2e_note "$logdir/e2e-nogr.log")"
+  # shellcheck disable=SC2086
+  step model8b 90 2 1 "$bin/model_check" --dev "$DEVICE" -m "$BIG_MODEL" $MODEL8B_ARGS
 else
   skip e2e "no 8B-shaped model or no engine_bench" 0
+fi
+
+# --- memcheck, last: whatever the budget has left --------------------------------
+if ! have "$bin/gpu_check"; then
+  skip memcheck "gpu_check did not build" 0
+elif [ "$DRY_RUN" = 1 ] || [ -n "$hung" ] || command -v compute-sanitizer >/dev/null 2>&1; then
+  step memcheck 120 0 1 compute-sanitizer --tool memcheck --error-exitcode 99 "$bin/gpu_check" --quick check
+else
+  skip memcheck "compute-sanitizer not found" 0
 fi
 
 # --- the tables, last ----------------------------------------------------------------
 echo
 echo "=== GPU run${DRY_RUN:+ (DRY_RUN=$DRY_RUN)}: full logs in $logdir ==="
-grep -E '^(FAIL|WARN)' "$logdir/quick.log" "$logdir/check.log" "$logdir/model.log" "$logdir/model8b.log" \
+grep -E '^(FAIL|WARN)' "$logdir"/quick-*.log "$logdir"/check-*.log "$logdir/model.log" "$logdir/model8b.log" \
   2>/dev/null | cut -c1-600 | head -30
 grep -E 'ERROR SUMMARY' "$logdir/memcheck.log" 2>/dev/null
 for t in bench-table.md sdpa-table.md; do
@@ -292,8 +382,13 @@ if [ -s "$logdir/e2e.log" ] && [ "$DRY_RUN" != 1 ]; then
   echo
   echo "end to end (engine_bench, $DEVICE, $BIG_MODEL):"
   grep -E '^ *(C |[0-9]+ )' "$logdir/e2e.log"
+  if [ -s "$logdir/e2e-nogr.log" ]; then
+    echo "graphs off:"
+    grep -E '^ *(C |[0-9]+ )' "$logdir/e2e-nogr.log"
+  fi
 fi
 echo
-printf '%-9s %-9s %5s  %s\n' step status secs note
+printf '%-13s %-9s %5s  %s\n' step status secs note
 printf '%s\n' "${rows[@]}"
+ship
 exit $failed

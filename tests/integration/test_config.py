@@ -28,7 +28,7 @@ EXPECTED = [
     "draft_model", "draft_kv_cache_bytes",
     "max_waiting", "max_body_size", "max_header_size",
     "request_timeout", "idle_timeout", "slow_client_timeout", "drain_timeout", "drain_grace",
-    "api_keys", "api_key_file", "allowed_origins", "log_level", "log_format", "log_file", "metrics", "dashboard",
+    "api_keys", "api_key_file", "allowed_origins", "expose_model_path", "log_level", "log_format", "log_file", "metrics", "dashboard",
     "kv_events", "kv_events_topic",
 ]
 

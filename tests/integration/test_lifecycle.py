@@ -350,7 +350,8 @@ def test_sanitized_build(tmp_path, launch):
         assert srv.get("/server_info").status_code == 200 and srv.get("/get_model_info").status_code == 200
         body = json.dumps({"prompt": "Once", "max_tokens": 500, "ignore_eos": True, "stream": True}).encode()
         s = socket.create_connection(srv.host_port, timeout=60)
-        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
         got = b""
         while got.count(b"data: ") < 3:
             got += s.recv(65536)

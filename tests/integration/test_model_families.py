@@ -11,6 +11,7 @@ import sys
 
 import pytest
 from test_engine import generate, ids_of, seed
+from tram_server import start
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "reference"))
 from synthetic import write_synthetic  # noqa: E402
@@ -46,3 +47,24 @@ def test_family_serves_batch_invariant(family, tram_bin, tmp_path):
         assert len(ids_of(o)[0]) == 6
     assert stats["step_seqs"] > stats["steps"]
     assert stats["varlen_steps"] > 0 and stats["decode_steps"] > 0
+
+
+# Hugging Face's causal-LM class of each architecture (config.json
+# `architectures`, transformers' MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+HF_CLASS = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+            "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM"}
+
+
+@pytest.mark.parametrize("arch", list(HF_CLASS))
+def test_model_info_names_the_architecture(arch, tmp_path):
+    """/model_info and /server_info (sglang-router reads them) give the file's
+    general.architecture as model_type and Hugging Face's class for it."""
+    model = tmp_path / f"{arch}.gguf"
+    write_synthetic(model, arch=arch, untied=arch != "qwen3", llama3_rope=False)
+    srv = start(tmp_path, "--max-model-len", "64", model=model)
+    try:
+        for path in ("/model_info", "/server_info"):
+            j = srv.get(path).json()
+            assert (j["model_type"], j["architectures"]) == (arch, [HF_CLASS[arch]]), path
+    finally:
+        assert srv.stop() == 0

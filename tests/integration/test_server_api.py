@@ -235,7 +235,7 @@ def test_bad_parameter_names_the_field(server):
     assert r.status_code == 400 and error_of(r)["param"] == "temperature"
     r = server.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})
     assert r.status_code == 400 and error_of(r)["param"].startswith("messages[0].content[0]")
-    r = server.post("/v1/completions", content=b"{not json")
+    r = server.post("/v1/completions", content=b"{not json", headers={"content-type": "application/json"})
     assert r.status_code == 400 and error_of(r)["code"] == "invalid_json"
     with pytest.raises(openai.BadRequestError):
         server.client().completions.create(model=None, prompt=PROMPT, max_tokens=0)

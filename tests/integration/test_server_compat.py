@@ -51,7 +51,7 @@ def test_64_bit_seeds(server):
     assert sample(server, 2**63 - 1) == sample(server, -(2**63) - 1 + 2**64)
     outs = {sample(server, s) for s in (2**64 - 2, 2**63 + 5, 2**53 + 1, 2**53 + 2)}
     assert len(outs) >= 3  # seeds beyond 2^53 are not rounded together
-    bad = httpx.post(server.url + "/v1/completions", headers=AUTH,
+    bad = httpx.post(server.url + "/v1/completions", headers={**AUTH, "Content-Type": "application/json"},
                      content=b'{"prompt": "x", "seed": 18446744073709551616}')
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "seed"
     assert "18446744073709551616" in bad.json()["error"]["message"]

@@ -158,7 +158,8 @@ def test_chunked_request_body(server):
     body = json.dumps({"prompt": "chunked bodies work"}).encode()
     parts = [body[:7], body[7:20], body[20:]]
     s = connect(server)
-    s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n")
     for p in parts:
         s.sendall(b"%x\r\n%s\r\n" % (len(p), p))
         time.sleep(0.05)
@@ -225,7 +226,8 @@ def test_disconnect_mid_stream_frees_blocks(server):
     body = json.dumps({"prompt": "Once upon a time", "max_tokens": 900, "ignore_eos": True, "temperature": 0,
                        "stream": True}).encode()
     s = connect(server)
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
     got = b""
     s.settimeout(30)
     while got.count(b"data: ") < 4:
@@ -242,7 +244,8 @@ def test_disconnect_mid_stream_frees_blocks(server):
 def test_disconnect_while_waiting_for_a_whole_response(server):
     body = json.dumps({"prompt": "Once upon a time", "max_tokens": 900, "ignore_eos": True}).encode()
     s = connect(server)
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
     assert wait_metric(server, "vllm:num_requests_running", lambda v: v == 1) == 1
     s.close()
     assert wait_metric(server, "vllm:num_requests_running", lambda v: v == 0) == 0

@@ -278,4 +278,4 @@ def test_responses_tool_choice_forces_calls(server):
                                          tool_choice={"type": "function", "name": "get_time"}, max_output_tokens=60)
     assert [o.name for o in r.output if o.type == "function_call"] == ["get_time"]
     bad = server.post("/v1/responses", json={"input": "hi", "tools": [{"type": "web_search"}]})
-    assert bad.status_code == 400 and bad.json()["error"]["param"] == "tools"
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "tools[0]"

@@ -54,6 +54,14 @@ def model_path():
     return p if p.is_absolute() else ROOT / p
 
 
+def gemma3_path():
+    """Gemma 3 270M Q4_K_M, the real Gemma the tests use (`make model-gemma3`)."""
+    p = pathlib.Path(os.environ.get("TRAM_GEMMA3", ROOT / "models" / "gemma-3-270m-q4_k_m.gguf"))
+    p = p if p.is_absolute() else ROOT / p
+    assert p.exists(), f"{p} is missing: run `make model-gemma3` first"
+    return p
+
+
 class TramServer:
     def __init__(self, url, proc=None, log_path=None, uds=None):
         self.url = url.rstrip("/")
@@ -167,16 +175,16 @@ def wait_for_file(proc, path, log_path, timeout=60):
 
 
 def start(log_dir, *args, binary=None, env=None, wait=True, default_args=True, url=None, uds=None, prefix=(),
-          **popen):
+          model=None, **popen):
     """Starts `tram serve -m MODEL --port 0 ...` (prefix: words before the
-    program, e.g. a wrapper) and returns a TramServer (ready unless
-    wait=False). The log goes to log_dir/tram-N.log. With uds (the
+    program, e.g. a wrapper; model: another file than the default model) and
+    returns a TramServer (ready unless wait=False). The log goes to log_dir/tram-N.log. With uds (the
     --unix-socket path, which the caller passes in args) or url given, the
     address is not read from the log."""
     log_dir = pathlib.Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"tram-{time.monotonic_ns()}.log"
-    cmd = [*prefix, str(binary or tram_bin()), "serve", "-m", str(model_path()), "--host", "127.0.0.1",
+    cmd = [*prefix, str(binary or tram_bin()), "serve", "-m", str(model or model_path()), "--host", "127.0.0.1",
            "--port", "0", *(DEFAULT_ARGS if default_args else ()), *map(str, args)]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env or clean_env(), **popen)
@@ -199,9 +207,10 @@ def start(log_dir, *args, binary=None, env=None, wait=True, default_args=True, u
     return srv
 
 
-def server_fixture(*args, use_external=True):
-    """A module-scoped fixture: a server with DEFAULT_ARGS + args, or the one
-    at TRAM_TEST_URL. Stopping it must give exit status 0."""
+def server_fixture(*args, use_external=True, model=None):
+    """A module-scoped fixture: a server with DEFAULT_ARGS + args (of model,
+    a callable giving the path, if not the default), or the one at
+    TRAM_TEST_URL. Stopping it must give exit status 0."""
 
     @pytest.fixture(scope="module")
     def server(tmp_path_factory):
@@ -212,7 +221,7 @@ def server_fixture(*args, use_external=True):
             yield srv
             srv.stop()
             return
-        srv = start(tmp_path_factory.mktemp("tram"), *args)
+        srv = start(tmp_path_factory.mktemp("tram"), *args, model=model and model())
         try:
             yield srv
         finally:

@@ -10,8 +10,14 @@ reference model on a 64-token prefix. The same gates hold on Gemma 3 270M
 Q4_K_M (a real model with a 262k vocabulary and Q4_K, Q5_0, Q6_K and Q8_0
 weights, all of them repacked for the fast kernels), fast against exact
 only: its float64 model costs more time than the short form has."""
+import pathlib
+import sys
+
 import pytest
 from precision_eval import evaluate, gate_failures, read_text, tokenize
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "integration"))
+from tram_server import gemma3_path  # noqa: E402  (TRAM_GEMMA3, make model-gemma3)
 
 TOKENS = 256
 REF_PREFIX = 64
@@ -39,7 +45,8 @@ def test_fast_precision_gates(tool, model_path, ids, default_ref, tmp_path):
     assert gate_failures(fe, res["matmul_nmse"]["max"]) == []
 
 
-def test_fast_precision_gates_gemma(tool, gemma_path, tmp_path):
+def test_fast_precision_gates_gemma(tool, tmp_path):
+    gemma_path = gemma3_path()
     ids = tokenize(tool("tokenize"), gemma_path, read_text())
     assert len(ids) > 20000
     res = evaluate(tool, gemma_path, ids[:TOKENS], TOKENS, tmp_path, threads=2, log=lambda *a: None)

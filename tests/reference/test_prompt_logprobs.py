@@ -30,18 +30,18 @@ def ref_logprobs(ref, ids):
     return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))  # [len, vocab] float64
 
 
-def check_entry(lp, pos, tok, logprob, rank=None, alts=()):
+def check_entry(lp, pos, tok, logprob, rank=None, alts=(), tol=TOL):
     """One prompt token at pos against row pos-1 of the reference."""
     row = lp[pos - 1]
-    assert abs(logprob - row[tok]) < TOL, (pos, logprob, row[tok])
+    assert abs(logprob - row[tok]) < tol, (pos, logprob, row[tok])
     if rank is not None:
         want = 1 + int((row > row[tok]).sum())
-        near = int((np.abs(row - row[tok]) < TOL).sum()) - 1  # near ties may order either way
+        near = int((np.abs(row - row[tok]) < tol).sum()) - 1  # near ties may order either way
         assert abs(rank - want) <= near, (pos, rank, want)
     order = np.argsort(-row)
     for k, (alt_id, alt_lp) in enumerate(alts):
-        assert abs(alt_lp - row[alt_id]) < TOL
-        if row[order[k]] - row[order[k + 1]] > TOL and (k == 0 or row[order[k - 1]] - row[order[k]] > TOL):
+        assert abs(alt_lp - row[alt_id]) < tol
+        if row[order[k]] - row[order[k + 1]] > tol and (k == 0 or row[order[k - 1]] - row[order[k]] > tol):
             assert alt_id == order[k], (pos, k)
 
 

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/oai_chat_val.h"
+#include "api/oai_chat_val.h"
 #include "text/chat_template.h"
 
 static char *read_file(const char *path, size_t *len) {

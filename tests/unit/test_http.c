@@ -12,7 +12,7 @@
 #include <stdatomic.h>
 
 #include "base/log.h"
-#include "server/http_parse.h"
+#include "http/http_parse.h"
 #include "tests/unit/test_http_util.h"
 
 /* ---- handlers ------------------------------------------------------------------- */
@@ -81,6 +81,7 @@ static void start(const http_limits_t *lim) {
   assert_int_equal(http_server_route(T.srv, HTTP_GET, "/hold", h_hold, NULL, 0), 0);
   assert_int_equal(http_server_route(T.srv, HTTP_POST, "/echo", h_echo, NULL, 0), 0);
   assert_int_equal(http_server_route(T.srv, HTTP_PUT, "/echo", h_echo, NULL, 0), 0);
+  assert_int_equal(http_server_route(T.srv, HTTP_POST, "/json", h_echo, NULL, HTTP_ROUTE_JSON), 0);
   assert_int_equal(http_server_route(T.srv, HTTP_GET, "/slow", h_slow, &T.loop, 0), 0);
   assert_int_equal(http_server_route(T.srv, HTTP_GET, "/health", h_health, NULL, 0), -EEXIST);
   assert_int_equal(http_server_route(T.srv, HTTP_GET, "nope", h_health, NULL, 0), -EINVAL);
@@ -246,6 +247,68 @@ static void strict_http(void **state) {
   expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n", 413,
                 true);
   expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10001\r\n", 413, true);
+  /* Host: exactly one, of host[:port] characters (RFC 9112 3.2); empty is allowed */
+  expect_status("GET /health HTTP/1.1\r\nHost: x\r\nHost: x\r\n\r\n", 400, true);
+  expect_status("GET /health HTTP/1.1\r\nHost: a\r\nX-A: 1\r\nhOsT: b\r\n\r\n", 400, true);
+  expect_status("GET /health HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", 400, true);
+  expect_status("GET /health HTTP/1.1\r\nHost: a b\r\n\r\n", 400, true);
+  expect_status("GET /health HTTP/1.1\r\nHost: a/b\r\n\r\n", 400, true);
+  expect_status("GET /health HTTP/1.1\r\nHost: \r\n\r\n", 200, false);
+  expect_status("GET /health HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", 200, false);
+  expect_status("GET /health HTTP/1.1\r\nHost: my-host.example.com:80\r\n\r\n", 200, false);
+  /* transfer codings: chunked only (RFC 9112 6.1: others are 501), once */
+  const char *codings[][2] = {{"gzip, chunked", "501"}, {"gzip", "501"}, {"deflate,chunked", "501"},
+                              {"identity", "501"}, {"chunked, chunked", "400"}, {",", "400"},
+                              {"Chunked", "200"}, {" chunked ", "200"}};
+  for (size_t i = 0; i < sizeof codings / sizeof *codings; i++) {
+    char r[256];
+    snprintf(r, sizeof r, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: %s\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+             codings[i][0]);
+    expect_status(r, atoi(codings[i][1]), atoi(codings[i][1]) != 200);
+  }
+  expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n"
+                "3\r\nabc\r\n0\r\n\r\n", 501, true);
+  th_stop(&T);
+}
+
+/* HTTP_ROUTE_JSON: the body must come as application/json (415 otherwise,
+ * the connection kept). */
+static void json_routes_415(void **state) {
+  http_limits_t l = fast_limits();
+  start(&l);
+  const struct {
+    const char *header; /* the Content-Type line, or "" */
+    int status;
+  } cases[] = {
+      {"", 415},
+      {"Content-Type: text/plain\r\n", 415},
+      {"Content-Type: application/x-www-form-urlencoded\r\n", 415}, /* curl -d without -H */
+      {"Content-Type: multipart/form-data; boundary=x\r\n", 415},
+      {"Content-Type: application/jsonx\r\n", 415},
+      {"Content-Type: application/json-patch+json\r\n", 415},
+      {"Content-Type: application/json; charset=latin1\r\n", 415},
+      {"Content-Type: \r\n", 415},
+      {"Content-Type: application/json\r\n", 200},
+      {"Content-Type: Application/JSON; charset=UTF-8\r\n", 200},
+      {"Content-Type: application/json ; charset=\"utf-8\"\r\n", 200},
+      {"Content-Type: application/json;foo=bar\r\n", 200},
+  };
+  tc_client_t *c = tc_connect(T.port); /* one connection: a 415 keeps it */
+  assert_non_null(c);
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char req[256];
+    snprintf(req, sizeof req, "POST /json HTTP/1.1\r\nHost: x\r\n%sContent-Length: 2\r\n\r\n{}", cases[i].header);
+    tc_resp_t r;
+    assert_int_equal(tc_roundtrip(c, req, &r), 0);
+    if (r.status != cases[i].status) fprintf(stderr, "%s: got %d\n", cases[i].header, r.status);
+    assert_int_equal(r.status, cases[i].status);
+    assert_true(r.keep_alive);
+    if (r.status == 415) assert_non_null(strstr(r.body, "application/json"));
+    tc_resp_free(&r);
+  }
+  tc_close(c);
+  expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 1\r\n\r\nx", 200,
+                false); /* routes without the flag take any body */
   th_stop(&T);
 }
 
@@ -709,6 +772,7 @@ int main(void) {
       cmocka_unit_test(routing_404_405),
       cmocka_unit_test(malformed_requests_400),
       cmocka_unit_test(strict_http),
+      cmocka_unit_test(json_routes_415),
       cmocka_unit_test(header_limits_431),
       cmocka_unit_test(body_limits_413),
       cmocka_unit_test(chunked_bodies),

@@ -1,8 +1,9 @@
 /* tests/unit/test_http_stream.c — streamed responses over real sockets:
  * server-sent events with chunked framing, back-pressure (a client that
  * stops reading pauses the producer and memory stays bounded; reading again
- * resumes it), stuck and overfull clients dropped, and a disconnect in the
- * middle of a stream reaching the handler. */
+ * resumes it), stuck and overfull clients dropped (by the server, and by a
+ * producer: http_res_drop), and a disconnect in the middle of a stream
+ * reaching the handler. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,7 +33,7 @@ typedef struct producer {
   uint64_t every_ms;
 } producer_t;
 
-enum { MODE_SSE, MODE_FLOOD, MODE_IGNORE };
+enum { MODE_SSE, MODE_FLOOD, MODE_IGNORE, MODE_DROP };
 enum { CHUNK = 16 * 1024 };
 
 static void producer_free(uv_handle_t *h) { free(h->data); }
@@ -48,6 +49,16 @@ static char flood_byte(size_t i) { return (char)('a' + (i / 7 + i % 13) % 26); }
 
 static void tick(uv_timer_t *t) {
   producer_t *p = t->data;
+  if (p->mode == MODE_DROP) { /* n events, then the producer drops its client */
+    if (p->made++ < p->total) {
+      http_res_sse(p->res, "x", 1);
+      return;
+    }
+    uv_timer_stop(&p->timer);
+    http_res_drop(p->res);
+    http_res_drop(p->res); /* a second call: a no-op */
+    return;                /* on_abort follows */
+  }
   if (p->mode == MODE_SSE) {
     char ev[64];
     int n = p->made == 0 ? snprintf(ev, sizeof ev, "first\nsecond") /* two lines */
@@ -113,12 +124,13 @@ static void start_producer(const http_req_t *req, http_res_t *res, int mode) {
   producer_t *p = calloc(1, sizeof *p);
   p->res = res;
   p->mode = mode;
-  p->total = query_num(req, mode == MODE_SSE ? "n" : "bytes", 10);
-  p->every_ms = query_num(req, "ms", mode == MODE_SSE ? 10 : 1);
+  const bool events = mode == MODE_SSE || mode == MODE_DROP;
+  p->total = query_num(req, events ? "n" : "bytes", 10);
+  p->every_ms = query_num(req, "ms", events ? 10 : 1);
   uv_timer_init(&T.loop, &p->timer);
   p->timer.data = p;
   http_res_set_callbacks(res, &(http_res_cbs_t){.on_abort = on_abort, .on_writable = on_writable, .user = p});
-  int r = http_res_stream_begin(res, 200, mode == MODE_SSE ? "text/event-stream" : "application/octet-stream");
+  int r = http_res_stream_begin(res, 200, events ? "text/event-stream" : "application/octet-stream");
   assert_int_equal(r, 0);
   assert_int_equal(http_res_stream_begin(res, 200, "x"), -EINVAL);
   uv_timer_start(&p->timer, tick, p->every_ms, p->every_ms);
@@ -127,6 +139,7 @@ static void start_producer(const http_req_t *req, http_res_t *res, int mode) {
 static void h_sse(const http_req_t *req, http_res_t *res, void *ctx) { start_producer(req, res, MODE_SSE); }
 static void h_flood(const http_req_t *req, http_res_t *res, void *ctx) { start_producer(req, res, MODE_FLOOD); }
 static void h_ignore(const http_req_t *req, http_res_t *res, void *ctx) { start_producer(req, res, MODE_IGNORE); }
+static void h_drop(const http_req_t *req, http_res_t *res, void *ctx) { start_producer(req, res, MODE_DROP); }
 static void h_health(const http_req_t *req, http_res_t *res, void *ctx) {
   assert_int_equal(http_res_stream_write(res, "x", 1), -EINVAL); /* not a stream */
   http_res_send(res, 200, "text/plain", "ok", 2);
@@ -147,6 +160,7 @@ static void start(const http_limits_t *l) {
   http_server_route(T.srv, HTTP_GET, "/sse", h_sse, NULL, 0);
   http_server_route(T.srv, HTTP_GET, "/flood", h_flood, NULL, 0);
   http_server_route(T.srv, HTTP_GET, "/ignore", h_ignore, NULL, 0);
+  http_server_route(T.srv, HTTP_GET, "/drop", h_drop, NULL, 0);
   http_server_route(T.srv, HTTP_GET, "/health", h_health, NULL, 0);
   th_start(&T);
 }
@@ -277,6 +291,28 @@ static void overfull_queue_dropped(void **state) {
   th_stop(&T);
 }
 
+/* A producer drops its client (http_res_drop): the connection closes
+ * without the stream's end, on_abort runs once, and it counts as dropped. */
+static void producer_drops_client(void **state) {
+  start(NULL);
+  tc_client_t *c = tc_connect(T.port);
+  assert_true(tc_send(c, "GET /drop?n=3&ms=5 HTTP/1.1\r\nHost: x\r\n\r\n"));
+  char all[4096];
+  size_t n = 0;
+  ssize_t k;
+  while (n < sizeof all - 1 && (k = recv(c->fd, all + n, sizeof all - 1 - n, 0)) > 0) n += (size_t)k;
+  all[n] = '\0';
+  assert_true(k == 0 || (k < 0 && errno == ECONNRESET)); /* closed by the server */
+  assert_non_null(strstr(all, "data: x\n\n"));
+  assert_null(strstr(all, "\r\n0\r\n\r\n")); /* no final chunk: the response never ended */
+  assert_true(th_wait_until(flag_at_least, &n_aborts, 5));
+  assert_int_equal(atomic_load(&n_aborts), 1);
+  assert_int_equal(th_stats(&T).dropped, 1);
+  assert_int_equal(th_stats(&T).connections_open, 0);
+  tc_close(c);
+  th_stop(&T);
+}
+
 /* The client leaves in the middle of a stream: on_abort reaches the handler
  * (the integration cancels the engine request there). */
 static void disconnect_mid_stream(void **state) {
@@ -328,6 +364,7 @@ int main(void) {
       cmocka_unit_test(back_pressure),
       cmocka_unit_test(stuck_client_dropped),
       cmocka_unit_test(overfull_queue_dropped),
+      cmocka_unit_test(producer_drops_client),
       cmocka_unit_test(disconnect_mid_stream),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

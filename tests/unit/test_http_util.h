@@ -26,7 +26,8 @@
 #include <llhttp.h>
 #include <uv.h>
 
-#include "server/http.h"
+#include "api/oai_response.h"
+#include "http/http.h"
 
 /* ---- the server thread -------------------------------------------------------- */
 
@@ -89,6 +90,7 @@ static inline void th_init(th_server_t *t, const http_limits_t *limits) {
   uv_cond_init(&t->cv);
   t->srv = http_server_create(&t->loop, limits);
   if (!t->srv) abort();
+  http_server_set_error_body(t->srv, oai_error_body); /* as tram serve: OpenAI error objects */
 }
 
 /* Listens on 127.0.0.1:0 and starts the loop thread. */

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/oai_chat_val.h"
+#include "api/oai_chat_val.h"
 #include "text/chat_template.h"
 #include "text/jinja/jinja.h"
 #include "tests/unit/testutil.h"
@@ -290,25 +290,92 @@ static void messages_are_normalised(void **state) {
   assert_string_equal(out, "get422.5");
 }
 
+/* ChatML, with the BOS and EOS the tokenizer's add_bos_token and
+ * add_eos_token ask for (as llama.cpp's tokenization of its own ChatML
+ * fallback gives them); a model's own template is used as it is. */
 static void chatml_for_models_without_template(void **state) {
   (void)state;
-  chat_tmpl_t *t = chat_tmpl_from_model(NULL, 0);
-  assert_non_null(t);
-  assert_string_equal(chat_tmpl_source(t), CHAT_TMPL_CHATML);
+  static const char *const want[2][2] = {
+      {"<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+       "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n</s>"},
+      {"<s><|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+       "<s><|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n</s>"},
+  };
   cJSON *m = cJSON_Parse("[{\"role\": \"user\", \"content\": \"Hi\"}]");
   arena_t a;
   arena_init(&a, 0, 0);
-  chat_tmpl_input_t in = {.messages = oai_chat_val(&a, m), .add_generation_prompt = 1};
+  chat_tmpl_input_t in = {
+      .messages = oai_chat_val(&a, m), .add_generation_prompt = 1, .bos_token = "<s>", .eos_token = "</s>"};
+  for (int bos = 0; bos < 2; bos++) {
+    for (int eos = 0; eos < 2; eos++) {
+      chat_tmpl_t *t = chat_tmpl_from_model(NULL, 0, bos, eos);
+      assert_non_null(t);
+      if (!bos && !eos) assert_string_equal(chat_tmpl_source(t), CHAT_TMPL_CHATML);
+      char *out;
+      size_t n;
+      assert_int_equal(chat_tmpl_render(t, &in, &out, &n, NULL, 0), 0);
+      assert_string_equal(out, want[bos][eos]);
+      free(out);
+      chat_tmpl_free(t);
+    }
+  }
+  chat_tmpl_t *own = chat_tmpl_from_model("{{ messages[0].content }}", 25, 1, 1);
   char *out;
   size_t n;
-  assert_int_equal(chat_tmpl_render(t, &in, &out, &n, NULL, 0), 0);
-  assert_string_equal(out, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  assert_int_equal(chat_tmpl_render(own, &in, &out, &n, NULL, 0), 0);
+  assert_string_equal(out, "Hi");
   free(out);
+  chat_tmpl_free(own);
   arena_free(&a);
   cJSON_Delete(m);
-  chat_tmpl_free(t);
-  assert_null(chat_tmpl_from_model("{% if %}", 8));
+  assert_null(chat_tmpl_from_model("{% if %}", 8, 1, 0));
   chat_tmpl_free(NULL);
+}
+
+/* oai_chat_val_map rewrites every string of a value, dict keys included, at
+ * any depth, and leaves the rest (and the input) as they are. The rewrite
+ * here writes each 'x' as "<x>"; jinja renders both trees. */
+static size_t angle_x(const void *ctx, const char *s, size_t n, char *out) {
+  (void)ctx;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == 'x') out[k++] = '<';
+    out[k++] = s[i];
+    if (s[i] == 'x') out[k++] = '>';
+  }
+  return k;
+}
+static size_t angle_x_cap(size_t n) { return 3 * n; }
+
+static void values_map_every_string(void **state) {
+  (void)state;
+  const char *json = "{\"tools\": [{\"dx\": \"x\", \"p\": {\"kx\": [\"yx\", 3, 2.5, true, null]}}], \"s\": \"xx\"}";
+  const char *src = "{{ tools | tojson }}|{{ s | length }}";
+  chat_tmpl_t *t = chat_tmpl_compile(src, strlen(src), NULL, 0);
+  assert_non_null(t);
+  cJSON *x = cJSON_Parse(json), *m = cJSON_Parse("[]");
+  arena_t a;
+  arena_init(&a, 0, 0);
+  const chat_val_t *plain = oai_chat_val(&a, x);
+  const oai_text_map_t map = {.cap = angle_x_cap, .fn = angle_x, .ctx = NULL};
+  const chat_val_t *vals[2] = {oai_chat_val_map(&a, plain, &map), plain}; /* the input after the map: as it was */
+  const char *want[2] = {"[{\"d<x>\": \"<x>\", \"p\": {\"k<x>\": [\"y<x>\", 3, 2.5, true, null]}}]|6",
+                         "[{\"dx\": \"x\", \"p\": {\"kx\": [\"yx\", 3, 2.5, true, null]}}]|2"};
+  for (int i = 0; i < 2; i++) {
+    chat_tmpl_input_t in = {.messages = oai_chat_val(&a, m), .extra = vals[i]};
+    char *out;
+    size_t n;
+    assert_int_equal(chat_tmpl_render(t, &in, &out, &n, NULL, 0), 0);
+    assert_string_equal(out, want[i]);
+    free(out);
+  }
+  assert_int_equal(oai_chat_val_get(vals[0], "s")->n, 6);
+  assert_null(oai_chat_val_get(plain, "t"));
+  assert_null(oai_chat_val_get(oai_chat_val_get(plain, "tools"), "p")); /* a list, not a dict */
+  arena_free(&a);
+  cJSON_Delete(x);
+  cJSON_Delete(m);
+  chat_tmpl_free(t);
 }
 
 /* repr(float) is the shortest string that reads back as the same double. */
@@ -465,6 +532,7 @@ int main(void) {
       cmocka_unit_test(limits_hold),
       cmocka_unit_test(messages_are_normalised),
       cmocka_unit_test(chatml_for_models_without_template),
+      cmocka_unit_test(values_map_every_string),
       cmocka_unit_test(float_repr_round_trips),
       cmocka_unit_test(hostile_templates_never_crash),
   };

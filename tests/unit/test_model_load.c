@@ -251,14 +251,14 @@ static void loads_tiny_llama(void **state) {
   assert_false(hp->qkv_bias);
   assert_float_equal(hp->rms_eps, 1e-5f, 0);
   /* the tokenizer and the template of the same file are text/'s to read */
-  chat_tmpl_t *tmpl = chat_tmpl_from_gguf(model_gguf(m));
-  assert_non_null(tmpl);
-  assert_string_equal(chat_tmpl_source(tmpl), "{{ messages }}");
-  chat_tmpl_free(tmpl);
   char tok_err[256];
   tok_t *tok = tok_create_from_gguf(model_gguf(m), tok_err, sizeof tok_err);
   assert_non_null(tok);
   assert_int_equal(tok_eos(tok), 1);
+  chat_tmpl_t *tmpl = chat_tmpl_from_gguf(model_gguf(m), tok);
+  assert_non_null(tmpl);
+  assert_string_equal(chat_tmpl_source(tmpl), "{{ messages }}"); /* the file's own: as it is */
+  chat_tmpl_free(tmpl);
   tok_destroy(tok);
   /* matrices once (the tied output is the embedding) and one embedding row */
   const int64_t per_layer = 4 * (2 * DIM * HEADS * HEAD_DIM + 2 * DIM * 2 * HEAD_DIM + 3 * DIM * FF); /* F32 */
@@ -289,6 +289,7 @@ static void loads_tiny_llama(void **state) {
   hp = model_hparams(m);
   assert_int_equal(hp->arch, MODEL_ARCH_QWEN3);
   assert_string_equal(model_arch_name(hp->arch), "qwen3");
+  assert_string_equal(model_arch_hf_class(hp->arch), "Qwen3ForCausalLM");
   assert_int_equal(hp->rope_neox, 1);
   assert_true(hp->qk_norm);
   assert_false(hp->qkv_bias);

@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "server/oai_tool_parse.h"
+#include "api/oai_tool_parse.h"
 
 static oai_tool_parse_t parse(arena_t *a, oai_tools_format_t f, const char *text, int32_t max) {
   oai_tool_parse_t p;

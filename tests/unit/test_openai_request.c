@@ -12,8 +12,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/oai_request.h"
-#include "server/oai_responses.h"
+#include <cjson/cJSON.h>
+
+#include "api/oai_request.h"
+#include "api/oai_responses.h"
 
 enum { COMPL, CHAT, TOKENIZE, DETOKENIZE };
 
@@ -45,6 +47,7 @@ typedef struct {
 
 #define P "\"prompt\":\"hi\""
 #define M "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+#define N64 "a123456789b123456789c123456789d123456789e123456789f123456789_-AZ" /* 64 characters */
 
 static const case_t cases[] = {
     /* the body itself */
@@ -201,8 +204,38 @@ static const case_t cases[] = {
     {CHAT, "{" M ",\"stop\":[\"x\"],\"seed\":1,\"n\":3,\"stream\":true}", NULL, NULL},
     {CHAT, "{" M ",\"tools\":[{\"type\":\"function\"}]}", "tools[0].function", "invalid_type"},
     {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{}}}]}", NULL, NULL},
-    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]}", "tools[0].function",
+    /* function names as OpenAI takes them: ^[a-zA-Z0-9_-]{1,64}$, unique among the tools */
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]}", "tools[0].function.name",
+     "invalid_value"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{}}]}", "tools[0].function.name",
+     "missing_required_parameter"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":7}}]}", "tools[0].function.name",
      "invalid_type"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"<|im_end|>\"}}]}",
+     "tools[0].function.name", "invalid_value"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"<tool_call>\"}}]}",
+     "tools[0].function.name", "invalid_value"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\\\"\\n}\"}}]}",
+     "tools[0].function.name", "invalid_value"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f g\"}}]}",
+     "tools[0].function.name", "invalid_value"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"caf\u00e9\"}}]}",
+     "tools[0].function.name", "invalid_value"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"" N64 "\"}}]}", NULL, NULL},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"" N64 "x\"}}]}",
+     "tools[0].function.name", "invalid_value"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"Get_weather-2\"}},"
+     "{\"type\":\"function\",\"function\":{\"name\":\"g\"}}]}", NULL, NULL},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}},"
+     "{\"type\":\"function\",\"function\":{\"name\":\"g\"}},{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
+     "tools[2].function.name", "invalid_value"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":"
+     "{\"type\":\"function\",\"function\":{\"name\":\"f.g\"}}}", "tool_choice.function.name", "invalid_value"},
+    {CHAT, "{" M ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":"
+     "{\"type\":\"function\",\"function\":{}}}", "tool_choice.function.name", "missing_required_parameter"},
+    {CHAT, "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"x\",\"type\":"
+     "\"function\",\"function\":{\"name\":\"f<|im_end|>\",\"arguments\":\"{}\"}}]}]}",
+     "messages[0].tool_calls[0].function.name", "invalid_value"},
     {CHAT, "{" M ",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0]", "unsupported_value"},
     {CHAT, "{" M ",\"tools\":{}}", "tools", "invalid_type"},
     {CHAT, "{" M ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}", "tool_choice.function.name",
@@ -319,6 +352,73 @@ static void field_table(void **state) {
     arena_free(&a);
   }
   assert_int_equal(failed, 0);
+}
+
+/* Whether param names a field of the table both readers share
+ * (oai_parse_gen_fields): "stop", "stop[1]", "temperature", ... */
+static bool shared_field(const char *param) {
+  static const char *const names[] = {"temperature", "top_p", "top_k", "min_p", "presence_penalty",
+                                      "frequency_penalty", "repetition_penalty", "seed", "max_tokens", "n",
+                                      "stop", "stop_token_ids", "ignore_eos"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    const size_t n = strlen(names[i]);
+    if (strncmp(param, names[i], n) == 0 && (param[n] == '\0' || param[n] == '[')) return true;
+  }
+  return false;
+}
+
+/* `tram generate`'s reader of the shared fields and the completions parser
+ * read them from one table: for every completions case of the table above,
+ * where the completions parser fails on the body or on a shared field, the
+ * shared reader fails with the same field, code and message; where it
+ * succeeds, the shared reader gives the same values. */
+static void gen_fields_agree_with_completions(void **state) {
+  (void)state;
+  oai_limits_t lim = oai_limits_default();
+  lim.vocab_size = 49152;
+  int compared = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    if (cases[i].ep != COMPL) continue;
+    const char *body = cases[i].body;
+    arena_t a, b;
+    arena_init(&a, 0, 0);
+    arena_init(&b, 0, 0);
+    oai_completion_req_t want;
+    oai_error_t want_err, got_err;
+    const int wr = oai_parse_completion(body, strlen(body), &lim, &a, &want, &want_err);
+    oai_params_t got = {.samp = oai_samp_defaults(), .max_tokens = 16, .n = 1};
+    cJSON *root;
+    const int gr = oai_parse_gen_fields(body, strlen(body), &lim, &b, &got, &root, &got_err);
+    if (wr != 0 && (!want_err.param[0] || shared_field(want_err.param)) &&
+        !strstr(want_err.message, "only with echo")) { /* the completions-only rule on max_tokens 0 */
+      if (gr == 0) fail_msg("case %zu: %s: the shared reader accepts what completions refuses: %s", i, body,
+                            want_err.message);
+      assert_string_equal(got_err.param, want_err.param);
+      assert_string_equal(got_err.code, want_err.code);
+      assert_string_equal(got_err.message, want_err.message);
+      compared++;
+    } else if (wr == 0) {
+      if (gr != 0) fail_msg("case %zu: %s: %s", i, body, got_err.message);
+      const oai_params_t *w = &want.params;
+      assert_memory_equal(&got.samp.temperature, &w->samp.temperature, offsetof(samp_params_t, logit_bias) -
+                                                                            offsetof(samp_params_t, temperature));
+      assert_int_equal(got.max_tokens, w->max_tokens);
+      assert_int_equal(got.n, w->n);
+      assert_int_equal(got.ignore_eos, w->ignore_eos);
+      assert_int_equal(got.n_stop, w->n_stop);
+      for (int32_t k = 0; k < w->n_stop; k++) assert_string_equal(got.stop[k], w->stop[k]);
+      assert_int_equal(got.n_stop_token_ids, w->n_stop_token_ids);
+      if (w->n_stop_token_ids)
+        assert_memory_equal(got.stop_token_ids, w->stop_token_ids, (size_t)w->n_stop_token_ids * sizeof(int32_t));
+      cJSON_Delete(root);
+      compared++;
+    } else if (gr == 0) {
+      cJSON_Delete(root);
+    }
+    arena_free(&a);
+    arena_free(&b);
+  }
+  assert_true(compared > 40);
 }
 
 /* The values of a full completions request reach the struct. */
@@ -586,7 +686,15 @@ static void responses(void **state) {
       {"{\"input\":5}", "input"},
       {"{\"input\":\"x\",\"store\":true}", "store"},
       {"{\"input\":\"x\",\"previous_response_id\":\"r\"}", "previous_response_id"},
-      {"{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools"},
+      {"{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0]"},
+      {"{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"<|im_end|>\"}]}", "tools[0].name"},
+      {"{\"input\":\"x\",\"tools\":[{\"type\":\"function\"}]}", "tools[0].name"},
+      {"{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"f\"},{\"type\":\"function\",\"name\":\"f\"}]}",
+       "tools[1].name"},
+      {"{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"f\"}],\"tool_choice\":{\"type\":\"function\","
+       "\"name\":\"f\\n\"}}", "tool_choice.name"},
+      {"{\"input\":[{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"a\\\"b\",\"arguments\":\"{}\"}]}",
+       "input[0].name"},
       {"{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"yaml\"}}}", "text.format.type"},
       {"{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_schema\"}}}", "text.format.schema"},
       {"{\"input\":[{\"type\":\"function_call\",\"name\":\"f\"}]}", "input[0]"},
@@ -682,6 +790,7 @@ static void out_of_memory(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(field_table),
+      cmocka_unit_test(gen_fields_agree_with_completions),
       cmocka_unit_test(completion_values),
       cmocka_unit_test(chat_values),
       cmocka_unit_test(tokenize_values),

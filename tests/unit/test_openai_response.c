@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/oai_response.h"
+#include "api/oai_response.h"
 
 static const oai_meta_t META = {.id = "cmpl-abc", .model = "smol", .created = 1700000000};
 

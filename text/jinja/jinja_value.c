@@ -8,6 +8,8 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "base/utf8.h"
+
 jv_t jv_str(jinja_ctx_t *c, const char *s, size_t n) {
   if (n > UINT32_MAX) jinja_fail(c, -E2BIG, "string longer than 4 GiB");
   return jv_strref(jinja_strdup(c, s, n), n);
@@ -299,34 +301,10 @@ jv_t jinja_to_string(jinja_ctx_t *c, jv_t v) {
 
 /* ---- UTF-8 ------------------------------------------------------------- */
 
-uint32_t jinja_utf8_next(const char *str, size_t n, size_t *i) {
-  const unsigned char *s = (const unsigned char *)str;
-  size_t k = *i;
-  unsigned char b0 = s[k];
-  if (b0 < 0x80) {
-    *i = k + 1;
-    return b0;
-  }
-  int len = b0 >= 0xf0 && b0 <= 0xf4 ? 4 : b0 >= 0xe0 ? 3 : b0 >= 0xc2 && b0 <= 0xdf ? 2 : 0;
-  if (b0 >= 0xf5) len = 0;
-  if (len == 0 || k + (size_t)len > n) {
-    *i = k + 1;
-    return 0xfffd;
-  }
-  uint32_t cp = b0 & (0x7f >> len);
-  for (int j = 1; j < len; j++) {
-    if ((s[k + j] & 0xc0) != 0x80) {
-      *i = k + 1;
-      return 0xfffd;
-    }
-    cp = (cp << 6) | (s[k + j] & 0x3f);
-  }
-  if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-      (len == 4 && (cp < 0x10000 || cp > 0x10ffff))) {
-    *i = k + 1;
-    return 0xfffd;
-  }
-  *i = k + (size_t)len;
+uint32_t jinja_utf8_next(const char *s, size_t n, size_t *i) {
+  uint32_t cp = 0xfffd; /* an ill-formed byte: one U+FFFD each */
+  const int len = utf8_decode(s + *i, n - *i, &cp);
+  *i += len > 0 ? (size_t)len : 1;
   return cp;
 }
 
@@ -351,24 +329,8 @@ size_t jinja_utf8_offset(const char *s, size_t n, size_t k) {
 
 void jinja_utf8_put(jinja_ctx_t *c, jinja_buf_t *b, uint32_t cp) {
   char t[4];
-  if (cp < 0x80) {
-    jinja_buf_putc(c, b, (char)cp);
-  } else if (cp < 0x800) {
-    t[0] = (char)(0xc0 | (cp >> 6));
-    t[1] = (char)(0x80 | (cp & 0x3f));
-    jinja_buf_put(c, b, t, 2);
-  } else if (cp < 0x10000) {
-    t[0] = (char)(0xe0 | (cp >> 12));
-    t[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    t[2] = (char)(0x80 | (cp & 0x3f));
-    jinja_buf_put(c, b, t, 3);
-  } else {
-    t[0] = (char)(0xf0 | (cp >> 18));
-    t[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    t[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    t[3] = (char)(0x80 | (cp & 0x3f));
-    jinja_buf_put(c, b, t, 4);
-  }
+  if (cp < 0x80) jinja_buf_putc(c, b, (char)cp);
+  else jinja_buf_put(c, b, t, (size_t)utf8_encode(cp, t));
 }
 
 int jinja_isspace(uint32_t cp) {
