@@ -441,7 +441,7 @@ BENCH_SERVERS ?= tram,llamacpp
 BENCH_ARGS    ?=
 BENCH_PEER    := $(if $(findstring llamacpp,$(BENCH_SERVERS)),bench-peer)
 
-.PHONY: bench bench-smoke bench-peer bench-accuracy bench-structured bench-loop
+.PHONY: bench bench-smoke bench-peer bench-accuracy bench-structured bench-loop bench-cpu
 
 bench-peer:
 	$(Q)scripts/build-llamacpp.sh
@@ -454,8 +454,20 @@ bench-smoke: venv model $(TRAM)
 	$(Q)$(VENV)/bin/python bench/compare.py --smoke --model $(MODEL) --tram-bin $(TRAM) \
 		--build-dir $(BUILD) $(BENCH_ARGS)
 
-bench-accuracy: venv model tools
+bench-accuracy: venv model model-gemma3 tools
 	$(Q)$(VENV)/bin/python bench/accuracy.py --model $(MODEL) --build-dir $(BUILD) --json $(BUILD)/accuracy.json
+	$(Q)$(VENV)/bin/python bench/accuracy.py --model $(GEMMA3_MODEL) --build-dir $(BUILD) --ref-prefix 64 \
+		--json $(BUILD)/accuracy-gemma.json
+
+# CPU decode at real model sizes, tram against llama.cpp in one run: writes
+# random-weight shape models (SmolLM2-1.7B, Llama-3.2-3B, Llama-3.1-8B shapes;
+# Q4_0, Q4_K_M, Q5_K_M, Q6_K, Q8_0) into build-bench/shapes/ (git-ignored;
+# ~35 GB for all of them), then the side-by-side with the read bandwidth
+# (bench/cpu_decode.py; BENCH_CPU_ARGS narrows it, e.g. --shapes smollm2-1.7b
+# --types Q4_0 --threads 1,2 --streams 1,8,32); table in build-bench/cpu-decode.md.
+BENCH_CPU_ARGS ?=
+bench-cpu: venv model model-gemma3 $(TRAM) benches bench-peer
+	$(Q)$(VENV)/bin/python bench/cpu_decode.py --model $(MODEL) --model $(GEMMA3_MODEL) $(BENCH_CPU_ARGS)
 
 bench-structured: venv model $(TRAM)
 	$(Q)$(VENV)/bin/python bench/structured_bench.py --tram $(TRAM) --model $(MODEL) $(BENCH_ARGS)

@@ -36,6 +36,8 @@
 #include <time.h>
 
 #include "bench/bench_probe.h"
+#include "bench/bench_util.h"
+#include "bench/bench_weights.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/simd.h"
@@ -51,55 +53,7 @@ static double min_seconds = 0.4; /* per measured point, at least 3 runs */
 
 static clockid_t clock_id = CLOCK_MONOTONIC; /* --cpu-time: CLOCK_PROCESS_CPUTIME_ID */
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(clock_id, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void) {
-  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-  return (uint32_t)(rng_state >> 33);
-}
-static float rnd_unit(void) { return (float)rnd() / 2147483648.0f - 1.0f; }
-
-/* Byte offsets of the f16 scale fields inside one block (see quant_blocks.h). */
-static int scale_offsets(kern_type_t t, int off[2]) {
-  switch (t) {
-  case KERN_Q4_0: case KERN_Q5_0: case KERN_Q8_0: off[0] = 0; return 1;
-  case KERN_Q4_1: case KERN_Q5_1: case KERN_Q4_K: case KERN_Q5_K: off[0] = 0, off[1] = 2; return 2;
-  case KERN_Q6_K: off[0] = 208; return 1;
-  default: return 0;
-  }
-}
-
-/* Random weight data with small normal scales (no subnormal arithmetic). */
-static void *random_weight(kern_type_t t, int64_t rows, int64_t cols) {
-  int64_t bytes = rows * kern_type_row_bytes(t, cols), bb = kern_type_block_bytes(t);
-  uint8_t *d = malloc((size_t)bytes);
-  if (!d) abort();
-  if (t == KERN_F32) {
-    for (int64_t i = 0; i < bytes / 4; i++) ((float *)d)[i] = rnd_unit() * 0.05f;
-    return d;
-  }
-  for (int64_t i = 0; i < bytes; i++) d[i] = (uint8_t)rnd();
-  if (t == KERN_F16 || t == KERN_BF16) {
-    for (int64_t i = 0; i < bytes / 2; i++) {
-      float v = rnd_unit() * 0.05f;
-      uint16_t h = t == KERN_F16 ? kern_cpu_f32_to_f16(v) : kern_cpu_f32_to_bf16(v);
-      memcpy(d + 2 * i, &h, 2);
-    }
-    return d;
-  }
-  int off[2], k = scale_offsets(t, off);
-  for (int64_t b = 0; b < bytes / bb; b++)
-    for (int j = 0; j < k; j++) {
-      uint16_t h = kern_cpu_f32_to_f16(0.001f + 0.01f * (rnd_unit() + 1.0f));
-      memcpy(d + b * bb + off[j], &h, 2);
-    }
-  return d;
-}
+static double now(void) { return bench_clock_s(clock_id); }
 
 /* --- memory bandwidth ------------------------------------------------------ */
 
@@ -137,7 +91,7 @@ static void type_table(kern_backend_t *be, int quick, float *x, float *y) {
       int64_t rows = shapes[s][0], cols = shapes[s][1];
       if (rows == 49152 && type != KERN_Q8_0) continue;
       if (kern_type_block_elems(type) == 256) rows = rows == 576 ? 512 : rows, cols = cols == 576 ? 512 : cols;
-      void *data = random_weight(type, rows, cols);
+      void *data = bench_random_weight(type, rows, cols);
       kern_weight_t w;
       if (be->weight_init(be, &w, type, rows, cols, data) != 0) abort();
       printf("| %s | %lld × %lld |", kern_type_name(type), (long long)rows, (long long)cols);
@@ -173,11 +127,11 @@ static void model_init(kern_backend_t *be, model_t *m) {
   for (int l = 0; l < LAYERS; l++)
     for (int k = 0; k < M_PER_LAYER; k++) {
       int64_t rows = model_shape[k][0], cols = model_shape[k][1];
-      m->data[l][k] = random_weight(KERN_Q4_1, rows, cols);
+      m->data[l][k] = bench_random_weight(KERN_Q4_1, rows, cols);
       if (be->weight_init(be, &m->w[l][k], KERN_Q4_1, rows, cols, m->data[l][k]) != 0) abort();
       m->bytes += (double)rows * (double)kern_type_row_bytes(KERN_Q4_1, cols);
     }
-  m->out_data = random_weight(KERN_Q8_0, 49152, 576);
+  m->out_data = bench_random_weight(KERN_Q8_0, 49152, 576);
   if (be->weight_init(be, &m->out, KERN_Q8_0, 49152, 576, m->out_data) != 0) abort();
   m->bytes += 49152.0 * (double)kern_type_row_bytes(KERN_Q8_0, 576);
 }
@@ -280,7 +234,7 @@ int main(int argc, char **argv) {
   if (quick) min_seconds = 0.1;
   float *x = malloc(sizeof(float) * 512 * 1536), *y = malloc(sizeof(float) * 512 * 49152);
   if (!x || !y) abort();
-  for (int i = 0; i < 512 * 1536; i++) x[i] = rnd_unit();
+  for (int i = 0; i < 512 * 1536; i++) x[i] = bench_rnd_unit();
   double steps[2][3];
   for (int p = first; p <= last; p++) run_precision((kern_precision_t)p, threads, quick, model_only, argv[0], x, y, steps[p]);
   if (first != last)

@@ -13,6 +13,7 @@ boot_opts_t boot_opts_from_cfg(const cfg_t *c) {
           {
               .max_batch_tokens = c->max_batch_tokens,
               .max_seqs = c->max_seqs,
+              .step_target_ms = c->step_target_ms,
               .kv_cache_bytes = c->kv_cache_bytes,
               .kv_cache_blocks = c->kv_cache_blocks,
               .block_size = c->block_size,

@@ -69,6 +69,7 @@ typedef enum cfg_key {
   CFG_BLOCK_SIZE,
   CFG_MAX_BATCH_TOKENS,
   CFG_MAX_SEQS,
+  CFG_STEP_TARGET_MS,
   CFG_MAX_WAITING,
   CFG_SPECULATIVE,
   CFG_NUM_SPECULATIVE_TOKENS,
@@ -184,6 +185,7 @@ typedef struct cfg {
   int block_size;          /* tokens per KV cache block: a power of two, 8..256 */
   int max_batch_tokens;    /* tokens one engine step processes at most (>= max_seqs) */
   int max_seqs;            /* sequences running at once at most */
+  int step_target_ms;      /* step time prompt chunks are sized for while decodes run (0: auto) */
   int max_waiting;         /* requests waiting for admission at most; more -> 429 */
   int speculative;         /* 0 off, 1 ngram, 2 draft (sched_spec_method_t) */
   int num_speculative_tokens; /* draft tokens per step */

@@ -126,6 +126,12 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                               OFF(max_batch_tokens)},
     [CFG_MAX_SEQS] = {"max_seqs", CFG_T_INT, "Engine", "16", 0, 1, 65536, NULL, "N", 0,
                       "Sequences running at once at most.", OFF(max_seqs)},
+    [CFG_STEP_TARGET_MS] = {"step_target_ms", CFG_T_INT, "Engine", "0", 0, 0, 600000, NULL, "MS", 0,
+                            "While sequences decode, a step computes only as many prompt tokens "
+                            "as keep it under this time, learned from measured step costs (so "
+                            "arriving prompts do not stall the streams). 0: auto, 2.5 times a "
+                            "decode-only step. Shown as tram:step_target_seconds.",
+                            OFF(step_target_ms)},
     [CFG_CHAT_TEMPLATE] = {"chat_template", CFG_T_PATH, "Model", "", 0, 0, 0, NULL, "FILE", 0,
                            "A Jinja chat template file to use instead of the model's (e.g. one "
                            "with tool support).",

@@ -12,7 +12,7 @@
 kern_backend_t *kern_backend_create_opts(const char *device, const kern_backend_opts_t *opts) {
   const kern_backend_opts_t def = {0};
   if (!opts) opts = &def;
-  if (strcmp(device, "cpu") == 0) return kern_cpu_create(opts->n_threads, opts->precision);
+  if (strcmp(device, "cpu") == 0) return kern_cpu_create(opts);
   if (strcmp(device, "cuda") == 0) {
 #ifdef TRAM_CUDA
     if (opts->precision != KERN_PRECISION_EXACT)

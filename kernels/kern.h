@@ -52,6 +52,9 @@ typedef enum kern_precision { KERN_PRECISION_EXACT = 0, KERN_PRECISION_FAST = 1 
 typedef struct kern_backend_opts {
   int n_threads;              /* CPU threads; <= 0: one per online CPU (CUDA: ignored) */
   kern_precision_t precision; /* the CUDA backend has only EXACT (it logs so) */
+  int keep_views;             /* CPU: 1 never repacks weights (the fast kernels then read
+                                 the file's layout; no copy); 0 repacks those it has a
+                                 faster layout for (kernels/cpu/repack.h) */
 } kern_backend_opts_t;
 
 /* A weight matrix of `rows` output features × `cols` input features (GGUF
@@ -62,7 +65,9 @@ typedef struct kern_weight {
   kern_type_t type; /* the type the file stores (public, read-only) */
   int64_t rows;     /* output features */
   int64_t cols;     /* input features; a multiple of the type's block size */
-  void *impl;       /* backend-private */
+  void *impl;       /* backend-private (CPU: the view of the GGUF bytes) */
+  void *packed;     /* backend-private: a copy in the backend's own layout, or
+                       NULL (CPU: the 8-row panels of kernels/cpu/repack.h) */
 } kern_weight_t;
 
 /* Arguments of the three attention kernels (one layer, one batch).
@@ -162,6 +167,10 @@ struct kern_backend {
    * model is refused before it serves. */
   int (*attn_supported)(kern_backend_t *be, int n_heads, int n_kv_heads, int head_dim, char *err,
                         size_t err_len);
+  /* The memory read bandwidth the weights stream at, in GB/s, measured
+   * now (a few tens of ms; the engine asks once, at start-up, for its
+   * bandwidth gauge); NULL where the backend has no probe. */
+  double (*read_gbps)(kern_backend_t *be);
 
   /* --- weights ------------------------------------------------------------- */
   /* Prepares w (rows × cols of `type`) from `data`, host memory holding the

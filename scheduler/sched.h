@@ -93,6 +93,8 @@ typedef struct sched_config {
   int prefix_caching;     /* 1: share full blocks by content across requests */
   int cuda_graphs;        /* 1: decode steps replay captured graphs where the backend has them
                            * (model/model_graph.h); 0: off */
+  int step_target_ms;     /* prompt chunks of steps with decodes sized to keep a step under this
+                           * (scheduler/sched_pace.h); 0: auto, 2.5 decode-only steps */
   kv_observer_t kv_observer; /* told of every prefix-cache block stored and evicted, on the engine
                               * thread; flushed after each step (zero: none) */
   sched_spec_config_t spec;  /* speculative decoding (zero: off) */
@@ -340,6 +342,11 @@ typedef struct sched_stats {
    * drafts accepted, and accepted by position in the draft */
   uint64_t spec_drafts, spec_draft_tokens, spec_accepted_tokens;
   uint64_t spec_accepted_per_pos[SCHED_SPEC_MAX_K];
+  /* pacing (scheduler/sched_pace.h) and the weight bandwidth */
+  int64_t step_target_ns;        /* the step time prompt chunks are sized for (0: not learned yet) */
+  int32_t prefill_budget;        /* prompt tokens a step with decodes may compute now */
+  double weight_gbps;            /* the last step's weight bytes / its forward time, GB/s */
+  double memory_read_gbps;       /* the bound: the read bandwidth measured at start-up (0: unknown) */
   int64_t last_progress;         /* CLOCK_MONOTONIC ns of the last step that ran (0: none yet);
                                   * with waiting + running > 0 and an old value, the engine is stuck */
 } sched_stats_t;

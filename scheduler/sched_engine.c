@@ -137,6 +137,9 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
     e->spec_out = xcalloc((size_t)c.max_seqs, sizeof *e->spec_out);
   }
   if (c.spec.method == SCHED_SPEC_DRAFT && !(e->draft = sched__draft_create(e))) goto fail;
+  e->pace.target_ns = (int64_t)c.step_target_ms * 1000000;
+  e->weight_bytes = (double)model_step_weight_bytes(m);
+  e->read_gbps = be->read_gbps ? be->read_gbps(be) : 0;
   if (sched_plan_init(&e->plan, e->cache->alloc, c.max_batch_tokens, c.max_seqs, c.prefix_caching) != 0) goto fail;
   e->plan.window = release_window(m, be);
   e->plan.window_granule = be->attn_window_granule;

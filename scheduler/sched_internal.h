@@ -16,6 +16,7 @@
 #include "sample/sampler.h"
 #include "text/tokenizer.h"
 #include "scheduler/sched.h"
+#include "scheduler/sched_pace.h"
 #include "scheduler/sched_plan.h"
 #include "scheduler/sched_stop.h"
 
@@ -82,6 +83,9 @@ struct sched_engine {
   samp_ws_t *ws;              /* owned */
   attn_meta_t meta;
   sched_plan_t plan;
+  sched_pace_t pace;          /* the prompt-token budget of steps with decodes */
+  double weight_bytes;        /* weights one forward reads (model_step_weight_bytes) */
+  double read_gbps;           /* memory read bandwidth measured at creation (0: unknown) */
   uint64_t step_no;           /* steps that ran a forward */
   uint64_t generated;         /* tokens sampled */
   uint64_t n_finished;        /* requests whose final event was posted */

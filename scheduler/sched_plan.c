@@ -239,6 +239,8 @@ int sched_plan_step(sched_plan_t *c) {
     plan_item(c, s, 1 + s->spec);
     budget -= 1 + s->spec;
   }
+  /* the prompt tokens of a step that holds decodes are paced */
+  if (c->prefill_budget > 0 && c->n_items > 0 && budget > c->prefill_budget) budget = c->prefill_budget;
   /* 2. the next chunk of each partially computed sequence */
   for (sched_seq_t *s = c->running.head; s && budget > 0; s = s->next) {
     if (s->planned == c->step || s->paused) continue;

@@ -17,7 +17,8 @@
  *   1. running sequences with one pending token, in admission order (the
  *      running list never holds more than max_seqs, so all fit);
  *   2. running sequences with more pending tokens, a chunk each while the
- *      budget lasts;
+ *      budget lasts (with decodes in the step, a budget of at most
+ *      prefill_budget prompt tokens for 2 and 3);
  *   3. waiting sequences from the head (arrival order; preempted ones are
  *      put back at the head), while the budget lasts, the running list has
  *      room for the places they stand for (n for a prompt not yet forked into
@@ -103,6 +104,10 @@ typedef struct sched_plan_stats {
 typedef struct sched_plan {
   kv_alloc_t *alloc;  /* not owned */
   int max_batch_tokens, max_seqs;
+  /* > 0: a step that has decodes computes at most this many prompt tokens
+   * (steps 2 and 3 below; the engine's pacing, sched_pace.h); 0: up to
+   * max_batch_tokens */
+  int prefill_budget;
   int prefix_caching;
   /* > 0: every layer has a sliding window of at most this many keys and
    * the attention reads none before the window's edge rounded down to

@@ -398,6 +398,7 @@ int sched__step(sched_engine_t *e) {
   take_inbox(e);
   reap_cancelled(e);
   sched__spec_propose(e);
+  e->plan.prefill_budget = sched_pace_budget(&e->pace, e->cfg.max_batch_tokens);
   const int n = sched_plan_step(&e->plan);
   sched__spec_unplanned(e);
   sched__snap_plan(e);
@@ -451,6 +452,7 @@ int sched__step(sched_engine_t *e) {
     }
   }
   const int64_t t_end = clock_now_ns();
+  if (n > 0) sched_pace_observe(&e->pace, e->plan.n_tokens - (int)prompt_tokens, (int)prompt_tokens, t_end - t0);
 
   attn_stats_t as;
   attn_get_stats(model_runner_attn(e->runner), &as);
@@ -479,6 +481,9 @@ int sched__step(sched_engine_t *e) {
   st->spec_accepted_tokens = e->spec_accepted;
   memcpy(st->spec_accepted_per_pos, e->spec_per_pos, sizeof e->spec_per_pos);
   st->decode_steps = as.decode_steps;
+  st->step_target_ns = sched_pace_target_ns(&e->pace);
+  st->prefill_budget = sched_pace_budget(&e->pace, e->cfg.max_batch_tokens);
+  st->memory_read_gbps = e->read_gbps;
   st->varlen_steps = as.varlen_steps;
   if (n > 0) {
     st->steps = e->step_no;
@@ -490,6 +495,7 @@ int sched__step(sched_engine_t *e) {
     st->last_step_seqs = n;
     st->last_step_ns = t_end - t0;
     st->last_forward_ns = t_fwd;
+    if (t_fwd > 0) st->weight_gbps = e->weight_bytes / (double)t_fwd; /* bytes per ns = GB/s */
     st->busy_ns += (uint64_t)(t_end - t0);
     st->forward_ns += (uint64_t)t_fwd;
     st->plan_ns += (uint64_t)(t1 - t0);

@@ -9,7 +9,8 @@
 # slots and continuous batching. The llama.cpp commit it vendors is read from
 # the sdist's CHANGELOG and baked into `llama-server --version`.
 #
-# Output (git-ignored): $PEER_DIR/bin/llama-server, $PEER_DIR/VERSION, and the
+# Output (git-ignored): $PEER_DIR/bin/llama-server, $PEER_DIR/bin/llama-quantize
+# (bench/shapes.py makes the K-quant shape models with it), $PEER_DIR/VERSION, and the
 # build log $PEER_DIR/build.log. Idempotent: does nothing when the binary for
 # the pinned version is there. Knobs: PEER_DIR (default .bench-peer),
 # JOBS (default 2), PIP (default .venv/bin/pip, else pip3).
@@ -23,7 +24,7 @@ pin=$(grep -E '^[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.]*' bench/peer-requirements.txt
 pkg_version=${pin#*==}
 stamp="$peer_dir/VERSION"
 
-if [ -x "$peer_dir/bin/llama-server" ] && [ -f "$stamp" ] &&
+if [ -x "$peer_dir/bin/llama-server" ] && [ -x "$peer_dir/bin/llama-quantize" ] && [ -f "$stamp" ] &&
    grep -qx "llama-cpp-python $pkg_version" <(head -1 "$stamp"); then
   exit 0
 fi
@@ -75,11 +76,11 @@ cmake -S "$llama" -B "$peer_dir/build" -DCMAKE_BUILD_TYPE=Release \
   -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
   -DLLAMA_BUILD_COMMIT="$commit" >>"$log" 2>&1 ||
   { echo "build-llamacpp: cmake configure failed; see $log" >&2; tail -20 "$log" >&2; exit 1; }
-cmake --build "$peer_dir/build" --target llama-server -j "$jobs" >>"$log" 2>&1 ||
+cmake --build "$peer_dir/build" --target llama-server llama-quantize -j "$jobs" >>"$log" 2>&1 ||
   { echo "build-llamacpp: build failed; see $log" >&2; tail -20 "$log" >&2; exit 1; }
 
 mkdir -p "$peer_dir/bin"
-cp "$peer_dir/build/bin/llama-server" "$peer_dir/bin/llama-server"
+cp "$peer_dir/build/bin/llama-server" "$peer_dir/build/bin/llama-quantize" "$peer_dir/bin/"
 secs=$(( $(date +%s) - start ))
 {
   echo "llama-cpp-python $pkg_version"

@@ -44,7 +44,7 @@ ALIGN = 32  # general.alignment's default
 GGML_F32, GGML_Q8_0 = 0, 8
 Q8_0_BLOCK, Q8_0_BYTES = 32, 34
 # GGUF metadata value types
-U32, F32, BOOL, STR, ARR = 4, 6, 7, 8, 9
+U32, I32, F32, BOOL, STR, ARR = 4, 5, 6, 7, 8, 9
 INT8_STD = np.sqrt((256.0**2 - 1) / 12)  # std of a uniform int8 in [-128, 127]
 
 
@@ -110,6 +110,8 @@ def kv(key, vtype, value, sub=None):
             out.extend(gstr(v) for v in value)
         elif sub == U32:
             out.append(np.asarray(value, dtype="<u4").tobytes())
+        elif sub == I32:
+            out.append(np.asarray(value, dtype="<i4").tobytes())
         else:
             raise ValueError(sub)
     elif vtype == STR:
@@ -169,15 +171,20 @@ def header(a, table, offsets):
         kv("llama.rope.dimension_count", U32, a.head_dim),
         kv("llama.attention.layer_norm_rms_epsilon", F32, 1e-5),
         kv("llama.vocab_size", U32, a.vocab),
-        kv("llama.rope.scaling.type", STR, "llama3"),
-        kv("llama.rope.scaling.factor", F32, 8.0),
-        kv("llama.rope.scaling.low_freq_factor", F32, 1.0),
-        kv("llama.rope.scaling.high_freq_factor", F32, 4.0),
-        kv("llama.rope.scaling.original_context_length", U32, 8192),
+    ]
+    if not a.no_rope_scaling:
+        m += [
+            kv("llama.rope.scaling.type", STR, "llama3"),
+            kv("llama.rope.scaling.factor", F32, 8.0),
+            kv("llama.rope.scaling.low_freq_factor", F32, 1.0),
+            kv("llama.rope.scaling.high_freq_factor", F32, 4.0),
+            kv("llama.rope.scaling.original_context_length", U32, 8192),
+        ]
+    m += [
         kv("tokenizer.ggml.model", STR, "gpt2"),
         kv("tokenizer.ggml.pre", STR, "llama-bpe"),
         kv("tokenizer.ggml.tokens", ARR, tokens, STR),
-        kv("tokenizer.ggml.token_type", ARR, types, U32),
+        kv("tokenizer.ggml.token_type", ARR, types, I32),  # INT32, as llama.cpp writes and reads it
         kv("tokenizer.ggml.merges", ARR, merges, STR),
         kv("tokenizer.ggml.bos_token_id", U32, special["bos"]),
         kv("tokenizer.ggml.eos_token_id", U32, special["eos"]),
@@ -231,6 +238,8 @@ def main():
     ap.add_argument("--ctx", type=int, default=131072, help="context_length")
     ap.add_argument("--rope-base", type=float, default=500000.0)
     ap.add_argument("--std", type=float, default=0.02, help="weights' standard deviation")
+    ap.add_argument("--no-rope-scaling", action="store_true",
+                    help="no rope.scaling.* keys (llama.cpp refuses type llama3 there; bench/cpu_decode.py)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--vocab-seed", type=int, default=None,
                     help="seed of the vocabulary alone (default: --seed): models that share it share their vocabulary")

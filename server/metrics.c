@@ -142,6 +142,16 @@ srv_metrics_t *srv_metrics_create(const char *model_name, int32_t max_model_len)
       gauge(m, "tram:prefix_cache_blocks", "KV-cache blocks holding a prefix-cache entry (in use or free).");
   m->draft_kv_blocks_used = gauge(m, "tram:draft_kv_cache_blocks_used", "Draft model KV-cache blocks in use.");
   m->draft_kv_blocks_total = gauge(m, "tram:draft_kv_cache_blocks_total", "Draft model KV-cache blocks in all.");
+  m->step_target = gauge(m, "tram:step_target_seconds",
+                         "Step time that prompt chunks are sized for while sequences decode (step_target_ms; "
+                         "0 until auto has measured a decode-only step).");
+  m->prefill_budget = gauge(m, "tram:prefill_budget_tokens", "Prompt tokens a step with decodes may compute now.");
+  m->weight_gbps = gauge(m, "tram:weight_read_gbps",
+                         "Model weight bytes the last step read divided by its forward time, GB/s.");
+  m->weight_share = gauge(m, "tram:weight_read_bandwidth_share",
+                          "tram:weight_read_gbps as a share of tram:memory_read_gbps (0 when that is unknown).");
+  m->memory_gbps = gauge(m, "tram:memory_read_gbps",
+                         "Memory read bandwidth the backend measured at start-up, GB/s (0: not measured).");
   const char *steps_labels[] = {LABELS[0], LABELS[1], LABELS[3]};
   prom_family_t *steps = prom_counter(m->reg, "tram:engine_steps_total", "Engine steps by attention path.", 3,
                                       steps_labels);
@@ -174,6 +184,11 @@ void srv_metrics_snapshot(srv_metrics_t *m, const sched_stats_t *st) {
   prom_set(m->kv_blocks_cached, st->kv_blocks_cached);
   prom_set(m->draft_kv_blocks_used, st->draft_kv_blocks_used);
   prom_set(m->draft_kv_blocks_total, st->draft_kv_blocks_total);
+  prom_set(m->step_target, (double)st->step_target_ns * 1e-9);
+  prom_set(m->prefill_budget, st->prefill_budget);
+  prom_set(m->weight_gbps, st->weight_gbps);
+  prom_set(m->weight_share, st->memory_read_gbps > 0 ? st->weight_gbps / st->memory_read_gbps : 0);
+  prom_set(m->memory_gbps, st->memory_read_gbps);
   prom_set(m->prompt_tokens, (double)st->prompt_tokens);
   prom_set(m->generation_tokens, (double)st->generated_tokens);
   prom_set(m->preemptions, (double)st->preemptions);

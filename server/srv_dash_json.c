@@ -91,6 +91,10 @@ static void add_info(cJSON *root, const sched_snap_t *sn, const srv_dash_info_t 
   num(o, "clients", (double)in->clients);
   num(o, "dropped", (double)in->dropped);
   num(o, "loop_ms", (double)in->loop_ns / 1e6);
+  num(o, "weight_gbps", sn->stats.weight_gbps);           /* the last step's weight read rate */
+  num(o, "memory_read_gbps", sn->stats.memory_read_gbps); /* the bound measured at start-up (0: none) */
+  num(o, "step_target_ms", ms(sn->stats.step_target_ns));
+  num(o, "prefill_budget", sn->stats.prefill_budget);
 }
 
 static void add_totals(cJSON *root, const sched_snap_t *sn) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "base/log.h"
@@ -57,6 +58,43 @@ static int cpu_attn_supported(kern_backend_t *be, int n_heads, int n_kv_heads, i
   return 0;
 }
 
+/* be->read_gbps: the pool's threads sum 64 MiB of fresh memory (larger
+ * than the last-level caches) in 1 MiB chunks, best of 3 passes, as
+ * bench/membw's read probe does (that one with 2 x 256 MiB). */
+#define PROBE_BYTES ((size_t)64 << 20)
+#define PROBE_CHUNK ((size_t)1 << 20)
+
+typedef struct {
+  const uint64_t *buf;
+  uint64_t sink[64];
+} probe_t;
+
+static void probe_task(void *ctx, int64_t begin, int64_t end, int tid) {
+  probe_t *p = ctx;
+  const size_t words = PROBE_CHUNK / sizeof(uint64_t);
+  uint64_t a = 0, b = 0, c = 0, d = 0;
+  for (int64_t k = begin; k < end; k++)
+    for (const uint64_t *w = p->buf + (size_t)k * words, *e = w + words; w < e; w += 4) a += w[0], b ^= w[1], c += w[2], d ^= w[3];
+  p->sink[tid & 63] += a + b + c + d;
+}
+
+static double cpu_read_gbps(kern_backend_t *be) {
+  probe_t p = {.buf = cpu_alloc(be, PROBE_BYTES)};
+  if (!p.buf) return 0;
+  memset((void *)p.buf, 1, PROBE_BYTES);
+  double best = 0;
+  for (int pass = 0; pass < 3; pass++) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    kern_pool_for(kern_cpu(be)->pool, (int64_t)(PROBE_BYTES / PROBE_CHUNK), 1, probe_task, &p);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (s > 0 && PROBE_BYTES / s / 1e9 > best) best = (double)PROBE_BYTES / s / 1e9;
+  }
+  cpu_free(be, (void *)p.buf);
+  return best;
+}
+
 static void cpu_destroy(kern_backend_t *be) {
   kern_cpu_t *cpu = kern_cpu(be);
   kern_pool_destroy(cpu->pool);
@@ -90,6 +128,7 @@ static const kern_backend_t cpu_table = {
     .host_free = cpu_free,
     .upload_async = cpu_copy,
     .attn_supported = cpu_attn_supported,
+    .read_gbps = cpu_read_gbps,
 
     /* weights and dense operations: kernels/cpu/matmul*.c, ops.c */
     .weight_init = kern_cpu_weight_init,
@@ -113,11 +152,12 @@ static const kern_backend_t cpu_table = {
     .attn_decode = kern_cpu_attn_decode,
 };
 
-kern_backend_t *kern_cpu_create(int n_threads, kern_precision_t precision) {
+kern_backend_t *kern_cpu_create(const kern_backend_opts_t *opts) {
   kern_cpu_t *cpu = xcalloc(1, sizeof *cpu);
   cpu->base = cpu_table;
-  cpu->base.precision = precision == KERN_PRECISION_FAST ? KERN_PRECISION_FAST : KERN_PRECISION_EXACT;
-  cpu->pool = kern_pool_create(n_threads);
+  cpu->base.precision = opts->precision == KERN_PRECISION_FAST ? KERN_PRECISION_FAST : KERN_PRECISION_EXACT;
+  cpu->repack = !opts->keep_views;
+  cpu->pool = kern_pool_create(opts->n_threads);
   if (!cpu->pool) {
     log_error("kern_cpu_create: cannot start the thread pool");
     free(cpu);

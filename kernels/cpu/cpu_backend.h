@@ -15,12 +15,14 @@ typedef struct kern_cpu {
   int n_threads;
   void *scratch;        /* owned: see kern_cpu_scratch() */
   size_t scratch_bytes; /* its size */
+  int repack;           /* 1: weight_init repacks what the fast kernels have a layout for */
 } kern_cpu_t;
 
-/* Creates the CPU backend with n_threads threads (<= 0: one per online CPU)
- * and the matmul arithmetic `precision`. Returns NULL after logging why.
- * Destroy with kern_backend_destroy(). */
-kern_backend_t *kern_cpu_create(int n_threads, kern_precision_t precision);
+/* Creates the CPU backend with opts->n_threads threads (<= 0: one per
+ * online CPU), the matmul arithmetic opts->precision and, unless
+ * opts->keep_views, repacked weights for the fast path. Returns NULL after
+ * logging why. Destroy with kern_backend_destroy(). */
+kern_backend_t *kern_cpu_create(const kern_backend_opts_t *opts);
 
 /* A 64-byte aligned scratch buffer of at least `bytes` bytes, owned by the
  * backend, valid until the next call (it grows, never shrinks, so steady state

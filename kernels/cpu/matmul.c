@@ -31,7 +31,6 @@
 
 int kern_cpu_weight_init(kern_backend_t *be, kern_weight_t *w, kern_type_t type, int64_t rows, int64_t cols,
                          const void *data) {
-  (void)be;
   const char *name = kern_type_name(type);
   if (!kern_type_is_weight(type)) {
     log_error("weight_init: type %s (%d) is not a weight type the CPU backend computes with",
@@ -52,11 +51,11 @@ int kern_cpu_weight_init(kern_backend_t *be, kern_weight_t *w, kern_type_t type,
   w->rows = rows;
   w->cols = cols;
   w->impl = (void *)data; /* a view: the caller keeps the data valid */
-  return 0;
+  return kern_cpu__rp_weight_init(be, w); /* the fast path's panels, if any */
 }
 
 void kern_cpu_weight_release(kern_backend_t *be, kern_weight_t *w) {
-  (void)be;
+  kern_cpu__rp_weight_release(be, w);
   w->impl = NULL;
 }
 

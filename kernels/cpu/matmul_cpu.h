@@ -1,7 +1,9 @@
 /* kernels/cpu/matmul_cpu.h — weights and the matmul of the CPU backend.
  *
  * Weights stay where weight_init found them (views into the model file's
- * mapping: nothing is copied or repacked, w->impl is the data pointer).
+ * mapping, w->impl is the data pointer); with the fast precision the types
+ * of repack.h also get a repacked copy for the integer kernels (w->packed,
+ * matmul_rp.c), which the exact path and the embedding never read.
  *
  * The matmul computes on the quantized blocks as stored, with f32
  * activations. Each task dequantizes a panel of 12 weight rows (the whole
@@ -29,12 +31,15 @@
 
 #include "kernels/kern.h"
 
-/* be->weight_init: keeps a view of data (which must outlive the weight).
- * -EINVAL, after logging why, for a type that is not a weight type, a
- * non-positive or block-misaligned shape, or a size that overflows. */
+/* be->weight_init: keeps a view of data (which must outlive the weight),
+ * and repacks it for the fast path where it applies (-ENOMEM when that
+ * copy cannot be allocated). -EINVAL, after logging why, for a type that
+ * is not a weight type, a non-positive or block-misaligned shape, or a
+ * size that overflows. */
 int kern_cpu_weight_init(kern_backend_t *be, kern_weight_t *w, kern_type_t type, int64_t rows, int64_t cols,
                          const void *data);
-/* be->weight_release: forgets the view (the data is the caller's). */
+/* be->weight_release: forgets the view (the data is the caller's) and
+ * frees the repacked copy. */
 void kern_cpu_weight_release(kern_backend_t *be, kern_weight_t *w);
 
 /* be->matmul: y[n, w->rows] = x[n, w->cols] · wᵀ on the pool's threads; y

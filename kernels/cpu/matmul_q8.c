@@ -92,6 +92,30 @@ void kern_cpu_q8_quantize_row(const float *x, kern_cpu_q8a_t *out, int64_t cols)
 #endif
 }
 
+void kern_cpu_q8_split_scalar(const kern_cpu_q8a_t *in, kern_cpu_q8s_t *out, int64_t nb) {
+  for (int64_t b = 0; b < nb; b++, in++, out++) {
+    int32_t sum[2] = {0, 0};
+    for (int e = 0; e < 32; e++) {
+      const int q = in->q[e];
+      out->l[e] = (uint8_t)(q & 255);
+      out->h[e] = (int8_t)((q - (q & 255)) / 256);
+      sum[e >> 4] += q;
+    }
+    out->d = in->d;
+    out->s = in->s;
+    out->qsum[0] = sum[0];
+    out->qsum[1] = sum[1];
+  }
+}
+
+void kern_cpu_q8_split(const kern_cpu_q8a_t *in, kern_cpu_q8s_t *out, int64_t nb) {
+#ifdef KERN_CPU_AVX2
+  kern_cpu__q8_split_avx2(in, out, nb);
+#else
+  kern_cpu_q8_split_scalar(in, out, nb);
+#endif
+}
+
 static float h2f(const uint8_t *p) {
   uint16_t h;
   memcpy(&h, p, 2);
@@ -234,6 +258,10 @@ static void mm_task(void *ctx, int64_t begin, int64_t end, int tid) {
 
 void kern_cpu_matmul_q8(kern_backend_t *be, float *y, const float *x, const kern_weight_t *w, int n) {
   if (n <= 0) return;
+  if (w->packed) {
+    kern_cpu__matmul_rp(be, y, x, w, n);
+    return;
+  }
   kern_cpu_t *cpu = kern_cpu(be);
   q8_job_t j = {.y = y, .x = x, .wd = w->impl, .type = w->type, .rows = w->rows, .cols = w->cols, .n = n};
   j.nb = w->cols / 32;

@@ -57,6 +57,18 @@ typedef struct kern_cpu_q8a {
   float s;       /* d·sum(q), for the weight offset */
 } kern_cpu_q8a_t;
 
+/* The same block split into the bytes of its integers, for the kernels
+ * over repacked weights (matmul_rp_avx2.c): q[e] = 256·h[e] + l[e] exactly
+ * (h = q >> 8, l = q & 255), d and s as above, qsum the sums of q over
+ * elements 0..15 and 16..31 (80 bytes). */
+typedef struct kern_cpu_q8s {
+  uint8_t l[32];
+  int8_t h[32];
+  float d;
+  float s;
+  int32_t qsum[2];
+} kern_cpu_q8s_t;
+
 /* 1 when weights of `type` and width `cols` have a fast kernel. */
 int kern_cpu_q8_supported(kern_type_t type, int64_t cols);
 
@@ -65,10 +77,23 @@ int kern_cpu_q8_supported(kern_type_t type, int64_t cols);
 void kern_cpu_q8_quantize_row_scalar(const float *x, kern_cpu_q8a_t *out, int64_t cols);
 void kern_cpu_q8_quantize_row(const float *x, kern_cpu_q8a_t *out, int64_t cols);
 
+/* Splits nb quantized blocks (portable C / AVX2, same bytes). */
+void kern_cpu_q8_split_scalar(const kern_cpu_q8a_t *in, kern_cpu_q8s_t *out, int64_t nb);
+void kern_cpu_q8_split(const kern_cpu_q8a_t *in, kern_cpu_q8s_t *out, int64_t nb);
+
 /* y[n, w->rows] = x[n, w->cols] · wᵀ by the arithmetic above on the pool's
  * threads, for a supported weight (kern_cpu_q8_supported); y must not
  * overlap x. Scratch: the quantized rows, from kern_cpu_scratch. */
 void kern_cpu_matmul_q8(kern_backend_t *be, float *y, const float *x, const kern_weight_t *w, int n);
+
+/* The weights repacked for it (matmul_rp.c, repack.h): at weight_init,
+ * w->packed becomes a repacked copy when the backend's precision is fast,
+ * the build has the AVX2 kernels and the type has a layout (else NULL);
+ * 0 or -ENOMEM (logged). The release frees it. kern_cpu_matmul_q8 takes
+ * kern_cpu__matmul_rp for a weight with a copy: same bits. */
+int kern_cpu__rp_weight_init(kern_backend_t *be, kern_weight_t *w);
+void kern_cpu__rp_weight_release(kern_backend_t *be, kern_weight_t *w);
+void kern_cpu__matmul_rp(kern_backend_t *be, float *y, const float *x, const kern_weight_t *w, int n);
 
 /* The same result, bit for bit, from portable scalar code on the calling
  * thread (the fallback's arithmetic; for tests). */
@@ -85,6 +110,15 @@ void kern_cpu__q8_quantize_row_avx2(const float *x, kern_cpu_q8a_t *out, int64_t
  * kernel (then nothing is written). */
 int kern_cpu__q8_tile_avx2(kern_type_t type, int R, int C, const kern_cpu_q8a_t *xq, int64_t ldq,
                            const uint8_t *w, int64_t row_bytes, int64_t cols, float *out, int64_t ldo);
+
+/* Outputs out[r·ldo + c] for R (1..4) activation rows × the first ncols
+ * (1..8) rows of one repacked panel (repack.h) of a weight of width cols:
+ * xq / x the rows' quantized blocks (+ r·ldq), the int16 form for Q8_0,
+ * the split one for the other types. 0 for a type without a kernel (then
+ * nothing is written). */
+int kern_cpu__rp_tile_avx2(kern_type_t type, int R, const kern_cpu_q8a_t *xq, const kern_cpu_q8s_t *x, int64_t ldq,
+                           const uint8_t *panel, int64_t cols, float *out, int64_t ldo, int ncols);
+void kern_cpu__q8_split_avx2(const kern_cpu_q8a_t *in, kern_cpu_q8s_t *out, int64_t nb);
 #endif
 
 #ifdef KERN_CPU_AVX512

@@ -53,6 +53,24 @@ void kern_cpu__q8_quantize_row_avx2(const float *x, kern_cpu_q8a_t *out, int64_t
   }
 }
 
+void kern_cpu__q8_split_avx2(const kern_cpu_q8a_t *in, kern_cpu_q8s_t *out, int64_t nb) {
+  /* per 128-bit lane: the low bytes of its 8 int16, then the high bytes */
+  const __m256i sh = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+                                      0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m256i one = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < nb; b++, in++, out++) {
+    const __m256i a = _mm256_loadu_si256((const __m256i *)in->q), c = _mm256_loadu_si256((const __m256i *)(in->q + 16));
+    /* l0..7 l8..15 | h0..7 h8..15 after the shuffle and a 64-bit permute */
+    const __m256i a2 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(a, sh), 0xd8);
+    const __m256i c2 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(c, sh), 0xd8);
+    _mm256_storeu_si256((__m256i *)out->l, _mm256_permute2x128_si256(a2, c2, 0x20));
+    _mm256_storeu_si256((__m256i *)out->h, _mm256_permute2x128_si256(a2, c2, 0x31));
+    out->d = in->d;
+    out->s = in->s;
+    out->qsum[0] = kern_cpu__q8_hsum_i32(_mm256_madd_epi16(a, one));
+    out->qsum[1] = kern_cpu__q8_hsum_i32(_mm256_madd_epi16(c, one));
+  }
+}
 
 static inline __attribute__((always_inline)) void tile(const kern_type_t T, const int R, const int C,
                                                        const kern_cpu_q8a_t *xq, int64_t ldq, const uint8_t *w,

@@ -188,6 +188,7 @@ static const kern_backend_t cuda_table = {
     .host_free = cuda_host_free,
     .upload_async = cuda_upload_async,
     .attn_supported = cuda_attn_supported,
+    .read_gbps = nullptr, /* no probe: the gauge shows no bound */
 
     .weight_init = kern_cuda__weight_init,
     .weight_release = kern_cuda__weight_release,

@@ -290,7 +290,9 @@ function onSnapshot(s) {
   const i = s.info, prev = state.prev;
   $('info').textContent = `${i.model} · ${i.device} · ${i.threads} threads · KV cache ${mib(i.kv_cache_bytes)} ` +
     `(${i.kv_blocks} blocks × ${i.block_size} tokens) · budget ${i.max_batch_tokens} tokens, ${i.max_seqs} sequences · ` +
-    `up ${duration(i.uptime_s)} · tram ${i.version}`;
+    `up ${duration(i.uptime_s)} · tram ${i.version} · weights read at ${i.weight_gbps.toFixed(1)} GB/s` +
+    (i.memory_read_gbps > 0 ? ` (${Math.round(100 * i.weight_gbps / i.memory_read_gbps)} % of ${i.memory_read_gbps.toFixed(1)})` : '') +
+    ` · step target ${i.step_target_ms.toFixed(0)} ms, ${i.prefill_budget} prompt tokens a step`;
   $('q-running').textContent = s.queues.running;
   $('q-waiting').textContent = s.queues.waiting;
   $('q-preempted').textContent = s.queues.preempted;

@@ -157,8 +157,9 @@ def test_long_prompt_chunked_while_8_decode(tram_bin, model_path, tmp_path):
     decoders_ = [{"prompt": random_prompt(rng, 3, 6), "max_tokens": 14, "ignore_eos": True} for _ in range(8)]
     long = {"prompt": " ".join(rng.choice(WORDS) for _ in range(1500)), "max_tokens": 2, "ignore_eos": True,
             "arrive_step": 2}
+    # a step target far above any step: no pacing (scheduler/sched_pace.h), chunks fill the budget
     out, stats = generate(tram_bin, model_path, tmp_path, decoders_ + [long], "--max-batch-tokens", "256",
-                          "--max-seqs", "16")
+                          "--max-seqs", "16", "--step-target-ms", "600000")
     big = out[8]
     n = big["prompt_tokens"]
     assert 1400 <= n <= 2100

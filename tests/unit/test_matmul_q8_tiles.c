@@ -1,11 +1,13 @@
 /* tests/unit/test_matmul_q8_tiles.c — each SIMD kernel of the fast matmul
  * (kernels/cpu/matmul_q8*.c) against the portable arithmetic, bit for bit,
  * shape by shape, for every weight type it serves: the AVX2 tiles (R 1..4 ×
- * C 1..4), the AVX-512 register tiles (R 1..4 × C 1..8) and the AVX-512
- * packed panels (1..16 weight rows × R 1..8), on random blocks with
- * moderate and extreme scales, activations with outliers, and the largest
- * integer sums the format allows (every |q| = 32767 against the largest
- * weight integers). The threaded driver, which picks among them by batch
+ * C 1..4), the AVX2 kernels over repacked 8-row panels (R 1..4 × 1..16
+ * weight rows, i.e. full and ragged panels; repack.h), the AVX-512
+ * register tiles (R 1..4 × C 1..8) and the AVX-512 packed panels (1..16
+ * weight rows × R 1..8), on random blocks with moderate and extreme
+ * scales, activations with outliers, and the largest integer sums the
+ * format allows (every |q| = 32767, or every q = -32513 whose bytes give
+ * the largest byte products, against the largest weight integers). The threaded driver, which picks among them by batch
  * size, is checked against the same portable code in test_matmul_q8.c;
  * this file pins each kernel apart, so a build that does not pick one still
  * tests it. Kernels the build does not target are skipped (and said so). */
@@ -20,6 +22,7 @@
 #include <string.h>
 
 #include "kernels/cpu/matmul_q8.h"
+#include "kernels/cpu/repack.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/kern.h"
 #include "tests/unit/quant_ref.h"
@@ -41,6 +44,27 @@ typedef struct {
   float ref[XROWS][WROWS];
 } tcase_t;
 
+/* Every stored weight integer of a row at its largest magnitude: all
+ * quant bits set (15, 31, 63 before the offsets), Q8_0 at -128; the scales
+ * are left as they are. */
+static void max_ints(kern_type_t type, uint8_t *row, int64_t cols) {
+  const int64_t bb = kern_type_block_bytes(type), nb = cols / kern_type_block_elems(type);
+  for (int64_t b = 0; b < nb; b++) {
+    uint8_t *p = row + b * bb;
+    switch (type) {
+    case KERN_Q4_0: memset(p + 2, 0xff, 16); break;
+    case KERN_Q4_1: memset(p + 4, 0xff, 16); break;
+    case KERN_Q5_0: memset(p + 2, 0xff, 20); break;
+    case KERN_Q5_1: memset(p + 4, 0xff, 20); break;
+    case KERN_Q8_0: memset(p + 2, 0x80, 32); break;
+    case KERN_Q4_K: memset(p + 16, 0xff, 128); break;
+    case KERN_Q5_K: memset(p + 16, 0xff, 160); break;
+    case KERN_Q6_K: memset(p, 0xff, 192); break;
+    default: break;
+    }
+  }
+}
+
 static void make_case(tcase_t *t, tu_rng_t *r, kern_type_t type, int64_t cols, int kind) {
   t->type = type, t->cols = cols, t->nb = cols / 32, t->rb = kern_type_row_bytes(type, cols);
   t->w = malloc((size_t)(WROWS * t->rb));
@@ -49,11 +73,13 @@ static void make_case(tcase_t *t, tu_rng_t *r, kern_type_t type, int64_t cols, i
   tu_fill_normal(r, x, (size_t)(XROWS * cols), kind == 1 ? 1e3f : 1.0f);
   if (kind == 2) /* outlier channels */
     for (int64_t k = 0; k < XROWS * cols; k += 37) x[k] *= 300.0f;
-  if (kind == 3) { /* every q at ±32767 and, for Q8_0, every weight integer -128 */
+  if (kind == 3) { /* every q at ±32767 and every weight integer at its largest */
     for (int64_t k = 0; k < XROWS * cols; k++) x[k] = (k / 32) % 2 ? 2.5f : -2.5f;
-    if (type == KERN_Q8_0)
-      for (int64_t c = 0; c < WROWS; c++)
-        for (int64_t b = 0; b < t->nb; b++) memset(t->w + c * t->rb + b * 34 + 2, 0x80, 32);
+    for (int64_t c = 0; c < WROWS; c++) max_ints(type, t->w + c * t->rb, cols);
+  }
+  if (kind == 4) { /* q = -32513 = 256·(-128) + 255 (the largest byte products) but one 32767 a block */
+    for (int64_t k = 0; k < XROWS * cols; k++) x[k] = k % 32 == 5 ? 1.0f : -32513.0f / 32767.0f;
+    for (int64_t c = 0; c < WROWS; c++) max_ints(type, t->w + c * t->rb, cols);
   }
   t->xq = malloc(sizeof *t->xq * (size_t)(XROWS * t->nb));
   for (int i = 0; i < XROWS; i++) kern_cpu_q8_quantize_row_scalar(x + i * cols, t->xq + i * t->nb, cols);
@@ -89,6 +115,24 @@ static void run_kernels(const tcase_t *t) {
       assert_true(kern_cpu__q8_tile_avx2(t->type, R, C, t->xq, t->nb, t->w, t->rb, t->cols, &out[0][0], WROWS));
       check(t, "AVX2 tile", R, C, out);
     }
+  /* the repacked panels: WROWS rows are two panels; rows r of the
+   * activations start at any of the XROWS (a kernel reads only its R) */
+  uint8_t *packed = malloc(kern_cpu_rp_bytes(t->type, WROWS, t->cols));
+  kern_cpu_rp_pack(t->type, t->w, WROWS, t->cols, packed, 0, WROWS / KERN_CPU_RP_ROWS);
+  kern_cpu_q8s_t *xs = malloc(sizeof *xs * (size_t)(XROWS * t->nb));
+  kern_cpu_q8_split_scalar(t->xq, xs, XROWS * t->nb);
+  const int64_t pb = kern_cpu_rp_panel_bytes(t->type, t->cols);
+  for (int R = 1; R <= 4; R++)
+    for (int C = 1; C <= WROWS; C++) {
+      poison(out);
+      for (int p = 0; p * KERN_CPU_RP_ROWS < C; p++) {
+        const int nc = C - p * KERN_CPU_RP_ROWS < KERN_CPU_RP_ROWS ? C - p * KERN_CPU_RP_ROWS : KERN_CPU_RP_ROWS;
+        assert_true(kern_cpu__rp_tile_avx2(t->type, R, t->xq, xs, t->nb, packed + p * pb, t->cols,
+                                           &out[0][p * KERN_CPU_RP_ROWS], WROWS, nc));
+      }
+      check(t, "AVX2 repacked", R, C, out);
+    }
+  free(packed), free(xs);
 #endif
 #ifdef KERN_CPU_AVX512
   for (int R = 1; R <= 4; R++)
@@ -118,7 +162,7 @@ static void tiles_equal_portable(void **state) {
   const int64_t cols[] = {32, 256, 576, 1536};
   for (size_t ty = 0; ty < N_FAST; ty++)
     for (size_t b = 0; b < sizeof cols / sizeof *cols; b++)
-      for (int kind = 0; kind < 4; kind++) {
+      for (int kind = 0; kind < 5; kind++) {
         int64_t be = kern_type_block_elems(fast_types[ty]);
         if (cols[b] % be != 0) continue; /* K-quants: 256-element blocks */
         tcase_t *t = malloc(sizeof *t);

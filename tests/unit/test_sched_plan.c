@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "cache/kv_alloc.h"
+#include "scheduler/sched_pace.h"
 #include "scheduler/sched_plan.h"
 #include "tests/unit/testutil.h"
 
@@ -220,6 +221,68 @@ static void chunked_prefill_keeps_decodes_going(void **state) {
   check_solo(&q[8]);
   for (int i = 0; i < 9; i++) sched_seq_free(&q[i].s);
   sim_free(&m);
+}
+
+/* With decodes running, a step computes at most prefill_budget prompt
+ * tokens (the engine's pacing); without decodes, max_batch_tokens; every
+ * output is still the solo run's. */
+static void prefill_budget_paces_prompts(void **state) {
+  (void)state;
+  tu_rng_t r;
+  tu_rng_init(&r, tu_seed() + 7);
+  sim_t m;
+  sim_init(&m, 256, 16, 64, 16, 0);
+  m.c.prefill_budget = 10;
+  sim_seq_t q[3];
+  int32_t prompt[300];
+  random_prompt(&r, prompt, 100);
+  seq_new(&q[0], prompt, 100, 50, 0);
+  sched_plan_add(&m.c, &q[0].s);
+  sim_step(&m, NULL, NULL, 0); /* no decode yet: a full budget */
+  assert_int_equal(m.c.n_tokens, 64);
+  sim_step(&m, NULL, NULL, 0);
+  assert_int_equal(m.c.n_tokens, 36); /* the rest of the prompt, still no decode */
+  random_prompt(&r, prompt, 300);
+  seq_new(&q[1], prompt, 300, 3, 0);
+  sched_plan_add(&m.c, &q[1].s);
+  int steps = 0;
+  while (q[1].s.len == 300) {
+    const int64_t before = q[0].s.len;
+    sim_step(&m, NULL, NULL, 0);
+    assert_int_equal(q[0].s.len, before + 1);
+    if (q[1].s.len == 300) assert_int_equal(m.c.n_tokens, 1 + 10); /* one decode + the budget */
+    steps++;
+  }
+  assert_int_equal(steps, 30);
+  m.c.prefill_budget = 0;
+  while (!q[0].done || !q[1].done) sim_step(&m, NULL, NULL, 0);
+  check_solo(&q[0]);
+  check_solo(&q[1]);
+  for (int i = 0; i < 2; i++) sched_seq_free(&q[i].s);
+  sim_free(&m);
+}
+
+/* The pacing's arithmetic: unbounded until a decode-only step and a step
+ * with prompt tokens were seen, then (target - base) / per_token tokens,
+ * at least 1, at most max_tokens; the auto target is 2.5 decode steps. */
+static void pacing_learns_the_budget(void **state) {
+  (void)state;
+  sched_pace_t p = {0};
+  assert_int_equal(sched_pace_budget(&p, 256), 256);
+  assert_int_equal(sched_pace_target_ns(&p), 0);
+  sched_pace_observe(&p, 8, 0, 40000000); /* decode-only: 40 ms */
+  assert_int_equal(sched_pace_budget(&p, 256), 256); /* no per-token cost yet */
+  assert_int_equal(sched_pace_target_ns(&p), 100000000);
+  sched_pace_observe(&p, 8, 100, 40000000 + 100 * 2000000); /* 2 ms a prompt token */
+  assert_int_equal(sched_pace_budget(&p, 256), 30); /* (100 - 40) / 2 */
+  assert_int_equal(sched_pace_budget(&p, 16), 16);
+  p.target_ns = 41000000;
+  assert_int_equal(sched_pace_budget(&p, 256), 1); /* under one token of room: still 1 */
+  p.target_ns = 0;
+  sched_pace_observe(&p, 8, 0, 60000000); /* the average moves by a fifth */
+  assert_true(p.base_ns > 43999999 && p.base_ns < 44000001);
+  sched_pace_observe(&p, 0, 0, 5000000); /* an empty step teaches nothing */
+  assert_true(p.base_ns > 43999999 && p.base_ns < 44000001);
 }
 
 /* Admission is first come first served, within max_seqs. */
@@ -493,6 +556,8 @@ static void storm(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(chunked_prefill_keeps_decodes_going),
+      cmocka_unit_test(prefill_budget_paces_prompts),
+      cmocka_unit_test(pacing_learns_the_budget),
       cmocka_unit_test(fifo_within_max_seqs),
       cmocka_unit_test(paused_sequences_step_aside),
       cmocka_unit_test(tiny_cache_preempts),

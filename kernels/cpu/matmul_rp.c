@@ -1,0 +1,137 @@
+/* kernels/cpu/matmul_rp.c — the fast matmul over repacked weights: the
+ * repacking at weight_init and the threaded driver (repack.h for the
+ * layouts, matmul_rp_avx2.c for the kernels, matmul_q8.h for the
+ * arithmetic, which is the same whether a weight is repacked or not).
+ *
+ * When. With the fast precision, on a build with AVX2 (the kernels are
+ * AVX2; a portable build keeps the views and the portable path), for the
+ * types repack.h lays out. The copy lives in backend memory (2 MiB pages
+ * where the kernel gives them: streaming a panel range then crosses
+ * fewer TLB entries) and is exactly the weight's GGUF size plus at most 7
+ * zero rows; the view into the file stays in w->impl for the embedding
+ * lookup and the exact path. Repacking runs on the pool (a few hundred MB/s
+ * a core, so a 1 GB model adds about a second to its load).
+ *
+ * Work split. Activation rows form row blocks of at most RP_XBLOCK rows
+ * (their quantized blocks stay in L2 while every panel passes them) and
+ * one work item is (row block, panel): its rows go through the panel RP_R
+ * rows at a time, the panel's bytes staying in L1 between them. With one
+ * row (decode), items are panels, so the pool's chunks are runs of
+ * consecutive panels — contiguous memory each thread streams. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "base/log.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/matmul_cpu.h"
+#include "kernels/cpu/matmul_q8.h"
+#include "kernels/cpu/repack.h"
+
+#define RP_XBLOCK 64 /* activation rows per row block */
+#define RP_QGRAIN 16 /* activation rows per quantization work item */
+#ifndef RP_R
+#define RP_R 4 /* activation rows per kernel call */
+#endif
+
+typedef struct {
+  kern_type_t type;
+  const uint8_t *src;
+  int64_t rows, cols;
+  uint8_t *dst;
+} pack_job_t;
+
+static void pack_task(void *ctx, int64_t begin, int64_t end, int tid) {
+  (void)tid;
+  const pack_job_t *j = ctx;
+  kern_cpu_rp_pack(j->type, j->src, j->rows, j->cols, j->dst, begin, end);
+}
+
+int kern_cpu__rp_weight_init(kern_backend_t *be, kern_weight_t *w) {
+  w->packed = NULL;
+#ifdef KERN_CPU_AVX2
+  if (be->precision != KERN_PRECISION_FAST || !kern_cpu(be)->repack || !kern_cpu_rp_supported(w->type, w->cols))
+    return 0;
+  const size_t bytes = kern_cpu_rp_bytes(w->type, w->rows, w->cols);
+  uint8_t *dst = be->alloc(be, bytes);
+  if (!dst) {
+    log_error("weight_init: out of memory for the repacked %s weight %lld x %lld (%zu bytes)", kern_type_name(w->type),
+              (long long)w->rows, (long long)w->cols, bytes);
+    return -ENOMEM;
+  }
+  pack_job_t j = {w->type, w->impl, w->rows, w->cols, dst};
+  kern_pool_for(kern_cpu(be)->pool, (w->rows + KERN_CPU_RP_ROWS - 1) / KERN_CPU_RP_ROWS, 0, pack_task, &j);
+  w->packed = dst;
+#else
+  (void)be;
+#endif
+  return 0;
+}
+
+void kern_cpu__rp_weight_release(kern_backend_t *be, kern_weight_t *w) {
+  be->free(be, w->packed);
+  w->packed = NULL;
+}
+
+#ifdef KERN_CPU_AVX2
+typedef struct {
+  float *y;
+  const float *x;
+  kern_cpu_q8a_t *xq; /* [n, nb] */
+  kern_cpu_q8s_t *xs; /* [n, nb] (all types but Q8_0) */
+  const uint8_t *packed;
+  kern_type_t type;
+  int64_t rows, cols, nb, panel_bytes, n_panels;
+  int n, rb_rows;
+} rp_job_t;
+
+static void quantize_task(void *ctx, int64_t begin, int64_t end, int tid) {
+  (void)tid;
+  const rp_job_t *j = ctx;
+  for (int64_t i = begin; i < end; i++) {
+    kern_cpu_q8_quantize_row(j->x + i * j->cols, j->xq + i * j->nb, j->cols);
+    if (j->xs) kern_cpu_q8_split(j->xq + i * j->nb, j->xs + i * j->nb, j->nb);
+  }
+}
+
+static void mm_task(void *ctx, int64_t begin, int64_t end, int tid) {
+  (void)tid;
+  const rp_job_t *j = ctx;
+  for (int64_t item = begin; item < end; item++) {
+    const int64_t rb = item / j->n_panels, p = item % j->n_panels, c0 = p * KERN_CPU_RP_ROWS;
+    const int r0 = (int)rb * j->rb_rows, r1 = r0 + j->rb_rows < j->n ? r0 + j->rb_rows : j->n;
+    const int ncols = j->rows - c0 < KERN_CPU_RP_ROWS ? (int)(j->rows - c0) : KERN_CPU_RP_ROWS;
+    for (int r = r0; r < r1; r += RP_R) {
+      const int R = r1 - r < RP_R ? r1 - r : RP_R;
+      const int64_t q = (int64_t)r * j->nb;
+      const int ok = kern_cpu__rp_tile_avx2(j->type, R, j->xq + q, j->xs ? j->xs + q : NULL, j->nb,
+                                            j->packed + p * j->panel_bytes, j->cols, j->y + (int64_t)r * j->rows + c0,
+                                            j->rows, ncols);
+      (void)ok; /* kern_cpu__rp_weight_init repacks only the types with a kernel */
+    }
+  }
+}
+#endif
+
+void kern_cpu__matmul_rp(kern_backend_t *be, float *y, const float *x, const kern_weight_t *w, int n) {
+#ifdef KERN_CPU_AVX2
+  kern_cpu_t *cpu = kern_cpu(be);
+  rp_job_t j = {.y = y, .x = x, .packed = w->packed, .type = w->type, .rows = w->rows, .cols = w->cols, .n = n};
+  j.nb = w->cols / 32;
+  j.panel_bytes = kern_cpu_rp_panel_bytes(w->type, w->cols);
+  j.n_panels = (w->rows + KERN_CPU_RP_ROWS - 1) / KERN_CPU_RP_ROWS;
+  const int64_t n_rb = (n + RP_XBLOCK - 1) / RP_XBLOCK;
+  j.rb_rows = (int)((n + n_rb - 1) / n_rb);
+  const size_t xq_bytes = ((size_t)n * (size_t)j.nb * sizeof(kern_cpu_q8a_t) + 63) & ~(size_t)63;
+  const size_t xs_bytes = w->type == KERN_Q8_0 ? 0 : (size_t)n * (size_t)j.nb * sizeof(kern_cpu_q8s_t);
+  uint8_t *scratch = kern_cpu_scratch(cpu, xq_bytes + xs_bytes + 64);
+  scratch = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+  j.xq = (kern_cpu_q8a_t *)scratch;
+  j.xs = xs_bytes ? (kern_cpu_q8s_t *)(scratch + xq_bytes) : NULL;
+  if (n >= 2 * RP_QGRAIN) kern_pool_for(cpu->pool, n, RP_QGRAIN, quantize_task, &j);
+  else quantize_task(&j, 0, n, 0);
+  kern_pool_for(cpu->pool, n_rb * j.n_panels, 0, mm_task, &j);
+#else
+  (void)be, (void)y, (void)x, (void)w, (void)n;
+  abort(); /* nothing is repacked without AVX2 */
+#endif
+}
