@@ -26,7 +26,7 @@ struct gram_matcher {
 
 static const step_t *cur(const gram_matcher_t *m) { return &m->hist[m->n_hist - 1]; }
 
-static int push_step(gram_matcher_t *m, const int32_t *front, int32_t n, int accepting, int eog) {
+static int push_step_(gram_matcher_t *m, const int32_t *front, int32_t n, int accepting, int eog) {
   if ((int64_t)m->fronts.n + n > m->g->lim.max_frames)
     return gram__run_fail(&m->run, GRAM_ELIMIT, "the parser's history needs more than %d entries (bound: max_frames)",
                           m->g->lim.max_frames);
@@ -43,6 +43,15 @@ static int push_step(gram_matcher_t *m, const int32_t *front, int32_t n, int acc
   if (n) memcpy(m->fronts.v + m->fronts.n, front, sizeof *front * (size_t)n);
   m->fronts.n += n;
   return 0;
+}
+
+/* Pushes one history step. A failure (a bound, memory) names itself in the
+ * matcher's error and leaves the matcher as it was, with no sticky error: the
+ * next step must not fail on this one's account. */
+static int push_step(gram_matcher_t *m, const int32_t *front, int32_t n, int accepting, int eog) {
+  int rc = push_step_(m, front, n, accepting, eog);
+  if (rc) m->run.err = 0;
+  return rc;
 }
 
 void gram_matcher_reset(gram_matcher_t *m) {
@@ -109,8 +118,10 @@ int32_t gram_matcher_fill_mask(gram_matcher_t *m, uint32_t *mask) {
    * whose closure may be far larger). */
   if (s->n > lim->max_stacks) {
     memset(mask, 0, gram_mask_words(gram__cache_vocab(m->c)) * sizeof *mask);
-    return gram__run_fail(&m->run, GRAM_ELIMIT, "more than %d parser stacks at once (%d; bound: max_stacks)",
-                          lim->max_stacks, s->n);
+    const int rc = gram__run_fail(&m->run, GRAM_ELIMIT, "more than %d parser stacks at once (%d; bound: max_stacks)",
+                                  lim->max_stacks, s->n);
+    m->run.err = 0; /* it fails this mask, not the matcher */
+    return rc;
   }
   int32_t n_fr = m->run.n_fr;
   m->run.why[0] = 0;
