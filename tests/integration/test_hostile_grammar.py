@@ -169,15 +169,18 @@ def test_the_crashing_requests_under_the_sanitizer(san):
         assert r.status_code == status, (name, r.text[:300])
         if says:
             assert re.search(says, r.json()["error"]["message"]), (name, r.text[:300])
-    # a 100,000-byte key past grammar_max_size (raised here: the key trie is
-    # built without recursion), in a schema and in a tool's parameters
+    # a 100,000-byte key (grammar_max_literal raised here, so the key is not
+    # refused by its length and the key trie is built: without recursion), in
+    # a schema and in a tool's parameters: a clean answer — it compiles under
+    # this server's raised grammar_max_size, or meets a named bound — and no
+    # sanitizer report (the fixture checks at exit)
     params, tools = long_key_tools(100000)
     r = complete(san, {"structured_outputs": {"json": params}})
-    assert r.status_code == 400 and "bound" in r.json()["error"]["message"], r.text[:300]
+    assert r.status_code == 200 or (r.status_code == 400 and "bound" in r.json()["error"]["message"]), r.text[:300]
     r = san.post("/v1/chat/completions", timeout=120, json={
         "messages": [{"role": "user", "content": "hi"}], "tools": tools, "max_tokens": 4,
         "tool_choice": {"type": "function", "function": {"name": "f"}}})
-    assert r.status_code == 400, r.text[:300]
+    assert r.status_code in (200, 400), r.text[:300]
     # a 60,000-byte key within the raised bounds compiles (deep, not recursive)
     params, _ = long_key_tools(60000)
     r = complete(san, {"structured_outputs": {"json": params}, "max_tokens": 4})
