@@ -22,6 +22,16 @@
  *   blk.N.attn_qkv.weight      [dim, q_dim + 2 kv_dim]  phi3: for attn_{q,k,v}
  *   blk.N.ffn_up.weight        [dim, 2 ff_dim]          phi3: gate rows, then up rows
  *   rope_factors_{long,short}.weight [rot_dim / 2] F32  phi3 LongRoPE (model_hparams.c)
+ *   qwen35 (model_gdn.c): attn_q.weight [dim, 2 q_dim] ([q, gate] per head) and
+ *   post_attention_norm.weight (the MLP's input norm) on the attention layers;
+ *   on the Gated DeltaNet layers instead of attn_{q,k,v,output}:
+ *   blk.N.attn_qkv.weight      [dim, ssm_conv_dim]
+ *   blk.N.attn_gate.weight     [dim, n_v_heads head_v]
+ *   blk.N.ssm_alpha.weight, blk.N.ssm_beta.weight [dim, n_v_heads]
+ *   blk.N.ssm_conv1d.weight    [conv_kernel, ssm_conv_dim]   F32
+ *   blk.N.ssm_a, blk.N.ssm_dt.bias [n_v_heads]               F32
+ *   blk.N.ssm_norm.weight      [head_v]                      F32
+ *   blk.N.ssm_out.weight       [n_v_heads head_v, dim]
  * Any other tensor is an error: a weight tram would silently ignore means
  * the file is not the architecture tram runs. */
 #include <assert.h>
