@@ -158,3 +158,26 @@ def test_mtp_layers_and_bad_keys_are_refused(tool, tmp_path, gguf_path):
     res = subprocess.run([str(tool("forward")), str(tmp_path / "p.json")], capture_output=True, text=True)
     assert res.returncode != 0
     assert "nextn_predict_layers" in res.stderr and "multi-token-prediction" in res.stderr
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"layer_types": ["linear_attention", "full_attention", "linear_attention", "full_attention"][::-1]},
+     "layer_types must put full_attention on every n-th layer"),
+    ({"linear_num_value_heads": 3}, "value heads a multiple of key heads"),
+    ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0}}, "rope_parameters.rope_type"),
+    ({"hidden_act": "gelu"}, "activation \"gelu\""),
+])
+def test_hf_config_faults_are_named(tool, tmp_path, change, message):
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    for f in HF.iterdir():
+        (d / f.name).symlink_to(f)
+    cfg = json.loads((HF / "config.json").read_text())
+    cfg.update(change)
+    (d / "config.json").unlink()
+    (d / "config.json").write_text(json.dumps(cfg))
+    plan = {"model": str(d), "seqs": [[1, 2]], "out": str(tmp_path / "x.f32")}
+    (tmp_path / "p.json").write_text(json.dumps(plan))
+    res = subprocess.run([str(tool("forward")), str(tmp_path / "p.json")], capture_output=True, text=True)
+    assert res.returncode != 0
+    assert message in res.stderr, res.stderr
