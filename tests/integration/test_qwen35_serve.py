@@ -70,3 +70,13 @@ def test_speculative_decoding_is_refused(tmp_path):
                          env=tram_server.clean_env())
     assert res.returncode != 0
     assert "speculative decoding is not supported for hybrid qwen35 models" in res.stderr + res.stdout
+
+
+def test_dashboard_shows_the_state_pool(server):
+    from dashboard_util import SnapshotReader
+    snaps = SnapshotReader(server)
+    try:
+        info = snaps.wait(timeout=30)["info"]
+        assert info["state_slots"] == 32 and info["state_bytes"] > 0 and info["state_slots_used"] == 0
+    finally:
+        snaps.close()
