@@ -24,6 +24,9 @@
  *   phi3   the llama block with neox RoPE, Q/K/V fused in one matrix
  *          (attn_qkv) and gate/up in another (ffn_up), both used as row
  *          views; LongRoPE (rope_factors_long/short) when present.
+ *   smollm3 the llama block (Q/K rows permuted as for llama) whose every
+ *          fourth layer (l + 1 ≡ 0 mod 4) has no RoPE ("NoPE"): llama.cpp
+ *          fixes the step at 4, with no GGUF key for it.
  *
  * A model_t owns the GGUF mapping for its whole life: on the CPU backend the
  * weight matrices are views into it (other backends copy them to the device
@@ -79,6 +82,7 @@ typedef enum model_arch {
   MODEL_ARCH_GEMMA2 = 3,
   MODEL_ARCH_GEMMA3 = 4,
   MODEL_ARCH_PHI3 = 5,
+  MODEL_ARCH_SMOLLM3 = 6,
 } model_arch_t;
 
 /* The `general.architecture` name of arch ("llama", "qwen2", ...). */
@@ -129,6 +133,8 @@ typedef struct model_hparams {
                          included (flash-attn window_size (sliding_window - 1, 0)); 0: all */
   int swa_pattern;    /* attention.sliding_window_pattern: 0, every layer has the window;
                          n > 0, layer l has it iff (l + 1) % n != 0 (gemma2 2, gemma3 6) */
+  int no_rope_step;    /* smollm3: layer l runs without RoPE iff (l + 1) % no_rope_step == 0
+                          (4, as llama.cpp fixes it); 0: every layer rotates */
   float rope_base_swa; /* rope.freq_base_swa: the sliding layers' unscaled RoPE base (gemma3,
                           default 10000); 0: every layer uses rope_base and its scaling */
   /* Gemma */
@@ -191,6 +197,8 @@ const float *model_rope_inv_freq(const model_t *m);
 /* Layer l's sliding window (hp->sliding_window on the layers swa_pattern
  * selects), or 0 when it attends over every key. */
 int model_layer_window(const model_hparams_t *hp, int l);
+/* 1 when layer l turns Q and K by RoPE, 0 for a NoPE layer (no_rope_step). */
+int model_layer_rope(const model_hparams_t *hp, int l);
 /* Bytes of weights, as the file stores them, that a forward of one token
  * reads: every matrix of every layer and the output projection once, plus
  * one embedding row (the numerator of the decode bandwidth bound). */

@@ -275,6 +275,7 @@ static const struct arch_info {
     {"gemma2", "Gemma2ForCausalLM", MODEL_ARCH_GEMMA2, 1, 0, 0, 2, GEMMA_KEYS, 0},
     {"gemma3", "Gemma3ForCausalLM", MODEL_ARCH_GEMMA3, 1, 0, 1, 3, GEMMA_KEYS, 0},
     {"phi3", "Phi3ForCausalLM", MODEL_ARCH_PHI3, 1, 0, 0, 0, PHI3_KEYS, 1},
+    {"smollm3", "SmolLM3ForCausalLM", MODEL_ARCH_SMOLLM3, 0, 0, 0, 0, NULL, 0},
 };
 #define N_ARCHS (sizeof ARCHS / sizeof ARCHS[0])
 
@@ -387,7 +388,7 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   if (!ai) {
     snprintf(err, err_len,
              "unsupported architecture \"%.*s\" (general.architecture): tram runs llama, qwen2, qwen3, "
-             "gemma2, gemma3 and phi3",
+             "gemma2, gemma3, phi3 and smollm3",
              (int)(a.len > 40 ? 40 : a.len), a.ptr);
     return -EINVAL;
   }
@@ -456,11 +457,16 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
 
   if (ai->gemma) rc = read_gemma(g, arch, ai->gemma, hp, err, err_len);
   if (rc != 0) return rc;
+  if (ai->arch == MODEL_ARCH_SMOLLM3) hp->no_rope_step = 4; /* llama.cpp's n_no_rope_layer_step: no key */
 
   hp->tied_output = gguf_find_tensor(g, "output.weight") == NULL;
   hp->qkv_bias = ai->qkv_bias || gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
   *inv_freq = inv_freq_compute(hp, rope_freqs);
   return 0;
+}
+
+int model_layer_rope(const model_hparams_t *hp, int l) {
+  return hp->no_rope_step <= 0 || (l + 1) % hp->no_rope_step != 0;
 }
 
 int model_layer_window(const model_hparams_t *hp, int l) {

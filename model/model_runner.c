@@ -230,8 +230,10 @@ static int issue_forward(model_runner_t *r, int T, int L) {
       be->rmsnorm(be, r->q, r->q, w->q_norm, T * hp->n_heads, hp->head_dim, hp->rms_eps);
       be->rmsnorm(be, r->k, r->k, w->k_norm, T * hp->n_kv_heads, hp->head_dim, hp->rms_eps);
     }
-    be->rope(be, r->q, r->pos, T, hp->n_heads, hp->head_dim, hp->rot_dim, inv_freq, hp->rope_neox);
-    be->rope(be, r->k, r->pos, T, hp->n_kv_heads, hp->head_dim, hp->rot_dim, inv_freq, hp->rope_neox);
+    if (model_layer_rope(hp, l)) { /* smollm3: its NoPE layers attend without positions */
+      be->rope(be, r->q, r->pos, T, hp->n_heads, hp->head_dim, hp->rot_dim, inv_freq, hp->rope_neox);
+      be->rope(be, r->k, r->pos, T, hp->n_kv_heads, hp->head_dim, hp->rot_dim, inv_freq, hp->rope_neox);
+    }
     const int rc = attn_layer_forward(r->attn, l, r->q, r->k, r->v, r->att); /* att [T, q_dim] */
     if (rc != 0) return rc;
     be->matmul(be, r->proj, r->att, &w->wo, T); /* proj [T, dim] */
