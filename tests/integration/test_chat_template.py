@@ -3,7 +3,7 @@
 The reference renders the way Hugging Face transformers does
 (transformers.utils.chat_template_utils._compile_jinja_template and
 render_jinja_template): ImmutableSandboxedEnvironment(trim_blocks=True,
-lstrip_blocks=True) with the loopcontrols extension, a json.dumps-based tojson,
+lstrip_blocks=True) with the loopcontrols extension and {% generation %}, a json.dumps-based tojson,
 raise_exception and strftime_now, and tools=None / documents=None passed
 unless given. Message content given as an array of text parts is joined with
 "\n" first (tram's documented normalisation, as vLLM does).
@@ -28,6 +28,20 @@ DATA = os.path.join(os.path.dirname(__file__), "data", "templates")
 FIXTURES = sorted(f for f in os.listdir(DATA) if f.endswith(".jinja"))
 
 
+class GenerationTag(jinja2.ext.Extension):
+    """Hugging Face's {% generation %} ... {% endgeneration %} (transformers'
+    AssistantTracker): renders its body unchanged."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_render"), [], [], body).set_lineno(lineno)
+
+    def _render(self, caller):
+        return caller()
+
+
 def hf_environment():
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
@@ -38,7 +52,7 @@ def hf_environment():
     def strftime_now(format):
         return datetime.now().strftime(format)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols, GenerationTag])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
@@ -215,6 +229,43 @@ def test_error_paths_are_exercised(templates, chat_render, tmp_path):
     for (name, inp, message), g in zip(cases, got):
         assert render_reference(templates[name], inp) == ("raise", message)
         assert g == ("raise", message), name
+
+
+def test_smollm3_reasoning_flags(templates, chat_render, tmp_path):
+    """SmolLM3's template with its default variables: `/think` and `/no_think`
+    in the system message pick the reasoning mode (and are cut from the
+    custom instructions), `/system_override` replaces the metadata header,
+    no system message keeps the default (/think); xml_tools / python_tools
+    lists as a caller passing them would. Byte for byte as jinja2 (the date
+    line comes from strftime_now on both sides)."""
+    source = templates["HuggingFaceTB-SmolLM3-3B.jinja"]
+    convs = {
+        "no_think": [S("Be brief. /no_think"), U("2+2?"), A("\n4"), U("3+3?")],
+        "think": [S("/think Reason well.  "), U("2+2?"), A("<think>sum</think>4")],
+        "both flags": [S("a /no_think b /think"), U("q")],
+        "override": [S("/system_override Custom only. /no_think"), U("q"), A("a")],
+        "default": [U("hi"), A("hello"), {"role": "tool", "content": "42"}],
+        "empty system": [S(""), U("q")],
+    }
+    extras = {"plain": {}, "xml_tools": {"xml_tools": [{"name": "f", "parameters": {"x": 1}}, "g"]},
+              "python_tools": {"python_tools": ["def h(): ...", {"n": [1, 2]}]}}
+    cases, labels = [], []
+    for cname, conv in convs.items():
+        for ename, extra in extras.items():
+            for agp in (False, True):
+                cases.append((source, {"messages": conv, "add_generation_prompt": agp, **extra}))
+                labels.append(f"{cname} / {ename} / add_generation_prompt={agp}")
+    bad, refs = compare(chat_render, tmp_path, cases, labels)
+    assert not bad, "\n".join(bad)
+    texts = {l: r[1] for l, r in zip(labels, refs)}
+    assert all(r[0] == "ok" for r in refs)
+    assert "Reasoning Mode: /no_think" in texts["no_think / plain / add_generation_prompt=True"]
+    assert texts["no_think / plain / add_generation_prompt=True"].endswith(
+        "<|im_start|>assistant\n<think>\n\n</think>\n")
+    assert "Reasoning Mode: /think" in texts["think / plain / add_generation_prompt=True"]
+    assert "Reasoning Mode: /no_think" in texts["both flags / plain / add_generation_prompt=False"]
+    assert texts["override / plain / add_generation_prompt=False"].startswith(
+        "<|im_start|>system\n Custom only.<|im_end|>")
 
 
 def test_default_model_template(templates, chat_render, tmp_path):
