@@ -282,6 +282,12 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
     arch->name = "gemma2", gemma = 2;
   } else if (strcmp(t, "gemma3_text") == 0) {
     arch->name = "gemma3", gemma = 3;
+  } else if (strncmp(t, "gemma4", 6) == 0) {
+    snprintf(err, err_len, "config.json: model_type \"%.20s\" (Gemma 4) is not something tram runs yet: "
+             "hidden_size_per_layer_input, per-layer head_dim (per_layer_config), num_kv_shared_layers, "
+             "attention_k_eq_v, proportional RoPE%s (docs/models.md, \"Refused families\")", t,
+             cJSON_IsTrue(field(cfg, "enable_moe_block")) ? ", enable_moe_block" : "");
+    return -EINVAL;
   } else if (strcmp(t, "smollm3") == 0) {
     arch->name = "smollm3";
     arch->permute_qk = 1;

@@ -385,6 +385,12 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   const struct arch_info *ai = NULL;
   for (size_t i = 0; i < N_ARCHS && !ai; i++)
     if (gguf_str_eq(a, ARCHS[i].name)) ai = &ARCHS[i];
+  if (!ai && gguf_str_eq(a, "gemma4")) {
+    snprintf(err, err_len, "general.architecture \"gemma4\" (Gemma 4) is not something tram runs yet: per-layer "
+             "input embeddings, per-layer head sizes (256/512), KV shared across layers, K = V attention and "
+             "proportional RoPE (docs/models.md, \"Refused families\")");
+    return -EINVAL;
+  }
   if (!ai) {
     snprintf(err, err_len,
              "unsupported architecture \"%.*s\" (general.architecture): tram runs llama, qwen2, qwen3, "

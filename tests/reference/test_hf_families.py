@@ -16,10 +16,14 @@ For each family:
   in batches with staggered arrivals, and preempted in a tiny cache;
 - `tram serve -m FOLDER` answers the official `openai` client's chat
   request with the prompt the family's template and tokenizer give
-  (jinja2 + `tokenizers`) and the reference's greedy tokens.
+  (jinja2 + `tokenizers`) and the reference's greedy tokens;
+- what tram does not run of the family (and Gemma 4, refused whole) is
+  refused at load with the reason.
 """
 import json
 import pathlib
+import shutil
+import subprocess
 import sys
 
 import gguf
@@ -55,7 +59,6 @@ def forward(tool, model, seqs, tmp):
     out = tmp / "logits.f32"
     plan = {"model": str(model), "seqs": seqs, "out": str(out), "threads": 2, "block_size": 4, "num_blocks": 64,
             "steps": [[len(s) if i == k else 0 for i, s in enumerate(seqs)] for k in range(len(seqs))]}
-    import subprocess
     res = subprocess.run([str(tool("forward")), "-"], input=json.dumps(plan), capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 0, res.stderr
@@ -208,3 +211,61 @@ def test_serve_chat_through_openai(family, tram_bin, tmp_path, ref):
         assert choice["message"]["content"] == tk.decode(choice["token_ids"])
     finally:
         assert server.stop() == 0
+
+
+def edited(tmp_path, family, **fields):
+    """A copy of the family's folder with config.json fields replaced (None: removed)."""
+    d = tmp_path / f"{family}-edited"
+    shutil.copytree(DATA / family, d)
+    cfg = json.loads((d / "config.json").read_text())
+    for k, v in fields.items():
+        if v is None:
+            cfg.pop(k, None)
+        else:
+            cfg[k] = v
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+def refusal(tool, model, tmp_path):
+    plan = {"model": str(model), "seqs": [[1, 2]], "out": str(tmp_path / "o.f32")}
+    res = subprocess.run([str(tool("forward")), "-"], input=json.dumps(plan), capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode != 0
+    return res.stderr
+
+
+REFUSED = {
+    # SmolLM3 as llama.cpp runs it: NoPE exactly on every fourth layer, no sliding windows
+    "NoPE elsewhere": (dict(no_rope_layers=[1, 1, 0, 1, 1]), "no_rope_layers[2] is 0"),
+    "NoPE every third": (dict(no_rope_layers=None, no_rope_layer_interval=3), "no_rope_layers[2] is 0"),
+    "NoPE list too short": (dict(no_rope_layers=[1, 1, 1]), "no_rope_layers[3] is not 0 or 1"),
+    "sliding windows": (dict(use_sliding_window=True, sliding_window=8), "use_sliding_window (SmolLM3's"),
+    "per-layer-type RoPE": (dict(rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e4}}),
+                            "rope_parameters.full_attention: per-layer-type"),
+    # Gemma 4, text and multimodal configs, dense and MoE
+    "gemma4_text": (dict(model_type="gemma4_text"), "\"gemma4_text\" (Gemma 4) is not something tram runs yet"),
+    "gemma4 MoE": (dict(model_type="gemma4_text", enable_moe_block=True), "proportional RoPE, enable_moe_block"),
+    "gemma4": (dict(model_type="gemma4"), "\"gemma4\" (Gemma 4)"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_refused_with_the_reason(case, tool, tmp_path):
+    fields, want = REFUSED[case]
+    err = refusal(tool, edited(tmp_path, "smollm3", **fields), tmp_path)
+    assert want in err, err
+
+
+def test_gguf_gemma4_refused(tool, tmp_path):
+    """A GGUF of llama.cpp's gemma4 architecture is refused naming what tram lacks."""
+    p = tmp_path / "gemma4.gguf"
+    w = gguf.GGUFWriter(str(p), "gemma4")
+    w.add_block_count(1)
+    w.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    err = refusal(tool, p, tmp_path)
+    assert "general.architecture \"gemma4\" (Gemma 4) is not something tram runs yet" in err, err
