@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT.parent / "integration"))
 import tram_server  # noqa: E402
 from test_chat_template import hf_environment  # noqa: E402
 from test_engine import generate, ids_of  # noqa: E402
+from test_hf_checkpoint import permute  # noqa: E402  (llama.cpp's Q/K row permutation, as LlamaModel does)
 
 DATA = ROOT / "data"
 FAMILIES = ["smollm3"]
@@ -65,12 +66,6 @@ def forward(tool, model, seqs, tmp):
     info = json.loads(res.stdout)
     logits = np.fromfile(out, dtype=np.float32).reshape(info["rows"], info["n_vocab"])
     return np.split(logits, np.cumsum([len(s) for s in seqs])[:-1])
-
-
-def permute(w, n_head):
-    """llama.cpp's convert_hf_to_gguf permute (LlamaModel, which SmolLM3Model extends): HF's rotate-half
-    rows → adjacent pairs."""
-    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
 def write_gguf(folder, path):
