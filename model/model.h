@@ -47,7 +47,7 @@
  *   per layer:  h = rmsnorm(x) · attn_norm
  *               q, k, v = h·Wqᵀ (+bq), h·Wkᵀ (+bk), h·Wvᵀ (+bv)
  *               q, k = rmsnorm(q) · q_norm, rmsnorm(k) · k_norm per head (qwen3)
- *               q, k = rope(q, k) at each token's own position
+ *               q, k = rope(q, k) at each token's own position (not on smollm3's NoPE layers)
  *               a = paged attention(q, k, v)     (writes k, v to the cache)
  *               x = x + a·Woᵀ                  (gemma: x + rmsnorm(a·Woᵀ) · post_attention_norm)
  *               h = rmsnorm(x) · ffn_norm
