@@ -323,7 +323,8 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
     return -EINVAL;
   }
   double eps, theta, partial;
-  if (rope_parameters_flat(cfg, err, err_len) ||pos_float(field(cfg, "rms_norm_eps"), "config.json: rms_norm_eps", 0, &eps, err, err_len) ||
+  if (rope_parameters_flat(cfg, err, err_len) ||
+      pos_float(field(cfg, "rms_norm_eps"), "config.json: rms_norm_eps", 0, &eps, err, err_len) ||
       pos_float(rope_theta_field(cfg), "config.json: rope_theta", strcmp(a, "smollm3") == 0 ? 2000000.0 : 10000.0,
                 &theta, err, err_len) ||
       pos_float(field(cfg, "partial_rotary_factor"), "config.json: partial_rotary_factor", 1.0, &partial, err,
