@@ -134,6 +134,12 @@ typedef enum cfg_pooling {
   CFG_POOLING_CLS,      /* the first token's */
 } cfg_pooling_t;
 
+typedef enum cfg_pooling_normalize {
+  CFG_POOLING_NORMALIZE_AUTO = 0, /* the model's (a sentence-transformers Normalize module), else true */
+  CFG_POOLING_NORMALIZE_TRUE,     /* vectors divided by their L2 norm */
+  CFG_POOLING_NORMALIZE_FALSE,    /* as pooled */
+} cfg_pooling_normalize_t;
+
 typedef enum cfg_generation_config {
   CFG_GENERATION_CONFIG_AUTO = 0, /* the model file's recommended sampling is the requests' default */
   CFG_GENERATION_CONFIG_NONE,     /* OpenAI's defaults */
@@ -177,7 +183,7 @@ typedef struct cfg {
   bool cuda_graphs;        /* decode steps replay captured CUDA graphs (model/model_graph.h) */
   int max_model_len;       /* longest sequence (prompt + output); 0 = the model's context */
   int pooling;             /* /v1/embeddings: cfg_pooling_t */
-  bool pooling_normalize;  /* /v1/embeddings: vectors divided by their L2 norm (a request's normalize wins) */
+  int pooling_normalize;   /* /v1/embeddings: cfg_pooling_normalize_t (a request's normalize wins) */
   bool special_tokens_in_input; /* control-token texts in request text are those tokens */
   int default_max_tokens;  /* max_tokens of a chat request that gives none; 0 = the model's, else to the end
                             * of the context */

@@ -140,6 +140,8 @@ typedef struct model_hparams {
   float final_softcap; /* final_logit_softcapping; 0: none */
   /* embeddings */
   int pooling;         /* pooling_type, llama.cpp's enum: MODEL_POOL_* (0: none given) */
+  int pool_normalize;  /* tram.pooling.normalize (a sentence-transformers Normalize module: hf/): 1/0,
+                          -1: not said */
 } model_hparams_t;
 
 /* `<arch>.pooling_type` as llama.cpp writes it (enum llama_pooling_type);

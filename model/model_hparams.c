@@ -413,6 +413,8 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   if (rc == 0) /* 4, rank, needs a classification head tram does not run */
     rc = get_int(g, arch, "pooling_type", MODEL_POOL_NONE, MODEL_POOL_NONE, MODEL_POOL_LAST, &hp->pooling, err, err_len);
   if (rc != 0) return rc;
+  int64_t pn;
+  hp->pool_normalize = gguf_get_i64(g, "tram.pooling.normalize", &pn) == 0 ? pn != 0 : -1;
   if (hp->n_heads % hp->n_kv_heads != 0) {
     snprintf(err, err_len, "key '%s.attention.head_count_kv' (%d) does not divide head_count (%d)", arch,
              hp->n_kv_heads, hp->n_heads);

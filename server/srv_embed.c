@@ -9,8 +9,9 @@
  *
  * The pooling: the pooling setting, or (auto) the model file's
  * <arch>.pooling_type, else last (what vLLM does with a decoder model run
- * as an embedding model); normalized unless the pooling_normalize setting
- * or the request's normalize says otherwise. */
+ * as an embedding model); normalized as the request's normalize says, else
+ * the pooling_normalize setting, else (auto) the model (a
+ * sentence-transformers Normalize module), else yes. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,15 @@ sched_pool_t srv__pooling(const srv_t *s) {
   case CFG_POOLING_MEAN: return SCHED_POOL_MEAN;
   case CFG_POOLING_CLS: return SCHED_POOL_CLS;
   default: return s->stack.pooling > 0 ? (sched_pool_t)s->stack.pooling : SCHED_POOL_LAST;
+  }
+}
+
+/* Whether vectors are normalized when the request does not say. */
+static int pool_normalize(const srv_t *s) {
+  switch (s->cfg->pooling_normalize) {
+  case CFG_POOLING_NORMALIZE_TRUE: return 1;
+  case CFG_POOLING_NORMALIZE_FALSE: return 0;
+  default: return s->stack.pool_normalize >= 0 ? s->stack.pool_normalize : 1;
   }
 }
 
@@ -158,7 +168,7 @@ static void submit(srv_t *s, uint64_t rid, http_res_t *res, int64_t arrival, emb
   oai_make_id(j->id, sizeof j->id, "embd", s->boot_id, rid);
   sched_req_params_t p = sched_req_params_default();
   p.pooling = srv__pooling(s);
-  p.normalize = o->q.normalize >= 0 ? o->q.normalize : s->cfg->pooling_normalize;
+  p.normalize = o->q.normalize >= 0 ? o->q.normalize : pool_normalize(s);
   p.no_spec = 1;
   char err[512] = "";
   int rc = 0;

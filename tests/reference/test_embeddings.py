@@ -8,6 +8,7 @@ prefill, generation traffic at the same time: bit for bit), the official
 `openai` client (float and base64), the refusals, and that an embedding
 leaves no KV block in use."""
 import base64
+import json
 import concurrent.futures as cf
 import pathlib
 import sys
@@ -19,12 +20,13 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "integration"))
 import tram_server  # noqa: E402
 from gguf_copy import finish, open_copy  # noqa: E402
+from llama_ref import LlamaRef  # noqa: E402
 from tram_server import server_fixture  # noqa: E402
 
 # max_batch_tokens 64: LONG is computed in several chunks; exact: the reference tolerance
 ARGS = ("--max-batch-tokens", "64", "--precision", "exact")
 server = server_fixture(*ARGS, use_external=False)
-cls_server = server_fixture(*ARGS, "--pooling", "cls", "--no-pooling-normalize", use_external=False)
+cls_server = server_fixture(*ARGS, "--pooling", "cls", "--pooling-normalize", "false", use_external=False)
 
 SHORT = "The capital of France is Paris."
 LONG = ("Once upon a time, in a small village by the sea, there lived an old fisherman and his wife. " * 4).strip()
@@ -211,3 +213,54 @@ def test_other_model_and_bad_json(server):
     assert r.status_code == 404 and r.json()["error"]["param"] == "model"
     r = server.post("/v1/embeddings", content=b"{", headers={"Content-Type": "application/json"})
     assert r.status_code == 400
+
+
+# ---- a sentence-transformers checkpoint -------------------------------------------------------
+
+from test_hf_checkpoint import smollm_dir  # noqa: E402,F401 (a fixture: a tiny qwen3 folder and its GGUF twin)
+
+
+def st_modules(d, pooling_cfg, normalize):
+    """Makes folder d a sentence-transformers model: modules.json with a
+    Pooling module (1_Pooling/config.json) and maybe a Normalize one."""
+    mods = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    if normalize:
+        mods.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
+    (d / "modules.json").write_text(json.dumps(mods))
+    (d / "1_Pooling").mkdir(exist_ok=True)
+    modes = dict.fromkeys(["pooling_mode_cls_token", "pooling_mode_mean_tokens", "pooling_mode_max_tokens",
+                           "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
+                           "pooling_mode_lasttoken"], False)
+    modes.update(pooling_cfg)
+    (d / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 64, **modes}))
+
+
+@pytest.mark.parametrize("mode,pooling,normalize", [
+    ("pooling_mode_lasttoken", "last", True),  # Qwen3-Embedding's
+    ("pooling_mode_mean_tokens", "mean", False),
+])
+def test_sentence_transformers_checkpoint(smollm_dir, tmp_path, mode, pooling, normalize):  # noqa: F811
+    d, _ = smollm_dir
+    ref = LlamaRef(d.parent / "qwen3.gguf")  # the same weights, as GGUF
+    st_modules(d, {mode: True}, normalize)
+    srv = tram_server.start(tmp_path, "--precision", "exact", model=d)
+    try:
+        for text in (SHORT, LONG):
+            ids = srv.tokenize(prompt=text)
+            vec = vectors(embed(srv, input=text))[0]
+            assert len(vec) == 64
+            assert rel_l2(vec, ref_vector(ref, ids, pooling, normalize)) < 1e-3, (mode, text)
+    finally:
+        assert srv.stop() == 0
+
+
+def test_sentence_transformers_pooling_tram_does_not_run(smollm_dir, tmp_path):  # noqa: F811
+    d, _ = smollm_dir
+    st_modules(d, {"pooling_mode_max_tokens": True}, False)
+    srv = tram_server.start(tmp_path, model=d, wait=False)
+    try:
+        assert srv.proc.wait(60) != 0
+    finally:
+        srv.stop()
+    assert "pooling_mode_max_tokens is not a pooling tram runs" in srv.log()
