@@ -1,19 +1,18 @@
-/* tests/fuzz/fuzz_hf_config.c — libFuzzer target for the config.json
- * reader (hf/hf_config.c): every model_type's fields, Qwen3.5's
- * rope_parameters, layer_types and linear_* sizes included.
+/* tests/fuzz/fuzz_hf_config.c — libFuzzer target for the config.json reader
+ * (hf/hf_config.c) and the hyper-parameter checks it feeds
+ * (model/model_hparams.c).
  *
- * Parses the input as config.json and translates it into `<arch>.*` keys;
- * when that succeeds, finishes the GGUF context and reads the model's
- * hyper-parameters from it as model_load would (model_hparams.c, through
- * a context without tensors, so a vocabulary must come from the keys). It
- * traps when a failure comes without a message.
+ * Parses the input as config.json, translates it into `<arch>.*` keys,
+ * finishes the GGUF context and reads the hyper-parameters from it as a
+ * model load would (no tensors: the vocabulary comes from vocab_size). It
+ * traps when a failure comes without a message, and when a config the
+ * reader accepted gives hyper-parameters outside their checked ranges.
  *
  *   make fuzz
  *   build/fuzz/fuzz_hf_config -max_total_time=180 tests/fuzz/corpus/fuzz_hf_config */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "hf/hf_internal.h"
 #include "model/model_internal.h"
@@ -47,8 +46,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   float *inv_freq = NULL;
   err[0] = 0;
   rc = model__hparams_read(g, &hp, &inv_freq, err, sizeof err);
-  CHECK(rc == 0 || err[0] != 0);
-  if (rc == 0 && hp.full_attn_interval > 0) CHECK(hp.n_attn_layers >= 1 && hp.ssm_n_v_heads % hp.ssm_n_k_heads == 0);
+  if (rc != 0) {
+    CHECK(err[0] != 0);
+  } else {
+    CHECK(hp.n_layers >= 1 && hp.n_heads >= 1 && hp.n_kv_heads >= 1 && hp.n_heads % hp.n_kv_heads == 0);
+    CHECK(hp.rot_dim >= 2 && hp.rot_dim <= hp.head_dim && hp.rot_dim % 2 == 0);
+    for (int l = 0; l < hp.n_layers && l < 64; l++) (void)model_layer_rope(&hp, l);
+    if (hp.full_attn_interval > 0) /* qwen35: at least one attention layer, value heads in whole groups */
+      CHECK(hp.n_attn_layers >= 1 && hp.ssm_n_v_heads % hp.ssm_n_k_heads == 0 && hp.ssm_head_v >= 1);
+  }
   free(inv_freq);
   gguf_close(g);
   return 0;
