@@ -44,6 +44,9 @@ int32_t gram__sc_regex_js(sc_t *c, const char *re);
  * string schema (lengths, pattern, format), and a non-negative count keyword
  * (minItems, maxLength, ...: 0 absent, 1 read into *out, -1 error). */
 int32_t gram__sc_number(sc_t *c, const cJSON *s, int integer);
+/* Every integer of the int64 range, [-2^63, 2^63 - 1], in decimal: what an
+ * integer schema without bounds allows. */
+int32_t gram__sc_int64(sc_t *c);
 int32_t gram__sc_string(sc_t *c, const cJSON *s);
 int gram__sc_count(sc_t *c, const cJSON *s, const char *key, int32_t *out);
 

@@ -38,7 +38,7 @@ static int32_t nat_range(sc_t *c, int64_t a, int64_t b) {
   char la[24], lb[24];
   int na = snprintf(la, sizeof la, "%lld", (long long)a);
   int nb = b < 0 ? 19 : snprintf(lb, sizeof lb, "%lld", (long long)b);
-  for (int len = na; len <= nb && len <= 18; len++) {
+  for (int len = na; len <= nb && len <= (b < 0 ? 18 : 19); len++) {
     char lo[24], hi[24];
     int64_t p10 = 1;
     for (int i = 1; i < len; i++) p10 *= 10;
@@ -62,7 +62,9 @@ static int32_t int_range(sc_t *c, int has_lo, int64_t lo, int has_hi, int64_t hi
   int32_t alt = gx_alt(b);
   if (!has_lo || lo < 0) { /* negative part: -(k) for k in [max(1, -hi), -lo] */
     int64_t k0 = has_hi ? (hi >= 0 ? 1 : -hi) : 1;
-    gx_add(b, alt, gx_seq2(b, gram__sc_lit(c, "-"), nat_range(c, k0, has_lo ? -lo : -1)));
+    int32_t mag = nat_range(c, k0, !has_lo ? -1 : lo == INT64_MIN ? INT64_MAX : -lo);
+    if (has_lo && lo == INT64_MIN) mag = gx_alt2(b, mag, gram__sc_lit(c, "9223372036854775808")); /* -2^63 */
+    gx_add(b, alt, gx_seq2(b, gram__sc_lit(c, "-"), mag));
   }
   if (!has_hi || hi >= 0) gx_add(b, alt, nat_range(c, has_lo && lo > 0 ? lo : 0, has_hi ? hi : -1));
   return alt;
@@ -210,6 +212,8 @@ static int32_t fractions(sc_t *c, int has_lo, double L, int lo_excl, int has_hi,
   return b->failed ? -1 : n ? alt : -1;
 }
 
+int32_t gram__sc_int64(sc_t *c) { return int_range(c, 1, INT64_MIN, 1, INT64_MAX); }
+
 int32_t gram__sc_number(sc_t *c, const cJSON *s, int integer) {
   int64_t lo = 0, hi = 0, x;
   double L = 0, H = 0, raw;
@@ -226,7 +230,13 @@ int32_t gram__sc_number(sc_t *c, const cJSON *s, int integer) {
     has_hi |= k;
   }
   if (!has_lo && !has_hi) return gx_ref(c->b, integer ? c->r_int : c->r_number);
-  if (integer) return int_range(c, has_lo, lo, has_hi, hi);
+  /* the side the schema leaves open is closed at the int64 range (an
+   * integer) or at 1e15 (a number: 16 integer digits at most, as
+   * llama.cpp's integral-part), so that greedy decoding cannot write digits
+   * until max_tokens */
+  if (integer) return int_range(c, 1, has_lo ? lo : INT64_MIN, 1, has_hi ? hi : INT64_MAX);
+  if (!has_lo) L = -NUM_LIMIT, lo = (int64_t)-NUM_LIMIT, lo_excl = 0, has_lo = 1;
+  if (!has_hi) H = NUM_LIMIT, hi = (int64_t)NUM_LIMIT, hi_excl = 0, has_hi = 1;
   if (has_lo && has_hi && (L > H || (L == H && (lo_excl || hi_excl))))
     return gram__sc_fail(c, "json schema: %s bounds leave no number (at %s)", "minimum/maximum");
   int32_t frac = fractions(c, has_lo, L, lo_excl, has_hi, H, hi_excl);
