@@ -360,6 +360,10 @@ typedef struct srv_writer {
 extern const srv_writer_t srv_writer_openai;
 extern const srv_writer_t srv_writer_responses;
 
+/* Keeps ev's logprobs entry in c->lp (with j->logprobs; its alternatives
+ * copied): a whole response's, or a stream's that answers with them at the
+ * end (the Responses API). */
+void srv__keep_logprob(srv_job_t *j, srv_choice_t *c, const sched_event_t *ev);
 /* Appends "data: <json>\n\n" to j->out and frees json. */
 void srv__sse(srv_job_t *j, char *json);
 /* An OpenAI error object as an SSE event (the OpenAI and Responses
@@ -395,6 +399,7 @@ struct srv_job {
   const char *resp_format;     /* text.format.type echoed: "text", "json_object", "json_schema" (static) */
   int64_t resp_seq;            /* the next event's sequence_number */
   char resp_item_id[64];
+  int32_t resp_lp_sent;        /* logprobs entries streamed in deltas so far */
   int32_t n;                   /* choices per prompt */
   int32_t max_tokens;          /* the request's max_tokens; 0: none given */
   char id[64];
@@ -423,10 +428,11 @@ srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_param
 void srv__h_responses(const http_req_t *req, http_res_t *res, void *ctx);
 /* Makes j a Responses job (ids, what the response echoes). */
 void srv__resp_init(srv_job_t *j, const oai_responses_req_t *r);
-/* The stream's events: the opening ones; a text delta (kept for the end);
+/* The stream's events: the opening ones; an event's text delta (kept for
+ * the end, with its logprobs when asked);
  * the closing ones (done, completed or incomplete). */
 void srv__resp_stream_start(srv_job_t *j);
-void srv__resp_stream_text(srv_job_t *j, const char *text, size_t len);
+void srv__resp_stream_text(srv_job_t *j, const sched_event_t *ev);
 void srv__resp_stream_end(srv_job_t *j);
 /* The whole response object (malloc'd). */
 char *srv__resp_whole(const srv_job_t *j);
