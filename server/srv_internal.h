@@ -13,6 +13,8 @@
  *   srv_work.c    the worker pool hand-off of the generation handlers'
  *                 CPU work (parse, render, tokenize), the loop stall probe
  *   srv_dump.c    the SIGUSR1 state dump
+ *   srv_messages.c  POST /v1/messages and /v1/messages/count_tokens
+ *                 (Anthropic's) and their writer
  *   srv_events.c  the engine → loop bridge: drain the events, write SSE
  *                 chunks (coalesced per job and wake-up) or collect the
  *                 whole response, feed the metrics, write the access log,
@@ -48,6 +50,7 @@
 #include "api/oai_request.h"
 #include "api/oai_response.h"
 #include "api/oai_responses.h"
+#include "api/anth.h"
 #include "boot/boot.h"
 
 typedef enum srv_state {
@@ -257,6 +260,16 @@ void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx);
 typedef struct srv_work srv_work_t;
 void srv__responses_run(srv_work_t *w);
 void srv__responses_done(srv_work_t *w);
+/* POST /v1/messages (Anthropic's) the same way: api/anth.h's parse on the
+ * worker, then the chat flow with an Anthropic job (srv_messages.c). */
+void srv__messages_run(srv_work_t *w);
+void srv__messages_done(srv_work_t *w);
+/* How a job of another API than OpenAI's chat and completions is set up
+ * (its writer, ids, what it echoes): init(j, req) once the job exists. */
+typedef struct srv_api {
+  void (*init)(srv_job_t *j, const void *req);
+  const void *req;
+} srv_api_t;
 
 /* ---- srv_work.c -------------------------------------------------------------- */
 
@@ -340,8 +353,9 @@ typedef struct srv_part {
 } srv_part_t;
 
 /* How a job's output is written, one per API format (srv_write_openai.c:
- * completions and chat; srv_responses.c: the Responses API), so that a new
- * API is one new writer. Every function appends to j->out (the wake-up's
+ * completions and chat; srv_responses.c: the Responses API;
+ * srv_messages.c: Anthropic's Messages), so that a new API is one new
+ * writer. Every function appends to j->out (the wake-up's
  * single write, srv_events.c); the job's bookkeeping is srv_events.c's. */
 typedef struct srv_writer {
   /* A stream's first bytes, after its 200 head (echo: a completion's
@@ -359,6 +373,7 @@ typedef struct srv_writer {
 
 extern const srv_writer_t srv_writer_openai;
 extern const srv_writer_t srv_writer_responses;
+extern const srv_writer_t srv_writer_anthropic;
 
 /* Keeps ev's logprobs entry in c->lp (with j->logprobs; its alternatives
  * copied): a whole response's, or a stream's that answers with them at the
@@ -399,6 +414,10 @@ struct srv_job {
   const char *resp_format;     /* text.format.type echoed: "text", "json_object", "json_schema" (static) */
   int64_t resp_seq;            /* the next event's sequence_number */
   char resp_item_id[64];
+  /* /v1/messages (srv_messages.c) */
+  int32_t anth_next;           /* the next content block's index */
+  int anth_open;               /* the open block: -1 none, else its anth_block_kind_t */
+  bool anth_called;            /* the output held tool calls (stop_reason "tool_use") */
   int32_t resp_lp_sent;        /* logprobs entries streamed in deltas so far */
   int32_t n;                   /* choices per prompt */
   int32_t max_tokens;          /* the request's max_tokens; 0: none given */
@@ -436,6 +455,13 @@ void srv__resp_stream_text(srv_job_t *j, const sched_event_t *ev);
 void srv__resp_stream_end(srv_job_t *j);
 /* The whole response object (malloc'd). */
 char *srv__resp_whole(const srv_job_t *j);
+
+/* ---- srv_messages.c --------------------------------------------------------- */
+/* POST /v1/messages and /v1/messages/count_tokens (Anthropic's). */
+void srv__h_messages(const http_req_t *req, http_res_t *res, void *ctx);
+void srv__h_count_tokens(const http_req_t *req, http_res_t *res, void *ctx);
+/* Makes j an Anthropic job (its writer, its "msg_" id). */
+void srv__anth_init(srv_job_t *j, const anth_req_t *r);
 
 /* ---- srv_tools.c ------------------------------------------------------------ */
 /* The format tool calls are read in: the tool_call_parser setting, or
