@@ -434,56 +434,50 @@ static void chat_done(srv_work_t *w) {
   gram_entry_unref(o->grammar);
 }
 
-#define RESPONSES "/v1/responses"
-
-void srv__responses_run(srv_work_t *w) {
-  enc_out_t *o = enc_out(w);
-  oai_chat_req_t *ch = &o->resp.chat;
-  if (parse_failed_in(o, oai_parse_responses(w->body, w->body_len, &w->s->oai_lim, &w->arena, &o->resp, &o->e), 1))
-    return;
+/* Worker: the rest of a run whose request (another API's) was parsed (rc)
+ * into the chat request ch: its structured output, its messages encoded. */
+static void api_run(srv_work_t *w, enc_out_t *o, int rc, const oai_chat_req_t *ch) {
+  if (parse_failed_in(o, rc, 1)) return;
   o->model = ch->model;
   find_grammar(w, &ch->params, o);
   o->rc = encode_chat_text(w->s, ch, &o->in[0], o->err, sizeof o->err);
+}
+
+/* Loop: answers another API's request (ch, set up as api) whose work item is done. */
+static void api_done(srv_work_t *w, const char *endpoint, oai_chat_req_t *ch, const srv_api_t *api) {
+  enc_out_t *o = w->out;
+  prompt_in_t *in;
+  if (done_start(w, endpoint, &in))
+    chat_start(w->s, w->rid, w->res, endpoint, w->arrival_ns, ch, o->grammar, api, o->rc, o->err, sizeof o->err, in);
+  else
+    free_prompts(in, o->n_in);
+  gram_entry_unref(o->grammar);
+}
+
+void srv__responses_run(srv_work_t *w) {
+  enc_out_t *o = enc_out(w);
+  api_run(w, o, oai_parse_responses(w->body, w->body_len, &w->s->oai_lim, &w->arena, &o->resp, &o->e), &o->resp.chat);
 }
 
 static void resp_init(srv_job_t *j, const void *req) { srv__resp_init(j, req); }
 
 void srv__responses_done(srv_work_t *w) {
   enc_out_t *o = w->out;
-  prompt_in_t *in;
   const srv_api_t api = {resp_init, &o->resp};
-  if (done_start(w, RESPONSES, &in))
-    chat_start(w->s, w->rid, w->res, RESPONSES, w->arrival_ns, &o->resp.chat, o->grammar, &api, o->rc, o->err,
-               sizeof o->err, in);
-  else
-    free_prompts(in, o->n_in);
-  gram_entry_unref(o->grammar);
+  api_done(w, "/v1/responses", &o->resp.chat, &api);
 }
-
-#define MESSAGES "/v1/messages"
 
 void srv__messages_run(srv_work_t *w) {
   enc_out_t *o = enc_out(w);
-  oai_chat_req_t *ch = &o->anth.chat;
-  if (parse_failed_in(o, anth_parse_messages(w->body, w->body_len, &w->s->oai_lim, &w->arena, &o->anth, &o->e), 1))
-    return;
-  o->model = ch->model;
-  find_grammar(w, &ch->params, o);
-  o->rc = encode_chat_text(w->s, ch, &o->in[0], o->err, sizeof o->err);
+  api_run(w, o, anth_parse_messages(w->body, w->body_len, &w->s->oai_lim, &w->arena, &o->anth, &o->e), &o->anth.chat);
 }
 
 static void anth_init(srv_job_t *j, const void *req) { srv__anth_init(j, req); }
 
 void srv__messages_done(srv_work_t *w) {
   enc_out_t *o = w->out;
-  prompt_in_t *in;
   const srv_api_t api = {anth_init, &o->anth};
-  if (done_start(w, MESSAGES, &in))
-    chat_start(w->s, w->rid, w->res, MESSAGES, w->arrival_ns, &o->anth.chat, o->grammar, &api, o->rc, o->err,
-               sizeof o->err, in);
-  else
-    free_prompts(in, o->n_in);
-  gram_entry_unref(o->grammar);
+  api_done(w, "/v1/messages", &o->anth.chat, &api);
 }
 
 void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx) {

@@ -418,6 +418,7 @@ struct srv_job {
   int32_t anth_next;           /* the next content block's index */
   int anth_open;               /* the open block: -1 none, else its anth_block_kind_t */
   bool anth_called;            /* the output held tool calls (stop_reason "tool_use") */
+  bool anth_failed;            /* an error event was written: nothing follows it */
   int32_t resp_lp_sent;        /* logprobs entries streamed in deltas so far */
   int32_t n;                   /* choices per prompt */
   int32_t max_tokens;          /* the request's max_tokens; 0: none given */

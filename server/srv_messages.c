@@ -148,6 +148,7 @@ static void w_stream_start(srv_job_t *j, const char *const *echo, const size_t *
 static void w_stream_error(srv_job_t *j, const char *message, const char *code) {
   (void)code;
   put(j, anth_event_error(500, message));
+  j->anth_failed = true;
 }
 
 static void w_stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_event_t *ev) {
@@ -159,6 +160,7 @@ static void w_stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sche
 }
 
 static void w_stream_end(srv_job_t *j) {
+  if (j->anth_failed) return; /* the error event ended the stream, as Anthropic's does */
   close_block(j);
   const anth_msg_t m = msg(j, true);
   put(j, anth_event_message_delta(&m));
