@@ -59,12 +59,15 @@ int anth_check_version(const char *version, oai_error_t *err);
 
 /* ---- the JSON (anth_write.c) ---------------------------------------------------- */
 
-/* One content block of the answer. */
-typedef enum anth_block_kind { ANTH_BLOCK_TEXT = 0, ANTH_BLOCK_TOOL_USE } anth_block_kind_t;
+/* One content block of the answer. THINKING is for the reasoning split
+ * once it reaches this API (server/srv_messages.c says where): a
+ * {"type": "thinking", "thinking", "signature": ""} block, streamed as
+ * thinking_delta. */
+typedef enum anth_block_kind { ANTH_BLOCK_TEXT = 0, ANTH_BLOCK_TOOL_USE, ANTH_BLOCK_THINKING } anth_block_kind_t;
 
 typedef struct anth_block {
   anth_block_kind_t kind;
-  const char *text;   /* TEXT: text[text_len] */
+  const char *text;   /* TEXT, THINKING: text[text_len] */
   size_t text_len;
   const char *id;     /* TOOL_USE: "toolu_..." */
   const char *name;
@@ -95,8 +98,9 @@ char *anth_write_count(int32_t n);
 /* Stream events, each "event: <type>\ndata: <json>\n\n" (malloc'd):
  *   message_start (m with no blocks, stop_reason null, usage so far),
  *   content_block_start (block i of kind b: text "" or tool_use with
- *   input {}), content_block_delta (text_delta of text[len], or
- *   input_json_delta with partial_json text[len]), content_block_stop,
+ *   input {}, or thinking ""), content_block_delta (text_delta of
+ *   text[len], input_json_delta with partial_json text[len], or
+ *   thinking_delta), content_block_stop,
  *   message_delta (stop_reason, stop_sequence, usage.output_tokens), the
  *   message_stop, ping and error events. */
 char *anth_event_message_start(const anth_msg_t *m);

@@ -28,9 +28,11 @@ static void add_str_or_null(cJSON *o, const char *key, const char *s) {
  * (text "", input {}). */
 static cJSON *block_json(const anth_block_t *b, bool start) {
   cJSON *o = oai__must(cJSON_CreateObject());
-  if (b->kind == ANTH_BLOCK_TEXT) {
-    oai__must(cJSON_AddStringToObject(o, "type", "text"));
-    cJSON_AddItemToObject(o, "text", oai__text(start ? "" : b->text, start ? 0 : b->text_len));
+  if (b->kind == ANTH_BLOCK_TEXT || b->kind == ANTH_BLOCK_THINKING) {
+    const char *key = b->kind == ANTH_BLOCK_TEXT ? "text" : "thinking";
+    oai__must(cJSON_AddStringToObject(o, "type", key));
+    cJSON_AddItemToObject(o, key, oai__text(start ? "" : b->text, start ? 0 : b->text_len));
+    if (b->kind == ANTH_BLOCK_THINKING) oai__must(cJSON_AddStringToObject(o, "signature", "")); /* nothing to sign */
     return o;
   }
   cJSON *input = start || !b->input ? oai__must(cJSON_CreateObject()) : cJSON_Parse(b->input);
@@ -110,9 +112,10 @@ char *anth_event_block_delta(int32_t i, anth_block_kind_t kind, const char *text
   cJSON *e = event("content_block_delta");
   oai__must(cJSON_AddNumberToObject(e, "index", i));
   cJSON *d = oai__must(cJSON_AddObjectToObject(e, "delta"));
-  const bool t = kind == ANTH_BLOCK_TEXT;
-  oai__must(cJSON_AddStringToObject(d, "type", t ? "text_delta" : "input_json_delta"));
-  cJSON_AddItemToObject(d, t ? "text" : "partial_json", oai__text(text, len));
+  static const char *const type[] = {"text_delta", "input_json_delta", "thinking_delta"};
+  static const char *const key[] = {"text", "partial_json", "thinking"};
+  oai__must(cJSON_AddStringToObject(d, "type", type[kind]));
+  cJSON_AddItemToObject(d, key[kind], oai__text(text, len));
   return frame("content_block_delta", e);
 }
 

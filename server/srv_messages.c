@@ -16,12 +16,17 @@
  * is the output itself, so its arguments stream as input_json_delta as
  * they come.
  *
- * Thinking: a reasoning split, once wired here, gives each event's
- * thinking text apart from its answer text; the place it goes is
- * stream_text's caller, w_stream_event: thinking text opens a "thinking"
- * block (before any text or tool_use block, as Anthropic orders them) and
- * streams as thinking_delta, closed when the answer starts; whole() puts
- * a thinking block first. Until then the parser refuses thinking enabled. */
+ * Thinking (the seam for the reasoning split, another change): once the
+ * split gives each event's thinking text apart from its answer text,
+ * w_stream_event streams the thinking with stream_text(j,
+ * ANTH_BLOCK_THINKING, ...) before the answer's stream_text(j,
+ * ANTH_BLOCK_TEXT, ...): open_block opens a "thinking" block first (as
+ * Anthropic orders them) and the answer's first text closes it; the deltas
+ * are thinking_delta (api/anth_write.c writes both, tested). w_whole puts
+ * an ANTH_BLOCK_THINKING block with the choice's reasoning first, and
+ * anth_request.c's parse_thinking accepts "enabled" (budget_tokens: the
+ * thinking budget) and "adaptive". Until then thinking enabled is a 400.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,26 +81,28 @@ static void close_block(srv_job_t *j) {
   j->anth_open = -1;
 }
 
-/* Opens block b unless one of its kind is open (closing another). */
+/* Opens block b unless a text (thinking) block is open and b is one too:
+ * it goes on; else the open block is closed first. */
 static void open_block(srv_job_t *j, const anth_block_t *b) {
-  if (j->anth_open == (int)b->kind && b->kind == ANTH_BLOCK_TEXT) return;
+  if (j->anth_open == (int)b->kind && b->kind != ANTH_BLOCK_TOOL_USE) return;
   close_block(j);
   put(j, anth_event_block_start(j->anth_next, b));
   j->anth_open = (int)b->kind;
 }
 
-/* text[len] as the open text block's delta (opening one). */
-static void stream_text(srv_job_t *j, const char *text, size_t len) {
+/* text[len] as the delta of the open block of kind (text or thinking),
+ * opening one. */
+static void stream_text(srv_job_t *j, anth_block_kind_t kind, const char *text, size_t len) {
   if (!len) return;
-  const anth_block_t b = {.kind = ANTH_BLOCK_TEXT};
+  const anth_block_t b = {.kind = kind};
   open_block(j, &b);
-  put(j, anth_event_block_delta(j->anth_next, ANTH_BLOCK_TEXT, text, len));
+  put(j, anth_event_block_delta(j->anth_next, kind, text, len));
 }
 
 /* Sends the output's bytes [c->sent, end) as text. */
 static void send_text(srv_job_t *j, srv_choice_t *c, size_t end) {
   if (end <= c->sent) return;
-  stream_text(j, c->text.p + c->sent, end - c->sent);
+  stream_text(j, ANTH_BLOCK_TEXT, c->text.p + c->sent, end - c->sent);
   c->sent = end;
 }
 
@@ -156,7 +163,7 @@ static void w_stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sche
   if (ev->kind == SCHED_EV_ERROR) w_stream_error(j, ev->error ? ev->error : "generation failed", NULL);
   else if (j->tools_format == OAI_TOOLS_JSON_ARGS) stream_forced(j, ev);
   else if (j->tools_format) stream_tools(j, c, ev);
-  else stream_text(j, ev->text, ev->text_len);
+  else stream_text(j, ANTH_BLOCK_TEXT, ev->text, ev->text_len);
 }
 
 static void w_stream_end(srv_job_t *j) {

@@ -341,6 +341,23 @@ static void writer(void **state) {
     assert_string_equal(cJSON_GetObjectItem(e, "message")->valuestring, i ? "bad" : "max_tokens: bad");
     cJSON_Delete(j);
   }
+  /* the thinking block the reasoning split will write */
+  const anth_block_t th = {.kind = ANTH_BLOCK_THINKING, .text = "hmm", .text_len = 3};
+  const anth_msg_t tm = {.id = "msg_2", .blocks = &th, .n_blocks = 1};
+  s = anth_write_message(&tm);
+  j = cJSON_Parse(s);
+  free(s);
+  cJSON *tb = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "content"), 0);
+  assert_string_equal(cJSON_GetObjectItem(tb, "type")->valuestring, "thinking");
+  assert_string_equal(cJSON_GetObjectItem(tb, "thinking")->valuestring, "hmm");
+  assert_string_equal(cJSON_GetObjectItem(tb, "signature")->valuestring, "");
+  cJSON_Delete(j);
+  s = anth_event_block_delta(0, ANTH_BLOCK_THINKING, "hm", 2);
+  j = cJSON_Parse(strstr(s, "data: ") + 6);
+  free(s);
+  assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "delta"), "type")->valuestring, "thinking_delta");
+  assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "delta"), "thinking")->valuestring, "hm");
+  cJSON_Delete(j);
   assert_string_equal(anth_stop_reason(SCHED_FINISH_STOP, NULL, true), "tool_use");
   assert_string_equal(anth_stop_reason(SCHED_FINISH_STOP, "x", false), "stop_sequence");
   assert_string_equal(anth_stop_reason(SCHED_FINISH_LENGTH, NULL, true), "max_tokens");
