@@ -108,7 +108,7 @@ static void base_rules(sc_t *c) {
    * integral part of at most 16 digits, a fraction and an exponent of 1 to
    * 16), so that no unbounded value lets greedy decoding write digits
    * until max_tokens */
-  c->r_int = define(c, "integer", gx_alt2(b, gram__sc_int64(c), gram__sc_lit(c, "-0"))); /* JSON's -0 too */
+  c->r_int = -1; /* the int64 range, made when a schema first asks for an integer (gram_schema_scalar.c) */
   int32_t integral = gx_alt2(b, gram__sc_lit(c, "0"), gx_seq2(b, gram__sc_set_of(c, "", '1', '9'),
                                                             gx_repeat(b, gram__sc_set_of(c, "", '0', '9'), 0, 15)));
   int32_t integral2 = gx_alt2(b, gram__sc_lit(c, "0"), gx_seq2(b, gram__sc_set_of(c, "", '1', '9'),

@@ -23,6 +23,7 @@ typedef struct sc {
   int n_refs;
   int depth;
   int32_t r_ws, r_char, r_string, r_int, r_number, r_value, r_object, r_array, r_key_rest;
+                           /* r_int: made when first needed (the int64 range is ~1,000 nodes); -1: not yet */
   int32_t r_nonascii;      /* one non-ASCII code point (UTF-8), made once when a key trie needs it; 0: not yet */
 } sc_t;
 
