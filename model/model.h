@@ -144,7 +144,15 @@ typedef struct model_hparams {
   float attn_scale;    /* the scores' scale; 0: 1 / sqrt(head_dim) (gemma: see model_hparams.c) */
   float attn_softcap;  /* attn_logit_softcapping; 0: none */
   float final_softcap; /* final_logit_softcapping; 0: none */
+  /* embeddings */
+  int pooling;         /* pooling_type, llama.cpp's enum: MODEL_POOL_* (0: none given) */
+  int pool_normalize;  /* tram.pooling.normalize (a sentence-transformers Normalize module: hf/): 1/0,
+                          -1: not said */
 } model_hparams_t;
+
+/* `<arch>.pooling_type` as llama.cpp writes it (enum llama_pooling_type);
+ * 4 (rank: a reranker's classification head) is refused at load. */
+enum { MODEL_POOL_NONE = 0, MODEL_POOL_MEAN = 1, MODEL_POOL_CLS = 2, MODEL_POOL_LAST = 3 };
 
 typedef struct model model_t;
 
@@ -249,6 +257,12 @@ typedef struct model_batch {
   const struct kern_sample_op *sample_ops; /* [n_sample_ops] the rows' penalty ops */
   int n_sample_ops;                        /* <= max_sample_ops */
   struct kern_sample_out *sampled;         /* [n_logits] host memory, written for rows on the device */
+  /* optional, embeddings: rows whose final-normed hidden state
+   * (rmsnorm(x) · output_norm, the input of the output projection) goes to
+   * hidden[n_hidden, dim] (host memory) */
+  int n_hidden;               /* 0..n_tokens */
+  const int32_t *hidden_rows; /* [n_hidden] row indices in [0, n_tokens), any order */
+  float *hidden;              /* [n_hidden, dim] */
 } model_batch_t;
 
 typedef struct model_runner model_runner_t;
@@ -277,7 +291,8 @@ const attn_t *model_runner_attn(const model_runner_t *r);
 /* Runs the forward of one step: writes the K/V of every row into the cache
  * at the batch's slots and writes logits [n_logits, n_vocab] (host memory,
  * row i for row logit_rows[i]; with b->sample, only the rows left to the
- * host, and the device's tokens to b->sampled). Returns 0; -E2BIG when a capacity is
+ * host, and the device's tokens to b->sampled), and the final-normed hidden
+ * states of b->hidden_rows to b->hidden. Returns 0; -E2BIG when a capacity is
  * exceeded; -EINVAL for an inconsistent batch (a token id out of range, a
  * negative position, a logit row out of range, attention metadata that
  * attn_step_begin rejects), logged, with nothing written to the cache. */

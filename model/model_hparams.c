@@ -301,6 +301,7 @@ static const char *const KNOWN_KEYS[] = {
     "rope.scaling.type", "rope.scaling.factor", "rope.scale_linear", "rope.scaling.low_freq_factor",
     "rope.scaling.high_freq_factor", "rope.scaling.original_context_length",
     "rope.scaling.finetuned", /* a training note */
+    "pooling_type",           /* embeddings only: how /v1/embeddings pools the hidden states */
 };
 
 /* Checks that every `<arch>.*` key is known (or one of extra, NULL
@@ -416,7 +417,11 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   if (rc == 0) rc = get_int(g, arch, "context_length", -1, 1, INT32_MAX, &hp->n_ctx, err, err_len);
   if (rc == 0)
     rc = get_int(g, arch, "attention.sliding_window", 0, 0, INT32_MAX, &hp->sliding_window, err, err_len);
+  if (rc == 0) /* 4, rank, needs a classification head tram does not run */
+    rc = get_int(g, arch, "pooling_type", MODEL_POOL_NONE, MODEL_POOL_NONE, MODEL_POOL_LAST, &hp->pooling, err, err_len);
   if (rc != 0) return rc;
+  int64_t pn;
+  hp->pool_normalize = gguf_get_i64(g, "tram.pooling.normalize", &pn) == 0 ? pn != 0 : -1;
   if (hp->n_heads % hp->n_kv_heads != 0) {
     snprintf(err, err_len, "key '%s.attention.head_count_kv' (%d) does not divide head_count (%d)", arch,
              hp->n_kv_heads, hp->n_heads);

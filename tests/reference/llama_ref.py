@@ -158,6 +158,16 @@ class LlamaRef:
 
     def forward(self, tokens):
         """Logits (len(tokens), vocab) for one sequence starting at position 0."""
+        x = self.hidden(tokens)
+        out = self.w("output.weight") if self.has("output.weight") else self.w("token_embd.weight")
+        logits = x @ out.T
+        if self.final_softcap:
+            logits = np.tanh(logits / self.final_softcap) * self.final_softcap
+        return logits
+
+    def hidden(self, tokens):
+        """The final-normed hidden states (len(tokens), dim), the output
+        projection's input, for one sequence starting at position 0."""
         tokens = np.asarray(tokens, dtype=np.int64)
         n = len(tokens)
         pos = np.arange(n)
@@ -219,9 +229,4 @@ class LlamaRef:
             if self.gemma:
                 o = self.rmsnorm(o, self.w(p + "post_ffw_norm.weight"))
             x = x + o
-        x = self.rmsnorm(x, self.w("output_norm.weight"))
-        out = self.w("output.weight") if self.has("output.weight") else self.w("token_embd.weight")
-        logits = x @ out.T
-        if self.final_softcap:
-            logits = np.tanh(logits / self.final_softcap) * self.final_softcap
-        return logits
+        return self.rmsnorm(x, self.w("output_norm.weight"))
