@@ -97,9 +97,11 @@ static int rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arc
   if (!rs || cJSON_IsNull(rs)) return 0;
   const cJSON *type = field(rs, "rope_type");
   if (!cJSON_IsString(type)) type = field(rs, "type");
-  if (!type && rs == field(cfg, "rope_parameters")) return 0; /* rope_theta alone */
+  const int v5 = rs == field(cfg, "rope_parameters");
+  const char *fname = v5 ? "rope_parameters" : "rope_scaling";
+  if (!type && v5) return 0; /* rope_parameters with rope_theta alone */
   if (!cJSON_IsObject(rs) || !cJSON_IsString(type)) {
-    snprintf(err, err_len, "config.json: rope_scaling has no rope_type");
+    snprintf(err, err_len, "config.json: %s has no rope_type", fname);
     return -EINVAL;
   }
   const char *t = type->valuestring;
@@ -150,7 +152,7 @@ static int rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arc
     }
     return 0;
   }
-  snprintf(err, err_len, "config.json: rope_scaling type \"%.32s\" is not one tram runs for %s", t, a);
+  snprintf(err, err_len, "config.json: %s type \"%.32s\" is not one tram runs for %s", fname, t, a);
   return -EINVAL;
 }
 

@@ -14,13 +14,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "hf/hf_internal.h"
 #include "model/model_internal.h"
-
-#define CHECK(cond) \
-  do {              \
-    if (!(cond)) __builtin_trap(); \
-  } while (0)
+#include "tests/fuzz/fuzz_hf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   cJSON *cfg = cJSON_ParseWithLength((const char *)data, size);
@@ -32,16 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   cJSON_Delete(cfg);
   free(arch.rope_long);
   free(arch.rope_short);
-  if (rc != 0) {
-    CHECK(err[0] != 0);
-    gguf_build_abort(b);
-    return 0;
-  }
-  gguf_ctx_t *g = gguf_build_finish(b, err, sizeof err);
-  if (!g) {
-    CHECK(err[0] != 0);
-    return 0;
-  }
+  gguf_ctx_t *g = fuzz_hf_finish(b, rc, err, sizeof err);
+  if (!g) return 0;
   model_hparams_t hp;
   float *inv_freq = NULL;
   err[0] = 0;

@@ -12,13 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "hf/hf_internal.h"
 #include "text/tokenizer.h"
-
-#define CHECK(cond) \
-  do {              \
-    if (!(cond)) __builtin_trap(); \
-  } while (0)
+#include "tests/fuzz/fuzz_hf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   cJSON *tok = cJSON_ParseWithLength((const char *)data, size);
@@ -27,16 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   gguf_build_t *b = gguf_build_new();
   int rc = hf__tokenizer(b, tok, NULL, NULL, 64, err, sizeof err);
   cJSON_Delete(tok);
-  if (rc != 0) {
-    CHECK(err[0] != 0);
-    gguf_build_abort(b);
-    return 0;
-  }
-  gguf_ctx_t *g = gguf_build_finish(b, err, sizeof err);
-  if (!g) {
-    CHECK(err[0] != 0);
-    return 0;
-  }
+  gguf_ctx_t *g = fuzz_hf_finish(b, rc, err, sizeof err);
+  if (!g) return 0;
   tok_t *t = tok_create_from_gguf(g, err, sizeof err);
   gguf_close(g);
   if (!t) {

@@ -236,6 +236,8 @@ REFUSED = {
     "NoPE every third": (dict(no_rope_layers=None, no_rope_layer_interval=3), "no_rope_layers[2] is 0"),
     "NoPE list too short": (dict(no_rope_layers=[1, 1, 1]), "no_rope_layers[3] is not 0 or 1"),
     "sliding windows": (dict(use_sliding_window=True, sliding_window=8), "use_sliding_window (SmolLM3's"),
+    "YaRN in rope_parameters": (dict(rope_parameters={"rope_type": "yarn", "rope_theta": 1e3, "factor": 2.0}),
+                                "rope_parameters type \"yarn\" is not one tram runs"),
     "per-layer-type RoPE": (dict(rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e4}}),
                             "rope_parameters.full_attention: per-layer-type"),
     # Gemma 4, text and multimodal configs, dense and MoE
