@@ -88,6 +88,10 @@ int oai__read_gen_fields(oai__ctx_t *c, const cJSON *root, bool chat, oai_params
 
 /* vLLM's extension fields and the table of fields tram refuses
  * (oai_extras.c), for parse_gen; g's OpenAI fields are already parsed. */
+/* chat_template_kwargs, reasoning_effort, thinking_token_budget (oai_reasoning.c). */
+int oai__parse_reasoning(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out);
+/* x printed compactly into the arena (NULL when memory ran out). */
+const char *oai__json_text(oai__ctx_t *c, const cJSON *x);
 int oai__parse_extras(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *g);
 
 /* oai_structured.c: the structured-output forms into p->grammar (at most

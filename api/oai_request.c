@@ -374,7 +374,7 @@ int oai_parse_chat(const char *body, size_t len, const oai_limits_t *lim, arena_
       !oai__get_bool(&c, root, "add_generation_prompt", &out->add_generation_prompt, NULL) &&
       !parse_continue(&c, root, out->add_generation_prompt, &out->continue_final_message) &&
       !oai__parse_tools(&c, root, out) && !parse_gen(&c, root, true, &out->params) &&
-      !oai__tool_grammar(&c, oai__get(root, "tools"), out))
+      !oai__tool_grammar(&c, oai__get(root, "tools"), out) && !oai__parse_reasoning(&c, root, out))
     r = 0;
   cJSON_Delete(root);
   return oai__end(&c, r);

@@ -106,6 +106,13 @@ static int cut_after_final(const chat_val_t *last, const char *text, size_t *len
 
 int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, const char *tools,
                      bool add_generation_prompt, bool continue_final, bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len) {
+  return srv__encode_chat_kw(s, msgs, n_msgs, tools, NULL, NULL, add_generation_prompt, continue_final, add_special,
+                             ids, n, err, err_len);
+}
+
+int srv__encode_chat_kw(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, const char *tools, const char *kwargs,
+                        const char *effort, bool add_generation_prompt, bool continue_final, bool add_special,
+                        int32_t **ids, int32_t *n, char *err, size_t err_len) {
   if (!s->tmpl) {
     snprintf(err, err_len, "chat is not available: this model's chat template does not compile (see the server log)");
     return -ENOSYS;
@@ -117,7 +124,7 @@ int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, const 
       .add_generation_prompt = add_generation_prompt,
       .bos_token = s->bos,
       .eos_token = s->eos,
-      .extra = oai_chat_tools(&arena, tools),
+      .extra = oai_chat_extra(&arena, tools, kwargs, effort),
   };
   const bool mark = !s->cfg->special_tokens_in_input;
   if (mark) { /* every text the client gave, keys too: its control tokens' texts stay plain text */

@@ -244,7 +244,7 @@ reason_phase_t reason_split_phase(const reason_split_t *r) {
 }
 
 const char *reason_close_text(reason_fmt_t f) {
-  return f == REASON_GPT_OSS ? H_CLOSE : f == REASON_NONE ? "" : CLOSE;
+  return f == REASON_GPT_OSS ? H_CLOSE : f == REASON_NONE ? "" : "\n" CLOSE "\n\n"; /* as Qwen3 and R1 write it */
 }
 
 const char *reason_open_text(reason_fmt_t f) { return f == REASON_GPT_OSS ? H_OPEN : f == REASON_NONE ? "" : OPEN; }

@@ -88,7 +88,7 @@ void reason_split_end(reason_split_t *r, reason_emit_fn emit, void *ctx);
 reason_phase_t reason_split_phase(const reason_split_t *r);
 
 /* What ends the reasoning when a thinking budget is spent (the engine
- * forces its tokens): "</think>", or harmony's
+ * forces its tokens): "\n</think>\n\n" (as Qwen3 and R1 write it), or harmony's
  * "<|end|><|start|>assistant<|channel|>final<|message|>"; "" for NONE. */
 const char *reason_close_text(reason_fmt_t f);
 /* What opens it: "<think>", "<|channel|>analysis<|message|>"; "" for NONE. */

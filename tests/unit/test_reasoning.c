@@ -155,7 +155,7 @@ static void open_close_texts(void **state) {
   for (size_t i = 0; i < 3; i++) {
     char out[512];
     snprintf(out, sizeof out, "%sthe reasoning%sthe answer", reason_open_text(fs[i]), reason_close_text(fs[i]));
-    expect(fs[i], NULL, out, "the reasoning", "the answer");
+    expect(fs[i], NULL, out, fs[i] == REASON_GPT_OSS ? "the reasoning" : "the reasoning\n", "the answer");
   }
   assert_string_equal(reason_close_text(REASON_NONE), "");
   expect(REASON_NONE, "<think>", "<think>a</think>b", "", "<think>a</think>b");
