@@ -127,6 +127,8 @@ int oai__tool_grammar(oai__ctx_t *c, const cJSON *tools, oai_chat_req_t *out);
 int oai__resp_tools(oai__ctx_t *c, const cJSON *root, oai_responses_req_t *out);
 int oai__resp_call_item(oai__ctx_t *c, const cJSON *item, const char *type, const char *param, oai_message_t *m);
 cJSON *oai__resp_call_json(const oai_tool_call_t *t, bool done);
+/* oai_responses_reason.c: the reasoning output item of r. */
+cJSON *oai__resp_reasoning_json(const oai_resp_info_t *r, bool done);
 
 /* Parses body into an object; on failure fills the error (invalid_json or a
  * body that is not an object). */

@@ -332,6 +332,7 @@ typedef struct srv_choice {
   reason_split_t split;        /* the splitter of this choice's output */
   buf_t reasoning;             /* the reasoning so far */
   size_t reason_sent;          /* bytes of it a stream has written */
+  int32_t reason_tokens;       /* tokens sampled inside the reasoning */
 } srv_choice_t;
 
 /* One prompt of a job: one engine request with n sequences. */
@@ -406,6 +407,8 @@ struct srv_job {
   const char *resp_format;     /* text.format.type echoed: "text", "json_object", "json_schema" (static) */
   int64_t resp_seq;            /* the next event's sequence_number */
   char resp_item_id[64];
+  char resp_rs_id[64];         /* a thinking model's reasoning item */
+  unsigned resp_items;         /* a stream's items so far: SRV_RESP_* */
   int32_t n;                   /* choices per prompt */
   int32_t max_tokens;          /* the request's max_tokens; 0: none given */
   char id[64];
@@ -431,6 +434,7 @@ struct srv_job {
  * The caller fills the rest. */
 srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_params_t *g, int32_t n_parts);
 /* ---- srv_responses.c -------------------------------------------------------- */
+enum { SRV_RESP_REASONING = 1, SRV_RESP_REASONING_DONE = 2, SRV_RESP_MESSAGE = 4 };
 void srv__h_responses(const http_req_t *req, http_res_t *res, void *ctx);
 /* Makes j a Responses job (ids, what the response echoes). */
 void srv__resp_init(srv_job_t *j, const oai_responses_req_t *r);

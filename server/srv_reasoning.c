@@ -72,6 +72,7 @@ static void take(void *ctx, bool thinking, const char *p, size_t n) {
 const sched_event_t *srv__reason_event(srv_job_t *j, srv_choice_t *c, const sched_event_t *ev, sched_event_t *tmp) {
   if (!j->reasoning || ev->kind == SCHED_EV_PROMPT) return ev;
   sink_t k = {.c = c};
+  if (ev->token >= 0 && reason_split_phase(&c->split) == REASON_THINK) c->reason_tokens++;
   reason_split_feed(&c->split, ev->text, ev->text_len, take, &k);
   if (ev->kind != SCHED_EV_TOKEN) reason_split_end(&c->split, take, &k);
   *tmp = *ev;
