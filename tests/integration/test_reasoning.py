@@ -30,6 +30,8 @@ QWEN3 = DATA / "templates" / "Qwen-Qwen3-0.6B.jinja"
 server = server_fixture("--chat-template", str(THINK), "--max-model-len", "2048", use_external=False)
 plain = server_fixture(use_external=False)
 qwen3 = server_fixture("--chat-template", str(QWEN3), "--max-model-len", "2048", use_external=False)
+budget3 = server_fixture("--chat-template", str(THINK), "--reasoning-budget", "3", use_external=False)
+parser_off = server_fixture("--chat-template", str(THINK), "--reasoning-parser", "none", use_external=False)
 
 Q = [{"role": "user", "content": "What is the capital of France?"}]
 CLOSE = "\n</think>"  # what a spent budget forces (the white space after it is the model's)
@@ -223,3 +225,18 @@ def test_qwen3_template(qwen3):
     assert off.usage.prompt_tokens > r.usage.prompt_tokens  # <think>\n\n</think>\n\n in the prompt
     m = off.choices[0].message.model_dump()
     assert m["reasoning_content"] is None and m["content"] == ref_split(raw_output(qwen3, off.choices[0]), False)[1]
+
+
+def test_reasoning_budget_setting(budget3, parser_off):
+    close_ids = budget3.tokenize(prompt=CLOSE, add_special_tokens=False)
+    r = ask(budget3, return_token_ids=True)  # the setting's budget: 3
+    assert list(r.choices[0].token_ids)[3:3 + len(close_ids)] == close_ids
+    r = ask(budget3, thinking_token_budget=1, return_token_ids=True)  # the request's wins
+    assert list(r.choices[0].token_ids)[1:1 + len(close_ids)] == close_ids
+    # the parser off: the output is content as generated, tags and all, and no budget can be kept
+    r = ask(parser_off, return_token_ids=True)
+    assert "reasoning_content" not in r.choices[0].message.model_dump(exclude_unset=True)
+    assert r.choices[0].message.content == raw_output(parser_off, r.choices[0])
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(parser_off, thinking_token_budget=2)
+    assert e.value.body["param"] == "thinking_token_budget"
