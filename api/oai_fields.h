@@ -88,8 +88,10 @@ int oai__read_gen_fields(oai__ctx_t *c, const cJSON *root, bool chat, oai_params
 
 /* vLLM's extension fields and the table of fields tram refuses
  * (oai_extras.c), for parse_gen; g's OpenAI fields are already parsed. */
-/* chat_template_kwargs, reasoning_effort, thinking_token_budget (oai_reasoning.c). */
+/* chat_template_kwargs, reasoning_effort, thinking_token_budget (oai_reasoning.c); the first two
+ * alone (/tokenize's): *kwargs the object's JSON text, *effort a static string (each NULL: none). */
 int oai__parse_reasoning(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out);
+int oai__parse_template_vars(oai__ctx_t *c, const cJSON *root, const char **kwargs, const char **effort);
 /* x printed compactly into the arena (NULL when memory ran out). */
 const char *oai__json_text(oai__ctx_t *c, const cJSON *x);
 int oai__parse_extras(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *g);

@@ -25,7 +25,7 @@ static int depth(const cJSON *v, int max) {
   return d + 1;
 }
 
-static int parse_kwargs(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out) {
+static int parse_kwargs(oai__ctx_t *c, const cJSON *root, const char **out) {
   const cJSON *k = oai__get(root, "chat_template_kwargs");
   if (!k) return 0;
   if (!cJSON_IsObject(k))
@@ -47,13 +47,13 @@ static int parse_kwargs(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out) {
   if (strlen(text) > OAI_MAX_TEMPLATE_KWARGS_BYTES)
     return oai__fail(c, "invalid_value", "chat_template_kwargs", "chat_template_kwargs: at most %d bytes of JSON",
                      OAI_MAX_TEMPLATE_KWARGS_BYTES);
-  out->template_kwargs = text;
+  *out = text;
   return 0;
 }
 
-int oai__parse_reasoning(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out) {
+int oai__parse_template_vars(oai__ctx_t *c, const cJSON *root, const char **kwargs, const char **effort_out) {
   static const char *const EFFORTS[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
-  if (parse_kwargs(c, root, out)) return -EINVAL;
+  if (parse_kwargs(c, root, kwargs)) return -EINVAL;
   const char *effort = NULL;
   if (oai__get_string(c, root, "reasoning_effort", &effort, NULL, NULL)) return -EINVAL;
   if (effort) {
@@ -62,8 +62,13 @@ int oai__parse_reasoning(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out) 
     if (i == sizeof EFFORTS / sizeof EFFORTS[0])
       return oai__fail(c, "invalid_value", "reasoning_effort",
                        "reasoning_effort must be one of none, minimal, low, medium, high, xhigh");
-    out->reasoning_effort = EFFORTS[i];
+    *effort_out = EFFORTS[i];
   }
+  return 0;
+}
+
+int oai__parse_reasoning(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out) {
+  if (oai__parse_template_vars(c, root, &out->template_kwargs, &out->reasoning_effort)) return -EINVAL;
   int64_t v;
   bool given;
   if (oai__get_int(c, root, "thinking_token_budget", 0, 1 << 24, &v, &given)) return -EINVAL;

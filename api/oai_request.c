@@ -409,6 +409,7 @@ int oai_parse_tokenize(const char *body, size_t len, const oai_limits_t *lim,
     oai_chat_req_t chat = {0};
     r = oai__parse_tools(&c, root, &chat);
     out->tools = chat.tools;
+    if (!r) r = oai__parse_template_vars(&c, root, &out->template_kwargs, &out->reasoning_effort);
   }
   cJSON_Delete(root);
   return oai__end(&c, r ? -EINVAL : 0);

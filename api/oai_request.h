@@ -193,6 +193,8 @@ typedef struct oai_tokenize_req {
   bool continue_final_message; /* as in chat */
   bool return_token_strs;      /* answer each token's text too */
   const char *tools;           /* with messages: tools for the template (as chat), or NULL */
+  const char *template_kwargs; /* with messages: chat_template_kwargs (as chat), or NULL */
+  const char *reasoning_effort; /* with messages: as chat, or NULL */
 } oai_tokenize_req_t;
 
 /* vLLM /detokenize: {"tokens": [ids]}. */

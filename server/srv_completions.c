@@ -409,13 +409,8 @@ static void chat_run(srv_work_t *w) {
   enc_out_t *o = enc_out(w);
   if (parse_failed_in(o, oai_parse_chat(w->body, w->body_len, &w->s->oai_lim, &w->arena, &o->ch, &o->e), 1)) return;
   o->model = o->ch.model;
-  const chat_tmpl_t *t = w->s->tmpl;
-  if (o->ch.reasoning_effort && t && !strstr(chat_tmpl_source(t), "reasoning_effort")) { /* nothing would read it */
+  if (srv__effort_refused(w->s, o->ch.reasoning_effort, &o->e)) { /* nothing would read it */
     o->parse_rc = -EINVAL;
-    o->e = (oai_error_t){.status = 400, .type = "invalid_request_error", .code = "unsupported_parameter",
-                         .param = "reasoning_effort"};
-    snprintf(o->e.message, sizeof o->e.message,
-             "reasoning_effort is not supported: this model's chat template does not read it");
     return;
   }
   find_grammar(w, &o->ch.params, o);

@@ -278,13 +278,18 @@ static void tokenize_run(srv_work_t *w) {
     return;
   }
   o->model = t.model;
+  if (srv__effort_refused(s, t.reasoning_effort, &o->e)) {
+    o->status = 400;
+    return;
+  }
   int32_t *ids = NULL, n = 0;
   char err[512];
   const int rc = t.prompt ? srv__encode(s, t.prompt, t.prompt_len,
                                         srv__text_flags(s) | (t.add_special_tokens ? TOK_ENC_ADD_SPECIAL : 0), &ids,
                                         &n, err, sizeof err)
-                          : srv__encode_chat(s, t.messages, t.n_messages, t.tools, t.add_generation_prompt,
-                                             t.continue_final_message, t.add_special_tokens, &ids, &n, err, sizeof err);
+                          : srv__encode_chat_kw(s, t.messages, t.n_messages, t.tools, t.template_kwargs,
+                                                t.reasoning_effort, t.add_generation_prompt, t.continue_final_message,
+                                                t.add_special_tokens, &ids, &n, err, sizeof err);
   if (rc != 0) {
     const int status = rc == -ENOSYS ? 500 : rc == -ENOMEM ? 503 : 400;
     tok_fail(o, status, err, status == 400 ? (t.prompt ? "prompt" : "messages") : NULL,

@@ -126,6 +126,16 @@ def test_chat_template_kwargs_close_the_block_in_the_prompt(server):
     assert m["reasoning_content"] is None and m["content"] == ref_split(raw_output(server, off.choices[0]), False)[1]
 
 
+def test_tokenize_takes_the_same_template_variables(server, plain):
+    for kw in ({}, {"chat_template_kwargs": {"enable_thinking": False}}, {"reasoning_effort": "low"}):
+        r = ask(server, max_tokens=1, **kw)
+        assert len(server.tokenize(messages=Q, **kw)) == r.usage.prompt_tokens
+    r = plain.post("/tokenize", json={"messages": Q, "reasoning_effort": "low"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "reasoning_effort"
+    r = plain.post("/tokenize", json={"messages": Q, "chat_template_kwargs": "x"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "chat_template_kwargs"
+
+
 def test_reasoning_effort_reaches_the_template(server, plain):
     base = ask(server)
     high = ask(server, reasoning_effort="high")
