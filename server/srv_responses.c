@@ -86,31 +86,27 @@ static oai_resp_info_t info(const srv_job_t *j, bool done, arena_t *a) {
   return r;
 }
 
-/* Appends one event to the job's stream buffer. */
-static void event(srv_job_t *j, const char *type, const oai_resp_info_t *r, const char *text, size_t len) {
-  char *json = oai_write_response_event(type, j->resp_seq++, r, text, len);
+/* Appends one event (its malloc'd JSON, freed) to the job's stream buffer. */
+static void put_event(srv_job_t *j, const char *type, char *json) {
   buf_printf(&j->out, "event: %s\ndata: ", type);
   buf_put(&j->out, json, strlen(json));
   buf_put(&j->out, "\n\n", 2);
   free(json);
+}
+
+/* One event of the message (or of the response itself). */
+static void event(srv_job_t *j, const char *type, const oai_resp_info_t *r, const char *text, size_t len) {
+  put_event(j, type, oai_write_response_event(type, j->resp_seq++, r, text, len));
 }
 
 /* One event of function call k. */
 static void call_event(srv_job_t *j, const char *type, const oai_resp_info_t *r, int32_t k) {
-  char *json = oai_write_response_call_event(type, j->resp_seq++, r, k);
-  buf_printf(&j->out, "event: %s\ndata: ", type);
-  buf_put(&j->out, json, strlen(json));
-  buf_put(&j->out, "\n\n", 2);
-  free(json);
+  put_event(j, type, oai_write_response_call_event(type, j->resp_seq++, r, k));
 }
 
 /* One event of the reasoning item. */
 static void reasoning_event(srv_job_t *j, const char *type, const oai_resp_info_t *r, const char *text, size_t len) {
-  char *json = oai_write_response_reasoning_event(type, j->resp_seq++, r, text, len);
-  buf_printf(&j->out, "event: %s\ndata: ", type);
-  buf_put(&j->out, json, strlen(json));
-  buf_put(&j->out, "\n\n", 2);
-  free(json);
+  put_event(j, type, oai_write_response_reasoning_event(type, j->resp_seq++, r, text, len));
 }
 
 /* The reasoning item's closing events, once (when it was opened). */
