@@ -171,7 +171,9 @@ int sched__accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t 
 void sched__fail_seq(sched_engine_t *e, sched_eseq_t *q, const char *msg);
 /* Samples q's next token from row (logits [n_vocab]); before q has
  * min_tokens tokens, from a copy where its stop tokens are -inf; with a
- * grammar, from a copy where the tokens it refuses are -inf. 0, samp_sample's
+ * grammar (outside a reasoning, sched_think.c), from a copy where the tokens
+ * it refuses are -inf; a spent thinking budget, from a copy masked to the
+ * close tag's next token. 0, samp_sample's
  * -EDOM or a grammar's error (GRAM_*); sched__sample_error names it. */
 int sched__sample(sched_engine_t *e, sched_eseq_t *q, const float *row, samp_result_t *res);
 const char *sched__sample_error(const sched_eseq_t *q, int rc);

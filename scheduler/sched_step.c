@@ -114,7 +114,8 @@ int sched__accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t 
   sched_req_t *r = q->req;
   const int32_t t = res->token;
   const int gate = sched__think_grammar(q); /* whether the grammar sees t: not inside the reasoning */
-  const int grc = gate && !(gate == SCHED_THINK_GRAMMAR_OPEN && t == r->p.think_open) ? gram_matcher_accept_token(q->gm, t) : 0;
+  const int grc =
+      gate && !(gate == SCHED_THINK_GRAMMAR_OPEN && t == r->p.think_open) ? gram_matcher_accept_token(q->gm, t) : 0;
   if (grc != 0) { /* a refusal: never (the mask allowed it); else a bound of the step, the request's grammar's */
     sched__fail_seq(e, q, grc == GRAM_EREJECT ? "internal error: the grammar refused a token its mask allowed"
                                               : sched__sample_error(q, grc));
@@ -164,10 +165,11 @@ int sched__accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t 
   return 1;
 }
 
-/* Samples q's next token from row; with a grammar, from a copy of row where
- * the tokens it refuses are -inf; before q has min_tokens tokens, where its
- * stop tokens (end-of-generation unless ignore_eos, and stop_ids) are -inf
- * too. */
+/* Samples q's next token from row; with a grammar (not inside a
+ * reasoning), from a copy of row where the tokens it refuses are -inf;
+ * before q has min_tokens tokens, where its stop tokens (end-of-generation
+ * unless ignore_eos, and stop_ids) are -inf too; when its thinking budget is
+ * spent, from a copy masked to the close tag's next token (sched_think.c). */
 int sched__sample(sched_engine_t *e, sched_eseq_t *q, const float *row, samp_result_t *res) {
   const sched_req_t *r = q->req;
   const int32_t forced = sched__think_forced(q); /* a spent thinking budget: the close tag's next token */
@@ -295,7 +297,7 @@ static int plan_device_rows(sched_engine_t *e, int n_logits) {
     sched_eseq_t *q = e->logit_seqs[k];
     const int fork = q->index == 0 && q->req->p.n > 1 && !q->req->forked;
     /* on the host: prompt rows (prompt_logprobs), rows still masked by
-     * min_tokens or by a grammar, prompt scoring */
+     * min_tokens or by a grammar, prompt scoring, a reasoning's forced close */
     const int host = e->logit_pos[k] >= 0 || q->generated < q->req->p.min_tokens || q->gm || q->req->p.score_only ||
                      sched__think_forced(q) >= 0 ||
                      q->s.spec > 0; /* a speculating decode is verified on the host */
