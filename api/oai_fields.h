@@ -92,6 +92,8 @@ int oai__read_gen_fields(oai__ctx_t *c, const cJSON *root, bool chat, oai_params
  * alone (/tokenize's): *kwargs the object's JSON text, *effort a static string (each NULL: none). */
 int oai__parse_reasoning(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out);
 int oai__parse_template_vars(oai__ctx_t *c, const cJSON *root, const char **kwargs, const char **effort);
+/* The Responses API's reasoning {"effort"} as out->reasoning_effort; summaries refused. */
+int oai__resp_reasoning(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out);
 /* x printed compactly into the arena (NULL when memory ran out). */
 const char *oai__json_text(oai__ctx_t *c, const cJSON *x);
 int oai__parse_extras(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *g);

@@ -51,20 +51,40 @@ static int parse_kwargs(oai__ctx_t *c, const cJSON *root, const char **out) {
   return 0;
 }
 
-int oai__parse_template_vars(oai__ctx_t *c, const cJSON *root, const char **kwargs, const char **effort_out) {
+/* obj[key] (named param) as one of OpenAI's efforts, into *out (static). */
+static int parse_effort(oai__ctx_t *c, const cJSON *obj, const char *key, const char *param, const char **out) {
   static const char *const EFFORTS[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
-  if (parse_kwargs(c, root, kwargs)) return -EINVAL;
   const char *effort = NULL;
-  if (oai__get_string(c, root, "reasoning_effort", &effort, NULL, NULL)) return -EINVAL;
-  if (effort) {
-    size_t i = 0;
-    while (i < sizeof EFFORTS / sizeof EFFORTS[0] && strcmp(effort, EFFORTS[i]) != 0) i++;
-    if (i == sizeof EFFORTS / sizeof EFFORTS[0])
-      return oai__fail(c, "invalid_value", "reasoning_effort",
-                       "reasoning_effort must be one of none, minimal, low, medium, high, xhigh");
-    *effort_out = EFFORTS[i];
-  }
+  if (oai__get_string(c, obj, key, &effort, NULL, NULL)) return -EINVAL;
+  if (!effort) return 0;
+  size_t i = 0;
+  while (i < sizeof EFFORTS / sizeof EFFORTS[0] && strcmp(effort, EFFORTS[i]) != 0) i++;
+  if (i == sizeof EFFORTS / sizeof EFFORTS[0])
+    return oai__fail(c, "invalid_value", param, "%s must be one of none, minimal, low, medium, high, xhigh", param);
+  *out = EFFORTS[i];
   return 0;
+}
+
+int oai__parse_template_vars(oai__ctx_t *c, const cJSON *root, const char **kwargs, const char **effort) {
+  if (parse_kwargs(c, root, kwargs)) return -EINVAL;
+  return parse_effort(c, root, "reasoning_effort", "reasoning_effort", effort);
+}
+
+int oai__resp_reasoning(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out) {
+  const cJSON *r = oai__get(root, "reasoning");
+  if (!r) return 0;
+  if (!cJSON_IsObject(r))
+    return oai__fail(c, "invalid_type", "reasoning", "reasoning must be an object, not %s", oai__type_name(r));
+  static const char *const SUMMARIES[] = {"summary", "generate_summary"};
+  for (size_t i = 0; i < 2; i++)
+    if (oai__get(r, SUMMARIES[i]))
+      return oai__fail(c, "unsupported_parameter", i ? "reasoning.generate_summary" : "reasoning.summary",
+                       "reasoning summaries are not produced: the reasoning comes whole, as the reasoning item's "
+                       "content");
+  c->prefix = "reasoning";
+  const int rc = parse_effort(c, r, "effort", "reasoning.effort", &out->reasoning_effort);
+  c->prefix = NULL;
+  return rc;
 }
 
 int oai__parse_reasoning(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out) {

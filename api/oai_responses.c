@@ -15,7 +15,7 @@
 /* Fields of the Responses API tram does not implement: refused when they ask
  * for something (null, false, "", [] and {} ask nothing). */
 static const char *const REFUSED[] = {
-    "previous_response_id", "conversation", "reasoning", "include", "background", "prompt",
+    "previous_response_id", "conversation", "include", "background", "prompt",
     "max_tool_calls", "top_logprobs", "service_tier", "prompt_cache_key", "safety_identifier", "stream_options",
 };
 
@@ -172,6 +172,7 @@ int oai_parse_responses(const char *body, size_t len, const oai_limits_t *lim, a
   }
   if (!r) r = parse_input(&c, root, out);
   if (!r) r = oai__resp_tools(&c, root, out);
+  if (!r) r = oai__resp_reasoning(&c, root, &out->chat);
   const cJSON *fmt = oai__get(oai__get(root, "text"), "format");
   if (!r && fmt) r = oai__parse_text_format(&c, fmt, g);
   cJSON_Delete(root);

@@ -11,7 +11,7 @@
  * `truncation` "disabled", `parallel_tool_calls`, function `tools` and
  * `tool_choice` (oai_responses_tools.c), input items `function_call` and
  * `function_call_output`, `user`, empty `metadata`. Anything else the API
- * defines (other tools, previous_response_id, reasoning, include,
+ * defines (other tools, previous_response_id, reasoning summaries, include,
  * background, other item types, ...) is refused (400) naming it. */
 #ifndef TRAM_OAI_RESPONSES_H
 #define TRAM_OAI_RESPONSES_H

@@ -409,7 +409,7 @@ static void chat_run(srv_work_t *w) {
   enc_out_t *o = enc_out(w);
   if (parse_failed_in(o, oai_parse_chat(w->body, w->body_len, &w->s->oai_lim, &w->arena, &o->ch, &o->e), 1)) return;
   o->model = o->ch.model;
-  if (srv__effort_refused(w->s, o->ch.reasoning_effort, &o->e)) { /* nothing would read it */
+  if (srv__effort_refused(w->s, o->ch.reasoning_effort, "reasoning_effort", &o->e)) { /* nothing would read it */
     o->parse_rc = -EINVAL;
     return;
   }
@@ -463,6 +463,10 @@ void srv__responses_run(srv_work_t *w) {
   if (parse_failed_in(o, oai_parse_responses(w->body, w->body_len, &w->s->oai_lim, &w->arena, &o->resp, &o->e), 1))
     return;
   o->model = ch->model;
+  if (srv__effort_refused(w->s, ch->reasoning_effort, "reasoning.effort", &o->e)) {
+    o->parse_rc = -EINVAL;
+    return;
+  }
   find_grammar(w, &ch->params, o);
   o->rc = encode_chat_text(w->s, ch, &o->in[0], o->err, sizeof o->err);
 }

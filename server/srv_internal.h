@@ -474,9 +474,9 @@ int srv__reason_close_ids(srv_t *s, reason_fmt_t f, int32_t **ids, int32_t *n, i
  * srv__reason_event_done(returned, tmp). */
 const sched_event_t *srv__reason_event(srv_job_t *j, srv_choice_t *c, const sched_event_t *ev, sched_event_t *tmp);
 void srv__reason_event_done(const sched_event_t *ev, const sched_event_t *tmp);
-/* A request's reasoning_effort (NULL: none) that the chat template does not
- * read: true with the 400 in *e (naming it). */
-bool srv__effort_refused(const srv_t *s, const char *effort, oai_error_t *e);
+/* A request's reasoning_effort (NULL: none; the field `param`) that the chat
+ * template does not read: true with the 400 in *e (naming param). */
+bool srv__effort_refused(const srv_t *s, const char *effort, const char *param, oai_error_t *e);
 /* A stream's reasoning not yet written (*p[*n]), marked written; false: none. */
 bool srv__reason_pending(srv_choice_t *c, const char **p, size_t *n);
 

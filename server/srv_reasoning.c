@@ -93,10 +93,11 @@ bool srv__reason_pending(srv_choice_t *c, const char **p, size_t *n) {
   return true;
 }
 
-bool srv__effort_refused(const srv_t *s, const char *effort, oai_error_t *e) {
+bool srv__effort_refused(const srv_t *s, const char *effort, const char *param, oai_error_t *e) {
   if (!effort || !s->tmpl || strstr(chat_tmpl_source(s->tmpl), "reasoning_effort")) return false;
-  *e = (oai_error_t){.status = 400, .type = "invalid_request_error", .code = "unsupported_parameter",
-                     .param = "reasoning_effort"};
-  snprintf(e->message, sizeof e->message, "reasoning_effort is not supported: this model's chat template does not read it");
+  *e = (oai_error_t){.status = 400, .type = "invalid_request_error", .code = "unsupported_parameter"};
+  snprintf(e->param, sizeof e->param, "%s", param);
+  snprintf(e->message, sizeof e->message, "%s is not supported: this model's chat template does not read reasoning_effort",
+           param);
   return true;
 }

@@ -278,7 +278,7 @@ static void tokenize_run(srv_work_t *w) {
     return;
   }
   o->model = t.model;
-  if (srv__effort_refused(s, t.reasoning_effort, &o->e)) {
+  if (srv__effort_refused(s, t.reasoning_effort, "reasoning_effort", &o->e)) {
     o->status = 400;
     return;
   }

@@ -224,6 +224,20 @@ def test_responses_reasoning_item(server):
     assert events[-1].response.output[0].type == "reasoning"
 
 
+def test_responses_reasoning_effort(server, plain):
+    c = server.client()
+    base = c.responses.create(model=None, input=Q[0]["content"], max_output_tokens=2)
+    high = c.responses.create(model=None, input=Q[0]["content"], max_output_tokens=2, reasoning={"effort": "high"})
+    chat = ask(server, max_tokens=2, reasoning_effort="high")
+    assert high.usage.input_tokens == chat.usage.prompt_tokens > base.usage.input_tokens
+    for srv, body, param in ((server, {"summary": "auto"}, "reasoning.summary"),
+                             (server, {"effort": "huge"}, "reasoning.effort"),
+                             (plain, {"effort": "low"}, "reasoning.effort")):
+        with pytest.raises(openai.BadRequestError) as e:
+            srv.client().responses.create(model=None, input="hi", reasoning=body)
+        assert e.value.body["param"] == param
+
+
 def test_qwen3_template(qwen3):
     # auto: the template thinks (qwen3). SmolLM2 does not open <think>: its output is all answer
     r = ask(qwen3, return_token_ids=True)
