@@ -10,7 +10,8 @@
  * json_schema: structured output, api/oai_structured.c),
  * `truncation` "disabled", `parallel_tool_calls`, function `tools` and
  * `tool_choice` (oai_responses_tools.c), input items `function_call` and
- * `function_call_output`, `user`, empty `metadata`. Anything else the API
+ * `function_call_output`, `user`, empty `metadata`, `reasoning.effort`
+ * (oai_reasoning.c). Anything else the API
  * defines (other tools, previous_response_id, reasoning summaries, include,
  * background, other item types, ...) is refused (400) naming it. */
 #ifndef TRAM_OAI_RESPONSES_H
