@@ -23,6 +23,7 @@ FAMILIES = {
     "gemma2": dict(arch="gemma2", untied=False, llama3_rope=False, window=6),
     "gemma3": dict(arch="gemma3", untied=False, llama3_rope=False, window=6),
     "phi3": dict(arch="phi3", untied=True, llama3_rope=False, window=6),
+    "smollm3": dict(arch="smollm3", untied=False, llama3_rope=False),
 }
 
 
@@ -52,7 +53,8 @@ def test_family_serves_batch_invariant(family, tram_bin, tmp_path):
 # Hugging Face's causal-LM class of each architecture (config.json
 # `architectures`, transformers' MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 HF_CLASS = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-            "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM"}
+            "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM",
+            "smollm3": "SmolLM3ForCausalLM"}
 
 
 @pytest.mark.parametrize("arch", list(HF_CLASS))

@@ -1,0 +1,59 @@
+/* tests/fuzz/fuzz_hf_config.c — libFuzzer target for the config.json reader
+ * (hf/hf_config.c) and the hyper-parameter checks it feeds
+ * (model/model_hparams.c).
+ *
+ * Parses the input as config.json, translates it into `<arch>.*` keys,
+ * finishes the GGUF context and reads the hyper-parameters from it as a
+ * model load would (no tensors: the vocabulary comes from vocab_size). It
+ * traps when a failure comes without a message, and when a config the
+ * reader accepted gives hyper-parameters outside their checked ranges.
+ *
+ *   make fuzz
+ *   build/fuzz/fuzz_hf_config -max_total_time=180 tests/fuzz/corpus/fuzz_hf_config */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "hf/hf_internal.h"
+#include "model/model_internal.h"
+
+#define CHECK(cond) \
+  do {              \
+    if (!(cond)) __builtin_trap(); \
+  } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  cJSON *cfg = cJSON_ParseWithLength((const char *)data, size);
+  if (!cfg) return 0;
+  char err[256] = "";
+  gguf_build_t *b = gguf_build_new();
+  hf_arch_t arch;
+  int rc = hf__config(b, cfg, &arch, err, sizeof err);
+  cJSON_Delete(cfg);
+  free(arch.rope_long);
+  free(arch.rope_short);
+  if (rc != 0) {
+    CHECK(err[0] != 0);
+    gguf_build_abort(b);
+    return 0;
+  }
+  gguf_ctx_t *g = gguf_build_finish(b, err, sizeof err);
+  if (!g) {
+    CHECK(err[0] != 0);
+    return 0;
+  }
+  model_hparams_t hp;
+  float *inv_freq = NULL;
+  err[0] = 0;
+  rc = model__hparams_read(g, &hp, &inv_freq, err, sizeof err);
+  if (rc != 0) {
+    CHECK(err[0] != 0);
+  } else {
+    CHECK(hp.n_layers >= 1 && hp.n_heads >= 1 && hp.n_kv_heads >= 1 && hp.n_heads % hp.n_kv_heads == 0);
+    CHECK(hp.rot_dim >= 2 && hp.rot_dim <= hp.head_dim && hp.rot_dim % 2 == 0);
+    for (int l = 0; l < hp.n_layers && l < 64; l++) (void)model_layer_rope(&hp, l);
+  }
+  free(inv_freq);
+  gguf_close(g);
+  return 0;
+}
