@@ -157,6 +157,23 @@ static int text_of(oai__ctx_t *c, const cJSON *x, const char *param, buf_t *b) {
   return 0;
 }
 
+/* A thinking (or redacted_thinking) block of an earlier assistant turn, as
+ * clients send their history back: checked, then left out of the prompt,
+ * as Anthropic leaves earlier turns' thinking out of the context. */
+static int thinking_block(oai__ctx_t *c, const cJSON *blk, const char *bp, const char *text_key, const char *sig_key) {
+  const char *const known[] = {"type", text_key, sig_key, NULL};
+  if (only_known(c, blk, known, bp)) return -EINVAL;
+  char kp[128];
+  snprintf(kp, sizeof kp, "%s.%s", bp, text_key);
+  const cJSON *x = oai__get(blk, text_key);
+  if (!cJSON_IsString(x)) return oai__fail(c, "invalid_type", kp, "%s must be a string", kp);
+  if (!sig_key) return 0;
+  x = oai__get(blk, sig_key);
+  snprintf(kp, sizeof kp, "%s.%s", bp, sig_key);
+  if (x && !cJSON_IsString(x)) return oai__fail(c, "invalid_type", kp, "%s must be a string", kp);
+  return 0;
+}
+
 /* A tool_use block (assistant): one OpenAI tool call appended to calls. */
 static int tool_use_block(oai__ctx_t *c, const cJSON *blk, const char *param, cJSON *calls) {
   static const char *const known[] = {"type", "id", "name", "input", "cache_control", NULL};
@@ -252,12 +269,13 @@ static int message(oai__ctx_t *c, conv_t *v, const cJSON *m, int i) {
       if (!strcmp(t, "text")) r = text_block(c, blk, bp, &text);
       else if (!strcmp(t, "tool_use") && assistant) r = tool_use_block(c, blk, bp, calls);
       else if (!strcmp(t, "tool_result") && user) r = tool_result_block(c, v, blk, bp);
+      else if (!strcmp(t, "thinking") && assistant) r = thinking_block(c, blk, bp, "thinking", "signature");
+      else if (!strcmp(t, "redacted_thinking") && assistant) r = thinking_block(c, blk, bp, "data", NULL);
       else {
         snprintf(bp + strlen(bp), sizeof bp - strlen(bp), ".type");
         r = oai__fail(c, "unsupported_value", bp,
-                      "%s: %s%.40s%s blocks are not supported%s (text; tool_use in assistant turns; tool_result in "
-                      "user turns)", bp, *t ? "\"" : "", *t ? t : oai__type_name(type), *t ? "\"" : "",
-                      !strcmp(t, "thinking") || !strcmp(t, "redacted_thinking") ? " (thinking is not enabled)" : "");
+                      "%s: %s%.40s%s blocks are not supported (text; tool_use, thinking in assistant turns; "
+                      "tool_result in user turns)", bp, *t ? "\"" : "", *t ? t : oai__type_name(type), *t ? "\"" : "");
       }
       if (r) break;
     }
@@ -449,21 +467,37 @@ static int parse_stop_sequences(oai__ctx_t *c, const cJSON *root, oai_params_t *
   return 0;
 }
 
-/* thinking: {"type": "disabled"} is what tram does; enabled and adaptive
- * need the reasoning split (not yet wired to this API): a 400. */
-static int parse_thinking(oai__ctx_t *c, const cJSON *root) {
+/* thinking: {"type": "enabled", "budget_tokens"} (at least 1024, below
+ * max_tokens, as Anthropic's) is the thinking budget of a thinking model's
+ * chat (the server refuses it where the model does not think);
+ * {"type": "adaptive"}: the model thinks as it likes; {"type": "disabled"}
+ * asks nothing. The reasoning comes back as thinking blocks either way
+ * (server/srv_messages.c). */
+static int parse_thinking(oai__ctx_t *c, const cJSON *root, anth_req_t *out, bool count) {
   const cJSON *th = oai__get(root, "thinking");
   if (!th) return 0;
   const cJSON *type = cJSON_IsObject(th) ? oai__get(th, "type") : NULL;
   const char *ty = type && cJSON_IsString(type) ? type->valuestring : "";
-  if (!strcmp(ty, "disabled")) {
+  if (!strcmp(ty, "disabled") || !strcmp(ty, "adaptive")) {
     static const char *const known[] = {"type", NULL};
     return only_known(c, th, known, "thinking");
   }
-  if (!strcmp(ty, "enabled") || !strcmp(ty, "adaptive"))
-    return oai__fail(c, "unsupported_value", "thinking", "thinking {\"type\": \"%s\"} is not supported by this server "
-                     "yet: leave thinking out or send {\"type\": \"disabled\"}", ty);
-  return oai__fail(c, "invalid_value", "thinking", "thinking.type must be \"enabled\", \"adaptive\" or \"disabled\"");
+  if (strcmp(ty, "enabled"))
+    return oai__fail(c, "invalid_value", "thinking", "thinking.type must be \"enabled\", \"adaptive\" or \"disabled\"");
+  static const char *const known[] = {"type", "budget_tokens", NULL};
+  if (only_known(c, th, known, "thinking")) return -EINVAL;
+  const cJSON *b = oai__get(th, "budget_tokens");
+  if (!b) return oai__fail(c, "missing_required_parameter", "thinking.budget_tokens",
+                           "thinking.budget_tokens is required with thinking enabled");
+  const double v = cJSON_IsNumber(b) ? b->valuedouble : -1;
+  if (v != (double)(int64_t)v || v < 1024 || v > (1 << 24))
+    return oai__fail(c, "invalid_value", "thinking.budget_tokens",
+                     "thinking.budget_tokens must be an integer from 1024 to %d", 1 << 24);
+  if (!count && v >= out->chat.params.max_tokens)
+    return oai__fail(c, "invalid_value", "thinking.budget_tokens", "thinking.budget_tokens must be less than max_tokens");
+  out->chat.has_thinking_budget = !count; /* count_tokens: the prompt is the same */
+  out->chat.thinking_budget = (int32_t)v;
+  return 0;
 }
 
 /* metadata {user_id}; service_tier "auto" | "standard_only" (one tier here). */
@@ -531,7 +565,7 @@ static int parse(const char *body, size_t len, const oai_limits_t *lim, arena_t 
   if (!r) r = cache_control(&c, root, "");
   if (!r && !count) r = parse_gen(&c, root, g);
   if (!r && !count) r = parse_metadata(&c, root, out);
-  if (!r) r = parse_thinking(&c, root);
+  if (!r) r = parse_thinking(&c, root, out, count);
   if (!r) r = parse_conversation(&c, root, out);
   if (!r) r = parse_tools(&c, root, out);
   cJSON_Delete(root);

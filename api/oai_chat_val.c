@@ -66,12 +66,30 @@ static const chat_val_t *json_text_val(arena_t *a, const char *text) {
 }
 
 const chat_val_t *oai_chat_tools(arena_t *a, const char *tools_json) {
-  if (!tools_json) return NULL;
-  chat_val_t *keys = arena_array(a, 1, sizeof *keys), *items = arena_array(a, 1, sizeof *items);
-  keys[0] = str_val("tools", 5);
-  items[0] = *json_text_val(a, tools_json);
+  return oai_chat_extra(a, tools_json, NULL, NULL);
+}
+
+const chat_val_t *oai_chat_extra(arena_t *a, const char *tools_json, const char *kwargs_json, const char *effort) {
+  const chat_val_t *kw = kwargs_json ? json_text_val(a, kwargs_json) : NULL;
+  const size_t n_kw = kw && kw->kind == CHAT_VAL_DICT ? kw->n : 0;
+  const size_t n = (tools_json ? 1 : 0) + n_kw + (effort ? 1 : 0);
+  if (!n) return NULL;
+  chat_val_t *keys = arena_array(a, n, sizeof *keys), *items = arena_array(a, n, sizeof *items);
+  size_t k = 0;
+  if (tools_json) {
+    keys[k] = str_val("tools", 5);
+    items[k++] = *json_text_val(a, tools_json);
+  }
+  for (size_t i = 0; i < n_kw; i++, k++) {
+    keys[k] = kw->keys[i];
+    items[k] = kw->items[i];
+  }
+  if (effort) {
+    keys[k] = str_val("reasoning_effort", 16);
+    items[k++] = str_val(effort, strlen(effort));
+  }
   chat_val_t *d = arena_alloc(a, sizeof *d);
-  *d = (chat_val_t){.kind = CHAT_VAL_DICT, .n = 1, .items = items, .keys = keys};
+  *d = (chat_val_t){.kind = CHAT_VAL_DICT, .n = k, .items = items, .keys = keys};
   return d;
 }
 

@@ -32,6 +32,12 @@ const chat_val_t *oai_chat_messages(arena_t *a, const oai_message_t *msgs, int32
  * (JSON text); NULL for none. */
 const chat_val_t *oai_chat_tools(arena_t *a, const char *tools_json);
 
+/* The extra template variables of a chat request: {"tools": [...]} (JSON
+ * text, or NULL), the variables of chat_template_kwargs (a JSON object's
+ * text, or NULL) and "reasoning_effort" (or NULL); NULL when there are
+ * none. */
+const chat_val_t *oai_chat_extra(arena_t *a, const char *tools_json, const char *kwargs_json, const char *effort);
+
 /* Rewrites text: writes s[n] transformed to out (at least cap(n) bytes) and
  * returns the length written. */
 typedef struct oai_text_map {

@@ -88,6 +88,14 @@ int oai__read_gen_fields(oai__ctx_t *c, const cJSON *root, bool chat, oai_params
 
 /* vLLM's extension fields and the table of fields tram refuses
  * (oai_extras.c), for parse_gen; g's OpenAI fields are already parsed. */
+/* chat_template_kwargs, reasoning_effort, thinking_token_budget (oai_reasoning.c); the first two
+ * alone (/tokenize's): *kwargs the object's JSON text, *effort a static string (each NULL: none). */
+int oai__parse_reasoning(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out);
+int oai__parse_template_vars(oai__ctx_t *c, const cJSON *root, const char **kwargs, const char **effort);
+/* The Responses API's reasoning {"effort"} as out->reasoning_effort; summaries refused. */
+int oai__resp_reasoning(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out);
+/* x printed compactly into the arena (NULL when memory ran out). */
+const char *oai__json_text(oai__ctx_t *c, const cJSON *x);
 int oai__parse_extras(oai__ctx_t *c, const cJSON *root, bool chat, oai_params_t *g);
 
 /* oai_structured.c: the structured-output forms into p->grammar (at most
@@ -123,6 +131,8 @@ int oai__tool_grammar(oai__ctx_t *c, const cJSON *tools, oai_chat_req_t *out);
 int oai__resp_tools(oai__ctx_t *c, const cJSON *root, oai_responses_req_t *out);
 int oai__resp_call_item(oai__ctx_t *c, const cJSON *item, const char *type, const char *param, oai_message_t *m);
 cJSON *oai__resp_call_json(const oai_tool_call_t *t, bool done);
+/* oai_responses_reason.c: the reasoning output item of r. */
+cJSON *oai__resp_reasoning_json(const oai_resp_info_t *r, bool done);
 
 /* Parses body into an object; on failure fills the error (invalid_json or a
  * body that is not an object). */

@@ -374,7 +374,7 @@ int oai_parse_chat(const char *body, size_t len, const oai_limits_t *lim, arena_
       !oai__get_bool(&c, root, "add_generation_prompt", &out->add_generation_prompt, NULL) &&
       !parse_continue(&c, root, out->add_generation_prompt, &out->continue_final_message) &&
       !oai__parse_tools(&c, root, out) && !parse_gen(&c, root, true, &out->params) &&
-      !oai__tool_grammar(&c, oai__get(root, "tools"), out))
+      !oai__tool_grammar(&c, oai__get(root, "tools"), out) && !oai__parse_reasoning(&c, root, out))
     r = 0;
   cJSON_Delete(root);
   return oai__end(&c, r);
@@ -409,6 +409,7 @@ int oai_parse_tokenize(const char *body, size_t len, const oai_limits_t *lim,
     oai_chat_req_t chat = {0};
     r = oai__parse_tools(&c, root, &chat);
     out->tools = chat.tools;
+    if (!r) r = oai__parse_template_vars(&c, root, &out->template_kwargs, &out->reasoning_effort);
   }
   cJSON_Delete(root);
   return oai__end(&c, r ? -EINVAL : 0);

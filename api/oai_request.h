@@ -166,8 +166,18 @@ typedef struct oai_chat_req {
   oai_tool_choice_t tool_choice;
   const char *tool_name;       /* NAMED: the function (one of tools) */
   bool parallel_tool_calls;    /* false: at most one call is returned */
+  /* thinking models (api/oai_reasoning.c) */
+  const char *template_kwargs; /* chat_template_kwargs: the template's extra variables as JSON text (an
+                                * object of at most OAI_MAX_TEMPLATE_KWARGS entries), or NULL */
+  const char *reasoning_effort; /* "none", "minimal", "low", "medium", "high", "xhigh", or NULL */
+  bool has_thinking_budget;    /* thinking_token_budget given: */
+  int32_t thinking_budget;     /* thinking tokens before the server closes the reasoning */
   oai_params_t params;
 } oai_chat_req_t;
+
+#define OAI_MAX_TEMPLATE_KWARGS 64             /* chat_template_kwargs: variables */
+#define OAI_MAX_TEMPLATE_KWARGS_DEPTH 8        /* its nesting */
+#define OAI_MAX_TEMPLATE_KWARGS_BYTES (64 << 10) /* its JSON text */
 
 /* vLLM /tokenize: {"prompt": text} or {"messages": [...]}, with
  * add_special_tokens (default true for prompt, false for messages) and
@@ -183,6 +193,8 @@ typedef struct oai_tokenize_req {
   bool continue_final_message; /* as in chat */
   bool return_token_strs;      /* answer each token's text too */
   const char *tools;           /* with messages: tools for the template (as chat), or NULL */
+  const char *template_kwargs; /* with messages: chat_template_kwargs (as chat), or NULL */
+  const char *reasoning_effort; /* with messages: as chat, or NULL */
 } oai_tokenize_req_t;
 
 /* vLLM /detokenize: {"tokens": [ids]}. */

@@ -255,8 +255,16 @@ static cJSON *choice_json(const oai_choice_t *c, choice_kind_t kind, bool first,
   } else {
     cJSON *msg = must(cJSON_AddObjectToObject(ch, kind == CHOICE_MESSAGE ? "message" : "delta"));
     if (kind == CHOICE_MESSAGE || first) must(cJSON_AddStringToObject(msg, "role", "assistant"));
-    if (kind == CHOICE_MESSAGE && !c->text && c->n_tool_calls) must(cJSON_AddNullToObject(msg, "content"));
+    if (kind == CHOICE_MESSAGE && !c->text && (c->n_tool_calls || c->has_reasoning))
+      must(cJSON_AddNullToObject(msg, "content"));
     else if (kind == CHOICE_MESSAGE || c->text) add_text(msg, "content", c->text, c->text ? c->text_len : 0);
+    if (c->reasoning || (kind == CHOICE_MESSAGE && c->has_reasoning)) {
+      static const char *const keys[] = {"reasoning_content", "reasoning"};
+      for (int k = 0; k < 2; k++) {
+        if (c->reasoning) add_text(msg, keys[k], c->reasoning, c->reasoning_len);
+        else must(cJSON_AddNullToObject(msg, keys[k]));
+      }
+    }
     if (c->n_tool_calls) cJSON_AddItemToObject(msg, "tool_calls", tool_calls_json(c, kind == CHOICE_DELTA));
     add_chat_logprobs(ch, c);
   }

@@ -71,6 +71,11 @@ typedef struct oai_choice {
   int32_t tool_index;   /* chunks: the first call's "index" */
   int tool_delta;       /* chunks: 1 the calls' id, type, name and "arguments": ""; 2 only their arguments */
   bool finish_tool_calls; /* finish_reason "tool_calls" (the model called tools) instead of "stop" */
+  /* chat, a thinking model's reasoning (text/reasoning.h): message.reasoning_content and
+   * message.reasoning (vLLM's newer name), or the delta's in a chunk */
+  bool has_reasoning;     /* message: write both (null when reasoning is NULL); content null when empty */
+  const char *reasoning;  /* [reasoning_len]; NULL: none (a chunk writes the keys only when set) */
+  size_t reasoning_len;
   /* vLLM's return_token_ids: "token_ids" (the output's ids, or a chunk's) on the choice, and
    * "prompt_token_ids" on the choice (completions) or at the top level from the first choice (chat) */
   bool has_token_ids;                /* false: "token_ids" is not written */

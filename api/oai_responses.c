@@ -15,7 +15,7 @@
 /* Fields of the Responses API tram does not implement: refused when they ask
  * for something (null, false, "", [] and {} ask nothing). */
 static const char *const REFUSED[] = {
-    "previous_response_id", "conversation", "reasoning", "background", "prompt",
+    "previous_response_id", "conversation", "background", "prompt",
     "max_tool_calls", "service_tier", "prompt_cache_key", "safety_identifier", "stream_options",
 };
 
@@ -199,6 +199,7 @@ int oai_parse_responses(const char *body, size_t len, const oai_limits_t *lim, a
   if (!r) r = parse_include(&c, root, &g->samp);
   if (!r) r = parse_input(&c, root, out);
   if (!r) r = oai__resp_tools(&c, root, out);
+  if (!r) r = oai__resp_reasoning(&c, root, &out->chat);
   const cJSON *fmt = oai__get(oai__get(root, "text"), "format");
   if (!r && fmt) r = oai__parse_text_format(&c, fmt, g);
   cJSON_Delete(root);
@@ -257,6 +258,8 @@ static cJSON *response_json(const oai_resp_info_t *r) {
   else oai__must(cJSON_AddNullToObject(o, "max_output_tokens"));
   add_str(o, "model", r->model);
   cJSON *out = oai__must(cJSON_AddArrayToObject(o, "output"));
+  const bool done = strcmp(r->status ? r->status : "", "in_progress") != 0;
+  if (r->reasoning) cJSON_AddItemToArray(out, oai__resp_reasoning_json(r, done));
   if (r->text) cJSON_AddItemToArray(out, item_json(r, true));
   for (int32_t k = 0; k < r->n_calls; k++) cJSON_AddItemToArray(out, oai__resp_call_json(&r->calls[k], true));
   oai__must(cJSON_AddBoolToObject(o, "parallel_tool_calls", 1));
@@ -276,7 +279,7 @@ static cJSON *response_json(const oai_resp_info_t *r) {
     oai__must(cJSON_AddNumberToObject(d, "cached_tokens", r->cached_tokens));
     oai__must(cJSON_AddNumberToObject(u, "output_tokens", r->output_tokens));
     d = oai__must(cJSON_AddObjectToObject(u, "output_tokens_details"));
-    oai__must(cJSON_AddNumberToObject(d, "reasoning_tokens", 0));
+    oai__must(cJSON_AddNumberToObject(d, "reasoning_tokens", r->reasoning_tokens));
     oai__must(cJSON_AddNumberToObject(u, "total_tokens", (double)r->input_tokens + r->output_tokens));
   } else {
     oai__must(cJSON_AddNullToObject(o, "usage"));
@@ -297,7 +300,7 @@ char *oai_write_response_event(const char *type, int64_t seq, const oai_resp_inf
     cJSON_AddItemToObject(e, "response", response_json(r));
     return oai__print(e);
   }
-  oai__must(cJSON_AddNumberToObject(e, "output_index", 0));
+  oai__must(cJSON_AddNumberToObject(e, "output_index", r->reasoning ? 1 : 0)); /* the message: after the reasoning */
   if (!strncmp(kind, "output_item.", 12)) {
     cJSON_AddItemToObject(e, "item", item_json(r, !strcmp(kind, "output_item.done")));
     return oai__print(e);

@@ -11,9 +11,9 @@
  * `truncation` "disabled", `parallel_tool_calls`, function `tools` and
  * `tool_choice` (oai_responses_tools.c), input items `function_call` and
  * `function_call_output`, `user`, empty `metadata`, `include`
- * ["message.output_text.logprobs"] with `top_logprobs` (0..20). Anything
- * else the API defines (other tools, previous_response_id, reasoning, other
- * include values,
+ * ["message.output_text.logprobs"] with `top_logprobs` (0..20),
+ * `reasoning.effort` (oai_reasoning.c). Anything else the API defines (other
+ * tools, previous_response_id, reasoning summaries, other include values,
  * background, other item types, ...) is refused (400) naming it. */
 #ifndef TRAM_OAI_RESPONSES_H
 #define TRAM_OAI_RESPONSES_H
@@ -50,6 +50,11 @@ typedef struct oai_resp_info {
   const char *text;              /* the output message's text, or NULL: no message item (not yet, or
                                   * only function calls) */
   size_t text_len;
+  const char *reasoning_id;      /* "rs_..." */
+  const char *reasoning;         /* a thinking model's reasoning: the `reasoning` item first in the
+                                  * output (the message's output_index is then 1), or NULL: none */
+  size_t reasoning_len;
+  int32_t reasoning_tokens;      /* usage.output_tokens_details.reasoning_tokens */
   const oai_tool_call_t *calls;  /* [n_calls] function_call items after the message (ids set) */
   int32_t n_calls;
   bool has_usage;
@@ -74,6 +79,14 @@ char *oai_write_response(const oai_resp_info_t *r);
  *   response.output_text.done: "text" (r->text). */
 char *oai_write_response_event(const char *type, int64_t seq, const oai_resp_info_t *r, const char *text,
                                size_t len);
+
+/* oai_responses_reason.c: an event of the reasoning item (output_index 0,
+ * item_id r->reasoning_id): response.output_item.added/done ("item": the
+ * reasoning, its content [] until done), response.content_part.added/done
+ * ("part": {"type": "reasoning_text", "text"}), response.reasoning_text.delta
+ * ("delta": text[len]) and .done ("text": r->reasoning). */
+char *oai_write_response_reasoning_event(const char *type, int64_t seq, const oai_resp_info_t *r, const char *text,
+                                         size_t len);
 
 /* oai_responses_tools.c: an event of function call k (output_index after
  * the message, if any): response.output_item.added/done ("item": the

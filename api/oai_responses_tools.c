@@ -119,7 +119,7 @@ char *oai_write_response_call_event(const char *type, int64_t seq, const oai_res
   cJSON *e = oai__must(cJSON_CreateObject());
   oai__must(cJSON_AddStringToObject(e, "type", type));
   oai__must(cJSON_AddNumberToObject(e, "sequence_number", (double)seq));
-  oai__must(cJSON_AddNumberToObject(e, "output_index", (r->text ? 1 : 0) + k));
+  oai__must(cJSON_AddNumberToObject(e, "output_index", (r->reasoning ? 1 : 0) + (r->text ? 1 : 0) + k));
   const char *kind = type + strlen("response.");
   if (!strncmp(kind, "output_item.", 12)) {
     cJSON_AddItemToObject(e, "item", oai__resp_call_json(t, !strcmp(kind, "output_item.done")));

@@ -14,8 +14,7 @@
 #include "api/oai_fields.h"
 #include "base/strmap.h"
 
-/* x printed compactly into the arena (NULL when memory ran out). */
-static const char *json_text(oai__ctx_t *c, const cJSON *x) {
+const char *oai__json_text(oai__ctx_t *c, const cJSON *x) {
   char *s = cJSON_PrintUnformatted(x);
   if (!s) abort();
   const char *out = arena_strndup(c->arena, s, strlen(s));
@@ -202,7 +201,7 @@ int oai__parse_tools(oai__ctx_t *c, const cJSON *root, oai_chat_req_t *out) {
   if (tools && !cJSON_IsArray(tools))
     return oai__fail(c, "invalid_type", "tools", "tools must be an array, got %s", oai__type_name(tools));
   if (tools && oai__function_tools(c, tools, false)) return -EINVAL;
-  if (tools && cJSON_GetArraySize(tools) > 0) OAI_NEED(c, out->tools = json_text(c, tools));
+  if (tools && cJSON_GetArraySize(tools) > 0) OAI_NEED(c, out->tools = oai__json_text(c, tools));
   const cJSON *tc = oai__get(root, "tool_choice");
   if (!tc) return 0;
   if (cJSON_IsString(tc) && strcmp(tc->valuestring, "none") == 0) {
@@ -251,6 +250,6 @@ int oai__parse_message_tools(oai__ctx_t *c, const cJSON *m, int i, oai_message_t
     if (args && !cJSON_IsString(args))
       return oai__fail(c, "invalid_type", cp, "%s.arguments must be a string (JSON text)", cp);
   }
-  OAI_NEED(c, out->tool_calls = json_text(c, calls));
+  OAI_NEED(c, out->tool_calls = oai__json_text(c, calls));
   return 0;
 }

@@ -61,6 +61,8 @@ typedef enum cfg_key {
   CFG_GENERATION_CONFIG,
   CFG_CHAT_TEMPLATE,
   CFG_TOOL_CALL_PARSER,
+  CFG_REASONING_PARSER,
+  CFG_REASONING_BUDGET,
   CFG_HOST,
   CFG_PORT,
   CFG_UNIX_SOCKET,
@@ -127,6 +129,13 @@ typedef enum cfg_tool_parser {
   CFG_TOOL_PARSER_NONE,     /* tools refused */
 } cfg_tool_parser_t;
 
+typedef enum cfg_reasoning_parser {
+  CFG_REASONING_AUTO = 0,    /* from the chat template's text (text/reasoning.h); none when it does not think */
+  CFG_REASONING_DEEPSEEK_R1, /* <think>...</think>, reasoning until </think> */
+  CFG_REASONING_QWEN3,       /* <think>...</think> when the output (or the prompt) opens it */
+  CFG_REASONING_GPT_OSS,     /* harmony channels: analysis, final */
+  CFG_REASONING_NONE,        /* off: the output is all content */
+} cfg_reasoning_parser_t;
 typedef enum cfg_pooling {
   CFG_POOLING_AUTO = 0, /* the model file's <arch>.pooling_type, else last */
   CFG_POOLING_LAST,     /* the last token's hidden state (decoder embedding models) */
@@ -190,6 +199,8 @@ typedef struct cfg {
   int generation_config;   /* cfg_generation_config_t */
   char *chat_template;     /* a Jinja chat template file replacing the model's, or NULL */
   int tool_call_parser;    /* cfg_tool_parser_t */
+  int reasoning_parser;    /* cfg_reasoning_parser_t */
+  int reasoning_budget;    /* thinking tokens before the server closes the reasoning; -1: no limit */
   /* listening */
   char *host;              /* address to bind (IPv4/IPv6 literal or host name) */
   int port;                /* TCP port; 0 = any free port */

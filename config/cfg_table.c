@@ -29,6 +29,7 @@ static const char *const dashboards[] = {"auto", "on", "off", NULL};         /* 
 static const char *const poolings[] = {"auto", "last", "mean", "cls", NULL}; /* cfg_pooling_t */
 static const char *const pool_norms[] = {"auto", "true", "false", NULL};     /* cfg_pooling_normalize_t */
 static const char *const gen_configs[] = {"auto", "none", NULL}; /* cfg_generation_config_t */
+static const char *const reasoning_parsers[] = {"auto", "deepseek_r1", "qwen3", "gpt_oss", "none", NULL}; /* cfg_reasoning_parser_t */
 static const char *const tool_parsers[] = {"auto", "hermes", "llama3_json", "mistral", "none", NULL}; /* cfg_tool_parser_t */
 
 const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
@@ -144,6 +145,18 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                               "([TOOL_CALLS]), none (requests with tools are refused), or auto: "
                               "from the chat template's text.",
                               OFF(tool_call_parser)},
+    [CFG_REASONING_PARSER] = {"reasoning_parser", CFG_T_ENUM, "Model", "auto", 0, 0, 0, reasoning_parsers, "PARSER", 0,
+                              "How a thinking model's reasoning is split from its answer (chat and "
+                              "responses: message.reasoning_content): deepseek_r1 (<think>...</think>, "
+                              "reasoning until </think>), qwen3 (<think>...</think> when opened), gpt_oss "
+                              "(harmony channels), none, or auto: from the chat template's text (none "
+                              "for a template that does not think).",
+                              OFF(reasoning_parser)},
+    [CFG_REASONING_BUDGET] = {"reasoning_budget", CFG_T_INT, "Model", "-1", 0, -1, 1 << 24, NULL, "N", 0,
+                              "Thinking tokens a request may spend before the server closes its "
+                              "reasoning (forces the end-of-thinking tag) and the model answers; -1: no "
+                              "limit, 0: no thinking. A request's thinking_token_budget overrides it.",
+                              OFF(reasoning_budget)},
     [CFG_DEFAULT_MAX_TOKENS] = {"default_max_tokens", CFG_T_INT, "Engine", "0", 0, 0, 1 << 24, NULL, "N", 0,
                                 "max_tokens of a chat request that sets neither max_tokens nor "
                                 "max_completion_tokens. 0: the model's max_new_tokens (generation_config "

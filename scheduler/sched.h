@@ -44,6 +44,7 @@
 
 #include "cache/kv_observer.h"
 #include "sample/samp_params.h"
+#include "text/reasoning.h"
 
 /* Only pointers to these cross this header, so the server compiles without
  * the kernels, the model, the cache or attention (kernels/kern.h,
@@ -149,6 +150,18 @@ typedef struct sched_req_params {
                                  * only where it accepts, and the sequence stops (SCHED_FINISH_STOP)
                                  * once nothing can follow. The request takes its own reference.
                                  * NULL: none */
+  /* a thinking model (scheduler/sched_think.c) */
+  reason_split_t reasoning;     /* the output's splitter where it starts (text/reasoning.h: the server
+                                 * starts it from the prompt's end); fmt REASON_NONE: no reasoning. With
+                                 * one, the grammar constrains the answer only: not the tokens of the
+                                 * reasoning, nor the one that ends it (as vLLM's reasoning parsers);
+                                 * before the output shows whether it thinks (REASON_START), the
+                                 * grammar's tokens and think_open are allowed */
+  int32_t think_budget;         /* tokens of reasoning, after which think_close is forced (one token a
+                                 * step, the logits row masked to it) and the model answers; -1: none */
+  const int32_t *think_close;   /* [n_think_close] the ids that close the reasoning (copied) */
+  int32_t n_think_close;
+  int32_t think_open;           /* the single token that opens the reasoning, or -1 */
   sched_pool_t pooling;         /* not NONE: an embedding. Only the prompt pass runs (no prefix-cache
                                  * hit, every prompt row computed, nothing sampled); the request
                                  * ends (SCHED_FINISH_STOP, 0 tokens) with its final event carrying

@@ -307,6 +307,12 @@ int sched_submit(sched_engine_t *e, sched_req_t *r, char *err, size_t err_len) {
       snprintf(err, err_len, "stop token id %d is not in the vocabulary of %d", r->stop_ids[i], e->n_vocab);
       return -EINVAL;
     }
+  for (int32_t i = 0; i < r->p.n_think_close; i++)
+    if (r->think_close[i] < 0 || r->think_close[i] >= e->n_vocab) {
+      snprintf(err, err_len, "reasoning close id %d is not in the vocabulary of %d", r->think_close[i], e->n_vocab);
+      return -EINVAL;
+    }
+  if (r->p.think_open >= e->n_vocab) r->p.think_open = -1;
   if (r->p.prompt_top_logprobs < 0 || r->p.prompt_top_logprobs > SAMP_MAX_TOP_LOGPROBS) {
     snprintf(err, err_len, "prompt_top_logprobs = %d: must be 0..%d", r->p.prompt_top_logprobs, SAMP_MAX_TOP_LOGPROBS);
     return -EINVAL;
@@ -334,6 +340,7 @@ int sched_submit(sched_engine_t *e, sched_req_t *r, char *err, size_t err_len) {
       return rc;
     }
     tok_stream_init(&q->detok, e->tok, r->p.special ? TOK_DEC_SPECIAL : 0);
+    sched__think_init(q);
     sched_stop_state_init(&q->stop, &r->stops);
   }
   sched_seq_init(&r->seqs[0].s, r->prompt, r->n_prompt, r->p.n);

@@ -45,6 +45,9 @@ typedef struct sched_eseq {
   double *pool;            /* pooling: [dim] the running sum (MEAN) or the row (CLS, LAST) */
   kv_seq_t dkv;            /* speculation with a draft model: its block table in the draft's cache,
                             * which holds the K/V of tokens[0, dkv.n_tokens) (sched_draft.c) */
+  reason_split_t think;    /* a thinking model: where its output is (sched_think.c) */
+  int32_t think_tokens;    /* tokens sampled inside the reasoning */
+  int32_t think_force;     /* the next index of think_close to force; -1: not forcing; -2: forced */
 } sched_eseq_t;
 
 struct sched_req {
@@ -55,6 +58,7 @@ struct sched_req {
   samp_logit_bias_t *bias;    /* [p.samp.n_logit_bias] */
   gram_entry_t *grammar;      /* = p.grammar, referenced (NULL: none) */
   int32_t *stop_ids;          /* [p.n_stop_ids] */
+  int32_t *think_close;       /* [p.n_think_close] */
   sched_stops_t stops;
   void *user;
   /* shared with other threads */
@@ -178,7 +182,9 @@ int sched__accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t 
 void sched__fail_seq(sched_engine_t *e, sched_eseq_t *q, const char *msg);
 /* Samples q's next token from row (logits [n_vocab]); before q has
  * min_tokens tokens, from a copy where its stop tokens are -inf; with a
- * grammar, from a copy where the tokens it refuses are -inf. 0, samp_sample's
+ * grammar (outside a reasoning, sched_think.c), from a copy where the tokens
+ * it refuses are -inf; a spent thinking budget, from a copy masked to the
+ * close tag's next token. 0, samp_sample's
  * -EDOM or a grammar's error (GRAM_*); sched__sample_error names it. */
 int sched__sample(sched_engine_t *e, sched_eseq_t *q, const float *row, samp_result_t *res);
 const char *sched__sample_error(const sched_eseq_t *q, int rc);
@@ -188,6 +194,20 @@ const char *sched__sample_error(const sched_eseq_t *q, int rc);
  * or a GRAM_* error: GRAM_EREJECT when it allows nothing). */
 int sched__gram_start(sched_engine_t *e, sched_eseq_t *q, char *err, size_t err_len);
 int sched__gram_mask(sched_engine_t *e, sched_eseq_t *q, float *row);
+
+/* sched_think.c: a thinking model's sequence (sched_req_params_t.reasoning).
+ * sched__think_init starts q's splitter (at submit). sched__think_forced:
+ * the token q must take next because its thinking budget is spent, or -1.
+ * sched__think_grammar: whether q's grammar masks its next token
+ * (SCHED_THINK_*). sched__think_force_row: out = row masked to token.
+ * sched__think_accept: q took token (its text piece[n]): counts, follows
+ * the splitter, moves the forcing on. */
+enum { SCHED_THINK_FREE = 0, SCHED_THINK_GRAMMAR, SCHED_THINK_GRAMMAR_OPEN /* and think_open */ };
+void sched__think_init(sched_eseq_t *q);
+int32_t sched__think_forced(sched_eseq_t *q);
+int sched__think_grammar(const sched_eseq_t *q);
+void sched__think_force_row(const sched_engine_t *e, int32_t token, const float *row, float *out);
+void sched__think_accept(sched_eseq_t *q, int32_t token, const char *piece, size_t n);
 
 /* sched_spec.c: before the plan, appends drafts to the running decodes
  * that speculate; after the plan, drops the drafts of any not planned;

@@ -9,7 +9,7 @@
 #include "base/alloc.h"
 
 sched_req_params_t sched_req_params_default(void) {
-  return (sched_req_params_t){.samp = samp_params_default(), .n = 1};
+  return (sched_req_params_t){.samp = samp_params_default(), .n = 1, .think_budget = -1, .think_open = -1};
 }
 
 const char *sched_finish_name(sched_finish_t f) {
@@ -57,6 +57,10 @@ sched_req_t *sched_req_create(const int32_t *prompt, int32_t n_prompt, const sch
     snprintf(err, err_len, "%d stop token ids: at most %d are allowed", p->n_stop_ids, SCHED_MAX_STOP_IDS);
     return NULL;
   }
+  if (p->n_think_close < 0 || p->n_think_close > SCHED_MAX_STOP_IDS || (p->n_think_close > 0 && !p->think_close)) {
+    snprintf(err, err_len, "%d reasoning close ids: at most %d are allowed", p->n_think_close, SCHED_MAX_STOP_IDS);
+    return NULL;
+  }
   if (p->samp.n_logit_bias < 0 || (p->samp.n_logit_bias > 0 && !p->samp.logit_bias)) {
     snprintf(err, err_len, "logit_bias: bad count %d", p->samp.n_logit_bias);
     return NULL;
@@ -74,6 +78,8 @@ sched_req_t *sched_req_create(const int32_t *prompt, int32_t n_prompt, const sch
   r->p.samp.logit_bias = r->bias;
   r->stop_ids = dup_array(p->stop_ids, (size_t)p->n_stop_ids, sizeof *r->stop_ids);
   r->p.stop_ids = r->stop_ids;
+  r->think_close = dup_array(p->think_close, (size_t)p->n_think_close, sizeof *r->think_close);
+  r->p.think_close = r->think_close;
   r->p.stop = (const char *const *)r->stops.str;
   r->grammar = gram_entry_ref(p->grammar);
   r->user = user;
@@ -103,6 +109,7 @@ void sched_req_destroy(sched_req_t *r) {
   free(r->prompt);
   free(r->bias);
   free(r->stop_ids);
+  free(r->think_close);
   gram_entry_unref(r->grammar);
   free(r);
 }

@@ -118,7 +118,9 @@ static int is_stop_id(const sched_req_t *r, int32_t token) {
 int sched__accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t *res) {
   sched_req_t *r = q->req;
   const int32_t t = res->token;
-  const int grc = q->gm ? gram_matcher_accept_token(q->gm, t) : 0;
+  const int gate = sched__think_grammar(q); /* whether the grammar sees t: not inside the reasoning */
+  const int grc =
+      gate && !(gate == SCHED_THINK_GRAMMAR_OPEN && t == r->p.think_open) ? gram_matcher_accept_token(q->gm, t) : 0;
   if (grc != 0) { /* a refusal: never (the mask allowed it); else a bound of the step, the request's grammar's */
     sched__fail_seq(e, q, grc == GRAM_EREJECT ? "internal error: the grammar refused a token its mask allowed"
                                               : sched__sample_error(q, grc));
@@ -138,15 +140,18 @@ int sched__accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t 
   if ((!r->p.ignore_eos && tok_is_eog(e->tok, t)) || stop_id) {
     finish = SCHED_FINISH_STOP; /* the stop token's own text is not output */
     stop_token = t;
+    sched__think_accept(q, t, NULL, 0);
   } else {
     const int n = tok_stream_push(&q->detok, t, e->piece, e->piece_cap);
+    sched__think_accept(q, t, e->piece, n > 0 ? (size_t)n : 0);
     if (n > 0 && q->generated < r->p.min_tokens) { /* stop strings match only from min_tokens on */
       if (buf_put(&text, e->piece, (size_t)n) != 0) abort();
     }
     else if (n > 0)
       stop_idx = sched_stop_push(&q->stop, &r->stops, e->piece, (size_t)n, &text);
     if (stop_idx >= 0) finish = SCHED_FINISH_STOP;
-    else if (q->gm && gram_matcher_is_ended(q->gm)) finish = SCHED_FINISH_STOP; /* the grammar is complete */
+    else if (sched__think_grammar(q) == SCHED_THINK_GRAMMAR && gram_matcher_is_ended(q->gm))
+      finish = SCHED_FINISH_STOP; /* the grammar is complete */
   }
   if (finish == SCHED_FINISH_NONE &&
       ((r->p.max_tokens > 0 && q->generated >= r->p.max_tokens) || q->s.len >= e->max_len))
@@ -165,20 +170,28 @@ int sched__accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t 
   return 1;
 }
 
-/* Samples q's next token from row; with a grammar, from a copy of row where
- * the tokens it refuses are -inf; before q has min_tokens tokens, where its
- * stop tokens (end-of-generation unless ignore_eos, and stop_ids) are -inf
- * too. */
+/* Samples q's next token from row; with a grammar (not inside a
+ * reasoning), from a copy of row where the tokens it refuses are -inf;
+ * before q has min_tokens tokens, where its stop tokens (end-of-generation
+ * unless ignore_eos, and stop_ids) are -inf too; when its thinking budget is
+ * spent, from a copy masked to the close tag's next token (sched_think.c). */
 int sched__sample(sched_engine_t *e, sched_eseq_t *q, const float *row, samp_result_t *res) {
   const sched_req_t *r = q->req;
-  const int min = q->generated < r->p.min_tokens;
-  if (min || q->gm) {
+  const int32_t forced = sched__think_forced(q); /* a spent thinking budget: the close tag's next token */
+  if (forced >= 0) {
+    sched__think_force_row(e, forced, row, e->masked);
+    return samp_sample(q->samp, e->ws, e->masked, res);
+  }
+  const int min = q->generated < r->p.min_tokens, gate = sched__think_grammar(q);
+  const float *raw = row;
+  if (min || gate) {
     memcpy(e->masked, row, (size_t)e->n_vocab * sizeof *row);
     row = e->masked;
   }
-  if (q->gm) {
+  if (gate) {
     const int rc = sched__gram_mask(e, q, e->masked);
     if (rc != 0) return rc;
+    if (gate == SCHED_THINK_GRAMMAR_OPEN && r->p.think_open >= 0) e->masked[r->p.think_open] = raw[r->p.think_open];
   }
   if (min) {
     const int32_t *eog;
@@ -289,8 +302,9 @@ static int plan_device_rows(sched_engine_t *e, int n_logits) {
     sched_eseq_t *q = e->logit_seqs[k];
     const int fork = q->index == 0 && q->req->p.n > 1 && !q->req->forked;
     /* on the host: prompt rows (prompt_logprobs), rows still masked by
-     * min_tokens or by a grammar, prompt scoring */
+     * min_tokens or by a grammar, prompt scoring, a reasoning's forced close */
     const int host = e->logit_pos[k] >= 0 || q->generated < q->req->p.min_tokens || q->gm || q->req->p.score_only ||
+                     sched__think_forced(q) >= 0 ||
                      q->s.spec > 0; /* a speculating decode is verified on the host */
     kern_sample_row_t *row = &e->sample_rows[k];
     if (!fork && !host && samp_state_device_row(q->samp, row, e->sample_ops, e->n_sample_ops, e->sample_ops_cap)) {

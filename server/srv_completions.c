@@ -109,8 +109,9 @@ static int encode_completion(srv_t *s, const oai_completion_req_t *c, int32_t i,
  * encoding error with the reason in err. Any thread. */
 static int encode_chat_text(srv_t *s, const oai_chat_req_t *ch, prompt_in_t *p, char *err, size_t err_len) {
   const char *tools = ch->tool_choice == OAI_TOOL_CHOICE_NONE ? NULL : ch->tools;
-  return srv__encode_chat(s, ch->messages, ch->n_messages, tools, ch->add_generation_prompt,
-                          ch->continue_final_message, ch->params.add_special_tokens, &p->ids, &p->n, err, err_len);
+  return srv__encode_chat_kw(s, ch->messages, ch->n_messages, tools, ch->template_kwargs, ch->reasoning_effort,
+                             ch->add_generation_prompt, ch->continue_final_message, ch->params.add_special_tokens,
+                             &p->ids, &p->n, err, err_len);
 }
 
 static void free_prompts(prompt_in_t *in, int32_t n) {
@@ -159,10 +160,18 @@ int srv__submit_failed(uint64_t rid, http_res_t *res, const char *endpoint, int 
 static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
                              bool chat, const oai_params_t *g, gram_entry_t *grammar, oai_tools_format_t tools,
                              const char *tool_name, bool parallel_tools, const srv_api_t *api,
-                             prompt_in_t *in, int32_t n_parts) {
+                             const oai_chat_req_t *ch, prompt_in_t *in, int32_t n_parts) {
   if (g->speculative == 1 && !s->cfg->speculative) { /* asked for, and nothing would honour it */
     fail(rid, res, endpoint, 400, "speculative: true, but speculative decoding is off on this server (--speculative)",
          "speculative", "invalid_value");
+    free_prompts(in, n_parts);
+    return;
+  }
+  const reason_fmt_t rf = ch ? srv__reason_format(s) : REASON_NONE; /* a thinking model's chat */
+  if (ch && ch->has_thinking_budget && rf == REASON_NONE) {
+    fail(rid, res, endpoint, 400,
+         "thinking_token_budget: the model does not think (no reasoning parser: the chat template shows no "
+         "reasoning and reasoning_parser is auto or none)", "thinking_token_budget", "unsupported_parameter");
     free_prompts(in, n_parts);
     return;
   }
@@ -184,6 +193,13 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
   p.prompt_top_logprobs = echo_lp ? g->samp.top_logprobs : 0;
   if (g->prompt_logprobs > p.prompt_top_logprobs) p.prompt_top_logprobs = g->prompt_logprobs;
   p.score_only = g->max_tokens == 0;
+  int32_t *think_close = NULL; /* what a spent thinking budget forces */
+  if (rf != REASON_NONE) {
+    p.think_budget = ch->has_thinking_budget ? ch->thinking_budget : s->cfg->reasoning_budget;
+    if (srv__reason_close_ids(s, rf, &think_close, &p.n_think_close, &p.think_open) != 0) p.think_budget = -1;
+    p.think_close = think_close;
+    if (rf == REASON_GPT_OSS) p.special = 1; /* harmony's channels are control tokens */
+  }
   srv_job_t *j = srv__job_create(s, res, chat, g, n_parts);
   j->endpoint = endpoint;
   j->tools_format = tools;
@@ -198,6 +214,7 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
     srv_part_t *part = &j->parts[i];
     part->prompt_tokens = in[i].n;
     if (p.prompt_logprobs) srv__plp_init(s, part, in[i].ids, in[i].n);
+    if (rf != REASON_NONE) srv__reason_start(j, rf, i, in[i].ids, in[i].n, &p.reasoning);
     if (g->return_token_ids) part->prompt_ids = memcpy(xmalloc((size_t)in[i].n * sizeof *in[i].ids), in[i].ids,
                                                        (size_t)in[i].n * sizeof *in[i].ids);
     part->req = sched_req_create(in[i].ids, in[i].n, &p, part, err, sizeof err);
@@ -206,6 +223,7 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
       break;
     }
   }
+  free(think_close);
   for (int32_t i = 0; rc == 0 && i < n_parts; i++) {
     rc = sched_submit(s->engine, j->parts[i].req, err, sizeof err);
     if (rc == 0) {
@@ -379,7 +397,7 @@ static void completions_done(srv_work_t *w) {
       }
     }
     submit_and_start(s, rid, res, COMPLETIONS, w->arrival_ns, false, &o->c.params, o->grammar, OAI_TOOLS_NONE,
-                     NULL, false, NULL, in, o->c.n_prompts);
+                     NULL, false, NULL, NULL, in, o->c.n_prompts);
     in = NULL;
   }
   free_prompts(in, o->n_in);
@@ -392,6 +410,10 @@ static void chat_run(srv_work_t *w) {
   enc_out_t *o = enc_out(w);
   if (parse_failed_in(o, oai_parse_chat(w->body, w->body_len, &w->s->oai_lim, &w->arena, &o->ch, &o->e), 1)) return;
   o->model = o->ch.model;
+  if (srv__effort_refused(w->s, o->ch.reasoning_effort, "reasoning_effort", &o->e)) { /* nothing would read it */
+    o->parse_rc = -EINVAL;
+    return;
+  }
   find_grammar(w, &o->ch.params, o);
   o->rc = encode_chat_text(w->s, &o->ch, &o->in[0], o->err, sizeof o->err);
 }
@@ -417,7 +439,7 @@ static void chat_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endp
       ch->params.max_tokens = s->chat_max_tokens < room ? s->chat_max_tokens : room;
     }
     submit_and_start(s, rid, res, endpoint, arrival, true, &ch->params, grammar, format, ch->tool_name,
-                     ch->parallel_tool_calls, api, in, 1);
+                     ch->parallel_tool_calls, api, ch, in, 1);
     return;
   }
   free_prompts(in, 1);
@@ -439,6 +461,10 @@ static void chat_done(srv_work_t *w) {
 static void api_run(srv_work_t *w, enc_out_t *o, int rc, const oai_chat_req_t *ch) {
   if (parse_failed_in(o, rc, 1)) return;
   o->model = ch->model;
+  if (srv__effort_refused(w->s, ch->reasoning_effort, "reasoning.effort", &o->e)) {
+    o->parse_rc = -EINVAL;
+    return;
+  }
   find_grammar(w, &ch->params, o);
   o->rc = encode_chat_text(w->s, ch, &o->in[0], o->err, sizeof o->err);
 }

@@ -90,6 +90,7 @@ static void choice_free(srv_choice_t *c) {
   free(c->stop_str);
   free(c->error);
   free(c->ids);
+  buf_free(&c->reasoning);
   free(c->embedding);
 }
 
@@ -347,11 +348,15 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
     with_stop.text_len = ev->text_len + n;
     ev = &with_stop;
   }
+  const sched_event_t *stopped = ev;
+  sched_event_t split; /* a thinking model's: the reasoning kept on c, the content as the text */
+  ev = srv__reason_event(j, c, ev, &split);
   if (j->res) {
     if (j->stream) j->writer->stream_event(j, c, ci, ev);
     else collect_event(j, c, ev);
   }
-  if (ev == &with_stop) free(with_stop.text);
+  srv__reason_event_done(ev, &split);
+  if (stopped == &with_stop) free(with_stop.text);
   if (ev->token >= 0) {
     size_t len = 0;
     tok_piece(s->tok, ev->token, &len);

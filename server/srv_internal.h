@@ -43,6 +43,7 @@
 #include "config/cfg.h"
 #include "grammar/gram_lru.h"
 #include "text/chat_template.h"
+#include "text/reasoning.h"
 #include "text/tokenizer.h"
 #include "scheduler/sched.h"
 #include "http/http.h"
@@ -223,6 +224,11 @@ int srv__text_flags(const srv_t *s);
  * -ENOSYS when the model's template did not compile (a 500). */
 int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, const char *tools,
                      bool add_generation_prompt, bool continue_final, bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len);
+/* srv__encode_chat with the template's further variables: chat_template_kwargs
+ * (a JSON object's text, or NULL) and reasoning_effort (or NULL). */
+int srv__encode_chat_kw(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, const char *tools, const char *kwargs,
+                        const char *effort, bool add_generation_prompt, bool continue_final, bool add_special,
+                        int32_t **ids, int32_t *n, char *err, size_t err_len);
 /* srv_grammar.c: the compiled grammar of a request's structured-output
  * form from the stack's cache (any thread): 0 with *out referenced for the
  * caller (NULL for no form), or 1 when it is not there (*out NULL): then
@@ -340,6 +346,11 @@ typedef struct srv_choice {
   int32_t n_ids;
   size_t cap_ids;
   bool prompt_ids_sent;        /* return_token_ids, streaming: a chunk carried the prompt's ids */
+  /* a thinking model's output (srv_reasoning.c; the job's `reasoning`): text holds the content only */
+  reason_split_t split;        /* the splitter of this choice's output */
+  buf_t reasoning;             /* the reasoning so far */
+  size_t reason_sent;          /* bytes of it a stream has written */
+  int32_t reason_tokens;       /* tokens sampled inside the reasoning */
   float *embedding;            /* /v1/embeddings: the input's vector [the model's dim] (malloc'd), or NULL */
 } srv_choice_t;
 
@@ -414,6 +425,7 @@ struct srv_job {
   bool parallel_tool_calls;    /* false: at most one call */
   char tool_name[OAI_MAX_TOOL_NAME + 1]; /* OAI_TOOLS_JSON_ARGS: the call's name (a named tool_choice) */
   const srv_writer_t *writer;  /* the API format it answers in */
+  bool reasoning;              /* chat with a reasoning parser: events' texts are split (srv_reasoning.c) */
   /* /v1/responses (srv_responses.c) */
   char *resp_instructions;     /* malloc'd, or NULL */
   int32_t resp_max_output;     /* -1: none */
@@ -427,6 +439,8 @@ struct srv_job {
   bool anth_called;            /* the output held tool calls (stop_reason "tool_use") */
   bool anth_failed;            /* an error event was written: nothing follows it */
   int32_t resp_lp_sent;        /* logprobs entries streamed in deltas so far */
+  char resp_rs_id[64];         /* a thinking model's reasoning item */
+  unsigned resp_items;         /* a stream's items so far: SRV_RESP_* */
   int32_t n;                   /* choices per prompt */
   int32_t max_tokens;          /* the request's max_tokens; 0: none given */
   char id[64];
@@ -453,6 +467,7 @@ struct srv_job {
  * The caller fills the rest. */
 srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_params_t *g, int32_t n_parts);
 /* ---- srv_responses.c -------------------------------------------------------- */
+enum { SRV_RESP_REASONING = 1, SRV_RESP_REASONING_DONE = 2, SRV_RESP_MESSAGE = 4 };
 void srv__h_responses(const http_req_t *req, http_res_t *res, void *ctx);
 /* Makes j a Responses job (ids, what the response echoes). */
 void srv__resp_init(srv_job_t *j, const oai_responses_req_t *r);
@@ -485,6 +500,32 @@ oai_tools_format_t srv__tools_format(const srv_t *s);
 /* Choice ci's finished text c->text as oc's content and tool calls (ids
  * made here), finish_reason "tool_calls" when it called any; in a. */
 void srv__tools_parse(const srv_job_t *j, int32_t ci, const srv_choice_t *c, arena_t *a, oai_choice_t *oc);
+
+/* ---- srv_reasoning.c ------------------------------------------------------- */
+/* The format a thinking model's output is read in: the reasoning_parser
+ * setting, or (auto) the chat template's; REASON_NONE: no splitting. */
+reason_fmt_t srv__reason_format(const srv_t *s);
+/* Starts the splitters of part's choices for format f from the end of its
+ * prompt ids[n] (*start gets the starting state, for the engine); marks j
+ * as splitting (f not NONE). */
+void srv__reason_start(srv_job_t *j, reason_fmt_t f, int32_t part, const int32_t *ids, int32_t n,
+                       reason_split_t *start);
+/* The token ids that close f's reasoning (malloc'd *ids[*n]: what a spent
+ * thinking budget forces), and *open_id, the one token that opens it (-1:
+ * none is a single token). Returns 0 or -EINVAL. */
+int srv__reason_close_ids(srv_t *s, reason_fmt_t f, int32_t **ids, int32_t *n, int32_t *open_id);
+/* Splits ev's text for choice c: the reasoning is appended to
+ * c->reasoning, and the event the writers see is returned: ev itself when
+ * the job does not split, else *tmp, ev with the content as its text (a
+ * final event also flushes the splitter). Release it with
+ * srv__reason_event_done(returned, tmp). */
+const sched_event_t *srv__reason_event(srv_job_t *j, srv_choice_t *c, const sched_event_t *ev, sched_event_t *tmp);
+void srv__reason_event_done(const sched_event_t *ev, const sched_event_t *tmp);
+/* A request's reasoning_effort (NULL: none; the field `param`) that the chat
+ * template does not read: true with the 400 in *e (naming param). */
+bool srv__effort_refused(const srv_t *s, const char *effort, const char *param, oai_error_t *e);
+/* A stream's reasoning not yet written (*p[*n]), marked written; false: none. */
+bool srv__reason_pending(srv_choice_t *c, const char **p, size_t *n);
 
 /* ---- srv_prompt_lp.c --------------------------------------------------------- */
 /* Gives part its prompt-logprob entries for prompt ids[n] (entry 0, the

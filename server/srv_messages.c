@@ -16,16 +16,13 @@
  * is the output itself, so its arguments stream as input_json_delta as
  * they come.
  *
- * Thinking (the seam for the reasoning split, another change): once the
- * split gives each event's thinking text apart from its answer text,
- * w_stream_event streams the thinking with stream_text(j,
- * ANTH_BLOCK_THINKING, ...) before the answer's stream_text(j,
- * ANTH_BLOCK_TEXT, ...): open_block opens a "thinking" block first (as
- * Anthropic orders them) and the answer's first text closes it; the deltas
- * are thinking_delta (api/anth_write.c writes both, tested). w_whole puts
- * an ANTH_BLOCK_THINKING block with the choice's reasoning first, and
- * anth_request.c's parse_thinking accepts "enabled" (budget_tokens: the
- * thinking budget) and "adaptive". Until then thinking enabled is a 400.
+ * Thinking: a thinking model's chat (a reasoning parser on: srv_reasoning.c
+ * splits each event's text before any writer sees it) streams its reasoning
+ * as a "thinking" block of thinking_delta deltas before the answer's
+ * blocks (the answer's first text closes it, as Anthropic orders them); the
+ * whole message puts a thinking block with the choice's reasoning first.
+ * The request's thinking {"type": "enabled", "budget_tokens"} is the
+ * thinking budget (api/anth_request.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -160,6 +157,9 @@ static void w_stream_error(srv_job_t *j, const char *message, const char *code) 
 
 static void w_stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_event_t *ev) {
   (void)ci;
+  const char *think;
+  size_t n_think;
+  if (srv__reason_pending(c, &think, &n_think)) stream_text(j, ANTH_BLOCK_THINKING, think, n_think);
   if (ev->kind == SCHED_EV_ERROR) w_stream_error(j, ev->error ? ev->error : "generation failed", NULL);
   else if (j->tools_format == OAI_TOOLS_JSON_ARGS) stream_forced(j, ev);
   else if (j->tools_format) stream_tools(j, c, ev);
@@ -174,7 +174,7 @@ static void w_stream_end(srv_job_t *j) {
   put(j, anth_event_simple("message_stop"));
 }
 
-/* The whole message: the text (if any), then a tool_use block per call (a
+/* The whole message: the reasoning of a thinking model (if any), the text (if any), then a tool_use block per call (a
  * forced call cut by max_tokens, arguments that are no object, is written
  * as text: anth_write_message). */
 static char *w_whole(srv_job_t *j) {
@@ -183,8 +183,10 @@ static char *w_whole(srv_job_t *j) {
   arena_init(&a, 0, 0);
   oai_choice_t parsed = {.text = c->text.p ? c->text.p : "", .text_len = c->text.len};
   if (j->tools_format) srv__tools_parse(j, 0, c, &a, &parsed);
-  anth_block_t *blocks = arena_array(&a, (size_t)parsed.n_tool_calls + 1, sizeof *blocks);
+  anth_block_t *blocks = arena_array(&a, (size_t)parsed.n_tool_calls + 2, sizeof *blocks);
   int32_t n = 0;
+  if (c->reasoning.len)
+    blocks[n++] = (anth_block_t){.kind = ANTH_BLOCK_THINKING, .text = c->reasoning.p, .text_len = c->reasoning.len};
   if (parsed.text && parsed.text_len)
     blocks[n++] = (anth_block_t){.kind = ANTH_BLOCK_TEXT, .text = parsed.text, .text_len = parsed.text_len};
   for (int32_t k = 0; k < parsed.n_tool_calls; k++) {

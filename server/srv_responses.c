@@ -41,6 +41,7 @@ void srv__resp_init(srv_job_t *j, const oai_responses_req_t *r) {
   j->resp_format = k == OAI_GRAMMAR_JSON_SCHEMA ? "json_schema" : k == OAI_GRAMMAR_JSON_OBJECT ? "json_object" : "text";
   oai_make_id(j->id, sizeof j->id, "resp", j->srv->boot_id, (uint64_t)j->arrival_ns);
   oai_make_id(j->resp_item_id, sizeof j->resp_item_id, "msg", j->srv->boot_id, (uint64_t)j->arrival_ns + 1);
+  oai_make_id(j->resp_rs_id, sizeof j->resp_rs_id, "rs", j->srv->boot_id, (uint64_t)j->arrival_ns + 2);
 }
 
 /* The response as it stands: done adds the text, status and usage. With
@@ -61,8 +62,12 @@ static oai_resp_info_t info(const srv_job_t *j, bool done, arena_t *a) {
       .temperature = j->resp_temperature,
       .top_p = j->resp_top_p,
       .format = j->resp_format,
-      .text = done ? (c->text.p ? c->text.p : "") : NULL,
+      .text = done && (c->text.len || !c->reasoning.len) ? (c->text.p ? c->text.p : "") : NULL,
       .text_len = done ? c->text.len : 0,
+      .reasoning_id = j->resp_rs_id,
+      .reasoning = c->reasoning.len ? c->reasoning.p : NULL,
+      .reasoning_len = c->reasoning.len,
+      .reasoning_tokens = c->reason_tokens,
       .has_usage = done,
       .input_tokens = (int32_t)j->prompt_tokens,
       .output_tokens = (int32_t)j->completion_tokens,
@@ -85,34 +90,68 @@ static oai_resp_info_t info(const srv_job_t *j, bool done, arena_t *a) {
   return r;
 }
 
-/* Appends one event to the job's stream buffer. */
-static void event(srv_job_t *j, const char *type, const oai_resp_info_t *r, const char *text, size_t len) {
-  char *json = oai_write_response_event(type, j->resp_seq++, r, text, len);
+/* Appends one event (its malloc'd JSON, freed) to the job's stream buffer. */
+static void put_event(srv_job_t *j, const char *type, char *json) {
   buf_printf(&j->out, "event: %s\ndata: ", type);
   buf_put(&j->out, json, strlen(json));
   buf_put(&j->out, "\n\n", 2);
   free(json);
+}
+
+/* One event of the message (or of the response itself). */
+static void event(srv_job_t *j, const char *type, const oai_resp_info_t *r, const char *text, size_t len) {
+  put_event(j, type, oai_write_response_event(type, j->resp_seq++, r, text, len));
 }
 
 /* One event of function call k. */
 static void call_event(srv_job_t *j, const char *type, const oai_resp_info_t *r, int32_t k) {
-  char *json = oai_write_response_call_event(type, j->resp_seq++, r, k);
-  buf_printf(&j->out, "event: %s\ndata: ", type);
-  buf_put(&j->out, json, strlen(json));
-  buf_put(&j->out, "\n\n", 2);
-  free(json);
+  put_event(j, type, oai_write_response_call_event(type, j->resp_seq++, r, k));
 }
 
-/* Without tools the message item opens at the start and its text streams
- * as it comes; with tools the output may be calls, so it is kept, and the
- * items go out at the end (srv__resp_stream_end). */
+/* One event of the reasoning item. */
+static void reasoning_event(srv_job_t *j, const char *type, const oai_resp_info_t *r, const char *text, size_t len) {
+  put_event(j, type, oai_write_response_reasoning_event(type, j->resp_seq++, r, text, len));
+}
+
+/* The reasoning item's closing events, once (when it was opened). */
+static void reasoning_close(srv_job_t *j, const oai_resp_info_t *r) {
+  if ((j->resp_items & SRV_RESP_REASONING) == 0 || (j->resp_items & SRV_RESP_REASONING_DONE)) return;
+  j->resp_items |= SRV_RESP_REASONING_DONE;
+  reasoning_event(j, "response.reasoning_text.done", r, NULL, 0);
+  reasoning_event(j, "response.content_part.done", r, NULL, 0);
+  reasoning_event(j, "response.output_item.done", r, NULL, 0);
+}
+
+/* The message item's opening events, once. */
+static void message_open(srv_job_t *j, const oai_resp_info_t *r) {
+  if (j->resp_items & SRV_RESP_MESSAGE) return;
+  j->resp_items |= SRV_RESP_MESSAGE;
+  event(j, "response.output_item.added", r, NULL, 0);
+  event(j, "response.content_part.added", r, NULL, 0);
+}
+
+/* Without tools or reasoning the message item opens at the start and its
+ * text streams as it comes; a thinking model's reasoning item opens with
+ * its first reasoning and closes when the answer starts (the message item
+ * opens then); with tools the output may be calls, so the answer is kept,
+ * and those items go out at the end (srv__resp_stream_end). */
 void srv__resp_stream_start(srv_job_t *j) {
   const oai_resp_info_t r = info(j, false, NULL);
   event(j, "response.created", &r, NULL, 0);
   event(j, "response.in_progress", &r, NULL, 0);
-  if (j->tools_format) return;
-  event(j, "response.output_item.added", &r, NULL, 0);
-  event(j, "response.content_part.added", &r, NULL, 0);
+  if (j->tools_format || j->reasoning) return;
+  message_open(j, &r);
+}
+
+/* A stream's new reasoning (text[len]) as reasoning_text deltas. */
+static void stream_reasoning(srv_job_t *j, const char *text, size_t len) {
+  const oai_resp_info_t r = info(j, false, NULL);
+  if (!(j->resp_items & SRV_RESP_REASONING)) {
+    j->resp_items |= SRV_RESP_REASONING;
+    reasoning_event(j, "response.output_item.added", &r, NULL, 0);
+    reasoning_event(j, "response.content_part.added", &r, NULL, 0);
+  }
+  reasoning_event(j, "response.reasoning_text.delta", &r, text, len);
 }
 
 void srv__resp_stream_text(srv_job_t *j, const sched_event_t *ev) {
@@ -121,6 +160,8 @@ void srv__resp_stream_text(srv_job_t *j, const sched_event_t *ev) {
   srv__keep_logprob(j, c, ev);
   if (j->tools_format || !ev->text_len) return;
   oai_resp_info_t r = info(j, false, NULL);
+  reasoning_close(j, &r);
+  message_open(j, &r);
   r.delta_lp = c->n_lp > j->resp_lp_sent ? &c->lp[j->resp_lp_sent] : NULL; /* tokens since the last delta */
   r.n_delta_lp = c->n_lp - j->resp_lp_sent;
   j->resp_lp_sent = c->n_lp;
@@ -131,10 +172,10 @@ void srv__resp_stream_end(srv_job_t *j) {
   arena_t a;
   arena_init(&a, 0, 0);
   const oai_resp_info_t r = info(j, true, &a);
-  if (j->tools_format && r.text) { /* the message, whole */
-    event(j, "response.output_item.added", &r, NULL, 0);
-    event(j, "response.content_part.added", &r, NULL, 0);
-    event(j, "response.output_text.delta", &r, r.text, r.text_len);
+  reasoning_close(j, &r);
+  if (!(j->resp_items & SRV_RESP_MESSAGE) && r.text) { /* the message, whole */
+    message_open(j, &r);
+    if (r.text_len) event(j, "response.output_text.delta", &r, r.text, r.text_len);
   }
   if (r.text) {
     event(j, "response.output_text.done", &r, NULL, 0);
@@ -167,7 +208,10 @@ static void w_stream_start(srv_job_t *j, const char *const *echo, const size_t *
 }
 
 static void w_stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_event_t *ev) {
-  (void)c, (void)ci;
+  (void)ci;
+  const char *think;
+  size_t n_think;
+  if (srv__reason_pending(c, &think, &n_think)) stream_reasoning(j, think, n_think);
   if (ev->kind == SCHED_EV_ERROR) srv__write_openai_error(j, ev->error ? ev->error : "generation failed", NULL);
   else srv__resp_stream_text(j, ev);
 }

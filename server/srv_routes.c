@@ -106,6 +106,13 @@ static int cut_after_final(const chat_val_t *last, const char *text, size_t *len
 
 int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, const char *tools,
                      bool add_generation_prompt, bool continue_final, bool add_special, int32_t **ids, int32_t *n, char *err, size_t err_len) {
+  return srv__encode_chat_kw(s, msgs, n_msgs, tools, NULL, NULL, add_generation_prompt, continue_final, add_special,
+                             ids, n, err, err_len);
+}
+
+int srv__encode_chat_kw(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, const char *tools, const char *kwargs,
+                        const char *effort, bool add_generation_prompt, bool continue_final, bool add_special,
+                        int32_t **ids, int32_t *n, char *err, size_t err_len) {
   if (!s->tmpl) {
     snprintf(err, err_len, "chat is not available: this model's chat template does not compile (see the server log)");
     return -ENOSYS;
@@ -117,7 +124,7 @@ int srv__encode_chat(srv_t *s, const oai_message_t *msgs, int32_t n_msgs, const 
       .add_generation_prompt = add_generation_prompt,
       .bos_token = s->bos,
       .eos_token = s->eos,
-      .extra = oai_chat_tools(&arena, tools),
+      .extra = oai_chat_extra(&arena, tools, kwargs, effort),
   };
   const bool mark = !s->cfg->special_tokens_in_input;
   if (mark) { /* every text the client gave, keys too: its control tokens' texts stay plain text */
@@ -271,13 +278,18 @@ static void tokenize_run(srv_work_t *w) {
     return;
   }
   o->model = t.model;
+  if (srv__effort_refused(s, t.reasoning_effort, "reasoning_effort", &o->e)) {
+    o->status = 400;
+    return;
+  }
   int32_t *ids = NULL, n = 0;
   char err[512];
   const int rc = t.prompt ? srv__encode(s, t.prompt, t.prompt_len,
                                         srv__text_flags(s) | (t.add_special_tokens ? TOK_ENC_ADD_SPECIAL : 0), &ids,
                                         &n, err, sizeof err)
-                          : srv__encode_chat(s, t.messages, t.n_messages, t.tools, t.add_generation_prompt,
-                                             t.continue_final_message, t.add_special_tokens, &ids, &n, err, sizeof err);
+                          : srv__encode_chat_kw(s, t.messages, t.n_messages, t.tools, t.template_kwargs,
+                                                t.reasoning_effort, t.add_generation_prompt, t.continue_final_message,
+                                                t.add_special_tokens, &ids, &n, err, sizeof err);
   if (rc != 0) {
     const int status = rc == -ENOSYS ? 500 : rc == -ENOMEM ? 503 : 400;
     tok_fail(o, status, err, status == 400 ? (t.prompt ? "prompt" : "messages") : NULL,

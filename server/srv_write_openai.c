@@ -151,6 +151,12 @@ static void stream_start(srv_job_t *j, const char *const *echo, const size_t *ec
 }
 
 static void stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_event_t *ev) {
+  const char *think;
+  size_t n_think;
+  if (srv__reason_pending(c, &think, &n_think)) { /* the thinking first, as delta.reasoning_content */
+    oai_choice_t oc = {.index = ci, .stop_token = -1, .reasoning = think, .reasoning_len = n_think};
+    srv__sse(j, chunk(j, &oc, false));
+  }
   if (j->tools_format) stream_tools_event(j, c, ci, ev);
   else plain_event(j, c, ci, ev);
 }
@@ -213,7 +219,10 @@ static char *whole(srv_job_t *j) {
     }
     cs[i] = (oai_choice_t){.index = i, .text = c->text.p ? c->text.p : "", .text_len = c->text.len,
                            .finish = c->finish, .stop_str = c->stop_str, .stop_token = c->stop_token,
-                           .has_logprobs = j->logprobs, .logprobs = c->lp, .n_logprobs = c->n_lp};
+                           .has_logprobs = j->logprobs, .logprobs = c->lp, .n_logprobs = c->n_lp,
+                           .has_reasoning = j->reasoning, .reasoning = c->reasoning.len ? c->reasoning.p : NULL,
+                           .reasoning_len = c->reasoning.len};
+    if (j->reasoning && !c->text.len) cs[i].text = NULL; /* content null: the output was all reasoning */
     token_ids(j, c, i, &cs[i], c->ids, c->n_ids);
   }
   arena_t tools_arena;

@@ -142,7 +142,7 @@ def test_return_token_strs(server):
     ("/v1/completions", "guided_decoding_backend", "xgrammar"),
     ("/v1/chat/completions", "use_beam_search", True),
     ("/v1/chat/completions", "echo", True),
-    ("/v1/chat/completions", "chat_template_kwargs", {"x": 1}),
+    ("/v1/chat/completions", "web_search_options", {"x": 1}),
 ])
 def test_refused_fields_name_themselves(server, path, field, value):
     body = {"prompt": PROMPT} if path == "/v1/completions" else {"messages": HI}

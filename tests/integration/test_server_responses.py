@@ -80,7 +80,8 @@ def test_stream_events(server):
     ("tools", [{"type": "function", "name": "f", "parameters": {}}]),
     ("previous_response_id", "resp_123"),
     ("store", True),
-    ("reasoning", {"effort": "low"}),
+    ("reasoning.effort", {"effort": "low"}),  # the default model's template does not read reasoning_effort
+    ("reasoning.summary", {"summary": "auto"}),
     ("text.format.type", {"format": {"type": "yaml"}}),
     ("text.format.schema", {"format": {"type": "json_schema", "name": "x"}}),
 ])

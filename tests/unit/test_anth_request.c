@@ -120,6 +120,25 @@ static void blocks(void **state) {
 /* tools in the OpenAI form (for the template) and tool_choice as the chat
  * request's (auto, none, any → required, tool → named), with the grammar
  * that forces a call. */
+/* thinking enabled is the thinking budget; earlier turns' thinking blocks
+ * are accepted and left out of the prompt. */
+static void thinking(void **state) {
+  (void)state;
+  arena_t a;
+  arena_init(&a, 0, 0);
+  anth_req_t r = ok(&a, "{\"max_tokens\":4096,\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":2048},"
+                        "\"messages\":[" U ",{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":"
+                        "\"hmm\",\"signature\":\"\"},{\"type\":\"redacted_thinking\",\"data\":\"x\"},{\"type\":\"text\","
+                        "\"text\":\"yes\"}]}," U "]}");
+  assert_true(r.chat.has_thinking_budget);
+  assert_int_equal(r.chat.thinking_budget, 2048);
+  assert_int_equal(r.chat.n_messages, 3);
+  assert_string_equal(r.chat.messages[1].content, "yes");
+  r = ok(&a, "{\"max_tokens\":1,\"thinking\":{\"type\":\"adaptive\"},\"messages\":[" U "]}");
+  assert_false(r.chat.has_thinking_budget);
+  arena_free(&a);
+}
+
 static void tools(void **state) {
   (void)state;
   arena_t a;
@@ -164,8 +183,13 @@ static void refusals(void **state) {
       {"{\"max_tokens\":1,\"messages\":[" U "],\"temperature\":1.1}", "temperature"},
       {"{\"max_tokens\":1,\"messages\":[" U "],\"top_p\":0}", "top_p"},
       {"{\"max_tokens\":1,\"messages\":[" U "],\"top_k\":-1}", "top_k"},
-      {"{\"max_tokens\":1,\"messages\":[" U "],\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024}}", "thinking"},
-      {"{\"max_tokens\":1,\"messages\":[" U "],\"thinking\":{\"type\":\"adaptive\"}}", "thinking"},
+      {"{\"max_tokens\":1,\"messages\":[" U "],\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024}}",
+       "thinking.budget_tokens"}, /* not below max_tokens */
+      {"{\"max_tokens\":4096,\"messages\":[" U "],\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1023}}",
+       "thinking.budget_tokens"},
+      {"{\"max_tokens\":4096,\"messages\":[" U "],\"thinking\":{\"type\":\"enabled\"}}", "thinking.budget_tokens"},
+      {"{\"max_tokens\":1,\"messages\":[" U "],\"thinking\":{\"type\":\"adaptive\",\"x\":1}}", "thinking.x"},
+      {"{\"max_tokens\":1,\"messages\":[" U "],\"thinking\":{\"type\":\"on\"}}", "thinking"},
       {"{\"max_tokens\":1,\"messages\":[" U "],\"metadata\":{\"other\":1}}", "metadata.other"},
       {"{\"max_tokens\":1,\"messages\":[" U "],\"metadata\":{\"user_id\":5}}", "metadata.user_id"},
       {"{\"max_tokens\":1,\"messages\":[" U "],\"service_tier\":\"priority\"}", "service_tier"},
@@ -178,8 +202,10 @@ static void refusals(void **state) {
       {"{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"name\":\"n\"}]}", "messages[0].name"},
       {"{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}",
        "messages[0].content[0].type"},
-      {"{\"max_tokens\":1,\"messages\":[{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"x\"}]}]}",
+      {"{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"x\"}]}]}",
        "messages[0].content[0].type"},
+      {"{\"max_tokens\":1,\"messages\":[{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":5}]}]}",
+       "messages[0].content[0].thinking"},
       {"{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_use\",\"id\":\"a\",\"name\":"
        "\"f\",\"input\":{}}]}]}", "messages[0].content[0].type"},
       {"{\"max_tokens\":1,\"messages\":[{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"a\","
@@ -367,7 +393,7 @@ static void writer(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(values),   cmocka_unit_test(blocks),        cmocka_unit_test(tools),
+      cmocka_unit_test(values),   cmocka_unit_test(blocks),        cmocka_unit_test(tools),    cmocka_unit_test(thinking),
       cmocka_unit_test(refusals), cmocka_unit_test(out_of_memory), cmocka_unit_test(writer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -308,6 +308,21 @@ static const case_t cases[] = {
     {CHAT, "{" M ",\"modalities\":[\"audio\"]}", "modalities", "unsupported_parameter"},
     {CHAT, "{" M ",\"service_tier\":\"flex\"}", "service_tier", "unsupported_parameter"},
     {CHAT, "{" M ",\"store\":true}", "store", "unsupported_parameter"},
+    /* thinking models */
+    {CHAT, "{" M ",\"chat_template_kwargs\":{\"enable_thinking\":false,\"x\":[1,{\"y\":null}]}}", NULL, NULL},
+    {CHAT, "{" M ",\"chat_template_kwargs\":{}}", NULL, NULL},
+    {CHAT, "{" M ",\"chat_template_kwargs\":null}", NULL, NULL},
+    {CHAT, "{" M ",\"chat_template_kwargs\":\"enable_thinking\"}", "chat_template_kwargs", "invalid_type"},
+    {CHAT, "{" M ",\"chat_template_kwargs\":{\"bos_token\":\"x\"}}", "chat_template_kwargs", "invalid_value"},
+    {CHAT, "{" M ",\"chat_template_kwargs\":{\"a\":[[[[[[[[1]]]]]]]]}}", "chat_template_kwargs", "invalid_value"},
+    {CHAT, "{" M ",\"chat_template_kwargs\":{\"a\":[[[[[[[1]]]]]]]}}", NULL, NULL},
+    {CHAT, "{" M ",\"reasoning_effort\":\"high\"}", NULL, NULL},
+    {CHAT, "{" M ",\"reasoning_effort\":\"extreme\"}", "reasoning_effort", "invalid_value"},
+    {CHAT, "{" M ",\"reasoning_effort\":3}", "reasoning_effort", "invalid_type"},
+    {CHAT, "{" M ",\"thinking_token_budget\":0}", NULL, NULL},
+    {CHAT, "{" M ",\"thinking_token_budget\":-1}", "thinking_token_budget", "invalid_value"},
+    {CHAT, "{" M ",\"thinking_token_budget\":1.5}", "thinking_token_budget", NULL},
+    {TOKENIZE, "{" M ",\"chat_template_kwargs\":[1]}", "chat_template_kwargs", "invalid_type"},
     {TOKENIZE, "{\"prompt\":\"a\",\"return_token_strs\":\"y\"}", "return_token_strs", "invalid_type"},
     {TOKENIZE, "{\"prompt\":\"a\",\"continue_final_message\":true,\"add_generation_prompt\":false}",
      "continue_final_message", "invalid_value"},
@@ -520,6 +535,17 @@ static void chat_values(void **state) {
   assert_string_equal(r.messages[2].content, "");
   assert_string_equal(r.messages[3].content, "");
   assert_int_equal(r.params.max_tokens, 9);
+  assert_null(r.template_kwargs);
+  assert_null(r.reasoning_effort);
+  assert_false(r.has_thinking_budget);
+  const char *think = "{" M ",\"chat_template_kwargs\":{\"enable_thinking\":false},\"reasoning_effort\":\"low\","
+                      "\"thinking_token_budget\":7}";
+  oai_chat_req_t t;
+  assert_int_equal(oai_parse_chat(think, strlen(think), NULL, &a, &t, &err), 0);
+  assert_string_equal(t.template_kwargs, "{\"enable_thinking\":false}");
+  assert_string_equal(t.reasoning_effort, "low");
+  assert_true(t.has_thinking_budget);
+  assert_int_equal(t.thinking_budget, 7);
   assert_int_equal(r.params.samp.logprobs, 1);
   assert_int_equal(r.params.samp.top_logprobs, 4);
   assert_false(r.add_generation_prompt);

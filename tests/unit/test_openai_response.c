@@ -167,6 +167,51 @@ static void chat_stream(void **state) {
   cJSON_Delete(root);
 }
 
+/* A thinking model's message: reasoning_content and reasoning (vLLM's two
+ * names), content null when the output was all reasoning; a chunk carries
+ * the keys only when it has reasoning; without a parser neither is written. */
+static void reasoning(void **state) {
+  (void)state;
+  oai_usage_t u = {.prompt_tokens = 4, .completion_tokens = 3};
+  oai_choice_t c = {.text = "4", .text_len = 1, .finish = SCHED_FINISH_STOP, .stop_token = -1, .has_reasoning = true,
+                    .reasoning = "2+2 is 4.", .reasoning_len = 9};
+  cJSON *root = parse(oai_write_chat_completion(&META, &c, 1, &u));
+  const cJSON *m = at(cJSON_GetArrayItem(at(root, "choices"), 0), "message");
+  assert_string_equal(str(m, "content"), "4");
+  assert_string_equal(str(m, "reasoning_content"), "2+2 is 4.");
+  assert_string_equal(str(m, "reasoning"), "2+2 is 4.");
+  cJSON_Delete(root);
+  c = (oai_choice_t){.finish = SCHED_FINISH_LENGTH, .stop_token = -1, .has_reasoning = true, .reasoning = "Hmm",
+                     .reasoning_len = 3};
+  root = parse(oai_write_chat_completion(&META, &c, 1, &u));
+  m = at(cJSON_GetArrayItem(at(root, "choices"), 0), "message");
+  assert_true(cJSON_IsNull(at(m, "content")));
+  assert_string_equal(str(m, "reasoning"), "Hmm");
+  cJSON_Delete(root);
+  c = (oai_choice_t){.text = "x", .text_len = 1, .stop_token = -1, .has_reasoning = true};
+  root = parse(oai_write_chat_completion(&META, &c, 1, &u));
+  m = at(cJSON_GetArrayItem(at(root, "choices"), 0), "message");
+  assert_true(cJSON_IsNull(at(m, "reasoning_content")) && cJSON_IsNull(at(m, "reasoning")));
+  cJSON_Delete(root);
+  c = (oai_choice_t){.text = "x", .text_len = 1, .stop_token = -1};
+  root = parse(oai_write_chat_completion(&META, &c, 1, &u));
+  m = at(cJSON_GetArrayItem(at(root, "choices"), 0), "message");
+  assert_null(cJSON_GetObjectItemCaseSensitive(m, "reasoning_content"));
+  cJSON_Delete(root);
+  c = (oai_choice_t){.stop_token = -1, .reasoning = "Let", .reasoning_len = 3};
+  root = parse(oai_write_chat_chunk(&META, &c, false, false));
+  const cJSON *d = at(cJSON_GetArrayItem(at(root, "choices"), 0), "delta");
+  assert_string_equal(str(d, "reasoning_content"), "Let");
+  assert_string_equal(str(d, "reasoning"), "Let");
+  assert_null(cJSON_GetObjectItemCaseSensitive(d, "content"));
+  cJSON_Delete(root);
+  c = (oai_choice_t){.text = "a", .text_len = 1, .stop_token = -1, .has_reasoning = true};
+  root = parse(oai_write_chat_chunk(&META, &c, false, false));
+  d = at(cJSON_GetArrayItem(at(root, "choices"), 0), "delta");
+  assert_null(cJSON_GetObjectItemCaseSensitive(d, "reasoning_content"));
+  cJSON_Delete(root);
+}
+
 static void completion_stream(void **state) {
   oai_choice_t c = {.index = 1, .text = " wor", .text_len = 4, .stop_token = -1, .has_logprobs = true,
                     .logprobs = LP, .n_logprobs = 1};
@@ -307,6 +352,7 @@ int main(void) {
       cmocka_unit_test(completion),
       cmocka_unit_test(chat_completion),
       cmocka_unit_test(chat_stream),
+      cmocka_unit_test(reasoning),
       cmocka_unit_test(completion_stream),
       cmocka_unit_test(text_is_utf8),
       cmocka_unit_test(errors_models_tokens),
