@@ -1,7 +1,8 @@
 /* hf/hf_config.c — config.json read into llama.cpp's `<arch>.*` keys (see
  * hf.h). Field by field, as Hugging Face's configuration_*.py define them:
- *   model_type            llama, mistral → llama; qwen2; qwen3; gemma2;
- *                         gemma3_text → gemma3; phi3
+ *   model_type            llama, mistral, mixtral → llama; qwen2; qwen3; gemma2;
+ *                         gemma3_text → gemma3; phi3; qwen2_moe → qwen2moe,
+ *                         qwen3_moe → qwen3moe (the experts' fields: hf_moe.c)
  *   hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
  *   num_key_value_heads (default: heads), head_dim (default: hidden / heads),
  *   rms_norm_eps, rope_theta (default 10000), max_position_embeddings,
@@ -83,6 +84,8 @@ static float *factors(const cJSON *v, int n, const char *what, char *err, size_t
 static int rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arch_t *arch, int rot_dim, char *err,
                         size_t err_len) {
   const cJSON *rs = field(cfg, "rope_scaling");
+  if ((!rs || cJSON_IsNull(rs)) && cJSON_IsString(field(field(cfg, "rope_parameters"), "rope_type")))
+    rs = field(cfg, "rope_parameters"); /* transformers 5's name (a flat one: per layer kind is not read here) */
   if (!rs || cJSON_IsNull(rs)) return 0;
   const cJSON *type = field(rs, "rope_type");
   if (!cJSON_IsString(type)) type = field(rs, "type");
@@ -213,13 +216,18 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
     arch->permute_qk = 1;
   } else if (strcmp(t, "qwen2") == 0 || strcmp(t, "qwen3") == 0 || strcmp(t, "phi3") == 0) {
     arch->name = t[0] == 'p' ? "phi3" : t[4] == '2' ? "qwen2" : "qwen3";
+  } else if (strcmp(t, "qwen2_moe") == 0 || strcmp(t, "qwen3_moe") == 0) {
+    arch->name = t[4] == '2' ? "qwen2moe" : "qwen3moe";
+  } else if (strcmp(t, "mixtral") == 0) {
+    arch->name = "llama";
+    arch->permute_qk = 1;
   } else if (strcmp(t, "gemma2") == 0) {
     arch->name = "gemma2", gemma = 2;
   } else if (strcmp(t, "gemma3_text") == 0) {
     arch->name = "gemma3", gemma = 3;
   } else {
     snprintf(err, err_len, "config.json: model_type \"%.40s\" is not one tram runs (llama, mistral, qwen2, qwen3, "
-             "gemma2, gemma3_text, phi3)", t);
+             "gemma2, gemma3_text, phi3, qwen2_moe, qwen3_moe, mixtral)", t);
     return -EINVAL;
   }
   arch->gemma = gemma != 0;
@@ -249,7 +257,8 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   }
   double eps, theta, partial;
   if (pos_float(field(cfg, "rms_norm_eps"), "config.json: rms_norm_eps", 0, &eps, err, err_len) ||
-      pos_float(field(cfg, "rope_theta"), "config.json: rope_theta", 10000.0, &theta, err, err_len) ||
+      pos_float(field(cfg, "rope_theta") ? field(cfg, "rope_theta") : field(field(cfg, "rope_parameters"), "rope_theta"),
+                "config.json: rope_theta", 10000.0, &theta, err, err_len) ||
       pos_float(field(cfg, "partial_rotary_factor"), "config.json: partial_rotary_factor", 1.0, &partial, err,
                 err_len))
     return -EINVAL;
@@ -292,6 +301,7 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   const cJSON *tie = field(cfg, "tie_word_embeddings");
   arch->tied = tie ? cJSON_IsTrue(tie) : gemma != 0; /* the configs' defaults: gemma true, the others false */
   if (rope_scaling(b, cfg, a, arch, rot_dim, err, err_len)) return -EINVAL;
+  if ((strstr(t, "_moe") || strcmp(t, "mixtral") == 0) && hf__moe_config(b, cfg, t, arch, err, err_len)) return -EINVAL;
   if (gemma && gemma_fields(b, cfg, a, gemma, (int)layers, (int)head_dim, (int)dim, (int)heads, err, err_len))
     return -EINVAL;
   return 0;

@@ -21,6 +21,9 @@
  *   gemma3 gemma2 without soft-capping, with per-head Q/K norms (as
  *          qwen3), five sliding layers to one global (pattern 6), the
  *          sliding layers on their own unscaled RoPE base (10000).
+ *   qwen3moe, qwen2moe  qwen3's and qwen2's attention with a mixture-of-
+ *          experts MLP (model/model_moe.h); a llama file with expert_count
+ *          > 0 is Mixtral's.
  *   phi3   the llama block with neox RoPE, Q/K/V fused in one matrix
  *          (attn_qkv) and gate/up in another (ffn_up), both used as row
  *          views; LongRoPE (rope_factors_long/short) when present.
@@ -79,6 +82,8 @@ typedef enum model_arch {
   MODEL_ARCH_GEMMA2 = 3,
   MODEL_ARCH_GEMMA3 = 4,
   MODEL_ARCH_PHI3 = 5,
+  MODEL_ARCH_QWEN2MOE = 30, /* mixtures of experts (model/model_moe.h); Mixtral is MODEL_ARCH_LLAMA */
+  MODEL_ARCH_QWEN3MOE = 31,
 } model_arch_t;
 
 /* The `general.architecture` name of arch ("llama", "qwen2", ...). */
@@ -138,6 +143,12 @@ typedef struct model_hparams {
   float attn_scale;    /* the scores' scale; 0: 1 / sqrt(head_dim) (gemma: see model_hparams.c) */
   float attn_softcap;  /* attn_logit_softcapping; 0: none */
   float final_softcap; /* final_logit_softcapping; 0: none */
+  /* mixture of experts (model/model_moe.h) */
+  int n_expert;        /* expert_count; 0: a dense model */
+  int n_expert_used;   /* expert_used_count: experts per token (top-k) */
+  int expert_ff_dim;   /* expert_feed_forward_length (default feed_forward_length) */
+  int shexp_ff_dim;    /* expert_shared_feed_forward_length: the sigmoid-gated shared expert (qwen2moe); 0: none */
+  int expert_norm;     /* expert_weights_norm: the top-k weights renormalised to sum 1 */
 } model_hparams_t;
 
 typedef struct model model_t;

@@ -6,6 +6,7 @@
 
 #include "gguf/gguf.h"
 #include "model/model.h"
+#include "model/model_moe.h"
 
 /* One transformer block. Matrices are [rows = out features, cols = in
  * features]; vectors are f32 device buffers. */
@@ -22,6 +23,7 @@ typedef struct model_layer {
   kern_weight_t w_gate;  /* [ff_dim, dim] */
   kern_weight_t w_up;    /* [ff_dim, dim] */
   kern_weight_t w_down;  /* [dim, ff_dim] */
+  model_moe_layer_t *moe; /* a sparse layer's experts (owned), instead of w_gate/w_up/w_down; NULL: dense */
 } model_layer_t;
 
 struct model {

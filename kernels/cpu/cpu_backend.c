@@ -143,6 +143,7 @@ static const kern_backend_t cpu_table = {
     .add = kern_cpu_add,
     .add_bias = kern_cpu_add_bias,
     .gather_rows = kern_cpu_gather_rows,
+    .moe_combine = kern_cpu_moe_combine,
 
     /* KV cache and attention: kernels/cpu/attn_*.c */
     .kv_write = kern_cpu_kv_write,
