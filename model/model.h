@@ -274,6 +274,11 @@ int model_runner_max_blocks_per_seq(const model_runner_t *r);
 /* A copy of the runner's graph counters. */
 void model_runner_graph_stats(const model_runner_t *r, model_graph_stats_t *out);
 
+/* Expert MLPs the runner has run (model/model_moe.h): each expert some row
+ * chose, once per sparse layer and step however many rows chose it; 0 for
+ * a dense model. */
+uint64_t model_runner_experts_run(const model_runner_t *r);
+
 /* The attention forward the runner drives (for its path counters). */
 const attn_t *model_runner_attn(const model_runner_t *r);
 

@@ -167,6 +167,7 @@ void model_runner_graph_stats(const model_runner_t *r, model_graph_stats_t *out)
 
 int model_runner_max_blocks_per_seq(const model_runner_t *r) { return attn_max_blocks_per_seq(r->attn); }
 const attn_t *model_runner_attn(const model_runner_t *r) { return r->attn; }
+uint64_t model_runner_experts_run(const model_runner_t *r) { return r->moe ? model__moe_experts_run(r->moe) : 0; }
 
 /* Checks what the attention does not: capacities, ids, positions, rows. */
 static int check_batch(const model_runner_t *r, const model_batch_t *b) {
