@@ -128,21 +128,27 @@ def test_matches_transformers_from_both_formats(fam, tool, tmp_path):
     check_against_reference(gguf_logits, ref_logits)
 
 
+ARITH = {"exact": {}, "fast_q8": dict(precision="fast", quantize="Q8_0")}  # fast: repacked quantized experts
+
+
+@pytest.mark.parametrize("arith", list(ARITH))
 @pytest.mark.parametrize("fam", FAMILIES)
-def test_batch_invariant_across_experts(fam, tool, tmp_path):
+def test_batch_invariant_across_experts(fam, arith, tool, tmp_path):
     seqs, _, routed = expected(fam)
+    opts = ARITH[arith]
     # transformers' own choices in layer 0: the sequences' tokens spread over several experts
     # and the sequences disagree, so a batch's rows go to other experts than a row's own
     sets = [set(r.reshape(-1).tolist()) for r in routed]
     assert len(set().union(*sets)) >= 6 and len({frozenset(s) for s in sets}) == len(sets)
     alone, _ = run_plan(tool, tmp_path, FIX / fam, seqs, [[len(x) if s == k else 0 for s, x in enumerate(seqs)]
-                                                          for k in range(len(seqs))], threads=1)
+                                                          for k in range(len(seqs))], threads=1, **opts)
     steps = schedule([len(s) for s in seqs], lambda k, s, left, done: [3, 7, 4][s] if k == 0 else 1 + (k + s) % 3)
     mixed, paths = run_plan(tool, tmp_path, FIX / fam, seqs, steps, block_size=4, num_blocks=24, shuffle_seed=5,
-                            threads=2)
+                            threads=2, **opts)
     assert "varlen" in paths
     decode, dpaths = run_plan(tool, tmp_path, FIX / fam, seqs, schedule([len(s) for s in seqs],
-                                                                         lambda k, s, left, done: 1), threads=2)
+                                                                         lambda k, s, left, done: 1), threads=2,
+                              **opts)
     assert "decode" in dpaths
     for run in (mixed, decode):
         for g, a in zip(run, alone):
