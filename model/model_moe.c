@@ -80,14 +80,14 @@ int model__moe_hparams(const gguf_ctx_t *g, const char *arch, int sparse, model_
 void model__moe_route(const float *logits, int n_expert, int k, int norm, model_moe_gating_t gating, int32_t *ids,
                       float *w) {
   /* the top k by logit (softmax is monotonic): repeated arg-max, lower index first on ties */
+  unsigned char taken[MAX_EXPERTS];
+  memset(taken, 0, (size_t)n_expert);
   for (int j = 0; j < k; j++) {
     int best = -1;
-    for (int e = 0; e < n_expert; e++) {
-      int taken = 0;
-      for (int i = 0; i < j && !taken; i++) taken = ids[i] == e;
-      if (!taken && (best < 0 || logits[e] > logits[best])) best = e;
-    }
+    for (int e = 0; e < n_expert; e++)
+      if (!taken[e] && (best < 0 || logits[e] > logits[best])) best = e;
     ids[j] = best;
+    taken[best] = 1;
   }
   /* ascending expert order: the order of the weighted sum */
   for (int j = 1; j < k; j++)

@@ -63,7 +63,8 @@ int model__moe_hparams(const gguf_ctx_t *g, const char *arch, int sparse, model_
                        size_t err_len);
 
 /* Routes one row: logits [n_expert] → ids[k] (ascending) and their
- * weights w[k] (see above). Pure, deterministic. */
+ * weights w[k] (see above); 1 <= k <= n_expert <= 4096 (expert_count's
+ * bound). Pure, deterministic. */
 void model__moe_route(const float *logits, int n_expert, int k, int norm, model_moe_gating_t gating, int32_t *ids,
                       float *w);
 
