@@ -14,8 +14,11 @@ computed from them. Each family must give, through tram's real forward path
 - the same bits for every sequence whether it runs alone on one thread or
   in mixed prefill/decode batches on two, with sequences whose tokens chose
   other experts (transformers' own router choices, recorded in the fixture);
+- the expert MLPs each step ran: exactly the union of those its rows chose;
 - transformers' greedy tokens through the engine (`tram generate`), and
-  the same through `tram serve` and the official `openai` client.
+  the same through `tram serve` and the official `openai` client; greedy
+  and seeded-sampled requests the same alone as arriving into mixed
+  batches.
 Keys and combinations tram does not run are refused at load with one line
 naming them."""
 import json
@@ -197,6 +200,31 @@ def test_greedy_matches_transformers(fam, tram_bin, tmp_path):
     assert ids_of(out[0]) == [g["greedy"]]
     solo, _ = generate(tram_bin, FIX / fam, tmp_path, reqs[:1], "--max-seqs", "1")
     assert ids_of(solo[0]) == [g["greedy"]]
+
+
+@pytest.mark.parametrize("fam", FAMILIES)
+def test_engine_batch_invariant(fam, tram_bin, tmp_path):
+    """Greedy and seeded-sampled requests give the same tokens alone (max_seqs 1) as when they
+    arrive at random steps into batches of mixed prefill chunks and decode rows (as
+    tests/integration/test_model_families.py holds the dense families)."""
+    import random
+    from test_engine import generate, ids_of
+    rng = random.Random(11)
+    reqs = []
+    for i in range(8):
+        prompt = "".join(chr(rng.randint(33, 126)) for _ in range(rng.randint(3, 30)))
+        r = {"prompt": prompt, "max_tokens": 6, "ignore_eos": True}
+        if i % 2:
+            r.update(temperature=1.0, top_k=20, seed=rng.randrange(2**53))
+        reqs.append(r)
+    solo, _ = generate(tram_bin, FIX / fam, tmp_path, reqs, "--max-seqs", "1", "--no-prefix-caching")
+    arriving = [{**r, "arrive_step": rng.randint(0, 8)} for r in reqs]
+    out, stats = generate(tram_bin, FIX / fam, tmp_path, arriving, "--max-seqs", "8", "--max-batch-tokens", "16",
+                          "--block-size", "8")
+    for r, o, s in zip(arriving, out, solo):
+        assert ids_of(o) == ids_of(s), r
+    assert stats["step_seqs"] > stats["steps"]
+    assert stats["varlen_steps"] > 0 and stats["decode_steps"] > 0
 
 
 def test_serves_openai_client(tmp_path):
