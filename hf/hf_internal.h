@@ -20,7 +20,7 @@ typedef struct hf_arch {
   /* mixture of experts (hf_moe.c): 0 experts for a dense model */
   int n_expert;
   unsigned char *sparse;        /* [n_layers] 1: the layer's MLP is the experts' (malloc'd) */
-  struct hf_moe_stack *stacks;  /* [n_layers * 3] experts being stacked (malloc'd) */
+  struct hf_moe_stack *stacks;  /* [n_layers * 3] the experts seen of each layer and matrix (malloc'd) */
 } hf_arch_t;
 
 /* config.json (cfg) → the architecture's keys in b, and *arch. 0, or
@@ -43,8 +43,7 @@ int hf__moe_config(gguf_build_t *b, const cJSON *cfg, const char *model_type, hf
 
 struct st_tensor;
 /* Tensor t of layer `layer` (`rest`: its name after "model.layers.N."):
- * an expert's matrix is copied into its layer's stacked tensor
- * (ffn_{gate,up,down}_exps, added when its last expert arrives): 1; not
+ * an expert's matrix, added as blk.N.ffn_{gate,up,down}.E.weight: 1; not
  * an expert's: 0; -EINVAL with err written for a bad one. */
 int hf__moe_tensor(gguf_build_t *b, const struct st_tensor *t, hf_arch_t *a, int layer, const char *rest, char *err,
                    size_t err_len);

@@ -12,9 +12,11 @@
  *   intermediate_size.
  *   tensors: mlp.gate / block_sparse_moe.gate → ffn_gate_inp;
  *   mlp.experts.E.{gate,up,down}_proj / block_sparse_moe.experts.E.w{1,3,2}
- *   → expert E of ffn_{gate,up,down}_exps ([E, rows, cols] stacked: a copy,
- *   since the file keeps each expert apart); mlp.shared_expert.* →
- *   ffn_*_shexp, mlp.shared_expert_gate → ffn_gate_inp_shexp. */
+ *   → ffn_{gate,up,down}.E (one tensor per expert, as older llama.cpp files
+ *   have them: views of the mapping, no copy; the model takes them where a
+ *   converted file has the stacked ffn_*_exps); mlp.shared_expert.* →
+ *   ffn_*_shexp, mlp.shared_expert_gate → ffn_gate_inp_shexp. Every expert
+ *   of every sparse layer must be there (hf__moe_finish). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,14 +26,10 @@
 #include "hf/hf_internal.h"
 #include "st/safetensors.h"
 
-/* One stacked tensor in the making. */
+/* The experts of one layer and matrix seen so far. */
 struct hf_moe_stack {
-  char *data;          /* [n_expert · bytes], NULL until the first expert */
-  unsigned char *have; /* [n_expert] */
+  unsigned char *have; /* [n_expert], NULL until the first */
   int n_have;
-  kern_type_t type;
-  int64_t rows, cols;
-  uint64_t bytes;      /* one expert's */
 };
 
 static const cJSON *field(const cJSON *o, const char *name) { return cJSON_GetObjectItemCaseSensitive(o, name); }
@@ -88,17 +86,14 @@ int hf__moe_config(gguf_build_t *b, const cJSON *cfg, const char *mt, hf_arch_t 
 }
 
 void hf__moe_free(hf_arch_t *a) {
-  for (int i = 0; a->stacks && i < a->n_layers * 3; i++) {
-    free(a->stacks[i].data);
-    free(a->stacks[i].have);
-  }
+  for (int i = 0; a->stacks && i < a->n_layers * 3; i++) free(a->stacks[i].have);
   free(a->stacks);
   free(a->sparse);
   a->stacks = NULL;
   a->sparse = NULL;
 }
 
-static const char *const KIND_GGUF[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+static const char *const KIND[3] = {"gate", "up", "down"};
 
 int hf__moe_tensor(gguf_build_t *b, const st_tensor_t *t, hf_arch_t *a, int layer, const char *rest, char *err,
                    size_t err_len) {
@@ -123,30 +118,17 @@ int hf__moe_tensor(gguf_build_t *b, const st_tensor_t *t, hf_arch_t *a, int laye
     snprintf(err, err_len, "tensor 'model.layers.%d.%.100s' has %d dimensions (want 2)", layer, rest, t->n_dims);
     return -EINVAL;
   }
-  if (!s->data) {
-    s->type = t->type;
-    s->rows = t->shape[0];
-    s->cols = t->shape[1];
-    s->bytes = t->nbytes;
-    s->data = xmalloc((size_t)t->nbytes * (size_t)a->n_expert);
-    s->have = xcalloc((size_t)a->n_expert, 1);
-  }
-  if (t->type != s->type || t->shape[0] != s->rows || t->shape[1] != s->cols || s->have[e]) {
-    snprintf(err, err_len, "tensor 'model.layers.%d.%.100s': %s", layer, rest,
-             s->have[e] ? "given twice" : "its type or shape differs from the layer's other experts");
+  if (!s->have) s->have = xcalloc((size_t)a->n_expert, 1);
+  if (s->have[e]) {
+    snprintf(err, err_len, "tensor 'model.layers.%d.%.100s' is given twice", layer, rest);
     return -EINVAL;
   }
-  memcpy(s->data + (size_t)e * s->bytes, t->data, (size_t)s->bytes);
   s->have[e] = 1;
-  if (++s->n_have < a->n_expert) return 1;
+  s->n_have++;
   char name[64];
-  snprintf(name, sizeof name, "blk.%d.%s.weight", layer, KIND_GGUF[kind]);
-  gguf_build_keep(b, s->data);
-  const void *data = s->data;
-  s->data = NULL; /* the builder's now */
-  if (gguf_build_tensor(b, name, s->type, 3, (int64_t[]){s->cols, s->rows, a->n_expert}, data,
-                        s->bytes * (uint64_t)a->n_expert) != 0) {
-    snprintf(err, err_len, "tensor '%s' is not a matrix tram can use", name);
+  snprintf(name, sizeof name, "blk.%d.ffn_%s.%d.weight", layer, KIND[kind], e);
+  if (gguf_build_tensor(b, name, t->type, 2, (int64_t[]){t->shape[1], t->shape[0]}, t->data, t->nbytes) != 0) {
+    snprintf(err, err_len, "tensor 'model.layers.%d.%.100s' is not a matrix tram can use", layer, rest);
     return -EINVAL;
   }
   return 1;
@@ -176,7 +158,7 @@ int hf__moe_finish(hf_arch_t *a, char *err, size_t err_len) {
       if (s->n_have == a->n_expert) continue;
       int e = 0;
       while (s->have && e < a->n_expert && s->have[e]) e++;
-      snprintf(err, err_len, "layer %d: expert %d's %s matrix is missing", l, e, KIND_GGUF[k] + 4);
+      snprintf(err, err_len, "layer %d: expert %d's %s matrix is missing", l, e, KIND[k]);
       rc = -EINVAL;
     }
   hf__moe_free(a);

@@ -24,7 +24,8 @@
  *   rope_factors_{long,short}.weight [rot_dim / 2] F32  phi3 LongRoPE (model_hparams.c)
  *   blk.N.ffn_gate_inp.weight  [dim, n_expert]       a sparse layer's router (model_moe.h), then
  *   blk.N.ffn_{gate,up}_exps.weight [dim, expert_ff, n_expert], ffn_down_exps [expert_ff, dim, n_expert]
- *                                                    instead of ffn_{gate,up,down}
+ *                                                    instead of ffn_{gate,up,down}; or per expert E
+ *                                                    blk.N.ffn_{gate,up}.E.weight [dim, expert_ff], ffn_down.E
  *   blk.N.ffn_{gate,up}_shexp.weight [dim, shexp_ff], ffn_down_shexp [shexp_ff, dim],
  *   blk.N.ffn_gate_inp_shexp.weight [dim]            qwen2moe's shared expert
  * Any other tensor is an error: a weight tram would silently ignore means
@@ -193,18 +194,29 @@ static int load_vector(loader_t *ld, const char *name, int64_t n, float **dst, i
   return 0;
 }
 
-/* The stacked experts `name` ([cols, rows, n_expert]): expert e's rows ×
- * cols into ws[e]. A token reads n_expert_used of them (step_bytes). */
-static int load_experts(loader_t *ld, const char *name, int64_t rows, int64_t cols, kern_weight_t *ws) {
+/* Layer l's experts of `kind` (gate, up, down), rows × cols each, into
+ * ws[e]: slices of the stacked blk.l.ffn_<kind>_exps.weight ([cols, rows,
+ * n_expert]), or one tensor per expert blk.l.ffn_<kind>.E.weight (older
+ * llama.cpp files, and hf/'s view of a checkpoint folder, whose experts
+ * stay apart in the mapping). A token reads n_expert_used (step_bytes). */
+static int load_experts(loader_t *ld, int l, const char *kind, int64_t rows, int64_t cols, kern_weight_t *ws) {
   const model_hparams_t *hp = &ld->m->hp;
+  char name[64], one[64];
+  snprintf(name, sizeof name, "blk.%d.ffn_%s_exps.weight", l, kind);
+  snprintf(one, sizeof one, "blk.%d.ffn_%s.0.weight", l, kind);
+  const int apart = !gguf_find_tensor(ld->m->gguf, name) && gguf_find_tensor(ld->m->gguf, one);
   int bad = 0;
-  const gguf_tensor_t *t = find3(ld, name, cols, rows, hp->n_expert, 1, &bad);
-  if (!t) return -EINVAL;
-  const kern_type_t type = (kern_type_t)t->type;
-  const int64_t row_bytes = kern_type_row_bytes(type, cols);
+  const gguf_tensor_t *t = apart ? NULL : find3(ld, name, cols, rows, hp->n_expert, 1, &bad);
+  if (!apart && !t) return -EINVAL;
   for (int e = 0; e < hp->n_expert; e++) {
-    const void *data = row_bytes > 0 ? (const char *)t->data + (int64_t)e * rows * row_bytes : NULL;
-    const int rc = prepare(ld, name, type, data, rows, cols, &ws[e]);
+    if (apart) {
+      snprintf(one, sizeof one, "blk.%d.ffn_%s.%d.weight", l, kind, e);
+      if (!(t = find(ld, one, cols, rows, 1, &bad))) return -EINVAL;
+    }
+    const kern_type_t type = (kern_type_t)t->type;
+    const int64_t row_bytes = kern_type_row_bytes(type, cols);
+    const void *data = row_bytes <= 0 ? NULL : (const char *)t->data + (apart ? 0 : (int64_t)e * rows * row_bytes);
+    const int rc = prepare(ld, apart ? one : name, type, data, rows, cols, &ws[e]);
     if (rc != 0) return rc;
   }
   ld->m->step_bytes += hp->n_expert_used * rows * kern_type_row_bytes(ws[0].type, cols);
@@ -222,9 +234,9 @@ static int load_moe(loader_t *ld, int l, model_layer_t *L) {
   char name[64];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
   int rc = load_matrix(ld, NAME("ffn_gate_inp.weight"), E, hp->dim, &M->router);
-  if (rc == 0) rc = load_experts(ld, NAME("ffn_gate_exps.weight"), eff, hp->dim, M->gate);
-  if (rc == 0) rc = load_experts(ld, NAME("ffn_up_exps.weight"), eff, hp->dim, M->up);
-  if (rc == 0) rc = load_experts(ld, NAME("ffn_down_exps.weight"), hp->dim, eff, M->down);
+  if (rc == 0) rc = load_experts(ld, l, "gate", eff, hp->dim, M->gate);
+  if (rc == 0) rc = load_experts(ld, l, "up", eff, hp->dim, M->up);
+  if (rc == 0) rc = load_experts(ld, l, "down", hp->dim, eff, M->down);
   if (rc == 0 && sff > 0) {
     rc = load_matrix(ld, NAME("ffn_gate_shexp.weight"), sff, hp->dim, &M->sh_gate);
     if (rc == 0) rc = load_matrix(ld, NAME("ffn_up_shexp.weight"), sff, hp->dim, &M->sh_up);

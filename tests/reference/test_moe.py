@@ -8,8 +8,9 @@ computed from them. Each family must give, through tram's real forward path
 - from the Hugging Face folder, transformers' logits (rel. L2 < 1e-3 at
   every position, the same argmax);
 - from a GGUF file the `gguf` package writes from the same safetensors with
-  llama.cpp's names and keys (stacked experts, Q/K permuted for Mixtral),
-  the same logits bit for bit, and the float64 reference's (< 1e-3) — the
+  llama.cpp's names and keys (stacked experts, or one tensor per expert as
+  older files have them; Q/K permuted for Mixtral), the same logits bit for
+  bit, and the float64 reference's (< 1e-3) — the
   reference itself agreeing with transformers;
 - the same bits for every sequence whether it runs alone on one thread or
   in mixed prefill/decode batches on two, with sequences whose tokens chose
@@ -51,9 +52,10 @@ def permute(w, n_head):
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_gguf(fam, path, extra_keys=(), drop_keys=(), edit=None):
+def write_gguf(fam, path, extra_keys=(), drop_keys=(), edit=None, apart=False):
     """The fixture's weights as llama.cpp's converter lays them out, written by the gguf package.
-    extra_keys: (key, value) pairs added; drop_keys: keys left out; edit(tensors): changes the dict."""
+    extra_keys: (key, value) pairs added; drop_keys: keys left out; edit(tensors): changes the dict;
+    apart: one tensor per expert (blk.N.ffn_gate.E.weight, older llama.cpp files) instead of stacked."""
     cfg = json.loads((FIX / fam / "config.json").read_text())
     st = load_file(FIX / fam / "model.safetensors")
     arch = GGUF_ARCH[fam]
@@ -85,7 +87,9 @@ def write_gguf(fam, path, extra_keys=(), drop_keys=(), edit=None):
         for hf, g in experts.items():
             mid = "block_sparse_moe" if fam == "mixtral" else "mlp"
             names = [f"{p}{mid}.experts.{e}.{hf}.weight" for e in range(E)]
-            if names[0] in st:
+            if names[0] in st and apart:
+                t.update({f"blk.{l}.ffn_{g}.{e}.weight": st[n] for e, n in enumerate(names)})
+            elif names[0] in st:
                 t[f"blk.{l}.ffn_{g}_exps.weight"] = np.stack([st[n] for n in names])
     if edit:
         edit(t)
@@ -123,8 +127,10 @@ def test_matches_transformers_from_both_formats(fam, tool, tmp_path):
     check_against_reference(hf_logits, want)
     path = write_gguf(fam, tmp_path / f"{fam}.gguf")
     gguf_logits, _ = run_plan(tool, tmp_path, path, seqs, threads=1)
-    for a, b in zip(hf_logits, gguf_logits):
+    apart_logits, _ = run_plan(tool, tmp_path, write_gguf(fam, tmp_path / "apart.gguf", apart=True), seqs, threads=1)
+    for a, b, c in zip(hf_logits, gguf_logits, apart_logits):
         assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+        assert np.array_equal(a.view(np.uint32), c.view(np.uint32))
     ref = MoeRef(path)
     ref_logits = [ref.forward(s) for s in seqs]
     check_against_reference([r.astype(np.float32) for r in ref_logits], want)  # the reference vs transformers
@@ -269,6 +275,8 @@ GGUF_REFUSALS = {
     "shared_on_qwen3": ("qwen3_moe", dict(extra_keys=[("expert_shared_feed_forward_length", 8)]),
                         "shared expert for qwen2moe only"),
     "seven_experts": ("qwen3_moe", dict(edit=drop_expert), "blk.0.ffn_down_exps.weight' has shape [32, 48, 7]"),
+    "apart_missing_one": ("mixtral", dict(apart=True, edit=lambda t: t.pop("blk.1.ffn_up.5.weight")),
+                          "tensor 'blk.1.ffn_up.5.weight' is missing"),
     "norm_not_bool": ("qwen3_moe", dict(extra_keys=[("expert_weights_norm", 1)]), "expert_weights_norm' is not a boolean"),
 }
 
@@ -304,7 +312,7 @@ HF_REFUSALS = {
     "sparse_step_zero": ("qwen2_moe", dict(cfg_edit=lambda c: c.update(decoder_sparse_step=0)),
                          "decoder_sparse_step is not a whole number"),
     "missing_expert": ("mixtral", dict(st_edit=lambda s: s.pop("model.layers.1.block_sparse_moe.experts.3.w2.weight")),
-                       "layer 1: expert 3's down_exps matrix is missing"),
+                       "layer 1: expert 3's down matrix is missing"),
     "top_k_over_experts": ("qwen2_moe", dict(cfg_edit=lambda c: c.update(num_experts_per_tok=9)),
                            "num_experts_per_tok is not a whole number in 1..8"),
 }
