@@ -151,6 +151,10 @@ typedef struct model_hparams {
   int expert_norm;     /* expert_weights_norm: the top-k weights renormalised to sum 1 */
 } model_hparams_t;
 
+/* model_arch_hf_class for a model's hyper-parameters: a llama file with
+ * experts is "MixtralForCausalLM". */
+const char *model_hf_class(const model_hparams_t *hp);
+
 typedef struct model model_t;
 
 /* Opens the GGUF file at `path`, reads and checks the hyper-parameters,

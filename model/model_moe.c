@@ -1,5 +1,6 @@
 /* model/model_moe.c — the mixture-of-experts MLP: keys, routing, the step
- * (see model_moe.h). */
+ * (see model_moe.h); and model_hf_class (model.h), where experts make a
+ * llama Mixtral. */
 #include "model/model_moe.h"
 
 #include <errno.h>
@@ -226,4 +227,8 @@ void model__moe_forward(kern_backend_t *be, const model_hparams_t *hp, const mod
   be->upload(be, s->slot, s->slot_h, (size_t)T * kk * sizeof(int32_t));
   be->upload(be, s->cw, s->cw_h, (size_t)T * kk * sizeof(float));
   be->moe_combine(be, y, s->ys, s->slot, s->cw, T, kk, D);
+}
+
+const char *model_hf_class(const model_hparams_t *hp) {
+  return hp->arch == MODEL_ARCH_LLAMA && hp->n_expert > 0 ? "MixtralForCausalLM" : model_arch_hf_class(hp->arch);
 }

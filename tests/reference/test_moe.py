@@ -255,6 +255,18 @@ def test_serves_openai_client(tmp_path):
         assert srv.stop() == 0
 
 
+def test_model_info_names_mixtral(tmp_path):
+    """A llama model with experts is Mixtral's: /model_info gives model_type llama (the
+    general.architecture the folder reads as) and Hugging Face's MixtralForCausalLM."""
+    import tram_server
+    srv = tram_server.start(tmp_path, "--max-model-len", "64", model=FIX / "mixtral")
+    try:
+        j = srv.get("/model_info").json()
+        assert (j["model_type"], j["architectures"]) == ("llama", ["MixtralForCausalLM"])
+    finally:
+        assert srv.stop() == 0
+
+
 def load_error(tool, tmp_path, model):
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"model": str(model), "seqs": [[1, 2]], "out": str(tmp_path / "x")}))
