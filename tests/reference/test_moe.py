@@ -212,26 +212,11 @@ def test_greedy_matches_transformers(fam, tram_bin, tmp_path):
 @pytest.mark.parametrize("fam", FAMILIES)
 def test_engine_batch_invariant(fam, tram_bin, tmp_path):
     """Greedy and seeded-sampled requests give the same tokens alone (max_seqs 1) as when they
-    arrive at random steps into batches of mixed prefill chunks and decode rows (as
-    tests/integration/test_model_families.py holds the dense families)."""
+    arrive at random steps into batches of mixed prefill chunks and decode rows (the check
+    tests/integration/test_model_families.py holds the dense families to)."""
     import random
-    from test_engine import generate, ids_of
-    rng = random.Random(11)
-    reqs = []
-    for i in range(8):
-        prompt = "".join(chr(rng.randint(33, 126)) for _ in range(rng.randint(3, 30)))
-        r = {"prompt": prompt, "max_tokens": 6, "ignore_eos": True}
-        if i % 2:
-            r.update(temperature=1.0, top_k=20, seed=rng.randrange(2**53))
-        reqs.append(r)
-    solo, _ = generate(tram_bin, FIX / fam, tmp_path, reqs, "--max-seqs", "1", "--no-prefix-caching")
-    arriving = [{**r, "arrive_step": rng.randint(0, 8)} for r in reqs]
-    out, stats = generate(tram_bin, FIX / fam, tmp_path, arriving, "--max-seqs", "8", "--max-batch-tokens", "16",
-                          "--block-size", "8")
-    for r, o, s in zip(arriving, out, solo):
-        assert ids_of(o) == ids_of(s), r
-    assert stats["step_seqs"] > stats["steps"]
-    assert stats["varlen_steps"] > 0 and stats["decode_steps"] > 0
+    from test_model_families import check_serves_batch_invariant
+    check_serves_batch_invariant(tram_bin, FIX / fam, tmp_path, random.Random(11))
 
 
 def test_serves_openai_client(tmp_path):
