@@ -111,6 +111,9 @@ int boot_open(boot_t *st, const boot_opts_t *o, char *err, size_t err_len) {
     return -EINVAL;
   }
   model_gen_defaults(model_gguf(st->model), &st->gen);
+  st->pooling = model_hparams(st->model)->pooling; /* MODEL_POOL_* and sched_pool_t are llama.cpp's numbers */
+  st->embed_dim = model_hparams(st->model)->dim;
+  st->pool_normalize = model_hparams(st->model)->pool_normalize;
   if (o->chat_template_path) {
     if (load_template(st, o->chat_template_path, err, err_len) != 0) {
       boot_close(st);

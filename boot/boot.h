@@ -44,6 +44,9 @@ typedef struct boot {
   gram_vocab_t *gvocab;   /* the tokenizer's grammar vocabulary (structured output) */
   gram_lru_t *grammars;   /* compiled grammars over gvocab, by content (sched_req_params_t.grammar) */
   samp_gen_defaults_t gen; /* the sampling the model file recommends (model_gen_defaults) */
+  int pooling;            /* the model file's <arch>.pooling_type (sched_pool_t; 0: none given) */
+  int pool_normalize;     /* the model file's tram.pooling.normalize: 1/0, -1: not said */
+  int32_t embed_dim;      /* the model's hidden size: an embedding's length */
 } boot_t;
 
 /* Builds *st for o. Returns 0, or -EINVAL with the reason in err[err_len]

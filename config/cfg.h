@@ -54,6 +54,8 @@ typedef enum cfg_key {
   CFG_QUANTIZE,
   CFG_CUDA_GRAPHS,
   CFG_MAX_MODEL_LEN,
+  CFG_POOLING,
+  CFG_POOLING_NORMALIZE,
   CFG_SPECIAL_TOKENS_IN_INPUT,
   CFG_DEFAULT_MAX_TOKENS,
   CFG_GENERATION_CONFIG,
@@ -125,6 +127,19 @@ typedef enum cfg_tool_parser {
   CFG_TOOL_PARSER_NONE,     /* tools refused */
 } cfg_tool_parser_t;
 
+typedef enum cfg_pooling {
+  CFG_POOLING_AUTO = 0, /* the model file's <arch>.pooling_type, else last */
+  CFG_POOLING_LAST,     /* the last token's hidden state (decoder embedding models) */
+  CFG_POOLING_MEAN,     /* the mean over the input's tokens */
+  CFG_POOLING_CLS,      /* the first token's */
+} cfg_pooling_t;
+
+typedef enum cfg_pooling_normalize {
+  CFG_POOLING_NORMALIZE_AUTO = 0, /* the model's (a sentence-transformers Normalize module), else true */
+  CFG_POOLING_NORMALIZE_TRUE,     /* vectors divided by their L2 norm */
+  CFG_POOLING_NORMALIZE_FALSE,    /* as pooled */
+} cfg_pooling_normalize_t;
+
 typedef enum cfg_generation_config {
   CFG_GENERATION_CONFIG_AUTO = 0, /* the model file's recommended sampling is the requests' default */
   CFG_GENERATION_CONFIG_NONE,     /* OpenAI's defaults */
@@ -167,6 +182,8 @@ typedef struct cfg {
                             * weights are quantized to at load ("q8_0", "q4_0", "q4_1") */
   bool cuda_graphs;        /* decode steps replay captured CUDA graphs (model/model_graph.h) */
   int max_model_len;       /* longest sequence (prompt + output); 0 = the model's context */
+  int pooling;             /* /v1/embeddings: cfg_pooling_t */
+  int pooling_normalize;   /* /v1/embeddings: cfg_pooling_normalize_t (a request's normalize wins) */
   bool special_tokens_in_input; /* control-token texts in request text are those tokens */
   int default_max_tokens;  /* max_tokens of a chat request that gives none; 0 = the model's, else to the end
                             * of the context */

@@ -26,6 +26,8 @@ static const char *const levels[] = {"error", "warn", "info", "debug", NULL}; /*
 static const char *const formats[] = {"text", "json", NULL};                 /* log_format_t */
 static const char *const spec_methods[] = {"off", "ngram", "draft", NULL}; /* sched_spec_method_t */
 static const char *const dashboards[] = {"auto", "on", "off", NULL};         /* cfg_dashboard_t */
+static const char *const poolings[] = {"auto", "last", "mean", "cls", NULL}; /* cfg_pooling_t */
+static const char *const pool_norms[] = {"auto", "true", "false", NULL};     /* cfg_pooling_normalize_t */
 static const char *const gen_configs[] = {"auto", "none", NULL}; /* cfg_generation_config_t */
 static const char *const tool_parsers[] = {"auto", "hermes", "llama3_json", "mistral", "none", NULL}; /* cfg_tool_parser_t */
 
@@ -147,6 +149,20 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                                 "max_completion_tokens. 0: the model's max_new_tokens (generation_config "
                                 "auto), else up to the end of the context.",
                                 OFF(default_max_tokens)},
+    [CFG_POOLING] = {"pooling", CFG_T_ENUM, "Model", "auto", 0, 0, 0, poolings, "TYPE", 0,
+                     "How /v1/embeddings pools an input's final-normed hidden states into one "
+                     "vector: last (the last token's: decoder embedding models such as "
+                     "Qwen3-Embedding), mean, cls (the first token's), or auto: the model file's "
+                     "<arch>.pooling_type (as llama.cpp's converters write it; a sentence-"
+                     "transformers checkpoint's 1_Pooling/config.json), else last. As "
+                     "llama.cpp's --pooling and vLLM's --override-pooler-config pooling_type.",
+                     OFF(pooling)},
+    [CFG_POOLING_NORMALIZE] = {"pooling_normalize", CFG_T_ENUM, "Model", "auto", 0, 0, 0, pool_norms, "MODE", 0,
+                               "Whether /v1/embeddings divides each vector by its L2 norm: true, "
+                               "false, or auto: as the model says (a sentence-transformers "
+                               "checkpoint: whether it has a Normalize module), else true (vLLM's and "
+                               "llama.cpp's default). A request's normalize field overrides it.",
+                               OFF(pooling_normalize)},
     [CFG_GENERATION_CONFIG] = {"generation_config", CFG_T_ENUM, "Engine", "auto", 0, 0, 0, gen_configs, "MODE", 0,
                                "auto: the sampling the model file recommends (GGUF general.sampling.* "
                                "keys, a checkpoint's generation_config.json: temperature, top_k, top_p, "

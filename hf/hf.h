@@ -7,7 +7,10 @@
  * mapped safetensors, or converted copies where GGUF's conventions differ:
  * F32 norm weights, Gemma's 1 + w, Llama's Q/K row order), and
  * tokenizer.json's byte-level BPE as `tokenizer.ggml.*`, generation_config.json's
- * sampling as `general.sampling.*` (and `tram.sampling.max_new_tokens`). The model loader
+ * sampling as `general.sampling.*` (and `tram.sampling.max_new_tokens`), a
+ * sentence-transformers folder's pooling (modules.json, 1_Pooling/config.json)
+ * as `<arch>.pooling_type` and its Normalize module as
+ * `tram.pooling.normalize`. The model loader
  * and the tokenizer then read it as they read a GGUF file, so a checkpoint
  * and its GGUF conversion give the same model.
  *

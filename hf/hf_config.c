@@ -1,14 +1,20 @@
 /* hf/hf_config.c — config.json read into llama.cpp's `<arch>.*` keys (see
  * hf.h). Field by field, as Hugging Face's configuration_*.py define them:
  *   model_type            llama, mistral, mixtral → llama; qwen2; qwen3; gemma2;
- *                         gemma3_text → gemma3; phi3; qwen2_moe → qwen2moe,
- *                         qwen3_moe → qwen3moe (the experts' fields: hf_moe.c)
+ *                         gemma3_text → gemma3; phi3; smollm3 (Q/K rows
+ *                         permuted as llama's; no_rope_layers must be
+ *                         llama.cpp's fixed NoPE step of 4); qwen2_moe →
+ *                         qwen2moe, qwen3_moe → qwen3moe (the experts'
+ *                         fields: hf_moe.c)
  *   hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
  *   num_key_value_heads (default: heads), head_dim (default: hidden / heads),
  *   rms_norm_eps, rope_theta (default 10000), max_position_embeddings,
  *   vocab_size, tie_word_embeddings, partial_rotary_factor (phi)
  *   sliding_window        mistral, gemma, phi3 (qwen's use_sliding_window is refused)
  *   rope_scaling          none/default, linear, llama3, longrope (phi3)
+ *   rope_parameters       transformers 5's form of rope_theta and the
+ *                         scaling ({rope_theta, rope_type, factor, ...});
+ *                         its per-layer-type form (Gemma 3) is refused
  *   hidden_act / hidden_activation  silu (gelu_pytorch_tanh for gemma)
  *   gemma: query_pre_attn_scalar (must be what llama.cpp's reading gives),
  *   attn_logit_softcapping, final_logit_softcapping, sliding_window_pattern
@@ -84,11 +90,11 @@ static float *factors(const cJSON *v, int n, const char *what, char *err, size_t
 static int rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arch_t *arch, int rot_dim, char *err,
                         size_t err_len) {
   const cJSON *rs = field(cfg, "rope_scaling");
-  if ((!rs || cJSON_IsNull(rs)) && cJSON_IsString(field(field(cfg, "rope_parameters"), "rope_type")))
-    rs = field(cfg, "rope_parameters"); /* transformers 5's name (a flat one: per layer kind is not read here) */
+  if (!rs || cJSON_IsNull(rs)) rs = field(cfg, "rope_parameters"); /* transformers 5 */
   if (!rs || cJSON_IsNull(rs)) return 0;
   const cJSON *type = field(rs, "rope_type");
   if (!cJSON_IsString(type)) type = field(rs, "type");
+  if (!type && rs == field(cfg, "rope_parameters")) return 0; /* rope_theta alone */
   if (!cJSON_IsObject(rs) || !cJSON_IsString(type)) {
     snprintf(err, err_len, "config.json: rope_scaling has no rope_type");
     return -EINVAL;
@@ -202,6 +208,64 @@ static int gemma_fields(gguf_build_t *b, const cJSON *cfg, const char *a, int ve
   return 0;
 }
 
+/* rope_theta: top-level (transformers 4), or in rope_parameters (5). The
+ * per-layer-type form of rope_parameters ({"full_attention": {...}, ...})
+ * is not read: NULL, and the caller's default would be wrong, so it is
+ * refused in rope_parameters_flat. */
+static const cJSON *rope_theta_field(const cJSON *cfg) {
+  const cJSON *rp = field(cfg, "rope_parameters");
+  const cJSON *v = cJSON_IsObject(rp) ? field(rp, "rope_theta") : NULL;
+  return v ? v : field(cfg, "rope_theta");
+}
+
+/* Refuses transformers 5's per-layer-type rope_parameters (no rope_theta
+ * of its own, objects per layer type), which tram does not map. */
+static int rope_parameters_flat(const cJSON *cfg, char *err, size_t err_len) {
+  const cJSON *rp = field(cfg, "rope_parameters");
+  if (!rp || cJSON_IsNull(rp)) return 0;
+  if (!cJSON_IsObject(rp)) {
+    snprintf(err, err_len, "config.json: rope_parameters is not an object");
+    return -EINVAL;
+  }
+  for (const cJSON *c = rp->child; c; c = c->next) {
+    if (cJSON_IsObject(c)) {
+      snprintf(err, err_len, "config.json: rope_parameters.%.40s: per-layer-type RoPE parameters are not something "
+               "tram reads for this model type", c->string);
+      return -EINVAL;
+    }
+  }
+  return 0;
+}
+
+/* SmolLM3's NoPE layers: no_rope_layers[l] is 1 where layer l uses RoPE.
+ * tram runs them as llama.cpp does (its GGUF has no key for them): NoPE
+ * exactly where (l + 1) % 4 == 0, so any other list is refused. */
+static int no_rope_fields(const cJSON *cfg, int n_layers, char *err, size_t err_len) {
+  const cJSON *list = field(cfg, "no_rope_layers");
+  long long interval;
+  if (hf__int(field(cfg, "no_rope_layer_interval"), "config.json: no_rope_layer_interval", 4, 1, 4096, &interval,
+              err, err_len))
+    return -EINVAL;
+  for (int l = 0; l < n_layers; l++) {
+    const int want = (l + 1) % 4 != 0;
+    int got = (l + 1) % (int)interval != 0; /* transformers' default list */
+    if (list && !cJSON_IsNull(list)) {
+      const cJSON *x = cJSON_IsArray(list) ? cJSON_GetArrayItem(list, l) : NULL;
+      if (!cJSON_IsNumber(x) || (x->valuedouble != 0 && x->valuedouble != 1)) {
+        snprintf(err, err_len, "config.json: no_rope_layers[%d] is not 0 or 1 (a list of num_hidden_layers flags)", l);
+        return -EINVAL;
+      }
+      got = x->valuedouble != 0;
+    }
+    if (got != want) {
+      snprintf(err, err_len, "config.json: no_rope_layers[%d] is %d: tram, as llama.cpp, runs SmolLM3 with RoPE off "
+               "on every fourth layer only", l, got);
+      return -EINVAL;
+    }
+  }
+  return 0;
+}
+
 int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, size_t err_len) {
   memset(arch, 0, sizeof *arch);
   const cJSON *mt = field(cfg, "model_type");
@@ -225,9 +289,18 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
     arch->name = "gemma2", gemma = 2;
   } else if (strcmp(t, "gemma3_text") == 0) {
     arch->name = "gemma3", gemma = 3;
+  } else if (strncmp(t, "gemma4", 6) == 0) {
+    snprintf(err, err_len, "config.json: model_type \"%.20s\" (Gemma 4) is not something tram runs yet: "
+             "hidden_size_per_layer_input, per-layer head_dim (per_layer_config), num_kv_shared_layers, "
+             "attention_k_eq_v, proportional RoPE%s (docs/models.md, \"Refused families\")", t,
+             cJSON_IsTrue(field(cfg, "enable_moe_block")) ? ", enable_moe_block" : "");
+    return -EINVAL;
+  } else if (strcmp(t, "smollm3") == 0) {
+    arch->name = "smollm3";
+    arch->permute_qk = 1;
   } else {
     snprintf(err, err_len, "config.json: model_type \"%.40s\" is not one tram runs (llama, mistral, qwen2, qwen3, "
-             "gemma2, gemma3_text, phi3, qwen2_moe, qwen3_moe, mixtral)", t);
+             "gemma2, gemma3_text, phi3, smollm3, qwen2_moe, qwen3_moe, mixtral)", t);
     return -EINVAL;
   }
   arch->gemma = gemma != 0;
@@ -247,18 +320,20 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
     return -EINVAL;
   const cJSON *sw = field(cfg, "sliding_window");
   const cJSON *use_sw = field(cfg, "use_sliding_window");
-  if (strncmp(a, "qwen", 4) == 0) {
+  if (strncmp(a, "qwen", 4) == 0 || strcmp(a, "smollm3") == 0) {
     if (cJSON_IsTrue(use_sw)) {
-      snprintf(err, err_len, "config.json: use_sliding_window (Qwen's per-layer windows) is not something tram runs");
+      snprintf(err, err_len, "config.json: use_sliding_window (%s's per-layer windows) is not something tram runs",
+               a[0] == 'q' ? "Qwen" : "SmolLM3");
       return -EINVAL;
     }
   } else if (hf__int(sw, "config.json: sliding_window", 0, 0, INT32_MAX, &window, err, err_len)) {
     return -EINVAL;
   }
   double eps, theta, partial;
-  if (pos_float(field(cfg, "rms_norm_eps"), "config.json: rms_norm_eps", 0, &eps, err, err_len) ||
-      pos_float(field(cfg, "rope_theta") ? field(cfg, "rope_theta") : field(field(cfg, "rope_parameters"), "rope_theta"),
-                "config.json: rope_theta", 10000.0, &theta, err, err_len) ||
+  if (rope_parameters_flat(cfg, err, err_len) ||
+      pos_float(field(cfg, "rms_norm_eps"), "config.json: rms_norm_eps", 0, &eps, err, err_len) ||
+      pos_float(rope_theta_field(cfg), "config.json: rope_theta", strcmp(a, "smollm3") == 0 ? 2000000.0 : 10000.0,
+                &theta, err, err_len) ||
       pos_float(field(cfg, "partial_rotary_factor"), "config.json: partial_rotary_factor", 1.0, &partial, err,
                 err_len))
     return -EINVAL;
@@ -304,5 +379,6 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   if ((strstr(t, "_moe") || strcmp(t, "mixtral") == 0) && hf__moe_config(b, cfg, t, arch, err, err_len)) return -EINVAL;
   if (gemma && gemma_fields(b, cfg, a, gemma, (int)layers, (int)head_dim, (int)dim, (int)heads, err, err_len))
     return -EINVAL;
+  if (strcmp(a, "smollm3") == 0 && no_rope_fields(cfg, (int)layers, err, err_len)) return -EINVAL;
   return 0;
 }

@@ -27,6 +27,9 @@
  *   phi3   the llama block with neox RoPE, Q/K/V fused in one matrix
  *          (attn_qkv) and gate/up in another (ffn_up), both used as row
  *          views; LongRoPE (rope_factors_long/short) when present.
+ *   smollm3 the llama block (Q/K rows permuted as for llama) whose every
+ *          fourth layer (l + 1 ≡ 0 mod 4) has no RoPE ("NoPE"): llama.cpp
+ *          fixes the step at 4, with no GGUF key for it.
  *
  * A model_t owns the GGUF mapping for its whole life: on the CPU backend the
  * weight matrices are views into it (other backends copy them to the device
@@ -47,7 +50,7 @@
  *   per layer:  h = rmsnorm(x) · attn_norm
  *               q, k, v = h·Wqᵀ (+bq), h·Wkᵀ (+bk), h·Wvᵀ (+bv)
  *               q, k = rmsnorm(q) · q_norm, rmsnorm(k) · k_norm per head (qwen3)
- *               q, k = rope(q, k) at each token's own position
+ *               q, k = rope(q, k) at each token's own position (not on smollm3's NoPE layers)
  *               a = paged attention(q, k, v)     (writes k, v to the cache)
  *               x = x + a·Woᵀ                  (gemma: x + rmsnorm(a·Woᵀ) · post_attention_norm)
  *               h = rmsnorm(x) · ffn_norm
@@ -82,6 +85,7 @@ typedef enum model_arch {
   MODEL_ARCH_GEMMA2 = 3,
   MODEL_ARCH_GEMMA3 = 4,
   MODEL_ARCH_PHI3 = 5,
+  MODEL_ARCH_SMOLLM3 = 6,
   MODEL_ARCH_QWEN2MOE = 30, /* mixtures of experts (model/model_moe.h); Mixtral is MODEL_ARCH_LLAMA */
   MODEL_ARCH_QWEN3MOE = 31,
 } model_arch_t;
@@ -134,6 +138,8 @@ typedef struct model_hparams {
                          included (flash-attn window_size (sliding_window - 1, 0)); 0: all */
   int swa_pattern;    /* attention.sliding_window_pattern: 0, every layer has the window;
                          n > 0, layer l has it iff (l + 1) % n != 0 (gemma2 2, gemma3 6) */
+  int no_rope_step;    /* smollm3: layer l runs without RoPE iff (l + 1) % no_rope_step == 0
+                          (4, as llama.cpp fixes it); 0: every layer rotates */
   float rope_base_swa; /* rope.freq_base_swa: the sliding layers' unscaled RoPE base (gemma3,
                           default 10000); 0: every layer uses rope_base and its scaling */
   /* Gemma */
@@ -149,11 +155,19 @@ typedef struct model_hparams {
   int expert_ff_dim;   /* expert_feed_forward_length (default feed_forward_length) */
   int shexp_ff_dim;    /* expert_shared_feed_forward_length: the sigmoid-gated shared expert (qwen2moe); 0: none */
   int expert_norm;     /* expert_weights_norm: the top-k weights renormalised to sum 1 */
+  /* embeddings */
+  int pooling;         /* pooling_type, llama.cpp's enum: MODEL_POOL_* (0: none given) */
+  int pool_normalize;  /* tram.pooling.normalize (a sentence-transformers Normalize module: hf/): 1/0,
+                          -1: not said */
 } model_hparams_t;
 
 /* model_arch_hf_class for a model's hyper-parameters: a llama file with
  * experts is "MixtralForCausalLM". */
 const char *model_hf_class(const model_hparams_t *hp);
+
+/* `<arch>.pooling_type` as llama.cpp writes it (enum llama_pooling_type);
+ * 4 (rank: a reranker's classification head) is refused at load. */
+enum { MODEL_POOL_NONE = 0, MODEL_POOL_MEAN = 1, MODEL_POOL_CLS = 2, MODEL_POOL_LAST = 3 };
 
 typedef struct model model_t;
 
@@ -206,6 +220,8 @@ const float *model_rope_inv_freq(const model_t *m);
 /* Layer l's sliding window (hp->sliding_window on the layers swa_pattern
  * selects), or 0 when it attends over every key. */
 int model_layer_window(const model_hparams_t *hp, int l);
+/* 1 when layer l turns Q and K by RoPE, 0 for a NoPE layer (no_rope_step). */
+int model_layer_rope(const model_hparams_t *hp, int l);
 /* Bytes of weights, as the file stores them, that a forward of one token
  * reads: every matrix of every layer and the output projection once, plus
  * one embedding row (the numerator of the decode bandwidth bound). */
@@ -256,6 +272,12 @@ typedef struct model_batch {
   const struct kern_sample_op *sample_ops; /* [n_sample_ops] the rows' penalty ops */
   int n_sample_ops;                        /* <= max_sample_ops */
   struct kern_sample_out *sampled;         /* [n_logits] host memory, written for rows on the device */
+  /* optional, embeddings: rows whose final-normed hidden state
+   * (rmsnorm(x) · output_norm, the input of the output projection) goes to
+   * hidden[n_hidden, dim] (host memory) */
+  int n_hidden;               /* 0..n_tokens */
+  const int32_t *hidden_rows; /* [n_hidden] row indices in [0, n_tokens), any order */
+  float *hidden;              /* [n_hidden, dim] */
 } model_batch_t;
 
 typedef struct model_runner model_runner_t;
@@ -289,7 +311,8 @@ const attn_t *model_runner_attn(const model_runner_t *r);
 /* Runs the forward of one step: writes the K/V of every row into the cache
  * at the batch's slots and writes logits [n_logits, n_vocab] (host memory,
  * row i for row logit_rows[i]; with b->sample, only the rows left to the
- * host, and the device's tokens to b->sampled). Returns 0; -E2BIG when a capacity is
+ * host, and the device's tokens to b->sampled), and the final-normed hidden
+ * states of b->hidden_rows to b->hidden. Returns 0; -E2BIG when a capacity is
  * exceeded; -EINVAL for an inconsistent batch (a token id out of range, a
  * negative position, a logit row out of range, attention metadata that
  * attn_step_begin rejects), logged, with nothing written to the cache. */

@@ -276,6 +276,7 @@ static const struct arch_info {
     {"gemma2", "Gemma2ForCausalLM", MODEL_ARCH_GEMMA2, 1, 0, 0, 2, GEMMA_KEYS, 0},
     {"gemma3", "Gemma3ForCausalLM", MODEL_ARCH_GEMMA3, 1, 0, 1, 3, GEMMA_KEYS, 0},
     {"phi3", "Phi3ForCausalLM", MODEL_ARCH_PHI3, 1, 0, 0, 0, PHI3_KEYS, 1},
+    {"smollm3", "SmolLM3ForCausalLM", MODEL_ARCH_SMOLLM3, 0, 0, 0, 0, NULL, 0},
     {"qwen2moe", "Qwen2MoeForCausalLM", MODEL_ARCH_QWEN2MOE, 1, 1, 0, 0, MODEL_MOE_KEYS, 0},
     {"qwen3moe", "Qwen3MoeForCausalLM", MODEL_ARCH_QWEN3MOE, 1, 0, 1, 0, MODEL_MOE_KEYS, 0},
 };
@@ -303,6 +304,7 @@ static const char *const KNOWN_KEYS[] = {
     "rope.scaling.type", "rope.scaling.factor", "rope.scale_linear", "rope.scaling.low_freq_factor",
     "rope.scaling.high_freq_factor", "rope.scaling.original_context_length",
     "rope.scaling.finetuned", /* a training note */
+    "pooling_type",           /* embeddings only: how /v1/embeddings pools the hidden states */
 };
 
 /* Checks that every `<arch>.*` key is known (or one of extra, NULL
@@ -387,10 +389,16 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   const struct arch_info *ai = NULL;
   for (size_t i = 0; i < N_ARCHS && !ai; i++)
     if (gguf_str_eq(a, ARCHS[i].name)) ai = &ARCHS[i];
+  if (!ai && gguf_str_eq(a, "gemma4")) {
+    snprintf(err, err_len, "general.architecture \"gemma4\" (Gemma 4) is not something tram runs yet: per-layer "
+             "input embeddings, per-layer head sizes (256/512), KV shared across layers, K = V attention and "
+             "proportional RoPE (docs/models.md, \"Refused families\")");
+    return -EINVAL;
+  }
   if (!ai) {
     snprintf(err, err_len,
              "unsupported architecture \"%.*s\" (general.architecture): tram runs llama, qwen2, qwen3, "
-             "gemma2, gemma3, phi3, qwen2moe and qwen3moe",
+             "gemma2, gemma3, phi3, smollm3, qwen2moe and qwen3moe",
              (int)(a.len > 40 ? 40 : a.len), a.ptr);
     return -EINVAL;
   }
@@ -414,7 +422,11 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   if (rc == 0) rc = get_int(g, arch, "context_length", -1, 1, INT32_MAX, &hp->n_ctx, err, err_len);
   if (rc == 0)
     rc = get_int(g, arch, "attention.sliding_window", 0, 0, INT32_MAX, &hp->sliding_window, err, err_len);
+  if (rc == 0) /* 4, rank, needs a classification head tram does not run */
+    rc = get_int(g, arch, "pooling_type", MODEL_POOL_NONE, MODEL_POOL_NONE, MODEL_POOL_LAST, &hp->pooling, err, err_len);
   if (rc != 0) return rc;
+  int64_t pn;
+  hp->pool_normalize = gguf_get_i64(g, "tram.pooling.normalize", &pn) == 0 ? pn != 0 : -1;
   if (hp->n_heads % hp->n_kv_heads != 0) {
     snprintf(err, err_len, "key '%s.attention.head_count_kv' (%d) does not divide head_count (%d)", arch,
              hp->n_kv_heads, hp->n_heads);
@@ -461,11 +473,16 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
 
   if (ai->gemma) rc = read_gemma(g, arch, ai->gemma, hp, err, err_len);
   if (rc != 0) return rc;
+  if (ai->arch == MODEL_ARCH_SMOLLM3) hp->no_rope_step = 4; /* llama.cpp's n_no_rope_layer_step: no key */
 
   hp->tied_output = gguf_find_tensor(g, "output.weight") == NULL;
   hp->qkv_bias = ai->qkv_bias || gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
   *inv_freq = inv_freq_compute(hp, rope_freqs);
   return 0;
+}
+
+int model_layer_rope(const model_hparams_t *hp, int l) {
+  return hp->no_rope_step <= 0 || (l + 1) % hp->no_rope_step != 0;
 }
 
 int model_layer_window(const model_hparams_t *hp, int l) {

@@ -23,6 +23,7 @@ struct model_runner {
   int32_t *ids;   /* [T] token ids */
   int32_t *pos;   /* [T] positions */
   int32_t *rows;  /* [L] rows that need logits */
+  int32_t *hrows; /* [T] rows whose final-normed hidden state is asked for (embeddings) */
   float *x;       /* [T, dim] the residual stream */
   float *h;       /* [T, dim] normed input of a sub-block */
   float *proj;    /* [T, dim] a sub-block's output projection */
@@ -103,6 +104,7 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
   ALLOC(r->ids, T * sizeof(int32_t));
   ALLOC(r->pos, T * sizeof(int32_t));
   ALLOC(r->rows, L * sizeof(int32_t));
+  ALLOC(r->hrows, T * sizeof(int32_t));
   ALLOC(r->x, T * hp->dim * f);
   ALLOC(r->h, T * hp->dim * f);
   ALLOC(r->proj, T * hp->dim * f);
@@ -148,7 +150,7 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
 void model_runner_destroy(model_runner_t *r) {
   if (!r) return;
   kern_backend_t *be = r->be;
-  void *bufs[] = {r->ids, r->pos,   r->rows, r->x,    r->h,  r->proj, r->q,        r->k,
+  void *bufs[] = {r->ids, r->hrows, r->pos,   r->rows, r->x,    r->h,  r->proj, r->q,        r->k,
                   r->v,   r->att,   r->gate, r->up,   r->xl, r->logits, r->samp_rows, r->samp_outs, r->samp_ops};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(be, bufs[i]);
   for (int i = 0; r->graphs && be->graph_destroy && i < r->gp.n_rows * r->gp.n_keys; i++)
@@ -196,6 +198,15 @@ static int check_batch(const model_runner_t *r, const model_batch_t *b) {
       return -EINVAL;
     }
   }
+  if (b->n_hidden < 0 || b->n_hidden > b->n_tokens || (b->n_hidden > 0 && (!b->hidden_rows || !b->hidden))) {
+    log_error("model_forward: %d hidden rows of %d tokens", b->n_hidden, b->n_tokens);
+    return -EINVAL;
+  }
+  for (int i = 0; i < b->n_hidden; i++)
+    if (b->hidden_rows[i] < 0 || b->hidden_rows[i] >= b->n_tokens) {
+      log_error("model_forward: hidden row %d is %d, outside 0..%d", i, b->hidden_rows[i], b->n_tokens - 1);
+      return -EINVAL;
+    }
   for (int i = 0; i < b->n_logits; i++) {
     if (b->logit_rows[i] < 0 || b->logit_rows[i] >= b->n_tokens) {
       log_error("model_forward: logit row %d is %d, outside 0..%d", i, b->logit_rows[i], b->n_tokens - 1);
@@ -234,8 +245,10 @@ static int issue_forward(model_runner_t *r, int T, int L) {
       be->rmsnorm(be, r->q, r->q, w->q_norm, T * hp->n_heads, hp->head_dim, hp->rms_eps);
       be->rmsnorm(be, r->k, r->k, w->k_norm, T * hp->n_kv_heads, hp->head_dim, hp->rms_eps);
     }
-    be->rope(be, r->q, r->pos, T, hp->n_heads, hp->head_dim, hp->rot_dim, inv_freq, hp->rope_neox);
-    be->rope(be, r->k, r->pos, T, hp->n_kv_heads, hp->head_dim, hp->rot_dim, inv_freq, hp->rope_neox);
+    if (model_layer_rope(hp, l)) { /* smollm3: its NoPE layers attend without positions */
+      be->rope(be, r->q, r->pos, T, hp->n_heads, hp->head_dim, hp->rot_dim, inv_freq, hp->rope_neox);
+      be->rope(be, r->k, r->pos, T, hp->n_kv_heads, hp->head_dim, hp->rot_dim, inv_freq, hp->rope_neox);
+    }
     const int rc = attn_layer_forward(r->attn, l, r->q, r->k, r->v, r->att); /* att [T, q_dim] */
     if (rc != 0) return rc;
     be->matmul(be, r->proj, r->att, &w->wo, T); /* proj [T, dim] */
@@ -331,6 +344,13 @@ int model_forward(model_runner_t *r, const model_batch_t *b, float *logits) {
     rc = issue_forward(r, T, L);
   }
   if (rc != 0) return rc;
+  if (b->n_hidden > 0) { /* embeddings: after the layers, so a padded or replayed step gives them too */
+    const int H = b->n_hidden, dim = hp->dim;
+    be->upload(be, r->hrows, b->hidden_rows, (size_t)H * sizeof(int32_t));
+    be->gather_rows(be, r->h, r->x, r->hrows, H, dim); /* h [H, dim]: free scratch once the layers ran */
+    be->rmsnorm(be, r->h, r->h, m->output_norm, H, dim, hp->rms_eps);
+    be->download(be, b->hidden, r->h, (size_t)H * dim * sizeof(float));
+  }
   if (L == 0) {
     be->sync(be);
     return 0;

@@ -110,6 +110,16 @@ sched_config_t sched_config_default(void);
 #define SCHED_MAX_STOP_IDS 64    /* stop token ids per request */
 #define SCHED_MAX_N 64           /* completions of one prompt */
 
+/* Embeddings (scheduler/sched_pool.c): how a pooling request's prompt rows'
+ * final-normed hidden states become one vector. The values are llama.cpp's
+ * enum llama_pooling_type (and GGUF's `<arch>.pooling_type`). */
+typedef enum sched_pool {
+  SCHED_POOL_NONE = 0, /* a generation request */
+  SCHED_POOL_MEAN = 1, /* the mean over every prompt row */
+  SCHED_POOL_CLS = 2,  /* the first row */
+  SCHED_POOL_LAST = 3, /* the last row (decoder embedding models: Qwen3-Embedding, e5-mistral) */
+} sched_pool_t;
+
 typedef struct sched_req_params {
   samp_params_t samp;           /* sampling; logit_bias is copied */
   int32_t max_tokens;           /* output tokens per sequence at most; 0: up to max_model_len */
@@ -139,6 +149,14 @@ typedef struct sched_req_params {
                                  * only where it accepts, and the sequence stops (SCHED_FINISH_STOP)
                                  * once nothing can follow. The request takes its own reference.
                                  * NULL: none */
+  sched_pool_t pooling;         /* not NONE: an embedding. Only the prompt pass runs (no prefix-cache
+                                 * hit, every prompt row computed, nothing sampled); the request
+                                 * ends (SCHED_FINISH_STOP, 0 tokens) with its final event carrying
+                                 * the pooled vector. Needs n 1 and no grammar, prompt_logprobs or
+                                 * score_only. The vector of a prompt is bit-identical whatever the
+                                 * batch, chunking or preemption (the sum of MEAN is taken in
+                                 * position order, in double) */
+  int normalize;                /* pooling: 1, the vector divided by its L2 norm (at least 1e-12) */
 } sched_req_params_t;
 
 /* The parameters that change nothing: samp_params_default(), max_tokens 0,
@@ -240,6 +258,9 @@ typedef struct sched_event {
   char *error;               /* ERROR: what went wrong (owned by the event) */
   /* the request's last event: from here on the submitter owns req */
   int final;
+  float *embedding;          /* final of a pooling request that finished: [n_embedding] (the model's
+                              * dim) floats, owned by the event; else NULL */
+  int32_t n_embedding;
   sched_usage_t usage;       /* final only */
   sched_times_t times;       /* final only */
 } sched_event_t;

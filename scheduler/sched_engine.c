@@ -152,6 +152,11 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   e->logit_seqs = xcalloc((size_t)c.max_batch_tokens, sizeof *e->logit_seqs);
   e->logit_pos = xcalloc((size_t)c.max_batch_tokens, sizeof *e->logit_pos);
   e->logits = xcalloc((size_t)c.max_batch_tokens * (size_t)e->n_vocab, sizeof *e->logits);
+  e->dim = hp->dim;
+  e->hidden_rows = xcalloc((size_t)c.max_batch_tokens, sizeof *e->hidden_rows);
+  e->hidden_seqs = xcalloc((size_t)c.max_batch_tokens, sizeof *e->hidden_seqs);
+  e->hidden_pos = xcalloc((size_t)c.max_batch_tokens, sizeof *e->hidden_pos);
+  e->hidden = xcalloc((size_t)c.max_batch_tokens * (size_t)hp->dim, sizeof *e->hidden); /* pages touched as used */
   e->masked = xcalloc((size_t)e->n_vocab, sizeof *e->masked);
   e->gmask = xcalloc(((size_t)e->n_vocab + 31) / 32, sizeof *e->gmask);
   if (device_sampling) { /* rows whose request qualifies pick their token on the device */
@@ -229,7 +234,7 @@ static samp_params_t seq_params(const sched_req_t *r, int32_t i) {
 
 /* The length checks of a submit; 0 or -EINVAL with the reason in err. */
 static int check_lengths(const sched_engine_t *e, const sched_req_t *r, char *err, size_t err_len) {
-  const int64_t need = (int64_t)r->n_prompt + (r->p.max_tokens > 0 ? r->p.max_tokens : 1);
+  const int64_t need = (int64_t)r->n_prompt + (r->p.pooling ? 0 : r->p.max_tokens > 0 ? r->p.max_tokens : 1);
   if (need <= e->max_len) return 0;
   char why[160];
   if (e->max_len < e->max_len_model)
@@ -240,6 +245,8 @@ static int check_lengths(const sched_engine_t *e, const sched_req_t *r, char *er
   if (r->p.max_tokens > 0)
     snprintf(err, err_len, "the prompt (%d tokens) plus max_tokens (%d) needs %lld tokens, but %s", r->n_prompt,
              r->p.max_tokens, (long long)need, why);
+  else if (r->p.pooling)
+    snprintf(err, err_len, "the input (%d tokens) is longer than the context: %s", r->n_prompt, why);
   else
     snprintf(err, err_len, "the prompt (%d tokens) leaves no room for output: %s", r->n_prompt, why);
   return -EINVAL;
@@ -292,7 +299,8 @@ int sched_submit(sched_engine_t *e, sched_req_t *r, char *err, size_t err_len) {
     sched_stop_state_init(&q->stop, &r->stops);
   }
   sched_seq_init(&r->seqs[0].s, r->prompt, r->n_prompt, r->p.n);
-  r->seqs[0].s.no_prefix = r->p.prompt_logprobs;
+  r->seqs[0].s.no_prefix = r->p.prompt_logprobs || r->p.pooling; /* every prompt row computed */
+  if (r->p.pooling) r->seqs[0].pool = xcalloc((size_t)e->dim, sizeof(double));
   r->seqs[0].s.pause = &r->paused; /* its forks share it */
   r->seqs[0].prompt_lp_next = 1;
   r->seqs[0].started = 1;
@@ -378,6 +386,10 @@ void sched_engine_destroy(sched_engine_t *e) {
   free(e->gmask);
   free(e->logit_pos);
   free(e->logits);
+  free(e->hidden_rows);
+  free(e->hidden_seqs);
+  free(e->hidden_pos);
+  free(e->hidden);
   free(e->sample_rows);
   free(e->sample_ops);
   free(e->sampled);

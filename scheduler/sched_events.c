@@ -72,6 +72,9 @@ void sched_event_release(sched_event_t *ev) {
   free(ev->text);
   free(ev->top);
   free(ev->error);
+  free(ev->embedding);
+  ev->embedding = NULL;
+  ev->n_embedding = 0;
   ev->text = NULL;
   ev->top = NULL;
   ev->error = NULL;

@@ -40,6 +40,9 @@ typedef struct sched_eseq {
   float spec_p;            /* speculation: a draft token's acceptance probability (moving estimate) */
   int32_t spec_skip;       /* decode steps left without speculating */
   int32_t spec_backoff;    /* the next pause's length, doubled after each (0: never speculated) */
+  int32_t pool_next;       /* pooling: the next prompt position whose hidden state is to be taken
+                            * (recomputation after a preemption takes nothing twice) */
+  double *pool;            /* pooling: [dim] the running sum (MEAN) or the row (CLS, LAST) */
   kv_seq_t dkv;            /* speculation with a draft model: its block table in the draft's cache,
                             * which holds the K/V of tokens[0, dkv.n_tokens) (sched_draft.c) */
 } sched_eseq_t;
@@ -66,6 +69,7 @@ struct sched_req {
   int admitted;               /* counted out of the waiting requests */
   int64_t completion_tokens;
   int64_t cached_tokens;
+  float *embedding;           /* pooling: the vector, once made, until the final event takes it */
   sched_times_t times;
   sched_req_t *inbox_next;
 };
@@ -98,6 +102,11 @@ struct sched_engine {
   sched_eseq_t **logit_seqs;  /* [max_batch_tokens] */
   int32_t *logit_pos;         /* [max_batch_tokens] a prompt row's next position (prompt_logprobs), or -1:
                                * a row to sample from */
+  int32_t *hidden_rows;       /* [max_batch_tokens] pooling: rows whose hidden state a step takes */
+  sched_eseq_t **hidden_seqs; /* [max_batch_tokens] their sequences */
+  int32_t *hidden_pos;        /* [max_batch_tokens] their prompt positions */
+  float *hidden;              /* [max_batch_tokens, dim] their final-normed hidden states */
+  int32_t dim;                /* the model's embedding length */
   float *logits;              /* [max_batch_tokens, n_vocab] (pages touched only as rows are used) */
   float *masked;              /* [n_vocab]: a row with the stop tokens masked (min_tokens) or the
                                * tokens a grammar refuses */
@@ -235,6 +244,15 @@ void sched__events_clear(sched_engine_t *e);
  * forward, samples, posts events. Returns 1 when it did any work, 0 when
  * there was nothing to run. */
 int sched__step(sched_engine_t *e);
+
+/* sched_pool.c: pooling requests. sched__pool_rows adds the rows of q's
+ * chunk (its first row is batch row `row`, prompt position `start`,
+ * q_len rows) whose hidden state q's pooling takes to e->hidden_rows from
+ * index n, returning the new count; sched__pool_take folds the step's
+ * n_hidden states into their sequences, in row order, and finishes each
+ * request whose vector is complete. */
+int32_t sched__pool_rows(sched_engine_t *e, sched_eseq_t *q, int32_t row, int64_t start, int32_t q_len, int32_t n);
+void sched__pool_take(sched_engine_t *e, int32_t n_hidden);
 
 /* Ends every unfinished sequence of r with `finish` (ABORT or ERROR with
  * `error`), posting its event; the last one is final. */

@@ -48,6 +48,11 @@ sched_req_t *sched_req_create(const int32_t *prompt, int32_t n_prompt, const sch
     snprintf(err, err_len, "max_tokens = %d: must be positive", p->max_tokens);
     return NULL;
   }
+  if (p->pooling < SCHED_POOL_NONE || p->pooling > SCHED_POOL_LAST ||
+      (p->pooling && (n != 1 || p->grammar || p->prompt_logprobs || p->score_only))) {
+    snprintf(err, err_len, "pooling %d: must be 0..3, and a pooling request has n 1 and samples nothing", p->pooling);
+    return NULL;
+  }
   if (p->n_stop_ids < 0 || p->n_stop_ids > SCHED_MAX_STOP_IDS || (p->n_stop_ids > 0 && !p->stop_ids)) {
     snprintf(err, err_len, "%d stop token ids: at most %d are allowed", p->n_stop_ids, SCHED_MAX_STOP_IDS);
     return NULL;
@@ -83,6 +88,7 @@ void sched__req_free_seqs(sched_req_t *r) {
     samp_state_destroy(q->samp);
     gram_matcher_destroy(q->gm);
     sched_stop_state_free(&q->stop);
+    free(q->pool);
     if (q->started) sched_seq_free(&q->s);
   }
   free(r->seqs);
@@ -93,6 +99,7 @@ void sched_req_destroy(sched_req_t *r) {
   if (!r) return;
   sched__req_free_seqs(r);
   sched_stops_free(&r->stops);
+  free(r->embedding);
   free(r->prompt);
   free(r->bias);
   free(r->stop_ids);

@@ -70,6 +70,11 @@ static void finish_seq(sched_engine_t *e, sched_eseq_t *q, sched_event_t *ev, sc
     mark_admitted(e, r);
     r->times.finished = ev->time;
     ev->final = 1;
+    if (finish == SCHED_FINISH_STOP && r->embedding) { /* pooling: the vector goes with the final event */
+      ev->embedding = r->embedding;
+      ev->n_embedding = e->dim;
+      r->embedding = NULL;
+    }
     ev->usage = (sched_usage_t){r->n_prompt, r->completion_tokens, r->cached_tokens};
     ev->times = r->times;
     e->n_finished++;
@@ -334,8 +339,9 @@ static void reap_cancelled(sched_engine_t *e) {
 
 /* Fills the batch from the plan; returns the number of rows that need
  * logits. */
-static int build_batch(sched_engine_t *e, int64_t now, int32_t *n_rows, uint64_t *prompt_tokens) {
+static int build_batch(sched_engine_t *e, int64_t now, int32_t *n_rows, uint64_t *prompt_tokens, int32_t *n_hidden) {
   int32_t row = 0, n_logits = 0;
+  *n_hidden = 0;
   for (int32_t i = 0; i < e->plan.n_items; i++) {
     const sched_item_t *it = &e->plan.items[i];
     sched_seq_t *s = it->seq;
@@ -364,6 +370,10 @@ static int build_batch(sched_engine_t *e, int64_t now, int32_t *n_rows, uint64_t
           e->logit_seqs[n_logits++] = q;
         }
       }
+    if (r->p.pooling) { /* an embedding: hidden states, no logits */
+      *n_hidden = sched__pool_rows(e, q, row - it->q_len, start, it->q_len, *n_hidden);
+      continue;
+    }
     if (it->logits) /* the row for its next token, and one for each speculative draft */
       for (int32_t j = s->spec; j >= 0; j--) {
         e->logit_rows[n_logits] = row - 1 - j;
@@ -407,8 +417,8 @@ int sched__step(sched_engine_t *e) {
   const uint64_t generated0 = e->generated;
   if (n > 0) {
     e->step_no++;
-    int32_t n_rows = 0;
-    const int n_logits = build_batch(e, t0, &n_rows, &prompt_tokens);
+    int32_t n_rows = 0, n_hidden = 0;
+    const int n_logits = build_batch(e, t0, &n_rows, &prompt_tokens, &n_hidden);
     int rc = attn_meta_build(&e->meta, e->cache->alloc, e->seqs, e->q_lens, n);
     const int on_device = rc == 0 && e->sample_rows && plan_device_rows(e, n_logits) > 0;
     if (rc == 0) {
@@ -423,6 +433,9 @@ int sched__step(sched_engine_t *e) {
           .sample_ops = e->sample_ops,
           .n_sample_ops = on_device ? e->n_sample_ops : 0,
           .sampled = e->sampled,
+          .n_hidden = n_hidden,
+          .hidden_rows = e->hidden_rows,
+          .hidden = e->hidden,
       };
       t1 = clock_now_ns();
       rc = model_forward(e->runner, &b, e->logits);
@@ -434,6 +447,7 @@ int sched__step(sched_engine_t *e) {
       fail_step(e, rc);
     } else {
       sched_plan_commit(&e->plan);
+      sched__pool_take(e, n_hidden);
       for (int k = 0; k < n_logits; k++) {
         sched_eseq_t *q = e->logit_seqs[k];
         const float *row = e->logits + (size_t)k * (size_t)e->n_vocab;

@@ -124,7 +124,7 @@ static void free_prompts(prompt_in_t *in, int32_t n) {
 
 /* Answers a refused submit (the one mapping from the engine's error to the
  * client's status) and returns the status. */
-static int submit_failed(uint64_t rid, http_res_t *res, const char *endpoint, int rc, const char *err) {
+int srv__submit_failed(uint64_t rid, http_res_t *res, const char *endpoint, int rc, const char *err) {
   char msg[256];
   int status = 500;
   const char *code = NULL, *text = msg;
@@ -220,7 +220,7 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
         j->parts[i].req = NULL;
       }
     srv__job_cancel(j, "another prompt of the request was refused");
-    const int status = submit_failed(rid, res, endpoint, rc, err);
+    const int status = srv__submit_failed(rid, res, endpoint, rc, err);
     j->res = NULL;
     j->status = status;
     srv__job_maybe_free(j);

@@ -90,6 +90,7 @@ static void choice_free(srv_choice_t *c) {
   free(c->stop_str);
   free(c->error);
   free(c->ids);
+  free(c->embedding);
 }
 
 bool srv__job_maybe_free(srv_job_t *j) {
@@ -327,6 +328,9 @@ static void on_event(srv_t *s, const sched_event_t *ev, srv_job_t **dirty) {
       if (!c->error) c->error = xstrdup(ev->error ? ev->error : "generation failed");
     }
     count_finish(s, c->finish);
+    if (ev->embedding) /* /v1/embeddings: the input's vector */
+      c->embedding = memcpy(xmalloc((size_t)ev->n_embedding * sizeof *ev->embedding), ev->embedding,
+                            (size_t)ev->n_embedding * sizeof *ev->embedding);
     if (c->tokens > p->max_seq_tokens) p->max_seq_tokens = c->tokens;
   }
   sched_event_t with_stop; /* include_stop_str_in_output: the event's text and the stop string */

@@ -10,6 +10,8 @@
  *   srv_completions.c     POST /v1/completions and /v1/chat/completions: parse,
  *                 tokenize, check lengths, create and submit the engine
  *                 requests (one per prompt), start the response
+ *   srv_embed.c   POST /v1/embeddings: parse, tokenize, check, one pooling
+ *                 engine request per input, the embeddings writer
  *   srv_work.c    the worker pool hand-off of the generation handlers'
  *                 CPU work (parse, render, tokenize), the loop stall probe
  *   srv_dump.c    the SIGUSR1 state dump
@@ -231,6 +233,9 @@ int srv__grammar(srv_t *s, const oai_grammar_t *g, gram_entry_t **out, oai_error
  * stopped (joined) once no work item is out. */
 void srv__grammar_start(srv_t *s);
 void srv__grammar_stop(srv_t *s);
+/* srv_completions.c: answers a refused sched_submit (rc, err) with the
+ * client's status (429 queue full, 400, 503 draining, 500) and returns it. */
+int srv__submit_failed(uint64_t rid, http_res_t *res, const char *endpoint, int rc, const char *err);
 /* Sends a malloc'd JSON body and frees it. */
 void srv__send_json(http_res_t *res, int status, char *json);
 /* Writes the access-log line of a request answered without the engine; id
@@ -322,6 +327,7 @@ typedef struct srv_choice {
   int32_t n_ids;
   size_t cap_ids;
   bool prompt_ids_sent;        /* return_token_ids, streaming: a chunk carried the prompt's ids */
+  float *embedding;            /* /v1/embeddings: the input's vector [the model's dim] (malloc'd), or NULL */
 } srv_choice_t;
 
 /* One prompt of a job: one engine request with n sequences. */
@@ -359,6 +365,7 @@ typedef struct srv_writer {
 
 extern const srv_writer_t srv_writer_openai;
 extern const srv_writer_t srv_writer_responses;
+extern const srv_writer_t srv_writer_embed; /* srv_embed.c: whole only, never streamed */
 
 /* Appends "data: <json>\n\n" to j->out and frees json. */
 void srv__sse(srv_job_t *j, char *json);
@@ -414,6 +421,7 @@ struct srv_job {
   int64_t unread_since;        /* when the client's unread output first passed SRV_UNREAD_BYTES; 0: it reads */
   bool paused;                 /* its engine requests are paused (sched_req_pause): the client is not reading */
   int status;                  /* HTTP status sent */
+  bool embed_base64;           /* /v1/embeddings: encoding_format "base64" */
 };
 
 /* A job for a request with n_parts prompts of n choices each, on s's list.
@@ -430,6 +438,13 @@ void srv__resp_stream_text(srv_job_t *j, const char *text, size_t len);
 void srv__resp_stream_end(srv_job_t *j);
 /* The whole response object (malloc'd). */
 char *srv__resp_whole(const srv_job_t *j);
+
+/* ---- srv_embed.c ------------------------------------------------------------ */
+/* POST /v1/embeddings (a work item: parse and tokenize on a worker). */
+void srv__h_embeddings(const http_req_t *req, http_res_t *res, void *ctx);
+/* The pooling of the server's embeddings: the pooling setting, or (auto)
+ * the model file's, else last. */
+sched_pool_t srv__pooling(const srv_t *s);
 
 /* ---- srv_tools.c ------------------------------------------------------------ */
 /* The format tool calls are read in: the tool_call_parser setting, or

@@ -3,7 +3,7 @@
 The reference renders the way Hugging Face transformers does
 (transformers.utils.chat_template_utils._compile_jinja_template and
 render_jinja_template): ImmutableSandboxedEnvironment(trim_blocks=True,
-lstrip_blocks=True) with the loopcontrols extension, a json.dumps-based tojson,
+lstrip_blocks=True) with the loopcontrols extension and {% generation %}, a json.dumps-based tojson,
 raise_exception and strftime_now, and tools=None / documents=None passed
 unless given. Message content given as an array of text parts is joined with
 "\n" first (tram's documented normalisation, as vLLM does).
@@ -28,6 +28,20 @@ DATA = os.path.join(os.path.dirname(__file__), "data", "templates")
 FIXTURES = sorted(f for f in os.listdir(DATA) if f.endswith(".jinja"))
 
 
+class GenerationTag(jinja2.ext.Extension):
+    """Hugging Face's {% generation %} ... {% endgeneration %} (transformers'
+    AssistantTracker): renders its body unchanged."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_render"), [], [], body).set_lineno(lineno)
+
+    def _render(self, caller):
+        return caller()
+
+
 def hf_environment():
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
@@ -38,7 +52,7 @@ def hf_environment():
     def strftime_now(format):
         return datetime.now().strftime(format)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols, GenerationTag])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
@@ -217,6 +231,93 @@ def test_error_paths_are_exercised(templates, chat_render, tmp_path):
         assert g == ("raise", message), name
 
 
+def test_smollm3_reasoning_flags(templates, chat_render, tmp_path):
+    """SmolLM3's template with its default variables: `/think` and `/no_think`
+    in the system message pick the reasoning mode (and are cut from the
+    custom instructions), `/system_override` replaces the metadata header,
+    no system message keeps the default (/think); xml_tools / python_tools
+    lists as a caller passing them would. Byte for byte as jinja2 (the date
+    line comes from strftime_now on both sides)."""
+    source = templates["HuggingFaceTB-SmolLM3-3B.jinja"]
+    convs = {
+        "no_think": [S("Be brief. /no_think"), U("2+2?"), A("\n4"), U("3+3?")],
+        "think": [S("/think Reason well.  "), U("2+2?"), A("<think>sum</think>4")],
+        "both flags": [S("a /no_think b /think"), U("q")],
+        "override": [S("/system_override Custom only. /no_think"), U("q"), A("a")],
+        "default": [U("hi"), A("hello"), {"role": "tool", "content": "42"}],
+        "empty system": [S(""), U("q")],
+    }
+    extras = {"plain": {}, "xml_tools": {"xml_tools": [{"name": "f", "parameters": {"x": 1}}, "g"]},
+              "python_tools": {"python_tools": ["def h(): ...", {"n": [1, 2]}]}}
+    cases, labels = [], []
+    for cname, conv in convs.items():
+        for ename, extra in extras.items():
+            for agp in (False, True):
+                cases.append((source, {"messages": conv, "add_generation_prompt": agp, **extra}))
+                labels.append(f"{cname} / {ename} / add_generation_prompt={agp}")
+    bad, refs = compare(chat_render, tmp_path, cases, labels)
+    assert not bad, "\n".join(bad)
+    texts = {l: r[1] for l, r in zip(labels, refs)}
+    assert all(r[0] == "ok" for r in refs)
+    assert "Reasoning Mode: /no_think" in texts["no_think / plain / add_generation_prompt=True"]
+    assert texts["no_think / plain / add_generation_prompt=True"].endswith(
+        "<|im_start|>assistant\n<think>\n\n</think>\n")
+    assert "Reasoning Mode: /think" in texts["think / plain / add_generation_prompt=True"]
+    assert "Reasoning Mode: /no_think" in texts["both flags / plain / add_generation_prompt=False"]
+    assert texts["override / plain / add_generation_prompt=False"].startswith(
+        "<|im_start|>system\n Custom only.<|im_end|>")
+
+
+def test_gemma4_tools_and_thinking(templates, chat_render, tmp_path):
+    """Gemma 4's template (llama.cpp's models/templates/gemma4.jinja) on what
+    its macros format: tool declarations with nested objects, arrays of
+    objects, enums, nullable fields and type lists; tool calls with mapping
+    and string arguments; tool_responses; a developer message; thinking in
+    an assistant turn (stripped); enable_thinking both ways. Byte for byte as
+    jinja2."""
+    source = templates["google-gemma-4.jinja"]
+    tools = [{"type": "function", "function": {
+        "name": "book", "description": "Book a trip",
+        "parameters": {"type": "object", "required": ["to", "legs"], "properties": {
+            "to": {"type": "string", "description": "Where", "enum": ["Paris", "Rome"]},
+            "Zeta": {"type": ["integer", "null"], "nullable": True},
+            "opts": {"type": "object", "properties": {"seat": {"type": "string"}, "meal": {"type": "boolean"}},
+                     "required": ["seat"]},
+            "legs": {"type": "array", "description": "Hops", "items": {
+                "type": "object", "required": ["from"], "properties": {"from": {"type": "string"}},
+                "maxItems": 3}},
+            "tags": {"type": "array", "items": {"type": ["string", "null"]}}}},
+        "response": {"type": "object", "description": "A booking"}}}]
+    call = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "book", "arguments": {
+            "to": "Paris", "legs": [{"from": "Oslo"}, {"from": "Bonn"}], "Zeta": None, "flag": True, "n": 2.5}}},
+        {"id": "c2", "type": "function", "function": {"name": "book", "arguments": "{\"to\": \"Rome\"}"}}]}
+    responses = {"role": "tool_responses_holder", "content": None}
+    convs = {
+        "tools round trip": [{"role": "developer", "content": " Be exact. "}, U("Book Paris"), call,
+                             {"role": "user", "content": "", "tool_responses": [
+                                 {"name": "book", "response": {"ok": True, "id": [1, "x"]}},
+                                 {"name": "book", "response": "done"}]}],
+        "thinking stripped": [U("q"), A("<|channel>thought\nhmm<channel|>The answer<|channel>more<channel|> end")],
+        "no system": [U("hi"), A("hello"), responses],
+    }
+    cases, labels = [], []
+    for cname, conv in convs.items():
+        for extra_name, extra in {"plain": {}, "tools": {"tools": tools}, "thinking": {"enable_thinking": True},
+                                  "no thinking": {"enable_thinking": False, "tools": tools}}.items():
+            for agp in (False, True):
+                cases.append((source, {"messages": conv, "add_generation_prompt": agp, "bos_token": "<bos>",
+                                       **extra}))
+                labels.append(f"{cname} / {extra_name} / add_generation_prompt={agp}")
+    bad, refs = compare(chat_render, tmp_path, cases, labels)
+    assert not bad, "\n".join(bad)
+    texts = {l: r[1] for l, r in zip(labels, refs) if r[0] == "ok"}
+    tools_text = texts["tools round trip / tools / add_generation_prompt=True"]
+    assert "enum:[<|\"|>Paris<|\"|>,<|\"|>Rome<|\"|>]" in tools_text and "<|tool_call>call:book{" in tools_text
+    assert "<|think|>" in texts["thinking stripped / thinking / add_generation_prompt=True"]
+    assert "The answer end" in texts["thinking stripped / plain / add_generation_prompt=False"]
+
+
 def test_default_model_template(templates, chat_render, tmp_path):
     """SmolLM2's ChatML with a default system prompt, rendered as jinja2 does."""
     source = templates["default-model (GGUF tokenizer.chat_template)"]
@@ -233,6 +334,11 @@ def test_strftime_now(chat_render, tmp_path):
 
 # Small templates that each pin one piece of the language against jinja2.
 SNIPPETS = [
+    # dictsort (Gemma 4's template): by key, case-insensitive by default, by value, reversed (stable), errors
+    "{{ {'b': 1, 'A': 2, 'a': 3, 'C': 0} | dictsort }}|{{ {'b': 1, 'A': 2, 'a': 3} | dictsort(true) }}",
+    "{{ {'x': 2, 'y': 1, 'z': 2} | dictsort(by='value') }}|{{ {'x': 2, 'y': 1, 'z': 2} | dictsort(false, 'value', true) }}",
+    "{% for k, v in d | dictsort(reverse=true) %}{{ k }}={{ v }};{% endfor %}{{ {} | dictsort }}",
+    "{{ d | dictsort(by='size') }}", "{{ [1, 2] | dictsort }}", "{{ nothing | dictsort }}",
     "hello\n", "a\n\n", "{{ 1 + 2 }}|{{ 'a' ~ 1 ~ none }}|{{ [1, 'a', none, true, 2.5] }}|{{ {'a': (1,)} }}",
     "{{ 1.0 }}{{ 1e-5 }}{{ 1/3 }}{{ 7//2 }}{{ -7//2 }}{{ -7 % 3 }}{{ 2**10 }}{{ 0.1+0.2 }}{{ 1e16 }}{{ 2.5e-300 }}",
     "{{ -7.5 // 2 }}{{ 7.5 % -2 }}{{ 2 ** -1 }}{{ 10 / 4 }}{{ 1e300 * 1e10 }}{{ -(1e300 * 1e10) }}",

@@ -20,7 +20,7 @@ import pytest
 # flag, an environment variable and (but config) a config file key.
 EXPECTED = [
     "config", "model", "served_model_name", "device", "threads", "precision", "quantize", "cuda_graphs",
-    "max_model_len",
+    "max_model_len", "pooling", "pooling_normalize",
     "default_max_tokens", "generation_config", "chat_template", "tool_call_parser", "special_tokens_in_input",
     "host", "port", "unix_socket", "max_connections", "max_connections_per_client",
     "kv_cache_bytes", "kv_cache_blocks", "block_size", "max_batch_tokens", "max_seqs", "step_target_ms",

@@ -203,6 +203,27 @@ def test_safetensors_and_gguf_give_the_same_logits(arch, tool, tmp_path):
     assert (from_hf.argmax(axis=1) == want.argmax(axis=1)).all()
 
 
+def test_transformers5_rope_parameters(tool, tmp_path):
+    """transformers 5 saves rope_theta and the scaling in one rope_parameters
+    object: tram reads it as the older top-level rope_theta / rope_scaling
+    (the same logits, bit for bit), and a base other than the default shows."""
+    tok, vocab = tiny_tokenizer()
+    d, _ = write_pair(tmp_path, "llama", tok, vocab)
+    seqs = [np.random.default_rng(2).integers(0, 96, 13).tolist()]
+    default_base = forward(tool, d, seqs, tmp_path)
+    scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 64}
+    edit(d / "config.json", rope_theta=500.0, rope_scaling=scaling)
+    old_form = forward(tool, d, seqs, tmp_path)
+    cfg = json.loads((d / "config.json").read_text())
+    del cfg["rope_theta"], cfg["rope_scaling"]
+    cfg["rope_parameters"] = {"rope_theta": 500.0, **scaling}
+    (d / "config.json").write_text(json.dumps(cfg))
+    new_form = forward(tool, d, seqs, tmp_path)
+    assert np.array_equal(old_form.view(np.uint32), new_form.view(np.uint32))
+    assert not np.allclose(old_form, default_base, atol=1e-3)
+
+
 @pytest.fixture(scope="module")
 def smollm_dir(model_path, tmp_path_factory):
     """A checkpoint folder with SmolLM2's real tokenizer.json (rebuilt from the

@@ -23,6 +23,7 @@ FAMILIES = {
     "gemma2": dict(arch="gemma2", untied=False, llama3_rope=False, window=6),
     "gemma3": dict(arch="gemma3", untied=False, llama3_rope=False, window=6),
     "phi3": dict(arch="phi3", untied=True, llama3_rope=False, window=6),
+    "smollm3": dict(arch="smollm3", untied=False, llama3_rope=False),
 }
 
 
@@ -57,7 +58,8 @@ def check_serves_batch_invariant(tram_bin, model, tmp_path, rng):
 # Hugging Face's causal-LM class of each architecture (config.json
 # `architectures`, transformers' MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
 HF_CLASS = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-            "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM"}
+            "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM",
+            "smollm3": "SmolLM3ForCausalLM"}
 
 
 @pytest.mark.parametrize("arch", list(HF_CLASS))

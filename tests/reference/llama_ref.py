@@ -38,6 +38,11 @@ GGUF conventions it relies on (from the GGUF/llama.cpp format, not from tram):
   rope.scaling.attn_factor). HF switches factor sets per forward on the
   sequence length; this reference, like tram and llama.cpp, fixes it from
   the context length.
+- `smollm3` (HF modeling_smollm3.py, SmolLM3Attention.use_rope =
+  config.no_rope_layers[layer]): the llama block, but the layers whose
+  no_rope_layers flag is 0 apply no RoPE to Q and K at all. llama.cpp's
+  GGUF has no key for them: it fixes NoPE at (layer + 1) % 4 == 0, as
+  transformers' default list (no_rope_layer_interval 4) does.
 """
 import math
 
@@ -69,6 +74,7 @@ class LlamaRef:
         self.attn_softcap = float(get(f"{a}.attn_logit_softcapping", 0.0))
         self.final_softcap = float(get(f"{a}.final_logit_softcapping", 0.0))
         base_swa = float(get(f"{a}.rope.freq_base_swa", 10000.0 if a == "gemma3" else 0.0))
+        self.no_rope = {l for l in range(self.n_layers) if a == "smollm3" and (l + 1) % 4 == 0}
         self.tensors = {t.name: t for t in self.reader.tensors}
         self._cache = {}
         self.inv_freq = self._inv_freq(get)
@@ -165,6 +171,16 @@ class LlamaRef:
 
     def forward(self, tokens):
         """Logits (len(tokens), vocab) for one sequence starting at position 0."""
+        x = self.hidden(tokens)
+        out = self.w("output.weight") if self.has("output.weight") else self.w("token_embd.weight")
+        logits = x @ out.T
+        if self.final_softcap:
+            logits = np.tanh(logits / self.final_softcap) * self.final_softcap
+        return logits
+
+    def hidden(self, tokens):
+        """The final-normed hidden states (len(tokens), dim), the output
+        projection's input, for one sequence starting at position 0."""
         tokens = np.asarray(tokens, dtype=np.int64)
         n = len(tokens)
         pos = np.arange(n)
@@ -194,8 +210,9 @@ class LlamaRef:
             if self.has(p + "attn_q_norm.weight"):
                 q = self.rmsnorm(q, self.w(p + "attn_q_norm.weight"))
                 k = self.rmsnorm(k, self.w(p + "attn_k_norm.weight"))
-            q = self.rope(q, pos, inv_freq)
-            k = self.rope(k, pos, inv_freq)
+            if l not in self.no_rope:
+                q = self.rope(q, pos, inv_freq)
+                k = self.rope(k, pos, inv_freq)
             v = v.reshape(n, KV, D)
             att = np.empty((n, H, D), dtype=self.dtype)
             for hh in range(H):
@@ -216,9 +233,4 @@ class LlamaRef:
             if self.gemma:
                 o = self.rmsnorm(o, self.w(p + "post_ffw_norm.weight"))
             x = x + o
-        x = self.rmsnorm(x, self.w("output_norm.weight"))
-        out = self.w("output.weight") if self.has("output.weight") else self.w("token_embd.weight")
-        logits = x @ out.T
-        if self.final_softcap:
-            logits = np.tanh(logits / self.final_softcap) * self.final_softcap
-        return logits
+        return self.rmsnorm(x, self.w("output_norm.weight"))

@@ -18,7 +18,7 @@ def add_shape(w, layers, dim, ff, heads, kv_heads, ctx=256):
 
 
 def write_synthetic(path, arch, untied, llama3_rope, window=0):
-    """A small random model of `arch` (2 layers, dim 64, 4 heads / 2 KV heads of 16 — qwen3:
+    """A small random model of `arch` (2 layers — smollm3: 5, to reach its NoPE layer —, dim 64, 4 heads / 2 KV heads of 16 — qwen3:
     of 32, wider than dim / heads as Qwen3's are — MLP 128, vocab 96) with matrices of several
     weight types, written with the gguf package; `window` > 0 adds a sliding window."""
     from gguf import GGMLQuantizationType as T
@@ -26,6 +26,8 @@ def write_synthetic(path, arch, untied, llama3_rope, window=0):
 
     rng = np.random.default_rng(1234)
     L, D, H, KV, HD, FF, V = 2, 64, 4, 2, 32 if arch in ("qwen3", "gemma3") else 16, 128, 96
+    if arch == "smollm3":
+        L = 5  # layer 3 is a NoPE layer ((3 + 1) % 4 == 0), layer 4 rotates again
     w = GGUFWriter(str(path), arch)
     if arch in ("qwen3", "gemma3"):
         w.add_key_length(HD)

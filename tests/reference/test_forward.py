@@ -157,6 +157,8 @@ SYNTHETIC = {
     "gemma3_local_global_rope": ("gemma3", False, False, 6),
     # fused QKV and gate/up, LongRoPE long factors and attention factor, a window on every layer
     "phi3_fused_longrope": ("phi3", True, False, 6),
+    # layer 3 of 5 without RoPE (llama.cpp's NoPE step of 4), llama pairing elsewhere
+    "smollm3_nope_layer": ("smollm3", False, False, 0),
 }
 
 
@@ -166,10 +168,14 @@ def test_synthetic_model(name, tool, tmp_path):
     path = tmp_path / "synthetic.gguf"
     write_synthetic(path, arch, untied, llama3_rope, window)
     ref = LlamaRef(path)
-    assert ref.neox == (arch != "llama") and ref.window == window
+    assert ref.neox == (arch not in ("llama", "smollm3")) and ref.window == window
     rng = np.random.default_rng(5)
     seqs = [rng.integers(0, 96, n).tolist() for n in (9, 23, 14)]
     want = [ref.forward(s) for s in seqs]
+    if ref.no_rope:  # smollm3: turning the NoPE layer too must change the logits, or the test proves nothing
+        ref.no_rope = set()
+        roped = ref.forward(seqs[1])
+        assert np.linalg.norm(roped - want[1]) / np.linalg.norm(want[1]) > 1e-2
     steps = schedule([len(s) for s in seqs], lambda k, s, left, done: 5 if done == 0 else 1 + (k + s) % 2)
     mixed, paths = run_plan(tool, tmp_path, path, seqs, steps, block_size=4, num_blocks=16, shuffle_seed=3,
                             threads=2)

@@ -348,6 +348,16 @@ static void loads_tiny_llama(void **state) {
   assert_int_equal(model_layer_window(hp, 1), 16);
   assert_float_equal(hp->rope_base_swa, 10000.0f, 0);
   model_destroy(m);
+  /* smollm3: llama's block and pairing, NoPE on layers 3, 7, ... (llama.cpp's fixed step, no key) */
+  m = load(&(tiny_t){.arch = "smollm3"}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  hp = model_hparams(m);
+  assert_int_equal(hp->arch, MODEL_ARCH_SMOLLM3);
+  assert_string_equal(model_arch_hf_class(hp->arch), "SmolLM3ForCausalLM");
+  assert_false(hp->rope_neox || hp->qk_norm || hp->gelu_mlp);
+  assert_int_equal(hp->no_rope_step, 4);
+  for (int l = 0; l < 9; l++) assert_int_equal(model_layer_rope(hp, l), l != 3 && l != 7);
+  model_destroy(m);
 }
 
 /* llama.cpp's reading of the RoPE scaling keys (model_hparams.c). */
@@ -639,7 +649,8 @@ static void wrong_shapes(void **state) {
 static void unsupported_types_and_archs(void **state) {
   (void)state;
   expect_error(&(tiny_t){.arch = "gpt2"}, "unsupported architecture \"gpt2\" (general.architecture)");
-  expect_error(&(tiny_t){.arch = "mamba"}, "tram runs llama, qwen2, qwen3, gemma2, gemma3, phi3, qwen2moe and qwen3moe");
+  expect_error(&(tiny_t){.arch = "mamba"}, "tram runs llama, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, qwen2moe and qwen3moe");
+  expect_error(&(tiny_t){.arch = "gemma4"}, "general.architecture \"gemma4\" (Gemma 4) is not something tram runs yet");
   /* qwen3: per-head Q/K norms are required, of head_dim */
   expect_error(&(tiny_t){.arch = "qwen3", .omit = "blk.1.attn_k_norm.weight"},
                "tensor 'blk.1.attn_k_norm.weight' is missing");

@@ -4,7 +4,8 @@
  * drain), event order and ownership (every sequence's events end with one
  * FINISHED, the request's final event last), the notify hook, abort_all,
  * statistics, and destroying an engine with requests in flight (ASan checks
- * that nothing leaks), also one that speculates with a draft model. The scheduling properties themselves are tested in
+ * that nothing leaks), also one that speculates with a draft model;
+ * embeddings' pooling requests. The scheduling properties themselves are tested in
  * test_sched_plan.c and tests/integration/test_engine.py. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -221,6 +222,123 @@ static void destroy_in_flight(void **state) {
   for (int i = 0; i < 3; i++) sched_req_destroy(reqs[i]);
 }
 
+/* Waits for r's final event (other requests' events are dropped); returns
+ * its vector (malloc'd, dim floats) or NULL. */
+static float *embedding_of(sched_engine_t *e, sched_req_t *r, int32_t *dim) {
+  for (int spins = 0; spins < 60000; spins++) {
+    sched_event_t ev[16];
+    const int k = sched_wait_events(e, ev, 16, 10000000);
+    float *out = NULL;
+    int done = 0;
+    for (int i = 0; i < k; i++) {
+      if (ev[i].req == r && ev[i].final) {
+        assert_int_equal(ev[i].kind, SCHED_EV_FINISHED);
+        assert_int_equal(ev[i].completion_tokens, 0);
+        out = ev[i].embedding;
+        *dim = ev[i].n_embedding;
+        ev[i].embedding = NULL; /* ours now */
+        done = 1;
+      }
+      sched_event_release(&ev[i]);
+    }
+    if (done) return out;
+  }
+  fail_msg("no final event");
+  return NULL;
+}
+
+static sched_req_t *pool_request(const int32_t *prompt, int32_t n, sched_pool_t pool) {
+  sched_req_params_t p = sched_req_params_default();
+  p.pooling = pool;
+  char err[256];
+  sched_req_t *r = sched_req_create(prompt, n, &p, NULL, err, sizeof err);
+  assert_non_null(r);
+  return r;
+}
+
+/* Embeddings (sched_pool.c): a pooling request's vector is the same bits
+ * alone and beside generations that fill the cache (preemptions), with its
+ * 150-token prompt chunked (64-token steps); CLS of a prompt is LAST (and
+ * MEAN) of its first token alone; nothing is sampled, no block is kept; a
+ * pooling request with n > 1 or prompt_logprobs is refused; an input of
+ * the whole context is accepted (no room for output is needed), one longer
+ * is refused. */
+static void pooling(void **state) {
+  fixture_t *f = *state;
+  if (!f) skip();
+  sched_engine_t *e = engine(f, 4, 0);
+  int32_t prompt[150];
+  for (int i = 0; i < 150; i++) prompt[i] = 100 + (i * 37) % 3000;
+  char err[256];
+  int32_t dim = 0, d2 = 0;
+  sched_req_t *r = pool_request(prompt, 150, SCHED_POOL_MEAN);
+  assert_int_equal(sched_submit(e, r, err, sizeof err), 0);
+  float *alone = embedding_of(e, r, &dim);
+  assert_non_null(alone);
+  assert_int_equal(dim, model_hparams(f->m)->dim);
+  sched_req_destroy(r);
+
+  sched_req_t *gen[3];
+  for (int i = 0; i < 3; i++) { /* 3 x (140 + 60) tokens, with the embedding's 150: more than 32 x 16 */
+    gen[i] = request(prompt + i, 140, 60, 1);
+    assert_int_equal(sched_submit(e, gen[i], err, sizeof err), 0);
+  }
+  usleep(200000); /* the generations are decoding */
+  r = pool_request(prompt, 150, SCHED_POOL_MEAN);
+  assert_int_equal(sched_submit(e, r, err, sizeof err), 0);
+  float *busy = embedding_of(e, r, &d2);
+  assert_non_null(busy);
+  assert_memory_equal(alone, busy, (size_t)dim * sizeof *alone);
+  sched_req_destroy(r);
+  sched_stats_t st;
+  for (int spins = 0; spins < 60000; spins++) { /* the generations end */
+    sched_event_t ev[16];
+    const int k = sched_wait_events(e, ev, 16, 10000000);
+    for (int i = 0; i < k; i++) sched_event_release(&ev[i]);
+    sched_get_stats(e, &st);
+    if (st.running + st.waiting == 0 && k == 0) break;
+  }
+  assert_true(st.preemptions > 0);
+  assert_int_equal(st.kv_blocks_used, 0);
+  for (int i = 0; i < 3; i++) sched_req_destroy(gen[i]);
+
+  float *v[3];
+  const sched_pool_t pools[3] = {SCHED_POOL_CLS, SCHED_POOL_LAST, SCHED_POOL_MEAN};
+  for (int i = 0; i < 3; i++) {
+    r = pool_request(prompt, i == 0 ? 150 : 1, pools[i]);
+    assert_int_equal(sched_submit(e, r, err, sizeof err), 0);
+    v[i] = embedding_of(e, r, &d2);
+    assert_non_null(v[i]);
+    sched_req_destroy(r);
+  }
+  assert_memory_equal(v[0], v[1], (size_t)dim * sizeof *alone);
+  assert_memory_equal(v[0], v[2], (size_t)dim * sizeof *alone);
+  for (int i = 0; i < 3; i++) free(v[i]);
+
+  sched_req_params_t p = sched_req_params_default();
+  p.pooling = SCHED_POOL_LAST;
+  p.n = 2;
+  assert_null(sched_req_create(prompt, 5, &p, NULL, err, sizeof err));
+  p.n = 1;
+  p.prompt_logprobs = 1;
+  assert_null(sched_req_create(prompt, 5, &p, NULL, err, sizeof err));
+  const int32_t max = sched_engine_max_model_len(e);
+  int32_t *whole = calloc((size_t)max + 1, sizeof *whole);
+  r = pool_request(whole, max + 1, SCHED_POOL_LAST);
+  assert_int_equal(sched_submit(e, r, err, sizeof err), -EINVAL);
+  sched_req_destroy(r);
+  r = pool_request(whole, max, SCHED_POOL_LAST);
+  assert_int_equal(sched_submit(e, r, err, sizeof err), 0);
+  float *full = embedding_of(e, r, &d2);
+  assert_non_null(full);
+  free(full);
+  sched_req_destroy(r);
+  free(whole);
+  free(alone);
+  free(busy);
+  sched_engine_destroy(e);
+}
+
 /* Speculation with a draft model: none given is refused; the model as its
  * own draft, with a draft cache too small for all three requests (the
  * n = 2 one forks a child whose draft cache starts empty), accepts every
@@ -273,6 +391,7 @@ int main(void) {
       cmocka_unit_test(submit_errors_waiting_and_abort),
       cmocka_unit_test(destroy_in_flight),
       cmocka_unit_test(draft_model_engine),
+      cmocka_unit_test(pooling),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -11,13 +11,13 @@
 #include <string.h>
 
 enum {
-  F_ABS, F_CAPITALIZE, F_COUNT, F_D, F_DEFAULT, F_E, F_ESCAPE, F_FIRST, F_FLOAT, F_INDENT, F_INT, F_ITEMS,
+  F_ABS, F_CAPITALIZE, F_COUNT, F_D, F_DEFAULT, F_DICTSORT, F_E, F_ESCAPE, F_FIRST, F_FLOAT, F_INDENT, F_INT, F_ITEMS,
   F_JOIN, F_LAST, F_LENGTH, F_LIST, F_LOWER, F_MAP, F_MAX, F_MIN, F_REJECT, F_REJECTATTR, F_REPLACE,
   F_REVERSE, F_SAFE, F_SELECT, F_SELECTATTR, F_SORT, F_STRING, F_SUM, F_TITLE, F_TOJSON, F_TRIM, F_UNIQUE,
   F_UPPER, F_COUNT_
 };
 static const char *const filter_names[F_COUNT_] = {
-    "abs", "capitalize", "count", "d", "default", "e", "escape", "first", "float", "indent", "int", "items",
+    "abs", "capitalize", "count", "d", "default", "dictsort", "e", "escape", "first", "float", "indent", "int", "items",
     "join", "last", "length", "list", "lower", "map", "max", "min", "reject", "rejectattr", "replace",
     "reverse", "safe", "select", "selectattr", "sort", "string", "sum", "title", "tojson", "trim", "unique",
     "upper"};
@@ -185,15 +185,11 @@ static jv_t do_minmax(jinja_ctx_t *c, jv_t v, const jinja_args_t *a, int want_ma
   return l->v[best];
 }
 
-static jv_t do_sort(jinja_ctx_t *c, jv_t v, const jinja_args_t *a) {
-  int reverse = jinja_truthy(arg_or(a, 0, "reverse", jv_bool(0)));
-  int cs = jinja_truthy(arg_or(a, 1, "case_sensitive", jv_bool(0)));
-  jv_t attr = arg_or(a, 2, "attribute", jv_none());
-  jinja_list_t *src = jinja_iterate(c, v);
+/* src's items ordered by keys[i] (one per item), as Python's sorted():
+ * stable, and reverse keeps equal items in their order. A new list. */
+static jv_t sorted_by(jinja_ctx_t *c, const jinja_list_t *src, const jv_t *keys, int reverse) {
   uint32_t n = src->n;
   jinja_list_t *l = jinja_list_new(c, n);
-  jv_t *keys = jinja_alloc(c, (n + 1) * sizeof *keys);
-  for (uint32_t i = 0; i < n; i++) keys[i] = sort_key(c, src->v[i], attr, cs);
   /* stable insertion sort (Python's sort is stable; lists here are small) */
   uint32_t *idx = jinja_alloc(c, (n + 1) * sizeof *idx);
   for (uint32_t i = 0; i < n; i++) {
@@ -210,6 +206,16 @@ static jv_t do_sort(jinja_ctx_t *c, jv_t v, const jinja_args_t *a) {
   for (uint32_t i = 0; i < n; i++) l->v[i] = src->v[idx[i]];
   l->n = n;
   return jv_list(l);
+}
+
+static jv_t do_sort(jinja_ctx_t *c, jv_t v, const jinja_args_t *a) {
+  int reverse = jinja_truthy(arg_or(a, 0, "reverse", jv_bool(0)));
+  int cs = jinja_truthy(arg_or(a, 1, "case_sensitive", jv_bool(0)));
+  jv_t attr = arg_or(a, 2, "attribute", jv_none());
+  jinja_list_t *src = jinja_iterate(c, v);
+  jv_t *keys = jinja_alloc(c, (src->n + 1) * sizeof *keys);
+  for (uint32_t i = 0; i < src->n; i++) keys[i] = sort_key(c, src->v[i], attr, cs);
+  return sorted_by(c, src, keys, reverse);
 }
 
 static jv_t do_unique(jinja_ctx_t *c, jv_t v, const jinja_args_t *a) {
@@ -303,6 +309,26 @@ static jv_t do_items(jinja_ctx_t *c, jv_t v) {
   return jv_list(l);
 }
 
+/* dictsort(case_sensitive=false, by='key', reverse=false): a mapping's
+ * (key, value) pairs sorted by key or by value, strings compared lowered
+ * unless case_sensitive (jinja2's do_dictsort). */
+static jv_t do_dictsort(jinja_ctx_t *c, jv_t v, const jinja_args_t *a) {
+  check_args(c, a, 3, "filter", "dictsort");
+  int cs = jinja_truthy(arg_or(a, 0, "case_sensitive", jv_bool(0)));
+  jv_t by = arg_or(a, 1, "by", jv_strref("key", 3));
+  int reverse = jinja_truthy(arg_or(a, 2, "reverse", jv_bool(0)));
+  if (v.kind == JK_UNDEF) jinja_fail_undefined(c, v); /* Undefined.items() raises */
+  if (v.kind != JK_DICT) jinja_fail(c, -EINVAL, "'%s' object has no attribute 'items'", jinja_type_name(v));
+  const int pos = by.kind == JK_STR && by.n == 3 && memcmp(by.s, "key", 3) == 0     ? 0
+                  : by.kind == JK_STR && by.n == 5 && memcmp(by.s, "value", 5) == 0 ? 1
+                                                                                    : -1;
+  if (pos < 0) jinja_fail(c, -EINVAL, "You can only sort by either \"key\" or \"value\"");
+  jinja_list_t *pairs = do_items(c, v).list;
+  jv_t *keys = jinja_alloc(c, (pairs->n + 1) * sizeof *keys);
+  for (uint32_t i = 0; i < pairs->n; i++) keys[i] = sort_key(c, pairs->v[i].list->v[pos], jv_none(), cs);
+  return sorted_by(c, pairs, keys, reverse);
+}
+
 static int64_t length_of(jinja_ctx_t *c, jv_t v) {
   switch (v.kind) {
   case JK_UNDEF: return 0;
@@ -374,6 +400,7 @@ jv_t jinja_apply_filter(jinja_ctx_t *c, int id, jv_t v, const jinja_args_t *a) {
     if (v.kind == JK_UNDEF || (boolean && !jinja_truthy(v))) return dflt;
     return v;
   }
+  case F_DICTSORT: return do_dictsort(c, v, a);
   case F_E:
   case F_ESCAPE: return html_escape(c, v);
   case F_SAFE: return v;

@@ -1,0 +1,128 @@
+"""Writes the Hugging Face fixtures of the model families tram runs from
+checkpoints that transformers itself makes: a tiny random-weight model per
+family (config.json, model.safetensors, tokenizer.json,
+tokenizer_config.json, all written by transformers' and tokenizers'
+save_pretrained), and what transformers computes with it in float64 — each
+prompt's logits at every position and its greedy continuation
+(model.generate) — into tests/reference/data/<family>/expected.npz.
+
+It needs torch and transformers (5.23), which `make test` does not have:
+
+    /work/torchvenv/bin/python tests/reference/make_hf_fixtures.py
+
+and the outputs are committed (well under 1 MB each); the tests
+(tests/reference/test_hf_families.py) only read them. Rerunning it rewrites
+them from the same seeds.
+
+Families:
+  smollm3  SmolLM3ForCausalLM in bfloat16, 5 layers (layer 3 is a NoPE layer:
+           no_rope_layers from transformers' default interval of 4), GQA
+           4/2 heads of 16, tied embeddings, a RoPE base low enough that
+           every frequency turns within the prompts; the tokenizer is a
+           byte-level BPE trained here with Llama 3's pre-tokenizer (the one
+           SmolLM3's tokenizer.json has) and SmolLM3's ChatML specials; the
+           chat template is SmolLM3's (tests/integration/data/templates/
+           HuggingFaceTB-SmolLM3-3B.jinja).
+"""
+import json
+import pathlib
+import sys
+
+import numpy as np
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast, SmolLM3Config, SmolLM3ForCausalLM
+
+HERE = pathlib.Path(__file__).resolve().parent
+DATA = HERE / "data"
+TEMPLATES = HERE.parent / "integration" / "data" / "templates"
+
+# Llama 3's (and SmolLM3's) Split regex, as in their tokenizer.json
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+CORPUS = [
+    "The capital of France is Paris. The capital of Italy is Rome.",
+    "Once upon a time, in a small village by the sea, there lived an old fisherman.",
+    "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n",
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face.",
+    "Knowledge Cutoff Date: June 2025. Today Date: 06 December 2026. Reasoning Mode: /think",
+    "## Metadata\n\n## Custom Instructions\n\nWhat is two plus two? It is 4.",
+]
+
+PROMPTS = [
+    "The capital of France is",
+    "Once upon a time, in a small village by the sea, there lived",
+    "def fib(n):\n    return n if n < 2 else",
+]
+NEW_TOKENS = 12
+
+
+def byte_level_tokenizer(specials, vocab_size):
+    """A byte-level BPE (every byte a symbol, so any text tokenizes) trained on CORPUS."""
+    tk = Tokenizer(models.BPE(ignore_merges=True))
+    tk.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False),
+    ])
+    tk.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tk.train_from_iterator(CORPUS, trainer)
+    return tk
+
+
+def perturb_norms(model, gen):
+    """RMSNorm weights away from 1, so that a norm read wrongly shows."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.add_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.2)
+
+
+def expected(model, prompts_ids):
+    """float64 logits of every position, and the greedy continuation, per prompt."""
+    out = {}
+    with torch.no_grad():
+        for i, ids in enumerate(prompts_ids):
+            x = torch.tensor([ids])
+            out[f"ids_{i}"] = np.array(ids, dtype=np.int32)
+            out[f"logits_{i}"] = model(x).logits[0].numpy().astype(np.float32)
+            g = model.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=NEW_TOKENS,
+                               min_new_tokens=NEW_TOKENS, pad_token_id=0)
+            out[f"greedy_{i}"] = g[0, len(ids):].numpy().astype(np.int32)
+    return out
+
+
+def smollm3():
+    out = DATA / "smollm3"
+    out.mkdir(parents=True, exist_ok=True)
+    specials = ["<|im_start|>", "<|im_end|>", "<|end_of_text|>"]
+    tk = byte_level_tokenizer(specials, 360)
+    template = (TEMPLATES / "HuggingFaceTB-SmolLM3-3B.jinja").read_text()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|im_end|>", pad_token="<|im_end|>",
+                                   chat_template=template)
+    fast.save_pretrained(out)
+    eos = tk.token_to_id("<|im_end|>")
+    cfg = SmolLM3Config(vocab_size=tk.get_vocab_size(), hidden_size=64, intermediate_size=128, num_hidden_layers=5,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                        rope_parameters={"rope_type": "default", "rope_theta": 1000.0}, rms_norm_eps=1e-6,
+                        initializer_range=0.1, bos_token_id=None, eos_token_id=eos, pad_token_id=eos,
+                        tie_word_embeddings=True)
+    torch.manual_seed(32)
+    model = SmolLM3ForCausalLM(cfg).eval()
+    perturb_norms(model, torch.Generator().manual_seed(33))
+    assert cfg.no_rope_layers == [1, 1, 1, 0, 1], cfg.no_rope_layers
+    model.to(torch.bfloat16).save_pretrained(out)  # as SmolLM3 ships (and half the bytes)
+    # the expectations from the saved weights, reloaded in float64 (a model cast down and up again would carry
+    # its RoPE inv_freq buffer rounded to bfloat16)
+    model = SmolLM3ForCausalLM.from_pretrained(out, dtype=torch.float64).eval()
+    ids = [fast(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
+    np.savez_compressed(out / "expected.npz", **expected(model, ids))
+    print(f"smollm3: vocab {cfg.vocab_size}, prompts of {[len(i) for i in ids]} tokens -> {out}")
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    for fam in sys.argv[1:] or ["smollm3"]:
+        globals()[fam]()
