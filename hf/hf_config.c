@@ -18,7 +18,12 @@
  *   hidden_act / hidden_activation  silu (gelu_pytorch_tanh for gemma)
  *   gemma: query_pre_attn_scalar (must be what llama.cpp's reading gives),
  *   attn_logit_softcapping, final_logit_softcapping, sliding_window_pattern
- *   or layer_types, rope_local_base_freq. */
+ *   or layer_types, rope_local_base_freq.
+ *   qwen3_5_text → qwen35 (and qwen3_5, Qwen3.5's multimodal wrapper, read
+ *   through its text_config): partial_rotary_factor (in rope_parameters
+ *   or top-level, default 0.25), layer_types
+ *   (full_attention every n-th layer), linear_conv_kernel_dim,
+ *   linear_{key,value}_head_dim, linear_num_{key,value}_heads. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -151,6 +156,56 @@ static int rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arc
   return -EINVAL;
 }
 
+/* Qwen3.5's hybrid fields (llama.cpp's qwen35 keys). layer_types must put
+ * full attention on every n-th layer (full_attention_interval n). */
+static int qwen35_fields(gguf_build_t *b, const cJSON *cfg, const char *a, long long layers, char *err,
+                         size_t err_len) {
+  long long conv, dk, dv, hk, hv, interval = 4;
+  if (hf__int(field(cfg, "linear_conv_kernel_dim"), "config.json: linear_conv_kernel_dim", 4, 1, 9, &conv, err,
+              err_len) ||
+      hf__int(field(cfg, "linear_key_head_dim"), "config.json: linear_key_head_dim", 128, 1, 512, &dk, err, err_len) ||
+      hf__int(field(cfg, "linear_value_head_dim"), "config.json: linear_value_head_dim", 128, 1, 512, &dv, err,
+              err_len) ||
+      hf__int(field(cfg, "linear_num_key_heads"), "config.json: linear_num_key_heads", 16, 1, 4096, &hk, err,
+              err_len) ||
+      hf__int(field(cfg, "linear_num_value_heads"), "config.json: linear_num_value_heads", 32, 1, 4096, &hv, err,
+              err_len))
+    return -EINVAL;
+  const cJSON *types = field(cfg, "layer_types");
+  if (types && !cJSON_IsNull(types)) {
+    if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != layers) {
+      snprintf(err, err_len, "config.json: layer_types is not a list of %lld layer types", layers);
+      return -EINVAL;
+    }
+    interval = 0;
+    for (long long l = 0; l < layers && !interval; l++) {
+      const cJSON *t = cJSON_GetArrayItem(types, (int)l);
+      if (cJSON_IsString(t) && strcmp(t->valuestring, "full_attention") == 0) interval = l + 1;
+    }
+    for (long long l = 0; l < layers && interval; l++) {
+      const cJSON *t = cJSON_GetArrayItem(types, (int)l);
+      const char *want = (l + 1) % interval == 0 ? "full_attention" : "linear_attention";
+      if (!cJSON_IsString(t) || strcmp(t->valuestring, want) != 0) interval = 0;
+    }
+    if (!interval) {
+      snprintf(err, err_len, "config.json: layer_types must put full_attention on every n-th layer and "
+               "linear_attention elsewhere (tram runs that pattern)");
+      return -EINVAL;
+    }
+  }
+  char key[96];
+#define U32(name, v) (snprintf(key, sizeof key, "%s." name, a), gguf_build_u32(b, key, (uint32_t)(v)))
+  U32("ssm.conv_kernel", conv);
+  U32("ssm.state_size", dk);
+  U32("ssm.group_count", hk);
+  U32("ssm.time_step_rank", hv);
+  U32("ssm.inner_size", hv * dv);
+  U32("full_attention_interval", interval);
+#undef U32
+  gguf_build_u32(b, "tram.ssm.v_heads_grouped", 1); /* Hugging Face's value-head order (model_hparams.c) */
+  return 0;
+}
+
 /* Gemma's fields. n_layers, head_dim, dim, heads as read. */
 static int gemma_fields(gguf_build_t *b, const cJSON *cfg, const char *a, int version, int n_layers, int head_dim,
                         int dim, int heads, char *err, size_t err_len) {
@@ -274,8 +329,16 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
     return -EINVAL;
   }
   const char *t = mt->valuestring;
+  const cJSON *text = field(cfg, "text_config");
+  if (strcmp(t, "qwen3_5") == 0 && cJSON_IsObject(text)) { /* the multimodal wrapper: its text model */
+    cfg = text;
+    t = "qwen3_5_text";
+  }
   int gemma = 0;
-  if (strcmp(t, "llama") == 0 || strcmp(t, "mistral") == 0) {
+  if (strcmp(t, "qwen3_5_text") == 0) {
+    arch->name = "qwen35";
+    arch->qwen35 = 1;
+  } else if (strcmp(t, "llama") == 0 || strcmp(t, "mistral") == 0) {
     arch->name = "llama";
     arch->permute_qk = 1;
   } else if (strcmp(t, "qwen2") == 0 || strcmp(t, "qwen3") == 0 || strcmp(t, "phi3") == 0) {
@@ -300,9 +363,10 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
     arch->permute_qk = 1;
   } else {
     snprintf(err, err_len, "config.json: model_type \"%.40s\" is not one tram runs (llama, mistral, qwen2, qwen3, "
-             "gemma2, gemma3_text, phi3, smollm3, qwen2_moe, qwen3_moe, mixtral)", t);
+             "gemma2, gemma3_text, phi3, smollm3, qwen3_5_text, qwen2_moe, qwen3_moe, mixtral)", t);
     return -EINVAL;
   }
+  const int qwen35 = arch->qwen35; /* (memset above cleared the rest) */
   arch->gemma = gemma != 0;
   const char *a = arch->name;
   long long dim, ff, layers, heads, kv, head_dim, ctx, vocab, window = 0;
@@ -337,6 +401,13 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
       pos_float(field(cfg, "partial_rotary_factor"), "config.json: partial_rotary_factor", 1.0, &partial, err,
                 err_len))
     return -EINVAL;
+  if (qwen35) { /* partial_rotary_factor: in rope_parameters (transformers 5) or top-level; default 0.25 */
+    const cJSON *rp = field(cfg, "rope_parameters");
+    const cJSON *pf = cJSON_IsObject(rp) ? field(rp, "partial_rotary_factor") : NULL;
+    if (pos_float(pf ? pf : field(cfg, "partial_rotary_factor"), "config.json: partial_rotary_factor", 0.25, &partial,
+                  err, err_len))
+      return -EINVAL;
+  }
   const cJSON *act = field(cfg, gemma ? "hidden_activation" : "hidden_act");
   if (gemma && !cJSON_IsString(act)) act = field(cfg, "hidden_act");
   const char *want_act = gemma ? "gelu_pytorch_tanh" : "silu";
@@ -379,6 +450,7 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   if ((strstr(t, "_moe") || strcmp(t, "mixtral") == 0) && hf__moe_config(b, cfg, t, arch, err, err_len)) return -EINVAL;
   if (gemma && gemma_fields(b, cfg, a, gemma, (int)layers, (int)head_dim, (int)dim, (int)heads, err, err_len))
     return -EINVAL;
+  if (qwen35 && qwen35_fields(b, cfg, a, layers, err, err_len)) return -EINVAL;
   if (strcmp(a, "smollm3") == 0 && no_rope_fields(cfg, (int)layers, err, err_len)) return -EINVAL;
   return 0;
 }

@@ -14,6 +14,8 @@ typedef struct hf_arch {
   int permute_qk;    /* llama: reorder Q/K rows for adjacent-pair RoPE (llama.cpp's permute) */
   int gemma;         /* norm weights stored as w, GGUF wants 1 + w */
   int tied;          /* tie_word_embeddings: lm_head.weight not used */
+  int qwen35;        /* Qwen3.5's hybrid: zero-centred norms (1 + w, not the gated ssm_norm), A_log as
+                        -exp(A_log), the conv1d squeezed, its multimodal wrapper's names unwrapped */
   int n_heads, n_kv_heads, n_layers, n_vocab;
   float *rope_long, *rope_short; /* phi3 LongRoPE factors [n_rope], malloc'd, or NULL */
   int n_rope;

@@ -8,7 +8,14 @@
  *   → attn_{q,k}_norm, post_attention_layernorm → ffn_norm (gemma:
  *   post_attention_norm), pre_feedforward_layernorm → ffn_norm,
  *   post_feedforward_layernorm → post_ffw_norm, mlp.{gate,up,down}_proj →
- *   ffn_{gate,up,down}, mlp.gate_up_proj → ffn_up.
+ *   ffn_{gate,up,down}, mlp.gate_up_proj → ffn_up; qwen35's linear_attn.:
+ *   in_proj_qkv → attn_qkv, in_proj_z → attn_gate, in_proj_a → ssm_alpha,
+ *   in_proj_b → ssm_beta, conv1d → ssm_conv1d (squeezed to [C, K], F32),
+ *   A_log → ssm_a (as −exp(A_log), llama.cpp's), dt_bias → ssm_dt.bias,
+ *   norm → ssm_norm, out_proj → ssm_out (value heads kept in Hugging Face's
+ *   order: hf_config.c says so in tram.ssm.v_heads_grouped); a Qwen3.5
+ *   multimodal checkpoint's model.language_model. read as model., its
+ *   model.visual. and mtp. tensors skipped (tram runs text, no MTP).
  * Matrices stay views of the mapping, except Llama's Q and K (and their
  * biases), whose rows are reordered as llama.cpp's converter does so that
  * adjacent-pair RoPE applies; 1-D norm weights and biases become F32 copies
@@ -16,6 +23,7 @@
 #include "hf/hf.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +74,7 @@ static cJSON *read_json(const char *dir, const char *name, int *missing, char *e
   return j;
 }
 
-enum { K_MATRIX, K_VECTOR, K_Q, K_K, K_SKIP };
+enum { K_MATRIX, K_VECTOR, K_Q, K_K, K_SKIP, K_NEG_EXP, K_CONV };
 
 /* The GGUF name of Hugging Face tensor `hf` into out, and its kind; -1 when
  * it has none. */
@@ -94,6 +102,15 @@ static int map_name(const char *hf, const hf_arch_t *a, char *out, size_t len) {
       {"mlp.up_proj.weight", "ffn_up.weight", NULL, K_MATRIX},
       {"mlp.down_proj.weight", "ffn_down.weight", NULL, K_MATRIX},
       {"mlp.gate_up_proj.weight", "ffn_up.weight", NULL, K_MATRIX},
+      {"linear_attn.in_proj_qkv.weight", "attn_qkv.weight", NULL, K_MATRIX},
+      {"linear_attn.in_proj_z.weight", "attn_gate.weight", NULL, K_MATRIX},
+      {"linear_attn.in_proj_a.weight", "ssm_alpha.weight", NULL, K_MATRIX},
+      {"linear_attn.in_proj_b.weight", "ssm_beta.weight", NULL, K_MATRIX},
+      {"linear_attn.conv1d.weight", "ssm_conv1d.weight", NULL, K_CONV},
+      {"linear_attn.A_log", "ssm_a", NULL, K_NEG_EXP},
+      {"linear_attn.dt_bias", "ssm_dt.bias", NULL, K_VECTOR},
+      {"linear_attn.norm.weight", "ssm_norm.weight", NULL, K_VECTOR},
+      {"linear_attn.out_proj.weight", "ssm_out.weight", NULL, K_MATRIX},
       /* mixtures of experts (the experts themselves: hf_moe.c) */
       {"mlp.gate.weight", "ffn_gate_inp.weight", NULL, K_MATRIX},
       {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight", NULL, K_MATRIX},
@@ -102,11 +119,19 @@ static int map_name(const char *hf, const hf_arch_t *a, char *out, size_t len) {
       {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight", NULL, K_MATRIX},
       {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight", NULL, K_MATRIX},
   };
+  char unwrapped[160];
+  if (a->qwen35) { /* Qwen3_5ForConditionalGeneration: the text model under model.language_model. */
+    if (strncmp(hf, "model.visual.", 13) == 0 || strncmp(hf, "mtp.", 4) == 0) return K_SKIP;
+    if (strncmp(hf, "model.language_model.", 21) == 0) {
+      snprintf(unwrapped, sizeof unwrapped, "model.%s", hf + 21);
+      hf = unwrapped;
+    }
+  }
   int l, at = 0;
   if (sscanf(hf, "model.layers.%d.%n", &l, &at) == 1 && at > 0 && l >= 0 && l < a->n_layers) {
     for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
       if (strcmp(hf + at, layer[i].hf) == 0) {
-        const char *g = a->gemma && layer[i].gguf_gemma ? layer[i].gguf_gemma : layer[i].gguf;
+        const char *g = (a->gemma || a->qwen35) && layer[i].gguf_gemma ? layer[i].gguf_gemma : layer[i].gguf;
         if (g) snprintf(out, len, "blk.%d.%s", l, g);
         return layer[i].kind;
       }
@@ -160,6 +185,17 @@ static int add_tensor(gguf_build_t *b, const st_tensor_t *t, hf_arch_t *a, char 
              a->name);
     return -EINVAL;
   }
+  if (kind == K_CONV) { /* [C, 1, K] (or [C, K]) → F32 [C, K] */
+    if (!(t->n_dims == 3 && t->shape[1] == 1) && t->n_dims != 2) {
+      snprintf(err, err_len, "tensor '%.100s' is not a depthwise convolution [channels, 1, taps]", t->name);
+      return -EINVAL;
+    }
+    float *f = xmalloc((size_t)t->n_elems * sizeof *f);
+    for (int64_t i = 0; i < t->n_elems; i++) f[i] = elem(t, i);
+    gguf_build_keep(b, f);
+    const int64_t taps = t->shape[t->n_dims - 1];
+    return gguf_build_tensor(b, name, KERN_F32, 2, (int64_t[]){taps, t->shape[0]}, f, (uint64_t)t->n_elems * 4);
+  }
   const int vector = t->n_dims == 1;
   if (!vector && t->n_dims != 2) {
     snprintf(err, err_len, "tensor '%.100s' has %d dimensions (want 1 or 2)", t->name, t->n_dims);
@@ -172,10 +208,11 @@ static int add_tensor(gguf_build_t *b, const st_tensor_t *t, hf_arch_t *a, char 
     return -EINVAL;
   }
   const int permute = (kind == K_Q || kind == K_K) && a->permute_qk;
-  if (vector) { /* norms and biases: F32 copies (Gemma's norms as 1 + w) */
-    const int norm = strstr(name, "norm") != NULL;
+  if (vector) { /* norms and biases: F32 copies (Gemma's and Qwen3.5's norms as 1 + w) */
+    const int norm = strstr(name, "norm") != NULL && !strstr(name, "ssm_norm"); /* the gated norm is w */
     float *f = xmalloc((size_t)(t->n_elems ? t->n_elems : 1) * sizeof *f);
-    for (int64_t i = 0; i < t->n_elems; i++) f[i] = elem(t, i) + (a->gemma && norm ? 1.0f : 0.0f);
+    for (int64_t i = 0; i < t->n_elems; i++)
+      f[i] = kind == K_NEG_EXP ? -expf(elem(t, i)) : elem(t, i) + ((a->gemma || a->qwen35) && norm ? 1.0f : 0.0f);
     gguf_build_keep(b, f);
     const void *data = permute ? permuted(b, f, t->n_elems, 4, n_head) : f;
     return gguf_build_tensor(b, name, KERN_F32, 1, (int64_t[]){t->shape[0]}, data, (uint64_t)t->n_elems * 4);

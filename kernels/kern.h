@@ -129,6 +129,30 @@ typedef struct kern_attn_args {
   const float *v_new;           /* [n_seqs, n_kv_heads, head_dim] */
 } kern_attn_args_t;
 
+/* Arguments of the Gated DeltaNet operations (one layer, one batch;
+ * Qwen3.5's linear-attention block, model/model_gdn.c). Sequence b owns
+ * rows [cu_rows[b], cu_rows[b + 1]) of the step, in token order, and the
+ * recurrent state at state + slots[b] * slot_stride (floats):
+ *   [conv_kernel - 1, conv_dim]       the last conv_kernel - 1 inputs of
+ *                                     the convolution, oldest first
+ *   [n_v_heads, head_k, head_v]       the delta rule's matrix S per value head
+ * Both operations read the state and leave it advanced past the sequence's
+ * rows (a decode is a chunk of one row). Each sequence and head is computed
+ * alone, token by token, in a fixed order: batch invariant. */
+typedef struct kern_gdn_args {
+  int n_seqs;
+  const int32_t *cu_rows; /* device [n_seqs + 1], first entry 0 */
+  const int32_t *slots;   /* device [n_seqs] */
+  float *state;           /* device: the pool's layer base (slot 0) */
+  size_t slot_stride;     /* floats from one slot's state to the next */
+  int conv_dim;           /* channels of the convolution: 2 n_k_heads head_k + n_v_heads head_v */
+  int conv_kernel;        /* taps (4) */
+  int n_k_heads, n_v_heads, head_k, head_v;
+  int v_tiled;            /* value head h reads key head h % n_k_heads (llama.cpp's GGUF order);
+                             0: h / (n_v_heads / n_k_heads) (Hugging Face's order) */
+  float qk_eps;           /* the L2 norm's epsilon (1e-6) */
+} kern_gdn_args_t;
+
 struct kern_backend {
   const char *name;    /* "cpu", "cuda" (public, read-only) */
   kern_type_t kv_type; /* element type of KV cache storage (KERN_F32 on CPU) */
@@ -236,6 +260,30 @@ struct kern_backend {
   void (*attn_varlen_paged)(kern_backend_t *be, const kern_attn_args_t *a);
   /* Decode attention: one query per sequence, new K/V appended in place. */
   void (*attn_decode)(kern_backend_t *be, const kern_attn_args_t *a);
+
+  /* --- Gated DeltaNet (kern_gdn_args_t; NULL on a backend without them:
+   * model load then refuses hybrid models) --------------------------------
+   * gdn_conv: y[t, c] = silu(Σ_j w[c, j] · x'[t - K + 1 + j, c]) over the
+   * sequence's inputs x' (the state's K - 1 cached rows, then x), the
+   * depthwise causal convolution; w [conv_dim, K] f32; x, y [T, conv_dim].
+   * gdn_rule: the gated delta rule, recurrent form. Row t of y (the
+   * convolution's output) is [q (n_k_heads × head_k), k (same), v
+   * (n_v_heads × head_v)]; q and k are L2-normed per head (eps qk_eps) and
+   * q scaled by 1 / sqrt(head_k); per value head h: g = a_neg[h] ·
+   * softplus(alpha[t, h] + dt_bias[h]), β = sigmoid(beta[t, h]);
+   * S = e^g S; S += k ⊗ β (v − Sᵀk); out[t, h] = Sᵀq. alpha, beta [T,
+   * n_v_heads]; a_neg, dt_bias [n_v_heads] (a_neg = −exp(A_log), as
+   * llama.cpp stores ssm_a); out [T, n_v_heads, head_v]. */
+  void (*gdn_conv)(kern_backend_t *be, float *y, const float *x, const float *w, const kern_gdn_args_t *a);
+  void (*gdn_rule)(kern_backend_t *be, float *out, const float *y, const float *alpha, const float *beta,
+                   const float *a_neg, const float *dt_bias, const kern_gdn_args_t *a);
+  /* y[i] = x[i] · sigmoid(g[i]) over count elements (the gated attention's
+   * output gate); y may alias x. */
+  void (*sigmoid_mul)(kern_backend_t *be, float *y, const float *x, const float *g, int64_t count);
+  /* y[r · ldy + c] = x[r · ldx + c] for r < rows, c < cols (a column slice:
+   * the query half of a row of interleaved [q, gate] heads). */
+  void (*copy_cols)(kern_backend_t *be, float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
+                    int64_t cols);
 
   /* --- sampling (kernels/kern_sample.h) ----------------------------------- */
   /* outs[i] ([n_rows]) for each row i of logits [n_rows, n_vocab] whose

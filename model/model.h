@@ -27,6 +27,13 @@
  *   phi3   the llama block with neox RoPE, Q/K/V fused in one matrix
  *          (attn_qkv) and gate/up in another (ffn_up), both used as row
  *          views; LongRoPE (rope_factors_long/short) when present.
+ *   qwen35 Qwen3.5's hybrid (model/model_gdn.c): three of every
+ *          full_attention_interval layers are Gated DeltaNet (linear
+ *          attention with a recurrent state per sequence, kept in a
+ *          cache/kv_state.h pool), the last is qwen3's attention with an
+ *          output gate (attn_q holds [q, gate] per head; out · sigmoid(gate))
+ *          and partial neox RoPE; RMSNorm weights as stored (llama.cpp adds
+ *          Qwen3.5's 1 + w); the paged cache holds only the attention layers.
  *   smollm3 the llama block (Q/K rows permuted as for llama) whose every
  *          fourth layer (l + 1 ≡ 0 mod 4) has no RoPE ("NoPE"): llama.cpp
  *          fixes the step at 4, with no GGUF key for it.
@@ -73,6 +80,7 @@
 
 #include "attention/attn.h"
 #include "cache/kv_cache.h"
+#include "cache/kv_state.h"
 #include "kernels/kern.h"
 #include "sample/samp_params.h"
 
@@ -86,6 +94,7 @@ typedef enum model_arch {
   MODEL_ARCH_GEMMA3 = 4,
   MODEL_ARCH_PHI3 = 5,
   MODEL_ARCH_SMOLLM3 = 6,
+  MODEL_ARCH_QWEN35 = 7,
   MODEL_ARCH_QWEN2MOE = 30, /* mixtures of experts (model/model_moe.h); Mixtral is MODEL_ARCH_LLAMA */
   MODEL_ARCH_QWEN3MOE = 31,
 } model_arch_t;
@@ -149,6 +158,19 @@ typedef struct model_hparams {
   float attn_scale;    /* the scores' scale; 0: 1 / sqrt(head_dim) (gemma: see model_hparams.c) */
   float attn_softcap;  /* attn_logit_softcapping; 0: none */
   float final_softcap; /* final_logit_softcapping; 0: none */
+  /* hybrid (qwen35; model_gdn.c): zeros elsewhere */
+  int full_attn_interval; /* full_attention_interval: layer l has attention iff (l + 1) % n == 0;
+                             0: every layer has (not hybrid) */
+  int n_attn_layers;      /* layers with attention: the paged cache's (n_layers when not hybrid) */
+  int attn_out_gate;      /* 1: attn_q is [n_heads, 2 head_dim] ([q, gate] per head), out · sigmoid(gate) */
+  int ssm_conv_kernel;    /* ssm.conv_kernel: the convolution's taps */
+  int ssm_n_k_heads;      /* ssm.group_count: key (and query) heads */
+  int ssm_n_v_heads;      /* ssm.time_step_rank: value heads; a multiple of ssm_n_k_heads */
+  int ssm_head_k;         /* ssm.state_size: a key head's width */
+  int ssm_head_v;         /* ssm.inner_size / time_step_rank: a value head's width */
+  int ssm_conv_dim;       /* 2 n_k_heads head_k + n_v_heads head_v */
+  int ssm_v_tiled;        /* 1: value heads in llama.cpp's tiled order (head h reads key head
+                             h % n_k_heads); 0: Hugging Face's (tram.ssm.v_heads_grouped, hf/) */
   /* mixture of experts (model/model_moe.h) */
   int n_expert;        /* expert_count; 0: a dense model */
   int n_expert_used;   /* expert_used_count: experts per token (top-k) */
@@ -220,6 +242,12 @@ const float *model_rope_inv_freq(const model_t *m);
 /* Layer l's sliding window (hp->sliding_window on the layers swa_pattern
  * selects), or 0 when it attends over every key. */
 int model_layer_window(const model_hparams_t *hp, int l);
+/* 1 when layer l is a Gated DeltaNet layer (a hybrid's, model_gdn.c). */
+int model_layer_recurrent(const model_hparams_t *hp, int l);
+/* The recurrent-state pool a hybrid model needs (n_layers and
+ * layer_floats of cfg; n_slots left as it is): 0, or -ENOENT for a model
+ * without recurrent layers. */
+int model_state_config(const model_t *m, kv_state_config_t *cfg);
 /* 1 when layer l turns Q and K by RoPE, 0 for a NoPE layer (no_rope_step). */
 int model_layer_rope(const model_hparams_t *hp, int l);
 /* Bytes of weights, as the file stores them, that a forward of one token
@@ -227,7 +255,8 @@ int model_layer_rope(const model_hparams_t *hp, int l);
  * one embedding row (the numerator of the decode bandwidth bound). */
 int64_t model_step_weight_bytes(const model_t *m);
 
-/* The cache geometry the model needs: fills n_layers, n_kv_heads and
+/* The cache geometry the model needs: fills n_layers (the layers with
+ * attention: a hybrid's full-attention layers only), n_kv_heads and
  * head_dim of cfg, leaving the sizing fields (block_size, num_blocks,
  * budget_bytes) as they are. */
 void model_kv_config(const model_t *m, kv_cache_config_t *cfg);
@@ -243,7 +272,9 @@ typedef struct model_runner_config {
   int max_sample_ops; /* with be->sample: penalty ops per step (model_batch_t.sample_ops) */
   int graphs;         /* model_graphs_mode_t (model/model_graph.h): decode steps padded to buckets and
                          replayed from captured graphs (ON, on a backend that captures), padded only
-                         (PADDED), or neither (OFF, 0) */
+                         (PADDED), or neither (OFF, 0); a hybrid model runs neither */
+  kv_state_t *state;  /* a hybrid model's recurrent-state pool (model_state_config geometry; not
+                         owned, outlives the runner); NULL for other models */
 } model_runner_config_t;
 
 /* What became of the decode steps run padded (model_graph.h). */
@@ -272,6 +303,10 @@ typedef struct model_batch {
   const struct kern_sample_op *sample_ops; /* [n_sample_ops] the rows' penalty ops */
   int n_sample_ops;                        /* <= max_sample_ops */
   struct kern_sample_out *sampled;         /* [n_logits] host memory, written for rows on the device */
+  /* hybrid models: sequence b's recurrent-state slot in the runner's pool
+   * (cfg.state). Its rows must continue the state: a chunk starting at
+   * position 0 resets it, one starting at p needs a state of p tokens. */
+  const int32_t *state_slots; /* [attn->n_seqs] */
   /* optional, embeddings: rows whose final-normed hidden state
    * (rmsnorm(x) · output_norm, the input of the output projection) goes to
    * hidden[n_hidden, dim] (host memory) */

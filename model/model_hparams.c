@@ -258,6 +258,11 @@ static const char *const GEMMA_KEYS[] = {"attn_logit_softcapping", "final_logit_
 /* The `<arch>.` keys only phi3 reads. */
 static const char *const PHI3_KEYS[] = {"rope.scaling.attn_factor", NULL};
 
+/* The `<arch>.` keys only the qwen35 hybrid reads (read_hybrid). */
+static const char *const QWEN35_KEYS[] = {"ssm.conv_kernel", "ssm.state_size", "ssm.group_count",
+                                          "ssm.time_step_rank", "ssm.inner_size", "full_attention_interval",
+                                          "rope.dimension_sections", "nextn_predict_layers", NULL};
+
 /* The architectures tram runs: name, Hugging Face's causal-LM class for it
  * (its config.json `architectures`), RoPE pairing, Q/K/V biases (1: always,
  * 0: when the file has them), per-head Q/K norms, Gemma's block (2 or 3),
@@ -276,6 +281,7 @@ static const struct arch_info {
     {"gemma2", "Gemma2ForCausalLM", MODEL_ARCH_GEMMA2, 1, 0, 0, 2, GEMMA_KEYS, 0},
     {"gemma3", "Gemma3ForCausalLM", MODEL_ARCH_GEMMA3, 1, 0, 1, 3, GEMMA_KEYS, 0},
     {"phi3", "Phi3ForCausalLM", MODEL_ARCH_PHI3, 1, 0, 0, 0, PHI3_KEYS, 1},
+    {"qwen35", "Qwen3_5ForCausalLM", MODEL_ARCH_QWEN35, 1, 0, 1, 0, QWEN35_KEYS, 0},
     {"smollm3", "SmolLM3ForCausalLM", MODEL_ARCH_SMOLLM3, 0, 0, 0, 0, NULL, 0},
     {"qwen2moe", "Qwen2MoeForCausalLM", MODEL_ARCH_QWEN2MOE, 1, 1, 0, 0, MODEL_MOE_KEYS, 0},
     {"qwen3moe", "Qwen3MoeForCausalLM", MODEL_ARCH_QWEN3MOE, 1, 0, 1, 0, MODEL_MOE_KEYS, 0},
@@ -378,6 +384,50 @@ static int read_gemma(const gguf_ctx_t *g, const char *arch, int version, model_
   return rc;
 }
 
+/* Qwen3.5's hybrid (llama.cpp's qwen35 keys): the Gated DeltaNet shape
+ * under ssm.* (conv_kernel, state_size = key head width, group_count = key
+ * heads, time_step_rank = value heads, inner_size = value heads × width),
+ * full_attention_interval (4 when absent), the gated attention. The
+ * multi-token-prediction layers (nextn_predict_layers > 0) are refused:
+ * tram does not run them, and they count in block_count.
+ * rope.dimension_sections (M-RoPE's split) changes nothing for text, whose
+ * three position components are equal. */
+static int read_hybrid(const gguf_ctx_t *g, const char *arch, model_hparams_t *hp, char *err, size_t err_len) {
+  int inner, nextn;
+  int rc = get_int(g, arch, "full_attention_interval", 4, 1, MAX_LAYERS, &hp->full_attn_interval, err, err_len);
+  if (rc == 0) rc = get_int(g, arch, "ssm.conv_kernel", -1, 1, 9, &hp->ssm_conv_kernel, err, err_len);
+  if (rc == 0) rc = get_int(g, arch, "ssm.state_size", -1, 1, 512, &hp->ssm_head_k, err, err_len);
+  if (rc == 0) rc = get_int(g, arch, "ssm.group_count", -1, 1, MAX_HEADS, &hp->ssm_n_k_heads, err, err_len);
+  if (rc == 0) rc = get_int(g, arch, "ssm.time_step_rank", -1, 1, MAX_HEADS, &hp->ssm_n_v_heads, err, err_len);
+  if (rc == 0) rc = get_int(g, arch, "ssm.inner_size", -1, 1, MAX_DIM, &inner, err, err_len);
+  if (rc == 0) rc = get_int(g, arch, "nextn_predict_layers", 0, 0, MAX_LAYERS, &nextn, err, err_len);
+  if (rc != 0) return rc;
+  if (nextn > 0) {
+    snprintf(err, err_len, "key '%s.nextn_predict_layers' is %d: tram does not run multi-token-prediction layers "
+             "(convert without them)", arch, nextn);
+    return -EINVAL;
+  }
+  if (hp->ssm_n_v_heads % hp->ssm_n_k_heads != 0 || inner % hp->ssm_n_v_heads != 0 ||
+      inner / hp->ssm_n_v_heads > 512) {
+    snprintf(err, err_len, "keys '%s.ssm.*': %d value heads, %d key heads, inner size %d (want value heads a "
+             "multiple of key heads, inner size a multiple of value heads, heads of at most 512)",
+             arch, hp->ssm_n_v_heads, hp->ssm_n_k_heads, inner);
+    return -EINVAL;
+  }
+  hp->ssm_head_v = inner / hp->ssm_n_v_heads;
+  hp->ssm_conv_dim = 2 * hp->ssm_n_k_heads * hp->ssm_head_k + inner;
+  hp->attn_out_gate = 1;
+  int64_t grouped = 0; /* hf/'s view keeps Hugging Face's value-head order */
+  hp->ssm_v_tiled = !(gguf_get_i64(g, "tram.ssm.v_heads_grouped", &grouped) == 0 && grouped == 1);
+  hp->n_attn_layers = hp->n_layers / hp->full_attn_interval;
+  if (hp->n_attn_layers < 1) {
+    snprintf(err, err_len, "key '%s.full_attention_interval' is %d for %d layers: no attention layer", arch,
+             hp->full_attn_interval, hp->n_layers);
+    return -EINVAL;
+  }
+  return 0;
+}
+
 int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_freq, char *err, size_t err_len) {
   memset(hp, 0, sizeof *hp);
   *inv_freq = NULL;
@@ -398,7 +448,7 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   if (!ai) {
     snprintf(err, err_len,
              "unsupported architecture \"%.*s\" (general.architecture): tram runs llama, qwen2, qwen3, "
-             "gemma2, gemma3, phi3, smollm3, qwen2moe and qwen3moe",
+             "gemma2, gemma3, phi3, smollm3, qwen35, qwen2moe and qwen3moe",
              (int)(a.len > 40 ? 40 : a.len), a.ptr);
     return -EINVAL;
   }
@@ -472,6 +522,8 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   if (rc != 0) return rc;
 
   if (ai->gemma) rc = read_gemma(g, arch, ai->gemma, hp, err, err_len);
+  hp->n_attn_layers = hp->n_layers;
+  if (rc == 0 && ai->arch == MODEL_ARCH_QWEN35) rc = read_hybrid(g, arch, hp, err, err_len);
   if (rc != 0) return rc;
   if (ai->arch == MODEL_ARCH_SMOLLM3) hp->no_rope_step = 4; /* llama.cpp's n_no_rope_layer_step: no key */
 
@@ -479,6 +531,10 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   hp->qkv_bias = ai->qkv_bias || gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
   *inv_freq = inv_freq_compute(hp, rope_freqs);
   return 0;
+}
+
+int model_layer_recurrent(const model_hparams_t *hp, int l) {
+  return hp->full_attn_interval > 0 && (l + 1) % hp->full_attn_interval != 0;
 }
 
 int model_layer_rope(const model_hparams_t *hp, int l) {

@@ -23,6 +23,16 @@ typedef struct model_layer {
   kern_weight_t w_gate;  /* [ff_dim, dim] */
   kern_weight_t w_up;    /* [ff_dim, dim] */
   kern_weight_t w_down;  /* [dim, ff_dim] */
+  /* a hybrid's Gated DeltaNet layer (model_layer_recurrent; wq..wo unset) */
+  kern_weight_t w_qkv;   /* [ssm_conv_dim, dim] attn_qkv: the convolution's input [q, k, v] */
+  kern_weight_t w_z;     /* [n_v_heads head_v, dim] attn_gate: the output norm's gate */
+  kern_weight_t w_beta;  /* [n_v_heads, dim] ssm_beta */
+  kern_weight_t w_alpha; /* [n_v_heads, dim] ssm_alpha */
+  kern_weight_t w_ssm_out; /* [dim, n_v_heads head_v] ssm_out */
+  float *conv_w;         /* [ssm_conv_dim, conv_kernel] ssm_conv1d */
+  float *a_neg;          /* [n_v_heads] ssm_a: -exp(A_log) */
+  float *dt_bias;        /* [n_v_heads] ssm_dt.bias */
+  float *ssm_norm;       /* [head_v] ssm_norm: the gated RMSNorm's weight */
   model_moe_layer_t *moe; /* a sparse layer's experts (owned), instead of w_gate/w_up/w_down; NULL: dense */
 } model_layer_t;
 
@@ -53,6 +63,25 @@ struct model {
  * the caller's), applying the scaling (a rope_freqs.weight tensor included).
  * Returns 0, or -EINVAL after writing one line naming the key into err. */
 int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_freq, char *err, size_t err_len);
+
+/* The device buffers of one Gated DeltaNet layer's forward, T rows. */
+typedef struct model_gdn_io {
+  float *x;      /* [T, dim] the residual stream (x += the layer's output) */
+  float *h;      /* [T, dim] scratch: the normed input */
+  float *mix;    /* [T, ssm_conv_dim] the projection, then the convolution's output in conv */
+  float *conv;   /* [T, ssm_conv_dim] */
+  float *z;      /* [T, n_v_heads head_v] */
+  float *alpha;  /* [T, n_v_heads] */
+  float *beta;   /* [T, n_v_heads] */
+  float *o;      /* [T, n_v_heads head_v] the rule's output, normed and gated in place */
+  float *proj;   /* [T, dim] */
+  kern_gdn_args_t args; /* the step's sequences and slots; state set per layer */
+} model_gdn_io_t;
+
+/* Issues the token mixer of Gated DeltaNet layer l (li: its index among
+ * the recurrent layers) for T rows: x += out_proj(norm(rule(conv(...))) ·
+ * silu(z)), the state of each sequence advanced. */
+void model__gdn_layer(const model_t *m, int l, int li, const kv_state_t *state, model_gdn_io_t *io, int T);
 
 /* The output projection: output.weight, or token_embd.weight when tied. */
 static inline const kern_weight_t *model__output(const model_t *m) {

@@ -22,6 +22,16 @@
  *   blk.N.attn_qkv.weight      [dim, q_dim + 2 kv_dim]  phi3: for attn_{q,k,v}
  *   blk.N.ffn_up.weight        [dim, 2 ff_dim]          phi3: gate rows, then up rows
  *   rope_factors_{long,short}.weight [rot_dim / 2] F32  phi3 LongRoPE (model_hparams.c)
+ *   qwen35 (model_gdn.c): attn_q.weight [dim, 2 q_dim] ([q, gate] per head) and
+ *   post_attention_norm.weight (the MLP's input norm) on the attention layers;
+ *   on the Gated DeltaNet layers instead of attn_{q,k,v,output}:
+ *   blk.N.attn_qkv.weight      [dim, ssm_conv_dim]
+ *   blk.N.attn_gate.weight     [dim, n_v_heads head_v]
+ *   blk.N.ssm_alpha.weight, blk.N.ssm_beta.weight [dim, n_v_heads]
+ *   blk.N.ssm_conv1d.weight    [conv_kernel, ssm_conv_dim]   F32
+ *   blk.N.ssm_a, blk.N.ssm_dt.bias [n_v_heads]               F32
+ *   blk.N.ssm_norm.weight      [head_v]                      F32
+ *   blk.N.ssm_out.weight       [n_v_heads head_v, dim]
  *   blk.N.ffn_gate_inp.weight  [dim, n_expert]       a sparse layer's router (model_moe.h), then
  *   blk.N.ffn_{gate,up}_exps.weight [dim, expert_ff, n_expert], ffn_down_exps [expert_ff, dim, n_expert]
  *                                                    instead of ffn_{gate,up,down}; or per expert E
@@ -172,11 +182,12 @@ static int load_matrix(loader_t *ld, const char *name, int64_t rows, int64_t col
   return load_rows(ld, name, rows, cols, 0, rows, w);
 }
 
-/* An F32 vector of n elements copied into a new device buffer (*dst). A
- * missing optional one leaves *dst NULL. 0 or -EINVAL (or -ENOMEM). */
-static int load_vector(loader_t *ld, const char *name, int64_t n, float **dst, int required) {
+/* An F32 tensor of [ne0] (ne1 == 0) or [ne0, ne1] copied into a new
+ * device buffer (*dst). A missing optional one leaves *dst NULL. 0 or
+ * -EINVAL (or -ENOMEM). */
+static int load_f32(loader_t *ld, const char *name, int64_t ne0, int64_t ne1, float **dst, int required) {
   int bad = 0;
-  const gguf_tensor_t *t = find(ld, name, n, 0, required, &bad);
+  const gguf_tensor_t *t = find(ld, name, ne0, ne1, required, &bad);
   if (!t) return bad ? -EINVAL : 0;
   if (t->type != KERN_F32) {
     const char *type = kern_type_name(t->type);
@@ -185,13 +196,45 @@ static int load_vector(loader_t *ld, const char *name, int64_t n, float **dst, i
     return -EINVAL;
   }
   kern_backend_t *be = ld->m->be;
-  *dst = be->alloc(be, (size_t)n * sizeof(float));
+  const size_t n = (size_t)ne0 * (size_t)(ne1 ? ne1 : 1);
+  *dst = be->alloc(be, n * sizeof(float));
   if (!*dst) {
     snprintf(ld->err, ld->err_len, "tensor '%s': the %s backend is out of memory", name, be->name);
     return -ENOMEM;
   }
-  be->upload(be, *dst, t->data, (size_t)n * sizeof(float));
+  be->upload(be, *dst, t->data, n * sizeof(float));
   return 0;
+}
+
+/* An F32 vector of n elements (load_f32). */
+static int load_vector(loader_t *ld, const char *name, int64_t n, float **dst, int required) {
+  return load_f32(ld, name, n, 0, dst, required);
+}
+
+/* A hybrid's Gated DeltaNet layer (model_gdn.c): its token mixer, then the
+ * MLP with post_attention_norm as its input norm (qwen35's naming). */
+static int load_recurrent(loader_t *ld, int l) {
+  const model_hparams_t *hp = &ld->m->hp;
+  model_layer_t *L = &ld->m->layers[l];
+  const int64_t vd = (int64_t)hp->ssm_n_v_heads * hp->ssm_head_v, hv = hp->ssm_n_v_heads;
+  char name[64];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
+  int rc = load_vector(ld, NAME("attn_norm.weight"), hp->dim, &L->attn_norm, 1);
+  if (rc == 0) rc = load_matrix(ld, NAME("attn_qkv.weight"), hp->ssm_conv_dim, hp->dim, &L->w_qkv);
+  if (rc == 0) rc = load_matrix(ld, NAME("attn_gate.weight"), vd, hp->dim, &L->w_z);
+  if (rc == 0) rc = load_matrix(ld, NAME("ssm_beta.weight"), hv, hp->dim, &L->w_beta);
+  if (rc == 0) rc = load_matrix(ld, NAME("ssm_alpha.weight"), hv, hp->dim, &L->w_alpha);
+  if (rc == 0) rc = load_f32(ld, NAME("ssm_conv1d.weight"), hp->ssm_conv_kernel, hp->ssm_conv_dim, &L->conv_w, 1);
+  if (rc == 0) rc = load_vector(ld, NAME("ssm_a"), hv, &L->a_neg, 1);
+  if (rc == 0) rc = load_vector(ld, NAME("ssm_dt.bias"), hv, &L->dt_bias, 1);
+  if (rc == 0) rc = load_vector(ld, NAME("ssm_norm.weight"), hp->ssm_head_v, &L->ssm_norm, 1);
+  if (rc == 0) rc = load_matrix(ld, NAME("ssm_out.weight"), hp->dim, vd, &L->w_ssm_out);
+  if (rc == 0) rc = load_vector(ld, NAME("post_attention_norm.weight"), hp->dim, &L->ffn_norm, 1);
+  if (rc == 0) rc = load_matrix(ld, NAME("ffn_gate.weight"), hp->ff_dim, hp->dim, &L->w_gate);
+  if (rc == 0) rc = load_matrix(ld, NAME("ffn_up.weight"), hp->ff_dim, hp->dim, &L->w_up);
+  if (rc == 0) rc = load_matrix(ld, NAME("ffn_down.weight"), hp->dim, hp->ff_dim, &L->w_down);
+#undef NAME
+  return rc;
 }
 
 /* Layer l's experts of `kind` (gate, up, down), rows × cols each, into
@@ -250,6 +293,7 @@ static int load_moe(loader_t *ld, int l, model_layer_t *L) {
 static int load_layer(loader_t *ld, int l) {
   const model_hparams_t *hp = &ld->m->hp;
   model_layer_t *L = &ld->m->layers[l];
+  if (model_layer_recurrent(hp, l)) return load_recurrent(ld, l);
   char name[64];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
   int rc = load_vector(ld, NAME("attn_norm.weight"), hp->dim, &L->attn_norm, 1);
@@ -259,7 +303,9 @@ static int load_layer(loader_t *ld, int l) {
     if (rc == 0) rc = load_rows(ld, name, all, hp->dim, hp->q_dim, hp->kv_dim, &L->wk);
     if (rc == 0) rc = load_rows(ld, name, all, hp->dim, hp->q_dim + hp->kv_dim, hp->kv_dim, &L->wv);
   } else {
-    if (rc == 0) rc = load_matrix(ld, NAME("attn_q.weight"), hp->q_dim, hp->dim, &L->wq);
+    /* qwen35: [q, gate] per head */
+    if (rc == 0) rc = load_matrix(ld, NAME("attn_q.weight"), (hp->attn_out_gate ? 2 : 1) * (int64_t)hp->q_dim,
+                                  hp->dim, &L->wq);
     if (rc == 0) rc = load_matrix(ld, NAME("attn_k.weight"), hp->kv_dim, hp->dim, &L->wk);
     if (rc == 0) rc = load_matrix(ld, NAME("attn_v.weight"), hp->kv_dim, hp->dim, &L->wv);
   }
@@ -273,7 +319,9 @@ static int load_layer(loader_t *ld, int l) {
     if (rc == 0) rc = load_vector(ld, NAME("attn_k_norm.weight"), hp->head_dim, &L->k_norm, 1);
   }
   if (rc == 0) rc = load_matrix(ld, NAME("attn_output.weight"), hp->dim, hp->q_dim, &L->wo);
-  if (rc == 0) rc = load_vector(ld, NAME("ffn_norm.weight"), hp->dim, &L->ffn_norm, 1);
+  /* qwen35 names the MLP's input norm post_attention_norm */
+  if (rc == 0) rc = load_vector(ld, hp->attn_out_gate ? NAME("post_attention_norm.weight") : NAME("ffn_norm.weight"),
+                                hp->dim, &L->ffn_norm, 1);
   if (rc == 0 && hp->n_expert > 0 && gguf_find_tensor(ld->m->gguf, NAME("ffn_gate_inp.weight"))) {
     rc = load_moe(ld, l, L); /* a sparse layer; without a router, a dense one (mlp_only_layers) */
   } else if (rc == 0 && hp->fused) { /* phi3: ffn_up = [Wgate; Wup] */
@@ -391,6 +439,12 @@ model_t *model_load_opts(const char *path, kern_backend_t *be, const model_load_
   }
   if (rc == 0) /* the backend's attention must take this layout: refuse now, not mid-serving */
     rc = be->attn_supported(be, m->hp.n_heads, m->hp.n_kv_heads, m->hp.head_dim, msg, sizeof msg);
+  if (rc == 0 && m->hp.full_attn_interval > 0 &&
+      (!be->gdn_conv || !be->gdn_rule || !be->sigmoid_mul || !be->copy_cols)) {
+    snprintf(msg, sizeof msg, "the %s backend has no Gated DeltaNet kernels: hybrid %s models run on "
+             "--device cpu only", be->name, model_arch_name(m->hp.arch));
+    rc = -EINVAL;
+  }
   if (rc == 0) rc = load_tensors(&ld);
   free(ld.used);
   if (rc == 0) rc = load_extras(m, msg, sizeof msg);
@@ -455,6 +509,15 @@ void model_destroy(model_t *m) {
       release(be, &L->w_gate);
       release(be, &L->w_up);
       release(be, &L->w_down);
+      release(be, &L->w_qkv);
+      release(be, &L->w_z);
+      release(be, &L->w_beta);
+      release(be, &L->w_alpha);
+      release(be, &L->w_ssm_out);
+      be->free(be, L->conv_w);
+      be->free(be, L->a_neg);
+      be->free(be, L->dt_bias);
+      be->free(be, L->ssm_norm);
       release_moe(be, L->moe, m->hp.n_expert);
     }
     free(m->layers);
@@ -477,7 +540,7 @@ const float *model_rope_inv_freq(const model_t *m) { return m->inv_freq; }
 int64_t model_step_weight_bytes(const model_t *m) { return m->step_bytes; }
 
 void model_kv_config(const model_t *m, kv_cache_config_t *cfg) {
-  cfg->n_layers = m->hp.n_layers;
+  cfg->n_layers = m->hp.n_attn_layers;
   cfg->n_kv_heads = m->hp.n_kv_heads;
   cfg->head_dim = m->hp.head_dim;
 }

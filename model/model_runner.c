@@ -33,6 +33,11 @@ struct model_runner {
   float *att;     /* [T, n_heads, head_dim] attention output */
   float *gate;    /* [T, ff_dim] gate, then silu(gate) ⊙ up */
   float *up;      /* [T, ff_dim] */
+  float *qg;      /* [T, n_heads, 2 head_dim] gated attention (attn_out_gate): [q, gate] per head */
+  float *ag;      /* [T, q_dim] its gate */
+  model_gdn_io_t gdn; /* hybrid: the Gated DeltaNet layers' buffers (model_gdn.c) */
+  int32_t *seq_rows;  /* [max_seqs + 1] hybrid: the step's cu_seq_lens_q (device) */
+  int32_t *seq_slots; /* [max_seqs] hybrid: its state slots (device) */
   float *xl;      /* [L, dim] the rows that need logits, final-normed */
   float *logits;  /* [L, n_vocab] */
   kern_sample_row_t *samp_rows; /* [L] be->sample only: how each row picks its token */
@@ -60,11 +65,21 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
               cfg->max_tokens, cfg->max_seqs, max_logits, cfg->max_seq_len);
     return NULL;
   }
-  if (cache->be != m->be || cache->n_layers != hp->n_layers || cache->n_kv_heads != hp->n_kv_heads ||
+  if (hp->full_attn_interval > 0 && !cfg->state) {
+    log_error("model_runner_create: a hybrid model needs a recurrent-state pool (model_runner_config_t.state)");
+    return NULL;
+  }
+  kv_state_config_t sc;
+  if (cfg->state && (model_state_config(m, &sc) != 0 || sc.n_layers != cfg->state->n_layers ||
+                     sc.layer_floats != cfg->state->layer_floats || cfg->state->be != m->be)) {
+    log_error("model_runner_create: the recurrent-state pool does not fit the model");
+    return NULL;
+  }
+  if (cache->be != m->be || cache->n_layers != hp->n_attn_layers || cache->n_kv_heads != hp->n_kv_heads ||
       cache->head_dim != hp->head_dim) {
     log_error("model_runner_create: the cache (%s backend, %d layers, %d KV heads of %d) does not fit the model "
               "(%s backend, %d layers, %d KV heads of %d)",
-              cache->be->name, cache->n_layers, cache->n_kv_heads, cache->head_dim, m->be->name, hp->n_layers,
+              cache->be->name, cache->n_layers, cache->n_kv_heads, cache->head_dim, m->be->name, hp->n_attn_layers,
               hp->n_kv_heads, hp->head_dim);
     return NULL;
   }
@@ -77,7 +92,8 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
   int *windows = NULL; /* every layer's sliding window (attn copies them) */
   if (hp->sliding_window > 0) {
     windows = xmalloc((size_t)hp->n_layers * sizeof *windows);
-    for (int l = 0; l < hp->n_layers; l++) windows[l] = model_layer_window(hp, l);
+    for (int l = 0, a = 0; l < hp->n_layers; l++)
+      if (!model_layer_recurrent(hp, l)) windows[a++] = model_layer_window(hp, l);
   }
   const attn_config_t ac = {
       .n_heads = hp->n_heads,
@@ -114,6 +130,29 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
   ALLOC(r->att, T * hp->q_dim * f);
   ALLOC(r->gate, T * hp->ff_dim * f);
   ALLOC(r->up, T * hp->ff_dim * f);
+  if (hp->attn_out_gate) {
+    ALLOC(r->qg, T * 2 * hp->q_dim * f);
+    ALLOC(r->ag, T * hp->q_dim * f);
+  }
+  if (hp->full_attn_interval > 0) {
+    const size_t vd = (size_t)hp->ssm_n_v_heads * hp->ssm_head_v, hv = (size_t)hp->ssm_n_v_heads;
+    model_gdn_io_t *g = &r->gdn;
+    ALLOC(g->mix, T * hp->ssm_conv_dim * f);
+    ALLOC(g->conv, T * hp->ssm_conv_dim * f);
+    ALLOC(g->z, T * vd * f);
+    ALLOC(g->alpha, T * hv * f);
+    ALLOC(g->beta, T * hv * f);
+    ALLOC(g->o, T * vd * f);
+    ALLOC(r->seq_rows, ((size_t)cfg->max_seqs + 1) * sizeof(int32_t));
+    ALLOC(r->seq_slots, (size_t)cfg->max_seqs * sizeof(int32_t));
+    g->x = r->x;
+    g->h = r->h;
+    g->proj = r->proj;
+    g->args = (kern_gdn_args_t){.cu_rows = r->seq_rows, .slots = r->seq_slots, .conv_dim = hp->ssm_conv_dim,
+                                .conv_kernel = hp->ssm_conv_kernel, .n_k_heads = hp->ssm_n_k_heads,
+                                .n_v_heads = hp->ssm_n_v_heads, .head_k = hp->ssm_head_k,
+                                .head_v = hp->ssm_head_v, .v_tiled = hp->ssm_v_tiled, .qk_eps = 1e-6f};
+  }
   ALLOC(r->xl, L * hp->dim * f);
   ALLOC(r->logits, L * hp->n_vocab * f);
   if (be->sample) {
@@ -124,7 +163,9 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
 #undef ALLOC
   if (hp->n_expert > 0 && !failed) failed = !(r->moe = model__moe_scratch_create(be, hp, cfg->max_tokens));
   /* ON pads only where graphs replay: elsewhere padding would be pure cost */
-  if (cfg->graphs == MODEL_GRAPHS_PADDED || (cfg->graphs == MODEL_GRAPHS_ON && be->graph_begin)) {
+  /* a hybrid's padding rows would need states of their own: it runs unpadded */
+  if (hp->full_attn_interval == 0 &&
+      (cfg->graphs == MODEL_GRAPHS_PADDED || (cfg->graphs == MODEL_GRAPHS_ON && be->graph_begin))) {
     /* rows bucket: within every per-step capacity (sequences, tokens, logit rows) */
     int max_rows = cfg->max_seqs < cfg->max_tokens ? cfg->max_seqs : cfg->max_tokens;
     if (max_rows > max_logits) max_rows = max_logits;
@@ -150,8 +191,11 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
 void model_runner_destroy(model_runner_t *r) {
   if (!r) return;
   kern_backend_t *be = r->be;
-  void *bufs[] = {r->ids, r->hrows, r->pos,   r->rows, r->x,    r->h,  r->proj, r->q,        r->k,
-                  r->v,   r->att,   r->gate, r->up,   r->xl, r->logits, r->samp_rows, r->samp_outs, r->samp_ops};
+  void *bufs[] = {r->ids,      r->hrows,    r->pos,      r->rows,      r->x,        r->h,
+                  r->proj,     r->q,        r->k,        r->v,         r->att,      r->gate,
+                  r->up,       r->xl,       r->logits,   r->samp_rows, r->samp_outs, r->samp_ops,
+                  r->qg,       r->ag,       r->gdn.mix,  r->gdn.conv,  r->gdn.z,    r->gdn.alpha,
+                  r->gdn.beta, r->gdn.o,    r->seq_rows, r->seq_slots};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(be, bufs[i]);
   for (int i = 0; r->graphs && be->graph_destroy && i < r->gp.n_rows * r->gp.n_keys; i++)
     be->graph_destroy(be, r->graphs[i]);
@@ -170,6 +214,60 @@ void model_runner_graph_stats(const model_runner_t *r, model_graph_stats_t *out)
 int model_runner_max_blocks_per_seq(const model_runner_t *r) { return attn_max_blocks_per_seq(r->attn); }
 const attn_t *model_runner_attn(const model_runner_t *r) { return r->attn; }
 uint64_t model_runner_experts_run(const model_runner_t *r) { return r->moe ? model__moe_experts_run(r->moe) : 0; }
+
+/* A hybrid's batch: every sequence has a slot of its own in the pool, its
+ * rows are consecutive positions, and they continue the state the slot
+ * holds (or start at 0: a reset). A prefix-cache hit or a rollback that
+ * the recurrent state did not follow is refused here, not computed wrong. */
+static int check_states(const model_runner_t *r, const model_batch_t *b) {
+  const kv_state_t *st = r->cfg.state;
+  const attn_batch_t *ab = b->attn;
+  if (!b->state_slots) {
+    log_error("model_forward: a hybrid model's batch needs state_slots");
+    return -EINVAL;
+  }
+  for (int s = 0; s < ab->n_seqs; s++) {
+    const int32_t slot = b->state_slots[s], r0 = ab->cu_seq_lens_q[s], r1 = ab->cu_seq_lens_q[s + 1];
+    if (!kv_state_in_use(st, slot)) {
+      log_error("model_forward: sequence %d: state slot %d is not in use", s, slot);
+      return -EINVAL;
+    }
+    for (int t = 0; t < s; t++) {
+      if (b->state_slots[t] == slot) {
+        log_error("model_forward: sequences %d and %d share state slot %d", t, s, slot);
+        return -EINVAL;
+      }
+    }
+    for (int i = r0 + 1; i < r1; i++) {
+      if (b->positions[i] != b->positions[r0] + (i - r0)) {
+        log_error("model_forward: sequence %d: positions not consecutive at row %d", s, i);
+        return -EINVAL;
+      }
+    }
+    if (r1 > r0 && b->positions[r0] != 0 && b->positions[r0] != st->n_tokens[slot]) {
+      log_error("model_forward: sequence %d starts at position %d but its recurrent state holds %lld tokens", s,
+                b->positions[r0], (long long)st->n_tokens[slot]);
+      return -EINVAL;
+    }
+  }
+  return 0;
+}
+
+/* A hybrid's step: resets the states of sequences starting at position 0,
+ * uploads the rows and slots, records the tokens each state will hold. */
+static void begin_states(model_runner_t *r, const model_batch_t *b) {
+  kv_state_t *st = r->cfg.state;
+  const attn_batch_t *ab = b->attn;
+  for (int s = 0; s < ab->n_seqs; s++) {
+    const int32_t slot = b->state_slots[s], r0 = ab->cu_seq_lens_q[s], r1 = ab->cu_seq_lens_q[s + 1];
+    if (r1 == r0) continue;
+    if (b->positions[r0] == 0) kv_state_reset(st, slot);
+    kv_state_set_tokens(st, slot, (int64_t)b->positions[r0] + (r1 - r0));
+  }
+  r->be->upload(r->be, r->seq_rows, ab->cu_seq_lens_q, ((size_t)ab->n_seqs + 1) * sizeof(int32_t));
+  r->be->upload(r->be, r->seq_slots, b->state_slots, (size_t)ab->n_seqs * sizeof(int32_t));
+  r->gdn.args.n_seqs = ab->n_seqs;
+}
 
 /* Checks what the attention does not: capacities, ids, positions, rows. */
 static int check_batch(const model_runner_t *r, const model_batch_t *b) {
@@ -213,13 +311,56 @@ static int check_batch(const model_runner_t *r, const model_batch_t *b) {
       return -EINVAL;
     }
   }
-  return 0;
+  return hp->full_attn_interval > 0 ? check_states(r, b) : 0;
 }
 
 /* Issues the forward's operations for T rows whose ids, positions (r->ids,
  * r->pos) and L logit rows (r->rows) are on the device, the attention step
  * begun: up to the logits of those rows in r->logits. Operations only (no
  * upload, download or sync): a graph may capture them. */
+/* The attention token mixer of layer l (al: its layer in the paged cache)
+ * for T rows: x += attn(rmsnorm(x)) · Woᵀ. */
+static int attention_mixer(model_runner_t *r, int l, int al, int T) {
+  const model_t *m = r->m;
+  const model_hparams_t *hp = &m->hp;
+  kern_backend_t *be = r->be;
+  const int dim = hp->dim;
+  const model_layer_t *w = &m->layers[l];
+  /* gemma: the sliding layers turn at their own base */
+  const float *inv_freq = m->inv_freq_swa_dev && model_layer_window(hp, l) ? m->inv_freq_swa_dev : m->inv_freq_dev;
+  be->rmsnorm(be, r->h, r->x, w->attn_norm, T, dim, hp->rms_eps);
+  if (hp->attn_out_gate) { /* qwen35: [q, gate] per head */
+    be->matmul(be, r->qg, r->h, &w->wq, T); /* qg [T, n_heads, 2 head_dim] */
+    be->copy_cols(be, r->q, hp->head_dim, r->qg, 2 * hp->head_dim, (int64_t)T * hp->n_heads, hp->head_dim);
+    be->copy_cols(be, r->ag, hp->head_dim, r->qg + hp->head_dim, 2 * hp->head_dim, (int64_t)T * hp->n_heads,
+                  hp->head_dim);
+  } else {
+    be->matmul(be, r->q, r->h, &w->wq, T); /* q [T, q_dim] */
+  }
+  be->matmul(be, r->k, r->h, &w->wk, T); /* k [T, kv_dim] */
+  be->matmul(be, r->v, r->h, &w->wv, T); /* v [T, kv_dim] */
+  if (w->bq) {
+    be->add_bias(be, r->q, w->bq, T, hp->q_dim);
+    be->add_bias(be, r->k, w->bk, T, hp->kv_dim);
+    be->add_bias(be, r->v, w->bv, T, hp->kv_dim);
+  }
+  if (w->q_norm) { /* per-head RMSNorm: rows of head_dim */
+    be->rmsnorm(be, r->q, r->q, w->q_norm, T * hp->n_heads, hp->head_dim, hp->rms_eps);
+    be->rmsnorm(be, r->k, r->k, w->k_norm, T * hp->n_kv_heads, hp->head_dim, hp->rms_eps);
+  }
+  if (model_layer_rope(hp, l)) { /* smollm3: its NoPE layers attend without positions */
+    be->rope(be, r->q, r->pos, T, hp->n_heads, hp->head_dim, hp->rot_dim, inv_freq, hp->rope_neox);
+    be->rope(be, r->k, r->pos, T, hp->n_kv_heads, hp->head_dim, hp->rot_dim, inv_freq, hp->rope_neox);
+  }
+  const int rc = attn_layer_forward(r->attn, al, r->q, r->k, r->v, r->att); /* att [T, q_dim] */
+  if (rc != 0) return rc;
+  if (hp->attn_out_gate) be->sigmoid_mul(be, r->att, r->att, r->ag, (int64_t)T * hp->q_dim);
+  be->matmul(be, r->proj, r->att, &w->wo, T); /* proj [T, dim] */
+  if (w->post_attn_norm) be->rmsnorm(be, r->proj, r->proj, w->post_attn_norm, T, dim, hp->rms_eps);
+  be->add(be, r->x, r->x, r->proj, (int64_t)T * dim);
+  return 0;
+}
+
 static int issue_forward(model_runner_t *r, int T, int L) {
   const model_t *m = r->m;
   const model_hparams_t *hp = &m->hp;
@@ -227,34 +368,14 @@ static int issue_forward(model_runner_t *r, int T, int L) {
   const int dim = hp->dim;
   be->embed(be, r->x, &m->tok_embd, r->ids, T); /* x [T, dim] */
   if (hp->embed_scale > 0) be->scale(be, r->x, r->x, hp->embed_scale, (int64_t)T * dim);
-  for (int l = 0; l < hp->n_layers; l++) {
+  for (int l = 0, al = 0, gl = 0; l < hp->n_layers; l++) {
     const model_layer_t *w = &m->layers[l];
-    /* gemma: the sliding layers turn at their own base */
-    const float *inv_freq = m->inv_freq_swa_dev && model_layer_window(hp, l) ? m->inv_freq_swa_dev : m->inv_freq_dev;
-    /* attention: x += attn(rmsnorm(x)) · Woᵀ */
-    be->rmsnorm(be, r->h, r->x, w->attn_norm, T, dim, hp->rms_eps);
-    be->matmul(be, r->q, r->h, &w->wq, T); /* q [T, q_dim] */
-    be->matmul(be, r->k, r->h, &w->wk, T); /* k [T, kv_dim] */
-    be->matmul(be, r->v, r->h, &w->wv, T); /* v [T, kv_dim] */
-    if (w->bq) {
-      be->add_bias(be, r->q, w->bq, T, hp->q_dim);
-      be->add_bias(be, r->k, w->bk, T, hp->kv_dim);
-      be->add_bias(be, r->v, w->bv, T, hp->kv_dim);
+    if (model_layer_recurrent(hp, l)) { /* hybrid: a Gated DeltaNet token mixer (model_gdn.c) */
+      model__gdn_layer(m, l, gl++, r->cfg.state, &r->gdn, T);
+    } else {
+      const int rc = attention_mixer(r, l, al++, T);
+      if (rc != 0) return rc;
     }
-    if (w->q_norm) { /* per-head RMSNorm: rows of head_dim */
-      be->rmsnorm(be, r->q, r->q, w->q_norm, T * hp->n_heads, hp->head_dim, hp->rms_eps);
-      be->rmsnorm(be, r->k, r->k, w->k_norm, T * hp->n_kv_heads, hp->head_dim, hp->rms_eps);
-    }
-    if (model_layer_rope(hp, l)) { /* smollm3: its NoPE layers attend without positions */
-      be->rope(be, r->q, r->pos, T, hp->n_heads, hp->head_dim, hp->rot_dim, inv_freq, hp->rope_neox);
-      be->rope(be, r->k, r->pos, T, hp->n_kv_heads, hp->head_dim, hp->rot_dim, inv_freq, hp->rope_neox);
-    }
-    const int rc = attn_layer_forward(r->attn, l, r->q, r->k, r->v, r->att); /* att [T, q_dim] */
-    if (rc != 0) return rc;
-    be->matmul(be, r->proj, r->att, &w->wo, T); /* proj [T, dim] */
-    if (w->post_attn_norm) be->rmsnorm(be, r->proj, r->proj, w->post_attn_norm, T, dim, hp->rms_eps);
-    be->add(be, r->x, r->x, r->proj, (int64_t)T * dim);
-
     /* MLP: x += (silu(h · Wgateᵀ) ⊙ h · Wupᵀ) · Wdownᵀ, h = rmsnorm(x); or the experts' */
     be->rmsnorm(be, r->h, r->x, w->ffn_norm, T, dim, hp->rms_eps);
     if (w->moe) {
@@ -338,6 +459,7 @@ int model_forward(model_runner_t *r, const model_batch_t *b, float *logits) {
   if (rc == 1) { /* not a padded step: the kernels of these T rows */
     rc = attn_step_begin(r->attn, b->attn);
     if (rc != 0) return rc;
+    if (hp->full_attn_interval > 0) begin_states(r, b);
     be->upload(be, r->ids, b->tokens, (size_t)T * sizeof(int32_t));
     be->upload(be, r->pos, b->positions, (size_t)T * sizeof(int32_t));
     if (L > 0) be->upload(be, r->rows, b->logit_rows, (size_t)L * sizeof(int32_t));

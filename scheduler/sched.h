@@ -335,6 +335,11 @@ typedef struct sched_stats {
   int32_t paused;              /* of the running and waiting ones, those of paused requests
                                 * (sched_req_pause): work the engine holds but does not do */
   int32_t kv_blocks_total, kv_blocks_used, kv_blocks_free;
+  /* a hybrid model's recurrent-state pool (cache/kv_state.h; 0 for other models): slots in all and
+   * held by running sequences, and its bytes */
+  int32_t state_slots_total, state_slots_used;
+  int32_t prefix_caching; /* 1: prefix-cache hits are taken (the setting, unless the model rules them out) */
+  int64_t state_bytes;
   int32_t kv_blocks_cached;    /* blocks holding a prefix-cache entry (in use or free) */
   int32_t draft_kv_blocks_total, draft_kv_blocks_used; /* the draft model's cache (0: no draft model) */
   int32_t block_size;

@@ -75,6 +75,36 @@ static int release_window(const model_t *m, const kern_backend_t *be) {
   return be->attn_window_granule > 0 ? w : 0;
 }
 
+/* A hybrid model (recurrent layers): its state pool, one slot per
+ * running place (max_seqs), and what the engine does not do for it yet:
+ * speculative decoding is refused (the state cannot roll back past
+ * rejected drafts), prefix-cache hits are turned off (a hit would skip the
+ * recurrent layers' state: snapshots at block boundaries are not built).
+ * 0, or -EINVAL after logging why. Other models: 0, nothing done. */
+static int hybrid_setup(sched_engine_t *e, sched_config_t *c) {
+  kv_state_config_t sc = {.n_slots = c->max_seqs};
+  if (model_state_config(e->m, &sc) != 0) return 0;
+  const char *arch = model_arch_name(model_hparams(e->m)->arch);
+  if (c->spec.method != SCHED_SPEC_OFF) {
+    log_error("sched_engine_create: speculative decoding is not supported for hybrid %s models (their recurrent "
+              "state cannot be rolled back past rejected drafts yet): start without --speculative", arch);
+    return -EINVAL;
+  }
+  if (c->prefix_caching) {
+    log_warn("engine: prefix caching is off for this hybrid %s model: a cache hit would skip its recurrent layers' "
+             "state, and snapshots of that state at block boundaries are not built yet", arch);
+    c->prefix_caching = 0;
+    e->cfg.prefix_caching = 0;
+  }
+  e->state = kv_state_create(e->be, &sc);
+  if (!e->state) return -EINVAL;
+  e->state_slots = xcalloc((size_t)c->max_seqs, sizeof *e->state_slots);
+  log_info("engine: recurrent-state pool of %d slots (max_seqs) for %d Gated DeltaNet layers, %.1f MB each, "
+           "%.1f MB in all", sc.n_slots, sc.n_layers, (double)kv_state_slot_bytes(&sc) / 1e6,
+           (double)kv_state_slot_bytes(&sc) * sc.n_slots / 1e6);
+  return 0;
+}
+
 sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_backend_t *be,
                                     const sched_config_t *cfg) {
   sched_config_t c = *cfg;
@@ -100,6 +130,7 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   e->cache = kv_cache_create(be, &kc);
   if (!e->cache) goto fail;
   kv_alloc_set_observer(e->cache->alloc, &c.kv_observer);
+  if (hybrid_setup(e, &c) != 0) goto fail;
   e->max_len_model = c.max_model_len ? c.max_model_len : hp->n_ctx;
   if (c.max_model_len > hp->n_ctx)
     log_warn("max_model_len %d is past the model's context length %d", c.max_model_len, hp->n_ctx);
@@ -125,6 +156,7 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
       .max_seq_len = e->max_len,
       .max_sample_ops = e->sample_ops_cap,
       .graphs = c.cuda_graphs ? MODEL_GRAPHS_ON : MODEL_GRAPHS_OFF,
+      .state = e->state,
   };
   e->runner = model_runner_create(m, e->cache, &rc);
   if (!e->runner) goto fail;
@@ -141,6 +173,7 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   e->weight_bytes = (double)model_step_weight_bytes(m);
   e->read_gbps = be->read_gbps ? be->read_gbps(be) : 0;
   if (sched_plan_init(&e->plan, e->cache->alloc, c.max_batch_tokens, c.max_seqs, c.prefix_caching) != 0) goto fail;
+  e->plan.state = e->state;
   e->plan.window = release_window(m, be);
   e->plan.window_granule = be->attn_window_granule;
   e->ws = samp_ws_create(e->n_vocab);
@@ -176,6 +209,11 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   e->stats.kv_blocks_total = e->cache->num_blocks;
   e->stats.kv_blocks_free = e->cache->num_blocks;
   e->stats.block_size = e->cache->block_size;
+  e->stats.prefix_caching = c.prefix_caching;
+  if (e->state) {
+    e->stats.state_slots_total = e->state->n_slots;
+    e->stats.state_bytes = (int64_t)(e->state->slot_floats * sizeof(float)) * e->state->n_slots;
+  }
   sched__draft_blocks(e, &e->stats.draft_kv_blocks_total, &e->stats.draft_kv_blocks_used);
   e->stats.max_model_len = e->max_len;
   if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
@@ -371,6 +409,8 @@ void sched_engine_destroy(sched_engine_t *e) {
   attn_meta_free(&e->meta);
   sched__draft_destroy(e->draft);
   model_runner_destroy(e->runner);
+  kv_state_destroy(e->state);
+  free(e->state_slots);
   kv_cache_destroy(e->cache);
   free(e->spec_seqs);
   free(e->spec_k);

@@ -83,6 +83,8 @@ struct sched_engine {
   int32_t max_len;            /* effective max_model_len */
   int32_t max_len_model;      /* the configured/model limit before the cache clamp */
   kv_cache_t *cache;          /* owned */
+  kv_state_t *state;          /* owned: a hybrid model's recurrent-state pool (max_seqs slots), or NULL */
+  int32_t *state_slots;       /* [max_seqs] with state: the step's sequences' slots (model_batch_t) */
   model_runner_t *runner;     /* owned */
   samp_ws_t *ws;              /* owned */
   attn_meta_t meta;

@@ -56,6 +56,7 @@ void sched_seq_init(sched_seq_t *s, const int32_t *prompt, int32_t n_prompt, int
   s->len = n_prompt;
   s->n_prompt = n_prompt;
   s->places = places;
+  s->state_slot = -1;
   kv_seq_init(&s->kv);
 }
 
@@ -112,6 +113,10 @@ void sched_plan_add_front(sched_plan_t *c, sched_seq_t *s) {
 static void leave_running(sched_plan_t *c, sched_seq_t *s) {
   list_unlink(&c->running, s);
   c->running_places -= s->places;
+  if (s->state_slot >= 0) { /* a recomputation starts from position 0: a fresh state */
+    kv_state_free(c->state, s->state_slot);
+    s->state_slot = -1;
+  }
 }
 
 void sched_plan_remove(sched_plan_t *c, sched_seq_t *s) {
@@ -195,6 +200,7 @@ static int64_t make_room(sched_plan_t *c, sched_seq_t *s, int64_t q, int shrink)
  * Returns the tokens planned, or 0 when it cannot be admitted now. */
 static int64_t admit(sched_plan_t *c, sched_seq_t *s, int64_t budget) {
   if (c->running_places + s->places > c->max_seqs) return 0;
+  if (c->state && c->state->n_free == 0) return 0;
   int32_t hit = 0;
   if (c->prefix_caching && !s->no_prefix && s->kv.n_blocks == 0) hit = kv_seq_match_prefix(c->alloc, &s->kv, s->tokens, s->len - 1);
   const int64_t pending = s->len - s->kv.n_tokens;
@@ -204,6 +210,7 @@ static int64_t admit(sched_plan_t *c, sched_seq_t *s, int64_t budget) {
   }
   const int64_t q = pending < budget ? pending : budget;
   if (kv_seq_reserve(c->alloc, &s->kv, q) != 0) abort(); /* checked above */
+  if (c->state && (s->state_slot = kv_state_alloc(c->state)) < 0) abort(); /* checked above */
   list_unlink(&c->waiting, s);
   list_push_back(&c->running, s);
   s->where = SCHED_SEQ_RUNNING;
@@ -309,6 +316,11 @@ int sched_plan_fork(sched_plan_t *c, sched_seq_t *parent, sched_seq_t *child, in
   if (rc < 0) {
     sched_plan_add_front(c, child);
     return rc;
+  }
+  if (c->state && parent->state_slot >= 0) { /* the child continues the parent's recurrent state */
+    child->state_slot = kv_state_alloc(c->state); /* the child's place frees one (max_seqs slots) */
+    if (child->state_slot < 0) abort();
+    kv_state_copy(c->state, child->state_slot, parent->state_slot);
   }
   list_push_back(&c->running, child);
   child->where = SCHED_SEQ_RUNNING;

@@ -53,6 +53,7 @@
 #include <stdint.h>
 
 #include "cache/kv_alloc.h"
+#include "cache/kv_state.h"
 
 typedef struct sched_seq sched_seq_t;
 
@@ -71,6 +72,7 @@ struct sched_seq {
   int32_t places;   /* running places it takes at admission (>= 1) */
   int32_t spec;     /* the last spec tokens are speculative drafts, not yet verified (0: none) */
   kv_seq_t kv;      /* its block table */
+  int32_t state_slot; /* a hybrid model's recurrent-state slot (plan->state), held while running; -1: none */
   /* the planner's (private) */
   sched_seq_where_t where;
   sched_seq_t *prev, *next; /* neighbours in its list */
@@ -109,6 +111,11 @@ typedef struct sched_plan {
    * max_batch_tokens */
   int prefill_budget;
   int prefix_caching;
+  /* a hybrid model's recurrent-state pool (not owned; NULL otherwise): a
+   * running sequence holds a slot (taken at admission, given back at
+   * preemption or removal, copied into a fork), so admission also needs a
+   * free slot; max_seqs slots always suffice */
+  kv_state_t *state;
   /* > 0: every layer has a sliding window of at most this many keys and
    * the attention reads none before the window's edge rounded down to
    * window_granule: after each step, the blocks that no later row can see

@@ -354,6 +354,7 @@ static int build_batch(sched_engine_t *e, int64_t now, int32_t *n_rows, uint64_t
     }
     e->seqs[i] = &s->kv;
     e->q_lens[i] = it->q_len;
+    if (e->state_slots) e->state_slots[i] = s->state_slot;
     const int64_t start = s->kv.n_tokens;
     for (int32_t j = 0; j < it->q_len; j++, row++) {
       e->tokens[row] = s->tokens[start + j];
@@ -433,6 +434,7 @@ int sched__step(sched_engine_t *e) {
           .sample_ops = e->sample_ops,
           .n_sample_ops = on_device ? e->n_sample_ops : 0,
           .sampled = e->sampled,
+          .state_slots = e->state_slots,
           .n_hidden = n_hidden,
           .hidden_rows = e->hidden_rows,
           .hidden = e->hidden,
@@ -481,6 +483,7 @@ int sched__step(sched_engine_t *e) {
   st->paused = e->plan.n_paused;
   st->kv_blocks_used = kv_alloc_used_blocks(a);
   st->kv_blocks_free = kv_alloc_free_blocks(a);
+  if (e->state) st->state_slots_used = kv_state_used(e->state);
   st->kv_blocks_cached = kv_alloc_published_blocks(a);
   sched__draft_blocks(e, &st->draft_kv_blocks_total, &st->draft_kv_blocks_used);
   st->preemptions = e->plan.stats.preemptions;

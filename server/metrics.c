@@ -142,6 +142,10 @@ srv_metrics_t *srv_metrics_create(const char *model_name, int32_t max_model_len)
       gauge(m, "tram:prefix_cache_blocks", "KV-cache blocks holding a prefix-cache entry (in use or free).");
   m->draft_kv_blocks_used = gauge(m, "tram:draft_kv_cache_blocks_used", "Draft model KV-cache blocks in use.");
   m->draft_kv_blocks_total = gauge(m, "tram:draft_kv_cache_blocks_total", "Draft model KV-cache blocks in all.");
+  m->state_slots_used = gauge(m, "tram:recurrent_state_slots_used",
+                              "Recurrent-state slots held by running sequences (hybrid models; 0 otherwise).");
+  m->state_slots_total = gauge(m, "tram:recurrent_state_slots_total", "Recurrent-state slots in all (max_seqs).");
+  m->state_bytes = gauge(m, "tram:recurrent_state_bytes", "Bytes of the recurrent-state pool.");
   m->step_target = gauge(m, "tram:step_target_seconds",
                          "Step time that prompt chunks are sized for while sequences decode (step_target_ms; "
                          "0 until auto has measured a decode-only step).");
@@ -184,6 +188,9 @@ void srv_metrics_snapshot(srv_metrics_t *m, const sched_stats_t *st) {
   prom_set(m->kv_blocks_cached, st->kv_blocks_cached);
   prom_set(m->draft_kv_blocks_used, st->draft_kv_blocks_used);
   prom_set(m->draft_kv_blocks_total, st->draft_kv_blocks_total);
+  prom_set(m->state_slots_used, st->state_slots_used);
+  prom_set(m->state_slots_total, st->state_slots_total);
+  prom_set(m->state_bytes, (double)st->state_bytes);
   prom_set(m->step_target, (double)st->step_target_ns * 1e-9);
   prom_set(m->prefill_budget, st->prefill_budget);
   prom_set(m->weight_gbps, st->weight_gbps);
@@ -212,7 +219,7 @@ void srv_metrics_snapshot(srv_metrics_t *m, const sched_stats_t *st) {
   char bs[16], nb[16];
   snprintf(bs, sizeof bs, "%d", st->block_size);
   snprintf(nb, sizeof nb, "%d", st->kv_blocks_total);
-  prom_set(prom_series(m->cache_info, (const char *[]){bs, "True", nb, ENGINE}), 1);
+  prom_set(prom_series(m->cache_info, (const char *[]){bs, st->prefix_caching ? "True" : "False", nb, ENGINE}), 1);
 }
 
 void srv_metrics_finished(srv_metrics_t *m, uint64_t stop, uint64_t length, uint64_t abort) {

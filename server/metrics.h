@@ -31,6 +31,8 @@ typedef struct srv_metrics {
   prom_series_t *kv_blocks_total;  /* tram:kv_cache_blocks_total */
   prom_series_t *kv_blocks_cached; /* tram:prefix_cache_blocks */
   prom_series_t *draft_kv_blocks_used, *draft_kv_blocks_total; /* tram:draft_kv_cache_blocks_{used,total} */
+  prom_series_t *state_slots_used, *state_slots_total, *state_bytes; /* tram:recurrent_state_{slots_used,
+                                                                         slots_total,bytes} */
   prom_series_t *step_target, *prefill_budget; /* tram:step_target_seconds, tram:prefill_budget_tokens */
   prom_series_t *weight_gbps, *weight_share;   /* tram:weight_read_gbps, tram:weight_read_bandwidth_share */
   prom_series_t *memory_gbps;                  /* tram:memory_read_gbps */

@@ -85,6 +85,9 @@ static void add_info(cJSON *root, const sched_snap_t *sn, const srv_dash_info_t 
   num(o, "kv_blocks", sn->num_blocks);
   num(o, "block_size", sn->stats.block_size);
   num(o, "kv_cache_bytes", (double)in->kv_cache_bytes);
+  num(o, "state_slots", sn->stats.state_slots_total); /* a hybrid model's recurrent-state pool (0: none) */
+  num(o, "state_slots_used", sn->stats.state_slots_used);
+  num(o, "state_bytes", (double)sn->stats.state_bytes);
   num(o, "max_batch_tokens", sn->max_batch_tokens);
   num(o, "max_seqs", sn->max_seqs);
   num(o, "max_model_len", sn->stats.max_model_len);

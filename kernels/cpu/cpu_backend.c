@@ -145,6 +145,12 @@ static const kern_backend_t cpu_table = {
     .gather_rows = kern_cpu_gather_rows,
     .moe_combine = kern_cpu_moe_combine,
 
+    /* Gated DeltaNet: kernels/cpu/ops_gdn.c */
+    .gdn_conv = kern_cpu_gdn_conv,
+    .gdn_rule = kern_cpu_gdn_rule,
+    .sigmoid_mul = kern_cpu_sigmoid_mul,
+    .copy_cols = kern_cpu_copy_cols,
+
     /* KV cache and attention: kernels/cpu/attn_*.c */
     .kv_write = kern_cpu_kv_write,
     .kv_gather = kern_cpu_kv_gather,

@@ -45,6 +45,15 @@ void kern_cpu_gather_rows(kern_backend_t *be, float *y, const float *x, const in
 void kern_cpu_moe_combine(kern_backend_t *be, float *y, const float *src, const int32_t *slot, const float *w, int n,
                           int k, int dim);
 
+/* The Gated DeltaNet operations (kernels/cpu/ops_gdn.c; contracts in
+ * kernels/kern.h). */
+void kern_cpu_gdn_conv(kern_backend_t *be, float *y, const float *x, const float *w, const kern_gdn_args_t *a);
+void kern_cpu_gdn_rule(kern_backend_t *be, float *out, const float *y, const float *alpha, const float *beta,
+                       const float *a_neg, const float *dt_bias, const kern_gdn_args_t *a);
+void kern_cpu_sigmoid_mul(kern_backend_t *be, float *y, const float *x, const float *g, int64_t count);
+void kern_cpu_copy_cols(kern_backend_t *be, float *y, int64_t ldy, const float *x, int64_t ldx, int64_t rows,
+                        int64_t cols);
+
 /* exp(x) for the SwiGLU: within a few ulp for x in [-87.3, 88]; x is
  * first clamped to that range (exp(-1000) gives 1.2e-38, exp(1000) 1.7e38,
  * NaN the lower bound), so silu(±large) is right to ~1e-36 and silu(NaN)

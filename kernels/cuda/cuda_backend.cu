@@ -211,12 +211,18 @@ static const kern_backend_t cuda_table = {
     .attn_varlen_paged = kern_cuda__attn_varlen_paged,
     .attn_decode = kern_cuda__attn_decode,
 
+    /* no Gated DeltaNet kernels yet: model load refuses hybrid models (qwen35) */
+    .gdn_conv = NULL,
+    .gdn_rule = NULL,
+    .sigmoid_mul = NULL,
+    .copy_cols = NULL,
     .sample = kern_cuda__sample,
 
     .graph_begin = kern_cuda__graph_begin,
     .graph_end = kern_cuda__graph_end,
     .graph_launch = kern_cuda__graph_launch,
     .graph_destroy = kern_cuda__graph_destroy,
+
 };
 
 /* cudaMalloc for create: logs and returns -1 on failure. */

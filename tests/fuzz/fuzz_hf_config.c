@@ -53,6 +53,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(hp.n_layers >= 1 && hp.n_heads >= 1 && hp.n_kv_heads >= 1 && hp.n_heads % hp.n_kv_heads == 0);
     CHECK(hp.rot_dim >= 2 && hp.rot_dim <= hp.head_dim && hp.rot_dim % 2 == 0);
     for (int l = 0; l < hp.n_layers && l < 64; l++) (void)model_layer_rope(&hp, l);
+    if (hp.full_attn_interval > 0) /* qwen35: at least one attention layer, value heads in whole groups */
+      CHECK(hp.n_attn_layers >= 1 && hp.ssm_n_v_heads % hp.ssm_n_k_heads == 0 && hp.ssm_head_v >= 1);
     CHECK(hp.n_expert == 0 || (hp.n_expert_used >= 1 && hp.n_expert_used <= hp.n_expert && hp.expert_ff_dim > 0));
   }
   free(inv_freq);

@@ -222,8 +222,18 @@ int main(int argc, char **argv) {
   kc.num_blocks = get_int(plan, "num_blocks", (int)need);
   model_kv_config(m, &kc);
   kv_cache_t *cache = kv_cache_create(be, &kc);
-  const model_runner_config_t rc = {
-      .max_tokens = max_step, .max_seqs = r.n_seqs, .max_logits = max_step, .gather = get_int(plan, "gather", 0)};
+  /* a hybrid model: a recurrent-state pool, one slot per sequence (slot s
+   * is sequence s's: kv_state_alloc hands out 0, 1, ... in order) */
+  kv_state_config_t sc = {.n_slots = r.n_seqs};
+  kv_state_t *state = model_state_config(m, &sc) == 0 ? kv_state_create(be, &sc) : NULL;
+  int32_t *slots = calloc((size_t)r.n_seqs, sizeof *slots), *step_slots = calloc((size_t)r.n_seqs, sizeof *slots);
+  if (!slots || !step_slots) abort();
+  for (int s = 0; state && s < r.n_seqs; s++) slots[s] = kv_state_alloc(state);
+  const model_runner_config_t rc = {.max_tokens = max_step,
+                                    .max_seqs = r.n_seqs,
+                                    .max_logits = max_step,
+                                    .gather = get_int(plan, "gather", 0),
+                                    .state = state};
   model_runner_t *run = cache ? model_runner_create(m, cache, &rc) : NULL;
   if (!run) return die("cannot create the cache or the runner (see the log)");
   if (get_int(plan, "shuffle_seed", 0)) shuffle_free_list(cache->alloc, (uint64_t)get_int(plan, "shuffle_seed", 0));
@@ -261,6 +271,7 @@ int main(int argc, char **argv) {
       }
       step_seqs[n] = &seqs[s];
       step_seq_ids[n] = s;
+      step_slots[n] = slots[s];
       q_lens[n++] = q;
     }
     if (status != 0) break;
@@ -269,7 +280,8 @@ int main(int argc, char **argv) {
       break;
     }
     const model_batch_t b = {
-        .n_tokens = t, .tokens = ids, .positions = pos, .attn = &meta.batch, .n_logits = t, .logit_rows = rows};
+        .n_tokens = t, .tokens = ids, .positions = pos, .attn = &meta.batch, .n_logits = t, .logit_rows = rows,
+        .state_slots = state ? step_slots : NULL};
     if (model_forward(run, &b, logits) != 0) {
       status = die("model_forward failed (see the log)");
       break;
@@ -306,9 +318,11 @@ int main(int argc, char **argv) {
     free(r.toks[s]);
   }
   free(seqs), free(step_seqs), free(q_lens), free(step_seq_ids), free(ids), free(pos), free(rows);
+  free(slots), free(step_slots);
   free(logits), free(all), free(steps), free(r.toks), free(r.lens), free(r.offset);
   attn_meta_free(&meta);
   model_runner_destroy(run);
+  kv_state_destroy(state);
   kv_cache_destroy(cache);
   model_destroy(m);
   kern_backend_destroy(be);

@@ -154,7 +154,7 @@ static void standard_set(void **state) {
   prom_observe(m->output_len, 100);
   http_server_stats_t st = {.connections_open = 4, .requests = 10, .timeouts = 1};
   srv_metrics_http(m, &st);
-  sched_stats_t es = {.running = 3, .block_size = 16, .kv_blocks_total = 100, .prompt_tokens = 60000, .generated_tokens = 10000};
+  sched_stats_t es = {.running = 3, .block_size = 16, .kv_blocks_total = 100, .prefix_caching = 1, .prompt_tokens = 60000, .generated_tokens = 10000};
   const uint64_t log2[SCHED_STEP_TOKEN_BUCKETS] = {[0] = 1, [1] = 2, [2] = 1, [3] = 2, [4] = 1, [14] = 1, [15] = 1};
   memcpy(es.step_tokens_log2, log2, sizeof log2);
   srv_metrics_snapshot(m, &es);

@@ -1,0 +1,101 @@
+/* cache/kv_state.c — the recurrent-state pool (see kv_state.h). */
+#include "cache/kv_state.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+
+size_t kv_state_slot_bytes(const kv_state_config_t *cfg) {
+  return (size_t)cfg->n_layers * cfg->layer_floats * sizeof(float);
+}
+
+kv_state_t *kv_state_create(kern_backend_t *be, const kv_state_config_t *cfg) {
+  if (cfg->n_layers < 1 || cfg->layer_floats < 1 || cfg->n_slots < 1 ||
+      cfg->layer_floats > (SIZE_MAX / sizeof(float)) / (size_t)cfg->n_layers / ((size_t)cfg->n_slots + 1)) {
+    log_error("kv_state_create: bad size: %d layers of %zu floats, %d slots", cfg->n_layers, cfg->layer_floats,
+              cfg->n_slots);
+    return NULL;
+  }
+  kv_state_t *p = xcalloc(1, sizeof *p);
+  p->be = be;
+  p->n_layers = cfg->n_layers;
+  p->n_slots = cfg->n_slots;
+  p->layer_floats = cfg->layer_floats;
+  p->slot_floats = (size_t)cfg->n_layers * cfg->layer_floats;
+  const size_t slot_bytes = p->slot_floats * sizeof(float);
+  p->arena = be->alloc(be, slot_bytes * ((size_t)cfg->n_slots + 1));
+  if (!p->arena) {
+    log_error("kv_state_create: the %s backend is out of memory for %d recurrent states of %.1f MB", be->name,
+              cfg->n_slots, (double)slot_bytes / 1e6);
+    free(p);
+    return NULL;
+  }
+  float *zeros = xcalloc(1, slot_bytes);
+  be->upload(be, p->arena + (size_t)cfg->n_slots * p->slot_floats, zeros, slot_bytes);
+  free(zeros);
+  p->n_tokens = xcalloc((size_t)cfg->n_slots, sizeof *p->n_tokens);
+  p->free_ids = xmalloc((size_t)cfg->n_slots * sizeof *p->free_ids);
+  p->in_use = xcalloc((size_t)cfg->n_slots, 1);
+  for (int32_t i = 0; i < cfg->n_slots; i++) p->free_ids[i] = cfg->n_slots - 1 - i; /* slot 0 on top */
+  p->n_free = cfg->n_slots;
+  return p;
+}
+
+void kv_state_destroy(kv_state_t *p) {
+  if (!p) return;
+  p->be->free(p->be, p->arena);
+  free(p->n_tokens);
+  free(p->free_ids);
+  free(p->in_use);
+  free(p);
+}
+
+int32_t kv_state_alloc(kv_state_t *p) {
+  if (p->n_free == 0) return -ENOSPC;
+  const int32_t slot = p->free_ids[--p->n_free];
+  p->in_use[slot] = 1;
+  kv_state_reset(p, slot);
+  return slot;
+}
+
+static void check_slot(const kv_state_t *p, int32_t slot, const char *fn) {
+  if (slot < 0 || slot >= p->n_slots || !p->in_use[slot]) {
+    log_error("%s: slot %d is not in use (pool of %d)", fn, slot, p->n_slots);
+    abort();
+  }
+}
+
+void kv_state_free(kv_state_t *p, int32_t slot) {
+  check_slot(p, slot, "kv_state_free");
+  p->in_use[slot] = 0;
+  p->free_ids[p->n_free++] = slot;
+}
+
+int32_t kv_state_used(const kv_state_t *p) { return p->n_slots - p->n_free; }
+
+void kv_state_reset(kv_state_t *p, int32_t slot) {
+  check_slot(p, slot, "kv_state_reset");
+  const size_t n = p->slot_floats;
+  p->be->copy(p->be, p->arena + (size_t)slot * n, p->arena + (size_t)p->n_slots * n, n * sizeof(float));
+  p->n_tokens[slot] = 0;
+}
+
+void kv_state_copy(kv_state_t *p, int32_t dst, int32_t src) {
+  check_slot(p, dst, "kv_state_copy");
+  check_slot(p, src, "kv_state_copy");
+  if (dst == src) return;
+  const size_t n = p->slot_floats;
+  p->be->copy(p->be, p->arena + (size_t)dst * n, p->arena + (size_t)src * n, n * sizeof(float));
+  p->n_tokens[dst] = p->n_tokens[src];
+}
+
+float *kv_state_layer(const kv_state_t *p, int layer) { return p->arena + (size_t)layer * p->layer_floats; }
+
+void kv_state_set_tokens(kv_state_t *p, int32_t slot, int64_t n) {
+  check_slot(p, slot, "kv_state_set_tokens");
+  p->n_tokens[slot] = n;
+}
+
+int kv_state_in_use(const kv_state_t *p, int32_t slot) { return slot >= 0 && slot < p->n_slots && p->in_use[slot]; }

@@ -1,0 +1,78 @@
+/* cache/kv_state.h — the recurrent-state pool of hybrid models (Qwen3.5's
+ * Gated DeltaNet layers), beside the paged KV cache (cache/kv_cache.h),
+ * which then holds only the full-attention layers.
+ *
+ * A linear-attention layer keeps, per sequence, a state of fixed size
+ * whatever the sequence's length: the convolution's last K - 1 inputs and
+ * the delta rule's matrix per value head (the layout is the kernels',
+ * kern_gdn_args_t). The pool holds n_slots such states for every
+ * recurrent layer, in one device arena allocated once:
+ *   [n_slots + 1][n_layers][layer_floats] f32
+ * the last slot all zeros: the start state a reset copies.
+ *
+ * A running sequence holds one slot (the scheduler takes it at admission,
+ * frees it at preemption or the end, copies it into a fork). The pool
+ * also keeps, on the host, how many tokens each slot's state has consumed,
+ * so the forward can check that a step continues the state it holds
+ * (a sequence's chunk starting at position p needs a state of p tokens;
+ * position 0 resets it) — never a silently wrong forward.
+ *
+ * Threads: the engine thread owns the pool. */
+#ifndef TRAM_KV_STATE_H
+#define TRAM_KV_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kern.h"
+
+typedef struct kv_state_config {
+  int n_layers;        /* recurrent layers (>= 1) */
+  size_t layer_floats; /* one layer's state per slot (>= 1) */
+  int n_slots;         /* sequences that can hold a state at once (>= 1) */
+} kv_state_config_t;
+
+/* Fields are read-only to callers. */
+typedef struct kv_state {
+  kern_backend_t *be;  /* not owned */
+  int n_layers, n_slots;
+  size_t layer_floats, slot_floats; /* slot_floats = n_layers * layer_floats */
+  float *arena;        /* device [n_slots + 1][n_layers][layer_floats] (owned) */
+  int64_t *n_tokens;   /* host [n_slots]: tokens each slot's state has consumed */
+  int32_t *free_ids;   /* host [n_slots]: a stack of the free slots */
+  int32_t n_free;
+  uint8_t *in_use;     /* host [n_slots] */
+} kv_state_t;
+
+/* Bytes of one slot (every layer's state). */
+size_t kv_state_slot_bytes(const kv_state_config_t *cfg);
+
+/* Creates the pool on be, every slot free. NULL after logging why (a bad
+ * size, device memory the backend cannot give). */
+kv_state_t *kv_state_create(kern_backend_t *be, const kv_state_config_t *cfg);
+/* Frees the arena. NULL is a no-op. */
+void kv_state_destroy(kv_state_t *p);
+
+/* A free slot, its state reset (0 tokens); -ENOSPC when none is free. */
+int32_t kv_state_alloc(kv_state_t *p);
+/* Gives slot back. Freeing a free slot is a programmer error (abort). */
+void kv_state_free(kv_state_t *p, int32_t slot);
+int32_t kv_state_used(const kv_state_t *p);
+
+/* Resets slot to the start state (zeros, 0 tokens); a device copy ordered
+ * with the operations. */
+void kv_state_reset(kv_state_t *p, int32_t slot);
+/* Copies src's state (and token count) into dst (a fork). */
+void kv_state_copy(kv_state_t *p, int32_t dst, int32_t src);
+
+/* Records that slot's state has consumed n tokens (the forward, after a
+ * step). */
+void kv_state_set_tokens(kv_state_t *p, int32_t slot, int64_t n);
+/* 1 when slot is a slot of the pool in use. */
+int kv_state_in_use(const kv_state_t *p, int32_t slot);
+
+/* Recurrent layer `layer`'s state in slot 0 (device); slot s's is
+ * slot_floats further per slot. */
+float *kv_state_layer(const kv_state_t *p, int layer);
+
+#endif

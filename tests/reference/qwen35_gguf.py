@@ -1,0 +1,130 @@
+"""A Qwen3.5 Hugging Face checkpoint (config.json + model.safetensors +
+tokenizer.json) written as llama.cpp's converter writes it (its
+conversion/qwen.py: Qwen3_5TextModel over _LinearAttentionVReorderBase and
+Qwen3NextModel), with the `gguf` package:
+
+  - names: input_layernorm → attn_norm, post_attention_layernorm →
+    post_attention_norm, linear_attn.in_proj_qkv → attn_qkv, in_proj_z →
+    attn_gate, in_proj_a → ssm_alpha, in_proj_b → ssm_beta, conv1d →
+    ssm_conv1d, A_log → ssm_a, dt_bias → ssm_dt.bias, norm → ssm_norm,
+    out_proj → ssm_out, self_attn.* → attn_{q,k,v,output,q_norm,k_norm};
+  - A_log becomes −exp(A_log); the conv1d weight is squeezed to [C, K];
+    every RMSNorm weight but linear_attn.norm gets its 1 added;
+  - with fewer key heads than value heads, the value heads go from grouped
+    (by key head) to tiled order in the V rows of in_proj_qkv and of the
+    conv1d, in_proj_z, in_proj_a/b, A_log, dt_bias and out_proj's columns;
+  - keys: qwen35.ssm.{conv_kernel, state_size, group_count, time_step_rank,
+    inner_size}, full_attention_interval, rope.dimension_count (head_dim ·
+    partial_rotary_factor), rope.dimension_sections [11, 11, 10, 0].
+"""
+import json
+import pathlib
+
+import gguf
+import numpy as np
+from safetensors.numpy import load_file
+
+LAYER = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "linear_attn.in_proj_qkv.weight": "attn_qkv.weight",
+    "linear_attn.in_proj_z.weight": "attn_gate.weight",
+    "linear_attn.in_proj_a.weight": "ssm_alpha.weight",
+    "linear_attn.in_proj_b.weight": "ssm_beta.weight",
+    "linear_attn.conv1d.weight": "ssm_conv1d.weight",
+    "linear_attn.A_log": "ssm_a",
+    "linear_attn.dt_bias": "ssm_dt.bias",
+    "linear_attn.norm.weight": "ssm_norm.weight",
+    "linear_attn.out_proj.weight": "ssm_out.weight",
+    "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+}
+
+
+def tiled(x, axis, hk, per_k, width):
+    """Value heads along `axis` from grouped [k0: v0..v_{r-1}, k1: ...] to tiled [v0 of every k, v1 ...]."""
+    shape = list(x.shape)
+    y = x.reshape(shape[:axis] + [hk, per_k, width] + shape[axis + 1:])
+    return np.swapaxes(y, axis, axis + 1).reshape(shape)
+
+
+def write_gguf(hf_dir, path):
+    d = pathlib.Path(hf_dir)
+    c = json.loads((d / "config.json").read_text())
+    w = load_file(str(d / "model.safetensors"))
+    tok = json.loads((d / "tokenizer.json").read_text())
+    hk, hv = c["linear_num_key_heads"], c["linear_num_value_heads"]
+    dk, dv = c["linear_key_head_dim"], c["linear_value_head_dim"]
+    per_k = hv // hk
+    rp = c["rope_parameters"]
+    g = gguf.GGUFWriter(str(path), "qwen35")
+    g.add_block_count(c["num_hidden_layers"])
+    g.add_context_length(c["max_position_embeddings"])
+    g.add_embedding_length(c["hidden_size"])
+    g.add_feed_forward_length(c["intermediate_size"])
+    g.add_head_count(c["num_attention_heads"])
+    g.add_head_count_kv(c["num_key_value_heads"])
+    g.add_key_length(c["head_dim"])
+    g.add_value_length(c["head_dim"])
+    g.add_layer_norm_rms_eps(c["rms_norm_eps"])
+    g.add_rope_freq_base(rp["rope_theta"])
+    g.add_rope_dimension_count(int(c["head_dim"] * rp.get("partial_rotary_factor", 0.25)))
+    g.add_rope_dimension_sections([11, 11, 10, 0])
+    g.add_ssm_conv_kernel(c["linear_conv_kernel_dim"])
+    g.add_ssm_state_size(dk)
+    g.add_ssm_group_count(hk)
+    g.add_ssm_time_step_rank(hv)
+    g.add_ssm_inner_size(dv * hv)
+    interval = [t == "full_attention" for t in c["layer_types"]].index(True) + 1
+    g.add_full_attention_interval(interval)
+    vocab = c["vocab_size"]
+    names = [""] * vocab
+    for t, i in tok["model"]["vocab"].items():
+        names[i] = t
+    for a in tok["added_tokens"]:
+        names[a["id"]] = a["content"]
+    g.add_tokenizer_model("gpt2")
+    g.add_tokenizer_pre("smollm")
+    g.add_token_list(names)
+    g.add_token_types([3 if any(a["id"] == i for a in tok["added_tokens"]) else 1 for i in range(vocab)])
+    g.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in tok["model"]["merges"]])
+    if c.get("eos_token_id") is not None:
+        g.add_eos_token_id(c["eos_token_id"])
+    top = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+           "lm_head.weight": "output.weight"}
+    for n in sorted(w):
+        x = w[n].astype(np.float32)
+        if n in top:
+            name = top[n]
+        else:
+            layer, rest = n[len("model.layers."):].split(".", 1)
+            name = f"blk.{layer}.{LAYER[rest]}"
+        if n.endswith(".A_log"):
+            x = -np.exp(x)
+        if "conv1d" in n:
+            x = x.reshape(x.shape[0], x.shape[-1])
+        if n.endswith("norm.weight") and not n.endswith("linear_attn.norm.weight"):
+            x = x + np.float32(1.0)
+        if hk != hv and "linear_attn." in n:
+            kd = 2 * hk * dk
+            if ".in_proj_qkv." in n or ".conv1d." in n:
+                x = np.concatenate([x[:kd], tiled(x[kd:], 0, hk, per_k, dv)])
+            elif ".in_proj_z." in n:
+                x = tiled(x, 0, hk, per_k, dv)
+            elif ".in_proj_a." in n or ".in_proj_b." in n or n.endswith((".A_log", ".dt_bias")):
+                x = tiled(x, 0, hk, per_k, 1)
+            elif ".out_proj." in n:
+                x = tiled(x, 1, hk, per_k, dv)
+        g.add_tensor(name, np.ascontiguousarray(x, dtype=np.float32))
+    g.write_header_to_file()
+    g.write_kv_data_to_file()
+    g.write_tensors_to_file()
+    g.close()
+    return path

@@ -1,0 +1,183 @@
+"""Qwen3.5's hybrid (Gated DeltaNet + gated attention) through tram's real
+forward path (tests/tools/forward.c: paged cache for the attention layers,
+the recurrent-state pool for the others, model_forward), against
+transformers' own logits and the float64 numpy reference.
+
+The fixture (data/qwen35-tiny, made by make_qwen35_fixture.py with
+transformers 5.23) is read twice: as the Hugging Face folder it is (hf/) and
+as the GGUF file llama.cpp's converter makes of it (qwen35_gguf.py: tiled
+value heads, −exp(A_log), 1 + w norms). Both must give transformers' logits
+(relative L2 < 1e-3 per prompt, the same argmax everywhere), and agree with
+each other. The reference itself is checked against transformers first, so
+a wrong reference cannot pass a wrong tram.
+
+The recurrent form runs the same arithmetic on every path, so chunked
+prefill, token-by-token decoding and any batch mix must give the very bits
+of the whole prompt run alone: 32 sequences in mixed steps included."""
+import json
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+from qwen35_gguf import write_gguf
+from qwen35_ref import Qwen35Ref
+
+HF = pathlib.Path(__file__).resolve().parent / "data" / "qwen35-tiny"
+
+
+@pytest.fixture(scope="module")
+def expected():
+    e = np.load(HF / "expected.npz")
+    return [(e[f"prompt{i}"].tolist(), e[f"logits{i}"], e[f"greedy{i}"].tolist()) for i in range(3)]
+
+
+@pytest.fixture(scope="module")
+def gguf_path(tmp_path_factory):
+    return write_gguf(HF, tmp_path_factory.mktemp("qwen35") / "qwen35-tiny.gguf")
+
+
+@pytest.fixture(scope="module")
+def ref():
+    return Qwen35Ref(HF)
+
+
+def rel(x, y):
+    return float(np.linalg.norm(np.asarray(x, np.float64) - y) / np.linalg.norm(y))
+
+
+def run(tool, tmp_path, model, seqs, steps=None, **opts):
+    out = tmp_path / "logits.f32"
+    plan = {"model": str(model), "seqs": seqs, "out": str(out), "threads": 2, **opts}
+    if steps is not None:
+        plan["steps"] = steps
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    res = subprocess.run([str(tool("forward")), str(tmp_path / "plan.json")], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    info = json.loads(res.stdout)
+    logits = np.fromfile(out, dtype=np.float32).reshape(info["rows"], info["n_vocab"])
+    return np.split(logits, np.cumsum([len(s) for s in seqs])[:-1])
+
+
+def test_reference_is_transformers(expected, ref):
+    for prompt, logits, _ in expected:
+        mine = ref.forward(prompt)
+        assert rel(mine, logits) < 1e-4
+        assert (mine.argmax(-1) == logits.argmax(-1)).all()
+        assert np.abs(ref.forward(prompt, chunk=6) - mine).max() < 1e-10  # the state carries across chunks
+
+
+@pytest.mark.parametrize("form", ["gguf", "hf"])
+def test_logits_match_transformers(tool, tmp_path, expected, ref, gguf_path, form):
+    model = gguf_path if form == "gguf" else HF
+    got = run(tool, tmp_path, model, [p for p, _, _ in expected])
+    for (prompt, logits, _), g in zip(expected, got):
+        assert rel(g, logits) < 1e-3, form
+        assert rel(g, ref.forward(prompt)) < 1e-3, form
+        assert (g.argmax(-1) == logits.argmax(-1)).all(), form
+
+
+def test_gguf_and_hf_forms_agree(tool, tmp_path, expected, gguf_path):
+    seqs = [p for p, _, _ in expected]
+    a, b = run(tool, tmp_path, gguf_path, seqs), run(tool, tmp_path, HF, seqs)
+    for x, y in zip(a, b):
+        assert rel(x, y) < 1e-5
+
+
+def test_greedy_is_transformers(tool, tmp_path, expected, gguf_path):
+    """transformers' generate (its cached recurrent decode) against tram's
+    forward, one token at a time on the decode path."""
+    for prompt, _, greedy in expected:
+        seq = list(prompt)
+        for want in greedy:
+            got = run(tool, tmp_path, gguf_path, [seq])[0]
+            assert int(got[-1].argmax()) == want
+            seq.append(want)
+
+
+def test_chunked_prefill_and_decode_are_the_whole_prompt(tool, tmp_path, expected, gguf_path):
+    seqs = [p for p, _, _ in expected]
+    whole = run(tool, tmp_path, gguf_path, seqs)
+    n = [len(s) for s in seqs]
+    one_by_one = [[1 if t < k else 0 for k in n] for t in range(max(n))]  # every step a decode
+    chunks = [[min(7, max(0, k - 7 * t)) for k in n] for t in range((max(n) + 6) // 7)]
+    mixed = [[n[0], 3, 1], [0, n[1] - 3, 20], [0, 0, n[2] - 21]]  # a prefill beside decodes and chunks
+    for steps in (one_by_one, chunks, mixed):
+        steps = [s for s in steps if sum(s) > 0]
+        got = run(tool, tmp_path, gguf_path, seqs, steps=steps, block_size=4)
+        for g, w in zip(got, whole):
+            assert np.array_equal(g, w)
+
+
+def test_32_sequences_are_their_solo_runs(tool, tmp_path, gguf_path):
+    rng = np.random.default_rng(32)
+    seqs = [rng.integers(0, 98, int(rng.integers(3, 30))).tolist() for _ in range(32)]
+    solo = [run(tool, tmp_path, gguf_path, [s])[0] for s in seqs[:8]]  # a sample of solo runs
+    steps, done = [], [0] * 32
+    while any(d < len(s) for d, s in zip(done, seqs)):  # each step: some prefill chunks, some decodes, some idle
+        row = []
+        for i, s in enumerate(seqs):
+            k = min(int(rng.integers(0, 6)), len(s) - done[i])
+            row.append(k)
+            done[i] += k
+        if sum(row):
+            steps.append(row)
+    together = run(tool, tmp_path, gguf_path, seqs, steps=steps, block_size=4, shuffle_seed=5)
+    for g, w in zip(together[:8], solo):
+        assert np.array_equal(g, w)
+    whole = run(tool, tmp_path, gguf_path, seqs)  # and all 32 at once, whole
+    for g, w in zip(together, whole):
+        assert np.array_equal(g, w)
+
+
+def test_mtp_layers_and_bad_keys_are_refused(tool, tmp_path, gguf_path):
+    """A checkpoint with multi-token-prediction layers is refused by name, not run wrong."""
+    import gguf
+    r = gguf.GGUFReader(str(gguf_path))
+    out = tmp_path / "mtp.gguf"
+    w = gguf.GGUFWriter(str(out), "qwen35")
+    for f in r.fields.values():
+        if f.name.startswith("GGUF.") or f.name == "general.architecture":
+            continue
+        v = f.contents()
+        t = f.types[0]
+        if t == gguf.GGUFValueType.ARRAY:
+            w.add_array(f.name, v)
+        else:
+            w.add_key_value(f.name, v, t)
+    w.add_uint32("qwen35.nextn_predict_layers", 1)
+    for t in r.tensors:
+        w.add_tensor(t.name, np.array(t.data).reshape([int(x) for x in reversed(t.shape)]))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    plan = {"model": str(out), "seqs": [[1, 2]], "out": str(tmp_path / "x.f32")}
+    (tmp_path / "p.json").write_text(json.dumps(plan))
+    res = subprocess.run([str(tool("forward")), str(tmp_path / "p.json")], capture_output=True, text=True)
+    assert res.returncode != 0
+    assert "nextn_predict_layers" in res.stderr and "multi-token-prediction" in res.stderr
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"layer_types": ["linear_attention", "full_attention", "linear_attention", "full_attention"][::-1]},
+     "layer_types must put full_attention on every n-th layer"),
+    ({"linear_num_value_heads": 3}, "value heads a multiple of key heads"),
+    ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0}}, "rope_scaling type \"yarn\""),
+    ({"hidden_act": "gelu"}, "activation \"gelu\""),
+])
+def test_hf_config_faults_are_named(tool, tmp_path, change, message):
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    for f in HF.iterdir():
+        (d / f.name).symlink_to(f)
+    cfg = json.loads((HF / "config.json").read_text())
+    cfg.update(change)
+    (d / "config.json").unlink()
+    (d / "config.json").write_text(json.dumps(cfg))
+    plan = {"model": str(d), "seqs": [[1, 2]], "out": str(tmp_path / "x.f32")}
+    (tmp_path / "p.json").write_text(json.dumps(plan))
+    res = subprocess.run([str(tool("forward")), str(tmp_path / "p.json")], capture_output=True, text=True)
+    assert res.returncode != 0
+    assert message in res.stderr, res.stderr
