@@ -179,16 +179,10 @@ static cJSON *bytes_json(const char *s, size_t n) {
   return a;
 }
 
-/* Chat logprobs: {"content": [{token, logprob, bytes, top_logprobs}]}. */
-static void add_chat_logprobs(cJSON *choice, const oai_choice_t *c) {
-  if (!c->has_logprobs) {
-    must(cJSON_AddNullToObject(choice, "logprobs"));
-    return;
-  }
-  cJSON *lp = must(cJSON_AddObjectToObject(choice, "logprobs"));
-  cJSON *content = must(cJSON_AddArrayToObject(lp, "content"));
-  for (int32_t i = 0; i < c->n_logprobs; i++) {
-    const oai_token_logprob_t *t = &c->logprobs[i];
+cJSON *oai__logprob_list(const oai_token_logprob_t *lp, int32_t n) {
+  cJSON *content = must(cJSON_CreateArray());
+  for (int32_t i = 0; i < n; i++) {
+    const oai_token_logprob_t *t = &lp[i];
     cJSON *e = must(cJSON_CreateObject());
     add_text(e, "token", t->token, t->token_len);
     add_num(e, "logprob", logprob_value(t->logprob));
@@ -203,6 +197,17 @@ static void add_chat_logprobs(cJSON *choice, const oai_choice_t *c) {
     }
     cJSON_AddItemToArray(content, e);
   }
+  return content;
+}
+
+/* Chat logprobs: {"content": [{token, logprob, bytes, top_logprobs}]}. */
+static void add_chat_logprobs(cJSON *choice, const oai_choice_t *c) {
+  if (!c->has_logprobs) {
+    must(cJSON_AddNullToObject(choice, "logprobs"));
+    return;
+  }
+  cJSON *lp = must(cJSON_AddObjectToObject(choice, "logprobs"));
+  cJSON_AddItemToObject(lp, "content", oai__logprob_list(c->logprobs, c->n_logprobs));
   must(cJSON_AddNullToObject(lp, "refusal"));
 }
 

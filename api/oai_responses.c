@@ -15,8 +15,8 @@
 /* Fields of the Responses API tram does not implement: refused when they ask
  * for something (null, false, "", [] and {} ask nothing). */
 static const char *const REFUSED[] = {
-    "previous_response_id", "conversation", "reasoning", "include", "background", "prompt",
-    "max_tool_calls", "top_logprobs", "service_tier", "prompt_cache_key", "safety_identifier", "stream_options",
+    "previous_response_id", "conversation", "reasoning", "background", "prompt",
+    "max_tool_calls", "service_tier", "prompt_cache_key", "safety_identifier", "stream_options",
 };
 
 static int refuse_fields(oai__ctx_t *c, const cJSON *root) {
@@ -77,6 +77,32 @@ static int item_content(oai__ctx_t *c, const cJSON *x, const char *param, oai_me
   m->content_len = b.len;
   buf_free(&b);
   OAI_NEED(c, m->content);
+  return 0;
+}
+
+/* include: of what OpenAI can add, tram has "message.output_text.logprobs"
+ * (each output_text part's logprobs, with top_logprobs alternatives);
+ * top_logprobs (0..20) needs it. */
+static int parse_include(oai__ctx_t *c, const cJSON *root, samp_params_t *sp) {
+  const cJSON *inc = oai__get(root, "include");
+  if (inc && !cJSON_IsArray(inc))
+    return oai__fail(c, "invalid_type", "include", "include must be an array of strings, got %s", oai__type_name(inc));
+  int i = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, inc) {
+    char param[32];
+    snprintf(param, sizeof param, "include[%d]", i++);
+    if (!cJSON_IsString(e) || strcmp(e->valuestring, "message.output_text.logprobs") != 0)
+      return oai__fail(c, "unsupported_value", param, "%s: only \"message.output_text.logprobs\" is supported", param);
+    sp->logprobs = 1;
+  }
+  int64_t v;
+  bool given;
+  if (oai__get_int(c, root, "top_logprobs", 0, SAMP_MAX_TOP_LOGPROBS, &v, &given)) return -EINVAL;
+  if (given && !sp->logprobs)
+    return oai__fail(c, "invalid_value", "top_logprobs",
+                     "top_logprobs needs include [\"message.output_text.logprobs\"] (the logprobs it adds to)");
+  if (given) sp->top_logprobs = (int32_t)v;
   return 0;
 }
 
@@ -170,6 +196,7 @@ int oai_parse_responses(const char *body, size_t len, const oai_limits_t *lim, a
     const char *user;
     r = oai__get_string(&c, root, "user", &user, NULL, NULL);
   }
+  if (!r) r = parse_include(&c, root, &g->samp);
   if (!r) r = parse_input(&c, root, out);
   if (!r) r = oai__resp_tools(&c, root, out);
   const cJSON *fmt = oai__get(oai__get(root, "text"), "format");
@@ -185,12 +212,18 @@ static void add_str(cJSON *o, const char *key, const char *s) {
   else oai__must(cJSON_AddNullToObject(o, key));
 }
 
-static cJSON *part_json(const char *text, size_t len) {
+/* The logprobs of r's text (include message.output_text.logprobs), or []. */
+static cJSON *logprobs_json(const oai_resp_info_t *r, bool done) {
+  return done && r->lp ? oai__logprob_list(r->lp, r->n_lp) : oai__must(cJSON_CreateArray());
+}
+
+static cJSON *part_json(const oai_resp_info_t *r, bool done) {
   cJSON *p = oai__must(cJSON_CreateObject());
   oai__must(cJSON_AddStringToObject(p, "type", "output_text"));
-  cJSON_AddItemToObject(p, "text", oai__text(text ? text : "", text ? len : 0));
+  const bool text = done && r->text;
+  cJSON_AddItemToObject(p, "text", oai__text(text ? r->text : "", text ? r->text_len : 0));
   oai__must(cJSON_AddArrayToObject(p, "annotations"));
-  oai__must(cJSON_AddArrayToObject(p, "logprobs"));
+  cJSON_AddItemToObject(p, "logprobs", logprobs_json(r, done));
   return p;
 }
 
@@ -202,7 +235,7 @@ static cJSON *item_json(const oai_resp_info_t *r, bool done) {
   oai__must(cJSON_AddStringToObject(m, "status", !done ? "in_progress" : r->incomplete_reason ? "incomplete" : "completed"));
   oai__must(cJSON_AddStringToObject(m, "role", "assistant"));
   cJSON *content = oai__must(cJSON_AddArrayToObject(m, "content"));
-  if (done) cJSON_AddItemToArray(content, part_json(r->text, r->text_len));
+  if (done) cJSON_AddItemToArray(content, part_json(r, true));
   return m;
 }
 
@@ -272,14 +305,14 @@ char *oai_write_response_event(const char *type, int64_t seq, const oai_resp_inf
   add_str(e, "item_id", r->item_id);
   oai__must(cJSON_AddNumberToObject(e, "content_index", 0));
   if (!strncmp(kind, "content_part.", 13)) {
-    const bool done = !strcmp(kind, "content_part.done");
-    cJSON_AddItemToObject(e, "part", part_json(done ? r->text : "", done ? r->text_len : 0));
+    cJSON_AddItemToObject(e, "part", part_json(r, !strcmp(kind, "content_part.done")));
   } else if (!strcmp(kind, "output_text.delta")) {
     cJSON_AddItemToObject(e, "delta", oai__text(text, len));
-    oai__must(cJSON_AddArrayToObject(e, "logprobs"));
+    cJSON_AddItemToObject(e, "logprobs", r->delta_lp ? oai__logprob_list(r->delta_lp, r->n_delta_lp)
+                                                     : oai__must(cJSON_CreateArray()));
   } else {
     cJSON_AddItemToObject(e, "text", oai__text(r->text ? r->text : "", r->text ? r->text_len : 0));
-    oai__must(cJSON_AddArrayToObject(e, "logprobs"));
+    cJSON_AddItemToObject(e, "logprobs", logprobs_json(r, true));
   }
   return oai__print(e);
 }

@@ -10,8 +10,10 @@
  * json_schema: structured output, api/oai_structured.c),
  * `truncation` "disabled", `parallel_tool_calls`, function `tools` and
  * `tool_choice` (oai_responses_tools.c), input items `function_call` and
- * `function_call_output`, `user`, empty `metadata`. Anything else the API
- * defines (other tools, previous_response_id, reasoning, include,
+ * `function_call_output`, `user`, empty `metadata`, `include`
+ * ["message.output_text.logprobs"] with `top_logprobs` (0..20). Anything
+ * else the API defines (other tools, previous_response_id, reasoning, other
+ * include values,
  * background, other item types, ...) is refused (400) naming it. */
 #ifndef TRAM_OAI_RESPONSES_H
 #define TRAM_OAI_RESPONSES_H
@@ -21,6 +23,7 @@
 #include <stdint.h>
 
 #include "api/oai_request.h"
+#include "api/oai_response.h"
 #include "api/oai_tool_parse.h"
 
 typedef struct oai_responses_req {
@@ -51,6 +54,10 @@ typedef struct oai_resp_info {
   int32_t n_calls;
   bool has_usage;
   int32_t input_tokens, output_tokens, cached_tokens;
+  const oai_token_logprob_t *lp; /* [n_lp] the text's logprobs (include message.output_text.logprobs), or NULL */
+  int32_t n_lp;
+  const oai_token_logprob_t *delta_lp; /* [n_delta_lp] an output_text.delta's, or NULL */
+  int32_t n_delta_lp;
 } oai_resp_info_t;
 
 /* The response object. */

@@ -119,6 +119,29 @@ static cJSON *params_schema(const cJSON *tool) {
   return out;
 }
 
+/* Rewrites the local $refs of a tool's parameters schema x ("#", "#/$defs/A")
+ * as refs into the required-form wrapper, where the schema sits at base
+ * ("#/items/anyOf/3/properties/parameters"), so that its $defs resolve
+ * there. Values that are data, not schemas (const, enum, default,
+ * examples), are left alone. */
+static void rebase_refs(cJSON *x, const char *base) {
+  cJSON *e;
+  cJSON_ArrayForEach(e, x) {
+    const char *k = e->string;
+    if (k && (!strcmp(k, "const") || !strcmp(k, "enum") || !strcmp(k, "default") || !strcmp(k, "examples"))) continue;
+    if (k && !strcmp(k, "$ref") && cJSON_IsString(e) && e->valuestring[0] == '#') {
+      const size_t n = strlen(base) + strlen(e->valuestring);
+      char *ref = malloc(n + 1);
+      if (!ref) abort();
+      snprintf(ref, n + 1, "%s%s", base, e->valuestring + 1);
+      if (!cJSON_SetValuestring(e, ref)) abort();
+      free(ref);
+    } else if (cJSON_IsObject(e) || cJSON_IsArray(e)) {
+      rebase_refs(e, base);
+    }
+  }
+}
+
 int oai__tool_grammar(oai__ctx_t *c, const cJSON *tools, oai_chat_req_t *out) {
   if (out->tool_choice != OAI_TOOL_CHOICE_REQUIRED && out->tool_choice != OAI_TOOL_CHOICE_NAMED) return 0;
   oai_grammar_t *g = &out->params.grammar;
@@ -138,14 +161,19 @@ int oai__tool_grammar(oai__ctx_t *c, const cJSON *tools, oai_chat_req_t *out) {
     cJSON_AddStringToObject(schema, "type", "array");
     cJSON_AddNumberToObject(schema, "minItems", 1);
     if (!out->parallel_tool_calls) cJSON_AddNumberToObject(schema, "maxItems", 1);
+    int k = 0;
     cJSON_ArrayForEach(t, tools) {
+      char base[64];
+      snprintf(base, sizeof base, "#/items/anyOf/%d/properties/parameters", k++);
       cJSON *call = cJSON_CreateObject(), *props = cJSON_CreateObject(), *name = cJSON_CreateObject();
       cJSON *req = cJSON_CreateArray();
       if (!call || !props || !name || !req) abort();
       cJSON_AddStringToObject(call, "type", "object");
       cJSON_AddStringToObject(name, "const", oai__get(oai__get(t, "function"), "name")->valuestring);
       cJSON_AddItemToObject(props, "name", name);
-      cJSON_AddItemToObject(props, "parameters", params_schema(t));
+      cJSON *params = params_schema(t);
+      rebase_refs(params, base); /* its $defs stay with it, one level down */
+      cJSON_AddItemToObject(props, "parameters", params);
       cJSON_AddItemToObject(call, "properties", props);
       cJSON_AddItemToArray(req, cJSON_CreateString("name"));
       cJSON_AddItemToArray(req, cJSON_CreateString("parameters"));

@@ -5,13 +5,18 @@
  *
  * Supported keywords: type (one or a list), properties, required,
  * additionalProperties (bool or schema), items, prefixItems, minItems,
+ * the old tuple form (items an array, with additionalItems: read as
+ * prefixItems and items),
  * maxItems, enum, const, anyOf, oneOf (as anyOf: exclusivity is not
  * enforced), allOf (of object schemas, merged), $ref ("#", "#/$defs/..", any
  * local JSON pointer; recursion works), $defs/definitions, minLength,
  * maxLength, pattern, format (date, time, date-time, uuid, email, ipv4),
  * minimum/maximum/exclusiveMinimum/exclusiveMaximum (integers exactly;
  * numbers with bounds: the integers within and decimals k.ddd whose unit
- * interval lies within, a subset), nullable (OpenAPI),
+ * interval lies within, a subset; the side a schema leaves open is closed
+ * at the int64 range for integers and at 1e15 for numbers, and a number
+ * without bounds has at most 16 integral, 16 fraction and 16 exponent
+ * digits, as llama.cpp's: no unbounded digit run), nullable (OpenAPI),
  * and the annotations title, description, default, examples, $schema, $id,
  * $comment, deprecated, readOnly, writeOnly. Any other keyword is an error
  * naming it and its JSON pointer.
@@ -32,7 +37,7 @@
 
 
 static const char *const KNOWN[] = {
-    "type", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems",
+    "type", "properties", "required", "additionalProperties", "items", "prefixItems", "additionalItems", "minItems",
     "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "minLength",
     "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
     "nullable", "title", "description", "default", "examples", "$schema", "$id", "$comment",
@@ -99,13 +104,18 @@ static void base_rules(sc_t *c) {
   int32_t plain = gx_codepoints(b, lo, hi, 4, true);
   c->r_char = define(c, "char", gx_alt2(b, plain, escape(c)));
   c->r_string = define(c, "string", gx_seq3(b, gram__sc_lit(c, "\""), gx_repeat(b, gx_ref(b, c->r_char), 0, -1), gram__sc_lit(c, "\"")));
-  c->r_int = define(c, "integer", gx_seq2(b, gx_opt(b, gram__sc_lit(c, "-")),
-                                          gx_alt2(b, gram__sc_lit(c, "0"), gx_seq2(b, gram__sc_set_of(c, "", '1', '9'),
-                                                                           gx_repeat(b, gram__sc_set_of(c, "", '0', '9'), 0, -1)))));
-  int32_t frac = gx_opt(b, gx_seq2(b, gram__sc_lit(c, "."), gx_repeat(b, gram__sc_set_of(c, "", '0', '9'), 1, -1)));
-  int32_t exp = gx_opt(b, gx_seq3(b, gram__sc_set_of(c, "eE", 1, 0), gx_opt(b, gram__sc_set_of(c, "+-", 1, 0)),
-                                  gx_repeat(b, gram__sc_set_of(c, "", '0', '9'), 1, -1)));
-  c->r_number = define(c, "number", gx_seq3(b, gx_ref(b, c->r_int), frac, exp));
+  /* integers: the int64 range; numbers: llama.cpp's digit counts (an
+   * integral part of at most 16 digits, a fraction and an exponent of 1 to
+   * 16), so that no unbounded value lets greedy decoding write digits
+   * until max_tokens */
+  c->r_int = -1; /* the int64 range, made when a schema first asks for an integer (gram_schema_scalar.c) */
+  int32_t integral = gx_alt2(b, gram__sc_lit(c, "0"), gx_seq2(b, gram__sc_set_of(c, "", '1', '9'),
+                                                            gx_repeat(b, gram__sc_set_of(c, "", '0', '9'), 0, 15)));
+  int32_t integral2 = gx_alt2(b, gram__sc_lit(c, "0"), gx_seq2(b, gram__sc_set_of(c, "", '1', '9'),
+                                                             gx_repeat(b, gram__sc_set_of(c, "", '0', '9'), 0, 15)));
+  int32_t frac = gx_opt(b, gx_seq2(b, gram__sc_lit(c, "."), gx_repeat(b, gram__sc_set_of(c, "", '0', '9'), 1, 16)));
+  int32_t exp = gx_opt(b, gx_seq3(b, gram__sc_set_of(c, "eE", 1, 0), gx_opt(b, gram__sc_set_of(c, "+-", 1, 0)), integral2));
+  c->r_number = define(c, "number", gx_seq3(b, gx_seq2(b, gx_opt(b, gram__sc_lit(c, "-")), integral), frac, exp));
   c->r_value = gx_rule_named(b, "value", 5, -1);
   c->r_object = gx_rule_named(b, "object", 6, -1);
   c->r_array = gx_rule_named(b, "array", 5, -1);
@@ -506,6 +516,15 @@ static int32_t array_node(sc_t *c, const cJSON *s) {
   gx_build_t *b = c->b;
   const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
   const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
+  const cJSON *extra = cJSON_GetObjectItemCaseSensitive(s, "additionalItems");
+  if (cJSON_IsArray(items)) { /* the old tuple form (draft 4 to 2019-09): items [...] is prefixItems, and
+                               * additionalItems (absent: any) the elements after it, as llama.cpp reads it */
+    if (prefix) return gram__sc_fail(c, "json schema: %s with prefixItems: give one of them (at %s)", "an items array");
+    prefix = items;
+    items = extra;
+    extra = NULL;
+  }
+  if (extra) return gram__sc_fail(c, "json schema: '%s' needs an items array (the tuple form) (at %s)", "additionalItems");
   int32_t mn = 0, mx = -1;
   if (gram__sc_count(c, s, "minItems", &mn) < 0 || gram__sc_count(c, s, "maxItems", &mx) < 0) return -1;
   if (prefix && !cJSON_IsArray(prefix)) return gram__sc_fail(c, "json schema: '%s' must be an array (at %s)", "prefixItems");
@@ -692,7 +711,7 @@ static int32_t schema(sc_t *c, const cJSON *s) {
     goto out;
   } else {
     static const char *const obj[] = {"properties", "additionalProperties", "required", "allOf", NULL};
-    static const char *const arr[] = {"items", "prefixItems", "minItems", "maxItems", NULL};
+    static const char *const arr[] = {"items", "prefixItems", "additionalItems", "minItems", "maxItems", NULL};
     static const char *const str[] = {"minLength", "maxLength", "pattern", "format", NULL};
     static const char *const num[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
     if (has_any(s, obj)) types[nt++] = "object";

@@ -23,6 +23,7 @@ typedef struct sc {
   int n_refs;
   int depth;
   int32_t r_ws, r_char, r_string, r_int, r_number, r_value, r_object, r_array, r_key_rest;
+                           /* r_int: made when first needed (the int64 range is ~1,000 nodes); -1: not yet */
   int32_t r_nonascii;      /* one non-ASCII code point (UTF-8), made once when a key trie needs it; 0: not yet */
 } sc_t;
 
@@ -44,6 +45,9 @@ int32_t gram__sc_regex_js(sc_t *c, const char *re);
  * string schema (lengths, pattern, format), and a non-negative count keyword
  * (minItems, maxLength, ...: 0 absent, 1 read into *out, -1 error). */
 int32_t gram__sc_number(sc_t *c, const cJSON *s, int integer);
+/* Every integer of the int64 range, [-2^63, 2^63 - 1], in decimal: what an
+ * integer schema without bounds allows. */
+int32_t gram__sc_int64(sc_t *c);
 int32_t gram__sc_string(sc_t *c, const cJSON *s);
 int gram__sc_count(sc_t *c, const cJSON *s, const char *key, int32_t *out);
 

@@ -31,21 +31,33 @@ static int32_t fixed_range(sc_t *c, const char *lo, const char *hi, int n) {
   return a;
 }
 
-/* Decimal naturals in [a, b] (b < 0: unbounded), no leading zeros. */
+/* Decimal naturals in [a, b] (b < 0: unbounded), no leading zeros. The
+ * lengths whose every number is in (those strictly between a's and b's)
+ * are one [1-9][0-9]{m,n}, not one alternative per length. */
 static int32_t nat_range(sc_t *c, int64_t a, int64_t b) {
   gx_build_t *bb = c->b;
   int32_t alt = gx_alt(bb);
   char la[24], lb[24];
   int na = snprintf(la, sizeof la, "%lld", (long long)a);
   int nb = b < 0 ? 19 : snprintf(lb, sizeof lb, "%lld", (long long)b);
-  for (int len = na; len <= nb && len <= 18; len++) {
-    char lo[24], hi[24];
+  const int top = b < 0 ? 18 : 19; /* the longest length written out here */
+  for (int len = na; len <= nb && len <= top; len++) {
     int64_t p10 = 1;
     for (int i = 1; i < len; i++) p10 *= 10;
     int64_t x = len == na ? a : p10, y = (b >= 0 && len == nb) ? b : p10 * 10 - 1;
     if (len == 1 && len != na) x = 0;
-    snprintf(lo, sizeof lo, "%0*lld", len, (long long)x);
-    snprintf(hi, sizeof hi, "%0*lld", len, (long long)y);
+    if (len > 1 && len > na && (b < 0 || len < nb)) { /* whole lengths len..last */
+      int last = len;
+      while (last + 1 <= top && (b < 0 || last + 1 < nb)) last++;
+      gx_add(bb, alt, gx_seq2(bb, gram__sc_set_of(c, "", '1', '9'),
+                              gx_repeat(bb, gram__sc_set_of(c, "", '0', '9'), len - 1, last - 1)));
+      len = last;
+      continue;
+    }
+    char lo[40], hi[40];
+    const int w = len & 31; /* len <= 19: the mask only tells the compiler the width is small */
+    snprintf(lo, sizeof lo, "%0*lld", w, (long long)x);
+    snprintf(hi, sizeof hi, "%0*lld", w, (long long)y);
     gx_add(bb, alt, fixed_range(c, lo, hi, len));
   }
   if (b < 0) /* longer than 18 digits: any */
@@ -62,7 +74,9 @@ static int32_t int_range(sc_t *c, int has_lo, int64_t lo, int has_hi, int64_t hi
   int32_t alt = gx_alt(b);
   if (!has_lo || lo < 0) { /* negative part: -(k) for k in [max(1, -hi), -lo] */
     int64_t k0 = has_hi ? (hi >= 0 ? 1 : -hi) : 1;
-    gx_add(b, alt, gx_seq2(b, gram__sc_lit(c, "-"), nat_range(c, k0, has_lo ? -lo : -1)));
+    int32_t mag = nat_range(c, k0, !has_lo ? -1 : lo == INT64_MIN ? INT64_MAX : -lo);
+    if (has_lo && lo == INT64_MIN) mag = gx_alt2(b, mag, gram__sc_lit(c, "9223372036854775808")); /* -2^63 */
+    gx_add(b, alt, gx_seq2(b, gram__sc_lit(c, "-"), mag));
   }
   if (!has_hi || hi >= 0) gx_add(b, alt, nat_range(c, has_lo && lo > 0 ? lo : 0, has_hi ? hi : -1));
   return alt;
@@ -210,6 +224,8 @@ static int32_t fractions(sc_t *c, int has_lo, double L, int lo_excl, int has_hi,
   return b->failed ? -1 : n ? alt : -1;
 }
 
+int32_t gram__sc_int64(sc_t *c) { return int_range(c, 1, INT64_MIN, 1, INT64_MAX); }
+
 int32_t gram__sc_number(sc_t *c, const cJSON *s, int integer) {
   int64_t lo = 0, hi = 0, x;
   double L = 0, H = 0, raw;
@@ -225,8 +241,19 @@ int32_t gram__sc_number(sc_t *c, const cJSON *s, int integer) {
     if (k && (!has_hi || x < hi)) hi = x;
     has_hi |= k;
   }
+  if (!has_lo && !has_hi && integer && c->r_int < 0) { /* once: every int64, and JSON's -0 */
+    c->r_int = gx_rule_named(c->b, "integer", 7, -1);
+    if (c->r_int < 0 || gx_define(c->b, c->r_int, gx_alt2(c->b, gram__sc_int64(c), gram__sc_lit(c, "-0")), -1))
+      return -1;
+  }
   if (!has_lo && !has_hi) return gx_ref(c->b, integer ? c->r_int : c->r_number);
-  if (integer) return int_range(c, has_lo, lo, has_hi, hi);
+  /* the side the schema leaves open is closed at the int64 range (an
+   * integer) or at 1e15 (a number: 16 integer digits at most, as
+   * llama.cpp's integral-part), so that greedy decoding cannot write digits
+   * until max_tokens */
+  if (integer) return int_range(c, 1, has_lo ? lo : INT64_MIN, 1, has_hi ? hi : INT64_MAX);
+  if (!has_lo) L = -NUM_LIMIT, lo = (int64_t)-NUM_LIMIT, lo_excl = 0, has_lo = 1;
+  if (!has_hi) H = NUM_LIMIT, hi = (int64_t)NUM_LIMIT, hi_excl = 0, has_hi = 1;
   if (has_lo && has_hi && (L > H || (L == H && (lo_excl || hi_excl))))
     return gram__sc_fail(c, "json schema: %s bounds leave no number (at %s)", "minimum/maximum");
   int32_t frac = fractions(c, has_lo, L, lo_excl, has_hi, H, hi_excl);

@@ -242,10 +242,11 @@ http_server_t *http_server_create(uv_loop_t *loop, const http_limits_t *limits);
 int http_server_route(http_server_t *srv, llhttp_method_t method, const char *path,
                       http_handler_fn handler, void *ctx, int flags);
 
-/* Requires `Authorization: Bearer <key>` with one of keys[n] (copied;
- * compared in constant time) on every route not marked HTTP_ROUTE_PUBLIC,
- * and on unknown paths. n == 0 turns auth off. Returns 0 or -EINVAL for an
- * empty key. */
+/* Requires `Authorization: Bearer <key>` or `x-api-key: <key>` (the
+ * Anthropic SDKs' header, which llama.cpp also takes) with one of keys[n]
+ * (copied; compared in constant time) on every route not marked
+ * HTTP_ROUTE_PUBLIC, and on unknown paths. n == 0 turns auth off. Returns 0
+ * or -EINVAL for an empty key. */
 int http_server_set_api_keys(http_server_t *srv, const char *const *keys, int n);
 
 /* How the transport writes an error's body (it knows no API format; the
@@ -256,6 +257,11 @@ int http_server_set_api_keys(http_server_t *srv, const char *const *keys, int n)
 typedef char *(*http_error_body_fn)(int status, const char *type, const char *message, const char *param,
                                     const char *code);
 void http_server_set_error_body(http_server_t *srv, http_error_body_fn fn);
+/* The errors of requests whose path starts with prefix (copied; one such
+ * prefix per server, a second call replaces it) are written by fn instead:
+ * another API's format under its paths (tram serve: Anthropic's under
+ * /v1/messages), the transport's own errors (401, 404, 405, 415) included. */
+void http_server_set_error_body_for(http_server_t *srv, const char *prefix, http_error_body_fn fn);
 
 /* CORS: a request whose Origin is one of origins[n] (copied; "*": any) gets
  * Access-Control-Allow-Origin (and Vary: Origin) on its answer, whatever the

@@ -112,6 +112,8 @@ struct http_server {
   size_t *key_lens;
   int n_keys;
   http_error_body_fn error_body; /* how errors are written (the API's format); NULL: text/plain */
+  char *error_prefix;            /* requests under this path prefix write errors with error_body_for */
+  http_error_body_fn error_body_for;
   char **origins; /* CORS allowed origins (http_cors.c); none: no CORS headers */
   int n_origins;
   http__listener_t *listeners;

@@ -248,6 +248,12 @@ int http_res_send(http_res_t *res, int status, const char *content_type, const v
 
 void http_server_set_error_body(http_server_t *srv, http_error_body_fn fn) { srv->error_body = fn; }
 
+void http_server_set_error_body_for(http_server_t *srv, const char *prefix, http_error_body_fn fn) {
+  free(srv->error_prefix);
+  srv->error_prefix = prefix ? xstrdup(prefix) : NULL;
+  srv->error_body_for = fn;
+}
+
 char *http__error_body(const http_server_t *srv, int status, const char *type, const char *message,
                        const char *param, const char *code, const char **content_type) {
   *content_type = srv->error_body ? "application/json" : "text/plain";
@@ -258,7 +264,14 @@ int http_res_send_error(http_res_t *res, int status, const char *type, const cha
                         const char *param, const char *code) {
   if (!res->conn) return http_res_send(res, status, "text/plain", message, strlen(message)); /* gone: ends it */
   const char *ctype;
-  char *body = http__error_body(res->conn->srv, status, type, message, param, code, &ctype);
+  const http_server_t *srv = res->conn->srv;
+  char *body;
+  if (srv->error_prefix && strncmp(res->req.path, srv->error_prefix, strlen(srv->error_prefix)) == 0) {
+    ctype = "application/json";
+    body = srv->error_body_for(status, type, message, param, code);
+  } else {
+    body = http__error_body(srv, status, type, message, param, code, &ctype);
+  }
   int r = http_res_send(res, status, ctype, body, strlen(body));
   free(body);
   return r;

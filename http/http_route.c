@@ -61,12 +61,14 @@ static int key_equal(const char *key, size_t klen, const char *given, size_t gle
   return diff == 0;
 }
 
-/* Whether the request carries `Authorization: Bearer <one of the keys>`. Every
- * key is compared, so the time does not say which one matched. */
+/* Whether the request carries `Authorization: Bearer <one of the keys>`, or
+ * `x-api-key: <one of the keys>`. Every key is compared, so the time does
+ * not say which one matched. */
 static bool authorized(const http_server_t *srv, const http_req_t *req) {
   const char *auth = http_req_header(req, "authorization");
-  if (!auth || strncasecmp(auth, "Bearer ", 7) != 0) return false;
-  const char *tok = auth + 7;
+  const char *tok;
+  if (auth && strncasecmp(auth, "Bearer ", 7) == 0) tok = auth + 7;
+  else if (!(tok = http_req_header(req, "x-api-key"))) return false;
   while (*tok == ' ') tok++;
   size_t len = strlen(tok);
   while (len && tok[len - 1] == ' ') len--;
@@ -137,7 +139,7 @@ void http__route_dispatch(http_server_t *srv, http_res_t *res) {
     log_info("http: %s: %s %s: missing or wrong API key (401)", req->peer, req->method_name,
              req->path);
     http_res_header(res, "WWW-Authenticate", "Bearer");
-    http_res_send_error(res, 401, NULL, "Incorrect or missing API key (Authorization: Bearer <key>)",
+    http_res_send_error(res, 401, NULL, "Incorrect or missing API key (Authorization: Bearer <key>, or x-api-key: <key>)",
                         NULL, "invalid_api_key");
     return;
   }

@@ -89,6 +89,7 @@ static void server_free(http_server_t *srv) {
   free(srv->keys);
   free(srv->key_lens);
   http__cors_free(srv);
+  free(srv->error_prefix);
   free(srv);
   if (cb) cb(arg);
 }

@@ -158,7 +158,7 @@ int srv__submit_failed(uint64_t rid, http_res_t *res, const char *endpoint, int 
  * starts. grammar (NULL: none) constrains every sequence. Frees in[n_parts]. */
 static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
                              bool chat, const oai_params_t *g, gram_entry_t *grammar, oai_tools_format_t tools,
-                             const char *tool_name, bool parallel_tools, const oai_responses_req_t *resp,
+                             const char *tool_name, bool parallel_tools, const srv_api_t *api,
                              prompt_in_t *in, int32_t n_parts) {
   if (g->speculative == 1 && !s->cfg->speculative) { /* asked for, and nothing would honour it */
     fail(rid, res, endpoint, 400, "speculative: true, but speculative decoding is off on this server (--speculative)",
@@ -189,7 +189,7 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
   j->tools_format = tools;
   j->parallel_tool_calls = parallel_tools;
   if (tools == OAI_TOOLS_JSON_ARGS) snprintf(j->tool_name, sizeof j->tool_name, "%s", tool_name);
-  if (resp) srv__resp_init(j, resp);
+  if (api) api->init(j, api->req); /* another API's writer */
   if (tools == OAI_TOOLS_LLAMA3 || tools == OAI_TOOLS_MISTRAL) p.special = 1; /* <|python_tag|>, [TOOL_CALLS] */
   j->arrival_ns = arrival; /* parsing and tokenizing count as the request's time */
   char err[512] = "";
@@ -272,6 +272,7 @@ typedef struct enc_out {
   oai_completion_req_t c;  /* completions */
   oai_chat_req_t ch;       /* chat */
   oai_responses_req_t resp; /* /v1/responses */
+  anth_req_t anth;         /* /v1/messages */
   const char *model;       /* the request's model field (NULL: none) */
   const oai_grammar_t *gsrc; /* its structured-output form (in the request's parse) */
   gram_entry_t *grammar;   /* that form, compiled (a reference; NULL: none) */
@@ -399,7 +400,7 @@ static void chat_run(srv_work_t *w) {
  * encoding's outcome): the tools check, the context check, the server's
  * default max_tokens, then the submit. Takes in (frees or submits it). */
 static void chat_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endpoint, int64_t arrival,
-                       oai_chat_req_t *ch, gram_entry_t *grammar, const oai_responses_req_t *resp, int rc, char *err,
+                       oai_chat_req_t *ch, gram_entry_t *grammar, const srv_api_t *api, int rc, char *err,
                        size_t err_len, prompt_in_t *in) {
   const bool tools = ch->tools && ch->tool_choice == OAI_TOOL_CHOICE_AUTO;
   oai_tools_format_t format = tools ? srv__tools_format(s) : OAI_TOOLS_NONE;
@@ -416,7 +417,7 @@ static void chat_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endp
       ch->params.max_tokens = s->chat_max_tokens < room ? s->chat_max_tokens : room;
     }
     submit_and_start(s, rid, res, endpoint, arrival, true, &ch->params, grammar, format, ch->tool_name,
-                     ch->parallel_tool_calls, resp, in, 1);
+                     ch->parallel_tool_calls, api, in, 1);
     return;
   }
   free_prompts(in, 1);
@@ -433,27 +434,50 @@ static void chat_done(srv_work_t *w) {
   gram_entry_unref(o->grammar);
 }
 
-#define RESPONSES "/v1/responses"
-
-void srv__responses_run(srv_work_t *w) {
-  enc_out_t *o = enc_out(w);
-  oai_chat_req_t *ch = &o->resp.chat;
-  if (parse_failed_in(o, oai_parse_responses(w->body, w->body_len, &w->s->oai_lim, &w->arena, &o->resp, &o->e), 1))
-    return;
+/* Worker: the rest of a run whose request (another API's) was parsed (rc)
+ * into the chat request ch: its structured output, its messages encoded. */
+static void api_run(srv_work_t *w, enc_out_t *o, int rc, const oai_chat_req_t *ch) {
+  if (parse_failed_in(o, rc, 1)) return;
   o->model = ch->model;
   find_grammar(w, &ch->params, o);
   o->rc = encode_chat_text(w->s, ch, &o->in[0], o->err, sizeof o->err);
 }
 
-void srv__responses_done(srv_work_t *w) {
+/* Loop: answers another API's request (ch, set up as api) whose work item is done. */
+static void api_done(srv_work_t *w, const char *endpoint, oai_chat_req_t *ch, const srv_api_t *api) {
   enc_out_t *o = w->out;
   prompt_in_t *in;
-  if (done_start(w, RESPONSES, &in))
-    chat_start(w->s, w->rid, w->res, RESPONSES, w->arrival_ns, &o->resp.chat, o->grammar, &o->resp, o->rc, o->err,
-               sizeof o->err, in);
+  if (done_start(w, endpoint, &in))
+    chat_start(w->s, w->rid, w->res, endpoint, w->arrival_ns, ch, o->grammar, api, o->rc, o->err, sizeof o->err, in);
   else
     free_prompts(in, o->n_in);
   gram_entry_unref(o->grammar);
+}
+
+void srv__responses_run(srv_work_t *w) {
+  enc_out_t *o = enc_out(w);
+  api_run(w, o, oai_parse_responses(w->body, w->body_len, &w->s->oai_lim, &w->arena, &o->resp, &o->e), &o->resp.chat);
+}
+
+static void resp_init(srv_job_t *j, const void *req) { srv__resp_init(j, req); }
+
+void srv__responses_done(srv_work_t *w) {
+  enc_out_t *o = w->out;
+  const srv_api_t api = {resp_init, &o->resp};
+  api_done(w, "/v1/responses", &o->resp.chat, &api);
+}
+
+void srv__messages_run(srv_work_t *w) {
+  enc_out_t *o = enc_out(w);
+  api_run(w, o, anth_parse_messages(w->body, w->body_len, &w->s->oai_lim, &w->arena, &o->anth, &o->e), &o->anth.chat);
+}
+
+static void anth_init(srv_job_t *j, const void *req) { srv__anth_init(j, req); }
+
+void srv__messages_done(srv_work_t *w) {
+  enc_out_t *o = w->out;
+  const srv_api_t api = {anth_init, &o->anth};
+  api_done(w, "/v1/messages", &o->anth.chat, &api);
 }
 
 void srv__h_completions(const http_req_t *req, http_res_t *res, void *ctx) {

@@ -259,6 +259,10 @@ static void count_finish(srv_t *s, sched_finish_t f) {
 /* Keeps what one event adds to a whole response. */
 static void collect_event(srv_job_t *j, srv_choice_t *c, const sched_event_t *ev) {
   buf_put(&c->text, ev->text, ev->text_len);
+  srv__keep_logprob(j, c, ev);
+}
+
+void srv__keep_logprob(srv_job_t *j, srv_choice_t *c, const sched_event_t *ev) {
   if (!j->logprobs || ev->token < 0) return;
   oai_top_logprob_t top[SAMP_MAX_TOP_LOGPROBS];
   xgrow(&c->lp, &c->cap_lp, (size_t)c->n_lp + 1, sizeof *c->lp, 16);

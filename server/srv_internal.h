@@ -15,6 +15,8 @@
  *   srv_work.c    the worker pool hand-off of the generation handlers'
  *                 CPU work (parse, render, tokenize), the loop stall probe
  *   srv_dump.c    the SIGUSR1 state dump
+ *   srv_messages.c  POST /v1/messages and /v1/messages/count_tokens
+ *                 (Anthropic's) and their writer
  *   srv_events.c  the engine → loop bridge: drain the events, write SSE
  *                 chunks (coalesced per job and wake-up) or collect the
  *                 whole response, feed the metrics, write the access log,
@@ -50,6 +52,7 @@
 #include "api/oai_request.h"
 #include "api/oai_response.h"
 #include "api/oai_responses.h"
+#include "api/anth.h"
 #include "boot/boot.h"
 
 typedef enum srv_state {
@@ -262,6 +265,16 @@ void srv__h_chat(const http_req_t *req, http_res_t *res, void *ctx);
 typedef struct srv_work srv_work_t;
 void srv__responses_run(srv_work_t *w);
 void srv__responses_done(srv_work_t *w);
+/* POST /v1/messages (Anthropic's) the same way: api/anth.h's parse on the
+ * worker, then the chat flow with an Anthropic job (srv_messages.c). */
+void srv__messages_run(srv_work_t *w);
+void srv__messages_done(srv_work_t *w);
+/* How a job of another API than OpenAI's chat and completions is set up
+ * (its writer, ids, what it echoes): init(j, req) once the job exists. */
+typedef struct srv_api {
+  void (*init)(srv_job_t *j, const void *req);
+  const void *req;
+} srv_api_t;
 
 /* ---- srv_work.c -------------------------------------------------------------- */
 
@@ -346,8 +359,9 @@ typedef struct srv_part {
 } srv_part_t;
 
 /* How a job's output is written, one per API format (srv_write_openai.c:
- * completions and chat; srv_responses.c: the Responses API), so that a new
- * API is one new writer. Every function appends to j->out (the wake-up's
+ * completions and chat; srv_responses.c: the Responses API;
+ * srv_messages.c: Anthropic's Messages), so that a new API is one new
+ * writer. Every function appends to j->out (the wake-up's
  * single write, srv_events.c); the job's bookkeeping is srv_events.c's. */
 typedef struct srv_writer {
   /* A stream's first bytes, after its 200 head (echo: a completion's
@@ -365,8 +379,13 @@ typedef struct srv_writer {
 
 extern const srv_writer_t srv_writer_openai;
 extern const srv_writer_t srv_writer_responses;
+extern const srv_writer_t srv_writer_anthropic;
 extern const srv_writer_t srv_writer_embed; /* srv_embed.c: whole only, never streamed */
 
+/* Keeps ev's logprobs entry in c->lp (with j->logprobs; its alternatives
+ * copied): a whole response's, or a stream's that answers with them at the
+ * end (the Responses API). */
+void srv__keep_logprob(srv_job_t *j, srv_choice_t *c, const sched_event_t *ev);
 /* Appends "data: <json>\n\n" to j->out and frees json. */
 void srv__sse(srv_job_t *j, char *json);
 /* An OpenAI error object as an SSE event (the OpenAI and Responses
@@ -402,6 +421,12 @@ struct srv_job {
   const char *resp_format;     /* text.format.type echoed: "text", "json_object", "json_schema" (static) */
   int64_t resp_seq;            /* the next event's sequence_number */
   char resp_item_id[64];
+  /* /v1/messages (srv_messages.c) */
+  int32_t anth_next;           /* the next content block's index */
+  int anth_open;               /* the open block: -1 none, else its anth_block_kind_t */
+  bool anth_called;            /* the output held tool calls (stop_reason "tool_use") */
+  bool anth_failed;            /* an error event was written: nothing follows it */
+  int32_t resp_lp_sent;        /* logprobs entries streamed in deltas so far */
   int32_t n;                   /* choices per prompt */
   int32_t max_tokens;          /* the request's max_tokens; 0: none given */
   char id[64];
@@ -431,14 +456,21 @@ srv_job_t *srv__job_create(srv_t *s, http_res_t *res, bool chat, const oai_param
 void srv__h_responses(const http_req_t *req, http_res_t *res, void *ctx);
 /* Makes j a Responses job (ids, what the response echoes). */
 void srv__resp_init(srv_job_t *j, const oai_responses_req_t *r);
-/* The stream's events: the opening ones; a text delta (kept for the end);
+/* The stream's events: the opening ones; an event's text delta (kept for
+ * the end, with its logprobs when asked);
  * the closing ones (done, completed or incomplete). */
 void srv__resp_stream_start(srv_job_t *j);
-void srv__resp_stream_text(srv_job_t *j, const char *text, size_t len);
+void srv__resp_stream_text(srv_job_t *j, const sched_event_t *ev);
 void srv__resp_stream_end(srv_job_t *j);
 /* The whole response object (malloc'd). */
 char *srv__resp_whole(const srv_job_t *j);
 
+/* ---- srv_messages.c --------------------------------------------------------- */
+/* POST /v1/messages and /v1/messages/count_tokens (Anthropic's). */
+void srv__h_messages(const http_req_t *req, http_res_t *res, void *ctx);
+void srv__h_count_tokens(const http_req_t *req, http_res_t *res, void *ctx);
+/* Makes j an Anthropic job (its writer, its "msg_" id). */
+void srv__anth_init(srv_job_t *j, const anth_req_t *r);
 /* ---- srv_embed.c ------------------------------------------------------------ */
 /* POST /v1/embeddings (a work item: parse and tokenize on a worker). */
 void srv__h_embeddings(const http_req_t *req, http_res_t *res, void *ctx);

@@ -342,6 +342,7 @@ int srv_run(const cfg_t *cfg) {
   const http_limits_t lim = limits(cfg);
   s->http = http_server_create(&s->loop, &lim);
   if (s->http) http_server_set_error_body(s->http, oai_error_body); /* the transport writes the API's errors */
+  if (s->http) http_server_set_error_body_for(s->http, "/v1/messages", anth_error_body); /* Anthropic's, there */
   rc = s->http ? http_server_set_api_keys(s->http, (const char *const *)cfg->api_keys.items, cfg->api_keys.n) : -1;
   if (rc == 0)
     rc = http_server_set_allowed_origins(s->http, (const char *const *)cfg->allowed_origins.items,

@@ -67,6 +67,8 @@ static oai_resp_info_t info(const srv_job_t *j, bool done, arena_t *a) {
       .input_tokens = (int32_t)j->prompt_tokens,
       .output_tokens = (int32_t)j->completion_tokens,
       .cached_tokens = (int32_t)j->cached_tokens,
+      .lp = done && j->logprobs ? c->lp : NULL,
+      .n_lp = done && j->logprobs ? c->n_lp : 0,
   };
   if (done && j->tools_format && !j->errored) {
     oai_choice_t oc = {0};
@@ -76,6 +78,8 @@ static oai_resp_info_t info(const srv_job_t *j, bool done, arena_t *a) {
     if (oc.n_tool_calls) {
       r.text = oc.text;
       r.text_len = oc.text ? oc.text_len : 0;
+      r.lp = NULL; /* the logprobs were the whole output's, calls included */
+      r.n_lp = 0;
     }
   }
   return r;
@@ -111,11 +115,16 @@ void srv__resp_stream_start(srv_job_t *j) {
   event(j, "response.content_part.added", &r, NULL, 0);
 }
 
-void srv__resp_stream_text(srv_job_t *j, const char *text, size_t len) {
-  buf_put(&j->choices[0].text, text, len);
-  if (j->tools_format) return;
-  const oai_resp_info_t r = info(j, false, NULL);
-  event(j, "response.output_text.delta", &r, text, len);
+void srv__resp_stream_text(srv_job_t *j, const sched_event_t *ev) {
+  srv_choice_t *c = &j->choices[0];
+  buf_put(&c->text, ev->text, ev->text_len);
+  srv__keep_logprob(j, c, ev);
+  if (j->tools_format || !ev->text_len) return;
+  oai_resp_info_t r = info(j, false, NULL);
+  r.delta_lp = c->n_lp > j->resp_lp_sent ? &c->lp[j->resp_lp_sent] : NULL; /* tokens since the last delta */
+  r.n_delta_lp = c->n_lp - j->resp_lp_sent;
+  j->resp_lp_sent = c->n_lp;
+  event(j, "response.output_text.delta", &r, ev->text, ev->text_len);
 }
 
 void srv__resp_stream_end(srv_job_t *j) {
@@ -160,7 +169,7 @@ static void w_stream_start(srv_job_t *j, const char *const *echo, const size_t *
 static void w_stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sched_event_t *ev) {
   (void)c, (void)ci;
   if (ev->kind == SCHED_EV_ERROR) srv__write_openai_error(j, ev->error ? ev->error : "generation failed", NULL);
-  else if (ev->text_len) srv__resp_stream_text(j, ev->text, ev->text_len);
+  else srv__resp_stream_text(j, ev);
 }
 
 static char *w_whole(srv_job_t *j) { return srv__resp_whole(j); }

@@ -378,6 +378,8 @@ void srv__routes(srv_t *s) {
   http_server_route(h, HTTP_POST, "/v1/completions", srv__h_completions, s, HTTP_ROUTE_JSON);
   http_server_route(h, HTTP_POST, "/v1/chat/completions", srv__h_chat, s, HTTP_ROUTE_JSON);
   http_server_route(h, HTTP_POST, "/v1/responses", srv__h_responses, s, HTTP_ROUTE_JSON);
+  http_server_route(h, HTTP_POST, "/v1/messages", srv__h_messages, s, HTTP_ROUTE_JSON); /* Anthropic's */
+  http_server_route(h, HTTP_POST, "/v1/messages/count_tokens", srv__h_count_tokens, s, HTTP_ROUTE_JSON);
   http_server_route(h, HTTP_POST, "/v1/embeddings", srv__h_embeddings, s, HTTP_ROUTE_JSON);
   srv__info_routes(s);
   srv__dash_routes(s);

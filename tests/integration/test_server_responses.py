@@ -81,7 +81,6 @@ def test_stream_events(server):
     ("previous_response_id", "resp_123"),
     ("store", True),
     ("reasoning", {"effort": "low"}),
-    ("include", ["message.output_text.logprobs"]),
     ("text.format.type", {"format": {"type": "yaml"}}),
     ("text.format.schema", {"format": {"type": "json_schema", "name": "x"}}),
 ])
@@ -91,6 +90,44 @@ def test_unsupported_parts_are_named(server, field, value):
     with pytest.raises(openai.BadRequestError) as e:
         server.client().responses.create(model=None, **body)
     assert e.value.body["param"] == field
+
+
+def test_logprobs(server):
+    """vLLM's Responses test_logprobs: include ["message.output_text.logprobs"]
+    with top_logprobs returns them on the output_text part, as OpenAI does
+    — the same tokens and values as chat's logprobs for the same messages,
+    and streamed: each delta's, which add up to the whole."""
+    c = server.client()
+    kw = dict(model=None, input=Q, max_output_tokens=12, temperature=0, top_logprobs=5,
+              include=["message.output_text.logprobs"])
+    r = c.responses.create(**kw)
+    lps = r.output[-1].content[-1].logprobs
+    assert lps and all(len(t.top_logprobs) == 5 for t in lps)
+    chat = c.chat.completions.create(model=None, messages=[{"role": "user", "content": Q}], max_tokens=12,
+                                     temperature=0, logprobs=True, top_logprobs=5)
+    want = chat.choices[0].logprobs.content
+    assert [(t.token, t.bytes) for t in lps] == [(t.token, t.bytes) for t in want]
+    for a, b in zip(lps, want):
+        assert a.logprob == pytest.approx(b.logprob, abs=1e-5)
+        assert [x.token for x in a.top_logprobs] == [x.token for x in b.top_logprobs]
+    assert "".join(t.token for t in lps).startswith(r.output_text)  # + the end-of-turn token, as chat
+    streamed, final = [], None
+    for e in c.responses.create(stream=True, **kw):
+        if e.type == "response.output_text.delta":
+            streamed += e.logprobs
+        elif e.type in ("response.completed", "response.incomplete"):
+            final = e.response
+    # the end-of-turn token has no text, so no delta: its entry is only in the final part's
+    assert [(t.token, round(t.logprob, 5)) for t in streamed] == [(t.token, round(t.logprob, 5)) for t in lps][
+        :len(streamed)] and len(lps) - len(streamed) <= 1
+    assert len(final.output[-1].content[-1].logprobs) == len(lps)
+    plain = c.responses.create(model=None, input=Q, max_output_tokens=4, temperature=0)
+    assert plain.output[-1].content[-1].logprobs == []
+    for body, param in [({"include": ["file_search_call.results"]}, "include[0]"), ({"include": "x"}, "include"),
+                        ({"top_logprobs": 3}, "top_logprobs"),
+                        ({"include": ["message.output_text.logprobs"], "top_logprobs": 21}, "top_logprobs")]:
+        bad = server.post("/v1/responses", json={"input": Q, **body})
+        assert bad.status_code == 400 and bad.json()["error"]["param"] == param, bad.text
 
 
 def test_bad_items(server):

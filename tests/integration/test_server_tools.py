@@ -207,6 +207,47 @@ def test_tool_choice_named_forces_that_function(server):
     check_call(calls[0])
 
 
+DEFS_TOOL = [{"type": "function", "function": {
+    "name": "set_place", "description": "Remember a place",
+    "parameters": {"type": "object", "properties": {"place": {"$ref": "#/$defs/Place"}}, "required": ["place"],
+                   "additionalProperties": False,
+                   "$defs": {"Place": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+                                       "required": ["city"], "additionalProperties": False}}}}}]
+
+
+def test_tool_choice_required_with_defs(server):
+    """vLLM's tool tests: tools whose parameters use $defs/$ref under
+    tool_choice "required" (the wrapper once lost the $defs: a 400)."""
+    r = server.client().chat.completions.create(model=None, messages=[{"role": "user", "content": "Paris"}],
+                                                tools=DEFS_TOOL + TWO, tool_choice="required", temperature=0,
+                                                max_tokens=120)
+    for tc in r.choices[0].message.tool_calls:
+        tool = next(t for t in DEFS_TOOL + TWO if t["function"]["name"] == tc.function.name)
+        jsonschema.validate(json.loads(tc.function.arguments), tool["function"]["parameters"])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_tool_choice_named_cut_by_max_tokens_keeps_the_call(server, stream):
+    """vLLM's test_named_tool_use: a forced call cut by max_tokens comes
+    back in tool_calls with its partial arguments (the prefix of the output
+    the grammar allowed), finish_reason "length", no content."""
+    msgs = [{"role": "user", "content": "What is the weather in Oslo?"}]
+    choice = {"type": "function", "function": {"name": "get_weather"}}
+    kw = dict(model=None, messages=msgs, tools=TWO, tool_choice=choice, temperature=0, max_tokens=3)
+    whole = server.client().chat.completions.create(**kw).choices[0]
+    assert whole.finish_reason == "length" and whole.message.content is None
+    (tc,) = whole.message.tool_calls
+    assert tc.function.name == "get_weather" and tc.id and tc.function.arguments.startswith("{")
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(tc.function.arguments)  # cut: not a whole object
+    if stream:
+        chunks = list(server.client().chat.completions.create(stream=True, **kw))
+        args = "".join(d.function.arguments or "" for c in chunks if c.choices
+                       for d in c.choices[0].delta.tool_calls or [])
+        assert args == tc.function.arguments and chunks[-1].choices[0].finish_reason == "length"
+        assert not "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+
 @pytest.mark.parametrize("body,param", [
     ({"tool_choice": "required"}, "tool_choice"),
     ({"tools": TWO, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice.function.name"),

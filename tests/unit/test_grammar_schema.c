@@ -55,10 +55,70 @@ static void integer_ranges_exact(void **state) {
                    {"9", 1});
   assert_int_not_equal(gram_test_judge(g, "10"), 1);
   gram_destroy(g);
-  g = ok("{\"type\":\"integer\",\"minimum\":100}");
-  GRAM_TEST_EXPECT(g, {"123456789012345678901234567890", 1});
+  g = ok("{\"type\":\"integer\",\"minimum\":100}"); /* the open side ends at 2^63 - 1 */
+  GRAM_TEST_EXPECT(g, {"9223372036854775807", 1}, {"1000000000000000000", 1});
+  assert_int_not_equal(gram_test_judge(g, "9223372036854775808"), 1);
+  assert_int_not_equal(gram_test_judge(g, "123456789012345678901234567890"), 1);
   assert_int_not_equal(gram_test_judge(g, "99"), 1);
   gram_destroy(g);
+}
+
+/* Issue 33 (a Gemma checkpoint wrote digits until max_tokens): an integer
+ * without bounds is the int64 range, exactly at both ends; a number
+ * without bounds has at most 16 integral, fraction and exponent digits
+ * (llama.cpp's), and one bounded on one side stops at 1e15 on the other. */
+static void unbounded_numbers_end(void **state) {
+  (void)state;
+  gram_t *g = ok("{\"type\":\"integer\"}");
+  GRAM_TEST_EXPECT(g, {"0", 1}, {"-0", 1}, {"-1", 1}, {"9223372036854775807", 1}, {"-9223372036854775808", 1},
+                   {"-9223372036854775807", 1}, {"1234567890123456789", 1}, {"-999999999999999999", 1});
+  static const char *const out[] = {"9223372036854775808", "9223372036854775810", "-9223372036854775809",
+                                    "99999999999999999999", "12345678901234567890", "-01", "01"};
+  for (size_t i = 0; i < sizeof out / sizeof *out; i++)
+    if (gram_test_judge(g, out[i]) == 1) fail_msg("an unbounded integer takes %s", out[i]);
+  gram_destroy(g);
+  /* an integer inside any JSON value (json_object's "value") is a number */
+  g = ok("{\"type\":\"number\"}");
+  GRAM_TEST_EXPECT(g, {"1234567890123456", 1}, {"-0.1234567890123456", 1}, {"1.5e-10", 1},
+                   {"1e1234567890123456", 1});
+  static const char *const nout[] = {"12345678901234567", "0.12345678901234567", "1e12345678901234567", "00"};
+  for (size_t i = 0; i < sizeof nout / sizeof *nout; i++)
+    if (gram_test_judge(g, nout[i]) == 1) fail_msg("an unbounded number takes %s", nout[i]);
+  gram_destroy(g);
+  g = ok("{\"type\":\"number\",\"minimum\":0}");
+  GRAM_TEST_EXPECT(g, {"1000000000000000", 1}, {"999999999999999.5", 1}, {"0", 1});
+  assert_int_not_equal(gram_test_judge(g, "1000000000000001"), 1);
+  assert_int_not_equal(gram_test_judge(g, "-1"), 1);
+  gram_destroy(g);
+  g = ok("{\"type\":\"object\",\"additionalProperties\":true}"); /* any value: the same numbers */
+  assert_int_equal(gram_test_judge(g, "{\"a\":1234567890123456}"), 1);
+  assert_int_not_equal(gram_test_judge(g, "{\"a\":12345678901234567}"), 1);
+  gram_destroy(g);
+}
+
+/* Issue 33 (llama.cpp's test_completion_with_response_format[items
+ * array]): the old tuple form, items as an array, is prefixItems, and
+ * additionalItems the elements after it (absent: any; false: none). */
+static void items_array_is_a_tuple(void **state) {
+  (void)state;
+  gram_t *g = ok("{\"items\":[{\"type\":\"integer\"},{\"type\":\"string\"}]}");
+  GRAM_TEST_EXPECT(g, {"[1,\"a\"]", 1}, {"[1,\"a\",null]", 1}, {"[]", 1}, {"[1]", 1});
+  assert_int_not_equal(gram_test_judge(g, "[\"a\",1]"), 1);
+  gram_destroy(g);
+  g = ok("{\"type\":\"array\",\"items\":[{\"type\":\"integer\"}],\"additionalItems\":false,\"minItems\":1}");
+  GRAM_TEST_EXPECT(g, {"[-3000]", 1});
+  assert_int_not_equal(gram_test_judge(g, "[1,2]"), 1);
+  assert_int_not_equal(gram_test_judge(g, "[]"), 1);
+  gram_destroy(g);
+  g = ok("{\"items\":[{\"type\":\"integer\"}],\"additionalItems\":{\"type\":\"boolean\"}}");
+  GRAM_TEST_EXPECT(g, {"[1,true,false]", 1});
+  assert_int_not_equal(gram_test_judge(g, "[1,2]"), 1);
+  gram_destroy(g);
+  gram_err_t err;
+  assert_null(schema("{\"items\":[{}],\"prefixItems\":[{}]}", 0, &err));
+  assert_non_null(strstr(err.msg, "prefixItems"));
+  assert_null(schema("{\"type\":\"array\",\"additionalItems\":false}", 0, &err));
+  assert_non_null(strstr(err.msg, "additionalItems"));
 }
 
 /* Numbers with bounds: every value the grammar takes is within the bounds
@@ -210,6 +270,8 @@ static void errors_name_keyword_and_path(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(integer_ranges_exact),
+      cmocka_unit_test(unbounded_numbers_end),
+      cmocka_unit_test(items_array_is_a_tuple),
       cmocka_unit_test(number_bounds_sound),
       cmocka_unit_test(number_bounds_exact_decimals),
       cmocka_unit_test(forms),

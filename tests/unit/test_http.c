@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 
+#include "api/anth.h"
 #include "base/log.h"
 #include "http/http_parse.h"
 #include "tests/unit/test_http_util.h"
@@ -626,10 +627,32 @@ static void set_keys(void *arg) {
   assert_int_equal(http_server_set_api_keys(T.srv, keys, 2), 0);
 }
 
+/* Errors under /echo written by Anthropic's writer (tram serve's under /v1/messages). */
+static void set_prefix_writer(void *arg) {
+  (void)arg;
+  http_server_set_error_body_for(T.srv, "/echo", anth_error_body);
+}
+
 static void auth_401(void **state) {
   http_limits_t l = fast_limits();
   start(&l);
   th_call(&T, set_keys, NULL);
+  th_call(&T, set_prefix_writer, NULL);
+  /* x-api-key (the Anthropic SDKs' header) is taken as Bearer is */
+  expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nx-api-key: sk-second-key\r\nContent-Length: 0\r\n\r\n", 200, false);
+  expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nX-Api-Key: sk-first\r\nContent-Length: 0\r\n\r\n", 200, false);
+  expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nx-api-key: sk-firs\r\nContent-Length: 0\r\n\r\n", 401, false);
+  expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nx-api-key: \r\nContent-Length: 0\r\n\r\n", 401, false);
+  {
+    tc_client_t *c = tc_connect(T.port); /* under the prefix: the other writer's shape */
+    tc_resp_t r;
+    assert_int_equal(tc_roundtrip(c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", &r), 0);
+    assert_int_equal(r.status, 401);
+    assert_non_null(strstr(r.body, "\"authentication_error\""));
+    assert_null(strstr(r.body, "\"invalid_api_key\""));
+    tc_resp_free(&r);
+    tc_close(c);
+  }
   expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 401, false);
   expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-firs\r\nContent-Length: 0\r\n\r\n", 401, false);
   expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-first2\r\nContent-Length: 0\r\n\r\n", 401, false);

@@ -16,6 +16,8 @@
 
 #include "api/oai_request.h"
 #include "api/oai_responses.h"
+#include "grammar/gram.h"
+#include "tests/unit/gram_testutil.h"
 
 enum { COMPL, CHAT, TOKENIZE, DETOKENIZE };
 
@@ -713,6 +715,50 @@ static void responses(void **state) {
   arena_free(&a);
 }
 
+/* Issue 33 (vLLM's tool tests): tool_choice "required" with tools whose
+ * parameters use $defs and $ref: the wrapper that forces a call keeps
+ * each tool's $defs with it, and its refs ("#/$defs/..", "#") resolve
+ * there — the grammar compiles and takes exactly the calls the schemas
+ * allow. */
+static void required_tools_keep_defs(void **state) {
+  (void)state;
+  const char *body =
+      "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tool_choice\":\"required\",\"tools\":["
+      "{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":{\"type\":\"object\","
+      "\"properties\":{\"p\":{\"$ref\":\"#/$defs/P\"}},\"required\":[\"p\"],\"additionalProperties\":false,"
+      "\"$defs\":{\"P\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"integer\"}},\"required\":[\"x\"],"
+      "\"additionalProperties\":false}}}}},"
+      "{\"type\":\"function\",\"function\":{\"name\":\"b\",\"parameters\":{\"type\":\"object\","
+      "\"properties\":{\"p\":{\"$ref\":\"#/$defs/P\"},\"next\":{\"anyOf\":[{\"$ref\":\"#\"},{\"type\":\"null\"}]}},"
+      "\"required\":[\"p\",\"next\"],\"additionalProperties\":false,"
+      "\"$defs\":{\"P\":{\"type\":\"string\",\"const\":{\"$ref\":\"#/kept\"}}}}}}]}";
+  arena_t a;
+  arena_init(&a, 0, 0);
+  oai_chat_req_t r;
+  oai_error_t err;
+  if (oai_parse_chat(body, strlen(body), NULL, &a, &r, &err)) fail_msg("%s: %s", err.param, err.message);
+  assert_int_equal(r.params.grammar.kind, OAI_GRAMMAR_JSON_SCHEMA);
+  assert_non_null(strstr(r.params.grammar.src, "\"#/items/anyOf/0/properties/parameters/$defs/P\""));
+  assert_non_null(strstr(r.params.grammar.src, "\"#/items/anyOf/1/properties/parameters\""));
+  assert_non_null(strstr(r.params.grammar.src, "\"#/kept\"")); /* a const is data, not rewritten */
+  cJSON *j = cJSON_Parse(r.params.grammar.src);
+  assert_non_null(j);
+  /* b's P is a const object; make it a string schema so that b is usable */
+  cJSON_DeleteItemFromObject(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(
+      cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "items"), "anyOf"), 1), "properties"),
+      "parameters"), "$defs"), "P"), "const");
+  gram_err_t ge;
+  gram_t *g = gram_compile_json_schema(j, &(gram_json_opts_t){0}, NULL, &ge);
+  cJSON_Delete(j);
+  if (!g) fail_msg("%s", ge.msg);
+  GRAM_TEST_EXPECT(g, {"[{\"name\":\"a\",\"parameters\":{\"p\":{\"x\":1}}}]", 1},
+                   {"[{\"name\":\"b\",\"parameters\":{\"p\":\"s\",\"next\":{\"p\":\"t\",\"next\":null}}}]", 1});
+  assert_int_not_equal(gram_test_judge(g, "[{\"name\":\"a\",\"parameters\":{\"p\":{\"y\":1}}}]"), 1);
+  assert_int_not_equal(gram_test_judge(g, "[{\"name\":\"b\",\"parameters\":{\"p\":{\"x\":1},\"next\":null}}]"), 1);
+  gram_destroy(g);
+  arena_free(&a);
+}
+
 /* Memory running out in the parsers: every arena allocation of a parse, in
  * turn, is the first to fail (a cap swept upward 16 bytes at a time, the
  * arena's alignment), and every such parse must fail cleanly — a 503
@@ -797,6 +843,7 @@ int main(void) {
       cmocka_unit_test(caps),
       cmocka_unit_test(seeds_and_numbers),
       cmocka_unit_test(responses),
+      cmocka_unit_test(required_tools_keep_defs),
       cmocka_unit_test(out_of_memory),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
