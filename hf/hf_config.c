@@ -1,9 +1,11 @@
 /* hf/hf_config.c — config.json read into llama.cpp's `<arch>.*` keys (see
  * hf.h). Field by field, as Hugging Face's configuration_*.py define them:
- *   model_type            llama, mistral → llama; qwen2; qwen3; gemma2;
+ *   model_type            llama, mistral, mixtral → llama; qwen2; qwen3; gemma2;
  *                         gemma3_text → gemma3; phi3; smollm3 (Q/K rows
  *                         permuted as llama's; no_rope_layers must be
- *                         llama.cpp's fixed NoPE step of 4)
+ *                         llama.cpp's fixed NoPE step of 4); qwen2_moe →
+ *                         qwen2moe, qwen3_moe → qwen3moe (the experts'
+ *                         fields: hf_moe.c)
  *   hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
  *   num_key_value_heads (default: heads), head_dim (default: hidden / heads),
  *   rms_norm_eps, rope_theta (default 10000), max_position_embeddings,
@@ -343,6 +345,11 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
     arch->permute_qk = 1;
   } else if (strcmp(t, "qwen2") == 0 || strcmp(t, "qwen3") == 0 || strcmp(t, "phi3") == 0) {
     arch->name = t[0] == 'p' ? "phi3" : t[4] == '2' ? "qwen2" : "qwen3";
+  } else if (strcmp(t, "qwen2_moe") == 0 || strcmp(t, "qwen3_moe") == 0) {
+    arch->name = t[4] == '2' ? "qwen2moe" : "qwen3moe";
+  } else if (strcmp(t, "mixtral") == 0) {
+    arch->name = "llama";
+    arch->permute_qk = 1;
   } else if (strcmp(t, "gemma2") == 0) {
     arch->name = "gemma2", gemma = 2;
   } else if (strcmp(t, "gemma3_text") == 0) {
@@ -358,7 +365,7 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
     arch->permute_qk = 1;
   } else {
     snprintf(err, err_len, "config.json: model_type \"%.40s\" is not one tram runs (llama, mistral, qwen2, qwen3, "
-             "gemma2, gemma3_text, phi3, smollm3, qwen3_5_text)", t);
+             "gemma2, gemma3_text, phi3, smollm3, qwen3_5_text, qwen2_moe, qwen3_moe, mixtral)", t);
     return -EINVAL;
   }
   const int qwen35 = arch->qwen35; /* (memset above cleared the rest) */
@@ -442,6 +449,7 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   const cJSON *tie = field(cfg, "tie_word_embeddings");
   arch->tied = tie ? cJSON_IsTrue(tie) : gemma != 0; /* the configs' defaults: gemma true, the others false */
   if (rope_scaling(b, cfg, a, arch, rot_dim, err, err_len)) return -EINVAL;
+  if ((strstr(t, "_moe") || strcmp(t, "mixtral") == 0) && hf__moe_config(b, cfg, t, arch, err, err_len)) return -EINVAL;
   if (gemma && gemma_fields(b, cfg, a, gemma, (int)layers, (int)head_dim, (int)dim, (int)heads, err, err_len))
     return -EINVAL;
   if (qwen35 && qwen35_fields(b, cfg, a, layers, err, err_len)) return -EINVAL;

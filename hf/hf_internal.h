@@ -19,6 +19,10 @@ typedef struct hf_arch {
   int n_heads, n_kv_heads, n_layers, n_vocab;
   float *rope_long, *rope_short; /* phi3 LongRoPE factors [n_rope], malloc'd, or NULL */
   int n_rope;
+  /* mixture of experts (hf_moe.c): 0 experts for a dense model */
+  int n_expert;
+  unsigned char *sparse;        /* [n_layers] 1: the layer's MLP is the experts' (malloc'd) */
+  struct hf_moe_stack *stacks;  /* [n_layers * 3] the experts seen of each layer and matrix (malloc'd) */
 } hf_arch_t;
 
 /* config.json (cfg) → the architecture's keys in b, and *arch. 0, or
@@ -31,6 +35,31 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
  * -EINVAL with err written. */
 int hf__tokenizer(gguf_build_t *b, const cJSON *tok, const cJSON *tcfg, const cJSON *cfg, int n_vocab, char *err,
                   size_t err_len);
+
+/* The mixture-of-experts fields of config.json (model_type qwen2_moe,
+ * qwen3_moe or mixtral) → the `<arch>.expert_*` keys, and which layers are
+ * sparse (decoder_sparse_step, mlp_only_layers). 0 or -EINVAL naming the
+ * field. */
+int hf__moe_config(gguf_build_t *b, const cJSON *cfg, const char *model_type, hf_arch_t *arch, char *err,
+                   size_t err_len);
+
+struct st_tensor;
+/* Tensor t of layer `layer` (`rest`: its name after "model.layers.N."):
+ * an expert's matrix, added as blk.N.ffn_{gate,up,down}.E.weight: 1; not
+ * an expert's: 0; -EINVAL with err written for a bad one. */
+int hf__moe_tensor(gguf_build_t *b, const struct st_tensor *t, hf_arch_t *a, int layer, const char *rest, char *err,
+                   size_t err_len);
+
+/* Checks the GGUF name `gguf` of a layer tensor against the layer's kind
+ * (a router or shared expert in a dense layer, a dense MLP matrix in a
+ * sparse one: an error naming it). 0 or -EINVAL. */
+int hf__moe_check(const hf_arch_t *a, int layer, const char *hf_name, const char *gguf, char *err, size_t err_len);
+
+/* After the last tensor: every sparse layer's stacks complete (else an
+ * error naming the first missing expert). Frees the stacking state (also
+ * on the error paths). 0 or -EINVAL. */
+int hf__moe_finish(hf_arch_t *a, char *err, size_t err_len);
+void hf__moe_free(hf_arch_t *a);
 
 /* A whole number JSON value in [lo, hi] into *out; def when v is NULL or
  * JSON null (an error when def < lo). 0 or -EINVAL naming `what`. */

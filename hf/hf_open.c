@@ -111,6 +111,13 @@ static int map_name(const char *hf, const hf_arch_t *a, char *out, size_t len) {
       {"linear_attn.dt_bias", "ssm_dt.bias", NULL, K_VECTOR},
       {"linear_attn.norm.weight", "ssm_norm.weight", NULL, K_VECTOR},
       {"linear_attn.out_proj.weight", "ssm_out.weight", NULL, K_MATRIX},
+      /* mixtures of experts (the experts themselves: hf_moe.c) */
+      {"mlp.gate.weight", "ffn_gate_inp.weight", NULL, K_MATRIX},
+      {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight", NULL, K_MATRIX},
+      {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight", NULL, K_MATRIX},
+      {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight", NULL, K_MATRIX},
+      {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight", NULL, K_MATRIX},
+      {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight", NULL, K_MATRIX},
   };
   char unwrapped[160];
   if (a->qwen35) { /* Qwen3_5ForConditionalGeneration: the text model under model.language_model. */
@@ -163,10 +170,16 @@ static void *permuted(gguf_build_t *b, const void *src, int64_t n_rows, int64_t 
   return dst;
 }
 
-static int add_tensor(gguf_build_t *b, const st_tensor_t *t, const hf_arch_t *a, char *err, size_t err_len) {
+static int add_tensor(gguf_build_t *b, const st_tensor_t *t, hf_arch_t *a, char *err, size_t err_len) {
   char name[160];
+  int l, at = 0;
+  if (sscanf(t->name, "model.layers.%d.%n", &l, &at) == 1 && at > 0 && l >= 0 && l < a->n_layers) {
+    const int rc = hf__moe_tensor(b, t, a, l, t->name + at, err, err_len); /* an expert: stacked */
+    if (rc != 0) return rc < 0 ? rc : 0;
+  }
   const int kind = map_name(t->name, a, name, sizeof name);
   if (kind == K_SKIP) return 0;
+  if (kind >= 0 && at > 0 && hf__moe_check(a, l, t->name, name, err, err_len)) return -EINVAL;
   if (kind < 0) {
     snprintf(err, err_len, "tensor '%.100s' has no counterpart in the %s architecture as tram runs it", t->name,
              a->name);
@@ -347,6 +360,8 @@ gguf_ctx_t *hf_open(const char *path, char *err, size_t err_len) {
   }
   if (rc == 0) gguf_build_on_close(b, release_st, st);
   for (size_t i = 0; rc == 0 && i < st_tensor_count(st); i++) rc = add_tensor(b, st_tensor_at(st, i), &arch, msg, sizeof msg);
+  if (rc == 0) rc = hf__moe_finish(&arch, msg, sizeof msg);
+  hf__moe_free(&arch);
   if (rc == 0 && arch.rope_long) {
     gguf_build_keep(b, arch.rope_long);
     gguf_build_keep(b, arch.rope_short);

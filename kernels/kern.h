@@ -235,6 +235,14 @@ struct kern_backend {
   /* y[i, :] = x[idx[i], :]: y [n_idx, dim]; picks the rows that need logits. */
   void (*gather_rows)(kern_backend_t *be, float *y, const float *x, const int32_t *idx, int n_idx,
                       int dim);
+  /* The weighted sum of a mixture of experts (model/model_moe.c):
+   * y[t, :] = Σ_{j < k} w[t·k + j] · src[slot[t·k + j], :] for each of n
+   * rows t, term j after term j - 1 (the caller's fixed order, so a row's
+   * bits depend on its own terms only); y [n, dim], src [*, dim], slot and
+   * w [n, k]; y must not alias src. NULL on a backend without MoE (the
+   * model load then refuses such models). */
+  void (*moe_combine)(kern_backend_t *be, float *y, const float *src, const int32_t *slot, const float *w, int n,
+                      int k, int dim);
 
   /* --- KV cache and attention (called by cache/ and attention/) ----------- */
   /* Writes k[i], v[i] ([n, kv_dim] f32) to cache row slots[i] (slot =

@@ -21,6 +21,9 @@
  *   gemma3 gemma2 without soft-capping, with per-head Q/K norms (as
  *          qwen3), five sliding layers to one global (pattern 6), the
  *          sliding layers on their own unscaled RoPE base (10000).
+ *   qwen3moe, qwen2moe  qwen3's and qwen2's attention with a mixture-of-
+ *          experts MLP (model/model_moe.h); a llama file with expert_count
+ *          > 0 is Mixtral's.
  *   phi3   the llama block with neox RoPE, Q/K/V fused in one matrix
  *          (attn_qkv) and gate/up in another (ffn_up), both used as row
  *          views; LongRoPE (rope_factors_long/short) when present.
@@ -92,6 +95,8 @@ typedef enum model_arch {
   MODEL_ARCH_PHI3 = 5,
   MODEL_ARCH_SMOLLM3 = 6,
   MODEL_ARCH_QWEN35 = 7,
+  MODEL_ARCH_QWEN2MOE = 30, /* mixtures of experts (model/model_moe.h); Mixtral is MODEL_ARCH_LLAMA */
+  MODEL_ARCH_QWEN3MOE = 31,
 } model_arch_t;
 
 /* The `general.architecture` name of arch ("llama", "qwen2", ...). */
@@ -166,11 +171,21 @@ typedef struct model_hparams {
   int ssm_conv_dim;       /* 2 n_k_heads head_k + n_v_heads head_v */
   int ssm_v_tiled;        /* 1: value heads in llama.cpp's tiled order (head h reads key head
                              h % n_k_heads); 0: Hugging Face's (tram.ssm.v_heads_grouped, hf/) */
+  /* mixture of experts (model/model_moe.h) */
+  int n_expert;        /* expert_count; 0: a dense model */
+  int n_expert_used;   /* expert_used_count: experts per token (top-k) */
+  int expert_ff_dim;   /* expert_feed_forward_length (default feed_forward_length) */
+  int shexp_ff_dim;    /* expert_shared_feed_forward_length: the sigmoid-gated shared expert (qwen2moe); 0: none */
+  int expert_norm;     /* expert_weights_norm: the top-k weights renormalised to sum 1 */
   /* embeddings */
   int pooling;         /* pooling_type, llama.cpp's enum: MODEL_POOL_* (0: none given) */
   int pool_normalize;  /* tram.pooling.normalize (a sentence-transformers Normalize module: hf/): 1/0,
                           -1: not said */
 } model_hparams_t;
+
+/* model_arch_hf_class for a model's hyper-parameters: a llama file with
+ * experts is "MixtralForCausalLM". */
+const char *model_hf_class(const model_hparams_t *hp);
 
 /* `<arch>.pooling_type` as llama.cpp writes it (enum llama_pooling_type);
  * 4 (rank: a reranker's classification head) is refused at load. */
@@ -319,6 +334,11 @@ int model_runner_max_blocks_per_seq(const model_runner_t *r);
 
 /* A copy of the runner's graph counters. */
 void model_runner_graph_stats(const model_runner_t *r, model_graph_stats_t *out);
+
+/* Expert MLPs the runner has run (model/model_moe.h): each expert some row
+ * chose, once per sparse layer and step however many rows chose it; 0 for
+ * a dense model. */
+uint64_t model_runner_experts_run(const model_runner_t *r);
 
 /* The attention forward the runner drives (for its path counters). */
 const attn_t *model_runner_attn(const model_runner_t *r);

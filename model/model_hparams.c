@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "model/model_internal.h"
+#include "model/model_moe.h"
 #include "base/alloc.h"
 
 #define MAX_LAYERS 4096
@@ -274,7 +275,7 @@ static const struct arch_info {
   const char *const *extra_keys;
   int fused;
 } ARCHS[] = {
-    {"llama", "LlamaForCausalLM", MODEL_ARCH_LLAMA, 0, 0, 0, 0, NULL, 0},
+    {"llama", "LlamaForCausalLM", MODEL_ARCH_LLAMA, 0, 0, 0, 0, MODEL_MOE_KEYS, 0}, /* experts: Mixtral */
     {"qwen2", "Qwen2ForCausalLM", MODEL_ARCH_QWEN2, 1, 1, 0, 0, NULL, 0},
     {"qwen3", "Qwen3ForCausalLM", MODEL_ARCH_QWEN3, 1, 0, 1, 0, NULL, 0},
     {"gemma2", "Gemma2ForCausalLM", MODEL_ARCH_GEMMA2, 1, 0, 0, 2, GEMMA_KEYS, 0},
@@ -282,6 +283,8 @@ static const struct arch_info {
     {"phi3", "Phi3ForCausalLM", MODEL_ARCH_PHI3, 1, 0, 0, 0, PHI3_KEYS, 1},
     {"qwen35", "Qwen3_5ForCausalLM", MODEL_ARCH_QWEN35, 1, 0, 1, 0, QWEN35_KEYS, 0},
     {"smollm3", "SmolLM3ForCausalLM", MODEL_ARCH_SMOLLM3, 0, 0, 0, 0, NULL, 0},
+    {"qwen2moe", "Qwen2MoeForCausalLM", MODEL_ARCH_QWEN2MOE, 1, 1, 0, 0, MODEL_MOE_KEYS, 0},
+    {"qwen3moe", "Qwen3MoeForCausalLM", MODEL_ARCH_QWEN3MOE, 1, 0, 1, 0, MODEL_MOE_KEYS, 0},
 };
 #define N_ARCHS (sizeof ARCHS / sizeof ARCHS[0])
 
@@ -445,7 +448,7 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   if (!ai) {
     snprintf(err, err_len,
              "unsupported architecture \"%.*s\" (general.architecture): tram runs llama, qwen2, qwen3, "
-             "gemma2, gemma3, phi3, smollm3 and qwen35",
+             "gemma2, gemma3, phi3, smollm3, qwen35, qwen2moe and qwen3moe",
              (int)(a.len > 40 ? 40 : a.len), a.ptr);
     return -EINVAL;
   }
@@ -461,6 +464,8 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   rc = get_int(g, arch, "block_count", -1, 1, MAX_LAYERS, &hp->n_layers, err, err_len);
   if (rc == 0) rc = get_int(g, arch, "embedding_length", -1, 1, MAX_DIM, &hp->dim, err, err_len);
   if (rc == 0) rc = get_int(g, arch, "feed_forward_length", -1, 1, MAX_DIM, &hp->ff_dim, err, err_len);
+  if (rc == 0) rc = model__moe_hparams(g, arch, ai->extra_keys == MODEL_MOE_KEYS && ai->arch != MODEL_ARCH_LLAMA, hp,
+                                       err, err_len);
   if (rc == 0) rc = get_int(g, arch, "attention.head_count", -1, 1, MAX_HEADS, &hp->n_heads, err, err_len);
   if (rc == 0)
     rc = get_int(g, arch, "attention.head_count_kv", hp->n_heads, 1, hp->n_heads, &hp->n_kv_heads, err, err_len);

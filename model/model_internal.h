@@ -6,6 +6,7 @@
 
 #include "gguf/gguf.h"
 #include "model/model.h"
+#include "model/model_moe.h"
 
 /* One transformer block. Matrices are [rows = out features, cols = in
  * features]; vectors are f32 device buffers. */
@@ -32,6 +33,7 @@ typedef struct model_layer {
   float *a_neg;          /* [n_v_heads] ssm_a: -exp(A_log) */
   float *dt_bias;        /* [n_v_heads] ssm_dt.bias */
   float *ssm_norm;       /* [head_v] ssm_norm: the gated RMSNorm's weight */
+  model_moe_layer_t *moe; /* a sparse layer's experts (owned), instead of w_gate/w_up/w_down; NULL: dense */
 } model_layer_t;
 
 struct model {

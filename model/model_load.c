@@ -32,6 +32,12 @@
  *   blk.N.ssm_a, blk.N.ssm_dt.bias [n_v_heads]               F32
  *   blk.N.ssm_norm.weight      [head_v]                      F32
  *   blk.N.ssm_out.weight       [n_v_heads head_v, dim]
+ *   blk.N.ffn_gate_inp.weight  [dim, n_expert]       a sparse layer's router (model_moe.h), then
+ *   blk.N.ffn_{gate,up}_exps.weight [dim, expert_ff, n_expert], ffn_down_exps [expert_ff, dim, n_expert]
+ *                                                    instead of ffn_{gate,up,down}; or per expert E
+ *                                                    blk.N.ffn_{gate,up}.E.weight [dim, expert_ff], ffn_down.E
+ *   blk.N.ffn_{gate,up}_shexp.weight [dim, shexp_ff], ffn_down_shexp [shexp_ff, dim],
+ *   blk.N.ffn_gate_inp_shexp.weight [dim]            qwen2moe's shared expert
  * Any other tensor is an error: a weight tram would silently ignore means
  * the file is not the architecture tram runs. */
 #include <assert.h>
@@ -63,10 +69,11 @@ static void shape_str(const gguf_tensor_t *t, char *buf, size_t len) {
   if (k > 0 && (size_t)k < len) snprintf(buf + k, len - (size_t)k, "]");
 }
 
-/* The tensor `name` of shape [ne0] (ne1 == 0) or [ne0, ne1], recorded as
- * used. NULL when absent (an error if required) or of another shape (an
- * error; *bad set). */
-static const gguf_tensor_t *find(loader_t *ld, const char *name, int64_t ne0, int64_t ne1, int required, int *bad) {
+/* The tensor `name` of shape [ne0] (ne1 == 0), [ne0, ne1] (ne2 == 0) or
+ * [ne0, ne1, ne2] (stacked experts), recorded as used. NULL when absent (an
+ * error if required) or of another shape (an error; *bad set). */
+static const gguf_tensor_t *find3(loader_t *ld, const char *name, int64_t ne0, int64_t ne1, int64_t ne2, int required,
+                                  int *bad) {
   const gguf_tensor_t *t = gguf_find_tensor(ld->m->gguf, name);
   if (!t) {
     if (required) {
@@ -76,10 +83,13 @@ static const gguf_tensor_t *find(loader_t *ld, const char *name, int64_t ne0, in
     return NULL;
   }
   const int64_t rows = ne1 ? ne1 : 1;
-  if (t->ne[0] != ne0 || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1) {
+  if (t->ne[0] != ne0 || t->ne[1] != rows || t->ne[2] != (ne2 ? ne2 : 1) || t->ne[3] != 1) {
     char got[96];
     shape_str(t, got, sizeof got);
-    if (ne1)
+    if (ne2)
+      snprintf(ld->err, ld->err_len, "tensor '%s' has shape %s, the hyper-parameters need [%lld, %lld, %lld]", name,
+               got, (long long)ne0, (long long)ne1, (long long)ne2);
+    else if (ne1)
       snprintf(ld->err, ld->err_len, "tensor '%s' has shape %s, the hyper-parameters need [%lld, %lld]", name, got,
                (long long)ne0, (long long)ne1);
     else
@@ -95,6 +105,10 @@ static const gguf_tensor_t *find(loader_t *ld, const char *name, int64_t ne0, in
   return t;
 }
 
+static const gguf_tensor_t *find(loader_t *ld, const char *name, int64_t ne0, int64_t ne1, int required, int *bad) {
+  return find3(ld, name, ne0, ne1, 0, required, bad);
+}
+
 /* The type --quantize gives the matrix `name` of `type` with rows of
  * `cols`, or `type` when it stays as stored. The output projection
  * (output.weight, or token_embd.weight when tied) goes to Q8_0 under a
@@ -103,6 +117,7 @@ static const gguf_tensor_t *find(loader_t *ld, const char *name, int64_t ne0, in
 static kern_type_t quant_target(const model_t *m, const char *name, kern_type_t type, int64_t cols) {
   kern_type_t to = m->quantize;
   if (to == KERN_F32 || (type != KERN_F32 && type != KERN_F16 && type != KERN_BF16)) return type;
+  if (strstr(name, ".ffn_gate_inp")) return type; /* routers stay exact, as llama.cpp keeps them: a choice of experts */
   const int output = strcmp(name, "output.weight") == 0 || (m->hp.tied_output && strcmp(name, "token_embd.weight") == 0);
   if (output && to != KERN_Q8_0) to = KERN_Q8_0;
   return kern_type_row_bytes(to, cols) > 0 ? to : type;
@@ -125,20 +140,31 @@ static const void *quantized(model_t *m, kern_type_t to, kern_type_t type, const
 /* Rows [row0, row0 + rows) of the weight matrix `name` of total_rows ×
  * cols, prepared on the backend (a view of one part of a fused matrix:
  * phi3's attn_qkv and ffn_up). 0 or -EINVAL. */
+static int prepare(loader_t *ld, const char *name, kern_type_t type, const void *data, int64_t rows, int64_t cols,
+                   kern_weight_t *w);
+
 static int load_rows(loader_t *ld, const char *name, int64_t total_rows, int64_t cols, int64_t row0, int64_t rows,
                      kern_weight_t *w) {
   int bad = 0;
   const gguf_tensor_t *t = find(ld, name, cols, total_rows, 1, &bad);
   if (!t) return -EINVAL;
+  const kern_type_t type = (kern_type_t)t->type;
+  const int64_t row_bytes = kern_type_row_bytes(type, cols);
+  const int rc = prepare(ld, name, type, row_bytes > 0 ? (const char *)t->data + row0 * row_bytes : NULL, rows, cols, w);
+  if (rc == 0) ld->m->step_bytes += rows * kern_type_row_bytes(w->type, cols);
+  return rc;
+}
+
+/* rows × cols of `type` at data (the GGUF layout; NULL: a type without a
+ * row size) prepared on the backend as w, quantized first under
+ * --quantize. 0 or -EINVAL. */
+static int prepare(loader_t *ld, const char *name, kern_type_t type, const void *data, int64_t rows, int64_t cols,
+                   kern_weight_t *w) {
   kern_backend_t *be = ld->m->be;
-  kern_type_t type = (kern_type_t)t->type;
-  int64_t row_bytes = kern_type_row_bytes(type, cols);
-  const void *data = row_bytes > 0 ? (const char *)t->data + row0 * row_bytes : NULL;
   const kern_type_t to = quant_target(ld->m, name, type, cols);
   if (data && to != type) {
     data = quantized(ld->m, to, type, data, rows, cols);
     type = to;
-    row_bytes = kern_type_row_bytes(type, cols);
   }
   int rc = data ? be->weight_init(be, w, type, rows, cols, data) : -EINVAL;
   if (rc != 0) {
@@ -148,7 +174,6 @@ static int load_rows(loader_t *ld, const char *name, int64_t total_rows, int64_t
              be->name, tname ? tname : "?", (long long)rows, (long long)cols, strerror(-rc));
     return -EINVAL;
   }
-  ld->m->step_bytes += rows * row_bytes;
   return 0;
 }
 
@@ -212,6 +237,59 @@ static int load_recurrent(loader_t *ld, int l) {
   return rc;
 }
 
+/* Layer l's experts of `kind` (gate, up, down), rows × cols each, into
+ * ws[e]: slices of the stacked blk.l.ffn_<kind>_exps.weight ([cols, rows,
+ * n_expert]), or one tensor per expert blk.l.ffn_<kind>.E.weight (older
+ * llama.cpp files, and hf/'s view of a checkpoint folder, whose experts
+ * stay apart in the mapping). A token reads n_expert_used (step_bytes). */
+static int load_experts(loader_t *ld, int l, const char *kind, int64_t rows, int64_t cols, kern_weight_t *ws) {
+  const model_hparams_t *hp = &ld->m->hp;
+  char name[64], one[64];
+  snprintf(name, sizeof name, "blk.%d.ffn_%s_exps.weight", l, kind);
+  snprintf(one, sizeof one, "blk.%d.ffn_%s.0.weight", l, kind);
+  const int apart = !gguf_find_tensor(ld->m->gguf, name) && gguf_find_tensor(ld->m->gguf, one);
+  int bad = 0;
+  const gguf_tensor_t *t = apart ? NULL : find3(ld, name, cols, rows, hp->n_expert, 1, &bad);
+  if (!apart && !t) return -EINVAL;
+  for (int e = 0; e < hp->n_expert; e++) {
+    if (apart) {
+      snprintf(one, sizeof one, "blk.%d.ffn_%s.%d.weight", l, kind, e);
+      if (!(t = find(ld, one, cols, rows, 1, &bad))) return -EINVAL;
+    }
+    const kern_type_t type = (kern_type_t)t->type;
+    const int64_t row_bytes = kern_type_row_bytes(type, cols);
+    const void *data = row_bytes <= 0 ? NULL : (const char *)t->data + (apart ? 0 : (int64_t)e * rows * row_bytes);
+    const int rc = prepare(ld, apart ? one : name, type, data, rows, cols, &ws[e]);
+    if (rc != 0) return rc;
+  }
+  ld->m->step_bytes += hp->n_expert_used * rows * kern_type_row_bytes(ws[0].type, cols);
+  return 0;
+}
+
+/* A sparse layer's router, experts and shared expert (model_moe.h). */
+static int load_moe(loader_t *ld, int l, model_layer_t *L) {
+  const model_hparams_t *hp = &ld->m->hp;
+  const int E = hp->n_expert, eff = hp->expert_ff_dim, sff = hp->shexp_ff_dim;
+  model_moe_layer_t *M = L->moe = xcalloc(1, sizeof *M);
+  M->gate = xcalloc((size_t)E, sizeof *M->gate);
+  M->up = xcalloc((size_t)E, sizeof *M->up);
+  M->down = xcalloc((size_t)E, sizeof *M->down);
+  char name[64];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
+  int rc = load_matrix(ld, NAME("ffn_gate_inp.weight"), E, hp->dim, &M->router);
+  if (rc == 0) rc = load_experts(ld, l, "gate", eff, hp->dim, M->gate);
+  if (rc == 0) rc = load_experts(ld, l, "up", eff, hp->dim, M->up);
+  if (rc == 0) rc = load_experts(ld, l, "down", hp->dim, eff, M->down);
+  if (rc == 0 && sff > 0) {
+    rc = load_matrix(ld, NAME("ffn_gate_shexp.weight"), sff, hp->dim, &M->sh_gate);
+    if (rc == 0) rc = load_matrix(ld, NAME("ffn_up_shexp.weight"), sff, hp->dim, &M->sh_up);
+    if (rc == 0) rc = load_matrix(ld, NAME("ffn_down_shexp.weight"), hp->dim, sff, &M->sh_down);
+    if (rc == 0) rc = load_matrix(ld, NAME("ffn_gate_inp_shexp.weight"), 1, hp->dim, &M->sh_router);
+  }
+#undef NAME
+  return rc;
+}
+
 static int load_layer(loader_t *ld, int l) {
   const model_hparams_t *hp = &ld->m->hp;
   model_layer_t *L = &ld->m->layers[l];
@@ -244,14 +322,16 @@ static int load_layer(loader_t *ld, int l) {
   /* qwen35 names the MLP's input norm post_attention_norm */
   if (rc == 0) rc = load_vector(ld, hp->attn_out_gate ? NAME("post_attention_norm.weight") : NAME("ffn_norm.weight"),
                                 hp->dim, &L->ffn_norm, 1);
-  if (rc == 0 && hp->fused) { /* phi3: ffn_up = [Wgate; Wup] */
+  if (rc == 0 && hp->n_expert > 0 && gguf_find_tensor(ld->m->gguf, NAME("ffn_gate_inp.weight"))) {
+    rc = load_moe(ld, l, L); /* a sparse layer; without a router, a dense one (mlp_only_layers) */
+  } else if (rc == 0 && hp->fused) { /* phi3: ffn_up = [Wgate; Wup] */
     rc = load_rows(ld, NAME("ffn_up.weight"), 2 * (int64_t)hp->ff_dim, hp->dim, 0, hp->ff_dim, &L->w_gate);
     if (rc == 0) rc = load_rows(ld, name, 2 * (int64_t)hp->ff_dim, hp->dim, hp->ff_dim, hp->ff_dim, &L->w_up);
   } else {
     if (rc == 0) rc = load_matrix(ld, NAME("ffn_gate.weight"), hp->ff_dim, hp->dim, &L->w_gate);
     if (rc == 0) rc = load_matrix(ld, NAME("ffn_up.weight"), hp->ff_dim, hp->dim, &L->w_up);
   }
-  if (rc == 0) rc = load_matrix(ld, NAME("ffn_down.weight"), hp->dim, hp->ff_dim, &L->w_down);
+  if (rc == 0 && !L->moe) rc = load_matrix(ld, NAME("ffn_down.weight"), hp->dim, hp->ff_dim, &L->w_down);
   if (rc == 0 && hp->post_norms) {
     rc = load_vector(ld, NAME("post_attention_norm.weight"), hp->dim, &L->post_attn_norm, 1);
     if (rc == 0) rc = load_vector(ld, NAME("post_ffw_norm.weight"), hp->dim, &L->post_ffn_norm, 1);
@@ -352,6 +432,11 @@ model_t *model_load_opts(const char *path, kern_backend_t *be, const model_load_
   char msg[512] = "";
   loader_t ld = {.m = m, .err = msg, .err_len = sizeof msg};
   int rc = model__hparams_read(g, &m->hp, &m->inv_freq, msg, sizeof msg);
+  if (rc == 0 && m->hp.n_expert > 0 && !be->moe_combine) {
+    snprintf(msg, sizeof msg, "the %s backend does not run mixture-of-experts models yet (%d experts): use --device cpu",
+             be->name, m->hp.n_expert);
+    rc = -EINVAL;
+  }
   if (rc == 0) /* the backend's attention must take this layout: refuse now, not mid-serving */
     rc = be->attn_supported(be, m->hp.n_heads, m->hp.n_kv_heads, m->hp.head_dim, msg, sizeof msg);
   if (rc == 0 && m->hp.full_attn_interval > 0 &&
@@ -374,6 +459,9 @@ model_t *model_load_opts(const char *path, kern_backend_t *be, const model_load_
            path, model_arch_name(hp->arch), hp->n_layers, hp->dim, hp->ff_dim, hp->n_heads,
            hp->n_kv_heads, hp->head_dim, hp->n_vocab, hp->n_ctx, hp->sliding_window,
            (double)m->step_bytes / 1e6);
+  if (hp->n_expert > 0)
+    log_info("model: %d experts of MLP %d, %d per token (weights %s), shared expert %d", hp->n_expert,
+             hp->expert_ff_dim, hp->n_expert_used, hp->expert_norm ? "renormalised" : "as routed", hp->shexp_ff_dim);
   if (quantize != KERN_F32)
     log_info("model: %d weight matrices quantized to %s at load (F32/F16/BF16 ones with rows of whole blocks)",
              m->n_quantized, kern_type_name(quantize));
@@ -382,6 +470,21 @@ model_t *model_load_opts(const char *path, kern_backend_t *be, const model_load_
 
 static void release(kern_backend_t *be, kern_weight_t *w) {
   if (w->rows > 0) be->weight_release(be, w);
+}
+
+static void release_moe(kern_backend_t *be, model_moe_layer_t *M, int n_expert) {
+  if (!M) return;
+  for (int e = 0; e < n_expert; e++) {
+    release(be, &M->gate[e]);
+    release(be, &M->up[e]);
+    release(be, &M->down[e]);
+  }
+  kern_weight_t *one[] = {&M->router, &M->sh_gate, &M->sh_up, &M->sh_down, &M->sh_router};
+  for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) release(be, one[i]);
+  free(M->gate);
+  free(M->up);
+  free(M->down);
+  free(M);
 }
 
 void model_destroy(model_t *m) {
@@ -415,6 +518,7 @@ void model_destroy(model_t *m) {
       be->free(be, L->a_neg);
       be->free(be, L->dt_bias);
       be->free(be, L->ssm_norm);
+      release_moe(be, L->moe, m->hp.n_expert);
     }
     free(m->layers);
   }

@@ -43,6 +43,7 @@ struct model_runner {
   kern_sample_row_t *samp_rows; /* [L] be->sample only: how each row picks its token */
   kern_sample_op_t *samp_ops;   /* [max_sample_ops] be->sample only: their penalty ops */
   kern_sample_out_t *samp_outs; /* [L] be->sample only: the tokens picked */
+  model_moe_scratch_t *moe;     /* the sparse layers' buffers (model_moe.h); NULL: a dense model */
 
   /* captured decode steps (model_graph.h): one graph per (rows, keys) bucket */
   model_graph_plan_t gp;        /* gp.n_rows == 0: graphs off */
@@ -160,6 +161,7 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
     if (cfg->max_sample_ops > 0) ALLOC(r->samp_ops, (size_t)cfg->max_sample_ops * sizeof *r->samp_ops);
   }
 #undef ALLOC
+  if (hp->n_expert > 0 && !failed) failed = !(r->moe = model__moe_scratch_create(be, hp, cfg->max_tokens));
   /* ON pads only where graphs replay: elsewhere padding would be pure cost */
   /* a hybrid's padding rows would need states of their own: it runs unpadded */
   if (hp->full_attn_interval == 0 &&
@@ -202,6 +204,7 @@ void model_runner_destroy(model_runner_t *r) {
   free(r->pad_ids);
   free(r->pad_pos);
   free(r->pad_rows);
+  model__moe_scratch_destroy(be, r->moe);
   attn_destroy(r->attn);
   free(r);
 }
@@ -210,6 +213,7 @@ void model_runner_graph_stats(const model_runner_t *r, model_graph_stats_t *out)
 
 int model_runner_max_blocks_per_seq(const model_runner_t *r) { return attn_max_blocks_per_seq(r->attn); }
 const attn_t *model_runner_attn(const model_runner_t *r) { return r->attn; }
+uint64_t model_runner_experts_run(const model_runner_t *r) { return r->moe ? model__moe_experts_run(r->moe) : 0; }
 
 /* A hybrid's batch: every sequence has a slot of its own in the pool, its
  * rows are consecutive positions, and they continue the state the slot
@@ -372,15 +376,19 @@ static int issue_forward(model_runner_t *r, int T, int L) {
       const int rc = attention_mixer(r, l, al++, T);
       if (rc != 0) return rc;
     }
-    /* MLP: x += (silu(h · Wgateᵀ) ⊙ h · Wupᵀ) · Wdownᵀ, h = rmsnorm(x) */
+    /* MLP: x += (silu(h · Wgateᵀ) ⊙ h · Wupᵀ) · Wdownᵀ, h = rmsnorm(x); or the experts' */
     be->rmsnorm(be, r->h, r->x, w->ffn_norm, T, dim, hp->rms_eps);
-    be->matmul(be, r->gate, r->h, &w->w_gate, T); /* gate [T, ff_dim] */
-    be->matmul(be, r->up, r->h, &w->w_up, T);     /* up [T, ff_dim] */
-    if (hp->gelu_mlp)
-      be->geglu(be, r->gate, r->gate, r->up, (int64_t)T * hp->ff_dim);
-    else
-      be->swiglu(be, r->gate, r->gate, r->up, (int64_t)T * hp->ff_dim);
-    be->matmul(be, r->proj, r->gate, &w->w_down, T); /* proj [T, dim] */
+    if (w->moe) {
+      model__moe_forward(be, hp, w->moe, r->moe, r->proj, r->h, T); /* proj [T, dim] */
+    } else {
+      be->matmul(be, r->gate, r->h, &w->w_gate, T); /* gate [T, ff_dim] */
+      be->matmul(be, r->up, r->h, &w->w_up, T);     /* up [T, ff_dim] */
+      if (hp->gelu_mlp)
+        be->geglu(be, r->gate, r->gate, r->up, (int64_t)T * hp->ff_dim);
+      else
+        be->swiglu(be, r->gate, r->gate, r->up, (int64_t)T * hp->ff_dim);
+      be->matmul(be, r->proj, r->gate, &w->w_down, T); /* proj [T, dim] */
+    }
     if (w->post_ffn_norm) be->rmsnorm(be, r->proj, r->proj, w->post_ffn_norm, T, dim, hp->rms_eps);
     be->add(be, r->x, r->x, r->proj, (int64_t)T * dim);
   }

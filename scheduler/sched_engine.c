@@ -460,7 +460,7 @@ const tok_t *sched_engine_tokenizer(const sched_engine_t *e) { return e->tok; }
 int32_t sched_engine_max_model_len(const sched_engine_t *e) { return e->max_len; }
 const char *sched_engine_model_arch(const sched_engine_t *e) { return model_arch_name(model_hparams(e->m)->arch); }
 const char *sched_engine_model_hf_class(const sched_engine_t *e) {
-  return model_arch_hf_class(model_hparams(e->m)->arch);
+  return model_hf_class(model_hparams(e->m));
 }
 int64_t sched_engine_kv_cache_bytes(const sched_engine_t *e) {
   return (int64_t)e->cache->tensor_bytes * 2 * e->cache->n_layers;

@@ -143,6 +143,7 @@ static const kern_backend_t cpu_table = {
     .add = kern_cpu_add,
     .add_bias = kern_cpu_add_bias,
     .gather_rows = kern_cpu_gather_rows,
+    .moe_combine = kern_cpu_moe_combine,
 
     /* Gated DeltaNet: kernels/cpu/ops_gdn.c */
     .gdn_conv = kern_cpu_gdn_conv,

@@ -266,3 +266,17 @@ void kern_cpu_gather_rows(kern_backend_t *be, float *y, const float *x, const in
   for (int i = 0; i < n_idx; i++)
     memmove(y + (int64_t)i * dim, x + (int64_t)idx[i] * dim, (size_t)dim * sizeof(float));
 }
+
+/* One thread: a few rows of k terms each, next to the expert matmuls. */
+void kern_cpu_moe_combine(kern_backend_t *be, float *y, const float *src, const int32_t *slot, const float *w, int n,
+                          int k, int dim) {
+  (void)be;
+  for (int t = 0; t < n; t++) {
+    float *yt = y + (int64_t)t * dim;
+    for (int i = 0; i < dim; i++) yt[i] = 0.0f;
+    for (int j = 0; j < k; j++) {
+      const float *s = src + (int64_t)slot[(int64_t)t * k + j] * dim, wj = w[(int64_t)t * k + j];
+      for (int i = 0; i < dim; i++) yt[i] += wj * s[i];
+    }
+  }
+}

@@ -42,6 +42,8 @@ void kern_cpu_scale(kern_backend_t *be, float *y, const float *x, float s, int64
 void kern_cpu_add(kern_backend_t *be, float *y, const float *a, const float *b, int64_t count);
 void kern_cpu_add_bias(kern_backend_t *be, float *y, const float *bias, int n, int dim);
 void kern_cpu_gather_rows(kern_backend_t *be, float *y, const float *x, const int32_t *idx, int n_idx, int dim);
+void kern_cpu_moe_combine(kern_backend_t *be, float *y, const float *src, const int32_t *slot, const float *w, int n,
+                          int k, int dim);
 
 /* The Gated DeltaNet operations (kernels/cpu/ops_gdn.c; contracts in
  * kernels/kern.h). */

@@ -203,6 +203,7 @@ static const kern_backend_t cuda_table = {
     .add = kern_cuda__add,
     .add_bias = kern_cuda__add_bias,
     .gather_rows = kern_cuda__gather_rows,
+    .moe_combine = NULL, /* no MoE path yet: model_load refuses such models on CUDA (model/model_moe.h) */
 
     .kv_write = kern_cuda__kv_write,
     .kv_gather = kern_cuda__kv_gather,

@@ -1,6 +1,6 @@
 /* tests/fuzz/fuzz_hf_config.c — libFuzzer target for the config.json reader
- * (hf/hf_config.c) and the hyper-parameter checks it feeds
- * (model/model_hparams.c).
+ * (hf/hf_config.c, the experts' fields of hf/hf_moe.c) and the
+ * hyper-parameter checks it feeds (model/model_hparams.c, model_moe.c).
  *
  * Parses the input as config.json, translates it into `<arch>.*` keys,
  * finishes the GGUF context and reads the hyper-parameters from it as a
@@ -27,6 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   cJSON_Delete(cfg);
   free(arch.rope_long);
   free(arch.rope_short);
+  hf__moe_free(&arch);
   gguf_ctx_t *g = fuzz_hf_finish(b, rc, err, sizeof err);
   if (!g) return 0;
   model_hparams_t hp;
@@ -41,6 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int l = 0; l < hp.n_layers && l < 64; l++) (void)model_layer_rope(&hp, l);
     if (hp.full_attn_interval > 0) /* qwen35: at least one attention layer, value heads in whole groups */
       CHECK(hp.n_attn_layers >= 1 && hp.ssm_n_v_heads % hp.ssm_n_k_heads == 0 && hp.ssm_head_v >= 1);
+    CHECK(hp.n_expert == 0 || (hp.n_expert_used >= 1 && hp.n_expert_used <= hp.n_expert && hp.expert_ff_dim > 0));
   }
   free(inv_freq);
   gguf_close(g);

@@ -31,7 +31,12 @@ FAMILIES = {
 def test_family_serves_batch_invariant(family, tram_bin, tmp_path):
     model = tmp_path / f"{family}.gguf"
     write_synthetic(model, **FAMILIES[family])
-    rng = random.Random(seed())
+    check_serves_batch_invariant(tram_bin, model, tmp_path, random.Random(seed()))
+
+
+def check_serves_batch_invariant(tram_bin, model, tmp_path, rng):
+    """10 requests, every other one seeded-sampled: the same tokens alone as arriving into mixed
+    batches (also the mixtures of experts' check, tests/reference/test_moe.py)."""
     reqs = []
     for i in range(10):
         prompt = "".join(chr(rng.randint(33, 126)) for _ in range(rng.randint(3, 40)))

@@ -68,7 +68,7 @@ class LlamaRef:
         self.rot_dim = get(f"{a}.rope.dimension_count", self.head_dim)
         self.eps = float(get(f"{a}.attention.layer_norm_rms_epsilon"))
         self.theta = float(get(f"{a}.rope.freq_base", 10000.0))
-        self.neox = a in ("qwen2", "qwen3", "gemma2", "gemma3", "phi3")
+        self.neox = a in ("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "qwen2moe", "qwen3moe")
         self.gemma = a in ("gemma2", "gemma3")
         self.pattern = get(f"{a}.attention.sliding_window_pattern", {"gemma2": 2, "gemma3": 6}.get(a, 0))
         self.attn_softcap = float(get(f"{a}.attn_logit_softcapping", 0.0))
@@ -156,6 +156,19 @@ class LlamaRef:
             out[..., 1 : 2 * half : 2] = a * sin + b * cos
         return out
 
+    def ffn(self, p, h):
+        """The MLP of block prefix p ("blk.N.") over h (n, dim)."""
+        if self.has(p + "ffn_gate.weight"):
+            g = h @ self.w(p + "ffn_gate.weight").T
+            u = h @ self.w(p + "ffn_up.weight").T
+        else:  # phi3: gate_up_proj, rows gate then up
+            g, u = np.split(h @ self.w(p + "ffn_up.weight").T, 2, axis=1)
+        if self.gemma:  # gelu_pytorch_tanh
+            act = 0.5 * g * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (g + 0.044715 * g ** 3)))
+        else:
+            act = g / (1.0 + np.exp(-g))
+        return (act * u) @ self.w(p + "ffn_down.weight").T
+
     def forward(self, tokens):
         """Logits (len(tokens), vocab) for one sequence starting at position 0."""
         x = self.hidden(tokens)
@@ -216,16 +229,7 @@ class LlamaRef:
                 o = self.rmsnorm(o, self.w(p + "post_attention_norm.weight"))
             x = x + o
             h = self.rmsnorm(x, self.w(p + "ffn_norm.weight"))
-            if self.has(p + "ffn_gate.weight"):
-                g = h @ self.w(p + "ffn_gate.weight").T
-                u = h @ self.w(p + "ffn_up.weight").T
-            else:  # phi3: gate_up_proj, rows gate then up
-                g, u = np.split(h @ self.w(p + "ffn_up.weight").T, 2, axis=1)
-            if self.gemma:  # gelu_pytorch_tanh
-                act = 0.5 * g * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (g + 0.044715 * g ** 3)))
-            else:
-                act = g / (1.0 + np.exp(-g))
-            o = (act * u) @ self.w(p + "ffn_down.weight").T
+            o = self.ffn(p, h)
             if self.gemma:
                 o = self.rmsnorm(o, self.w(p + "post_ffw_norm.weight"))
             x = x + o

@@ -31,7 +31,8 @@
  * consume every sequence exactly. `out` receives raw little-endian f32
  * logits [total tokens, n_vocab], sequence by sequence, position by
  * position. stdout gets one JSON line: {"n_vocab": V, "rows": R, "paths":
- * ["varlen", "decode", ...]} (the attention path of each step), plus
+ * ["varlen", "decode", ...], "experts": [n, ...]} (the attention path of
+ * each step, and the expert MLPs it ran: model_runner_experts_run), plus
  * "matmul_nmse": {"max", "mean", "calls"} when asked. */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -249,6 +250,8 @@ int main(int argc, char **argv) {
   if (!seqs || !step_seqs || !q_lens || !step_seq_ids || !ids || !pos || !rows || !logits || !all) abort();
   for (int s = 0; s < r.n_seqs; s++) kv_seq_init(&seqs[s]);
 
+  uint64_t *experts = calloc((size_t)n_steps, sizeof *experts), experts_before = 0;
+  if (!experts) abort();
   printf("{\"n_vocab\": %d, \"rows\": %lld, \"paths\": [", hp->n_vocab, (long long)r.rows);
   int status = 0;
   for (int k = 0; k < n_steps && status == 0; k++) {
@@ -284,6 +287,8 @@ int main(int argc, char **argv) {
       break;
     }
     printf("%s\"%s\"", k ? ", " : "", attn_step_path(model_runner_attn(run)) == ATTN_PATH_DECODE ? "decode" : "varlen");
+    experts[k] = model_runner_experts_run(run) - experts_before;
+    experts_before = model_runner_experts_run(run);
     /* row j of the step is token pos[j] of sequence step_seq_ids[...]: in order */
     int j = 0;
     for (int i = 0; i < n; i++) {
@@ -294,7 +299,10 @@ int main(int argc, char **argv) {
       kv_seq_commit(cache->alloc, &seqs[s], q_lens[i]);
     }
   }
+  printf("], \"experts\": [");
+  for (int k = 0; k < n_steps; k++) printf("%s%llu", k ? ", " : "", (unsigned long long)experts[k]);
   printf("]");
+  free(experts);
   if (tap) printf(", \"matmul_nmse\": {\"max\": %.6g, \"mean\": %.6g, \"calls\": %lld}", tap_max,
                   tap_calls ? tap_sum / (double)tap_calls : 0.0, (long long)tap_calls);
   printf("}\n");

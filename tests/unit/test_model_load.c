@@ -22,6 +22,7 @@
 #include "kernels/quant_blocks.h"
 #include "model/model.h"
 #include "model/model_graph.h"
+#include "model/model_moe.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 #include "tests/unit/gguf_writer.h"
@@ -51,6 +52,7 @@ typedef struct tiny {
   int no_tokenizer;
   const char *extra_key;  /* an extra u32 key <arch>.<extra_key> = extra_val */
   uint32_t extra_val;
+  int experts;            /* > 0: this many experts, 2 per token (arch qwen3moe): stacked expert tensors */
 } tiny_t;
 
 static uint64_t g_seed;
@@ -74,12 +76,13 @@ static void key_f32(gw_t *w, const tiny_t *t, const char *arch, const char *name
 
 /* A tensor of ne0 × ne1 (ne1 = 0: a vector) with random F32 values, or as
  * the spec breaks it. */
-static void tensor(gw_t *w, const tiny_t *t, tu_rng_t *rng, const char *name, int64_t ne0, int64_t ne1) {
+/* [ne0], [ne0, ne1] or (ne2 > 0: stacked experts) [ne0, ne1, ne2] */
+static void tensor3(gw_t *w, const tiny_t *t, tu_rng_t *rng, const char *name, int64_t ne0, int64_t ne1, int64_t ne2) {
   if (t->omit && strcmp(t->omit, name) == 0) return;
-  int64_t ne[2] = {ne0, ne1 ? ne1 : 1};
+  int64_t ne[3] = {ne0, ne1 ? ne1 : 1, ne2 ? ne2 : 1};
   if (t->reshape && strcmp(t->reshape, name) == 0) ne[ne1 ? 1 : 0] += 8;
-  const uint32_t n_dims = ne1 ? 2 : 1;
-  const size_t n = (size_t)(ne[0] * ne[1]);
+  const uint32_t n_dims = ne2 ? 3 : ne1 ? 2 : 1;
+  const size_t n = (size_t)(ne[0] * ne[1] * ne[2]);
   if (t->as_q8 && strcmp(t->as_q8, name) == 0) {
     size_t nb = n / 32 * sizeof(block_q8_0);
     uint8_t *q = calloc(1, nb);
@@ -96,6 +99,10 @@ static void tensor(gw_t *w, const tiny_t *t, tu_rng_t *rng, const char *name, in
   tu_fill_normal(rng, x, n, 0.2f);
   gw_tensor(w, name, KERN_F32, n_dims, ne, x, n * sizeof *x);
   free(x);
+}
+
+static void tensor(gw_t *w, const tiny_t *t, tu_rng_t *rng, const char *name, int64_t ne0, int64_t ne1) {
+  tensor3(w, t, rng, name, ne0, ne1, 0);
 }
 
 /* Writes the tiny model to a new temporary file; returns its path (static). */
@@ -126,6 +133,11 @@ static const char *write_tiny(const tiny_t *t) {
   if (t->rope_factor > 0) key_f32(w, t, arch, "rope.scaling.factor", t->rope_factor);
   if (t->rope_orig_ctx > 0) key_u32(w, t, arch, "rope.scaling.original_context_length", (uint32_t)t->rope_orig_ctx);
   if (t->extra_key) key_u32(w, t, arch, t->extra_key, t->extra_val);
+  if (t->experts) {
+    key_u32(w, t, arch, "expert_count", (uint32_t)t->experts);
+    key_u32(w, t, arch, "expert_used_count", 2);
+    key_u32(w, t, arch, "expert_feed_forward_length", FF / 2);
+  }
   if (!t->no_tokenizer) {
     const char *toks[VOCAB];
     char buf[VOCAB][4];
@@ -168,7 +180,7 @@ static const char *write_tiny(const tiny_t *t) {
       T("attn_k.bias", kv * HEAD_DIM, 0);
       T("attn_v.bias", kv * HEAD_DIM, 0);
     }
-    if (strcmp(arch, "qwen3") == 0 || strcmp(arch, "gemma3") == 0) {
+    if (strncmp(arch, "qwen3", 5) == 0 || strcmp(arch, "gemma3") == 0) {
       T("attn_q_norm.weight", HEAD_DIM, 0);
       T("attn_k_norm.weight", HEAD_DIM, 0);
     }
@@ -178,6 +190,16 @@ static const char *write_tiny(const tiny_t *t) {
     }
     T("attn_output.weight", HEADS * HEAD_DIM, DIM);
     T("ffn_norm.weight", DIM, 0);
+    if (t->experts) { /* [cols, rows, experts] */
+      T("ffn_gate_inp.weight", DIM, t->experts);
+      snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", l);
+      tensor3(w, t, &rng, name, DIM, FF / 2, t->experts);
+      snprintf(name, sizeof name, "blk.%d.ffn_up_exps.weight", l);
+      tensor3(w, t, &rng, name, DIM, FF / 2, t->experts);
+      snprintf(name, sizeof name, "blk.%d.ffn_down_exps.weight", l);
+      tensor3(w, t, &rng, name, FF / 2, DIM, t->experts);
+      continue;
+    }
     if (fused) {
       T("ffn_up.weight", DIM, 2 * FF);
     } else {
@@ -627,7 +649,7 @@ static void wrong_shapes(void **state) {
 static void unsupported_types_and_archs(void **state) {
   (void)state;
   expect_error(&(tiny_t){.arch = "gpt2"}, "unsupported architecture \"gpt2\" (general.architecture)");
-  expect_error(&(tiny_t){.arch = "mamba"}, "tram runs llama, qwen2, qwen3, gemma2, gemma3, phi3, smollm3 and qwen35");
+  expect_error(&(tiny_t){.arch = "mamba"}, "tram runs llama, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, qwen35, qwen2moe and qwen3moe");
   expect_error(&(tiny_t){.arch = "gemma4"}, "general.architecture \"gemma4\" (Gemma 4) is not something tram runs yet");
   /* qwen3: per-head Q/K norms are required, of head_dim */
   expect_error(&(tiny_t){.arch = "qwen3", .omit = "blk.1.attn_k_norm.weight"},
@@ -689,7 +711,10 @@ static void bad_keys(void **state) {
   /* a key of a feature tram does not run is named, not ignored */
   expect_error(&(tiny_t){.extra_key = "attn_logit_softcapping", .extra_val = 50},
                "key 'llama.attn_logit_softcapping' is not something tram handles for the llama architecture");
-  expect_error(&(tiny_t){.extra_key = "expert_count", .extra_val = 8}, "key 'llama.expert_count' is not something");
+  /* a llama file with experts is Mixtral's: the rest of its keys are needed */
+  expect_error(&(tiny_t){.extra_key = "expert_count", .extra_val = 8}, "key 'llama.expert_used_count' is missing");
+  expect_error(&(tiny_t){.arch = "qwen3", .extra_key = "expert_count", .extra_val = 8},
+               "key 'qwen3.expert_count' is not something tram handles for the qwen3 architecture");
   char err0[512];
   model_t *m0 = load(&(tiny_t){.extra_key = "expert_count", .extra_val = 0}, err0, sizeof err0);
   if (!m0) fail_msg("%s", err0);
@@ -710,6 +735,65 @@ static void bad_keys(void **state) {
   if (!m) fail_msg("%s", err);
   assert_float_equal(model_hparams(m)->rope_base, 10000.0f, 0);
   model_destroy(m);
+}
+
+/* A mixture of experts (model/model_moe.h): its keys read, the stacked
+ * experts taken as per-expert views, a missing or mis-shaped expert tensor
+ * named; a backend without moe_combine (the CUDA one) refuses the model. */
+static void mixture_of_experts(void **state) {
+  (void)state;
+  char err[512];
+  model_t *m = load(&(tiny_t){.arch = "qwen3moe", .experts = 4}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  const model_hparams_t *hp = model_hparams(m);
+  assert_int_equal(hp->n_expert, 4);
+  assert_int_equal(hp->n_expert_used, 2);
+  assert_int_equal(hp->expert_ff_dim, FF / 2);
+  assert_int_equal(hp->expert_norm, 1); /* llama.cpp's qwen3moe default */
+  assert_int_equal(hp->shexp_ff_dim, 0);
+  model_destroy(m);
+  expect_error(&(tiny_t){.arch = "qwen3moe", .experts = 4, .omit = "blk.1.ffn_up_exps.weight"},
+               "tensor 'blk.1.ffn_up_exps.weight' is missing");
+  expect_error(&(tiny_t){.arch = "qwen3moe", .experts = 4, .reshape = "blk.0.ffn_down_exps.weight"},
+               "tensor 'blk.0.ffn_down_exps.weight' has shape [32, 40, 4], the hyper-parameters need [32, 32, 4]");
+  expect_error(&(tiny_t){.arch = "qwen3moe"}, "key 'qwen3moe.expert_count' is missing");
+  void (*own)(kern_backend_t *, float *, const float *, const int32_t *, const float *, int, int, int) =
+      g_be->moe_combine;
+  g_be->moe_combine = NULL;
+  expect_error(&(tiny_t){.arch = "qwen3moe", .experts = 4},
+               "the cpu backend does not run mixture-of-experts models yet (4 experts)");
+  g_be->moe_combine = own;
+}
+
+/* The router (model__moe_route), against the formulas of model_moe.h
+ * worked by hand: softmax over all experts, the top k by probability with
+ * the lower index first on ties, ids ascending, weights renormalised or
+ * not; gpt-oss's top-k-then-softmax. */
+static void moe_routing(void **state) {
+  (void)state;
+  const float logits[6] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, 0.0f};
+  int32_t ids[3];
+  float w[3];
+  double z = 0;
+  for (int e = 0; e < 6; e++) z += exp(logits[e]);
+  /* top 3: experts 1 and 3 (tied at 2.0), then 4 */
+  model__moe_route(logits, 6, 3, 0, MODEL_MOE_SOFTMAX_TOPK, ids, w);
+  assert_int_equal(ids[0], 1);
+  assert_int_equal(ids[1], 3);
+  assert_int_equal(ids[2], 4);
+  assert_float_equal(w[0], exp(2.0) / z, 1e-7);
+  assert_float_equal(w[2], exp(1.0) / z, 1e-7);
+  model__moe_route(logits, 6, 3, 1, MODEL_MOE_SOFTMAX_TOPK, ids, w);
+  const double sel = 2 * exp(2.0) + exp(1.0);
+  assert_float_equal(w[1], exp(2.0) / sel, 1e-7);
+  assert_float_equal(w[2], exp(1.0) / sel, 1e-7);
+  assert_float_equal(w[0] + w[1] + w[2], 1.0, 1e-6);
+  model__moe_route(logits, 6, 3, 0, MODEL_MOE_TOPK_SOFTMAX, ids, w); /* over the three chosen only */
+  assert_float_equal(w[2], exp(1.0) / sel, 1e-7);
+  /* k = 1 on a tie picks the lower index */
+  model__moe_route(logits, 6, 1, 1, MODEL_MOE_SOFTMAX_TOPK, ids, w);
+  assert_int_equal(ids[0], 1);
+  assert_float_equal(w[0], 1.0, 0);
 }
 
 static void unused_tensor(void **state) {
@@ -775,6 +859,8 @@ int main(void) {
       cmocka_unit_test(bad_keys),
       cmocka_unit_test(unsupported_head_layout),
       cmocka_unit_test(unused_tensor),
+      cmocka_unit_test(mixture_of_experts),
+      cmocka_unit_test(moe_routing),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
