@@ -38,6 +38,9 @@ typedef struct anth_req {
   oai_chat_req_t chat;     /* messages (system first), tools in the OpenAI form (for the template and
                             * the tool-call grammar), tool_choice, params (n 1) */
   const char *user_id;     /* metadata.user_id, or NULL (logged by nobody: accepted as Anthropic's) */
+  bool thinking;           /* thinking enabled or adaptive: a thinking model's reasoning comes back as
+                            * thinking blocks; else the template is asked not to think
+                            * (enable_thinking false) and any reasoning is left out */
 } anth_req_t;
 
 /* POST /v1/messages: body[0..len) into *out (in arena), as oai_parse_chat.

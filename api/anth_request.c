@@ -470,9 +470,12 @@ static int parse_stop_sequences(oai__ctx_t *c, const cJSON *root, oai_params_t *
 /* thinking: {"type": "enabled", "budget_tokens"} (at least 1024, below
  * max_tokens, as Anthropic's) is the thinking budget of a thinking model's
  * chat (the server refuses it where the model does not think);
- * {"type": "adaptive"}: the model thinks as it likes; {"type": "disabled"}
- * asks nothing. The reasoning comes back as thinking blocks either way
- * (server/srv_messages.c). */
+ * {"type": "adaptive"}: the model thinks as it likes. Both set the
+ * template's enable_thinking (templates where thinking is opt-in read it)
+ * and give the reasoning back as thinking blocks (server/srv_messages.c).
+ * {"type": "disabled"}, or no thinking (Anthropic's default): the template
+ * is asked not to think (enable_thinking false) and no thinking block is
+ * written. */
 static int parse_thinking(oai__ctx_t *c, const cJSON *root, anth_req_t *out, bool count) {
   const cJSON *th = oai__get(root, "thinking");
   if (!th) return 0;
@@ -480,6 +483,7 @@ static int parse_thinking(oai__ctx_t *c, const cJSON *root, anth_req_t *out, boo
   const char *ty = type && cJSON_IsString(type) ? type->valuestring : "";
   if (!strcmp(ty, "disabled") || !strcmp(ty, "adaptive")) {
     static const char *const known[] = {"type", NULL};
+    out->thinking = ty[0] == 'a';
     return only_known(c, th, known, "thinking");
   }
   if (strcmp(ty, "enabled"))
@@ -490,13 +494,15 @@ static int parse_thinking(oai__ctx_t *c, const cJSON *root, anth_req_t *out, boo
   if (!b) return oai__fail(c, "missing_required_parameter", "thinking.budget_tokens",
                            "thinking.budget_tokens is required with thinking enabled");
   const double v = cJSON_IsNumber(b) ? b->valuedouble : -1;
-  if (v != (double)(int64_t)v || v < 1024 || v > (1 << 24))
+  if (!(v >= 1024 && v <= (1 << 24)) || v != (double)(int32_t)v) /* the range first: the cast is defined */
     return oai__fail(c, "invalid_value", "thinking.budget_tokens",
                      "thinking.budget_tokens must be an integer from 1024 to %d", 1 << 24);
   if (!count && v >= out->chat.params.max_tokens)
     return oai__fail(c, "invalid_value", "thinking.budget_tokens", "thinking.budget_tokens must be less than max_tokens");
+  out->thinking = true;
   out->chat.has_thinking_budget = !count; /* count_tokens: the prompt is the same */
   out->chat.thinking_budget = (int32_t)v;
+  out->chat.budget_param = "thinking.budget_tokens";
   return 0;
 }
 
@@ -566,6 +572,7 @@ static int parse(const char *body, size_t len, const oai_limits_t *lim, arena_t 
   if (!r && !count) r = parse_gen(&c, root, g);
   if (!r && !count) r = parse_metadata(&c, root, out);
   if (!r) r = parse_thinking(&c, root, out, count);
+  if (!r) out->chat.template_kwargs = out->thinking ? "{\"enable_thinking\":true}" : "{\"enable_thinking\":false}";
   if (!r) r = parse_conversation(&c, root, out);
   if (!r) r = parse_tools(&c, root, out);
   cJSON_Delete(root);

@@ -172,6 +172,7 @@ typedef struct oai_chat_req {
   const char *reasoning_effort; /* "none", "minimal", "low", "medium", "high", "xhigh", or NULL */
   bool has_thinking_budget;    /* thinking_token_budget given: */
   int32_t thinking_budget;     /* thinking tokens before the server closes the reasoning */
+  const char *budget_param;    /* the budget's name in the request's API, for errors (NULL: thinking_token_budget) */
   oai_params_t params;
 } oai_chat_req_t;
 

@@ -169,9 +169,11 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
   }
   const reason_fmt_t rf = ch ? srv__reason_format(s) : REASON_NONE; /* a thinking model's chat */
   if (ch && ch->has_thinking_budget && rf == REASON_NONE) {
-    fail(rid, res, endpoint, 400,
-         "thinking_token_budget: the model does not think (no reasoning parser: the chat template shows no "
-         "reasoning and reasoning_parser is auto or none)", "thinking_token_budget", "unsupported_parameter");
+    const char *param = ch->budget_param ? ch->budget_param : "thinking_token_budget";
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s: the model does not think (no reasoning parser: the chat template shows no "
+             "reasoning and reasoning_parser is auto or none)", param);
+    fail(rid, res, endpoint, 400, msg, param, "unsupported_parameter");
     free_prompts(in, n_parts);
     return;
   }

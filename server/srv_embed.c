@@ -229,8 +229,7 @@ static char *embed_whole(srv_job_t *j) {
     json = oai_write_embeddings(j->srv->cfg->served_model_name, vecs, j->n_choices, j->srv->stack.embed_dim,
                                 j->embed_base64, j->prompt_tokens);
   free(vecs);
-  if (!json) json = oai_write_error("server_error", "an embedding is missing or not finite", NULL, NULL);
-  return json;
+  return json; /* NULL: a vector is missing (the request timed out or was cancelled) or not finite */
 }
 
 const srv_writer_t srv_writer_embed = {.whole = embed_whole}; /* never streamed */

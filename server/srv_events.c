@@ -380,8 +380,16 @@ static void send_whole(srv_job_t *j) {
     http_res_send_error(j->res, 500, NULL, msg, NULL, NULL);
     return;
   }
+  char *body = j->writer->whole(j);
+  if (!body) { /* nothing whole to give (an embedding cut by a timeout, a drain, or not finite) */
+    j->status = j->timed_out ? 504 : 503;
+    http_res_send_error(j->res, j->status, NULL,
+                        j->timed_out ? "the request timed out before its result was complete"
+                                     : "the request ended before its result was complete", NULL, NULL);
+    return;
+  }
   j->status = 200;
-  srv__send_json(j->res, 200, j->writer->whole(j));
+  srv__send_json(j->res, 200, body);
 }
 
 /* Every engine request of j is done: end the response, log it. */

@@ -384,7 +384,8 @@ typedef struct srv_writer {
   void (*stream_error)(srv_job_t *j, const char *message, const char *code);
   /* The stream's last bytes, once every choice is done. */
   void (*stream_end)(srv_job_t *j);
-  /* The whole response's JSON (malloc'd), once every choice is done. */
+  /* The whole response's JSON (malloc'd), once every choice is done; NULL:
+   * nothing whole to give (a 504 or 503 is sent instead). */
   char *(*whole)(srv_job_t *j);
 } srv_writer_t;
 
@@ -437,6 +438,7 @@ struct srv_job {
   int32_t anth_next;           /* the next content block's index */
   int anth_open;               /* the open block: -1 none, else its anth_block_kind_t */
   bool anth_called;            /* the output held tool calls (stop_reason "tool_use") */
+  bool anth_thinking;          /* thinking enabled: the reasoning as thinking blocks */
   bool anth_failed;            /* an error event was written: nothing follows it */
   int32_t resp_lp_sent;        /* logprobs entries streamed in deltas so far */
   char resp_rs_id[64];         /* a thinking model's reasoning item */

@@ -21,8 +21,9 @@
  * as a "thinking" block of thinking_delta deltas before the answer's
  * blocks (the answer's first text closes it, as Anthropic orders them); the
  * whole message puts a thinking block with the choice's reasoning first.
- * The request's thinking {"type": "enabled", "budget_tokens"} is the
- * thinking budget (api/anth_request.c).
+ * Only when the request enabled thinking (enabled or adaptive; its
+ * budget_tokens is the thinking budget, api/anth_request.c): otherwise the
+ * template was asked not to think and any reasoning is left out.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -37,7 +38,7 @@
 #define COUNT "/v1/messages/count_tokens"
 
 void srv__anth_init(srv_job_t *j, const anth_req_t *r) {
-  (void)r;
+  j->anth_thinking = r->thinking;
   j->writer = &srv_writer_anthropic;
   j->anth_open = -1;
   oai_make_id(j->id, sizeof j->id, "msg", j->srv->boot_id, (uint64_t)j->arrival_ns);
@@ -159,7 +160,8 @@ static void w_stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sche
   (void)ci;
   const char *think;
   size_t n_think;
-  if (srv__reason_pending(c, &think, &n_think)) stream_text(j, ANTH_BLOCK_THINKING, think, n_think);
+  if (srv__reason_pending(c, &think, &n_think) && j->anth_thinking) /* else left out, as asked */
+    stream_text(j, ANTH_BLOCK_THINKING, think, n_think);
   if (ev->kind == SCHED_EV_ERROR) w_stream_error(j, ev->error ? ev->error : "generation failed", NULL);
   else if (j->tools_format == OAI_TOOLS_JSON_ARGS) stream_forced(j, ev);
   else if (j->tools_format) stream_tools(j, c, ev);
@@ -185,7 +187,7 @@ static char *w_whole(srv_job_t *j) {
   if (j->tools_format) srv__tools_parse(j, 0, c, &a, &parsed);
   anth_block_t *blocks = arena_array(&a, (size_t)parsed.n_tool_calls + 2, sizeof *blocks);
   int32_t n = 0;
-  if (c->reasoning.len)
+  if (c->reasoning.len && j->anth_thinking)
     blocks[n++] = (anth_block_t){.kind = ANTH_BLOCK_THINKING, .text = c->reasoning.p, .text_len = c->reasoning.len};
   if (parsed.text && parsed.text_len)
     blocks[n++] = (anth_block_t){.kind = ANTH_BLOCK_TEXT, .text = parsed.text, .text_len = parsed.text_len};

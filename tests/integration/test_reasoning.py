@@ -28,7 +28,7 @@ THINK = DATA / "reasoning" / "think-chatml.jinja"
 QWEN3 = DATA / "templates" / "Qwen-Qwen3-0.6B.jinja"
 
 server = server_fixture("--chat-template", str(THINK), "--max-model-len", "2048", use_external=False)
-plain = server_fixture(use_external=False)
+plain = server_fixture("--max-model-len", "2048", use_external=False)
 qwen3 = server_fixture("--chat-template", str(QWEN3), "--max-model-len", "2048", use_external=False)
 budget3 = server_fixture("--chat-template", str(THINK), "--reasoning-budget", "3", use_external=False)
 parser_off = server_fixture("--chat-template", str(THINK), "--reasoning-parser", "none", use_external=False)
@@ -294,8 +294,23 @@ def test_anthropic_thinking_blocks(server, thinking, budget):
     assert list(zip(order, [blocks[i] for i in sorted(blocks)])) == want
 
 
+@pytest.mark.parametrize("thinking", [None, {"type": "disabled"}])
+def test_anthropic_without_thinking(server, thinking):
+    """Thinking off (Anthropic's default): the template is asked not to think
+    (enable_thinking false, as chat_template_kwargs would) and no thinking
+    block comes back."""
+    import anthropic
+    chat = ask(server, chat_template_kwargs={"enable_thinking": False}).choices[0].message
+    assert chat.content and not chat.reasoning_content
+    a = anthropic.Anthropic(base_url=server.url, api_key="none", max_retries=0)
+    kw = {"thinking": thinking} if thinking else {}
+    m = a.messages.create(model=server.get("/v1/models").json()["data"][0]["id"], max_tokens=40, messages=Q,
+                          extra_body={"temperature": 0}, **kw)
+    assert [(b.type, b.text) for b in m.content] == [("text", chat.content)]
+
+
 def test_anthropic_thinking_budget_needs_a_thinking_model(plain):
     import anthropic
     a = anthropic.Anthropic(base_url=plain.url, api_key="none", max_retries=0)
-    with pytest.raises(anthropic.BadRequestError):
-        a.messages.create(model=plain.get("/v1/models").json()["data"][0]["id"], max_tokens=2000, messages=Q, thinking={"type": "enabled", "budget_tokens": 1024})
+    with pytest.raises(anthropic.BadRequestError, match="thinking.budget_tokens"):
+        a.messages.create(model=plain.get("/v1/models").json()["data"][0]["id"], max_tokens=1025, messages=Q, thinking={"type": "enabled", "budget_tokens": 1024})

@@ -132,10 +132,18 @@ static void thinking(void **state) {
                         "\"text\":\"yes\"}]}," U "]}");
   assert_true(r.chat.has_thinking_budget);
   assert_int_equal(r.chat.thinking_budget, 2048);
+  assert_true(r.thinking);
+  assert_string_equal(r.chat.template_kwargs, "{\"enable_thinking\":true}");
   assert_int_equal(r.chat.n_messages, 3);
   assert_string_equal(r.chat.messages[1].content, "yes");
   r = ok(&a, "{\"max_tokens\":1,\"thinking\":{\"type\":\"adaptive\"},\"messages\":[" U "]}");
   assert_false(r.chat.has_thinking_budget);
+  assert_true(r.thinking);
+  r = ok(&a, "{\"max_tokens\":1,\"messages\":[" U "]}"); /* Anthropic's default: no thinking */
+  assert_false(r.thinking || r.chat.has_thinking_budget);
+  assert_string_equal(r.chat.template_kwargs, "{\"enable_thinking\":false}");
+  r = ok(&a, "{\"max_tokens\":1,\"thinking\":{\"type\":\"disabled\"},\"messages\":[" U "]}");
+  assert_false(r.thinking);
   arena_free(&a);
 }
 
@@ -188,6 +196,10 @@ static void refusals(void **state) {
       {"{\"max_tokens\":4096,\"messages\":[" U "],\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1023}}",
        "thinking.budget_tokens"},
       {"{\"max_tokens\":4096,\"messages\":[" U "],\"thinking\":{\"type\":\"enabled\"}}", "thinking.budget_tokens"},
+      {"{\"max_tokens\":4096,\"messages\":[" U "],\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1e400}}",
+       "thinking.budget_tokens"},
+      {"{\"max_tokens\":4096,\"messages\":[" U "],\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024.5}}",
+       "thinking.budget_tokens"},
       {"{\"max_tokens\":1,\"messages\":[" U "],\"thinking\":{\"type\":\"adaptive\",\"x\":1}}", "thinking.x"},
       {"{\"max_tokens\":1,\"messages\":[" U "],\"thinking\":{\"type\":\"on\"}}", "thinking"},
       {"{\"max_tokens\":1,\"messages\":[" U "],\"metadata\":{\"other\":1}}", "metadata.other"},
