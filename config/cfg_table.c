@@ -253,7 +253,7 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
 
     [CFG_API_KEYS] = {"api_keys", CFG_T_LIST, "Security", "", 0, 0, 0, NULL, "KEY,...",
                       CFG_F_SECRET,
-                      "API keys accepted as \"Authorization: Bearer KEY\". None (and no "
+                      "API keys accepted as \"Authorization: Bearer KEY\" or \"x-api-key: KEY\" (the Anthropic SDKs' header). None (and no "
                       "api_key_file): no authentication. Prefer api_key_file: flags and the "
                       "environment are visible to other local users.",
                       OFF(api_keys)},

@@ -164,7 +164,7 @@ def test_mtp_layers_and_bad_keys_are_refused(tool, tmp_path, gguf_path):
     ({"layer_types": ["linear_attention", "full_attention", "linear_attention", "full_attention"][::-1]},
      "layer_types must put full_attention on every n-th layer"),
     ({"linear_num_value_heads": 3}, "value heads a multiple of key heads"),
-    ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0}}, "rope_scaling type \"yarn\""),
+    ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0}}, "rope_parameters type \"yarn\""),
     ({"hidden_act": "gelu"}, "activation \"gelu\""),
 ])
 def test_hf_config_faults_are_named(tool, tmp_path, change, message):
