@@ -16,7 +16,7 @@ import tram_server
 
 HF = pathlib.Path(__file__).resolve().parents[1] / "reference" / "data" / "qwen35-tiny"
 
-server = tram_server.server_fixture("--max-seqs", "32", "--block-size", "16", "--kv-cache-blocks", "24",
+server = tram_server.server_fixture("--max-seqs", "32", "--block-size", "16", "--kv-cache-blocks", "12",
                                     use_external=False, model=lambda: HF)
 
 
@@ -45,12 +45,13 @@ def test_n_copies_share_the_prompt_state(server, expected):
 def test_32_concurrent_requests_are_their_solo_runs(server):
     rng = np.random.default_rng(7)
     prompts = [rng.integers(0, 96, int(rng.integers(20, 60))).tolist() for _ in range(32)]
-    solo = [complete(server, p, max_tokens=24) for p in prompts]
+    solo = [complete(server, p, max_tokens=64) for p in prompts]
     before = server.metric("vllm:num_preemptions_total")
     with concurrent.futures.ThreadPoolExecutor(32) as ex:
-        together = list(ex.map(lambda p: complete(server, p, max_tokens=24), prompts))
+        together = list(ex.map(lambda p: complete(server, p, max_tokens=64), prompts))
     assert together == solo
-    # 24 blocks of 16 tokens cannot hold 32 sequences of up to 84 tokens: some were preempted and recomputed
+    # 12 blocks of 16 tokens hold at most two sequences of up to 124 tokens (8 blocks) at their ends: with 32
+    # submitted at once, each running 64 steps, some were preempted and recomputed
     assert server.metric("vllm:num_preemptions_total") > before
 
 
