@@ -19,6 +19,9 @@
  *   gemma: query_pre_attn_scalar (must be what llama.cpp's reading gives),
  *   attn_logit_softcapping, final_logit_softcapping, sliding_window_pattern
  *   or layer_types, rope_local_base_freq.
+ *   gpt_oss → gpt-oss (hf_gptoss.c; rope_parameters yarn: factor,
+ *   original_max_position_embeddings, beta_fast/slow, attention_factor,
+ *   truncate as tram.rope.scaling.yarn_truncate)
  *   qwen3_5_text → qwen35 (and qwen3_5, Qwen3.5's multimodal wrapper, read
  *   through its text_config): partial_rotary_factor (in rope_parameters
  *   or top-level, default 0.25), layer_types
@@ -152,6 +155,45 @@ static int rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arc
       snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", a);
       gguf_build_f32(b, key, (float)af);
     }
+    return 0;
+  }
+  if (strcmp(t, "yarn") == 0 && strcmp(a, "gpt-oss") == 0) { /* HF _compute_yarn_parameters' fields */
+    double bf, bs, af = 0;
+    if (field(rs, "mscale") || field(rs, "mscale_all_dim")) {
+      snprintf(err, err_len, "config.json: %s.mscale / mscale_all_dim (DeepSeek's YaRN attention factor) is not "
+               "something tram runs", fname);
+      return -EINVAL;
+    }
+    const cJSON *tr = field(rs, "truncate");
+    if (pos_float(field(rs, "factor"), "config.json: rope_parameters.factor", 0, &factor, err, err_len) ||
+        hf__int(field(rs, "original_max_position_embeddings"),
+                "config.json: rope_parameters.original_max_position_embeddings", -1, 1, INT32_MAX, &orig, err,
+                err_len) ||
+        pos_float(field(rs, "beta_fast"), "config.json: rope_parameters.beta_fast", 32.0, &bf, err, err_len) ||
+        pos_float(field(rs, "beta_slow"), "config.json: rope_parameters.beta_slow", 1.0, &bs, err, err_len) ||
+        (field(rs, "attention_factor") && !cJSON_IsNull(field(rs, "attention_factor")) &&
+         pos_float(field(rs, "attention_factor"), "config.json: rope_parameters.attention_factor", 0, &af, err,
+                   err_len)))
+      return -EINVAL;
+    if (tr && !cJSON_IsNull(tr) && !cJSON_IsBool(tr)) {
+      snprintf(err, err_len, "config.json: %s.truncate is not a boolean", fname);
+      return -EINVAL;
+    }
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    gguf_build_str(b, key, t, strlen(t));
+    snprintf(key, sizeof key, "%s.rope.scaling.factor", a);
+    gguf_build_f32(b, key, (float)factor);
+    snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", a);
+    gguf_build_u32(b, key, (uint32_t)orig);
+    snprintf(key, sizeof key, "%s.rope.scaling.yarn_beta_fast", a);
+    gguf_build_f32(b, key, (float)bf);
+    snprintf(key, sizeof key, "%s.rope.scaling.yarn_beta_slow", a);
+    gguf_build_f32(b, key, (float)bs);
+    if (af > 0) {
+      snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", a);
+      gguf_build_f32(b, key, (float)af);
+    }
+    gguf_build_u32(b, "tram.rope.scaling.yarn_truncate", !tr || cJSON_IsNull(tr) || cJSON_IsTrue(tr)); /* HF: on */
     return 0;
   }
   snprintf(err, err_len, "config.json: %s type \"%.32s\" is not one tram runs for %s", fname, t, a);
@@ -350,6 +392,8 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   } else if (strcmp(t, "mixtral") == 0) {
     arch->name = "llama";
     arch->permute_qk = 1;
+  } else if (strcmp(t, "gpt_oss") == 0) {
+    arch->name = "gpt-oss";
   } else if (strcmp(t, "gemma2") == 0) {
     arch->name = "gemma2", gemma = 2;
   } else if (strcmp(t, "gemma3_text") == 0) {
@@ -365,10 +409,11 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
     arch->permute_qk = 1;
   } else {
     snprintf(err, err_len, "config.json: model_type \"%.40s\" is not one tram runs (llama, mistral, qwen2, qwen3, "
-             "gemma2, gemma3_text, phi3, smollm3, qwen3_5_text, qwen2_moe, qwen3_moe, mixtral)", t);
+             "gemma2, gemma3_text, phi3, smollm3, qwen3_5_text, qwen2_moe, qwen3_moe, mixtral, gpt_oss)", t);
     return -EINVAL;
   }
   const int qwen35 = arch->qwen35; /* (memset above cleared the rest) */
+  arch->gptoss = strcmp(t, "gpt_oss") == 0;
   arch->gemma = gemma != 0;
   const char *a = arch->name;
   long long dim, ff, layers, heads, kv, head_dim, ctx, vocab, window = 0;
@@ -446,10 +491,13 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   arch->n_kv_heads = (int)kv;
   arch->n_layers = (int)layers;
   arch->n_vocab = (int)vocab;
+  arch->dim = (int)dim;
   const cJSON *tie = field(cfg, "tie_word_embeddings");
   arch->tied = tie ? cJSON_IsTrue(tie) : gemma != 0; /* the configs' defaults: gemma true, the others false */
   if (rope_scaling(b, cfg, a, arch, rot_dim, err, err_len)) return -EINVAL;
-  if ((strstr(t, "_moe") || strcmp(t, "mixtral") == 0) && hf__moe_config(b, cfg, t, arch, err, err_len)) return -EINVAL;
+  if ((strstr(t, "_moe") || strcmp(t, "mixtral") == 0 || arch->gptoss) && hf__moe_config(b, cfg, t, arch, err, err_len))
+    return -EINVAL;
+  if (arch->gptoss && hf__gptoss_config(cfg, (int)layers, err, err_len)) return -EINVAL;
   if (gemma && gemma_fields(b, cfg, a, gemma, (int)layers, (int)head_dim, (int)dim, (int)heads, err, err_len))
     return -EINVAL;
   if (qwen35 && qwen35_fields(b, cfg, a, layers, err, err_len)) return -EINVAL;

@@ -69,6 +69,17 @@ def randomize(model, seed):
                 p.copy_(scale * torch.randn(p.shape, generator=g) / p.shape[-1] ** 0.5)
 
 
+def save_expected(out, logits, routed, prompt_ids, greedy):
+    """expected.npz (SEQS, their logits, the router choices) and greedy.json into out; the folder's bytes."""
+    np.savez_compressed(out / "expected.npz", **{f"seq{j}": np.asarray(s, np.int32) for j, s in enumerate(SEQS)},
+                        **{f"logits{j}": l for j, l in enumerate(logits)},
+                        **{f"routed{j}": r for j, r in enumerate(routed)})
+    (out / "greedy.json").write_text(json.dumps({"prompt": PROMPT, "prompt_ids": prompt_ids, "greedy": greedy,
+                                                 "transformers": transformers.__version__,
+                                                 "torch": torch.__version__}) + "\n")
+    return sum(f.stat().st_size for f in out.iterdir())
+
+
 def main():
     torch.manual_seed(0)
     for i, (fam, (cfg_cls, model_cls, extra)) in enumerate(FAMILIES.items()):
@@ -100,13 +111,7 @@ def main():
             gen = model.generate(torch.tensor([prompt_ids]), max_new_tokens=8, do_sample=False, eos_token_id=None,
                                  pad_token_id=0)
         greedy = gen[0, len(prompt_ids):].tolist()
-        np.savez_compressed(out / "expected.npz", **{f"seq{j}": np.asarray(s, np.int32) for j, s in enumerate(SEQS)},
-                            **{f"logits{j}": l for j, l in enumerate(logits)},
-                            **{f"routed{j}": r for j, r in enumerate(routed)})
-        (out / "greedy.json").write_text(json.dumps({"prompt": PROMPT, "prompt_ids": prompt_ids, "greedy": greedy,
-                                                     "transformers": transformers.__version__,
-                                                     "torch": torch.__version__}) + "\n")
-        size = sum(f.stat().st_size for f in out.iterdir())
+        size = save_expected(out, logits, routed, prompt_ids, greedy)
         print(f"{fam}: {size} bytes, greedy {greedy}", file=sys.stderr)
 
 
