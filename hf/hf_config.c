@@ -99,12 +99,16 @@ static int rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arc
                         size_t err_len) {
   const cJSON *rs = field(cfg, "rope_scaling");
   if (!rs || cJSON_IsNull(rs)) rs = field(cfg, "rope_parameters"); /* transformers 5 */
+  if ((!rs || cJSON_IsNull(rs)) && strcmp(a, "gpt-oss") == 0) { /* transformers' default: YaRN of factor 32 */
+    snprintf(err, err_len, "config.json: rope_scaling / rope_parameters is missing (gpt_oss's YaRN must be given)");
+    return -EINVAL;
+  }
   if (!rs || cJSON_IsNull(rs)) return 0;
   const cJSON *type = field(rs, "rope_type");
   if (!cJSON_IsString(type)) type = field(rs, "type");
   const int v5 = rs == field(cfg, "rope_parameters");
   const char *fname = v5 ? "rope_parameters" : "rope_scaling";
-  if (!type && v5) return 0; /* rope_parameters with rope_theta alone */
+  if (!type && v5 && strcmp(a, "gpt-oss") != 0) return 0; /* rope_parameters with rope_theta alone */
   if (!cJSON_IsObject(rs) || !cJSON_IsString(type)) {
     snprintf(err, err_len, "config.json: %s has no rope_type", fname);
     return -EINVAL;
@@ -165,15 +169,16 @@ static int rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arc
       return -EINVAL;
     }
     const cJSON *tr = field(rs, "truncate");
-    if (pos_float(field(rs, "factor"), "config.json: rope_parameters.factor", 0, &factor, err, err_len) ||
-        hf__int(field(rs, "original_max_position_embeddings"),
-                "config.json: rope_parameters.original_max_position_embeddings", -1, 1, INT32_MAX, &orig, err,
-                err_len) ||
-        pos_float(field(rs, "beta_fast"), "config.json: rope_parameters.beta_fast", 32.0, &bf, err, err_len) ||
-        pos_float(field(rs, "beta_slow"), "config.json: rope_parameters.beta_slow", 1.0, &bs, err, err_len) ||
-        (field(rs, "attention_factor") && !cJSON_IsNull(field(rs, "attention_factor")) &&
-         pos_float(field(rs, "attention_factor"), "config.json: rope_parameters.attention_factor", 0, &af, err,
-                   err_len)))
+    char what[5][80];
+    static const char *const NAMES[5] = {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
+                                         "attention_factor"};
+    for (int i = 0; i < 5; i++) snprintf(what[i], sizeof what[i], "config.json: %s.%s", fname, NAMES[i]);
+    const cJSON *afv = field(rs, "attention_factor");
+    if (pos_float(field(rs, "factor"), what[0], 0, &factor, err, err_len) ||
+        hf__int(field(rs, "original_max_position_embeddings"), what[1], -1, 1, INT32_MAX, &orig, err, err_len) ||
+        pos_float(field(rs, "beta_fast"), what[2], 32.0, &bf, err, err_len) ||
+        pos_float(field(rs, "beta_slow"), what[3], 1.0, &bs, err, err_len) ||
+        (afv && !cJSON_IsNull(afv) && pos_float(afv, what[4], 0, &af, err, err_len)))
       return -EINVAL;
     if (tr && !cJSON_IsNull(tr) && !cJSON_IsBool(tr)) {
       snprintf(err, err_len, "config.json: %s.truncate is not a boolean", fname);
@@ -443,8 +448,9 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   double eps, theta, partial;
   if (rope_parameters_flat(cfg, err, err_len) ||
       pos_float(field(cfg, "rms_norm_eps"), "config.json: rms_norm_eps", 0, &eps, err, err_len) ||
-      pos_float(rope_theta_field(cfg), "config.json: rope_theta", strcmp(a, "smollm3") == 0 ? 2000000.0 : 10000.0,
-                &theta, err, err_len) ||
+      pos_float(rope_theta_field(cfg), "config.json: rope_theta",
+                !strcmp(a, "smollm3") ? 2000000.0 : !strcmp(a, "gpt-oss") ? 150000.0 : 10000.0, &theta, err,
+                err_len) || /* the configuration classes' defaults */
       pos_float(field(cfg, "partial_rotary_factor"), "config.json: partial_rotary_factor", 1.0, &partial, err,
                 err_len))
     return -EINVAL;

@@ -129,3 +129,166 @@ def test_matches_transformers_from_both_formats(tool, tmp_path):
     ref_logits = [ref.forward(s) for s in seqs]
     check_against_reference([r.astype(np.float32) for r in ref_logits], want)  # the reference vs transformers
     check_against_reference(gguf_logits, ref_logits)
+
+
+def test_sinks_change_the_logits(tool, tmp_path):
+    """A forward that ignored the learned sinks would be caught: the float64 reference without
+    them is far from tram (and from transformers), with them within 1e-5."""
+    seqs, _, _ = expected()
+    path = write_gguf(tmp_path / "gpt-oss.gguf")
+    got, _ = run_plan(tool, tmp_path, path, seqs, threads=1)
+    for sinks, lo, hi in ((True, 0, 1e-5), (False, 5e-2, np.inf)):
+        ref = GptOssRef(path, sinks=sinks)
+        err = max((np.linalg.norm(g - r, axis=1) / np.linalg.norm(r, axis=1)).max()
+                  for g, r in zip(got, (ref.forward(s) for s in seqs)))
+        assert lo <= err < hi, (sinks, err)
+
+
+ARITH = {"exact": {}, "fast_q8": dict(precision="fast", quantize="Q8_0")}  # fast: repacked quantized experts
+
+
+@pytest.mark.parametrize("arith", list(ARITH))
+def test_batch_invariant(arith, tool, tmp_path):
+    """Each sequence alone on one thread = the same sequence in mixed prefill chunks and in decode
+    steps on two threads, bit for bit: sinks, windows and experts included (the sequences' tokens
+    chose different experts in transformers' own routing)."""
+    seqs, _, routed = expected()
+    sets = [set(r.reshape(-1).tolist()) for r in routed]
+    assert len(set().union(*sets)) >= 6 and len({frozenset(s) for s in sets}) == len(sets)
+    opts = ARITH[arith]
+    alone, _ = run_plan(tool, tmp_path, FIX, seqs, [[len(x) if s == k else 0 for s, x in enumerate(seqs)]
+                                                    for k in range(len(seqs))], threads=1, **opts)
+    steps = schedule([len(s) for s in seqs], lambda k, s, left, done: [3, 7, 4][s] if k == 0 else 1 + (k + s) % 3)
+    mixed, paths = run_plan(tool, tmp_path, FIX, seqs, steps, block_size=4, num_blocks=24, shuffle_seed=5,
+                            threads=2, **opts)
+    assert "varlen" in paths
+    decode, dpaths = run_plan(tool, tmp_path, FIX, seqs, schedule([len(s) for s in seqs],
+                                                                   lambda k, s, left, done: 1), threads=2, **opts)
+    assert "decode" in dpaths
+    for run in (mixed, decode):
+        for g, a in zip(run, alone):
+            assert np.array_equal(g.view(np.uint32), a.view(np.uint32))
+
+
+def test_greedy_matches_transformers(tram_bin, tmp_path):
+    from test_engine import generate, ids_of
+    g = json.loads((FIX / "greedy.json").read_text())
+    reqs = [{"prompt": g["prompt"], "max_tokens": len(g["greedy"]), "temperature": 0, "ignore_eos": True},
+            {"prompt": "zz" + g["prompt"][::-1], "max_tokens": 5, "temperature": 0, "ignore_eos": True}]
+    out, _ = generate(tram_bin, FIX, tmp_path, reqs, "--max-seqs", "4")
+    assert ids_of(out[0]) == [g["greedy"]]
+
+
+def test_engine_batch_invariant(tram_bin, tmp_path):
+    import random
+    from test_model_families import check_serves_batch_invariant
+    check_serves_batch_invariant(tram_bin, FIX, tmp_path, random.Random(30))
+
+
+def test_serves_openai_client(tmp_path):
+    """`tram serve -m <gpt_oss folder>` answers the official client with transformers' greedy text,
+    and /model_info names gpt-oss and GptOssForCausalLM."""
+    import openai
+    import tram_server
+    from tokenizers import Tokenizer
+    g = json.loads((FIX / "greedy.json").read_text())
+    want = Tokenizer.from_file(str(FIX / "tokenizer.json")).decode(g["greedy"])
+    srv = tram_server.start(tmp_path, "--max-model-len", "128", model=FIX)
+    try:
+        client = openai.OpenAI(base_url=srv.url + "/v1", api_key="x")
+        r = client.completions.create(model=srv.get("/v1/models").json()["data"][0]["id"], prompt=g["prompt"],
+                                      max_tokens=len(g["greedy"]), temperature=0,
+                                      extra_body={"ignore_eos": True, "return_token_ids": True})
+        assert r.choices[0].model_extra["token_ids"] == g["greedy"]
+        assert r.choices[0].text == want
+        j = srv.get("/model_info").json()
+        assert (j["model_type"], j["architectures"]) == ("gpt-oss", ["GptOssForCausalLM"])
+    finally:
+        assert srv.stop() == 0
+
+
+def load_error(tool, tmp_path, model):
+    from test_moe import load_error as moe_load_error
+    return moe_load_error(tool, tmp_path, model)
+
+
+def hf_copy(tmp_path, cfg_edit):
+    d = tmp_path / "gpt_oss"
+    d.mkdir()
+    for f in FIX.iterdir():
+        (d / f.name).write_bytes(f.read_bytes())
+    cfg = json.loads((d / "config.json").read_text())
+    cfg_edit(cfg)
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+def rope_edit(**kw):
+    return lambda c: c["rope_parameters"].update(kw)
+
+
+HF_REFUSALS = {
+    "mxfp4": (lambda c: c.update(quantization_config={"quant_method": "mxfp4"}), "quantization_config (mxfp4)"),
+    "layer_types": (lambda c: c.update(layer_types=["full_attention", "sliding_attention"]),
+                    "layer_types[0] is not \"sliding_attention\""),
+    "swiglu_limit": (lambda c: c.update(swiglu_limit=5.0), "swiglu_limit must be 7"),
+    "no_attention_bias": (lambda c: c.update(attention_bias=False), "attention_bias false"),
+    "yarn_mscale": (rope_edit(mscale=1.0, mscale_all_dim=1.0), "rope_parameters.mscale"),
+    "yarn_no_factor": (lambda c: c["rope_parameters"].pop("factor"), "rope_parameters.factor is missing"),
+    "rope_longrope": (rope_edit(rope_type="longrope"), "rope_parameters type \"longrope\" is not one tram runs"),
+    "rope_missing": (lambda c: c.pop("rope_parameters"), "rope_scaling / rope_parameters is missing"),
+    "yarn_truncate_not_bool": (rope_edit(truncate="no"), "rope_parameters.truncate is not a boolean"),
+}
+
+
+def v4_rope(c):
+    """The released gpt-oss config.json's form (transformers 4): rope_theta at the top, rope_scaling."""
+    rp = c.pop("rope_parameters")
+    c["rope_theta"] = rp.pop("rope_theta")
+    c["rope_scaling"] = rp
+
+
+def test_transformers4_config_form(tool, tmp_path):
+    """rope_scaling and a top-level rope_theta (how openai/gpt-oss-20b's config.json spells them) give
+    the same bits as transformers 5's rope_parameters; YaRN's truncate left out (transformers'
+    default: the range rounded) changes them."""
+    seqs, _, _ = expected()
+    want, _ = run_plan(tool, tmp_path, FIX, seqs, threads=1)
+    got, _ = run_plan(tool, tmp_path, hf_copy(tmp_path, v4_rope), seqs, threads=1)
+    for a, b in zip(got, want):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    d = tmp_path / "rounded"
+    d.mkdir()
+    rounded, _ = run_plan(tool, d, hf_copy(d, lambda c: c["rope_parameters"].pop("truncate")), seqs, threads=1)
+    assert not np.array_equal(rounded[1], want[1])
+
+
+@pytest.mark.parametrize("name", list(HF_REFUSALS))
+def test_hf_refusals(name, tool, tmp_path):
+    edit, msg = HF_REFUSALS[name]
+    err = load_error(tool, tmp_path, hf_copy(tmp_path, edit))
+    assert msg in err, err
+
+
+GGUF_REFUSALS = {
+    "no_sinks": (dict(edit=lambda t: t.pop("blk.1.attn_sinks.weight")), "tensor 'blk.1.attn_sinks.weight' is missing"),
+    "sinks_shape": (dict(edit=lambda t: t.update({"blk.0.attn_sinks.weight": np.zeros(3, np.float32)})),
+                    "tensor 'blk.0.attn_sinks.weight' has shape [3], the hyper-parameters need [4]"),
+    "no_expert_bias": (dict(edit=lambda t: t.pop("blk.0.ffn_down_exps.bias")),
+                       "tensor 'blk.0.ffn_down_exps.bias' is missing"),
+    "no_router_bias": (dict(edit=lambda t: t.pop("blk.1.ffn_gate_inp.bias")),
+                       "tensor 'blk.1.ffn_gate_inp.bias' is missing"),
+    "rope_linear": (dict(keys_edit=lambda k: k.update({"rope.scaling.type": "longrope"})),
+                    "gpt-oss.rope.scaling.type' is \"longrope\""),
+    "yarn_no_factor": (dict(keys_edit=lambda k: k.pop("rope.scaling.factor")),
+                       "gpt-oss.rope.scaling.factor' is missing"),
+    "unknown_key": (dict(keys_edit=lambda k: k.update({"rope.scaling.yarn_log_multiplier": 0.1})),
+                    "gpt-oss.rope.scaling.yarn_log_multiplier' is not something tram handles"),
+}
+
+
+@pytest.mark.parametrize("name", list(GGUF_REFUSALS))
+def test_gguf_refusals(name, tool, tmp_path):
+    kw, msg = GGUF_REFUSALS[name]
+    err = load_error(tool, tmp_path, write_gguf(tmp_path / "bad.gguf", **kw))
+    assert msg in err, err
