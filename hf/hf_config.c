@@ -94,6 +94,18 @@ static float *factors(const cJSON *v, int n, const char *what, char *err, size_t
   return f;
 }
 
+/* `<a>.<name>` = v. */
+static void put_f32(gguf_build_t *b, const char *a, const char *name, double v) {
+  char key[96];
+  snprintf(key, sizeof key, "%s.%s", a, name);
+  gguf_build_f32(b, key, (float)v);
+}
+static void put_u32(gguf_build_t *b, const char *a, const char *name, long long v) {
+  char key[96];
+  snprintf(key, sizeof key, "%s.%s", a, name);
+  gguf_build_u32(b, key, (uint32_t)v);
+}
+
 /* rope_scaling → keys. */
 static int rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arch_t *arch, int rot_dim, char *err,
                         size_t err_len) {
@@ -122,8 +134,7 @@ static int rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arc
     if (pos_float(field(rs, "factor"), "config.json: rope_scaling.factor", 0, &factor, err, err_len)) return -EINVAL;
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
     gguf_build_str(b, key, t, strlen(t));
-    snprintf(key, sizeof key, "%s.rope.scaling.factor", a);
-    gguf_build_f32(b, key, (float)factor);
+    put_f32(b, a, "rope.scaling.factor", factor);
     if (t[1] == 'i') return 0; /* linear */
     if (pos_float(field(rs, "low_freq_factor"), "config.json: rope_scaling.low_freq_factor", 1.0, &lo, err, err_len) ||
         pos_float(field(rs, "high_freq_factor"), "config.json: rope_scaling.high_freq_factor", 4.0, &hi, err,
@@ -131,12 +142,9 @@ static int rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arc
         hf__int(field(rs, "original_max_position_embeddings"), "config.json: rope_scaling.original_max_position_embeddings",
                 8192, 1, INT32_MAX, &orig, err, err_len))
       return -EINVAL;
-    snprintf(key, sizeof key, "%s.rope.scaling.low_freq_factor", a);
-    gguf_build_f32(b, key, (float)lo);
-    snprintf(key, sizeof key, "%s.rope.scaling.high_freq_factor", a);
-    gguf_build_f32(b, key, (float)hi);
-    snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", a);
-    gguf_build_u32(b, key, (uint32_t)orig);
+    put_f32(b, a, "rope.scaling.low_freq_factor", lo);
+    put_f32(b, a, "rope.scaling.high_freq_factor", hi);
+    put_u32(b, a, "rope.scaling.original_context_length", orig);
     return 0;
   }
   if ((strcmp(t, "longrope") == 0 || strcmp(t, "su") == 0) && strcmp(a, "phi3") == 0) {
@@ -186,18 +194,11 @@ static int rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arc
     }
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
     gguf_build_str(b, key, t, strlen(t));
-    snprintf(key, sizeof key, "%s.rope.scaling.factor", a);
-    gguf_build_f32(b, key, (float)factor);
-    snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", a);
-    gguf_build_u32(b, key, (uint32_t)orig);
-    snprintf(key, sizeof key, "%s.rope.scaling.yarn_beta_fast", a);
-    gguf_build_f32(b, key, (float)bf);
-    snprintf(key, sizeof key, "%s.rope.scaling.yarn_beta_slow", a);
-    gguf_build_f32(b, key, (float)bs);
-    if (af > 0) {
-      snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", a);
-      gguf_build_f32(b, key, (float)af);
-    }
+    put_f32(b, a, "rope.scaling.factor", factor);
+    put_u32(b, a, "rope.scaling.original_context_length", orig);
+    put_f32(b, a, "rope.scaling.yarn_beta_fast", bf);
+    put_f32(b, a, "rope.scaling.yarn_beta_slow", bs);
+    if (af > 0) put_f32(b, a, "rope.scaling.attn_factor", af);
     gguf_build_u32(b, "tram.rope.scaling.yarn_truncate", !tr || cJSON_IsNull(tr) || cJSON_IsTrue(tr)); /* HF: on */
     return 0;
   }

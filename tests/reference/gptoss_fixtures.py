@@ -16,16 +16,14 @@ sinks of unit scale (2σ), expert pre-activations past the SwiGLU clamp of
 7 (the experts' matrices ×6), biases everywhere, head_dim 64 with GQA;
 every weight a bfloat16 value, saved as BF16, the logits computed in float32.
 """
-import json
 import pathlib
 import sys
 
-import numpy as np
 import torch
 import transformers
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from moe_fixtures import PROMPT, SEQS, save_expected, tokenizer  # noqa: E402
+from moe_fixtures import finish_fixture  # noqa: E402
 
 OUT = pathlib.Path(__file__).resolve().parent / "fixtures" / "moe" / "gpt_oss"
 CONFIG = dict(vocab_size=98, hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -72,25 +70,7 @@ def main():
     model = transformers.GptOssForCausalLM.from_pretrained(OUT, dtype=torch.float32, attn_implementation="eager",
                                                            experts_implementation="eager").eval()
     assert model.config._experts_implementation == "eager" and model.config._attn_implementation == "eager"
-    tk = tokenizer()
-    tk.save(str(OUT / "tokenizer.json"))
-    (OUT / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>",
-                                                           "tokenizer_class": "PreTrainedTokenizerFast"}))
-    routed, logits = [], []
-    router = model.model.layers[0].mlp.router
-    with torch.no_grad():
-        for s in SEQS:
-            captured = {}
-            h = router.register_forward_hook(lambda m, a, o: captured.__setitem__("idx", o[2]))
-            logits.append(model(torch.tensor([s])).logits[0].float().numpy())
-            h.remove()
-            routed.append(captured["idx"].numpy().astype(np.int32))
-        prompt_ids = tk.encode(PROMPT).ids
-        gen = model.generate(torch.tensor([prompt_ids]), max_new_tokens=8, do_sample=False, eos_token_id=None,
-                             pad_token_id=0)
-    greedy = gen[0, len(prompt_ids):].tolist()
-    size = save_expected(OUT, logits, routed, prompt_ids, greedy)
-    print(f"gpt_oss: {size} bytes, greedy {greedy}", file=sys.stderr)
+    finish_fixture(OUT, model, model.model.layers[0].mlp.router)
 
 
 if __name__ == "__main__":

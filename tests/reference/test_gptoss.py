@@ -20,9 +20,7 @@ attention metadata, model_forward) it must give:
   `tram serve` with the official `openai` client.
 What tram does not run is refused at load with one line naming it."""
 import json
-import os
 import pathlib
-import subprocess
 import sys
 
 import gguf
@@ -188,23 +186,8 @@ def test_engine_batch_invariant(tram_bin, tmp_path):
 def test_serves_openai_client(tmp_path):
     """`tram serve -m <gpt_oss folder>` answers the official client with transformers' greedy text,
     and /model_info names gpt-oss and GptOssForCausalLM."""
-    import openai
-    import tram_server
-    from tokenizers import Tokenizer
-    g = json.loads((FIX / "greedy.json").read_text())
-    want = Tokenizer.from_file(str(FIX / "tokenizer.json")).decode(g["greedy"])
-    srv = tram_server.start(tmp_path, "--max-model-len", "128", model=FIX)
-    try:
-        client = openai.OpenAI(base_url=srv.url + "/v1", api_key="x")
-        r = client.completions.create(model=srv.get("/v1/models").json()["data"][0]["id"], prompt=g["prompt"],
-                                      max_tokens=len(g["greedy"]), temperature=0,
-                                      extra_body={"ignore_eos": True, "return_token_ids": True})
-        assert r.choices[0].model_extra["token_ids"] == g["greedy"]
-        assert r.choices[0].text == want
-        j = srv.get("/model_info").json()
-        assert (j["model_type"], j["architectures"]) == ("gpt-oss", ["GptOssForCausalLM"])
-    finally:
-        assert srv.stop() == 0
+    from test_moe import check_serves_greedy
+    check_serves_greedy(tmp_path, FIX, "gpt-oss", ["GptOssForCausalLM"])
 
 
 def load_error(tool, tmp_path, model):
