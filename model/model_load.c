@@ -483,7 +483,9 @@ model_t *model_load_opts(const char *path, kern_backend_t *be, const model_load_
            (double)m->step_bytes / 1e6);
   if (hp->n_expert > 0)
     log_info("model: %d experts of MLP %d, %d per token (weights %s), shared expert %d", hp->n_expert,
-             hp->expert_ff_dim, hp->n_expert_used, hp->expert_norm ? "renormalised" : "as routed", hp->shexp_ff_dim);
+             hp->expert_ff_dim, hp->n_expert_used,
+             hp->moe_gating == MODEL_MOE_TOPK_SOFTMAX ? "a softmax over the top k" :
+             hp->expert_norm ? "renormalised" : "as routed", hp->shexp_ff_dim);
   if (quantize != KERN_F32)
     log_info("model: %d weight matrices quantized to %s at load (F32/F16/BF16 ones with rows of whole blocks)",
              m->n_quantized, kern_type_name(quantize));
