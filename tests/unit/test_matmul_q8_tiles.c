@@ -29,7 +29,7 @@
 #include "tests/unit/testutil.h"
 
 static const kern_type_t fast_types[] = {KERN_Q4_0, KERN_Q4_1, KERN_Q5_0, KERN_Q5_1,
-                                         KERN_Q8_0, KERN_Q4_K, KERN_Q5_K, KERN_Q6_K};
+                                         KERN_Q8_0, KERN_Q4_K, KERN_Q5_K, KERN_Q6_K, KERN_MXFP4};
 #define N_FAST (sizeof fast_types / sizeof *fast_types)
 #define WROWS 16 /* weight rows */
 #define XROWS 8  /* activation rows */
@@ -60,6 +60,7 @@ static void max_ints(kern_type_t type, uint8_t *row, int64_t cols) {
     case KERN_Q4_K: memset(p + 16, 0xff, 128); break;
     case KERN_Q5_K: memset(p + 16, 0xff, 160); break;
     case KERN_Q6_K: memset(p, 0xff, 192); break;
+    case KERN_MXFP4: memset(p + 1, 0xff, 16); break; /* code 15: -12 */
     default: break;
     }
   }
@@ -106,17 +107,11 @@ static void poison(float out[XROWS][WROWS]) {
     for (int c = 0; c < WROWS; c++) out[i][c] = -7.0f;
 }
 
-static void run_kernels(const tcase_t *t) {
-  float out[XROWS][WROWS];
 #ifdef KERN_CPU_AVX2
-  for (int R = 1; R <= 4; R++)
-    for (int C = 1; C <= 4; C++) {
-      poison(out);
-      assert_true(kern_cpu__q8_tile_avx2(t->type, R, C, t->xq, t->nb, t->w, t->rb, t->cols, &out[0][0], WROWS));
-      check(t, "AVX2 tile", R, C, out);
-    }
-  /* the repacked panels: WROWS rows are two panels; rows r of the
-   * activations start at any of the XROWS (a kernel reads only its R) */
+/* The repacked panels: WROWS rows are two panels; rows r of the
+ * activations start at any of the XROWS (a kernel reads only its R). For
+ * the types with a panel layout (MXFP4 has none: it stays a view). */
+static void run_panels(const tcase_t *t, float out[XROWS][WROWS]) {
   uint8_t *packed = malloc(kern_cpu_rp_bytes(t->type, WROWS, t->cols));
   kern_cpu_rp_pack(t->type, t->w, WROWS, t->cols, packed, 0, WROWS / KERN_CPU_RP_ROWS);
   kern_cpu_q8s_t *xs = malloc(sizeof *xs * (size_t)(XROWS * t->nb));
@@ -133,6 +128,19 @@ static void run_kernels(const tcase_t *t) {
       check(t, "AVX2 repacked", R, C, out);
     }
   free(packed), free(xs);
+}
+#endif
+
+static void run_kernels(const tcase_t *t) {
+  float out[XROWS][WROWS];
+#ifdef KERN_CPU_AVX2
+  for (int R = 1; R <= 4; R++)
+    for (int C = 1; C <= 4; C++) {
+      poison(out);
+      assert_true(kern_cpu__q8_tile_avx2(t->type, R, C, t->xq, t->nb, t->w, t->rb, t->cols, &out[0][0], WROWS));
+      check(t, "AVX2 tile", R, C, out);
+    }
+  if (kern_cpu_rp_supported(t->type, t->cols)) run_panels(t, out);
 #endif
 #ifdef KERN_CPU_AVX512
   for (int R = 1; R <= 4; R++)

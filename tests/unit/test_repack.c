@@ -104,7 +104,7 @@ static void weight_init_repacks_what_it_can(void **state) {
     const kern_backend_opts_t o = {.n_threads = 2, .precision = fast ? KERN_PRECISION_FAST : KERN_PRECISION_EXACT};
     kern_backend_t *be = kern_backend_create_opts("cpu", &o);
     assert_non_null(be);
-    for (size_t i = 0; i < 11; i++) {
+    for (size_t i = 0; i < sizeof tq_weight_types / sizeof *tq_weight_types; i++) {
       const kern_type_t type = tq_weight_types[i];
       const int64_t cols = kern_type_block_elems(type) == 256 ? 512 : 64, rows = 11;
       uint8_t *data = calloc((size_t)rows, (size_t)kern_type_row_bytes(type, cols));
