@@ -3,11 +3,12 @@
  * KERN_CPU_AVX2).
  *
  * A unit is 32 consecutive elements of a weight row: one block of the
- * 32-element types (MXFP4 included), sub-block s (0..7) of a 256-element K-quant block, or 32
+ * 32-element types, sub-block s (0..7) of a 256-element K-quant block, or 32
  * elements of an F32/F16/BF16 row (blk points at the first). v[g] receives
  * elements 8g .. 8g + 7. Each group of 8 comes from 8 consecutive bytes
  * widened to 32-bit lanes (vpmovzxbd/vpmovsxbd), so a nibble is a mask or a
- * shift away and no byte shuffles are needed. The arithmetic per element is
+ * shift away and no byte shuffles are needed — but for MXFP4, whose codes
+ * index a 16-entry table (one vpshufb per 16 codes). The arithmetic per element is
  * the portable version's (dequant.c): one mul or one fma, so the bits agree.
  *
  * The row dequantization (dequant_avx2.c) stores the units; the fused

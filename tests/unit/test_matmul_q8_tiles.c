@@ -60,7 +60,7 @@ static void max_ints(kern_type_t type, uint8_t *row, int64_t cols) {
     case KERN_Q4_K: memset(p + 16, 0xff, 128); break;
     case KERN_Q5_K: memset(p + 16, 0xff, 160); break;
     case KERN_Q6_K: memset(p, 0xff, 192); break;
-    case KERN_MXFP4: memset(p + 1, 0xff, 16); break; /* code 15: -12 */
+    case KERN_MXFP4: memset(p + 1, 0x77, 16); break; /* code 7: +12, 24 in the panels (v + 12) */
     default: break;
     }
   }
@@ -109,8 +109,7 @@ static void poison(float out[XROWS][WROWS]) {
 
 #ifdef KERN_CPU_AVX2
 /* The repacked panels: WROWS rows are two panels; rows r of the
- * activations start at any of the XROWS (a kernel reads only its R). For
- * the types with a panel layout (MXFP4 has none: it stays a view). */
+ * activations start at any of the XROWS (a kernel reads only its R). */
 static void run_panels(const tcase_t *t, float out[XROWS][WROWS]) {
   uint8_t *packed = malloc(kern_cpu_rp_bytes(t->type, WROWS, t->cols));
   kern_cpu_rp_pack(t->type, t->w, WROWS, t->cols, packed, 0, WROWS / KERN_CPU_RP_ROWS);
@@ -140,7 +139,7 @@ static void run_kernels(const tcase_t *t) {
       assert_true(kern_cpu__q8_tile_avx2(t->type, R, C, t->xq, t->nb, t->w, t->rb, t->cols, &out[0][0], WROWS));
       check(t, "AVX2 tile", R, C, out);
     }
-  if (kern_cpu_rp_supported(t->type, t->cols)) run_panels(t, out);
+  run_panels(t, out);
 #endif
 #ifdef KERN_CPU_AVX512
   for (int R = 1; R <= 4; R++)

@@ -28,7 +28,7 @@
 #include "tests/unit/testutil.h"
 
 static const kern_type_t rp_types[] = {KERN_Q4_0, KERN_Q4_1, KERN_Q5_0, KERN_Q5_1,
-                                       KERN_Q8_0, KERN_Q4_K, KERN_Q5_K, KERN_Q6_K};
+                                       KERN_Q8_0, KERN_Q4_K, KERN_Q5_K, KERN_Q6_K, KERN_MXFP4};
 #define N_RP (sizeof rp_types / sizeof *rp_types)
 
 static void pack_matches_definition_and_round_trips(void **state) {
