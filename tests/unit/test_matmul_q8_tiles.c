@@ -45,7 +45,8 @@ typedef struct {
 } tcase_t;
 
 /* Every stored weight integer of a row at its largest magnitude: all
- * quant bits set (15, 31, 63 before the offsets), Q8_0 at -128; the scales
+ * quant bits set (15, 31, 63 before the offsets), Q8_0 at -128, MXFP4 at
+ * +12 (the largest panel byte, 24); the scales
  * are left as they are. */
 static void max_ints(kern_type_t type, uint8_t *row, int64_t cols) {
   const int64_t bb = kern_type_block_bytes(type), nb = cols / kern_type_block_elems(type);
@@ -107,10 +108,17 @@ static void poison(float out[XROWS][WROWS]) {
     for (int c = 0; c < WROWS; c++) out[i][c] = -7.0f;
 }
 
+static void run_kernels(const tcase_t *t) {
+  float out[XROWS][WROWS];
 #ifdef KERN_CPU_AVX2
-/* The repacked panels: WROWS rows are two panels; rows r of the
- * activations start at any of the XROWS (a kernel reads only its R). */
-static void run_panels(const tcase_t *t, float out[XROWS][WROWS]) {
+  for (int R = 1; R <= 4; R++)
+    for (int C = 1; C <= 4; C++) {
+      poison(out);
+      assert_true(kern_cpu__q8_tile_avx2(t->type, R, C, t->xq, t->nb, t->w, t->rb, t->cols, &out[0][0], WROWS));
+      check(t, "AVX2 tile", R, C, out);
+    }
+  /* the repacked panels: WROWS rows are two panels; rows r of the
+   * activations start at any of the XROWS (a kernel reads only its R) */
   uint8_t *packed = malloc(kern_cpu_rp_bytes(t->type, WROWS, t->cols));
   kern_cpu_rp_pack(t->type, t->w, WROWS, t->cols, packed, 0, WROWS / KERN_CPU_RP_ROWS);
   kern_cpu_q8s_t *xs = malloc(sizeof *xs * (size_t)(XROWS * t->nb));
@@ -127,19 +135,6 @@ static void run_panels(const tcase_t *t, float out[XROWS][WROWS]) {
       check(t, "AVX2 repacked", R, C, out);
     }
   free(packed), free(xs);
-}
-#endif
-
-static void run_kernels(const tcase_t *t) {
-  float out[XROWS][WROWS];
-#ifdef KERN_CPU_AVX2
-  for (int R = 1; R <= 4; R++)
-    for (int C = 1; C <= 4; C++) {
-      poison(out);
-      assert_true(kern_cpu__q8_tile_avx2(t->type, R, C, t->xq, t->nb, t->w, t->rb, t->cols, &out[0][0], WROWS));
-      check(t, "AVX2 tile", R, C, out);
-    }
-  run_panels(t, out);
 #endif
 #ifdef KERN_CPU_AVX512
   for (int R = 1; R <= 4; R++)
