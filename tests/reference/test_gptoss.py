@@ -59,10 +59,12 @@ def load_safetensors(path):
     return out
 
 
-def write_gguf(path, edit=None, keys_edit=None):
+def write_gguf(path, edit=None, keys_edit=None, experts=None):
     """The fixture's weights as llama.cpp's converter writes gpt-oss (its convert_hf_to_gguf.py
     GptOssModel: gate_up_proj transposed and split into gate (even) and up (odd) rows, down_proj
-    transposed, sinks as attn_sinks.weight), written by the gguf package in F32."""
+    transposed, sinks as attn_sinks.weight), written by the gguf package in F32; experts: a
+    gguf.GGMLQuantizationType the expert matrices are quantized to by the gguf package (MXFP4, as
+    the gpt-oss GGUF release stores them)."""
     cfg = json.loads((FIX / "config.json").read_text())
     st = load_safetensors(FIX / "model.safetensors")
     L = cfg["num_hidden_layers"]
@@ -109,7 +111,11 @@ def write_gguf(path, edit=None, keys_edit=None):
         else:
             w.add_uint32(f"{a}.{k}", v)
     for name, arr in t.items():
-        w.add_tensor(name, np.ascontiguousarray(arr, dtype=np.float32))
+        arr = np.ascontiguousarray(arr, dtype=np.float32)
+        if experts is not None and name.endswith("_exps.weight"):
+            w.add_tensor(name, gguf.quants.quantize(arr, experts), raw_dtype=experts)
+        else:
+            w.add_tensor(name, arr)
     finish(w)
     return path
 
@@ -275,3 +281,26 @@ def test_gguf_refusals(name, tool, tmp_path):
     kw, msg = GGUF_REFUSALS[name]
     err = load_error(tool, tmp_path, write_gguf(tmp_path / "bad.gguf", **kw))
     assert msg in err, err
+
+
+def test_mxfp4_experts(tool, tmp_path):
+    """Experts in MXFP4 (what the gpt-oss GGUF release stores; quantized here by the gguf package):
+    tram's logits are the float64 reference's on the same file (dequantized by the gguf package),
+    rel. L2 < 1e-3 and the same argmax, not the F32 file's, and the same bits alone on one thread as
+    in mixed prefill/decode batches on two."""
+    seqs, _, _ = expected()
+    path = write_gguf(tmp_path / "mxfp4.gguf", experts=gguf.GGMLQuantizationType.MXFP4)
+    types = {t.name: t.tensor_type for t in gguf.GGUFReader(str(path)).tensors}
+    assert types["blk.1.ffn_down_exps.weight"] == gguf.GGMLQuantizationType.MXFP4
+    alone, _ = run_plan(tool, tmp_path, path, seqs, [[len(x) if s == k else 0 for s, x in enumerate(seqs)]
+                                                     for k in range(len(seqs))], threads=1)
+    ref = GptOssRef(path)
+    check_against_reference(alone, [ref.forward(s) for s in seqs])
+    f32, _ = run_plan(tool, tmp_path, write_gguf(tmp_path / "f32.gguf"), seqs, threads=1)
+    assert max(np.abs(a - b).max() for a, b in zip(alone, f32)) > 1e-2  # the experts' rounding shows
+    steps = schedule([len(s) for s in seqs], lambda k, s, left, done: [3, 7, 4][s] if k == 0 else 1 + (k + s) % 3)
+    mixed, paths = run_plan(tool, tmp_path, path, seqs, steps, block_size=4, num_blocks=24, shuffle_seed=5,
+                            threads=2)
+    assert "varlen" in paths and "decode" in paths
+    for g, a in zip(mixed, alone):
+        assert np.array_equal(g.view(np.uint32), a.view(np.uint32))
