@@ -33,7 +33,7 @@ def complete(url, prompt, max_tokens, llama):
                                                      "return_tokens": True}, timeout=3600)
         r.raise_for_status()
         return time.perf_counter() - t, r.json().get("tokens", [])
-    r = requests.post(f"{url}/v1/completions", json={"model": "m", "prompt": prompt, "max_tokens": max_tokens,
+    r = requests.post(f"{url}/v1/completions", json={"prompt": prompt, "max_tokens": max_tokens,
                                                      "temperature": 0, "ignore_eos": True,
                                                      "return_token_ids": True}, timeout=3600)
     r.raise_for_status()

@@ -162,5 +162,6 @@ def test_dashboard_shows_the_state_pool(server):
     try:
         info = snaps.wait(timeout=30)["info"]
         assert info["state_slots"] == 32 and info["state_bytes"] > 0 and info["state_slots_used"] == 0
+        assert info["state_snapshots"] == 12 and 0 <= info["state_snapshots_used"] <= 12
     finally:
         snaps.close()
