@@ -28,6 +28,9 @@ HF = pathlib.Path(__file__).resolve().parents[1] / "reference" / "data" / "qwen3
 server = tram_server.server_fixture("--max-seqs", "32", "--block-size", "16", "--kv-cache-blocks", "12",
                                     use_external=False, model=lambda: HF)
 # the same engine computing every prompt from scratch: no snapshots, so no prefix caching for the hybrid
+# room for one snapshot (16.9 KB each at this model's shape): every new one drops the last (LRU)
+one_snap = tram_server.server_fixture("--max-seqs", "32", "--block-size", "16", "--kv-cache-blocks", "12",
+                                      "--state-snapshot-bytes", "20K", use_external=False, model=lambda: HF)
 scratch = tram_server.server_fixture("--max-seqs", "32", "--block-size", "16", "--kv-cache-blocks", "12",
                                      "--state-snapshot-bytes", "0", use_external=False, model=lambda: HF)
 
@@ -127,6 +130,27 @@ def test_multi_turn_conversation_reuses_each_turn(server, scratch):
             assert len(prompt) - cached < 16 + 12 + 1  # what is computed does not grow with the conversation
         prev_len = len(prompt)
         prompt = prompt + ids[0] + rng.integers(0, 96, 12).tolist()
+
+
+def test_one_snapshot_drops_the_least_recently_used(one_snap, scratch):
+    """With room for one snapshot each new one drops the last: a prompt
+    whose snapshot was dropped is computed in full, a conversation's next
+    turn finds the newest; every answer is still the from-scratch one."""
+    assert one_snap.metric("tram:recurrent_snapshots_total") == 1
+    rng = np.random.default_rng(14)
+    a, b = rng.integers(0, 96, 45).tolist(), rng.integers(0, 96, 45).tolist()
+    ref_a, ref_b = create(scratch, a)[:2], create(scratch, b)[:2]
+    assert create(one_snap, a)[:2] == ref_a
+    assert create(one_snap, b)[:2] == ref_b  # b's snapshots dropped a's
+    again_a = create(one_snap, a)
+    assert again_a[:2] == ref_a and again_a[2] == 0  # a's blocks may be cached, its state is not: no hit
+    # that run kept its state at 32 (the prompt), then at 48 and 64 (its answer), each dropping the last: the
+    # next turn of the conversation finds the newest, at 64 (45 + 19 computed tokens)
+    turn = a + again_a[0][0] + rng.integers(0, 96, 10).tolist()
+    got = create(one_snap, turn)
+    assert got[:2] == create(scratch, turn)[:2] and got[2] == 64
+    assert one_snap.metric("tram:recurrent_snapshots_dropped_total") > 0
+    assert one_snap.metric("tram:recurrent_snapshots_used") == 1
 
 
 def test_shared_prefix_with_n_and_preemption(server, scratch):
