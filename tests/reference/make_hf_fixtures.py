@@ -38,7 +38,7 @@ Families:
            layer_scalar buffers and every RMSNorm weight away from 1; final
            logit soft-capping 30. Byte-level BPE with Gemma 4's specials
            (<pad> 0, <eos> 1, <bos> 2, <|turn> and <turn|>, ...), BOS first
-           in every prompt; the chat template is Gemma 4's
+           in every prompt (add_bos_token, as Gemma's tokenizers); the chat template is Gemma 4's
            (tests/integration/data/templates/google-gemma-4.jinja).
 """
 import json
@@ -153,6 +153,8 @@ def gemma4():
     fast = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<bos>", eos_token="<turn|>", pad_token="<pad>",
                                    chat_template=template)
     fast.save_pretrained(out)
+    tcfg = json.loads((out / "tokenizer_config.json").read_text())  # Gemma's tokenizers put <bos> first
+    (out / "tokenizer_config.json").write_text(json.dumps({**tcfg, "add_bos_token": True}, indent=2) + "\n")
     bos, eos, turn_end = tk.token_to_id("<bos>"), tk.token_to_id("<eos>"), tk.token_to_id("<turn|>")
     assert (tk.token_to_id("<pad>"), eos, bos) == (0, 1, 2)
     types = ["sliding_attention", "sliding_attention", "full_attention"] * 2
