@@ -160,7 +160,8 @@ static int map_name(const char *hf, const hf_arch_t *a, char *out, size_t len) {
   if (strcmp(hf, "model.norm.weight") == 0) return snprintf(out, len, "output_norm.weight"), K_VECTOR;
   if (strcmp(hf, "lm_head.weight") == 0) return a->tied ? K_SKIP : (snprintf(out, len, "output.weight"), K_MATRIX);
   if (a->gemma4) { /* per-layer inputs: llama.cpp's gemma3n names */
-    if (strcmp(hf, "model.embed_tokens_per_layer.weight") == 0) return snprintf(out, len, "per_layer_token_embd.weight"), K_MATRIX;
+    if (strcmp(hf, "model.embed_tokens_per_layer.weight") == 0)
+      return snprintf(out, len, "per_layer_token_embd.weight"), K_MATRIX;
     if (strcmp(hf, "model.per_layer_model_projection.weight") == 0)
       return snprintf(out, len, "per_layer_model_proj.weight"), K_MATRIX;
     if (strcmp(hf, "model.per_layer_projection_norm.weight") == 0)

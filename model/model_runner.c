@@ -76,17 +76,14 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
     log_error("model_runner_create: the recurrent-state pool does not fit the model");
     return NULL;
   }
-  int bad_layer = cache->n_layers != hp->n_attn_layers ? 0 : -1; /* a cache layer of another geometry */
-  for (int al = 0; al < cache->n_layers && bad_layer < 0; al++)
-    if (cache->layer_kv_heads[al] != (m->cache_kv_heads ? m->cache_kv_heads[al] : hp->n_kv_heads) ||
-        cache->layer_head_dim[al] != (m->cache_head_dim ? m->cache_head_dim[al] : hp->head_dim))
-      bad_layer = al;
-  if (cache->be != m->be || bad_layer >= 0) {
-    log_error("model_runner_create: the cache (%s backend, %d layers, layer %d: %d KV heads of %d) does not fit the "
-              "model (%s backend, %d layers, model_kv_config's geometry)",
-              cache->be->name, cache->n_layers, bad_layer < 0 ? 0 : bad_layer,
-              cache->layer_kv_heads[bad_layer < 0 ? 0 : bad_layer], cache->layer_head_dim[bad_layer < 0 ? 0 : bad_layer],
-              m->be->name, hp->n_attn_layers);
+  int fits = cache->be == m->be && cache->n_layers == hp->n_attn_layers; /* and model_kv_config's geometry */
+  for (int al = 0; al < cache->n_layers && fits; al++)
+    fits = cache->layer_kv_heads[al] == (m->cache_kv_heads ? m->cache_kv_heads[al] : hp->n_kv_heads) &&
+           cache->layer_head_dim[al] == (m->cache_head_dim ? m->cache_head_dim[al] : hp->head_dim);
+  if (!fits) {
+    log_error("model_runner_create: the cache (%s backend, %d layers, layer 0: %d KV heads of %d) does not fit the "
+              "model (%s backend, %d layers of model_kv_config's geometry)",
+              cache->be->name, cache->n_layers, cache->n_kv_heads, cache->head_dim, m->be->name, hp->n_attn_layers);
     return NULL;
   }
   model_runner_t *r = xcalloc(1, sizeof *r);
