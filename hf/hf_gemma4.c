@@ -147,7 +147,7 @@ int hf__gemma4_config(gguf_build_t *b, const cJSON *cfg, const char *a, int n_la
       return -EINVAL;
     }
   }
-  long long pattern = 0, hd_full, kv_full, ple, ple_vocab, vocab, shared, ff;
+  long long pattern = 0, hd_full = 0, kv_full = 0, ple = 0, ple_vocab = 0, vocab = 0, shared = 0, ff = 0;
   const cJSON *types = field(cfg, "layer_types");
   if (cJSON_IsArray(types)) {
     if (hf__layer_pattern(types, n_layers, &pattern, err, err_len)) return -EINVAL;
@@ -163,8 +163,8 @@ int hf__gemma4_config(gguf_build_t *b, const cJSON *cfg, const char *a, int n_la
   for (int l = 0; l < n_layers; l++) types_of[l] = pattern && (l + 1) % pattern == 0 ? 'f' : 's';
   const int k_eq_v = cJSON_IsTrue(field(cfg, "attention_k_eq_v"));
   int rc = layer_geometry(cfg, types_of, n_layers, head_dim, n_kv_heads, k_eq_v, &hd_full, &kv_full, err, err_len);
-  double theta, theta_full, cap = 0;
-  int rot, rot_full;
+  double theta = 0, theta_full = 0, cap = 0;
+  int rot = 0, rot_full = 0;
   if (rc == 0) rc = rope_of(cfg, "sliding_attention", head_dim, 0, &theta, &rot, err, err_len);
   if (rc == 0 && pattern) rc = rope_of(cfg, "full_attention", (int)hd_full, 1, &theta_full, &rot_full, err, err_len);
   if (rc == 0 && !pattern) theta_full = theta, rot_full = head_dim, hd_full = head_dim, kv_full = n_kv_heads;
