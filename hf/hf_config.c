@@ -439,6 +439,11 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
     snprintf(err, err_len, "config.json: mlp_bias is not something tram runs");
     return -EINVAL;
   }
+  if (partial > 1.0) { /* (and the rotated width below stays an int) */
+    snprintf(err, err_len, "config.json: partial_rotary_factor %g is more than 1 (the share of a head RoPE turns)",
+             partial);
+    return -EINVAL;
+  }
   const int rot_dim = (int)(head_dim * partial) & ~1;
   char key[96];
 #define U32(name, v) (snprintf(key, sizeof key, "%s." name, a), gguf_build_u32(b, key, (uint32_t)(v)))
