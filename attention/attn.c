@@ -15,6 +15,7 @@ struct attn {
   kv_cache_t *cache;   /* not owned */
   attn_config_t cfg;       /* cfg.layer_window points at layer_window below */
   int *layer_window;       /* [n_layers] owned copy, or NULL */
+  const float **layer_sinks; /* [n_layers] owned copy of the pointers (not of the sinks), or NULL */
   int max_seq_len;        /* attn_seq_len_cap(cfg.max_seq_len) */
   int max_blocks_per_seq; /* block-table row capacity: ceil(max_seq_len / block_size) */
   int read_window;        /* > 0: every layer has a sliding window of at most this many keys and
@@ -75,11 +76,20 @@ attn_t *attn_create(kern_backend_t *be, kv_cache_t *cache, const attn_config_t *
               (long long)cfg->max_kv_tokens, cfg->scale);
     return NULL;
   }
+  if (cfg->layer_sinks && !be->attn_sinks) {
+    log_error("attn_create: the %s backend's attention has no learned sinks (gpt-oss): use --device cpu", be->name);
+    return NULL;
+  }
   attn_t *at = xcalloc(1, sizeof *at);
   at->be = be;
   at->cache = cache;
   at->cfg = *cfg;
   /* cfg.scale 0: each layer's 1 / sqrt(head_dim) (attn_layer_forward) */
+  if (cfg->layer_sinks) {
+    at->layer_sinks = xmalloc((size_t)cache->n_layers * sizeof *at->layer_sinks);
+    memcpy(at->layer_sinks, cfg->layer_sinks, (size_t)cache->n_layers * sizeof *at->layer_sinks);
+    at->cfg.layer_sinks = at->layer_sinks;
+  }
   if (cfg->layer_window) {
     at->layer_window = xmalloc((size_t)cache->n_layers * sizeof *at->layer_window);
     memcpy(at->layer_window, cfg->layer_window, (size_t)cache->n_layers * sizeof *at->layer_window);
@@ -137,6 +147,7 @@ void attn_destroy(attn_t *at) {
   be->free(be, at->v_gather);
   free(at->host_slots);
   free(at->layer_window);
+  free(at->layer_sinks);
   free(at);
 }
 
@@ -322,6 +333,7 @@ int attn_layer_forward(attn_t *at, int layer, const float *q, const float *k, co
   a.n_kv_heads = c->layer_kv_heads[layer];
   a.head_dim = c->layer_head_dim[layer];
   a.scale = at->cfg.scale > 0 ? at->cfg.scale : 1.0f / sqrtf((float)a.head_dim);
+  a.sinks = at->layer_sinks ? at->layer_sinks[layer] : NULL;
   if (at->path == ATTN_PATH_DECODE) {
     a.k_new = k;
     a.v_new = v;
