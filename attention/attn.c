@@ -64,11 +64,15 @@ attn_t *attn_create(kern_backend_t *be, kv_cache_t *cache, const attn_config_t *
     log_error("attn_create: layer %d has a sliding window of %d (want >= 0)", bad_window, cfg->layer_window[bad_window]);
     return NULL;
   }
-  if (cfg->n_heads < 1 || cfg->n_heads % cache->n_kv_heads != 0 || cfg->max_seqs < 1 || cfg->max_tokens < 1 ||
+  int bad_heads = -1; /* a layer whose KV heads do not divide the query heads */
+  for (int l = 0; l < cache->n_layers && bad_heads < 0; l++)
+    if (cfg->n_heads < 1 || cfg->n_heads % cache->layer_kv_heads[l] != 0) bad_heads = l;
+  if (bad_heads >= 0 || cfg->max_seqs < 1 || cfg->max_tokens < 1 ||
       cfg->max_seq_len < 0 || cfg->max_kv_tokens < 0 || !(cfg->scale >= 0.0f) || !(cfg->softcap >= 0.0f)) {
-    log_error("attn_create: bad configuration: %d query heads for %d KV heads, %d sequences, %d tokens, "
+    log_error("attn_create: bad configuration: %d query heads for %d KV heads (layer %d), %d sequences, %d tokens, "
               "max_seq_len %d, max_kv_tokens %lld, scale %g",
-              cfg->n_heads, cache->n_kv_heads, cfg->max_seqs, cfg->max_tokens, cfg->max_seq_len,
+              cfg->n_heads, cache->layer_kv_heads[bad_heads < 0 ? 0 : bad_heads], bad_heads < 0 ? 0 : bad_heads,
+              cfg->max_seqs, cfg->max_tokens, cfg->max_seq_len,
               (long long)cfg->max_kv_tokens, cfg->scale);
     return NULL;
   }
@@ -80,7 +84,7 @@ attn_t *attn_create(kern_backend_t *be, kv_cache_t *cache, const attn_config_t *
   at->be = be;
   at->cache = cache;
   at->cfg = *cfg;
-  if (at->cfg.scale == 0.0f) at->cfg.scale = 1.0f / sqrtf((float)cache->head_dim);
+  /* cfg.scale 0: each layer's 1 / sqrt(head_dim) (attn_layer_forward) */
   if (cfg->layer_sinks) {
     at->layer_sinks = xmalloc((size_t)cache->n_layers * sizeof *at->layer_sinks);
     memcpy(at->layer_sinks, cfg->layer_sinks, (size_t)cache->n_layers * sizeof *at->layer_sinks);
@@ -114,7 +118,11 @@ attn_t *attn_create(kern_backend_t *be, kv_cache_t *cache, const attn_config_t *
     if (!at->stage[i]) failed = 1;
   }
   if (cfg->gather) {
-    size_t bytes = (size_t)at->cfg.max_kv_tokens * cache->kv_dim * cache->elem_bytes;
+    size_t kv_dim = 0; /* the widest layer's */
+    for (int l = 0; l < cache->n_layers; l++)
+      if ((size_t)cache->layer_kv_heads[l] * cache->layer_head_dim[l] > kv_dim)
+        kv_dim = (size_t)cache->layer_kv_heads[l] * cache->layer_head_dim[l];
+    size_t bytes = (size_t)at->cfg.max_kv_tokens * kv_dim * cache->elem_bytes;
     at->k_gather = dev_alloc(at, bytes, &failed);
     at->v_gather = dev_alloc(at, bytes, &failed);
   }
@@ -322,6 +330,9 @@ int attn_layer_forward(attn_t *at, int layer, const float *q, const float *k, co
   a.k_cache = kv_cache_k(c, layer);
   a.v_cache = kv_cache_v(c, layer);
   a.sliding_window = at->layer_window ? at->layer_window[layer] : 0;
+  a.n_kv_heads = c->layer_kv_heads[layer];
+  a.head_dim = c->layer_head_dim[layer];
+  a.scale = at->cfg.scale > 0 ? at->cfg.scale : 1.0f / sqrtf((float)a.head_dim);
   a.sinks = at->layer_sinks ? at->layer_sinks[layer] : NULL;
   if (at->path == ATTN_PATH_DECODE) {
     a.k_new = k;

@@ -38,7 +38,7 @@
 
 typedef struct attn_config {
   int n_heads;         /* query heads; a multiple of the cache's n_kv_heads */
-  float scale;         /* score scale; 0: 1 / sqrt(head_dim) */
+  float scale;         /* score scale; 0: 1 / sqrt(head_dim), each layer its own */
   float softcap;       /* > 0: scores soft-capped, softcap * tanh(score / softcap) (Gemma 2); 0: none */
   int max_seqs;        /* sequences per step */
   int max_tokens;      /* query tokens per step */

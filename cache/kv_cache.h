@@ -3,7 +3,9 @@
  *
  * One arena, allocated once through the backend (be->alloc), holds for each
  * layer a K and a V tensor of [num_blocks, block_size, n_kv_heads, head_dim]
- * elements of be->kv_type (f32 on CPU). Block b of every layer belongs to
+ * elements of be->kv_type (f32 on CPU). A layer's geometry may be its own
+ * (Gemma 4: the full-attention layers have wider heads and fewer of them):
+ * each layer's tensors then take their own bytes, at their own offset. Block b of every layer belongs to
  * whoever holds block id b in the allocator (cache/kv_alloc.h), which the
  * cache owns: the scheduler reserves a sequence's blocks there, the model
  * writes and reads them through kv_cache_update() and the attention kernels.
@@ -27,6 +29,8 @@ typedef struct kv_cache_config {
   int n_layers;
   int n_kv_heads;
   int head_dim;
+  const int *layer_kv_heads; /* [n_layers] each layer's KV heads (copied); NULL: n_kv_heads on every layer */
+  const int *layer_head_dim; /* [n_layers] each layer's head_dim (copied); NULL: head_dim on every layer */
   int block_size;      /* tokens per block; 0: KV_DEFAULT_BLOCK_SIZE */
   int64_t num_blocks;  /* > 0: exactly this many blocks; 0: as many as budget_bytes holds */
   size_t budget_bytes; /* arena bytes (K and V of all layers), used when num_blocks is 0 */
@@ -35,13 +39,15 @@ typedef struct kv_cache_config {
 /* Fields are read-only to callers. */
 typedef struct kv_cache {
   kern_backend_t *be; /* not owned; outlives the cache */
-  int n_layers, n_kv_heads, head_dim;
-  int kv_dim;         /* n_kv_heads * head_dim */
+  int n_layers, n_kv_heads, head_dim; /* n_kv_heads, head_dim: layer 0's (every layer's unless per layer) */
+  int kv_dim;         /* n_kv_heads * head_dim (layer 0's) */
+  int *layer_kv_heads, *layer_head_dim; /* [n_layers] each layer's geometry (owned) */
+  size_t *layer_off;    /* [n_layers] byte offset of each layer's K in the arena; its V follows it */
   int block_size;     /* tokens per block */
   int32_t num_blocks;
   kern_type_t kv_type;  /* be->kv_type */
   size_t elem_bytes;    /* bytes of one kv_type element */
-  size_t tensor_bytes;  /* bytes of one layer's K (or V): num_blocks * block_size * kv_dim elements */
+  size_t arena_bytes;   /* the whole arena: K and V of every layer */
   void *arena;          /* device: [n_layers][K, V][num_blocks, block_size, n_kv_heads, head_dim] (owned) */
   kv_alloc_t *alloc;    /* the block allocator (owned) */
 } kv_cache_t;
@@ -59,7 +65,8 @@ kv_cache_t *kv_cache_create(kern_backend_t *be, const kv_cache_config_t *cfg);
 void kv_cache_destroy(kv_cache_t *c);
 
 /* Layer `layer`'s K and V tensors (device pointers into the arena):
- * [num_blocks, block_size, n_kv_heads, head_dim] of kv_type. */
+ * [num_blocks, block_size, n_kv_heads, head_dim] of kv_type, the layer's
+ * own n_kv_heads and head_dim (layer_kv_heads, layer_head_dim). */
 void *kv_cache_k(const kv_cache_t *c, int layer);
 void *kv_cache_v(const kv_cache_t *c, int layer);
 

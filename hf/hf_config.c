@@ -19,6 +19,8 @@
  *   gemma: query_pre_attn_scalar (must be what llama.cpp's reading gives),
  *   attn_logit_softcapping, final_logit_softcapping, sliding_window_pattern
  *   or layer_types, rope_local_base_freq.
+ *   gemma4_text → gemma4 (and gemma4, Gemma 4's multimodal folder, read
+ *   through its text_config): its own fields in hf_gemma4.c.
  *   gpt_oss → gpt-oss (hf_gptoss.c; rope_parameters yarn: factor,
  *   original_max_position_embeddings, beta_fast/slow, attention_factor,
  *   truncate as tram.rope.scaling.yarn_truncate)
@@ -285,19 +287,7 @@ static int gemma_fields(gguf_build_t *b, const cJSON *cfg, const char *a, int ve
   long long pattern;
   const cJSON *types = field(cfg, "layer_types");
   if (cJSON_IsArray(types)) { /* newer configs: the pattern spelled out; tram runs a periodic one */
-    pattern = 0;
-    for (int l = 0; l < cJSON_GetArraySize(types) && !pattern; l++) {
-      const cJSON *t = cJSON_GetArrayItem(types, l);
-      if (cJSON_IsString(t) && strcmp(t->valuestring, "full_attention") == 0) pattern = l + 1;
-    }
-    for (int l = 0; l < cJSON_GetArraySize(types); l++) {
-      const cJSON *t = cJSON_GetArrayItem(types, l);
-      const int full = pattern && (l + 1) % pattern == 0;
-      if (!cJSON_IsString(t) || strcmp(t->valuestring, full ? "full_attention" : "sliding_attention") != 0) {
-        snprintf(err, err_len, "config.json: layer_types[%d] breaks the periodic sliding/full pattern tram runs", l);
-        return -EINVAL;
-      }
-    }
+    if (hf__layer_pattern(types, n_layers, &pattern, err, err_len)) return -EINVAL;
   } else if (hf__int(field(cfg, "sliding_window_pattern"), "config.json: sliding_window_pattern", version == 2 ? 2 : 6,
                      0, 4096, &pattern, err, err_len)) {
     return -EINVAL;
@@ -311,6 +301,32 @@ static int gemma_fields(gguf_build_t *b, const cJSON *cfg, const char *a, int ve
     gguf_build_f32(b, key, (float)v);
   }
   return 0;
+}
+
+int hf__layer_pattern(const cJSON *types, int n_layers, long long *pattern, char *err, size_t err_len) {
+  *pattern = 0;
+  for (int l = 0; l < cJSON_GetArraySize(types) && !*pattern; l++) {
+    const cJSON *t = cJSON_GetArrayItem(types, l);
+    if (cJSON_IsString(t) && strcmp(t->valuestring, "full_attention") == 0) *pattern = l + 1;
+  }
+  if (cJSON_GetArraySize(types) != n_layers) {
+    snprintf(err, err_len, "config.json: layer_types has %d entries for %d layers", cJSON_GetArraySize(types),
+             n_layers);
+    return -EINVAL;
+  }
+  for (int l = 0; l < n_layers; l++) {
+    const cJSON *t = cJSON_GetArrayItem(types, l);
+    const int full = *pattern && (l + 1) % *pattern == 0;
+    if (!cJSON_IsString(t) || strcmp(t->valuestring, full ? "full_attention" : "sliding_attention") != 0) {
+      snprintf(err, err_len, "config.json: layer_types[%d] breaks the periodic sliding/full pattern tram runs", l);
+      return -EINVAL;
+    }
+  }
+  return 0;
+}
+
+int hf__pos_float(const cJSON *v, const char *what, double def, double *out, char *err, size_t err_len) {
+  return pos_float(v, what, def, out, err, err_len);
 }
 
 /* rope_theta: top-level (transformers 4), or in rope_parameters (5). The
@@ -383,8 +399,11 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   if (strcmp(t, "qwen3_5") == 0 && cJSON_IsObject(text)) { /* the multimodal wrapper: its text model */
     cfg = text;
     t = "qwen3_5_text";
+  } else if (strcmp(t, "gemma4") == 0 && cJSON_IsObject(text)) { /* Gemma 4's multimodal folder: its text model */
+    cfg = text;
+    t = "gemma4_text";
   }
-  int gemma = 0;
+  int gemma = 0, gemma4 = 0;
   if (strcmp(t, "qwen3_5_text") == 0) {
     arch->name = "qwen35";
     arch->qwen35 = 1;
@@ -404,23 +423,21 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
     arch->name = "gemma2", gemma = 2;
   } else if (strcmp(t, "gemma3_text") == 0) {
     arch->name = "gemma3", gemma = 3;
-  } else if (strncmp(t, "gemma4", 6) == 0) {
-    snprintf(err, err_len, "config.json: model_type \"%.20s\" (Gemma 4) is not something tram runs yet: "
-             "hidden_size_per_layer_input, per-layer head_dim (per_layer_config), num_kv_shared_layers, "
-             "attention_k_eq_v, proportional RoPE%s (docs/models.md, \"Refused families\")", t,
-             cJSON_IsTrue(field(cfg, "enable_moe_block")) ? ", enable_moe_block" : "");
-    return -EINVAL;
+  } else if (strcmp(t, "gemma4_text") == 0) {
+    arch->name = "gemma4", gemma4 = 1;
   } else if (strcmp(t, "smollm3") == 0) {
     arch->name = "smollm3";
     arch->permute_qk = 1;
   } else {
     snprintf(err, err_len, "config.json: model_type \"%.40s\" is not one tram runs (llama, mistral, qwen2, qwen3, "
-             "gemma2, gemma3_text, phi3, smollm3, qwen3_5_text, qwen2_moe, qwen3_moe, mixtral, gpt_oss)", t);
+             "gemma2, gemma3_text, gemma4_text, phi3, smollm3, qwen3_5_text, qwen2_moe, qwen3_moe, mixtral, gpt_oss)", t);
     return -EINVAL;
   }
   const int qwen35 = arch->qwen35; /* (memset above cleared the rest) */
   arch->gptoss = strcmp(t, "gpt_oss") == 0;
   arch->gemma = gemma != 0;
+  arch->gemma4 = gemma4;
+  if (gemma4) gemma = 4; /* Gemma's activation field and tied default; its own fields below */
   const char *a = arch->name;
   long long dim, ff, layers, heads, kv, head_dim, ctx, vocab, window = 0;
   if (hf__int(field(cfg, "hidden_size"), "config.json: hidden_size", -1, 1, 1 << 20, &dim, err, err_len) ||
@@ -447,7 +464,7 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
     return -EINVAL;
   }
   double eps, theta, partial;
-  if (rope_parameters_flat(cfg, err, err_len) ||
+  if ((!gemma4 && rope_parameters_flat(cfg, err, err_len)) || /* gemma4: per layer type (hf_gemma4.c) */
       pos_float(field(cfg, "rms_norm_eps"), "config.json: rms_norm_eps", 0, &eps, err, err_len) ||
       pos_float(rope_theta_field(cfg), "config.json: rope_theta",
                 !strcmp(a, "smollm3") ? 2000000.0 : !strcmp(a, "gpt-oss") ? 150000.0 : 10000.0, &theta, err,
@@ -474,6 +491,11 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
     snprintf(err, err_len, "config.json: mlp_bias is not something tram runs");
     return -EINVAL;
   }
+  if (partial > 1.0) { /* (and the rotated width below stays an int) */
+    snprintf(err, err_len, "config.json: partial_rotary_factor %g is more than 1 (the share of a head RoPE turns)",
+             partial);
+    return -EINVAL;
+  }
   const int rot_dim = (int)(head_dim * partial) & ~1;
   char key[96];
 #define U32(name, v) (snprintf(key, sizeof key, "%s." name, a), gguf_build_u32(b, key, (uint32_t)(v)))
@@ -488,9 +510,9 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   U32("attention.head_count_kv", kv);
   U32("attention.key_length", head_dim);
   U32("attention.value_length", head_dim);
-  U32("rope.dimension_count", rot_dim);
+  if (!gemma4) U32("rope.dimension_count", rot_dim);
   F32("attention.layer_norm_rms_epsilon", eps);
-  F32("rope.freq_base", theta);
+  if (!gemma4) F32("rope.freq_base", theta);
   if (window > 0) U32("attention.sliding_window", window);
 #undef U32
 #undef F32
@@ -505,8 +527,10 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   if ((strstr(t, "_moe") || strcmp(t, "mixtral") == 0 || arch->gptoss) && hf__moe_config(b, cfg, t, arch, err, err_len))
     return -EINVAL;
   if (arch->gptoss && hf__gptoss_config(cfg, (int)layers, err, err_len)) return -EINVAL;
-  if (gemma && gemma_fields(b, cfg, a, gemma, (int)layers, (int)head_dim, (int)dim, (int)heads, err, err_len))
+  if (gemma && !gemma4 &&
+      gemma_fields(b, cfg, a, gemma, (int)layers, (int)head_dim, (int)dim, (int)heads, err, err_len))
     return -EINVAL;
+  if (gemma4 && hf__gemma4_config(b, cfg, a, (int)layers, (int)head_dim, (int)kv, err, err_len)) return -EINVAL;
   if (qwen35 && qwen35_fields(b, cfg, a, layers, err, err_len)) return -EINVAL;
   if (strcmp(a, "smollm3") == 0 && no_rope_fields(cfg, (int)layers, err, err_len)) return -EINVAL;
   return 0;

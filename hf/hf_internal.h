@@ -14,6 +14,8 @@ typedef struct hf_arch {
   int permute_qk;    /* llama: reorder Q/K rows for adjacent-pair RoPE (llama.cpp's permute) */
   int gemma;         /* norm weights stored as w, GGUF wants 1 + w */
   int tied;          /* tie_word_embeddings: lm_head.weight not used */
+  int gemma4;        /* Gemma 4: Gemma's tensor names, norms as stored (w), per-layer inputs; its multimodal
+                        folder's model.language_model. read as model., its towers skipped */
   int qwen35;        /* Qwen3.5's hybrid: zero-centred norms (1 + w, not the gated ssm_norm), A_log as
                         -exp(A_log), the conv1d squeezed, its multimodal wrapper's names unwrapped */
   int gptoss;        /* gpt_oss: the MLP's input norm is post_attention_norm, experts as hf_gptoss.c */
@@ -62,6 +64,24 @@ int hf__moe_check(const hf_arch_t *a, int layer, const char *hf_name, const char
  * on the error paths). 0 or -EINVAL. */
 int hf__moe_finish(hf_arch_t *a, char *err, size_t err_len);
 void hf__moe_free(hf_arch_t *a);
+
+/* A positive finite JSON number into *out; def when v is NULL or JSON null
+ * (an error when def <= 0). 0 or -EINVAL naming `what`. */
+int hf__pos_float(const cJSON *v, const char *what, double def, double *out, char *err, size_t err_len);
+
+/* layer_types (a JSON array of n_layers "sliding_attention" /
+ * "full_attention") as the periodic pattern tram runs: *pattern = p when
+ * layer l is full exactly where (l + 1) % p == 0 (0: no full layer). 0, or
+ * -EINVAL naming the first layer that breaks it. */
+int hf__layer_pattern(const cJSON *types, int n_layers, long long *pattern, char *err, size_t err_len);
+
+/* Gemma 4's fields of config.json (hf_gemma4.c) → the gemma4.* keys that
+ * model/model_gemma4.c reads, beyond the common ones hf__config wrote
+ * (attention.head_count_kv and key_length there are the sliding layers').
+ * a: the architecture prefix; n_layers, head_dim, n_kv_heads as read. 0 or
+ * -EINVAL naming the field. */
+int hf__gemma4_config(gguf_build_t *b, const cJSON *cfg, const char *a, int n_layers, int head_dim, int n_kv_heads,
+                      char *err, size_t err_len);
 
 /* gpt_oss's config.json fields beyond the common and the experts' ones
  * (hf_gptoss.c): 0 or -EINVAL naming the field. */

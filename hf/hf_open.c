@@ -15,7 +15,14 @@
  *   norm → ssm_norm, out_proj → ssm_out (value heads kept in Hugging Face's
  *   order: hf_config.c says so in tram.ssm.v_heads_grouped); a Qwen3.5
  *   multimodal checkpoint's model.language_model. read as model., its
- *   model.visual. and mtp. tensors skipped (tram runs text, no MTP).
+ *   model.visual. and mtp. tensors skipped (tram runs text, no MTP);
+ *   gemma4's per_layer_input_gate → inp_gate, per_layer_projection → proj,
+ *   post_per_layer_input_norm → post_norm, layer_scalar →
+ *   layer_output_scale, model.embed_tokens_per_layer →
+ *   per_layer_token_embd, model.per_layer_model_projection →
+ *   per_layer_model_proj, model.per_layer_projection_norm →
+ *   per_layer_proj_norm, its multimodal folder unwrapped as Qwen3.5's and
+ *   its towers (vision, audio and their embedders) skipped.
  * Matrices stay views of the mapping, except Llama's Q and K (and their
  * biases), whose rows are reordered as llama.cpp's converter does so that
  * adjacent-pair RoPE applies; 1-D norm weights and biases become F32 copies
@@ -122,10 +129,21 @@ static int map_name(const char *hf, const hf_arch_t *a, char *out, size_t len) {
       {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight", NULL, K_MATRIX},
       {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight", NULL, K_MATRIX},
       {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight", NULL, K_MATRIX},
+      /* gemma4: per-layer inputs, the layer's output scale */
+      {"per_layer_input_gate.weight", "inp_gate.weight", NULL, K_MATRIX},
+      {"per_layer_projection.weight", "proj.weight", NULL, K_MATRIX},
+      {"post_per_layer_input_norm.weight", "post_norm.weight", NULL, K_VECTOR},
+      {"layer_scalar", "layer_output_scale.weight", NULL, K_VECTOR},
   };
   char unwrapped[160];
-  if (a->qwen35) { /* Qwen3_5ForConditionalGeneration: the text model under model.language_model. */
-    if (strncmp(hf, "model.visual.", 13) == 0 || strncmp(hf, "mtp.", 4) == 0) return K_SKIP;
+  if (a->gemma4) { /* Gemma4ForConditionalGeneration: the towers and their embedders skipped (text only) */
+    static const char *const towers[] = {"model.vision_tower.", "model.audio_tower.", "model.embed_vision.",
+                                         "model.embed_audio."};
+    for (size_t i = 0; i < sizeof towers / sizeof towers[0]; i++)
+      if (strncmp(hf, towers[i], strlen(towers[i])) == 0) return K_SKIP;
+  }
+  if (a->qwen35 || a->gemma4) { /* a multimodal wrapper: the text model under model.language_model. */
+    if (a->qwen35 && (strncmp(hf, "model.visual.", 13) == 0 || strncmp(hf, "mtp.", 4) == 0)) return K_SKIP;
     if (strncmp(hf, "model.language_model.", 21) == 0) {
       snprintf(unwrapped, sizeof unwrapped, "model.%s", hf + 21);
       hf = unwrapped;
@@ -135,7 +153,9 @@ static int map_name(const char *hf, const hf_arch_t *a, char *out, size_t len) {
   if (sscanf(hf, "model.layers.%d.%n", &l, &at) == 1 && at > 0 && l >= 0 && l < a->n_layers) {
     for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
       if (strcmp(hf + at, layer[i].hf) == 0) {
-        const char *g = (a->gemma || a->qwen35 || a->gptoss) && layer[i].gguf_gemma ? layer[i].gguf_gemma : layer[i].gguf;
+        const char *g = (a->gemma || a->gemma4 || a->qwen35 || a->gptoss) && layer[i].gguf_gemma
+                            ? layer[i].gguf_gemma
+                            : layer[i].gguf;
         if (g) snprintf(out, len, "blk.%d.%s", l, g);
         return layer[i].kind;
       }
@@ -144,6 +164,14 @@ static int map_name(const char *hf, const hf_arch_t *a, char *out, size_t len) {
   if (strcmp(hf, "model.embed_tokens.weight") == 0) return snprintf(out, len, "token_embd.weight"), K_MATRIX;
   if (strcmp(hf, "model.norm.weight") == 0) return snprintf(out, len, "output_norm.weight"), K_VECTOR;
   if (strcmp(hf, "lm_head.weight") == 0) return a->tied ? K_SKIP : (snprintf(out, len, "output.weight"), K_MATRIX);
+  if (a->gemma4) { /* per-layer inputs: llama.cpp's gemma3n names */
+    if (strcmp(hf, "model.embed_tokens_per_layer.weight") == 0)
+      return snprintf(out, len, "per_layer_token_embd.weight"), K_MATRIX;
+    if (strcmp(hf, "model.per_layer_model_projection.weight") == 0)
+      return snprintf(out, len, "per_layer_model_proj.weight"), K_MATRIX;
+    if (strcmp(hf, "model.per_layer_projection_norm.weight") == 0)
+      return snprintf(out, len, "per_layer_proj_norm.weight"), K_VECTOR;
+  }
   return -1;
 }
 

@@ -45,6 +45,11 @@
  *   smollm3 the llama block (Q/K rows permuted as for llama) whose every
  *          fourth layer (l + 1 ≡ 0 mod 4) has no RoPE ("NoPE"): llama.cpp
  *          fixes the step at 4, with no GGUF key for it.
+ *   gemma4 Gemma 4's dense text model, from a Hugging Face folder only
+ *          (hf/hf_gemma4.c's keys; model/model_gemma4.c): per-layer inputs,
+ *          head geometry per layer type (the full layers' wider heads),
+ *          KV-shared layers (the cache holds only the layers that own
+ *          K/V), K = V on the full layers, proportional RoPE, layer_scalar.
  *
  * A model_t owns the GGUF mapping for its whole life: on the CPU backend the
  * weight matrices are views into it (other backends copy them to the device
@@ -103,6 +108,7 @@ typedef enum model_arch {
   MODEL_ARCH_PHI3 = 5,
   MODEL_ARCH_SMOLLM3 = 6,
   MODEL_ARCH_QWEN35 = 7,
+  MODEL_ARCH_GEMMA4 = 8,
   MODEL_ARCH_QWEN2MOE = 30, /* mixtures of experts (model/model_moe.h); Mixtral is MODEL_ARCH_LLAMA */
   MODEL_ARCH_QWEN3MOE = 31,
   MODEL_ARCH_GPTOSS = 32,   /* gpt-oss: see above */
@@ -191,6 +197,17 @@ typedef struct model_hparams {
   int expert_ff_dim;   /* expert_feed_forward_length (default feed_forward_length) */
   int shexp_ff_dim;    /* expert_shared_feed_forward_length: the sigmoid-gated shared expert (qwen2moe); 0: none */
   int expert_norm;     /* expert_weights_norm: the top-k weights renormalised to sum 1 */
+  /* gemma4 (model_gemma4.c): zeros elsewhere; head_dim, n_kv_heads, rot_dim, rope_base are the
+     sliding layers' */
+  int head_dim_full;   /* attention.key_length_full: the full layers' head_dim (0: not gemma4) */
+  int n_kv_heads_full; /* attention.head_count_kv_full */
+  int rot_dim_full;    /* rope.dimension_count_full: the full layers' rotated dims (proportional RoPE: the
+                          other pairs of the head turn at frequency 0) */
+  float rope_base_full; /* rope.freq_base_full */
+  int ple_dim;         /* embedding_length_per_layer_input: per-layer inputs' width; 0: none */
+  int n_kv_shared;     /* attention.shared_kv_layers: the last n layers read K/V of earlier ones */
+  int ff_dim_shared;   /* feed_forward_length_shared: those layers' MLP width */
+  int k_eq_v;          /* attention.k_eq_v: the full layers' V is their K projection (no attn_v) */
   int moe_gating;      /* model_moe_gating_t: softmax then top-k (0), or top-k then softmax (gpt-oss) */
   int moe_bias;        /* 1: the router and the experts have biases (gpt-oss: ffn_gate_inp.bias,
                           ffn_{gate,up,down}_exps.bias) */
@@ -272,14 +289,23 @@ int model_layer_recurrent(const model_hparams_t *hp, int l);
 int model_state_config(const model_t *m, kv_state_config_t *cfg);
 /* 1 when layer l turns Q and K by RoPE, 0 for a NoPE layer (no_rope_step). */
 int model_layer_rope(const model_hparams_t *hp, int l);
+/* Layer l's attention geometry: its head_dim and KV heads (gemma4's full
+ * layers have their own), its MLP width, and the paged-cache layer it
+ * reads (its index among the attention layers; a gemma4 KV-shared layer
+ * reads the last layer of its type that owns K/V). */
+int model_layer_head_dim(const model_hparams_t *hp, int l);
+int model_layer_kv_heads(const model_hparams_t *hp, int l);
+int model_layer_ff_dim(const model_hparams_t *hp, int l);
+int model_layer_cache_layer(const model_hparams_t *hp, int l);
 /* Bytes of weights, as the file stores them, that a forward of one token
  * reads: every matrix of every layer and the output projection once, plus
  * one embedding row (the numerator of the decode bandwidth bound). */
 int64_t model_step_weight_bytes(const model_t *m);
 
 /* The cache geometry the model needs: fills n_layers (the layers with
- * attention: a hybrid's full-attention layers only), n_kv_heads and
- * head_dim of cfg, leaving the sizing fields (block_size, num_blocks,
+ * attention: a hybrid's full-attention layers only; gemma4's layers that
+ * own K/V), n_kv_heads and head_dim of cfg, and for gemma4 the per-layer
+ * geometry (layer_kv_heads, layer_head_dim: arrays the model owns), leaving the sizing fields (block_size, num_blocks,
  * budget_bytes) as they are. */
 void model_kv_config(const model_t *m, kv_cache_config_t *cfg);
 

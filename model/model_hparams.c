@@ -86,6 +86,16 @@ static int get_pos_float(const gguf_ctx_t *g, const char *arch, const char *name
   return 0;
 }
 
+int model__get_int(const gguf_ctx_t *g, const char *arch, const char *name, int64_t def, int64_t lo, int64_t hi,
+                   int *out, char *err, size_t err_len) {
+  return get_int(g, arch, name, def, lo, hi, out, err, err_len);
+}
+
+int model__get_pos_float(const gguf_ctx_t *g, const char *arch, const char *name, float def, float *out, char *err,
+                         size_t err_len) {
+  return get_pos_float(g, arch, name, def, out, err, err_len);
+}
+
 /* Reads the RoPE scaling keys into hp. */
 static int read_rope_scaling(const gguf_ctx_t *g, const char *arch, model_hparams_t *hp, char *err, size_t err_len) {
   char key[128];
@@ -293,6 +303,13 @@ static int read_vocab(const gguf_ctx_t *g, const char *arch, model_hparams_t *hp
 static const char *const GEMMA_KEYS[] = {"attn_logit_softcapping", "final_logit_softcapping",
                                          "attention.sliding_window_pattern", "rope.freq_base_swa", NULL};
 
+/* The `<arch>.` keys only gemma4 reads (model_gemma4.c). */
+static const char *const GEMMA4_KEYS[] = {"attention.sliding_window_pattern", "attention.key_length_full",
+                                          "attention.head_count_kv_full", "attention.k_eq_v",
+                                          "attention.shared_kv_layers", "embedding_length_per_layer_input",
+                                          "feed_forward_length_shared", "rope.dimension_count_full",
+                                          "rope.freq_base_full", "final_logit_softcapping", NULL};
+
 /* The `<arch>.` keys only phi3 reads. */
 static const char *const PHI3_KEYS[] = {"rope.scaling.attn_factor", NULL};
 
@@ -327,6 +344,7 @@ static const struct arch_info {
     {"phi3", "Phi3ForCausalLM", MODEL_ARCH_PHI3, 1, 0, 0, 0, PHI3_KEYS, 1},
     {"qwen35", "Qwen3_5ForCausalLM", MODEL_ARCH_QWEN35, 1, 0, 1, 0, QWEN35_KEYS, 0},
     {"smollm3", "SmolLM3ForCausalLM", MODEL_ARCH_SMOLLM3, 0, 0, 0, 0, NULL, 0},
+    {"gemma4", "Gemma4ForCausalLM", MODEL_ARCH_GEMMA4, 1, 0, 1, 0, GEMMA4_KEYS, 0},
     {"qwen2moe", "Qwen2MoeForCausalLM", MODEL_ARCH_QWEN2MOE, 1, 1, 0, 0, MODEL_MOE_KEYS, 0},
     {"qwen3moe", "Qwen3MoeForCausalLM", MODEL_ARCH_QWEN3MOE, 1, 0, 1, 0, MODEL_MOE_KEYS, 0},
     {"gpt-oss", "GptOssForCausalLM", MODEL_ARCH_GPTOSS, 1, 1, 0, 0, GPTOSS_KEYS, 0},
@@ -484,12 +502,6 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   const struct arch_info *ai = NULL;
   for (size_t i = 0; i < N_ARCHS && !ai; i++)
     if (gguf_str_eq(a, ARCHS[i].name)) ai = &ARCHS[i];
-  if (!ai && gguf_str_eq(a, "gemma4")) {
-    snprintf(err, err_len, "general.architecture \"gemma4\" (Gemma 4) is not something tram runs yet: per-layer "
-             "input embeddings, per-layer head sizes (256/512), KV shared across layers, K = V attention and "
-             "proportional RoPE (docs/models.md, \"Refused families\")");
-    return -EINVAL;
-  }
   if (!ai) {
     snprintf(err, err_len,
              "unsupported architecture \"%.*s\" (general.architecture): tram runs llama, qwen2, qwen3, "
@@ -498,6 +510,12 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
     return -EINVAL;
   }
   const char *arch = ai->name;
+  int64_t hf_layout = 0;
+  if (ai->arch == MODEL_ARCH_GEMMA4 && !(gguf_get_i64(g, "tram.gemma4.hf_layout", &hf_layout) == 0 && hf_layout)) {
+    snprintf(err, err_len, "general.architecture \"gemma4\": tram runs Gemma 4 from a Hugging Face folder only, not "
+             "from llama.cpp's GGUF form yet (docs/models.md)");
+    return -EINVAL;
+  }
   hp->arch = ai->arch;
   hp->rope_neox = ai->neox;
   hp->qk_norm = ai->qk_norm;
@@ -581,6 +599,8 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
     hp->attn_sinks = 1;
     hp->o_bias = 1;
   }
+  if (ai->arch == MODEL_ARCH_GEMMA4) rc = model__gemma4_hparams(g, arch, hp, err, err_len);
+  if (rc != 0) return rc;
 
   hp->tied_output = gguf_find_tensor(g, "output.weight") == NULL;
   hp->qkv_bias = ai->qkv_bias || gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;

@@ -36,6 +36,11 @@ typedef struct model_layer {
   float *dt_bias;        /* [n_v_heads] ssm_dt.bias */
   float *ssm_norm;       /* [head_v] ssm_norm: the gated RMSNorm's weight */
   model_moe_layer_t *moe; /* a sparse layer's experts (owned), instead of w_gate/w_up/w_down; NULL: dense */
+  /* gemma4 (model_gemma4.c) */
+  kern_weight_t w_pl_gate; /* [ple_dim, dim] inp_gate: the per-layer input's gate */
+  kern_weight_t w_pl_proj; /* [dim, ple_dim] proj */
+  float *pl_norm;          /* [dim] post_norm */
+  float layer_scale;       /* layer_output_scale: x *= it at the layer's end */
 } model_layer_t;
 
 struct model {
@@ -57,7 +62,72 @@ struct model {
   void **quant_bufs;      /* [n_quant_bufs], owned */
   size_t n_quant_bufs, quant_bufs_cap;
   int n_quantized;        /* matrices quantized (for the load's log line) */
+  /* gemma4 (model_gemma4.c) */
+  kern_weight_t pl_embd;   /* [n_layers ple_dim, n_vocab] per_layer_token_embd */
+  kern_weight_t pl_proj;   /* [n_layers ple_dim, dim] per_layer_model_proj */
+  float *pl_proj_norm;     /* device [ple_dim] per_layer_proj_norm */
+  float *inv_freq_full_dev; /* device [head_dim_full / 2]: the full layers' (0 past rot_dim_full / 2) */
+  float *ones;             /* device [max head_dim]: the weight of v_norm, an RMSNorm without one */
+  int *cache_kv_heads, *cache_head_dim; /* [n_attn_layers] host: the cache's per-layer geometry */
 };
+
+/* model_hparams.c's readers of `<arch>.<name>`: an integer in [lo, hi]
+ * (def when absent, if def >= 0), a positive finite float (def when
+ * absent, if def > 0). 0, or -EINVAL naming the key. */
+int model__get_int(const gguf_ctx_t *g, const char *arch, const char *name, int64_t def, int64_t lo, int64_t hi,
+                   int *out, char *err, size_t err_len);
+int model__get_pos_float(const gguf_ctx_t *g, const char *arch, const char *name, float def, float *out, char *err,
+                         size_t err_len);
+
+/* The state of one load (model_load.c): the tensors used so far, and the
+ * error line. */
+typedef struct loader {
+  model_t *m;
+  const gguf_tensor_t **used; /* [n_used] */
+  size_t n_used, cap;
+  char *err;
+  size_t err_len;
+} loader_t;
+
+/* A weight matrix rows × cols prepared on the backend; an F32 vector of n
+ * copied to a device buffer (a missing optional one leaves *dst NULL).
+ * 0 or -EINVAL with ld->err written (model_load.c). */
+int model__load_matrix(loader_t *ld, const char *name, int64_t rows, int64_t cols, kern_weight_t *w);
+int model__load_vector(loader_t *ld, const char *name, int64_t n, float **dst, int required);
+/* The F32 tensor `name` of one element, read on the host into *out. */
+int model__load_scalar(loader_t *ld, const char *name, float *out);
+
+/* Gemma 4 (model_gemma4.c). The gemma4.* keys beyond the common ones into
+ * hp (refusing a GGUF file not written by hf/); 0 or -EINVAL naming the
+ * key. */
+int model__gemma4_hparams(const gguf_ctx_t *g, const char *arch, model_hparams_t *hp, char *err, size_t err_len);
+/* The tensors of the per-layer inputs (model-wide), and layer l's. */
+int model__gemma4_load_globals(loader_t *ld);
+int model__gemma4_load_layer(loader_t *ld, int l);
+/* After the tensors: RoPE frequencies, v_norm's ones, the cache geometry. */
+int model__gemma4_extras(model_t *m, char *err, size_t err_len);
+void model__gemma4_free(model_t *m);
+
+/* The device buffers of Gemma 4's layers, T rows (the runner's, and these). */
+typedef struct model_g4_io {
+  float *x, *h, *proj, *q, *att, *gate, *up; /* the runner's */
+  const int32_t *ids, *pos;                 /* the runner's */
+  float *k[2], *v[2]; /* [T, kv_dim of the type] sliding (0) and full (1) layers' K/V: the last owner's,
+                         which the KV-shared layers of the type read again */
+  float *pli;         /* [T, n_layers ple_dim] the per-layer inputs */
+  float *plc;         /* [T, n_layers ple_dim] scratch: their context part */
+  float *pg;          /* [T, ple_dim] a layer's gate */
+  float *pl;          /* [T, ple_dim] a layer's input */
+} model_g4_io_t;
+
+/* Allocates the gemma4-only buffers of io for T rows (0, or -ENOMEM with
+ * what was allocated freed by model__gemma4_io_free); frees them. */
+int model__gemma4_io_alloc(kern_backend_t *be, const model_hparams_t *hp, int T, model_g4_io_t *io);
+void model__gemma4_io_free(kern_backend_t *be, model_g4_io_t *io);
+
+/* Issues every layer of Gemma 4 for T rows whose embedding (scaled) is in
+ * io->x: x goes through the layers, attending through attn's layers. */
+int model__gemma4_layers(const model_t *m, attn_t *attn, model_g4_io_t *io, int T);
 
 /* Reads and checks the hyper-parameters from g's metadata into hp (tensor
  * presence fields, tied_output and qkv_bias, included), and computes the

@@ -56,14 +56,6 @@
 #include "kernels/kern_quant.h"
 #include "model/model_internal.h"
 
-/* The state of one load: the tensors used so far, and the error line. */
-typedef struct loader {
-  model_t *m;
-  const gguf_tensor_t **used; /* [n_used] */
-  size_t n_used, cap;
-  char *err;
-  size_t err_len;
-} loader_t;
 
 static void shape_str(const gguf_tensor_t *t, char *buf, size_t len) {
   int k = snprintf(buf, len, "[%lld", (long long)t->ne[0]);
@@ -214,6 +206,25 @@ static int load_vector(loader_t *ld, const char *name, int64_t n, float **dst, i
   return load_f32(ld, name, n, 0, dst, required);
 }
 
+int model__load_matrix(loader_t *ld, const char *name, int64_t rows, int64_t cols, kern_weight_t *w) {
+  return load_matrix(ld, name, rows, cols, w);
+}
+
+int model__load_vector(loader_t *ld, const char *name, int64_t n, float **dst, int required) {
+  return load_vector(ld, name, n, dst, required);
+}
+
+int model__load_scalar(loader_t *ld, const char *name, float *out) {
+  int bad = 0;
+  const gguf_tensor_t *t = find(ld, name, 1, 0, 1, &bad);
+  if (t && t->type != KERN_F32) {
+    snprintf(ld->err, ld->err_len, "tensor '%s' is not F32", name);
+    return -EINVAL;
+  }
+  if (t) memcpy(out, t->data, sizeof *out);
+  return t ? 0 : -EINVAL;
+}
+
 /* A hybrid's Gated DeltaNet layer (model_gdn.c): its token mixer, then the
  * MLP with post_attention_norm as its input norm (qwen35's naming). */
 static int load_recurrent(loader_t *ld, int l) {
@@ -303,6 +314,7 @@ static int load_layer(loader_t *ld, int l) {
   const model_hparams_t *hp = &ld->m->hp;
   model_layer_t *L = &ld->m->layers[l];
   if (model_layer_recurrent(hp, l)) return load_recurrent(ld, l);
+  if (hp->arch == MODEL_ARCH_GEMMA4) return model__gemma4_load_layer(ld, l);
   char name[64];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
   int rc = load_vector(ld, NAME("attn_norm.weight"), hp->dim, &L->attn_norm, 1);
@@ -388,6 +400,8 @@ static int load_tensors(loader_t *ld) {
    * reads one embedding row of it */
   if (!hp->tied_output) m->step_bytes -= hp->n_vocab * kern_type_row_bytes(m->tok_embd.type, hp->dim);
   m->step_bytes += kern_type_row_bytes(m->tok_embd.type, hp->dim);
+  if (hp->arch == MODEL_ARCH_GEMMA4) rc = model__gemma4_load_globals(ld);
+  if (rc != 0) return rc;
   m->layers = xcalloc((size_t)hp->n_layers, sizeof *m->layers);
   for (int l = 0; l < hp->n_layers && rc == 0; l++) rc = load_layer(ld, l);
   return rc == 0 ? check_all_used(ld) : rc;
@@ -403,6 +417,7 @@ static int load_extras(model_t *m, char *err, size_t err_len) {
     return -ENOMEM;
   }
   be->upload(be, m->inv_freq_dev, m->inv_freq, bytes);
+  if (m->hp.arch == MODEL_ARCH_GEMMA4) return model__gemma4_extras(m, err, err_len);
   if (m->hp.rope_base_swa > 0) { /* the sliding layers' base, unscaled */
     const int half = m->hp.rot_dim / 2;
     float *swa = xmalloc(bytes);
@@ -461,6 +476,12 @@ model_t *model_load_opts(const char *path, kern_backend_t *be, const model_load_
   }
   if (rc == 0) /* the backend's attention must take this layout: refuse now, not mid-serving */
     rc = be->attn_supported(be, m->hp.n_heads, m->hp.n_kv_heads, m->hp.head_dim, msg, sizeof msg);
+  if (rc == 0 && m->hp.head_dim_full > 0) /* gemma4: the full layers' too */
+    rc = be->attn_supported(be, m->hp.n_heads, m->hp.n_kv_heads_full, m->hp.head_dim_full, msg, sizeof msg);
+  if (rc == 0 && m->hp.arch == MODEL_ARCH_GEMMA4 && !be->copy_cols) {
+    snprintf(msg, sizeof msg, "the %s backend cannot run gemma4 (no copy_cols): use --device cpu", be->name);
+    rc = -EINVAL;
+  }
   if (rc == 0 && m->hp.full_attn_interval > 0 &&
       (!be->gdn_conv || !be->gdn_rule || !be->sigmoid_mul || !be->copy_cols)) {
     snprintf(msg, sizeof msg, "the %s backend has no Gated DeltaNet kernels: hybrid %s models run on "
@@ -549,6 +570,9 @@ void model_destroy(model_t *m) {
       be->free(be, L->dt_bias);
       be->free(be, L->ssm_norm);
       release_moe(be, L->moe, m->hp.n_expert);
+      release(be, &L->w_pl_gate);
+      release(be, &L->w_pl_proj);
+      be->free(be, L->pl_norm);
     }
     free(m->layers);
   }
@@ -557,6 +581,7 @@ void model_destroy(model_t *m) {
   for (size_t i = 0; i < m->n_quant_bufs; i++) free(m->quant_bufs[i]);
   free(m->quant_bufs);
   be->free(be, m->output_norm);
+  model__gemma4_free(m);
   be->free(be, m->inv_freq_dev);
   be->free(be, m->inv_freq_swa_dev);
   free(m->inv_freq);
@@ -573,4 +598,6 @@ void model_kv_config(const model_t *m, kv_cache_config_t *cfg) {
   cfg->n_layers = m->hp.n_attn_layers;
   cfg->n_kv_heads = m->hp.n_kv_heads;
   cfg->head_dim = m->hp.head_dim;
+  cfg->layer_kv_heads = m->cache_kv_heads; /* gemma4's, or NULL */
+  cfg->layer_head_dim = m->cache_head_dim;
 }

@@ -36,6 +36,7 @@ struct model_runner {
   float *qg;      /* [T, n_heads, 2 head_dim] gated attention (attn_out_gate): [q, gate] per head */
   float *ag;      /* [T, q_dim] its gate */
   model_gdn_io_t gdn; /* hybrid: the Gated DeltaNet layers' buffers (model_gdn.c) */
+  model_g4_io_t g4;   /* gemma4: its layers' buffers (model_gemma4.c) */
   int32_t *seq_rows;  /* [max_seqs + 1] hybrid: the step's cu_seq_lens_q (device) */
   int32_t *seq_slots; /* [max_seqs] hybrid: its state slots (device) */
   float *xl;      /* [L, dim] the rows that need logits, final-normed */
@@ -75,12 +76,14 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
     log_error("model_runner_create: the recurrent-state pool does not fit the model");
     return NULL;
   }
-  if (cache->be != m->be || cache->n_layers != hp->n_attn_layers || cache->n_kv_heads != hp->n_kv_heads ||
-      cache->head_dim != hp->head_dim) {
-    log_error("model_runner_create: the cache (%s backend, %d layers, %d KV heads of %d) does not fit the model "
-              "(%s backend, %d layers, %d KV heads of %d)",
-              cache->be->name, cache->n_layers, cache->n_kv_heads, cache->head_dim, m->be->name, hp->n_attn_layers,
-              hp->n_kv_heads, hp->head_dim);
+  int fits = cache->be == m->be && cache->n_layers == hp->n_attn_layers; /* and model_kv_config's geometry */
+  for (int al = 0; al < cache->n_layers && fits; al++)
+    fits = cache->layer_kv_heads[al] == (m->cache_kv_heads ? m->cache_kv_heads[al] : hp->n_kv_heads) &&
+           cache->layer_head_dim[al] == (m->cache_head_dim ? m->cache_head_dim[al] : hp->head_dim);
+  if (!fits) {
+    log_error("model_runner_create: the cache (%s backend, %d layers, layer 0: %d KV heads of %d) does not fit the "
+              "model (%s backend, %d layers of model_kv_config's geometry)",
+              cache->be->name, cache->n_layers, cache->n_kv_heads, cache->head_dim, m->be->name, hp->n_attn_layers);
     return NULL;
   }
   model_runner_t *r = xcalloc(1, sizeof *r);
@@ -136,8 +139,9 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
   ALLOC(r->k, T * hp->kv_dim * f);
   ALLOC(r->v, T * hp->kv_dim * f);
   ALLOC(r->att, T * hp->q_dim * f);
-  ALLOC(r->gate, T * hp->ff_dim * f);
-  ALLOC(r->up, T * hp->ff_dim * f);
+  const size_t ff = (size_t)(hp->ff_dim_shared > hp->ff_dim ? hp->ff_dim_shared : hp->ff_dim); /* the widest MLP */
+  ALLOC(r->gate, T * ff * f);
+  ALLOC(r->up, T * ff * f);
   if (hp->attn_out_gate) {
     ALLOC(r->qg, T * 2 * hp->q_dim * f);
     ALLOC(r->ag, T * hp->q_dim * f);
@@ -169,6 +173,13 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
     if (cfg->max_sample_ops > 0) ALLOC(r->samp_ops, (size_t)cfg->max_sample_ops * sizeof *r->samp_ops);
   }
 #undef ALLOC
+  if (hp->arch == MODEL_ARCH_GEMMA4) {
+    failed |= model__gemma4_io_alloc(be, hp, cfg->max_tokens, &r->g4) != 0;
+    r->g4 = (model_g4_io_t){.x = r->x, .h = r->h, .proj = r->proj, .q = r->q, .att = r->att, .gate = r->gate,
+                            .up = r->up, .ids = r->ids, .pos = r->pos, .k = {r->g4.k[0], r->g4.k[1]},
+                            .v = {r->g4.v[0], r->g4.v[1]}, .pli = r->g4.pli, .plc = r->g4.plc, .pg = r->g4.pg,
+                            .pl = r->g4.pl};
+  }
   if (hp->n_expert > 0 && !failed) failed = !(r->moe = model__moe_scratch_create(be, hp, cfg->max_tokens));
   /* ON pads only where graphs replay: elsewhere padding would be pure cost */
   /* a hybrid's padding rows would need states of their own: it runs unpadded */
@@ -205,6 +216,7 @@ void model_runner_destroy(model_runner_t *r) {
                   r->qg,       r->ag,       r->gdn.mix,  r->gdn.conv,  r->gdn.z,    r->gdn.alpha,
                   r->gdn.beta, r->gdn.o,    r->seq_rows, r->seq_slots};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(be, bufs[i]);
+  model__gemma4_io_free(be, &r->g4);
   for (int i = 0; r->graphs && be->graph_destroy && i < r->gp.n_rows * r->gp.n_keys; i++)
     be->graph_destroy(be, r->graphs[i]);
   free(r->graphs);
@@ -377,7 +389,11 @@ static int issue_forward(model_runner_t *r, int T, int L) {
   const int dim = hp->dim;
   be->embed(be, r->x, &m->tok_embd, r->ids, T); /* x [T, dim] */
   if (hp->embed_scale > 0) be->scale(be, r->x, r->x, hp->embed_scale, (int64_t)T * dim);
-  for (int l = 0, al = 0, gl = 0; l < hp->n_layers; l++) {
+  if (hp->arch == MODEL_ARCH_GEMMA4) { /* its layers are model_gemma4.c's */
+    const int rc = model__gemma4_layers(m, r->attn, &r->g4, T);
+    if (rc != 0) return rc;
+  }
+  for (int l = 0, al = 0, gl = 0; l < hp->n_layers && hp->arch != MODEL_ARCH_GEMMA4; l++) {
     const model_layer_t *w = &m->layers[l];
     if (model_layer_recurrent(hp, l)) { /* hybrid: a Gated DeltaNet token mixer (model_gdn.c) */
       model__gdn_layer(m, l, gl++, r->cfg.state, &r->gdn, T);

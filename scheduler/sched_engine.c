@@ -477,5 +477,5 @@ const char *sched_engine_model_hf_class(const sched_engine_t *e) {
   return model_hf_class(model_hparams(e->m));
 }
 int64_t sched_engine_kv_cache_bytes(const sched_engine_t *e) {
-  return (int64_t)e->cache->tensor_bytes * 2 * e->cache->n_layers;
+  return (int64_t)e->cache->arena_bytes;
 }

@@ -1,6 +1,6 @@
 /* tests/fuzz/fuzz_hf_config.c — libFuzzer target for the config.json reader
  * (hf/hf_config.c, the experts' fields of hf/hf_moe.c, gpt_oss's of
- * hf/hf_gptoss.c) and the
+ * hf/hf_gptoss.c, Gemma 4's of hf/hf_gemma4.c) and the
  * hyper-parameter checks it feeds (model/model_hparams.c, model_moe.c).
  *
  * Parses the input as config.json, translates it into `<arch>.*` keys,
@@ -47,6 +47,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(hp.n_expert == 0 || (hp.n_expert_used >= 1 && hp.n_expert_used <= hp.n_expert && hp.expert_ff_dim > 0));
     for (int p = 0; p < hp.rot_dim / 2; p++) CHECK(isfinite(inv_freq[p]) && inv_freq[p] >= 0); /* YaRN's ramp too */
     CHECK(isfinite(hp.attn_scale) && hp.attn_scale >= 0);
+    if (hp.arch == MODEL_ARCH_GEMMA4) { /* every layer's geometry whole, every layer reads a cache layer there is */
+      CHECK(hp.n_attn_layers >= 1 && hp.n_kv_heads_full >= 1 && hp.n_heads % hp.n_kv_heads_full == 0);
+      CHECK(hp.rot_dim_full >= 0 && hp.rot_dim_full <= hp.head_dim_full && hp.ff_dim_shared >= 1);
+      for (int l = 0; l < hp.n_layers && l < 64; l++) {
+        const int cl = model_layer_cache_layer(&hp, l);
+        CHECK(cl >= 0 && cl < hp.n_attn_layers && model_layer_head_dim(&hp, l) == model_layer_head_dim(&hp, cl));
+        CHECK(model_layer_kv_heads(&hp, l) == model_layer_kv_heads(&hp, cl) && model_layer_ff_dim(&hp, l) >= 1);
+      }
+    }
   }
   free(inv_freq);
   gguf_close(g);

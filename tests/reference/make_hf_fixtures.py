@@ -23,6 +23,23 @@ Families:
            SmolLM3's tokenizer.json has) and SmolLM3's ChatML specials; the
            chat template is SmolLM3's (tests/integration/data/templates/
            HuggingFaceTB-SmolLM3-3B.jinja).
+  gemma4   Gemma4ForCausalLM (gemma4_text) in bfloat16, 6 layers covering
+           every feature of the dense text model: layer_types sliding,
+           sliding, full, sliding, sliding, full with a sliding window of 8
+           (shorter than the prompts); per-layer head_dim (16 on the sliding
+           layers, 32 on the full ones: per_layer_config) and KV heads (2,
+           and 1 on the full layers: num_global_key_value_heads);
+           attention_k_eq_v (the full layers' values are their keys'
+           projection); num_kv_shared_layers 2 (layer 4 reads layer 3's K/V,
+           layer 5 layer 2's) with use_double_wide_mlp (those two have twice
+           the MLP width); per-layer inputs (hidden_size_per_layer_input 8);
+           the sliding layers' default RoPE (base 100) and the full layers'
+           proportional RoPE (partial_rotary_factor 0.25, base 1000); the
+           layer_scalar buffers and every RMSNorm weight away from 1; final
+           logit soft-capping 30. Byte-level BPE with Gemma 4's specials
+           (<pad> 0, <eos> 1, <bos> 2, <|turn> and <turn|>, ...), BOS first
+           in every prompt (add_bos_token, as Gemma's tokenizers); the chat template is Gemma 4's
+           (tests/integration/data/templates/google-gemma-4.jinja).
 """
 import json
 import pathlib
@@ -31,7 +48,8 @@ import sys
 import numpy as np
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast, SmolLM3Config, SmolLM3ForCausalLM
+from transformers import (Gemma4ForCausalLM, Gemma4TextConfig, PreTrainedTokenizerFast, SmolLM3Config,
+                          SmolLM3ForCausalLM)
 
 HERE = pathlib.Path(__file__).resolve().parent
 DATA = HERE / "data"
@@ -120,6 +138,49 @@ def smollm3():
     ids = [fast(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
     np.savez_compressed(out / "expected.npz", **expected(model, ids))
     print(f"smollm3: vocab {cfg.vocab_size}, prompts of {[len(i) for i in ids]} tokens -> {out}")
+
+
+GEMMA4_SPECIALS = ["<pad>", "<eos>", "<bos>", "<|turn>", "<turn|>", "<|think|>", "<|channel>", "<channel|>",
+                   "<|tool>", "<tool|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>",
+                   '<|"|>']
+
+
+def gemma4():
+    out = DATA / "gemma4"
+    out.mkdir(parents=True, exist_ok=True)
+    tk = byte_level_tokenizer(GEMMA4_SPECIALS, 360)
+    template = (TEMPLATES / "google-gemma-4.jinja").read_text()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<bos>", eos_token="<turn|>", pad_token="<pad>",
+                                   chat_template=template)
+    fast.save_pretrained(out)
+    tcfg = json.loads((out / "tokenizer_config.json").read_text())  # Gemma's tokenizers put <bos> first
+    (out / "tokenizer_config.json").write_text(json.dumps({**tcfg, "add_bos_token": True}, indent=2) + "\n")
+    bos, eos, turn_end = tk.token_to_id("<bos>"), tk.token_to_id("<eos>"), tk.token_to_id("<turn|>")
+    assert (tk.token_to_id("<pad>"), eos, bos) == (0, 1, 2)
+    types = ["sliding_attention", "sliding_attention", "full_attention"] * 2
+    cfg = Gemma4TextConfig(
+        vocab_size=tk.get_vocab_size(), hidden_size=64, intermediate_size=96, num_hidden_layers=6,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, global_head_dim=32, num_global_key_value_heads=1,
+        attention_k_eq_v=True, layer_types=types, sliding_window=8, num_kv_shared_layers=2,
+        hidden_size_per_layer_input=8, vocab_size_per_layer_input=tk.get_vocab_size(), use_double_wide_mlp=True,
+        final_logit_softcapping=30.0, max_position_embeddings=512, rms_norm_eps=1e-6, initializer_range=0.1,
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                         "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                            "rope_theta": 1000.0}},
+        bos_token_id=bos, eos_token_id=[eos, turn_end], pad_token_id=0, tie_word_embeddings=True)
+    assert cfg.kv_sharing_modes == [None, None, "store", "store", "reuse", "reuse"], cfg.kv_sharing_modes
+    torch.manual_seed(42)
+    model = Gemma4ForCausalLM(cfg).eval()
+    gen = torch.Generator().manual_seed(43)
+    perturb_norms(model, gen)
+    with torch.no_grad():
+        for layer in model.model.layers:  # away from 1, so that a scalar skipped shows
+            layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=gen))
+    model.to(torch.bfloat16).save_pretrained(out)
+    model = Gemma4ForCausalLM.from_pretrained(out, dtype=torch.float64).eval()
+    ids = [[bos] + fast(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
+    np.savez_compressed(out / "expected.npz", **expected(model, ids))
+    print(f"gemma4: vocab {cfg.vocab_size}, prompts of {[len(i) for i in ids]} tokens -> {out}")
 
 
 if __name__ == "__main__":

@@ -9,16 +9,21 @@ For each family:
   cannot be fixed in advance: the chat prompt, whose template prints
   today's date);
 - tram's logits from the folder, and from the GGUF that llama.cpp's
-  converter conventions give for it (written here with the `gguf` package),
-  are within rel. L2 1e-3 of transformers' at every position, same argmax;
+  converter conventions give for it (written here with the `gguf` package;
+  SmolLM3 only: tram reads Gemma 4 from folders only), are within rel. L2
+  1e-3 of transformers' at every position, same argmax;
 - tram tokenizes the prompts as transformers did, and its greedy
   continuations (`tram generate`) are transformers' token for token — alone,
-  in batches with staggered arrivals, and preempted in a tiny cache;
+  in batches with staggered arrivals, and preempted in a tiny cache (for
+  Gemma 4: through its KV-shared layers, whose cache layers are their
+  sources', with heads of 16 and 32 in one cache);
 - `tram serve -m FOLDER` answers the official `openai` client's chat
   request with the prompt the family's template and tokenizer give
   (jinja2 + `tokenizers`) and the reference's greedy tokens;
-- what tram does not run of the family (and Gemma 4, refused whole) is
-  refused at load with the reason.
+- Gemma 4's multimodal folder (model_type gemma4, the text model under
+  model.language_model., a vision tower beside it) gives the text model's
+  logits;
+- what tram does not run of the family is refused at load with the reason.
 """
 import json
 import pathlib
@@ -29,7 +34,9 @@ import sys
 import gguf
 import numpy as np
 import pytest
+from gemma4_ref import Gemma4Ref
 from hf_ref import HfRef, load_safetensors
+from safetensors.numpy import save_file
 from tokenizers import Tokenizer
 
 ROOT = pathlib.Path(__file__).resolve().parent
@@ -40,7 +47,11 @@ from test_engine import generate, ids_of  # noqa: E402
 from test_hf_checkpoint import permute  # noqa: E402  (llama.cpp's Q/K row permutation, as LlamaModel does)
 
 DATA = ROOT / "data"
-FAMILIES = ["smollm3"]
+FAMILIES = ["smollm3", "gemma4"]
+HF_CLASS = {"smollm3": "SmolLM3ForCausalLM", "gemma4": "Gemma4ForCausalLM"}
+# the numpy reference vs transformers' float64 model: Gemma 4's softmax runs in float32 there
+# (eager_attention_forward's dtype=torch.float32), SmolLM3's in float64
+REF_TOL = {"smollm3": 1e-5, "gemma4": 5e-5}
 
 
 def expected(family):
@@ -123,14 +134,17 @@ def family(request):
 
 @pytest.fixture(scope="module")
 def ref(family):
-    return HfRef(DATA / family)
+    return Gemma4Ref(DATA / family) if family == "gemma4" else HfRef(DATA / family)
 
 
 @pytest.fixture(scope="module")
-def gguf_path(family, tmp_path_factory):
+def models(family, tmp_path_factory):
+    """The family's folder, and its GGUF form where tram reads one (SmolLM3)."""
+    if family == "gemma4":
+        return [DATA / family]
     p = tmp_path_factory.mktemp("gguf") / f"{family}.gguf"
     write_gguf(DATA / family, p)
-    return p
+    return [DATA / family, p]
 
 
 def greedy(ref, ids, n):
@@ -144,22 +158,23 @@ def test_reference_matches_transformers(family, ref):
     for ids, logits, cont in expected(family):
         got = ref.forward(ids)
         err = np.linalg.norm(got - logits, axis=1) / np.linalg.norm(logits, axis=1)
-        assert err.max() < 1e-5, err.max()
+        assert err.max() < REF_TOL[family], err.max()
         assert greedy(ref, ids, len(cont)) == cont
 
 
-def test_logits_from_folder_and_gguf(family, tool, tmp_path, gguf_path):
+def test_logits_from_folder_and_gguf(family, tool, tmp_path, models):
     cases = expected(family)
-    for model in (DATA / family, gguf_path):
+    for model in models:
         got = forward(tool, model, [ids for ids, _, _ in cases], tmp_path)
         for g, (_, want, _) in zip(got, cases):
             check_logits(g, want)
 
 
-def test_greedy_alone_batched_and_preempted(family, tram_bin, tmp_path, gguf_path):
+def test_greedy_alone_batched_and_preempted(family, tram_bin, tmp_path, models):
     cases = expected(family)
     tk = Tokenizer.from_file(str(DATA / family / "tokenizer.json"))
-    prompts = [tk.decode(ids, skip_special_tokens=False) for ids, _, _ in cases]
+    add_bos = json.loads((DATA / family / "tokenizer_config.json").read_text()).get("add_bos_token", False)
+    prompts = [tk.decode(ids[1 if add_bos else 0:], skip_special_tokens=False) for ids, _, _ in cases]
     reqs = [{"prompt": p, "max_tokens": len(c), "ignore_eos": True, "temperature": 0}
             for p, (_, _, c) in zip(prompts, cases)] * 4
     want = [c for _, _, c in cases] * 4
@@ -168,7 +183,7 @@ def test_greedy_alone_batched_and_preempted(family, tram_bin, tmp_path, gguf_pat
         "batched": ("--max-seqs", "8", "--max-batch-tokens", "16", "--block-size", "8"),
         "preempted": ("--kv-cache-blocks", "8", "--block-size", "8", "--max-seqs", "8", "--max-batch-tokens", "32"),
     }
-    for model in (DATA / family, gguf_path):
+    for model in models:
         for name, flags in runs.items():
             rs = [{**r, "arrive_step": (3 * i) % 7} for i, r in enumerate(reqs)] if name == "batched" else reqs
             out, stats = generate(tram_bin, model, tmp_path, rs, *flags)
@@ -181,22 +196,33 @@ def test_greedy_alone_batched_and_preempted(family, tram_bin, tmp_path, gguf_pat
                 assert stats["step_seqs"] > stats["steps"] and stats["decode_steps"] > 0
 
 
+CHAT = {  # the family's messages, its template's variables, and what the rendered prompt must show
+    "smollm3": ([{"role": "system", "content": "Answer briefly. /no_think"}, {"role": "user", "content": "2+2?"}],
+                {"bos_token": "", "eos_token": "<|im_end|>"},
+                lambda t: "Reasoning Mode: /no_think" in t and t.endswith("<think>\n\n</think>\n")),
+    "gemma4": ([{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "2+2?"}],
+               {"bos_token": "<bos>", "eos_token": "<turn|>"},
+               lambda t: t.startswith("<bos><|turn>system\nAnswer briefly.<turn|>")
+               and t.endswith("<|turn>model\n<|channel>thought\n<channel|>")),  # thinking off: an empty thought
+}
+
+
 def test_serve_chat_through_openai(family, tram_bin, tmp_path, ref):
     folder = DATA / family
+    messages, variables, looks_right = CHAT[family]
     template = hf_environment().from_string((folder / "chat_template.jinja").read_text())
     tk = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    messages = [{"role": "system", "content": "Answer briefly. /no_think"}, {"role": "user", "content": "2+2?"}]
     server = tram_server.start(tmp_path, "-m", folder, "--max-model-len", "512", binary=tram_bin)
     try:
         info = server.get("/model_info").json()
-        assert (info["model_type"], info["architectures"]) == (family, ["SmolLM3ForCausalLM"])
+        assert (info["model_type"], info["architectures"]) == (family, [HF_CLASS[family]])
         client = server.client()
         model = client.models.list().data[0].id
         out = client.chat.completions.create(model=model, messages=messages, max_tokens=6, temperature=0,
                                              extra_body={"return_token_ids": True, "ignore_eos": True})
         text = template.render(messages=messages, add_generation_prompt=True, tools=None, documents=None,
-                               bos_token="", eos_token="<|im_end|>")
-        assert "Reasoning Mode: /no_think" in text and text.endswith("<think>\n\n</think>\n")
+                               **variables)
+        assert looks_right(text), text
         prompt_ids = tk.encode(text, add_special_tokens=False).ids
         body = out.model_dump()
         assert body["prompt_token_ids"] == prompt_ids
@@ -206,6 +232,26 @@ def test_serve_chat_through_openai(family, tram_bin, tmp_path, ref):
         assert choice["message"]["content"] == tk.decode(choice["token_ids"])
     finally:
         assert server.stop() == 0
+
+
+def test_gemma4_multimodal_folder(tool, tmp_path):
+    """A Gemma4ForConditionalGeneration folder: config.json wraps the text config (model_type gemma4,
+    text_config), the text model's tensors sit under model.language_model. (here as F32) beside a vision
+    tower's; tram runs the text model and skips the tower."""
+    d = tmp_path / "gemma4-mm"
+    shutil.copytree(DATA / "gemma4", d)
+    text = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({"model_type": "gemma4", "architectures":
+                                               ["Gemma4ForConditionalGeneration"], "text_config": text}))
+    w = load_safetensors(d / "model.safetensors")
+    t = {("model.language_model." + k[len("model."):] if k.startswith("model.") else k): v for k, v in w.items()}
+    t["model.vision_tower.encoder.layers.0.mlp.up_proj.linear.weight"] = np.ones((4, 4), dtype=np.float32)
+    t["model.embed_vision.embedding_projection.weight"] = np.ones((4, 4), dtype=np.float32)
+    save_file({k: np.ascontiguousarray(v) for k, v in t.items()}, str(d / "model.safetensors"))
+    cases = expected("gemma4")
+    got = forward(tool, d, [ids for ids, _, _ in cases], tmp_path)
+    for g, (_, want, _) in zip(got, cases):
+        check_logits(g, want)
 
 
 def edited(tmp_path, family, **fields):
@@ -240,22 +286,50 @@ REFUSED = {
                                 "rope_parameters type \"yarn\" is not one tram runs"),
     "per-layer-type RoPE": (dict(rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e4}}),
                             "rope_parameters.full_attention: per-layer-type"),
-    # Gemma 4, text and multimodal configs, dense and MoE
-    "gemma4_text": (dict(model_type="gemma4_text"), "\"gemma4_text\" (Gemma 4) is not something tram runs yet"),
-    "gemma4 MoE": (dict(model_type="gemma4_text", enable_moe_block=True), "proportional RoPE, enable_moe_block"),
-    "gemma4": (dict(model_type="gemma4"), "\"gemma4\" (Gemma 4)"),
 }
 
 
-@pytest.mark.parametrize("case", list(REFUSED))
-def test_refused_with_the_reason(case, tool, tmp_path):
-    fields, want = REFUSED[case]
-    err = refusal(tool, edited(tmp_path, "smollm3", **fields), tmp_path)
+G4_FULL = {"head_dim": 32, "num_key_value_heads": 1}
+G4_ROPE = {"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+           "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000.0}}
+G4_REFUSED = {
+    "MoE block": (dict(enable_moe_block=True), "enable_moe_block is not something tram runs for Gemma 4 yet"),
+    "bidirectional": (dict(use_bidirectional_attention="all"), "use_bidirectional_attention is not something"),
+    "attention bias": (dict(attention_bias=True), "attention_bias is not something"),
+    "YaRN on the full layers": (dict(rope_parameters={**G4_ROPE, "full_attention": {"rope_type": "yarn",
+                                                                                    "rope_theta": 1e4}}),
+                                "rope_parameters.full_attention.rope_type \"yarn\" is not one tram runs"),
+    "scaled proportional RoPE": (dict(rope_parameters={**G4_ROPE, "full_attention": {
+        **G4_ROPE["full_attention"], "factor": 8.0}}), "tram runs proportional RoPE unscaled"),
+    "proportional on sliding": (dict(rope_parameters={**G4_ROPE, "sliding_attention": G4_ROPE["full_attention"]}),
+                                "rope_parameters.sliding_attention.rope_type \"proportional\""),
+    "two full geometries": (dict(per_layer_config={"2": G4_FULL, "5": {"head_dim": 64, "num_key_value_heads": 1}}),
+                            "per_layer_config.5: tram runs one head geometry per layer type"),
+    "a sliding layer's own heads": (dict(per_layer_config={"1": G4_FULL, "2": G4_FULL, "5": G4_FULL}),
+                                    "per_layer_config.1: tram runs one head geometry per layer type"),
+    "a full layer without its entry": (dict(per_layer_config={"2": G4_FULL}), "no entry for full layer 5"),
+    "a per-layer field tram lacks": (dict(per_layer_config={"2": {**G4_FULL, "intermediate_size": 8},
+                                                            "5": G4_FULL}),
+                                     "per_layer_config.2.intermediate_size is not something tram runs per layer"),
+    "non-periodic layer types": (dict(layer_types=["sliding_attention", "full_attention", "sliding_attention",
+                                                   "sliding_attention", "sliding_attention", "full_attention"]),
+                                 "layer_types[3] breaks the periodic sliding/full pattern"),
+    "per-layer vocabulary": (dict(vocab_size_per_layer_input=100), "vocab_size_per_layer_input 100 differs"),
+    "every layer shared": (dict(num_kv_shared_layers=6), "num_kv_shared_layers is not a whole number in 0..5"),
+    "a shared type without a source": (dict(num_kv_shared_layers=4),
+                                       "shared layer 2 (full) has no earlier layer of its type"),
+}
+
+
+@pytest.mark.parametrize("family,case", [("smollm3", c) for c in REFUSED] + [("gemma4", c) for c in G4_REFUSED])
+def test_refused_with_the_reason(family, case, tool, tmp_path):
+    fields, want = (REFUSED if family == "smollm3" else G4_REFUSED)[case]
+    err = refusal(tool, edited(tmp_path, family, **fields), tmp_path)
     assert want in err, err
 
 
 def test_gguf_gemma4_refused(tool, tmp_path):
-    """A GGUF of llama.cpp's gemma4 architecture is refused naming what tram lacks."""
+    """A GGUF of llama.cpp's gemma4 architecture is refused: tram reads Gemma 4 from folders only."""
     p = tmp_path / "gemma4.gguf"
     w = gguf.GGUFWriter(str(p), "gemma4")
     w.add_block_count(1)
@@ -265,4 +339,4 @@ def test_gguf_gemma4_refused(tool, tmp_path):
     w.write_tensors_to_file()
     w.close()
     err = refusal(tool, p, tmp_path)
-    assert "general.architecture \"gemma4\" (Gemma 4) is not something tram runs yet" in err, err
+    assert "tram runs Gemma 4 from a Hugging Face folder only, not from llama.cpp's GGUF form yet" in err, err

@@ -304,11 +304,12 @@ static void cache_sizing(void **state) {
   assert_int_equal(kv_alloc_num_blocks(c->alloc), 10);
   assert_int_equal(kv_alloc_free_blocks(c->alloc), 10);
   /* the six tensors tile the arena without overlap */
+  const size_t tensor_bytes = (size_t)10 * 32 * 16 * sizeof(float);
   for (int l = 0; l < 3; l++) {
-    assert_ptr_equal((char *)kv_cache_k(c, l), (char *)c->arena + (size_t)2 * l * c->tensor_bytes);
-    assert_ptr_equal((char *)kv_cache_v(c, l), (char *)kv_cache_k(c, l) + c->tensor_bytes);
+    assert_ptr_equal((char *)kv_cache_k(c, l), (char *)c->arena + (size_t)2 * l * tensor_bytes);
+    assert_ptr_equal((char *)kv_cache_v(c, l), (char *)kv_cache_k(c, l) + tensor_bytes);
   }
-  assert_int_equal(c->tensor_bytes, (size_t)10 * 32 * 16 * sizeof(float));
+  assert_int_equal(c->arena_bytes, 6 * tensor_bytes);
   kv_cache_destroy(c);
 
   cfg.num_blocks = 7; /* given directly, the budget is ignored */
@@ -325,6 +326,8 @@ static void cache_sizing(void **state) {
       {.n_layers = 1, .n_kv_heads = 2, .head_dim = 8, .num_blocks = -4},
       {.n_layers = 1, .n_kv_heads = 2, .head_dim = 8, .block_size = -1, .num_blocks = 4},
       {.n_layers = 1, .n_kv_heads = 2, .head_dim = 8, .block_size = 32, .num_blocks = INT32_MAX / 32 + 1},
+      {.n_layers = 2, .n_kv_heads = 2, .head_dim = 8, .num_blocks = 4, .layer_head_dim = (const int[]){8, 0}},
+      {.n_layers = 2, .n_kv_heads = 2, .head_dim = 8, .num_blocks = 4, .layer_kv_heads = (const int[]){2, 5000}},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) assert_null(kv_cache_create(be, &bad[i]));
   kv_cache_destroy(NULL);
@@ -398,6 +401,54 @@ static void cache_update_writes_and_gathers(void **state) {
   kern_backend_destroy(be);
 }
 
+/* Layers of their own geometry (Gemma 4: wider heads, fewer of them, on
+ * the full-attention layers): each layer's K and V take their own bytes,
+ * tile the arena in order without overlap, and an update or a block copy
+ * of one layer moves that layer's rows only, at its own width. */
+static void cache_per_layer_geometry(void **state) {
+  (void)state;
+  kern_backend_t *be = kern_backend_create("cpu", 1);
+  assert_non_null(be);
+  const int heads[3] = {2, 1, 2}, dims[3] = {4, 8, 6};
+  kv_cache_config_t cfg = {.n_layers = 3, .n_kv_heads = 2, .head_dim = 4, .layer_kv_heads = heads,
+                           .layer_head_dim = dims, .block_size = 4, .num_blocks = 5};
+  assert_int_equal(kv_cache_block_bytes(&cfg, KERN_F32), (size_t)2 * 4 * (8 + 8 + 12) * sizeof(float));
+  kv_cache_t *c = kv_cache_create(be, &cfg);
+  assert_non_null(c);
+  assert_int_equal(c->arena_bytes, 5 * kv_cache_block_bytes(&cfg, KERN_F32));
+  size_t off = 0;
+  for (int l = 0; l < 3; l++) {
+    const size_t tensor = (size_t)5 * 4 * heads[l] * dims[l] * sizeof(float);
+    assert_int_equal(c->layer_kv_heads[l], heads[l]);
+    assert_int_equal(c->layer_head_dim[l], dims[l]);
+    assert_ptr_equal(kv_cache_k(c, l), (char *)c->arena + off);
+    assert_ptr_equal(kv_cache_v(c, l), (char *)c->arena + off + tensor);
+    off += 2 * tensor;
+    tu_poison_f32(kv_cache_k(c, l), 2 * tensor / sizeof(float));
+  }
+  assert_int_equal(off, c->arena_bytes);
+  /* two tokens into layer 1 (1 head of 8) at slots 5 and 6 (block 1) */
+  float k[16], v[16];
+  for (int i = 0; i < 16; i++) k[i] = (float)i, v[i] = (float)(100 + i);
+  const int32_t slots[2] = {5, 6};
+  kv_update_t u = {.k = k, .v = v, .slots = slots, .n_tokens = 2};
+  kv_cache_update(c, 1, &u);
+  const float *k1 = kv_cache_k(c, 1), *v1 = kv_cache_v(c, 1);
+  assert_memory_equal(k1 + 5 * 8, k, 16 * sizeof(float));
+  assert_memory_equal(v1 + 5 * 8, v, 16 * sizeof(float));
+  for (int i = 0; i < 5 * 4 * 8; i++)
+    if (i < 5 * 8 || i >= 7 * 8) assert_true(isnan(k1[i]) && isnan(v1[i]));
+  for (int l = 0; l < 3; l += 2) /* the other layers untouched */
+    for (int i = 0; i < 5 * 4 * heads[l] * dims[l]; i++)
+      assert_true(isnan(((float *)kv_cache_k(c, l))[i]) && isnan(((float *)kv_cache_v(c, l))[i]));
+  /* block 1 copied to block 3: layer 1's 4 rows of 8 */
+  kv_cache_copy_block(c, 3, 1);
+  assert_memory_equal(k1 + 3 * 4 * 8, k1 + 1 * 4 * 8, 4 * 8 * sizeof(float));
+  assert_memory_equal(v1 + 3 * 4 * 8 + 8, v, 16 * sizeof(float));
+  kv_cache_destroy(c);
+  kern_backend_destroy(be);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(alloc_rejects_bad_sizes),
@@ -408,6 +459,7 @@ int main(void) {
       cmocka_unit_test(alloc_storm),
       cmocka_unit_test(cache_sizing),
       cmocka_unit_test(cache_update_writes_and_gathers),
+      cmocka_unit_test(cache_per_layer_geometry),
   };
   return cmocka_run_group_tests_name("kv cache", tests, NULL, NULL);
 }

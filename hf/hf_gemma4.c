@@ -1,0 +1,220 @@
+/* hf/hf_gemma4.c — Gemma 4's config.json fields (model_type gemma4_text, or
+ * a gemma4 folder's text_config) read into gemma4.* keys, as
+ * configuration_gemma4.py defines them (transformers 5.23):
+ *   layer_types             sliding/full, periodic (hf__layer_pattern) →
+ *                           attention.sliding_window_pattern
+ *   per_layer_config        per layer head_dim / num_key_value_heads: tram
+ *                           runs one geometry per layer type (the full
+ *                           layers' global_head_dim and, with
+ *                           attention_k_eq_v, num_global_key_value_heads,
+ *                           which the config's __post_init__ writes there)
+ *                           → attention.key_length_full,
+ *                           attention.head_count_kv_full
+ *   rope_parameters         {sliding_attention: default, full_attention:
+ *                           default or proportional (partial_rotary_factor;
+ *                           factor 1)} → rope.freq_base (sliding),
+ *                           rope.freq_base_full, rope.dimension_count_full
+ *                           (the full layers' rotated dims; the rest of the
+ *                           head turns at frequency 0)
+ *   hidden_size_per_layer_input → embedding_length_per_layer_input
+ *                           (vocab_size_per_layer_input must be vocab_size)
+ *   num_kv_shared_layers    → attention.shared_kv_layers (each shared
+ *                           layer's type must have a layer of its own KV
+ *                           before them, as transformers checks)
+ *   use_double_wide_mlp     → feed_forward_length_shared (the shared layers'
+ *                           MLP width: twice intermediate_size)
+ *   attention_k_eq_v        → attention.k_eq_v
+ *   final_logit_softcapping → final_logit_softcapping
+ * Refused by name: enable_moe_block (the MoE block), use_bidirectional_
+ * attention, attention_bias, other RoPE types or a proportional factor.
+ * tram.gemma4.hf_layout marks the keys as this reader's: llama.cpp's own
+ * gemma4 GGUF keys are not read (model_gemma4.c refuses such a file). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "hf/hf_internal.h"
+
+static const cJSON *field(const cJSON *o, const char *name) { return cJSON_GetObjectItemCaseSensitive(o, name); }
+
+/* The full layers' head_dim and KV heads: per_layer_config's entry of every
+ * full layer (all alike), none on a sliding layer; without
+ * per_layer_config, __post_init__'s defaults. */
+static int layer_geometry(const cJSON *cfg, const char *types_of, int n_layers, int head_dim, int n_kv, int k_eq_v,
+                          long long *hd_full, long long *kv_full, char *err, size_t err_len) {
+  const cJSON *plc = field(cfg, "per_layer_config");
+  if (!plc || cJSON_IsNull(plc)) {
+    const cJSON *g = field(cfg, "num_global_key_value_heads");
+    if (hf__int(field(cfg, "global_head_dim"), "config.json: global_head_dim", 512, 2, 4096, hd_full, err, err_len) ||
+        hf__int(k_eq_v && g && !cJSON_IsNull(g) ? g : NULL, "config.json: num_global_key_value_heads", n_kv, 1, 4096,
+                kv_full, err, err_len))
+      return -EINVAL;
+    return 0;
+  }
+  if (!cJSON_IsObject(plc)) {
+    snprintf(err, err_len, "config.json: per_layer_config is not an object");
+    return -EINVAL;
+  }
+  *hd_full = *kv_full = 0;
+  for (const cJSON *e = plc->child; e; e = e->next) {
+    char *end;
+    const long l = strtol(e->string, &end, 10);
+    if (*end || end == e->string || l < 0 || l >= n_layers || !cJSON_IsObject(e)) {
+      snprintf(err, err_len, "config.json: per_layer_config.%.20s is not a layer index's object", e->string);
+      return -EINVAL;
+    }
+    for (const cJSON *k = e->child; k; k = k->next)
+      if (strcmp(k->string, "head_dim") != 0 && strcmp(k->string, "num_key_value_heads") != 0) {
+        snprintf(err, err_len, "config.json: per_layer_config.%ld.%.40s is not something tram runs per layer", l,
+                 k->string);
+        return -EINVAL;
+      }
+    long long hd, kv;
+    char what[96];
+    snprintf(what, sizeof what, "config.json: per_layer_config.%ld.head_dim", l);
+    if (hf__int(field(e, "head_dim"), what, head_dim, 2, 4096, &hd, err, err_len)) return -EINVAL;
+    snprintf(what, sizeof what, "config.json: per_layer_config.%ld.num_key_value_heads", l);
+    if (hf__int(field(e, "num_key_value_heads"), what, n_kv, 1, 4096, &kv, err, err_len)) return -EINVAL;
+    const int full = types_of[l] == 'f';
+    if ((!full && (hd != head_dim || kv != n_kv)) || (full && *hd_full && (hd != *hd_full || kv != *kv_full))) {
+      snprintf(err, err_len, "config.json: per_layer_config.%ld: tram runs one head geometry per layer type", l);
+      return -EINVAL;
+    }
+    if (full) *hd_full = hd, *kv_full = kv;
+  }
+  for (int l = 0; l < n_layers; l++) {
+    char key[16];
+    snprintf(key, sizeof key, "%d", l);
+    if (types_of[l] == 'f' && (!field(plc, key) || !*hd_full)) {
+      snprintf(err, err_len, "config.json: per_layer_config has no entry for full layer %d (tram runs one head "
+               "geometry per layer type)", l);
+      return -EINVAL;
+    }
+  }
+  return 0;
+}
+
+/* rope_parameters[type]: its theta, and the rotated dims of a head of
+ * head_dim (default: all; proportional: 2 · int(partial · head_dim / 2)). */
+static int rope_of(const cJSON *cfg, const char *type, int head_dim, int allow_proportional, double *theta,
+                   int *rot_dim, char *err, size_t err_len) {
+  const cJSON *rp = field(field(cfg, "rope_parameters"), type);
+  char what[96];
+  if (!cJSON_IsObject(rp)) {
+    snprintf(err, err_len, "config.json: rope_parameters.%s is missing", type);
+    return -EINVAL;
+  }
+  const cJSON *rt = field(rp, "rope_type");
+  const char *kind = cJSON_IsString(rt) ? rt->valuestring : "default";
+  const int prop = strcmp(kind, "proportional") == 0;
+  if (strcmp(kind, "default") != 0 && !(prop && allow_proportional)) {
+    snprintf(err, err_len, "config.json: rope_parameters.%s.rope_type \"%.32s\" is not one tram runs (%s)", type, kind,
+             allow_proportional ? "default, proportional" : "default");
+    return -EINVAL;
+  }
+  snprintf(what, sizeof what, "config.json: rope_parameters.%s.rope_theta", type);
+  if (hf__pos_float(field(rp, "rope_theta"), what, 10000.0, theta, err, err_len)) return -EINVAL;
+  *rot_dim = head_dim;
+  if (!prop) return 0;
+  double factor, partial;
+  snprintf(what, sizeof what, "config.json: rope_parameters.%s.factor", type);
+  if (hf__pos_float(field(rp, "factor"), what, 1.0, &factor, err, err_len)) return -EINVAL;
+  if (factor != 1.0) {
+    snprintf(err, err_len, "config.json: rope_parameters.%s.factor %g: tram runs proportional RoPE unscaled", type,
+             factor);
+    return -EINVAL;
+  }
+  snprintf(what, sizeof what, "config.json: rope_parameters.%s.partial_rotary_factor", type);
+  if (hf__pos_float(field(rp, "partial_rotary_factor"), what, 1.0, &partial, err, err_len)) return -EINVAL;
+  if (partial > 1.0) {
+    snprintf(err, err_len, "%s is %g (want at most 1)", what, partial);
+    return -EINVAL;
+  }
+  *rot_dim = 2 * (int)(partial * head_dim / 2); /* int(rope_proportion * head_dim // 2) angles */
+  return 0;
+}
+
+int hf__gemma4_config(gguf_build_t *b, const cJSON *cfg, const char *a, int n_layers, int head_dim, int n_kv_heads,
+                      char *err, size_t err_len) {
+  static const char *const refused[] = {"enable_moe_block", "use_bidirectional_attention", "attention_bias"};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    const cJSON *v = field(cfg, refused[i]);
+    if (v && !cJSON_IsNull(v) && !cJSON_IsFalse(v)) {
+      snprintf(err, err_len, "config.json: %s is not something tram runs for Gemma 4 yet%s", refused[i],
+               i == 0 ? " (the MoE block: docs/models.md)" : "");
+      return -EINVAL;
+    }
+  }
+  long long pattern = 0, hd_full = 0, kv_full = 0, ple = 0, ple_vocab = 0, vocab = 0, shared = 0, ff = 0;
+  const cJSON *types = field(cfg, "layer_types");
+  if (cJSON_IsArray(types)) {
+    if (hf__layer_pattern(types, n_layers, &pattern, err, err_len)) return -EINVAL;
+  } else { /* __post_init__'s default: five sliding layers to one full, the last one full */
+    pattern = 6;
+    if (n_layers % 6 != 0) {
+      snprintf(err, err_len, "config.json: no layer_types (transformers then forces the last of %d layers full, "
+               "which breaks the periodic pattern tram runs)", n_layers);
+      return -EINVAL;
+    }
+  }
+  char *types_of = xcalloc((size_t)n_layers + 1, 1);
+  for (int l = 0; l < n_layers; l++) types_of[l] = pattern && (l + 1) % pattern == 0 ? 'f' : 's';
+  const int k_eq_v = cJSON_IsTrue(field(cfg, "attention_k_eq_v"));
+  int rc = layer_geometry(cfg, types_of, n_layers, head_dim, n_kv_heads, k_eq_v, &hd_full, &kv_full, err, err_len);
+  double theta = 0, theta_full = 0, cap = 0;
+  int rot = 0, rot_full = 0;
+  if (rc == 0) rc = rope_of(cfg, "sliding_attention", head_dim, 0, &theta, &rot, err, err_len);
+  if (rc == 0 && pattern) rc = rope_of(cfg, "full_attention", (int)hd_full, 1, &theta_full, &rot_full, err, err_len);
+  if (rc == 0 && !pattern) theta_full = theta, rot_full = head_dim, hd_full = head_dim, kv_full = n_kv_heads;
+  if (rc == 0)
+    rc = hf__int(field(cfg, "hidden_size_per_layer_input"), "config.json: hidden_size_per_layer_input", 256, 0, 4096,
+                 &ple, err, err_len);
+  if (rc == 0) rc = hf__int(field(cfg, "vocab_size"), "config.json: vocab_size", -1, 1, 1 << 24, &vocab, err, err_len);
+  if (rc == 0)
+    rc = hf__int(field(cfg, "vocab_size_per_layer_input"), "config.json: vocab_size_per_layer_input", 262144, 1,
+                 1 << 24, &ple_vocab, err, err_len);
+  if (rc == 0 && ple > 0 && ple_vocab != vocab) {
+    snprintf(err, err_len, "config.json: vocab_size_per_layer_input %lld differs from vocab_size %lld (tram runs "
+             "per-layer inputs over the whole vocabulary)", ple_vocab, vocab);
+    rc = -EINVAL;
+  }
+  if (rc == 0)
+    rc = hf__int(field(cfg, "num_kv_shared_layers"), "config.json: num_kv_shared_layers", 0, 0, n_layers - 1,
+                 &shared, err, err_len);
+  for (int l = n_layers - (int)shared; rc == 0 && l < n_layers; l++) { /* a producer of each shared type */
+    const char *owner = memchr(types_of, types_of[l], (size_t)(n_layers - shared));
+    if (!owner) {
+      snprintf(err, err_len, "config.json: num_kv_shared_layers %lld: shared layer %d (%s) has no earlier layer of "
+               "its type to read K/V from", shared, l, types_of[l] == 'f' ? "full" : "sliding");
+      rc = -EINVAL;
+    }
+  }
+  if (rc == 0) rc = hf__int(field(cfg, "intermediate_size"), "config.json: intermediate_size", -1, 1, 1 << 22, &ff,
+                            err, err_len);
+  const cJSON *c = field(cfg, "final_logit_softcapping");
+  if (rc == 0 && c && !cJSON_IsNull(c))
+    rc = hf__pos_float(c, "config.json: final_logit_softcapping", 0, &cap, err, err_len);
+  free(types_of);
+  if (rc != 0) return rc;
+  char key[96];
+#define U32(name, v) (snprintf(key, sizeof key, "%s." name, a), gguf_build_u32(b, key, (uint32_t)(v)))
+#define F32(name, v) (snprintf(key, sizeof key, "%s." name, a), gguf_build_f32(b, key, (float)(v)))
+  gguf_build_u32(b, "tram.gemma4.hf_layout", 1);
+  U32("attention.sliding_window_pattern", pattern);
+  U32("attention.key_length_full", hd_full);
+  U32("attention.head_count_kv_full", kv_full);
+  U32("attention.k_eq_v", k_eq_v);
+  U32("attention.shared_kv_layers", shared);
+  U32("embedding_length_per_layer_input", ple);
+  U32("feed_forward_length_shared", cJSON_IsTrue(field(cfg, "use_double_wide_mlp")) ? 2 * ff : ff);
+  U32("rope.dimension_count", rot);
+  F32("rope.freq_base", theta);
+  U32("rope.dimension_count_full", rot_full);
+  F32("rope.freq_base_full", theta_full);
+  if (cap > 0) F32("final_logit_softcapping", cap);
+#undef U32
+#undef F32
+  return 0;
+}

@@ -1,0 +1,291 @@
+/* model/model_gemma4.c — Gemma 4's dense text model (see model.h): its
+ * hyper-parameters beyond the common ones, its tensors, and the forward of
+ * its layers, as transformers' modeling_gemma4.py defines them (5.23):
+ *
+ *   x = embed(ids) · sqrt(dim)
+ *   per-layer inputs (ple_dim P > 0), [T, n_layers, P]:
+ *     pli = (rmsnorm_P(x · per_layer_model_projᵀ · dim^-½) · per_layer_proj_norm
+ *            + per_layer_token_embd[ids] · sqrt(P)) · 2^-½
+ *   per layer l (head_dim, KV heads and MLP width of its own: model.h):
+ *     h = rmsnorm(x) · attn_norm
+ *     q = rope(rmsnorm_head(h · Wqᵀ) · q_norm)
+ *     a layer that owns K/V: k = rope(rmsnorm_head(h · Wkᵀ) · k_norm),
+ *       v = rmsnorm_head(h · Wvᵀ) (no weight), on a full layer with k_eq_v
+ *       v = rmsnorm_head(h · Wkᵀ); written to its cache layer;
+ *     a KV-shared layer: the K/V of the last owning layer of its type,
+ *       attended through that layer's cache (written again with the same
+ *       values: the attention writes what it is given, bit for bit);
+ *     x += rmsnorm(attn(q, k, v) · Woᵀ) · post_attention_norm   (scores · 1)
+ *     x += rmsnorm(geglu(h · Wgateᵀ, h · Wupᵀ) · Wdownᵀ) · post_ffw_norm,
+ *          h = rmsnorm(x) · ffn_norm
+ *     x += rmsnorm(geglu(x · inp_gateᵀ, pli[:, l]) · projᵀ) · post_norm
+ *     x *= layer_output_scale
+ *   RoPE by layer type, rotate_half over the whole head: the sliding
+ *   layers' at rope_base; the full layers' at rope_base_full with the first
+ *   rot_dim_full / 2 frequencies base^(-2i / head_dim_full) and the others 0
+ *   ("proportional": those pairs do not turn).
+ * Norm weights multiply as stored (Gemma 4's RMSNorm has no 1 + w). The
+ * logits (final norm, tied output, soft-cap) are the runner's. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "model/model_internal.h"
+
+#define MAX_HEAD 4096
+
+static int is_full(const model_hparams_t *hp, int l) { return hp->swa_pattern > 0 && (l + 1) % hp->swa_pattern == 0; }
+
+static int first_shared(const model_hparams_t *hp) { return hp->n_layers - hp->n_kv_shared; }
+
+int model_layer_head_dim(const model_hparams_t *hp, int l) {
+  return hp->head_dim_full > 0 && is_full(hp, l) ? hp->head_dim_full : hp->head_dim;
+}
+
+int model_layer_kv_heads(const model_hparams_t *hp, int l) {
+  return hp->head_dim_full > 0 && is_full(hp, l) ? hp->n_kv_heads_full : hp->n_kv_heads;
+}
+
+int model_layer_ff_dim(const model_hparams_t *hp, int l) {
+  return hp->n_kv_shared > 0 && l >= first_shared(hp) ? hp->ff_dim_shared : hp->ff_dim;
+}
+
+int model_layer_cache_layer(const model_hparams_t *hp, int l) {
+  if (hp->n_kv_shared > 0 && l >= first_shared(hp)) { /* the last owner of its type */
+    for (int j = first_shared(hp) - 1; j >= 0; j--)
+      if (is_full(hp, j) == is_full(hp, l)) return j;
+    return -1;
+  }
+  int al = 0; /* its index among the attention layers */
+  for (int j = 0; j < l; j++) al += !model_layer_recurrent(hp, j);
+  return al;
+}
+
+int model__gemma4_hparams(const gguf_ctx_t *g, const char *a, model_hparams_t *hp, char *err, size_t err_len) {
+  int rc = model__get_int(g, a, "attention.sliding_window_pattern", -1, 0, hp->n_layers, &hp->swa_pattern, err,
+                          err_len);
+  if (rc == 0) rc = model__get_int(g, a, "attention.key_length_full", -1, 2, MAX_HEAD, &hp->head_dim_full, err, err_len);
+  if (rc == 0)
+    rc = model__get_int(g, a, "attention.head_count_kv_full", -1, 1, hp->n_heads, &hp->n_kv_heads_full, err, err_len);
+  if (rc == 0)
+    rc = model__get_int(g, a, "rope.dimension_count_full", -1, 0, hp->head_dim_full, &hp->rot_dim_full, err, err_len);
+  if (rc == 0) rc = model__get_pos_float(g, a, "rope.freq_base_full", 0, &hp->rope_base_full, err, err_len);
+  if (rc == 0) rc = model__get_int(g, a, "embedding_length_per_layer_input", 0, 0, MAX_HEAD, &hp->ple_dim, err, err_len);
+  if (rc == 0)
+    rc = model__get_int(g, a, "attention.shared_kv_layers", 0, 0, hp->n_layers - 1, &hp->n_kv_shared, err, err_len);
+  if (rc == 0)
+    rc = model__get_int(g, a, "feed_forward_length_shared", hp->ff_dim, 1, 1 << 22, &hp->ff_dim_shared, err, err_len);
+  if (rc == 0) rc = model__get_int(g, a, "attention.k_eq_v", 0, 0, 1, &hp->k_eq_v, err, err_len);
+  char key[96];
+  snprintf(key, sizeof key, "%s.final_logit_softcapping", a);
+  if (rc == 0 && gguf_find_kv(g, key))
+    rc = model__get_pos_float(g, a, "final_logit_softcapping", 0, &hp->final_softcap, err, err_len);
+  if (rc != 0) return rc;
+  if (hp->n_heads % hp->n_kv_heads_full != 0 || hp->rot_dim_full % 2 != 0 || hp->head_dim_full % 2 != 0 ||
+      hp->head_dim % 2 != 0 || hp->rot_dim != hp->head_dim) {
+    snprintf(err, err_len, "keys '%s.attention.*_full', rope.dimension_count*: %d heads, %d KV heads of %d on the "
+             "full layers rotating %d, heads of %d rotating %d on the sliding ones (want KV heads dividing heads, "
+             "even sizes, the sliding heads rotated whole)",
+             a, hp->n_heads, hp->n_kv_heads_full, hp->head_dim_full, hp->rot_dim_full, hp->head_dim, hp->rot_dim);
+    return -EINVAL;
+  }
+  for (int l = first_shared(hp); l < hp->n_layers; l++)
+    if (model_layer_cache_layer(hp, l) < 0) {
+      snprintf(err, err_len, "key '%s.attention.shared_kv_layers' is %d: layer %d has no earlier layer of its type "
+               "to read K/V from", a, hp->n_kv_shared, l);
+      return -EINVAL;
+    }
+  hp->embed_scale = sqrtf((float)hp->dim);
+  hp->gelu_mlp = 1;
+  hp->post_norms = 1;
+  hp->attn_scale = 1.0f; /* Gemma4TextAttention.scaling */
+  hp->n_attn_layers = first_shared(hp);
+  const int hd = hp->head_dim > hp->head_dim_full ? hp->head_dim : hp->head_dim_full;
+  const int kv = hp->n_kv_heads * hp->head_dim, kv_full = hp->n_kv_heads_full * hp->head_dim_full;
+  hp->q_dim = hp->n_heads * hd; /* the runner's buffers: the widest layer's */
+  hp->kv_dim = kv > kv_full ? kv : kv_full;
+  return 0;
+}
+
+int model__gemma4_load_globals(loader_t *ld) {
+  model_t *m = ld->m;
+  const model_hparams_t *hp = &m->hp;
+  const int64_t P = hp->ple_dim, LP = (int64_t)hp->n_layers * P;
+  if (P == 0) return 0;
+  int rc = model__load_matrix(ld, "per_layer_token_embd.weight", hp->n_vocab, LP, &m->pl_embd);
+  if (rc == 0) rc = model__load_matrix(ld, "per_layer_model_proj.weight", LP, hp->dim, &m->pl_proj);
+  if (rc == 0) rc = model__load_vector(ld, "per_layer_proj_norm.weight", P, &m->pl_proj_norm, 1);
+  /* a token reads one row of the per-layer table */
+  if (rc == 0) m->step_bytes -= (hp->n_vocab - 1) * kern_type_row_bytes(m->pl_embd.type, LP);
+  return rc;
+}
+
+int model__gemma4_load_layer(loader_t *ld, int l) {
+  const model_hparams_t *hp = &ld->m->hp;
+  model_layer_t *L = &ld->m->layers[l];
+  const int64_t hd = model_layer_head_dim(hp, l), q = (int64_t)hp->n_heads * hd;
+  const int64_t kv = model_layer_kv_heads(hp, l) * hd, ff = model_layer_ff_dim(hp, l), dim = hp->dim;
+  const int owner = l < first_shared(hp), k_is_v = hp->k_eq_v && is_full(hp, l);
+  char name[64];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
+  int rc = model__load_vector(ld, NAME("attn_norm.weight"), dim, &L->attn_norm, 1);
+  if (rc == 0) rc = model__load_matrix(ld, NAME("attn_q.weight"), q, dim, &L->wq);
+  if (rc == 0) rc = model__load_vector(ld, NAME("attn_q_norm.weight"), hd, &L->q_norm, 1);
+  if (rc == 0 && owner) rc = model__load_matrix(ld, NAME("attn_k.weight"), kv, dim, &L->wk);
+  if (rc == 0 && owner) rc = model__load_vector(ld, NAME("attn_k_norm.weight"), hd, &L->k_norm, 1);
+  if (rc == 0 && owner && !k_is_v) rc = model__load_matrix(ld, NAME("attn_v.weight"), kv, dim, &L->wv);
+  if (rc == 0) rc = model__load_matrix(ld, NAME("attn_output.weight"), dim, q, &L->wo);
+  if (rc == 0) rc = model__load_vector(ld, NAME("post_attention_norm.weight"), dim, &L->post_attn_norm, 1);
+  if (rc == 0) rc = model__load_vector(ld, NAME("ffn_norm.weight"), dim, &L->ffn_norm, 1);
+  if (rc == 0) rc = model__load_matrix(ld, NAME("ffn_gate.weight"), ff, dim, &L->w_gate);
+  if (rc == 0) rc = model__load_matrix(ld, NAME("ffn_up.weight"), ff, dim, &L->w_up);
+  if (rc == 0) rc = model__load_matrix(ld, NAME("ffn_down.weight"), dim, ff, &L->w_down);
+  if (rc == 0) rc = model__load_vector(ld, NAME("post_ffw_norm.weight"), dim, &L->post_ffn_norm, 1);
+  if (rc == 0 && hp->ple_dim > 0) {
+    rc = model__load_matrix(ld, NAME("inp_gate.weight"), hp->ple_dim, dim, &L->w_pl_gate);
+    if (rc == 0) rc = model__load_matrix(ld, NAME("proj.weight"), dim, hp->ple_dim, &L->w_pl_proj);
+    if (rc == 0) rc = model__load_vector(ld, NAME("post_norm.weight"), dim, &L->pl_norm, 1);
+  }
+  if (rc == 0) rc = model__load_scalar(ld, NAME("layer_output_scale.weight"), &L->layer_scale);
+#undef NAME
+  return rc;
+}
+
+int model__gemma4_extras(model_t *m, char *err, size_t err_len) {
+  kern_backend_t *be = m->be;
+  const model_hparams_t *hp = &m->hp;
+  const int half = hp->head_dim_full / 2, hd = hp->head_dim > hp->head_dim_full ? hp->head_dim : hp->head_dim_full;
+  float *host = xcalloc((size_t)(half > hd ? half : hd), sizeof *host);
+  for (int i = 0; i < half; i++) /* proportional: the exponent over the whole head */
+    host[i] = 2 * i < hp->rot_dim_full ? (float)(1.0 / pow((double)hp->rope_base_full, 2.0 * i / hp->head_dim_full))
+                                       : 0.0f;
+  m->inv_freq_full_dev = be->alloc(be, (size_t)half * sizeof(float));
+  if (m->inv_freq_full_dev) be->upload(be, m->inv_freq_full_dev, host, (size_t)half * sizeof(float));
+  for (int i = 0; i < hd; i++) host[i] = 1.0f;
+  m->ones = be->alloc(be, (size_t)hd * sizeof(float));
+  if (m->ones) be->upload(be, m->ones, host, (size_t)hd * sizeof(float));
+  free(host);
+  if (!m->inv_freq_full_dev || !m->ones) {
+    snprintf(err, err_len, "the %s backend is out of memory", be->name);
+    return -ENOMEM;
+  }
+  m->cache_kv_heads = xmalloc((size_t)hp->n_attn_layers * sizeof *m->cache_kv_heads);
+  m->cache_head_dim = xmalloc((size_t)hp->n_attn_layers * sizeof *m->cache_head_dim);
+  for (int l = 0; l < hp->n_attn_layers; l++) { /* the owners: layers 0 .. n_attn_layers - 1 */
+    m->cache_kv_heads[l] = model_layer_kv_heads(hp, l);
+    m->cache_head_dim[l] = model_layer_head_dim(hp, l);
+  }
+  return 0;
+}
+
+void model__gemma4_free(model_t *m) {
+  kern_backend_t *be = m->be;
+  if (m->pl_embd.rows > 0) be->weight_release(be, &m->pl_embd);
+  if (m->pl_proj.rows > 0) be->weight_release(be, &m->pl_proj);
+  be->free(be, m->pl_proj_norm);
+  be->free(be, m->inv_freq_full_dev);
+  be->free(be, m->ones);
+  free(m->cache_kv_heads);
+  free(m->cache_head_dim);
+}
+
+int model__gemma4_io_alloc(kern_backend_t *be, const model_hparams_t *hp, int T, model_g4_io_t *io) {
+  const size_t t = (size_t)T, f = sizeof(float), lp = (size_t)hp->n_layers * hp->ple_dim;
+  const size_t kv[2] = {(size_t)hp->n_kv_heads * hp->head_dim, (size_t)hp->n_kv_heads_full * hp->head_dim_full};
+  int failed = 0;
+#define ALLOC(ptr, bytes) (failed |= !((ptr) = be->alloc(be, (bytes))))
+  for (int i = 0; i < 2; i++) {
+    ALLOC(io->k[i], t * kv[i] * f);
+    ALLOC(io->v[i], t * kv[i] * f);
+  }
+  if (lp > 0) {
+    ALLOC(io->pli, t * lp * f);
+    ALLOC(io->plc, t * lp * f);
+    ALLOC(io->pg, t * hp->ple_dim * f);
+    ALLOC(io->pl, t * hp->ple_dim * f);
+  }
+#undef ALLOC
+  return failed ? -ENOMEM : 0;
+}
+
+void model__gemma4_io_free(kern_backend_t *be, model_g4_io_t *io) {
+  void *bufs[] = {io->k[0], io->k[1], io->v[0], io->v[1], io->pli, io->plc, io->pg, io->pl};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(be, bufs[i]);
+}
+
+/* The per-layer inputs of T rows into io->pli (x: the scaled embedding). */
+static void per_layer_inputs(const model_t *m, kern_backend_t *be, model_g4_io_t *io, int T) {
+  const model_hparams_t *hp = &m->hp;
+  const int P = hp->ple_dim;
+  const int64_t n = (int64_t)T * hp->n_layers * P;
+  be->embed(be, io->pli, &m->pl_embd, io->ids, T); /* [T, n_layers P] */
+  be->scale(be, io->pli, io->pli, sqrtf((float)P), n);
+  be->matmul(be, io->plc, io->x, &m->pl_proj, T);
+  be->scale(be, io->plc, io->plc, (float)(1.0 / sqrt((double)hp->dim)), n);
+  be->rmsnorm(be, io->plc, io->plc, m->pl_proj_norm, T * hp->n_layers, P, hp->rms_eps);
+  be->add(be, io->pli, io->pli, io->plc, n);
+  be->scale(be, io->pli, io->pli, (float)(1.0 / sqrt(2.0)), n);
+}
+
+/* Layer l's attention: x += rmsnorm(attn · Woᵀ) · post_attention_norm. */
+static int attention(const model_t *m, kern_backend_t *be, attn_t *attn, model_g4_io_t *io, int l, int T) {
+  const model_hparams_t *hp = &m->hp;
+  const model_layer_t *w = &m->layers[l];
+  const int full = is_full(hp, l), hd = model_layer_head_dim(hp, l), nkv = model_layer_kv_heads(hp, l);
+  const float *inv_freq = full ? m->inv_freq_full_dev : m->inv_freq_dev;
+  float *k = io->k[full], *v = io->v[full];
+  be->rmsnorm(be, io->h, io->x, w->attn_norm, T, hp->dim, hp->rms_eps);
+  be->matmul(be, io->q, io->h, &w->wq, T); /* [T, n_heads, hd] */
+  be->rmsnorm(be, io->q, io->q, w->q_norm, T * hp->n_heads, hd, hp->rms_eps);
+  be->rope(be, io->q, io->pos, T, hp->n_heads, hd, hd, inv_freq, 1);
+  if (l < first_shared(hp)) { /* an owner: this step's K/V, kept for the shared layers of its type */
+    be->matmul(be, k, io->h, &w->wk, T); /* [T, nkv, hd] */
+    if (w->wv.rows > 0)
+      be->matmul(be, v, io->h, &w->wv, T);
+    else /* k_eq_v: the raw K projection */
+      be->copy(be, v, k, (size_t)T * nkv * hd * sizeof(float));
+    be->rmsnorm(be, k, k, w->k_norm, T * nkv, hd, hp->rms_eps);
+    be->rope(be, k, io->pos, T, nkv, hd, hd, inv_freq, 1);
+    be->rmsnorm(be, v, v, m->ones, T * nkv, hd, hp->rms_eps);
+  }
+  const int rc = attn_layer_forward(attn, model_layer_cache_layer(hp, l), io->q, k, v, io->att);
+  if (rc != 0) return rc;
+  be->matmul(be, io->proj, io->att, &w->wo, T);
+  be->rmsnorm(be, io->proj, io->proj, w->post_attn_norm, T, hp->dim, hp->rms_eps);
+  be->add(be, io->x, io->x, io->proj, (int64_t)T * hp->dim);
+  return 0;
+}
+
+int model__gemma4_layers(const model_t *m, attn_t *attn, model_g4_io_t *io, int T) {
+  const model_hparams_t *hp = &m->hp;
+  kern_backend_t *be = m->be;
+  const int dim = hp->dim, P = hp->ple_dim;
+  const int64_t n = (int64_t)T * dim;
+  if (P > 0) per_layer_inputs(m, be, io, T);
+  for (int l = 0; l < hp->n_layers; l++) {
+    const model_layer_t *w = &m->layers[l];
+    const int rc = attention(m, be, attn, io, l, T);
+    if (rc != 0) return rc;
+    const int64_t ff = (int64_t)T * model_layer_ff_dim(hp, l);
+    be->rmsnorm(be, io->h, io->x, w->ffn_norm, T, dim, hp->rms_eps);
+    be->matmul(be, io->gate, io->h, &w->w_gate, T);
+    be->matmul(be, io->up, io->h, &w->w_up, T);
+    be->geglu(be, io->gate, io->gate, io->up, ff);
+    be->matmul(be, io->proj, io->gate, &w->w_down, T);
+    be->rmsnorm(be, io->proj, io->proj, w->post_ffn_norm, T, dim, hp->rms_eps);
+    be->add(be, io->x, io->x, io->proj, n);
+    if (P > 0) { /* the per-layer input, gated by the stream */
+      be->matmul(be, io->pg, io->x, &w->w_pl_gate, T); /* [T, P] */
+      be->copy_cols(be, io->pl, P, io->pli + (int64_t)l * P, (int64_t)hp->n_layers * P, T, P);
+      be->geglu(be, io->pg, io->pg, io->pl, (int64_t)T * P);
+      be->matmul(be, io->proj, io->pg, &w->w_pl_proj, T);
+      be->rmsnorm(be, io->proj, io->proj, w->pl_norm, T, dim, hp->rms_eps);
+      be->add(be, io->x, io->x, io->proj, n);
+    }
+    if (w->layer_scale != 1.0f) be->scale(be, io->x, io->x, w->layer_scale, n);
+  }
+  return 0;
+}
