@@ -23,6 +23,7 @@ from safetensors.numpy import save_file
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "reference"))
+from hf_gguf import permute  # noqa: E402
 from llama_ref import LlamaRef  # noqa: E402
 from synthetic import add_shape  # noqa: E402
 import tram_server  # noqa: E402
@@ -45,11 +46,6 @@ def tiny_tokenizer():
     """95 printable ASCII symbols, one merge, two specials (ids 96, 97)."""
     vocab = [chr(33 + i) for i in range(94)] + ["Ġ", "!\""]
     return byte_level_tokenizer(vocab, [("!", "\"")], ["<|endoftext|>", "<|im_end|>"]), 98
-
-
-def permute(w, n_head):
-    """llama.cpp's convert_hf_to_gguf permute: Hugging Face's rotate-half rows → adjacent pairs."""
-    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
 def write_pair(tmp, arch, tok, vocab, seed=7, quant=None):
