@@ -32,6 +32,7 @@ import pytest
 from gguf_copy import finish
 from hf_gguf import add_bpe_vocab, add_f32, hparams, permute
 from hf_ref import HfRef, load_safetensors
+from test_forward import run_plan
 from tokenizers import Tokenizer
 
 ROOT = pathlib.Path(__file__).resolve().parent
@@ -58,15 +59,9 @@ def check_logits(got, want):
 
 
 def forward(tool, model, seqs, tmp):
-    out = tmp / "logits.f32"
-    plan = {"model": str(model), "seqs": seqs, "out": str(out), "threads": 2, "block_size": 4, "num_blocks": 64,
-            "steps": [[len(s) if i == k else 0 for i, s in enumerate(seqs)] for k in range(len(seqs))]}
-    res = subprocess.run([str(tool("forward")), "-"], input=json.dumps(plan), capture_output=True, text=True,
-                         timeout=120)
-    assert res.returncode == 0, res.stderr
-    info = json.loads(res.stdout)
-    logits = np.fromfile(out, dtype=np.float32).reshape(info["rows"], info["n_vocab"])
-    return np.split(logits, np.cumsum([len(s) for s in seqs])[:-1])
+    """Logits per sequence, the sequences one a step (two threads, 4-token blocks)."""
+    steps = [[len(s) if i == k else 0 for i, s in enumerate(seqs)] for k in range(len(seqs))]
+    return run_plan(tool, tmp, model, seqs, steps, threads=2, block_size=4, num_blocks=64)[0]
 
 
 def write_gguf(folder, path):

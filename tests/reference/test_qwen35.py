@@ -23,6 +23,7 @@ import pytest
 from gguf_copy import finish, open_copy
 from qwen35_gguf import write_gguf
 from qwen35_ref import Qwen35Ref
+from test_forward import run_plan
 
 HF = pathlib.Path(__file__).resolve().parent / "data" / "qwen35-tiny"
 
@@ -48,17 +49,7 @@ def rel(x, y):
 
 
 def run(tool, tmp_path, model, seqs, steps=None, **opts):
-    out = tmp_path / "logits.f32"
-    plan = {"model": str(model), "seqs": seqs, "out": str(out), "threads": 2, **opts}
-    if steps is not None:
-        plan["steps"] = steps
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    res = subprocess.run([str(tool("forward")), str(tmp_path / "plan.json")], capture_output=True, text=True,
-                         timeout=300)
-    assert res.returncode == 0, res.stderr
-    info = json.loads(res.stdout)
-    logits = np.fromfile(out, dtype=np.float32).reshape(info["rows"], info["n_vocab"])
-    return np.split(logits, np.cumsum([len(s) for s in seqs])[:-1])
+    return run_plan(tool, tmp_path, model, seqs, steps, **{"threads": 2, **opts})[0]
 
 
 def test_reference_is_transformers(expected, ref):
