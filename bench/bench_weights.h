@@ -1,6 +1,6 @@
 /* bench/bench_weights.h — random weight matrices for the C benchmarks
  * (matmul_bench, decode_bench): random bytes of any GGUF weight type with
- * every f16 scale field small, normal and positive (no subnormal
+ * every scale field small, normal and positive (no subnormal
  * arithmetic to slow a kernel down), from one seeded generator.
  * Header-only: each benchmark is its own program. */
 #ifndef TRAM_BENCH_WEIGHTS_H
@@ -25,7 +25,8 @@ static inline float bench_rnd_unit(void) { return (float)bench_rnd() / 214748364
 
 /* rows × cols of type t (malloc'd; aborts when out of memory): F32/F16/BF16
  * elements uniform in ±0.05, quantized blocks of random bytes whose scale
- * fields are f16 values in [0.001, 0.021). */
+ * fields are f16 values in [0.001, 0.021) (MXFP4: scale bytes 2^-10 ..
+ * 2^-7). */
 static inline void *bench_random_weight(kern_type_t t, int64_t rows, int64_t cols) {
   const int64_t bytes = rows * kern_type_row_bytes(t, cols), bb = kern_type_block_bytes(t);
   uint8_t *d = malloc((size_t)bytes);
@@ -41,6 +42,10 @@ static inline void *bench_random_weight(kern_type_t t, int64_t rows, int64_t col
       const uint16_t h = t == KERN_F16 ? kern_cpu_f32_to_f16(v) : kern_cpu_f32_to_bf16(v);
       memcpy(d + 2 * i, &h, 2);
     }
+    return d;
+  }
+  if (t == KERN_MXFP4) { /* E8M0 scales 2^-10 .. 2^-7: elements up to 0.09 */
+    for (int64_t b = 0; b < bytes / bb; b++) d[b * bb] = (uint8_t)(118 + bench_rnd() % 4);
     return d;
   }
   int off[2] = {0, 2}, k = 1; /* byte offsets of the f16 scales in a block (quant_blocks.h) */

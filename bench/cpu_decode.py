@@ -14,7 +14,9 @@ one run (`make bench-cpu`; docs/benchmarks/cpu-decode.md).
    warm-up request, then --requests streaming completions per stream count
    (--streams, closed loop) of --prompt random token ids and --tokens
    output tokens (ignore_eos, greedy): TPOT = (last chunk - first chunk) /
-   (chunks - 1) per request, mean; output tokens/s over the run.
+   (chunks - 1) per request, mean; TTFT = first chunk - send, mean (with
+   --prompt 512 --streams 1, the prefill time of a 512-token prompt);
+   output tokens/s over the run.
 3. The bound: bench/membw's read bandwidth with the same threads, in the
    same run, right after each model; weight bytes per decoded token from
    the file (every tensor but the token embedding, plus one embedding row,
@@ -91,7 +93,7 @@ def membw(build, threads):
 
 async def one_request(client, url, prompt, tokens):
     body = {"prompt": prompt, "max_tokens": tokens, "temperature": 0, "ignore_eos": True, "stream": True}
-    times = []
+    times = [time.perf_counter()]  # the send time, then one per chunk with text
     # one connection per request (as bench/loadgen.py): a keep-alive request sent while the server closes
     # the connection fails now and then (docs/benchmarks/methodology.md)
     async with client.stream("POST", url, json=body, timeout=3600, headers={"Connection": "close"}) as r:
@@ -119,10 +121,13 @@ async def run_streams(port, streams, requests, vocab, plen, tokens, seed):
         t0 = time.perf_counter()
         await asyncio.gather(*[worker() for _ in range(streams)])
         wall = time.perf_counter() - t0
+    ttfts = [t[1] - t[0] for t in res if len(t) > 1]
+    res = [t[1:] for t in res]
     tpots = [(t[-1] - t[0]) / (len(t) - 1) for t in res if len(t) > 1]
     gaps = sorted(b - a for t in res for a, b in zip(t, t[1:]))
     pick = lambda q: gaps[min(len(gaps) - 1, int(q * len(gaps)))] if gaps else 0  # noqa: E731
-    return {"tpot_ms": 1e3 * sum(tpots) / len(tpots), "tok_s": sum(len(t) for t in res) / wall,
+    return {"tpot_ms": 1e3 * sum(tpots) / len(tpots), "ttft_ms": 1e3 * sum(ttfts) / max(1, len(ttfts)),
+            "tok_s": sum(len(t) for t in res) / wall,
             "itl_p50_ms": 1e3 * pick(0.5), "itl_p99_ms": 1e3 * pick(0.99), "requests": len(res)}
 
 
@@ -175,15 +180,16 @@ def main():
                 rows.append(r)
     lines = ["| model | weights / token | threads | streams | tram TPOT ms | llama.cpp TPOT ms | tram ÷ llama.cpp "
              "(1/TPOT) | tram tok/s | llama.cpp tok/s | tram ITL p99 / p50 ms | llama.cpp ITL p99 / p50 ms | read "
-             "GB/s | tram share of read bw | llama.cpp share | load |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "GB/s | tram share of read bw | llama.cpp share | tram TTFT ms | llama.cpp TTFT ms | load |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+             "---: |"]
     for r in rows:
         t, l, bw = r["tram"], r["llamacpp"], r["read_gbs"]
         share = lambda x: f"{100 * r['bytes'] / (x['tpot_ms'] / 1e3) / 1e9 / bw:.0f} %" if bw and r["streams"] == 1 else "—"  # noqa: E731,E501
         lines.append(f"| {r['model']} | {r['bytes'] / 1e9:.2f} GB | {r['threads']} | {r['streams']} | {t['tpot_ms']:.1f} | "
                      f"{l['tpot_ms']:.1f} | {l['tpot_ms'] / t['tpot_ms']:.2f}× | {t['tok_s']:.1f} | {l['tok_s']:.1f} | "
                      f"{t['itl_p99_ms']:.0f} / {t['itl_p50_ms']:.0f} | {l['itl_p99_ms']:.0f} / {l['itl_p50_ms']:.0f} | "
-                     f"{bw:.1f} | {share(t)} | {share(l)} | {r['load']:.1f} |")
+                     f"{bw:.1f} | {share(t)} | {share(l)} | {t['ttft_ms']:.0f} | {l['ttft_ms']:.0f} | {r['load']:.1f} |")
     pathlib.Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(a.out).write_text("\n".join(lines) + "\n")
     pathlib.Path(a.json).write_text(json.dumps(rows, indent=1))

@@ -3,7 +3,7 @@
  * issue 4; results recorded in docs/benchmarks/matmul.md.
  *
  *   build/bench/matmul_bench [-t threads] [--quick] [--model-only] [--cpu-time]
- *                            [--precision exact|fast|both]
+ *                            [--precision exact|fast|both] [--shape ROWSxCOLS] [--types T,T,...]
  *
  * 1. Memory bandwidth: bench/membw's read probe (run from the same folder,
  *    same threads), the decode bound's denominator.
@@ -28,7 +28,11 @@
  * times every matmul by the process's cpu-time instead of the wall clock
  * (on a machine shared with other work the neighbours then do not count;
  * with -t 1 it is the one core's time), and the bandwidth bound by the
- * probe's cpu-time figure. */
+ * probe's cpu-time figure. --shape runs table 2 at that one shape only (for
+ * each type whose block divides COLS; e.g. 2880x2880, a gpt-oss-20b expert
+ * matrix) and skips table 3; --types keeps only the named types in table 2
+ * (MXFP4 is in it only when named). */
+#include <inttypes.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,20 +81,35 @@ static double time_matmul(kern_backend_t *be, float *y, const float *x, const ke
   return best;
 }
 
+static int64_t only_rows, only_cols;  /* --shape (0: the default shapes) */
+static const char *only_types;       /* --types, comma-separated names (NULL: the default list) */
+
+static int type_listed(kern_type_t type) {
+  const char *name = kern_type_name(type);
+  size_t len = strlen(name);
+  for (const char *p = only_types; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+    if (strncmp(p, name, len) == 0 && (p[len] == ',' || p[len] == '\0')) return 1;
+  return 0;
+}
+
 static void type_table(kern_backend_t *be, int quick, float *x, float *y) {
   const kern_type_t types[] = {KERN_F32,  KERN_F16,  KERN_BF16, KERN_Q4_0, KERN_Q4_1, KERN_Q5_0,
-                               KERN_Q5_1, KERN_Q8_0, KERN_Q4_K, KERN_Q5_K, KERN_Q6_K};
-  const int64_t shapes[4][2] = {{576, 576}, {1536, 576}, {576, 1536}, {49152, 576}};
+                               KERN_Q5_1, KERN_Q8_0, KERN_Q4_K, KERN_Q5_K, KERN_Q6_K, KERN_MXFP4};
+  int64_t shapes[4][2] = {{576, 576}, {1536, 576}, {576, 1536}, {49152, 576}};
+  int n_shapes = 4;
+  if (only_rows) shapes[0][0] = only_rows, shapes[0][1] = only_cols, n_shapes = 1;
   const int ns[] = {1, 8, 32, 512};
   printf("\n## Matmul per weight type (GFLOP/s | weight GB/s)\n\n");
   printf("| type | rows × cols | n=1 | n=8 | n=32 | n=512 |\n| --- | --- | --- | --- | --- | --- |\n");
   for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
     kern_type_t type = types[t];
+    if (only_types ? !type_listed(type) : type == KERN_MXFP4) continue;
     if (quick && type != KERN_Q4_1 && type != KERN_Q8_0) continue;
-    for (int s = 0; s < 4; s++) {
+    for (int s = 0; s < n_shapes; s++) {
       int64_t rows = shapes[s][0], cols = shapes[s][1];
-      if (rows == 49152 && type != KERN_Q8_0) continue;
-      if (kern_type_block_elems(type) == 256) rows = rows == 576 ? 512 : rows, cols = cols == 576 ? 512 : cols;
+      if (only_rows && cols % kern_type_block_elems(type) != 0) continue;
+      if (!only_rows && rows == 49152 && type != KERN_Q8_0) continue;
+      if (!only_rows && kern_type_block_elems(type) == 256) rows = rows == 576 ? 512 : rows, cols = cols == 576 ? 512 : cols;
       void *data = bench_random_weight(type, rows, cols);
       kern_weight_t w;
       if (be->weight_init(be, &w, type, rows, cols, data) != 0) abort();
@@ -187,6 +206,10 @@ static void run_precision(kern_precision_t prec, int threads, int quick, int mod
   double bw = membw_read(argv0, cpu->n_threads);
   if (bw <= 0) fprintf(stderr, "matmul_bench: bench/membw did not run: no bandwidth bound\n");
   if (!model_only) type_table(be, quick, x, y);
+  if (only_rows) {
+    kern_backend_destroy(be);
+    return;
+  }
 
   model_t *m = malloc(sizeof *m);
   if (!m) abort();
@@ -225,19 +248,27 @@ int main(int argc, char **argv) {
       last = KERN_PRECISION_FAST, i++;
     else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc && strcmp(argv[i + 1], "exact") == 0)
       i++;
+    else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc &&
+             sscanf(argv[i + 1], "%" SCNd64 "x%" SCNd64, &only_rows, &only_cols) == 2 && only_rows > 0 &&
+             only_rows <= 1 << 20 && only_cols > 0 && only_cols <= 1 << 16)
+      i++;
+    else if (strcmp(argv[i], "--types") == 0 && i + 1 < argc)
+      only_types = argv[++i];
     else {
       fprintf(stderr, "usage: matmul_bench [-t threads] [--quick] [--model-only] [--cpu-time] "
-                      "[--precision exact|fast|both]\n");
+                      "[--precision exact|fast|both] [--shape ROWSxCOLS] [--types T,T,...]\n");
       return 2;
     }
   }
+  if (!only_rows) only_cols = 0;
   if (quick) min_seconds = 0.1;
-  float *x = malloc(sizeof(float) * 512 * 1536), *y = malloc(sizeof(float) * 512 * 49152);
+  const int64_t xcols = only_cols > 1536 ? only_cols : 1536, yrows = only_rows > 49152 ? only_rows : 49152;
+  float *x = malloc(sizeof(float) * 512 * (size_t)xcols), *y = malloc(sizeof(float) * 512 * (size_t)yrows);
   if (!x || !y) abort();
-  for (int i = 0; i < 512 * 1536; i++) x[i] = bench_rnd_unit();
+  for (int64_t i = 0; i < 512 * xcols; i++) x[i] = bench_rnd_unit();
   double steps[2][3];
   for (int p = first; p <= last; p++) run_precision((kern_precision_t)p, threads, quick, model_only, argv[0], x, y, steps[p]);
-  if (first != last)
+  if (first != last && !only_rows)
     printf("## fast / exact, same run (sum of each call's best)\n\n| step | speed-up |\n| --- | --- |\n"
            "| decode, 1 row | %.2f× |\n| decode, 32 rows | %.2f× |\n| prefill, 512 rows | %.2f× |\n",
            steps[0][0] / steps[1][0], steps[0][1] / steps[1][1], steps[0][2] / steps[1][2]);

@@ -16,6 +16,7 @@ boot_opts_t boot_opts_from_cfg(const cfg_t *c) {
               .step_target_ms = c->step_target_ms,
               .kv_cache_bytes = c->kv_cache_bytes,
               .kv_cache_blocks = c->kv_cache_blocks,
+              .state_snapshot_bytes = c->state_snapshot_bytes > 0 ? c->state_snapshot_bytes : -1,
               .block_size = c->block_size,
               .max_model_len = c->max_model_len,
               .max_waiting = c->max_waiting,

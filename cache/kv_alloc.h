@@ -55,6 +55,12 @@ kv_alloc_t *kv_alloc_create(int32_t num_blocks, int32_t block_size);
 /* Sets (a copy of *o) or, with NULL, clears the observer. */
 void kv_alloc_set_observer(kv_alloc_t *a, const kv_observer_t *o);
 
+/* Sets (fn NULL: clears) the function called with a published block's id
+ * when its hash is evicted, before the block is reused: what is kept with
+ * the block (a hybrid's recurrent-state snapshot, cache/kv_state.h) goes
+ * with it. It must not call back into the allocator. */
+void kv_alloc_set_evict_hook(kv_alloc_t *a, void (*fn)(void *arg, int32_t block), void *arg);
+
 /* Frees the allocator (not the sequences' block arrays). NULL is a no-op. */
 void kv_alloc_destroy(kv_alloc_t *a);
 
@@ -172,6 +178,18 @@ uint64_t kv_alloc_evictions(const kv_alloc_t *a);
  * block_size) and the hash chain continues from there. Returns the number
  * of blocks matched (0 when none). */
 int32_t kv_seq_match_prefix(kv_alloc_t *a, kv_seq_t *s, const int32_t *tokens, int64_t n);
+
+/* Gives back the matched blocks of s past its first `keep` (last first):
+ * s must hold only what kv_seq_match_prefix gave it, and keeps keep blocks
+ * (<= s->n_blocks), keep * block_size tokens, its hash chain at the last
+ * one kept. A hybrid keeps the match only up to a block whose recurrent
+ * state it can restore. */
+void kv_seq_unmatch(kv_alloc_t *a, kv_seq_t *s, int32_t keep);
+
+/* The published block that holds s's last hashed block's content (s's own,
+ * or the block that held that hash first), or -1 when s has hashed no block
+ * or the hash has been evicted. */
+int32_t kv_seq_tail_block(const kv_alloc_t *a, const kv_seq_t *s);
 
 /* Publishes every block of s that is full of committed tokens and not yet
  * hashed along s's chain: tokens[s->n_tokens] are the sequence's token ids

@@ -32,6 +32,8 @@ struct kv_alloc {
   int32_t n_published;
   uint64_t evictions;
   kv_observer_t observer; /* zero: none */
+  void (*evict_hook)(void *arg, int32_t block); /* NULL: none (kv_alloc_set_evict_hook) */
+  void *evict_arg;
 };
 
 /* Programmer errors: report and stop. */

@@ -60,6 +60,7 @@ void kv__prefix_evict(kv_alloc_t *a, int32_t block) {
     }
   }
   a->table[i] = KV_NONE;
+  if (a->evict_hook) a->evict_hook(a->evict_arg, block);
   if (a->observer.removed) a->observer.removed(a->observer.arg, m->hash);
   m->published = 0;
   a->n_published--;
@@ -87,6 +88,11 @@ int kv_prefix_insert(kv_alloc_t *a, int32_t block, uint64_t parent, const int32_
 
 void kv_alloc_set_observer(kv_alloc_t *a, const kv_observer_t *o) {
   a->observer = o ? *o : (kv_observer_t){0};
+}
+
+void kv_alloc_set_evict_hook(kv_alloc_t *a, void (*fn)(void *arg, int32_t block), void *arg) {
+  a->evict_hook = fn;
+  a->evict_arg = arg;
 }
 
 int32_t kv_prefix_find(const kv_alloc_t *a, uint64_t parent, const int32_t *tokens) {
@@ -130,6 +136,22 @@ int32_t kv_seq_match_prefix(kv_alloc_t *a, kv_seq_t *s, const int32_t *tokens, i
   }
   s->n_tokens = (int64_t)matched * a->block_size;
   return matched;
+}
+
+void kv_seq_unmatch(kv_alloc_t *a, kv_seq_t *s, int32_t keep) {
+  KV_CHECK(keep >= 0 && keep <= s->n_blocks && s->n_released == 0 && s->n_hashed == s->n_blocks &&
+               s->n_tokens == (int64_t)s->n_blocks * a->block_size,
+           "kv_seq_unmatch: keep %d of %d blocks, %d hashed, %lld tokens", keep, s->n_blocks, s->n_hashed,
+           (long long)s->n_tokens);
+  while (s->n_blocks > keep) kv_block_unref(a, s->blocks[--s->n_blocks]);
+  s->n_hashed = keep;
+  s->n_tokens = (int64_t)keep * a->block_size;
+  s->hash = keep > 0 ? a->meta[s->blocks[keep - 1]].hash : 0;
+}
+
+int32_t kv_seq_tail_block(const kv_alloc_t *a, const kv_seq_t *s) {
+  if (s->n_hashed == 0 || !a->table) return KV_NONE;
+  return a->table[probe(a, s->hash)];
 }
 
 void kv_seq_publish(kv_alloc_t *a, kv_seq_t *s, const int32_t *tokens) {

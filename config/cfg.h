@@ -70,6 +70,7 @@ typedef enum cfg_key {
   CFG_MAX_CONNECTIONS_PER_CLIENT,
   CFG_KV_CACHE_BYTES,
   CFG_KV_CACHE_BLOCKS,
+  CFG_STATE_SNAPSHOT_BYTES,
   CFG_BLOCK_SIZE,
   CFG_MAX_BATCH_TOKENS,
   CFG_MAX_SEQS,
@@ -210,6 +211,8 @@ typedef struct cfg {
   /* engine: exactly one of kv_cache_bytes and kv_cache_blocks is non-zero */
   int64_t kv_cache_bytes;  /* KV cache budget in bytes (0 when given in blocks) */
   int kv_cache_blocks;     /* KV cache size in blocks (0 when given in bytes) */
+  int64_t state_snapshot_bytes; /* hybrid models: memory for recurrent-state snapshots (prefix caching);
+                                 * 0: none */
   int block_size;          /* tokens per KV cache block: a power of two, 8..256 */
   int max_batch_tokens;    /* tokens one engine step processes at most (>= max_seqs) */
   int max_seqs;            /* sequences running at once at most */

@@ -120,6 +120,13 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
                              "KV cache size in blocks of block_size tokens, instead of "
                              "kv_cache_bytes. 0: use kv_cache_bytes.",
                              OFF(kv_cache_blocks)},
+    [CFG_STATE_SNAPSHOT_BYTES] = {"state_snapshot_bytes", CFG_T_SIZE, "Engine", "512M", 0, 0, 64 * TiB, NULL,
+                                  "SIZE", 0,
+                                  "Hybrid models (Qwen3.5): memory for snapshots of the recurrent state kept "
+                                  "with prefix-cache blocks (one is tens of MB at a 2B shape): a prompt sharing "
+                                  "a cached prefix restores the state at its end. 0: none, and no prefix "
+                                  "caching for hybrids.",
+                                  OFF(state_snapshot_bytes)},
     [CFG_BLOCK_SIZE] = {"block_size", CFG_T_INT, "Engine", "32", 0, 8, 256, NULL, "N", CFG_F_POW2,
                         "Tokens per KV cache block: a power of two.", OFF(block_size)},
     [CFG_MAX_BATCH_TOKENS] = {"max_batch_tokens", CFG_T_INT, "Engine", "256", 0, 1, 1 << 20, NULL,

@@ -28,7 +28,7 @@
  *   - `general.alignment`, when present, a uint32 power of two;
  *   - tensors: 1..4 dims, each > 0, at most 2^48 elements; a weight type
  *     (kern_type_is_weight(): F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
- *     Q4_K, Q5_K, Q6_K; anything else is rejected naming the tensor and the
+ *     Q4_K, Q5_K, Q6_K, MXFP4; anything else is rejected naming the tensor and the
  *     type id); ne[0] a whole number of blocks; the offset a multiple of the
  *     alignment; the data inside the file. (Tensors may share or leave gaps
  *     between their data; tram does not require GGML's packed layout.)

@@ -274,7 +274,6 @@ static const char *ggml_type_name(uint32_t type) {
       [11] = "Q3_K", [15] = "Q8_K", [16] = "IQ2_XXS", [17] = "IQ2_XS", [18] = "IQ3_XXS", [19] = "IQ1_S",
       [20] = "IQ4_NL", [21] = "IQ3_S", [22] = "IQ2_S", [23] = "IQ4_XS", [24] = "I8", [25] = "I16",
       [26] = "I32", [27] = "I64", [28] = "F64", [29] = "IQ1_M", [34] = "TQ1_0", [35] = "TQ2_0",
-      [39] = "MXFP4",
   };
   const char *name = type < sizeof names / sizeof *names ? names[type] : NULL;
   return name ? name : "unknown to tram";
@@ -305,7 +304,7 @@ static int parse_tensor_info(cursor_t *c, uint64_t i) {
   if ((rc = read_u32(c, &t->type, "tensor type")) < 0) return rc;
   if (!kern_type_is_weight(t->type))
     return fail(c, "type %" PRIu32 " (%s) at byte %" PRIu64
-                   " is not supported (tram reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)",
+                   " is not supported (tram reads F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4)",
                 t->type, ggml_type_name(t->type), c->off - 4);
   int64_t row_bytes = kern_type_row_bytes(t->type, t->ne[0]);
   if (row_bytes < 0)

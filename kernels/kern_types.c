@@ -24,6 +24,7 @@ static const type_info_t types[KERN_TYPE_COUNT] = {
     [KERN_Q5_K] = {"Q5_K", QK_K, sizeof(block_q5_K), 1},
     [KERN_Q6_K] = {"Q6_K", QK_K, sizeof(block_q6_K), 1},
     [KERN_Q8_K] = {"Q8_K", QK_K, sizeof(block_q8_K), 0},
+    [KERN_MXFP4] = {"MXFP4", QK_MXFP4, sizeof(block_mxfp4), 1},
 };
 
 static const type_info_t *info(uint32_t type) {

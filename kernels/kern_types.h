@@ -29,7 +29,8 @@ typedef enum kern_type {
   KERN_Q6_K = 14,
   KERN_Q8_K = 15, /* activations only */
   KERN_BF16 = 30,
-  KERN_TYPE_COUNT = 31,
+  KERN_MXFP4 = 39, /* OCP microscaling FP4 (gpt-oss's expert weights) */
+  KERN_TYPE_COUNT = 40,
 } kern_type_t;
 
 /* GGML's name of a type ("Q4_1"), or NULL for an id tram does not support
@@ -37,7 +38,7 @@ typedef enum kern_type {
 const char *kern_type_name(uint32_t type);
 
 /* 1 if `type` is a supported weight type (F32, F16, BF16, Q4_0, Q4_1, Q5_0,
- * Q5_1, Q8_0, Q4_K, Q5_K, Q6_K), else 0. */
+ * Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4), else 0. */
 int kern_type_is_weight(uint32_t type);
 
 /* Elements per block (1 for F32/F16/BF16) and bytes per block, or 0 for an

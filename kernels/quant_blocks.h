@@ -20,6 +20,14 @@
  *   Q6_K  256   210   ql[128] low 4 bits, qh[64] high 2 bits, scales[16]
  *                     int8 per 16 elements, d: x = d * sc * (q - 32)
  *   Q8_K  256   292   f32 d; qs[256] int8; bsums[16] (sums of 16 qs)
+ *   MXFP4  32    17   e (E8M0 scale byte); qs[16] 4-bit E2M1 codes, low
+ *                     nibbles elements 0..15, high 16..31 (as Q4_0):
+ *                     x = 2^(e - 128) * v[q] with v = the E2M1 values
+ *                     doubled, {0, 1, 2, 3, 4, 6, 8, 12} for q = 0..7 and
+ *                     their negatives for q = 8..15 (bit 3 is the sign; 8
+ *                     is -0, read as 0). GGML's scale: e = 0 and 1 give
+ *                     2^-128 and 2^-127 (f32 subnormals), and e = 255 is a
+ *                     number (2^127), not the OCP MX spec's NaN.
  */
 #ifndef TRAM_QUANT_BLOCKS_H
 #define TRAM_QUANT_BLOCKS_H
@@ -39,6 +47,7 @@
 #define QK8_0 32
 #define QK8_1 32
 #define QK_K 256
+#define QK_MXFP4 32
 #define K_SCALE_SIZE 12
 
 typedef struct {
@@ -104,6 +113,12 @@ typedef struct {
   int16_t bsums[QK_K / 16];
 } block_q8_K;
 
+typedef struct {
+  uint8_t e;
+  uint8_t qs[QK_MXFP4 / 2];
+} block_mxfp4;
+
+QB_STATIC_ASSERT(sizeof(block_mxfp4) == 17, "block_mxfp4 size");
 QB_STATIC_ASSERT(sizeof(block_q4_0) == 18, "block_q4_0 size");
 QB_STATIC_ASSERT(sizeof(block_q4_1) == 20, "block_q4_1 size");
 QB_STATIC_ASSERT(sizeof(block_q5_0) == 22, "block_q5_0 size");

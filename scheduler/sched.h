@@ -92,6 +92,9 @@ typedef struct sched_config {
                            * the whole cache (logged) */
   int max_waiting;        /* requests waiting for admission at most; 0: no limit */
   int prefix_caching;     /* 1: share full blocks by content across requests */
+  int64_t state_snapshot_bytes; /* a hybrid model's recurrent-state snapshots kept with prefix-cache blocks
+                                 * (cache/kv_state.h); 0: 512 MiB; < 0: none, and then no prefix caching
+                                 * for hybrids */
   int cuda_graphs;        /* 1: decode steps replay captured graphs where the backend has them
                            * (model/model_graph.h); 0: off */
   int step_target_ms;     /* prompt chunks of steps with decodes sized to keep a step under this
@@ -353,6 +356,11 @@ typedef struct sched_stats {
   int32_t state_slots_total, state_slots_used;
   int32_t prefix_caching; /* 1: prefix-cache hits are taken (the setting, unless the model rules them out) */
   int64_t state_bytes;
+  /* its snapshots at prefix-cache blocks: held, in all, their bytes (in all), and since start: taken,
+   * restored by prefix-cache hits, dropped for room (not with their block) */
+  int32_t state_snaps_used, state_snaps_total;
+  int64_t state_snap_bytes;
+  uint64_t state_snaps_taken, state_snaps_restored, state_snaps_dropped;
   int32_t kv_blocks_cached;    /* blocks holding a prefix-cache entry (in use or free) */
   int32_t draft_kv_blocks_total, draft_kv_blocks_used; /* the draft model's cache (0: no draft model) */
   int32_t block_size;

@@ -25,6 +25,7 @@ sched_config_t sched_config_default(void) {
       .kv_cache_bytes = (int64_t)512 << 20,
       .block_size = KV_DEFAULT_BLOCK_SIZE,
       .prefix_caching = 1,
+      .state_snapshot_bytes = (int64_t)512 << 20,
       .cuda_graphs = 1,
   };
 }
@@ -36,6 +37,7 @@ static int resolve_config(sched_config_t *c) {
   if (c->max_batch_tokens == 0) c->max_batch_tokens = d.max_batch_tokens > c->max_seqs ? d.max_batch_tokens : c->max_seqs;
   if (c->block_size == 0) c->block_size = d.block_size;
   if (c->kv_cache_blocks == 0 && c->kv_cache_bytes == 0) c->kv_cache_bytes = d.kv_cache_bytes;
+  if (c->state_snapshot_bytes == 0) c->state_snapshot_bytes = d.state_snapshot_bytes;
   sched_spec_config_t *sp = &c->spec;
   if (sp->k == 0) sp->k = 4;
   if (sp->ngram_min == 0) sp->ngram_min = 1;
@@ -76,11 +78,13 @@ static int release_window(const model_t *m, const kern_backend_t *be) {
 }
 
 /* A hybrid model (recurrent layers): its state pool, one slot per
- * running place (max_seqs), and what the engine does not do for it yet:
- * speculative decoding is refused (the state cannot roll back past
- * rejected drafts), prefix-cache hits are turned off (a hit would skip the
- * recurrent layers' state: snapshots at block boundaries are not built).
- * 0, or -EINVAL after logging why. Other models: 0, nothing done. */
+ * running place (max_seqs), and snapshots of states at prefix-cache
+ * blocks as many as state_snapshot_bytes holds (at most one per block),
+ * dropped with their blocks (the allocator's evict hook). Without room for
+ * one snapshot prefix caching is turned off (a hit would skip the
+ * recurrent layers' state). Speculative decoding is refused (the state
+ * cannot roll back past rejected drafts). 0, or -EINVAL after logging why.
+ * Other models: 0, nothing done. */
 static int hybrid_setup(sched_engine_t *e, sched_config_t *c) {
   kv_state_config_t sc = {.n_slots = c->max_seqs};
   if (model_state_config(e->m, &sc) != 0) return 0;
@@ -90,18 +94,26 @@ static int hybrid_setup(sched_engine_t *e, sched_config_t *c) {
               "state cannot be rolled back past rejected drafts yet): start without --speculative", arch);
     return -EINVAL;
   }
+  const double slot_mb = (double)kv_state_slot_bytes(&sc) / 1e6;
   if (c->prefix_caching) {
-    log_warn("engine: prefix caching is off for this hybrid %s model: a cache hit would skip its recurrent layers' "
-             "state, and snapshots of that state at block boundaries are not built yet", arch);
+    const int64_t n = c->state_snapshot_bytes > 0 ? c->state_snapshot_bytes / (int64_t)kv_state_slot_bytes(&sc) : 0;
+    sc.n_snaps = (int)(n < e->cache->num_blocks ? n : e->cache->num_blocks);
+    sc.n_blocks = e->cache->num_blocks;
+  }
+  if (c->prefix_caching && sc.n_snaps == 0) {
+    log_warn("engine: prefix caching is off for this hybrid %s model: state_snapshot_bytes (%lld) holds no "
+             "snapshot of its recurrent state (%.1f MB), and a cache hit would skip that state",
+             arch, (long long)(c->state_snapshot_bytes > 0 ? c->state_snapshot_bytes : 0), slot_mb);
     c->prefix_caching = 0;
     e->cfg.prefix_caching = 0;
   }
   e->state = kv_state_create(e->be, &sc);
   if (!e->state) return -EINVAL;
+  if (sc.n_snaps > 0) kv_alloc_set_evict_hook(e->cache->alloc, kv_snap_evicted, e->state);
   e->state_slots = xcalloc((size_t)c->max_seqs, sizeof *e->state_slots);
-  log_info("engine: recurrent-state pool of %d slots (max_seqs) for %d Gated DeltaNet layers, %.1f MB each, "
-           "%.1f MB in all", sc.n_slots, sc.n_layers, (double)kv_state_slot_bytes(&sc) / 1e6,
-           (double)kv_state_slot_bytes(&sc) * sc.n_slots / 1e6);
+  log_info("engine: recurrent-state pool of %d slots (max_seqs) and %d prefix-cache snapshots for %d Gated DeltaNet "
+           "layers, %.1f MB each, %.1f MB in all",
+           sc.n_slots, sc.n_snaps, sc.n_layers, slot_mb, slot_mb * (sc.n_slots + sc.n_snaps));
   return 0;
 }
 
@@ -213,6 +225,8 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   if (e->state) {
     e->stats.state_slots_total = e->state->n_slots;
     e->stats.state_bytes = (int64_t)(e->state->slot_floats * sizeof(float)) * e->state->n_slots;
+    e->stats.state_snaps_total = e->state->n_snaps;
+    e->stats.state_snap_bytes = (int64_t)(e->state->slot_floats * sizeof(float)) * e->state->n_snaps;
   }
   sched__draft_blocks(e, &e->stats.draft_kv_blocks_total, &e->stats.draft_kv_blocks_used);
   e->stats.max_model_len = e->max_len;

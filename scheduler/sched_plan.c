@@ -57,6 +57,7 @@ void sched_seq_init(sched_seq_t *s, const int32_t *prompt, int32_t n_prompt, int
   s->n_prompt = n_prompt;
   s->places = places;
   s->state_slot = -1;
+  s->snap_block = -1;
   kv_seq_init(&s->kv);
 }
 
@@ -195,6 +196,53 @@ static int64_t make_room(sched_plan_t *c, sched_seq_t *s, int64_t q, int shrink)
   }
 }
 
+/* --- hybrid models: recurrent-state snapshots ----------------------------------- */
+
+/* 1 when the planner keeps snapshots (a hybrid with prefix caching). */
+static int snapshots(const sched_plan_t *c) { return c->state && c->state->n_snaps > 0 && c->prefix_caching; }
+
+/* Where s's prompt snapshot is taken: the end of the last full block
+ * before its prompt's last token (0: none), the deepest point the same
+ * prompt again (which leaves its last token to compute) and every prompt
+ * that extends it can both match. */
+static int64_t prompt_point(const sched_plan_t *c, const sched_seq_t *s) {
+  const int64_t bs = kv_alloc_block_size(c->alloc);
+  return s->n_prompt > 0 ? ((int64_t)s->n_prompt - 1) / bs * bs : 0;
+}
+
+/* A chunk of q tokens of s, cut to end at its prompt point when it would
+ * cross it, so the state there can be kept. */
+static int64_t snap_cut(const sched_plan_t *c, const sched_seq_t *s, int64_t q) {
+  const int64_t p = prompt_point(c, s);
+  if (snapshots(c) && s->kv.n_tokens < p && s->kv.n_tokens + q > p) return p - s->kv.n_tokens;
+  return q;
+}
+
+/* The blocks of s's fresh prefix-cache match (hit blocks) to keep: up to
+ * the last one with a snapshot, whose state s's slot then restores. */
+static int32_t snap_match(sched_plan_t *c, sched_seq_t *s, int32_t hit) {
+  if (!c->state || hit == 0) return hit;
+  int32_t keep = hit;
+  while (keep > 0 && !kv_snap_has(c->state, s->kv.blocks[keep - 1])) keep--;
+  if (keep < hit) kv_seq_unmatch(c->alloc, &s->kv, keep);
+  return keep;
+}
+
+/* After s's step: keeps its state when it sits at the end of its prompt's
+ * last full block or of a block past its prompt (then dropping the one
+ * it took before there). */
+static void snap_take(sched_plan_t *c, sched_seq_t *s) {
+  const int64_t n = s->kv.n_tokens, bs = kv_alloc_block_size(c->alloc);
+  if (!snapshots(c) || s->state_slot < 0 || n == 0 || n % bs != 0 || (int64_t)s->kv.n_hashed * bs != n) return;
+  const int past = n > s->n_prompt;
+  if (!past && n != prompt_point(c, s)) return;
+  const int32_t b = kv_seq_tail_block(c->alloc, &s->kv);
+  if (b < 0) return;
+  if (past && s->snap_block >= 0 && s->snap_block != b) kv_snap_drop(c->state, s->snap_block);
+  if (past) s->snap_block = b;
+  kv_snap_save(c->state, b, s->state_slot);
+}
+
 /* Admits waiting sequence s if the running list has room for its places and
  * the cache for all its pending tokens (after the prefix-cache lookup).
  * Returns the tokens planned, or 0 when it cannot be admitted now. */
@@ -202,15 +250,17 @@ static int64_t admit(sched_plan_t *c, sched_seq_t *s, int64_t budget) {
   if (c->running_places + s->places > c->max_seqs) return 0;
   if (c->state && c->state->n_free == 0) return 0;
   int32_t hit = 0;
-  if (c->prefix_caching && !s->no_prefix && s->kv.n_blocks == 0) hit = kv_seq_match_prefix(c->alloc, &s->kv, s->tokens, s->len - 1);
+  if (c->prefix_caching && !s->no_prefix && s->kv.n_blocks == 0)
+    hit = snap_match(c, s, kv_seq_match_prefix(c->alloc, &s->kv, s->tokens, s->len - 1));
   const int64_t pending = s->len - s->kv.n_tokens;
   if (kv_seq_blocks_needed(c->alloc, &s->kv, pending) > kv_alloc_free_blocks(c->alloc)) {
     kv_seq_free(c->alloc, &s->kv); /* hits go back to the free list, still cached */
     return 0;
   }
-  const int64_t q = pending < budget ? pending : budget;
+  const int64_t q = snap_cut(c, s, pending < budget ? pending : budget);
   if (kv_seq_reserve(c->alloc, &s->kv, q) != 0) abort(); /* checked above */
   if (c->state && (s->state_slot = kv_state_alloc(c->state)) < 0) abort(); /* checked above */
+  if (c->state && hit > 0) kv_snap_load(c->state, s->state_slot, s->kv.blocks[hit - 1], s->kv.n_tokens);
   list_unlink(&c->waiting, s);
   list_push_back(&c->running, s);
   s->where = SCHED_SEQ_RUNNING;
@@ -252,7 +302,7 @@ int sched_plan_step(sched_plan_t *c) {
   for (sched_seq_t *s = c->running.head; s && budget > 0; s = s->next) {
     if (s->planned == c->step || s->paused) continue;
     const int64_t pending = s->len - s->kv.n_tokens;
-    const int64_t q = make_room(c, s, pending < budget ? pending : budget, 1);
+    const int64_t q = make_room(c, s, snap_cut(c, s, pending < budget ? pending : budget), 1);
     if (q == 0) break; /* s was the last unplanned one */
     plan_item(c, s, q);
     budget -= q;
@@ -293,6 +343,7 @@ void sched_plan_commit(sched_plan_t *c) {
     kv_seq_commit(c->alloc, &s->kv, c->items[i].q_len);
     if (c->prefix_caching && s->spec == 0) kv_seq_publish(c->alloc, &s->kv, s->tokens);
     if (s->spec == 0) release_outside_window(c, s); /* drafts: after their rollback */
+    if (s->spec == 0) snap_take(c, s);
   }
 }
 
@@ -322,6 +373,7 @@ int sched_plan_fork(sched_plan_t *c, sched_seq_t *parent, sched_seq_t *child, in
     if (child->state_slot < 0) abort();
     kv_state_copy(c->state, child->state_slot, parent->state_slot);
   }
+  child->snap_block = -1;
   list_push_back(&c->running, child);
   child->where = SCHED_SEQ_RUNNING;
   child->planned = c->step;

@@ -27,6 +27,16 @@
  *      takes the cached full blocks that match its tokens, always leaving at
  *      least one token to compute. Strict FIFO: the first that cannot be
  *      admitted stops admission.
+ * Hybrid models (state set): a prefix-cache hit needs the recurrent state
+ * at the hit's end too, so the match is kept only up to the last matched
+ * block that has a snapshot (cache/kv_state.h), which the sequence's slot
+ * restores. Snapshots are taken after the step (sched_plan_commit) where a
+ * sequence's state sits at the end of a published block, at two kinds of
+ * points: its prompt's last full block (a prefill chunk is cut to end
+ * there), and each block boundary past its prompt (its output; a
+ * sequence keeps only its latest one, so a finished conversation turn
+ * leaves the state at the end of its last full block, which the next turn's
+ * prompt extends).
  * A decode may carry speculative drafts (spec > 0: its last spec tokens,
  * proposed by the engine): it is planned in step 1 with q_len = 1 + spec
  * when its blocks have room for them without preempting anyone, otherwise
@@ -73,6 +83,8 @@ struct sched_seq {
   int32_t spec;     /* the last spec tokens are speculative drafts, not yet verified (0: none) */
   kv_seq_t kv;      /* its block table */
   int32_t state_slot; /* a hybrid model's recurrent-state slot (plan->state), held while running; -1: none */
+  int32_t snap_block; /* hybrid: the block of the last snapshot it took past its prompt (-1: none), dropped
+                       * when it takes the next (a decode keeps one snapshot, not one per block) */
   /* the planner's (private) */
   sched_seq_where_t where;
   sched_seq_t *prev, *next; /* neighbours in its list */

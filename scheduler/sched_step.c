@@ -497,7 +497,13 @@ int sched__step(sched_engine_t *e) {
   st->paused = e->plan.n_paused;
   st->kv_blocks_used = kv_alloc_used_blocks(a);
   st->kv_blocks_free = kv_alloc_free_blocks(a);
-  if (e->state) st->state_slots_used = kv_state_used(e->state);
+  if (e->state) {
+    st->state_slots_used = kv_state_used(e->state);
+    st->state_snaps_used = e->state->n_snaps_used;
+    st->state_snaps_taken = e->state->snaps_taken;
+    st->state_snaps_restored = e->state->snaps_restored;
+    st->state_snaps_dropped = e->state->snaps_dropped;
+  }
   st->kv_blocks_cached = kv_alloc_published_blocks(a);
   sched__draft_blocks(e, &st->draft_kv_blocks_total, &st->draft_kv_blocks_used);
   st->preemptions = e->plan.stats.preemptions;

@@ -146,6 +146,16 @@ srv_metrics_t *srv_metrics_create(const char *model_name, int32_t max_model_len)
                               "Recurrent-state slots held by running sequences (hybrid models; 0 otherwise).");
   m->state_slots_total = gauge(m, "tram:recurrent_state_slots_total", "Recurrent-state slots in all (max_seqs).");
   m->state_bytes = gauge(m, "tram:recurrent_state_bytes", "Bytes of the recurrent-state pool.");
+  m->snaps_used = gauge(m, "tram:recurrent_snapshots_used",
+                        "Recurrent-state snapshots held at prefix-cache blocks (hybrid models).");
+  m->snaps_total = gauge(m, "tram:recurrent_snapshots_total",
+                         "Recurrent-state snapshots state_snapshot_bytes holds (at most one per KV-cache block).");
+  m->snap_bytes = gauge(m, "tram:recurrent_snapshot_bytes", "Bytes of the recurrent-state snapshots.");
+  m->snaps_taken = counter(m, "tram:recurrent_snapshots_taken_total", "Recurrent-state snapshots taken.");
+  m->snaps_restored = counter(m, "tram:recurrent_snapshots_restored_total",
+                              "Recurrent states restored from a snapshot by a prefix-cache hit.");
+  m->snaps_dropped = counter(m, "tram:recurrent_snapshots_dropped_total",
+                             "Snapshots dropped for room (least recently used), their blocks still cached.");
   m->step_target = gauge(m, "tram:step_target_seconds",
                          "Step time that prompt chunks are sized for while sequences decode (step_target_ms; "
                          "0 until auto has measured a decode-only step).");
@@ -191,6 +201,12 @@ void srv_metrics_snapshot(srv_metrics_t *m, const sched_stats_t *st) {
   prom_set(m->state_slots_used, st->state_slots_used);
   prom_set(m->state_slots_total, st->state_slots_total);
   prom_set(m->state_bytes, (double)st->state_bytes);
+  prom_set(m->snaps_used, st->state_snaps_used);
+  prom_set(m->snaps_total, st->state_snaps_total);
+  prom_set(m->snap_bytes, (double)st->state_snap_bytes);
+  prom_set(m->snaps_taken, (double)st->state_snaps_taken);
+  prom_set(m->snaps_restored, (double)st->state_snaps_restored);
+  prom_set(m->snaps_dropped, (double)st->state_snaps_dropped);
   prom_set(m->step_target, (double)st->step_target_ns * 1e-9);
   prom_set(m->prefill_budget, st->prefill_budget);
   prom_set(m->weight_gbps, st->weight_gbps);

@@ -33,6 +33,10 @@ typedef struct srv_metrics {
   prom_series_t *draft_kv_blocks_used, *draft_kv_blocks_total; /* tram:draft_kv_cache_blocks_{used,total} */
   prom_series_t *state_slots_used, *state_slots_total, *state_bytes; /* tram:recurrent_state_{slots_used,
                                                                          slots_total,bytes} */
+  prom_series_t *snaps_used, *snaps_total, *snap_bytes; /* tram:recurrent_snapshots_{used,total},
+                                                           tram:recurrent_snapshot_bytes */
+  prom_series_t *snaps_taken, *snaps_restored, *snaps_dropped; /* tram:recurrent_snapshots_{taken,restored,
+                                                                  dropped}_total */
   prom_series_t *step_target, *prefill_budget; /* tram:step_target_seconds, tram:prefill_budget_tokens */
   prom_series_t *weight_gbps, *weight_share;   /* tram:weight_read_gbps, tram:weight_read_bandwidth_share */
   prom_series_t *memory_gbps;                  /* tram:memory_read_gbps */

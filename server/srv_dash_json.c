@@ -88,6 +88,8 @@ static void add_info(cJSON *root, const sched_snap_t *sn, const srv_dash_info_t 
   num(o, "state_slots", sn->stats.state_slots_total); /* a hybrid model's recurrent-state pool (0: none) */
   num(o, "state_slots_used", sn->stats.state_slots_used);
   num(o, "state_bytes", (double)sn->stats.state_bytes);
+  num(o, "state_snapshots", sn->stats.state_snaps_total); /* its snapshots at prefix-cache blocks (0: none) */
+  num(o, "state_snapshots_used", sn->stats.state_snaps_used);
   num(o, "max_batch_tokens", sn->max_batch_tokens);
   num(o, "max_seqs", sn->max_seqs);
   num(o, "max_model_len", sn->stats.max_model_len);

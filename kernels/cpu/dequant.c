@@ -16,7 +16,10 @@
  *               for l < 32 the elements l, l + 32, l + 64, l + 96 of the half
  *               are ql[l] & 15, ql[l + 32] & 15, ql[l] >> 4, ql[l + 32] >> 4,
  *               each with two more bits (qh[l] >> 0, 2, 4, 6) & 3 as bits 4-5;
- *               one int8 scale per 16 elements. */
+ *               one int8 scale per 16 elements.
+ *   MXFP4       as Q4_0 (element j < 16 the low nibble of qs[j], j + 16 its
+ *               high nibble); the nibble indexes the doubled E2M1 values
+ *               kern_cpu__mxfp4_values, times 2^(e - 128). */
 #include "kernels/cpu/dequant.h"
 
 #include <math.h>
@@ -30,6 +33,18 @@ static void dq_q4_0(const block_q4_0 *b, float *y) {
   for (int j = 0; j < 16; j++) {
     y[j] = d * (float)((b->qs[j] & 15) - 8);
     y[j + 16] = d * (float)((b->qs[j] >> 4) - 8);
+  }
+}
+
+const int8_t kern_cpu__mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* v·2^(e - 128) is exact in f32 (a power of two times |v| <= 12, at worst a
+ * subnormal with 2^-128's bits to spare) unless it overflows to ±inf (e >= 254). */
+static void dq_mxfp4(const block_mxfp4 *b, float *y) {
+  float d = kern_cpu_e8m0_half(b->e);
+  for (int j = 0; j < 16; j++) {
+    y[j] = d * (float)kern_cpu__mxfp4_values[b->qs[j] & 15];
+    y[j + 16] = d * (float)kern_cpu__mxfp4_values[b->qs[j] >> 4];
   }
 }
 
@@ -146,6 +161,7 @@ void kern_cpu_dequant_row_scalar(kern_type_t type, const void *src, float *dst, 
     block_q4_K q4_k;
     block_q5_K q5_k;
     block_q6_K q6_k;
+    block_mxfp4 mxfp4;
   } blk;
   for (int64_t i = 0; i < nb; i++, p += bb, dst += be) {
     memcpy(&blk, p, (size_t)bb);
@@ -158,6 +174,7 @@ void kern_cpu_dequant_row_scalar(kern_type_t type, const void *src, float *dst, 
     case KERN_Q4_K: dq_q45_k(blk.q4_k.d, blk.q4_k.dmin, blk.q4_k.scales, NULL, blk.q4_k.qs, dst); break;
     case KERN_Q5_K: dq_q45_k(blk.q5_k.d, blk.q5_k.dmin, blk.q5_k.scales, blk.q5_k.qh, blk.q5_k.qs, dst); break;
     case KERN_Q6_K: dq_q6_k(&blk.q6_k, dst); break;
+    case KERN_MXFP4: dq_mxfp4(&blk.mxfp4, dst); break;
     default: return; /* not a weight type: the caller's error (see dequant.h) */
     }
   }

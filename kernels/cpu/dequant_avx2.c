@@ -38,6 +38,7 @@ void kern_cpu__dequant_row_avx2(kern_type_t type, const void *src, float *dst, i
   case KERN_Q4_K: blocks(kern_cpu__unit_q4_k, p, dst, cols / QK_K, sizeof(block_q4_K), 8); return;
   case KERN_Q5_K: blocks(kern_cpu__unit_q5_k, p, dst, cols / QK_K, sizeof(block_q5_K), 8); return;
   case KERN_Q6_K: blocks(kern_cpu__unit_q6_k, p, dst, cols / QK_K, sizeof(block_q6_K), 8); return;
+  case KERN_MXFP4: blocks(kern_cpu__unit_mxfp4, p, dst, n32, sizeof(block_mxfp4), 1); return;
   default: return; /* not a weight type: the caller's error (see dequant.h) */
   }
   /* float types: the last cols % 32 elements */

@@ -1,4 +1,5 @@
-/* kernels/cpu/half.h — IEEE half (f16) and bfloat16 (bf16) conversions.
+/* kernels/cpu/half.h — IEEE half (f16) and bfloat16 (bf16) conversions,
+ * and MXFP4's E8M0 block scale.
  *
  * Portable bit manipulation, no SIMD and no libm: the CPU kernels use them
  * for block scales and for the scalar reference paths, the tests to build
@@ -70,6 +71,14 @@ static inline uint16_t kern_cpu_f32_to_bf16(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
   u += 0x7fffu + ((u >> 16) & 1u);
   return (uint16_t)(u >> 16);
+}
+
+/* MXFP4's block scale e (an E8M0 byte) halved, as f32, exact: 2^(e - 128),
+ * the factor of the doubled E2M1 values (quant_blocks.h). e = 0 and 1 are
+ * the subnormals 2^-128 and 2^-127; e = 255 is 2^127 (GGML's reading, not
+ * a NaN). */
+static inline float kern_cpu_e8m0_half(uint8_t e) {
+  return kern_cpu__bits_f32(e < 2 ? 0x200000u << e : (uint32_t)(e - 1) << 23);
 }
 
 #endif

@@ -127,6 +127,7 @@ int kern_cpu__mm_fused_avx2(kern_type_t type, int R, const float *x, int64_t ldx
   case KERN_Q4_K: { int64_t nb = nk; FUSED_TYPE(kern_cpu__unit_q4_k, sizeof(block_q4_K), 8); } break;
   case KERN_Q5_K: { int64_t nb = nk; FUSED_TYPE(kern_cpu__unit_q5_k, sizeof(block_q5_K), 8); } break;
   case KERN_Q6_K: { int64_t nb = nk; FUSED_TYPE(kern_cpu__unit_q6_k, sizeof(block_q6_K), 8); } break;
+  case KERN_MXFP4: { int64_t nb = n32; FUSED_TYPE(kern_cpu__unit_mxfp4, sizeof(block_mxfp4), 1); } break;
   default: return 0;
   }
   return 1;

@@ -51,7 +51,7 @@ int kern_cpu_q8_supported(kern_type_t type, int64_t cols) {
   if (cols <= 0 || cols % 32 != 0) return 0;
   switch (type) {
   case KERN_Q4_0: case KERN_Q4_1: case KERN_Q5_0: case KERN_Q5_1: case KERN_Q8_0:
-  case KERN_Q4_K: case KERN_Q5_K: case KERN_Q6_K:
+  case KERN_Q4_K: case KERN_Q5_K: case KERN_Q6_K: case KERN_MXFP4:
     return 1;
   default:
     return 0;
@@ -151,6 +151,14 @@ static void unit_scalar(kern_type_t type, const uint8_t *row, int64_t u, int w[3
     return;
   }
   const uint8_t *p = row + u * kern_type_block_bytes(type);
+  if (type == KERN_MXFP4) {
+    *dw = kern_cpu_e8m0_half(p[0]);
+    for (int e = 0; e < 16; e++) {
+      w[e] = kern_cpu__mxfp4_values[p[1 + e] & 15];
+      w[e + 16] = kern_cpu__mxfp4_values[p[1 + e] >> 4];
+    }
+    return;
+  }
   *dw = h2f(p);
   switch (type) {
   case KERN_Q4_0:

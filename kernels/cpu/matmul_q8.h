@@ -21,6 +21,8 @@
  *   Q8_0  w = q, dw = d, mw = 0
  *   Q4_K/Q5_K  w = q, dw = d·sc, mw = -(dmin·m)
  *   Q6_K  w = q - 32, two units of 16 with dw = d·sc[h] (h = 0, 1), mw = 0
+ *   MXFP4 w = the doubled E2M1 value of the code (-12..12), dw = 2^(e - 128),
+ *         mw = 0 (dw·x.d is exact unless it leaves f32's range)
  * A unit is the 32 elements (16 for Q6_K, whose halves have their own
  * scale). |w| <= 128. F32/F16/BF16 weights and widths that are not a
  * multiple of 32 have no fast kernel: they take the exact path

@@ -129,6 +129,7 @@ int kern_cpu__q8_tile_avx2(kern_type_t type, int R, int C, const kern_cpu_q8a_t 
   case KERN_Q4_K: Q8_TILES(KERN_Q4_K); break;
   case KERN_Q5_K: Q8_TILES(KERN_Q5_K); break;
   case KERN_Q6_K: Q8_TILES(KERN_Q6_K); break;
+  case KERN_MXFP4: Q8_TILES(KERN_MXFP4); break;
   default: return 0;
   }
   return 1;

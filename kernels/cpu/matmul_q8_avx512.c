@@ -187,6 +187,7 @@ int kern_cpu__q8_tile_avx512(kern_type_t type, int R, int C, const kern_cpu_q8a_
   case KERN_Q4_K: Q8_TILES(KERN_Q4_K); break;
   case KERN_Q5_K: Q8_TILES(KERN_Q5_K); break;
   case KERN_Q6_K: Q8_TILES(KERN_Q6_K); break;
+  case KERN_MXFP4: Q8_TILES(KERN_MXFP4); break;
   default: return 0;
   }
   return 1;
@@ -264,6 +265,7 @@ int kern_cpu__q8_pack_avx512(kern_type_t type, const uint8_t *w, int64_t row_byt
   case KERN_Q4_K: pack(KERN_Q4_K, w, row_bytes, nb, ncols, panel); break;
   case KERN_Q5_K: pack(KERN_Q5_K, w, row_bytes, nb, ncols, panel); break;
   case KERN_Q6_K: pack(KERN_Q6_K, w, row_bytes, nb, ncols, panel); break;
+  case KERN_MXFP4: pack(KERN_MXFP4, w, row_bytes, nb, ncols, panel); break;
   default: return 0;
   }
   return 1;

@@ -34,6 +34,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/cpu/dequant.h"
 #include "kernels/cpu/q8_unit_avx2.h"
 #include "kernels/cpu/repack.h"
 #include "kernels/quant_blocks.h"
@@ -124,20 +125,34 @@ static inline __attribute__((always_inline)) void store_rows(const int R, const 
   }
 }
 
-/* Q4_0, Q4_1, Q5_0, Q5_1: one 32-element block per unit. Register g (0..7)
- * holds elements 4g .. 4g + 3: the low nibbles of chunk g (g < 4) or the
- * high nibbles of chunk g - 4, so it meets activation group g. */
+/* The scales 2^(e - 128) of MXFP4's 8 E8M0 bytes at e (as
+ * kern_cpu_e8m0_half: subnormal bits for e < 2). */
+static inline __m256 e8m0_half8(const uint8_t *e) {
+  const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)e));
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);
+  const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x200000), v);
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), v)));
+}
+
+/* Q4_0, Q4_1, Q5_0, Q5_1, MXFP4: one 32-element block per unit. Register g
+ * (0..7) holds elements 4g .. 4g + 3: the low nibbles of chunk g (g < 4)
+ * or the high nibbles of chunk g - 4, so it meets activation group g.
+ * MXFP4's codes become v = w + 12 (0..24, non-negative as vpmaddubsw
+ * needs) by a byte shuffle, and the 12 comes out as 12·Σq like Q4_0's 8;
+ * its pair sums fit int16 in the Q5 groups (4 · 2·128·24, 2 · 2·255·24). */
 static inline __attribute__((always_inline)) void k_nib(const kern_type_t T, const int R, const kern_cpu_q8s_t *xs,
                                                         int64_t ldq, const uint8_t *panel, int64_t nb, float *out,
                                                         int64_t ldo, int ncols) {
-  const int has_m = T == KERN_Q4_1 || T == KERN_Q5_1, five = T == KERN_Q5_0 || T == KERN_Q5_1;
-  const int64_t bytes = 16 + 16 * has_m + 32 * five + 128;
-  const int32_t voff = T == KERN_Q4_0 ? 8 : T == KERN_Q5_0 ? 16 : 0;
+  const int has_m = T == KERN_Q4_1 || T == KERN_Q5_1, five = T == KERN_Q5_0 || T == KERN_Q5_1, mx = T == KERN_MXFP4;
+  const int64_t bytes = mx ? 8 + 128 : 16 + 16 * has_m + 32 * five + 128;
+  const int32_t voff = T == KERN_Q4_0 ? 8 : T == KERN_Q5_0 ? 16 : mx ? 12 : 0;
+  const __m256i vtab = _mm256_broadcastsi128_si256(
+      _mm_add_epi8(_mm_loadu_si128((const __m128i *)kern_cpu__mxfp4_values), _mm_set1_epi8(12)));
   __m256 acc[RP_RMAX], off[RP_RMAX];
 #pragma GCC unroll 16
   for (int r = 0; r < R; r++) acc[r] = off[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *p = panel + b * bytes, *qh = p + 16 + 16 * has_m, *qs = qh + 32 * five;
+    const uint8_t *p = panel + b * bytes, *qh = p + 16 + 16 * has_m, *qs = mx ? p + 8 : qh + 32 * five;
     if (R == 1) prefetch(p, bytes);
     const uint8_t *xl[RP_RMAX], *xh[RP_RMAX];
 #pragma GCC unroll 16
@@ -145,9 +160,11 @@ static inline __attribute__((always_inline)) void k_nib(const kern_type_t T, con
     __m256i isum[RP_RMAX];
     if (five)
       UNIT_ISUMS(R, 8, 4, 2, _mm256_or_si256(nib_reg(qs + 32 * (i % 4), i / 4), plane_bit4(qh, i)), xl, xh, isum);
+    else if (mx)
+      UNIT_ISUMS(R, 8, 4, 2, _mm256_shuffle_epi8(vtab, nib_reg(qs + 32 * (i % 4), i / 4)), xl, xh, isum);
     else
       UNIT_ISUMS(R, 8, 8, 4, nib_reg(qs + 32 * (i % 4), i / 4), xl, xh, isum);
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    const __m256 dw = mx ? e8m0_half8(p) : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 #pragma GCC unroll 16
     for (int r = 0; r < R; r++) {
       const kern_cpu_q8s_t *x = xs + r * ldq + b;
@@ -302,6 +319,7 @@ static inline __attribute__((always_inline)) void k_q6(const int R, const kern_c
     case KERN_Q4_1: k_nib(KERN_Q4_1, R, x, ldq, panel, nb, out, ldo, ncols); return 1;                     \
     case KERN_Q5_0: k_nib(KERN_Q5_0, R, x, ldq, panel, nb, out, ldo, ncols); return 1;                     \
     case KERN_Q5_1: k_nib(KERN_Q5_1, R, x, ldq, panel, nb, out, ldo, ncols); return 1;                     \
+    case KERN_MXFP4: k_nib(KERN_MXFP4, R, x, ldq, panel, nb, out, ldo, ncols); return 1;                   \
     case KERN_Q8_0: k_q8_0(R, xq, ldq, panel, nb, out, ldo, ncols); return 1;                              \
     case KERN_Q4_K: k_k45(KERN_Q4_K, R, x, ldq, panel, nb / 8, out, ldo, ncols); return 1;                 \
     case KERN_Q5_K: k_k45(KERN_Q5_K, R, x, ldq, panel, nb / 8, out, ldo, ncols); return 1;                 \

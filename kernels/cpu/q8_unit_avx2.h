@@ -81,9 +81,9 @@ static inline __attribute__((always_inline)) __m256i kern_cpu__q8_unit(const ker
 
 /* Unit u as two registers of 16 int16 (elements 0..15, 16..31) and the
  * scales of its two halves, dw[0] and dw[1] (equal but for Q6_K, whose
- * halves are units of their own: dw[h] = d·sc[h], matmul_q8.h): the 4-bit
- * and 8-bit types straight from their bytes, the others through
- * kern_cpu__q8_unit(). */
+ * halves are units of their own: dw[h] = d·sc[h], matmul_q8.h): the 4-bit,
+ * MXFP4 and 8-bit types straight from their bytes, the others through
+ * kern_cpu__q8_unit() (which has no MXFP4 case). */
 static inline __attribute__((always_inline)) void kern_cpu__q8_unit16(const kern_type_t T, const uint8_t *row,
                                                                       int64_t u, float dw[2], float *mw, __m256i *w0,
                                                                       __m256i *w1) {
@@ -95,6 +95,16 @@ static inline __attribute__((always_inline)) void kern_cpu__q8_unit16(const kern
     dw[0] = dw[1] = kern_cpu__h2f(p);
     *mw = T == KERN_Q4_1 ? kern_cpu__h2f(p + 2) : 0.0f;
     if (T == KERN_Q4_0) *w0 = _mm256_sub_epi16(*w0, _mm256_set1_epi16(8)), *w1 = _mm256_sub_epi16(*w1, _mm256_set1_epi16(8));
+    return;
+  }
+  if (T == KERN_MXFP4) {
+    const uint8_t *p = row + u * (int64_t)sizeof(block_mxfp4);
+    __m128i lo, hi;
+    kern_cpu__mxfp4_ints(p + 1, &lo, &hi);
+    *w0 = _mm256_cvtepi8_epi16(lo);
+    *w1 = _mm256_cvtepi8_epi16(hi);
+    dw[0] = dw[1] = kern_cpu_e8m0_half(p[0]);
+    *mw = 0.0f;
     return;
   }
   if (T == KERN_Q8_0) {

@@ -15,7 +15,7 @@
 int kern_cpu_rp_supported(kern_type_t type, int64_t cols) {
   if (cols <= 0) return 0;
   switch (type) {
-  case KERN_Q4_0: case KERN_Q4_1: case KERN_Q5_0: case KERN_Q5_1: case KERN_Q8_0:
+  case KERN_Q4_0: case KERN_Q4_1: case KERN_Q5_0: case KERN_Q5_1: case KERN_Q8_0: case KERN_MXFP4:
     return cols % 32 == 0;
   case KERN_Q4_K: case KERN_Q5_K: case KERN_Q6_K:
     return cols % 256 == 0;
@@ -125,6 +125,10 @@ static void block(kern_type_t type, mover_t *m) {
     for (int c = 0; c < 4; c++) off = f_chunk(m, off, qs, c);
     break;
   }
+  case KERN_MXFP4:
+    off = f_planes(m, off, 0, 1);
+    for (int c = 0; c < 4; c++) off = f_chunk(m, off, 1, c);
+    break;
   case KERN_Q8_0:
     off = f_scales(m, off, 0);
     for (int k = 0; k < 16; k++)
@@ -251,6 +255,10 @@ static void pack_block(kern_type_t type, const uint8_t *const *rb, uint8_t *out)
     copy_chunks(out, rb, qs, 4);
     break;
   }
+  case KERN_MXFP4:
+    for (int r = 0; r < KERN_CPU_RP_ROWS; r++) out[r] = rb[r][0];
+    copy_chunks(out + 8, rb, 1, 4);
+    break;
   case KERN_Q8_0:
     copy_scales(out, rb, 0);
     for (int k = 0; k < 16; k++)

@@ -21,7 +21,7 @@
  * kern_cpu_rp_unpack() gives the GGUF bytes back (the tests check the round
  * trip), and the kernels compute matmul_q8.h's arithmetic bit for bit.
  *
- * Layouts, per 32-element block (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) or 256-element
+ * Layouts, per 32-element block (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4) or 256-element
  * super-block (Q4_K, Q5_K, Q6_K) of the 8 rows, in this order. "Row r" is the
  * panel's row r; f16 fields are the GGUF's bits; a *nibble chunk* is 32
  * bytes whose byte 4r + j holds, in its low nibble, element 4c + j of row r
@@ -39,6 +39,8 @@
  *   Q5_0  d[8]; the bit plane of registers 0..7 (bit g of byte 4r + j =
  *         bit 4 of element 4g + j); then chunks as Q4_0.        176 bytes
  *   Q5_1  d[8], m[8]; bit plane; chunks.                        192 bytes
+ *   MXFP4 e[8] (the E8M0 scale byte of row r); chunks as Q4_0 (qs at
+ *         byte 1 of the block).                                 136 bytes
  *   Q8_0  d[8]; 16 pair chunks k = 0..15 of 16 bytes: byte 2r + j =
  *         qs[2k + j] of row r.                                  272 bytes
  *   Q4_K  d[8], dmin[8] f16; the 12 scale bytes as 12 planes of 8 (plane

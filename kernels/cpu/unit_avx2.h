@@ -7,7 +7,8 @@
  * elements of an F32/F16/BF16 row (blk points at the first). v[g] receives
  * elements 8g .. 8g + 7. Each group of 8 comes from 8 consecutive bytes
  * widened to 32-bit lanes (vpmovzxbd/vpmovsxbd), so a nibble is a mask or a
- * shift away and no byte shuffles are needed. The arithmetic per element is
+ * shift away and no byte shuffles are needed — but for MXFP4, whose codes
+ * index a 16-entry table (one vpshufb per 16 codes). The arithmetic per element is
  * the portable version's (dequant.c): one mul or one fma, so the bits agree.
  *
  * The row dequantization (dequant_avx2.c) stores the units; the fused
@@ -18,6 +19,9 @@
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/half.h"
 
 static inline float kern_cpu__h2f(const uint8_t *p) {
   uint16_t h;
@@ -118,6 +122,28 @@ static inline void kern_cpu__unit_q8_0(const uint8_t *p, int s, __m256 v[4]) {
   (void)s;
   __m256 d = _mm256_set1_ps(kern_cpu__h2f(p));
   for (int g = 0; g < 4; g++) v[g] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(kern_cpu__s8x8(p + 2 + 8 * g)));
+}
+
+/* MXFP4's 16 nibble bytes at qs as the doubled E2M1 values (int8) through
+ * a byte shuffle of kern_cpu__mxfp4_values: *lo = elements 0..15, *hi =
+ * 16..31. */
+static inline void kern_cpu__mxfp4_ints(const uint8_t *qs, __m128i *lo, __m128i *hi) {
+  const __m128i table = _mm_loadu_si128((const __m128i *)kern_cpu__mxfp4_values), m = _mm_set1_epi8(15);
+  __m128i b = _mm_loadu_si128((const __m128i *)qs);
+  *lo = _mm_shuffle_epi8(table, _mm_and_si128(b, m));
+  *hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(b, 4), m));
+}
+
+/* MXFP4: 2^(e - 128)·v (one exact mul, as dequant.c). */
+static inline void kern_cpu__unit_mxfp4(const uint8_t *p, int s, __m256 v[4]) {
+  (void)s;
+  __m256 d = _mm256_set1_ps(kern_cpu_e8m0_half(p[0]));
+  __m128i q[2];
+  kern_cpu__mxfp4_ints(p + 1, &q[0], &q[1]);
+  for (int h = 0; h < 2; h++) {
+    v[2 * h] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q[h])));
+    v[2 * h + 1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q[h], 8))));
+  }
 }
 
 /* d·sc and dmin·m of sub-block s of a Q4_K/Q5_K block (both exact in f32). */

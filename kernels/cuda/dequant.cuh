@@ -15,7 +15,10 @@
  *   Q6_K  two halves of 128: group g = (i % 128) / 32, l = i % 32,
  *         low 4 bits from ql[64 * half + l + 32 * (g & 1)] (low nibble for g < 2, else high),
  *         high 2 bits (qh[32 * half + l] >> 2g) & 3, scale scales[8 * half + l / 16 + 2g],
- *         x = d * sc * (q - 32) */
+ *         x = d * sc * (q - 32)
+ *   MXFP4 x = 2^(e - 128) * v      v = the doubled E2M1 value of the 4-bit code (nibbles as Q4_0):
+ *         {0, 1, 2, 3, 4, 6, 8, 12} for codes 0..7, negated for 8..15; exact in bf16 (two
+ *         significant bits) unless it overflows (e >= 254) */
 #ifndef TRAM_KERN_CUDA_DEQUANT_CUH
 #define TRAM_KERN_CUDA_DEQUANT_CUH
 
@@ -50,6 +53,13 @@ static __host__ __device__ __forceinline__ void dq_scale_min_k4(const uint8_t *s
     *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
     *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
   }
+}
+
+/* The doubled E2M1 value of an MXFP4 code (0..15): sign bit 3, magnitude
+ * m = code & 7 is m for m < 2, else (2 + (m & 1)) << ((m >> 1) - 1). */
+static __host__ __device__ __forceinline__ int dq_e2m1x2(int code) {
+  const int m = code & 7, v = m < 2 ? m : (2 | (m & 1)) << ((m >> 1) - 1);
+  return code & 8 ? -v : v;
 }
 
 /* Element c of a row starting at `row` (GGUF layout of type T; T a
@@ -106,6 +116,10 @@ static __host__ __device__ __forceinline__ float kern_cuda__dequant_elem(const u
     const int hi2 = (b->qh[32 * half + l] >> (2 * g)) & 3;
     const int sc = b->scales[8 * half + l / 16 + 2 * g];
     return dq_f16(b->d) * (float)sc * (float)((lo | hi2 << 4) - 32);
+  }
+  if (T == KERN_MXFP4) {
+    const block_mxfp4 *b = (const block_mxfp4 *)row + c / QK_MXFP4;
+    return ldexpf((float)dq_e2m1x2(dq_nibble32(b->qs, (int)(c % QK_MXFP4))), (int)b->e - 128);
   }
   return 0.0f; /* not reached: the host only instantiates supported types */
 }

@@ -37,6 +37,7 @@ static void launch_dequant(kern_cuda_t *cu, kern_type_t type, __nv_bfloat16 *out
     DQ(KERN_Q4_K);
     DQ(KERN_Q5_K);
     DQ(KERN_Q6_K);
+    DQ(KERN_MXFP4);
     default:
       log_error("weights: no dequantization kernel for type %d", (int)type);
       abort(); /* programmer error: weight_init checked the type */

@@ -290,7 +290,8 @@ function onSnapshot(s) {
   const i = s.info, prev = state.prev;
   $('info').textContent = `${i.model} · ${i.device} · ${i.threads} threads · KV cache ${mib(i.kv_cache_bytes)} ` +
     `(${i.kv_blocks} blocks × ${i.block_size} tokens) · ` +
-    (i.state_slots > 0 ? `recurrent state ${mib(i.state_bytes)} (${i.state_slots_used} of ${i.state_slots} slots) · ` : '') +
+    (i.state_slots > 0 ? `recurrent state ${mib(i.state_bytes)} (${i.state_slots_used} of ${i.state_slots} slots, ` +
+      `${i.state_snapshots_used} of ${i.state_snapshots} prefix snapshots) · ` : '') +
     `budget ${i.max_batch_tokens} tokens, ${i.max_seqs} sequences · ` +
     `up ${duration(i.uptime_s)} · tram ${i.version} · weights read at ${i.weight_gbps.toFixed(1)} GB/s` +
     (i.memory_read_gbps > 0 ? ` (${Math.round(100 * i.weight_gbps / i.memory_read_gbps)} % of ${i.memory_read_gbps.toFixed(1)})` : '') +

@@ -99,6 +99,12 @@ static void ref_dequant_row(kern_type_t type, const uint8_t *src, int64_t cols, 
         }
         ql += 64, qh += 32, sc += 8;
       }
+    } else if (type == KERN_MXFP4) { /* OCP MX: 2^(e - 127) · E2M1 (sign, 2 exponent bits with bias 1, 1 mantissa bit) */
+      for (int j = 0; j < 32; j++) {
+        const int code = j < 16 ? src[1 + j] & 15 : src[1 + j - 16] >> 4, ex = (code >> 1) & 3, man = code & 1;
+        const double fp4 = ex == 0 ? 0.5 * man : ldexp(1.0 + 0.5 * man, ex - 1);
+        y[j] = (code & 8 ? -fp4 : fp4) * ldexp(1.0, src[0] - 127);
+      }
     }
   }
 }
@@ -131,6 +137,8 @@ static uint8_t *make_weight(gt_t *t, kern_type_t type, int64_t rows, int64_t col
     for (size_t i = 0; i < *bytes; i++) w[i] = (uint8_t)tu_next(&t->rng);
     const int64_t bb = kern_type_block_bytes(type), nb = (int64_t)*bytes / bb;
     const int k = kern_type_block_elems(type) == QK_K;
+    if (type == KERN_MXFP4) /* scales 2^-9 .. 2^-6: elements up to 0.09 */
+      for (int64_t b = 0; b < nb; b++) w[b * bb] = (uint8_t)(118 + tu_below(&t->rng, 4));
     for (int64_t b = 0; b < nb; b++)
       for (const int *f = f16_fields(type); *f >= 0; f++) {
         const double mag = k ? tu_uniform(&t->rng, 2e-4, 2e-3) : tu_uniform(&t->rng, 2e-3, 2e-2);
@@ -144,7 +152,7 @@ static uint8_t *make_weight(gt_t *t, kern_type_t type, int64_t rows, int64_t col
 
 static const kern_type_t weight_types[] = {KERN_F32,  KERN_F16,  KERN_BF16, KERN_Q4_0,
                                            KERN_Q4_1, KERN_Q5_0, KERN_Q5_1, KERN_Q8_0,
-                                           KERN_Q4_K, KERN_Q5_K, KERN_Q6_K};
+                                           KERN_Q4_K, KERN_Q5_K, KERN_Q6_K, KERN_MXFP4};
 
 /* y [n, rows] = x [n, cols] · Wᵀ in float64. */
 static void ref_matmul(const float *x, const double *w, int n, int64_t rows, int64_t cols, double *y) {

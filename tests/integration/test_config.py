@@ -24,7 +24,7 @@ EXPECTED = [
     "default_max_tokens", "generation_config", "chat_template", "tool_call_parser", "reasoning_parser",
     "reasoning_budget", "special_tokens_in_input",
     "host", "port", "unix_socket", "max_connections", "max_connections_per_client",
-    "kv_cache_bytes", "kv_cache_blocks", "block_size", "max_batch_tokens", "max_seqs", "step_target_ms",
+    "kv_cache_bytes", "kv_cache_blocks", "state_snapshot_bytes", "block_size", "max_batch_tokens", "max_seqs", "step_target_ms",
     "speculative", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max", "speculative_max_batch",
     "draft_model", "draft_kv_cache_bytes",
     "max_waiting", "max_body_size", "max_header_size",

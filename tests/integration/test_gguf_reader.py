@@ -116,7 +116,7 @@ def write_synthetic(path, rng, alignment=None):
     w.add_tensor("f32.1d", rng.standard_normal(7).astype(np.float32))
     w.add_tensor("f32.3d", rng.standard_normal((2, 3, 5)).astype(np.float32))
     w.add_tensor("f16", x.astype(np.float16))
-    for q in (Q.BF16, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0):
+    for q in (Q.BF16, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.MXFP4):
         w.add_tensor(q.name.lower(), gguf.quants.quantize(x, q), raw_dtype=q)
     for q in (Q.Q4_K, Q.Q5_K, Q.Q6_K):  # no quantizer in the package: random blocks
         block_elems, block_bytes = gguf.GGML_QUANT_SIZES[q]
@@ -133,7 +133,7 @@ def test_synthetic_file_matches_gguf_reader(tool, tmp_path, rng):
     write_synthetic(path, rng)
     r = compare_with_reader(dump(tool, path), path)
     assert {t.tensor_type.name for t in r.tensors} == {
-        "F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K"}
+        "F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "MXFP4"}
 
 
 @pytest.mark.parametrize("alignment", [64, 256])

@@ -17,10 +17,11 @@ def add_shape(w, layers, dim, ff, heads, kv_heads, ctx=256):
     w.add_head_count_kv(kv_heads)
 
 
-def write_synthetic(path, arch, untied, llama3_rope, window=0):
+def write_synthetic(path, arch, untied, llama3_rope, window=0, mxfp4=False):
     """A small random model of `arch` (2 layers — smollm3: 5, to reach its NoPE layer —, dim 64, 4 heads / 2 KV heads of 16 — qwen3:
     of 32, wider than dim / heads as Qwen3's are — MLP 128, vocab 96) with matrices of several
-    weight types, written with the gguf package; `window` > 0 adds a sliding window."""
+    weight types, written with the gguf package; `window` > 0 adds a sliding window; `mxfp4` makes the
+    token embedding and the MLP matrices MXFP4 (gpt-oss's expert weight type), quantized by the package."""
     from gguf import GGMLQuantizationType as T
     from gguf import GGUFWriter, quants
 
@@ -74,7 +75,7 @@ def write_synthetic(path, arch, untied, llama3_rope, window=0):
         else:
             w.add_tensor(name, quants.quantize(x, qtype), raw_dtype=qtype)
 
-    add("token_embd.weight", V, D, T.Q8_0)
+    add("token_embd.weight", V, D, T.MXFP4 if mxfp4 else T.Q8_0)
     add("output_norm.weight", D, 1, T.F32)
     if untied:
         add("output.weight", V, D, T.F16)
@@ -102,9 +103,9 @@ def write_synthetic(path, arch, untied, llama3_rope, window=0):
         if arch == "phi3":  # fused: gate rows, then up rows
             add(p + "ffn_up.weight", 2 * FF, D, T.Q4_1)
         else:
-            add(p + "ffn_gate.weight", FF, D, T.Q8_0)
-            add(p + "ffn_up.weight", FF, D, T.F32)
-        add(p + "ffn_down.weight", D, FF, T.Q4_1)
+            add(p + "ffn_gate.weight", FF, D, T.MXFP4 if mxfp4 else T.Q8_0)
+            add(p + "ffn_up.weight", FF, D, T.MXFP4 if mxfp4 else T.F32)
+        add(p + "ffn_down.weight", D, FF, T.MXFP4 if mxfp4 else T.Q4_1)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

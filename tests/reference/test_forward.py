@@ -176,12 +176,34 @@ def test_synthetic_model(name, tool, tmp_path):
         ref.no_rope = set()
         roped = ref.forward(seqs[1])
         assert np.linalg.norm(roped - want[1]) / np.linalg.norm(want[1]) > 1e-2
+    check_synthetic(tool, tmp_path, path, seqs, want)
+
+
+def check_synthetic(tool, tmp_path, path, seqs, want, precision="exact"):
+    """seqs in a mixed batch (prefill chunks and decode rows, tiny shuffled blocks, 2 threads) match the
+    reference logits `want` and are bitwise what each gives alone on 1 thread."""
     steps = schedule([len(s) for s in seqs], lambda k, s, left, done: 5 if done == 0 else 1 + (k + s) % 2)
     mixed, paths = run_plan(tool, tmp_path, path, seqs, steps, block_size=4, num_blocks=16, shuffle_seed=3,
-                            threads=2)
+                            threads=2, precision=precision)
     assert "varlen" in paths
     check_against_reference(mixed, want)
     alone, _ = run_plan(tool, tmp_path, path, seqs, [[len(x) if s == k else 0 for s, x in enumerate(seqs)]
-                                                      for k in range(len(seqs))], threads=1)
+                                                      for k in range(len(seqs))], threads=1, precision=precision)
     for g, a in zip(mixed, alone):
         assert np.array_equal(g.view(np.uint32), a.view(np.uint32))
+
+
+@pytest.mark.parametrize("precision", ["exact", "fast"])
+def test_mxfp4_model(tool, tmp_path, precision):
+    """A llama whose token embedding (tied: the output projection too) and MLP matrices are MXFP4, quantized
+    by the gguf package: tram's logits against the float64 reference on the package's dequantization (the
+    MXFP4 lookup, the exact path's and the fast path's matmuls), batch and thread invariant."""
+    path = tmp_path / "mxfp4.gguf"
+    write_synthetic(path, "llama", False, False, mxfp4=True)
+    ref = LlamaRef(path)
+    mx = sorted(n for n, t in ref.tensors.items() if t.tensor_type.name == "MXFP4")
+    assert mx == ["blk.0.ffn_down.weight", "blk.0.ffn_gate.weight", "blk.0.ffn_up.weight", "blk.1.ffn_down.weight",
+                  "blk.1.ffn_gate.weight", "blk.1.ffn_up.weight", "token_embd.weight"]
+    rng = np.random.default_rng(39)
+    seqs = [rng.integers(0, 96, n).tolist() for n in (9, 23, 14)]
+    check_synthetic(tool, tmp_path, path, seqs, [ref.forward(s) for s in seqs], precision)

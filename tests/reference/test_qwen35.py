@@ -13,7 +13,10 @@ a wrong reference cannot pass a wrong tram.
 
 The recurrent form runs the same arithmetic on every path, so chunked
 prefill, token-by-token decoding and any batch mix must give the very bits
-of the whole prompt run alone: 32 sequences in mixed steps included."""
+of the whole prompt run alone: 32 sequences in mixed steps included. A
+prefix-cache hit (the attention layers' blocks shared, the recurrent state
+restored from the snapshot kept at the shared prefix's end) computes only the
+new tokens, with the very bits of computing the whole prompt."""
 import json
 import pathlib
 import subprocess
@@ -100,6 +103,30 @@ def test_chunked_prefill_and_decode_are_the_whole_prompt(tool, tmp_path, expecte
         got = run(tool, tmp_path, gguf_path, seqs, steps=steps, block_size=4)
         for g, w in zip(got, whole):
             assert np.array_equal(g, w)
+
+
+@pytest.mark.parametrize("form", ["gguf", "hf"])
+def test_prefix_cache_hit_is_the_whole_prompt(tool, tmp_path, gguf_path, form):
+    """b shares a's first 32 tokens: when a has computed them, its blocks are
+    published and its state kept; b matches the blocks, restores the state
+    and computes only its own 13 tokens (in a chunk and decodes, beside a's
+    tail): every row bit-identical to b computed alone from its first token."""
+    model = gguf_path if form == "gguf" else HF
+    rng = np.random.default_rng(31)
+    shared = rng.integers(0, 98, 32).tolist()
+    a, b = shared + rng.integers(0, 98, 9).tolist(), shared + rng.integers(0, 98, 13).tolist()
+    alone = run(tool, tmp_path, model, [b], block_size=16)[0]
+    steps = [[20, 0], [12, 0], [5, 10], [4, 1], [0, 1], [0, 1]]
+    got = run(tool, tmp_path, model, [a, b], steps=steps, block_size=16, prefix=[[1, 0, 32]])
+    assert np.array_equal(got[1][32:], alone[32:])
+    assert not got[1][:32].any()  # the shared rows were not computed for b
+    assert np.array_equal(got[0], run(tool, tmp_path, model, [a], block_size=16)[0])
+    # b starting before a has computed the shared tokens finds nothing cached: refused, not computed wrong
+    plan = {"model": str(model), "seqs": [a, b], "out": str(tmp_path / "x.f32"), "block_size": 16,
+            "prefix": [[1, 0, 32]], "steps": [[20, 0], [0, 10], [21, 0], [0, 3]]}
+    (tmp_path / "p.json").write_text(json.dumps(plan))
+    res = subprocess.run([str(tool("forward")), str(tmp_path / "p.json")], capture_output=True, text=True)
+    assert res.returncode != 0 and "found no cached blocks or snapshot" in res.stderr
 
 
 def test_32_sequences_are_their_solo_runs(tool, tmp_path, gguf_path):

@@ -4,7 +4,7 @@
  *
  *   dequant [--scalar] [--binary] TYPE < bytes > floats
  *
- * TYPE is a GGML type name (F32, F16, BF16, Q4_0, ..., Q6_K). stdin holds
+ * TYPE is a GGML type name (F32, F16, BF16, Q4_0, ..., Q6_K, MXFP4). stdin holds
  * whole blocks; the output is one value per line ("%.9g", exact for f32), or
  * raw little-endian f32 with --binary. --scalar uses the portable path
  * instead of the default (AVX2 when built with it). Exit status 2, with a

@@ -23,6 +23,16 @@
  *                                      the fast kernel on the same input and
  *                                      stdout gets its normalized MSE against
  *                                      the exact output (worst and mean)
+ *    "prefix": [[d, s, P], ...],       sequence d takes its first P tokens (a
+ *                                      multiple of block_size, equal to s's)
+ *                                      from the prefix cache: when s has
+ *                                      committed exactly P tokens its blocks are
+ *                                      published and its recurrent state kept as
+ *                                      a snapshot (cache/kv_state.h), which d's
+ *                                      first step matches and restores; d's
+ *                                      steps then consume only its tokens after
+ *                                      P, whose rows are all d gets (the first
+ *                                      P rows stay 0)
  *    "out": "logits.f32"}              where the logits go
  *
  * Each step reserves the sequences' new tokens (kv_seq_reserve), builds the
@@ -143,13 +153,14 @@ static int parse_seqs(const cJSON *plan, run_t *r) {
 }
 
 /* The step table [n_steps][n_seqs]; default one step of everything. */
-static int *parse_steps(const cJSON *plan, const run_t *r, int *n_steps, int *max_step) {
+static int *parse_steps(const cJSON *plan, const run_t *r, const int *start, int *n_steps, int *max_step) {
   const cJSON *steps = cJSON_GetObjectItemCaseSensitive(plan, "steps");
   *n_steps = cJSON_IsArray(steps) ? cJSON_GetArraySize(steps) : 1;
   int *t = calloc((size_t)*n_steps * r->n_seqs, sizeof *t);
   if (!t) abort();
   int *done = calloc((size_t)r->n_seqs, sizeof *done);
   if (!done) abort();
+  memcpy(done, start, (size_t)r->n_seqs * sizeof *done);
   *max_step = 1;
   for (int k = 0; k < *n_steps; k++) {
     const cJSON *row = cJSON_IsArray(steps) ? cJSON_GetArrayItem(steps, k) : NULL;
@@ -157,7 +168,7 @@ static int *parse_steps(const cJSON *plan, const run_t *r, int *n_steps, int *ma
     int sum = 0;
     for (int s = 0; s < r->n_seqs; s++) {
       const cJSON *v = row ? cJSON_GetArrayItem(row, s) : NULL;
-      int n = row ? (cJSON_IsNumber(v) ? v->valueint : -1) : r->lens[s];
+      int n = row ? (cJSON_IsNumber(v) ? v->valueint : -1) : r->lens[s] - start[s];
       if (n < 0 || done[s] + n > r->lens[s]) goto bad;
       t[k * r->n_seqs + s] = n;
       done[s] += n;
@@ -187,8 +198,25 @@ int main(int argc, char **argv) {
   run_t r = {0};
   if (!cJSON_IsString(model_path) || !cJSON_IsString(out_path) || parse_seqs(plan, &r) != 0)
     return die("the plan needs \"model\", \"out\" and \"seqs\" (non-empty arrays of token ids)");
+  /* "prefix": pre_from[d] = s and pre_len[d] = P (-1 and 0: none) */
+  int *pre_from = malloc((size_t)r.n_seqs * sizeof(int)), *pre_len = calloc((size_t)r.n_seqs, sizeof(int));
+  if (!pre_from || !pre_len) abort();
+  for (int d = 0; d < r.n_seqs; d++) pre_from[d] = -1;
+  const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(plan, "prefix"), *pe;
+  int n_prefix = 0;
+  cJSON_ArrayForEach(pe, prefix) {
+    const int d = cJSON_GetArrayItem(pe, 0) ? cJSON_GetArrayItem(pe, 0)->valueint : -1;
+    const int src = cJSON_GetArrayItem(pe, 1) ? cJSON_GetArrayItem(pe, 1)->valueint : -1;
+    const int len = cJSON_GetArrayItem(pe, 2) ? cJSON_GetArrayItem(pe, 2)->valueint : 0;
+    if (d < 0 || d >= r.n_seqs || src < 0 || src >= r.n_seqs || d == src || len < 1 || len >= r.lens[d] ||
+        len > r.lens[src] || pre_from[d] >= 0)
+      return die("\"prefix\" entries are [d, s, P]: distinct sequences, 0 < P < d's length, P <= s's");
+    pre_from[d] = src;
+    pre_len[d] = len;
+    n_prefix++;
+  }
   int n_steps, max_step;
-  int *steps = parse_steps(plan, &r, &n_steps, &max_step);
+  int *steps = parse_steps(plan, &r, pre_len, &n_steps, &max_step);
   if (!steps) return die("\"steps\" must be arrays of n_seqs counts that consume every sequence exactly");
 
   const cJSON *device = cJSON_GetObjectItemCaseSensitive(plan, "device");
@@ -224,8 +252,9 @@ int main(int argc, char **argv) {
   kv_cache_t *cache = kv_cache_create(be, &kc);
   /* a hybrid model: a recurrent-state pool, one slot per sequence (slot s
    * is sequence s's: kv_state_alloc hands out 0, 1, ... in order) */
-  kv_state_config_t sc = {.n_slots = r.n_seqs};
-  kv_state_t *state = model_state_config(m, &sc) == 0 ? kv_state_create(be, &sc) : NULL;
+  kv_state_config_t sc = {.n_slots = r.n_seqs, .n_snaps = n_prefix, .n_blocks = cache ? cache->num_blocks : 0};
+  kv_state_t *state = model_state_config(m, &sc) == 0 && cache ? kv_state_create(be, &sc) : NULL;
+  if (n_prefix && !state) return die("\"prefix\" needs a hybrid model (a recurrent-state pool)");
   int32_t *slots = calloc((size_t)r.n_seqs, sizeof *slots), *step_slots = calloc((size_t)r.n_seqs, sizeof *slots);
   if (!slots || !step_slots) abort();
   for (int s = 0; state && s < r.n_seqs; s++) slots[s] = kv_state_alloc(state);
@@ -246,7 +275,7 @@ int main(int argc, char **argv) {
   int32_t *ids = malloc((size_t)max_step * sizeof *ids), *pos = malloc((size_t)max_step * sizeof *pos);
   int32_t *rows = malloc((size_t)max_step * sizeof *rows);
   float *logits = malloc((size_t)max_step * hp->n_vocab * sizeof(float));
-  float *all = malloc((size_t)r.rows * hp->n_vocab * sizeof(float));
+  float *all = calloc((size_t)r.rows * hp->n_vocab, sizeof(float));
   if (!seqs || !step_seqs || !q_lens || !step_seq_ids || !ids || !pos || !rows || !logits || !all) abort();
   for (int s = 0; s < r.n_seqs; s++) kv_seq_init(&seqs[s]);
 
@@ -259,6 +288,15 @@ int main(int argc, char **argv) {
     for (int s = 0; s < r.n_seqs; s++) {
       const int q = steps[k * r.n_seqs + s];
       if (q == 0) continue;
+      if (pre_len[s] > 0 && seqs[s].n_tokens == 0) { /* the prefix-cache hit and the state it restores */
+        const int32_t hit = kv_seq_match_prefix(cache->alloc, &seqs[s], r.toks[s], pre_len[s]);
+        const int32_t last = hit > 0 ? seqs[s].blocks[hit - 1] : -1;
+        if ((int64_t)hit * cache->block_size != pre_len[s] || !kv_snap_has(state, last)) {
+          status = die("a \"prefix\" sequence found no cached blocks or snapshot for its P tokens");
+          break;
+        }
+        kv_snap_load(state, slots[s], last, pre_len[s]);
+      }
       if (kv_seq_reserve(cache->alloc, &seqs[s], q) != 0) {
         status = die("the cache is too small for the plan");
         break;
@@ -297,6 +335,12 @@ int main(int argc, char **argv) {
         memcpy(all + (size_t)(r.offset[s] + pos[j]) * hp->n_vocab, logits + (size_t)j * hp->n_vocab,
                (size_t)hp->n_vocab * sizeof(float));
       kv_seq_commit(cache->alloc, &seqs[s], q_lens[i]);
+      for (int d = 0; d < r.n_seqs; d++) /* s's state at d's prefix end: published and kept */
+        if (pre_from[d] == s && seqs[s].n_tokens == pre_len[d]) {
+          kv_seq_publish(cache->alloc, &seqs[s], r.toks[s]);
+          const int32_t blk = kv_seq_tail_block(cache->alloc, &seqs[s]);
+          if (blk >= 0) kv_snap_save(state, blk, slots[s]);
+        }
     }
   }
   printf("], \"experts\": [");
@@ -318,7 +362,7 @@ int main(int argc, char **argv) {
     free(r.toks[s]);
   }
   free(seqs), free(step_seqs), free(q_lens), free(step_seq_ids), free(ids), free(pos), free(rows);
-  free(slots), free(step_slots);
+  free(slots), free(step_slots), free(pre_from), free(pre_len);
   free(logits), free(all), free(steps), free(r.toks), free(r.lens), free(r.offset);
   attn_meta_free(&meta);
   model_runner_destroy(run);

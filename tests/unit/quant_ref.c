@@ -19,6 +19,13 @@
  *                l = r % 32: the low 4 bits are the nibble (j >= 2: high)
  *                of ql[64 h + 32 (j % 2) + l], the high 2 bits are bits
  *                2j, 2j + 1 of qh[32 h + l]; x = d scales[e / 16] (q - 32)
+ *   MXFP4 (17 B) e@0 (E8M0) qs@1: element e's 4-bit code is the low nibble
+ *                of qs[e] for e < 16, the high nibble of qs[e - 16]
+ *                otherwise; an FP4 E2M1 number (OCP Microscaling Formats
+ *                v1.0: bit 3 sign, bits 2-1 exponent with bias 1, bit 0
+ *                mantissa; exponent 0 subnormal), x = 2^(e - 127) · fp4;
+ *                GGML's reading of the spec's two special cases: e = 255
+ *                is 2^128 (not NaN), code 8 (-0) is +0
  * The K-quant 6-bit scales sc[8] and mins mn[8] in 12 bytes B: for b < 4,
  * sc[b] = low 6 bits of B[b] and mn[b] = low 6 bits of B[b + 4]; for
  * b >= 4, the low 4 bits of sc[b] / mn[b] are the low / high nibble of
@@ -28,8 +35,8 @@
 #include <math.h>
 #include <string.h>
 
-const kern_type_t tq_weight_types[11] = {KERN_F32,  KERN_F16,  KERN_BF16, KERN_Q4_0, KERN_Q4_1, KERN_Q5_0,
-                                         KERN_Q5_1, KERN_Q8_0, KERN_Q4_K, KERN_Q5_K, KERN_Q6_K};
+const kern_type_t tq_weight_types[12] = {KERN_F32,  KERN_F16,  KERN_BF16, KERN_Q4_0, KERN_Q4_1, KERN_Q5_0,
+                                         KERN_Q5_1, KERN_Q8_0, KERN_Q4_K, KERN_Q5_K, KERN_Q6_K, KERN_MXFP4};
 
 /* A 16-bit IEEE-style float with `mbits` mantissa bits (the rest, after
  * the sign, exponent bits with bias 2^(ebits-1) - 1). */
@@ -97,6 +104,9 @@ void tq_random_row(tu_rng_t *r, kern_type_t type, uint8_t *row, int64_t cols, in
       put16(blk + 2, tq_random_f16(r, moderate));
       break;
     case KERN_Q6_K: put16(blk + 208, tq_random_f16(r, moderate)); break;
+    case KERN_MXFP4: /* scales 2^-11 .. 2^2, or 2^-128 (subnormal) .. 2^32 */
+      blk[0] = (uint8_t)(moderate ? 117 + tu_below(r, 14) : tu_below(r, 161));
+      break;
     default: break;
     }
   }
@@ -140,6 +150,12 @@ static double ref_elem(kern_type_t type, const uint8_t *k, int e) {
     int low = j >= 2 ? byte >> 4 : byte & 15;
     int high = (k[128 + 32 * h + l] >> (2 * j)) & 3;
     return tq_f16_value(get16(k + 208)) * (int8_t)k[192 + e / 16] * ((low | high << 4) - 32);
+  }
+  case KERN_MXFP4: {
+    int code = e < 16 ? k[1 + e] & 15 : k[1 + e - 16] >> 4;
+    int ex = (code >> 1) & 3, man = code & 1;
+    double fp4 = ex == 0 ? 0.5 * man : ldexp(1.0 + 0.5 * man, ex - 1);
+    return (code & 8 ? -fp4 : fp4) * ldexp(1.0, k[0] - 127) + 0.0; /* + 0.0: -0 is +0 */
   }
   default: return NAN;
   }

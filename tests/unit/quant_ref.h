@@ -11,7 +11,7 @@
 #include "tests/unit/testutil.h"
 
 /* Every weight type, for loops. */
-extern const kern_type_t tq_weight_types[11];
+extern const kern_type_t tq_weight_types[12];
 
 /* The value of f16 / bf16 bits, from sign, exponent and mantissa (inf and
  * NaN included). */
@@ -23,7 +23,8 @@ double tq_bf16_value(uint16_t h);
 uint16_t tq_random_f16(tu_rng_t *r, int moderate);
 
 /* Fills one row of `cols` elements of `type` (kern_type_row_bytes bytes)
- * with random bytes, every scale field a random finite f16 as above and
+ * with random bytes, every scale field a random finite f16 as above (an
+ * MXFP4 scale byte: 2^-11 .. 2^2 when moderate, else 2^-128 .. 2^32) and
  * F16/BF16/F32 elements random finite values. */
 void tq_random_row(tu_rng_t *r, kern_type_t type, uint8_t *row, int64_t cols, int moderate);
 

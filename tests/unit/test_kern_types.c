@@ -17,7 +17,7 @@ static void geometry_matches_gguf(void **state) {
   } want[] = {
       {0, "F32", 1, 4},      {1, "F16", 1, 2},       {2, "Q4_0", 32, 18},    {3, "Q4_1", 32, 20},
       {6, "Q5_0", 32, 22},   {7, "Q5_1", 32, 24},    {8, "Q8_0", 32, 34},    {12, "Q4_K", 256, 144},
-      {13, "Q5_K", 256, 176}, {14, "Q6_K", 256, 210}, {30, "BF16", 1, 2},
+      {13, "Q5_K", 256, 176}, {14, "Q6_K", 256, 210}, {30, "BF16", 1, 2},  {39, "MXFP4", 32, 17},
   };
   for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
     assert_string_equal(kern_type_name(want[i].id), want[i].name);
@@ -30,8 +30,8 @@ static void geometry_matches_gguf(void **state) {
 
 static void unsupported_and_bad_sizes(void **state) {
   (void)state;
-  /* Q2_K (10), Q3_K (11), IQ types (16+), out of range */
-  const uint32_t bad[] = {4, 5, 10, 11, 16, 29, 31, 1000, UINT32_MAX};
+  /* Q2_K (10), Q3_K (11), IQ types (16+), TQ1_0/TQ2_0 (34, 35), 40 (past MXFP4), out of range */
+  const uint32_t bad[] = {4, 5, 10, 11, 16, 29, 31, 34, 35, 38, 40, 1000, UINT32_MAX};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     assert_null(kern_type_name(bad[i]));
     assert_false(kern_type_is_weight(bad[i]));

@@ -1,7 +1,12 @@
 /* tests/unit/test_kv_state.c — the recurrent-state pool (cache/kv_state.h)
  * on the CPU backend, and the planner's use of it (scheduler/sched_plan.h):
  * a running sequence holds one slot, a full pool stops admission, removal
- * and preemption give the slot back, a fork copies the parent's state. */
+ * and preemption give the slot back, a fork copies the parent's state;
+ * snapshots at prefix-cache blocks (cache/kv_snap.c): copies in and out,
+ * least-recently-used reuse, dropped with their block's eviction, and the
+ * planner's use of them (a prompt chunk cut at the prompt's last full
+ * block, a hit kept only to a block with a snapshot and restored there, a
+ * decode keeping only its latest one). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -119,6 +124,151 @@ static void planner_holds_slots(void **state) {
   kern_backend_destroy(be);
 }
 
+/* Snapshot i's floats (the arena after the running slots). */
+static float *snap_ptr(const kv_state_t *p, int32_t block) {
+  return p->arena + ((size_t)p->n_slots + (size_t)p->block_snap[block]) * p->slot_floats;
+}
+
+static void snapshots_lru_and_eviction(void **state) {
+  (void)state;
+  kern_backend_t *be = kern_backend_create("cpu", 1);
+  const kv_state_config_t cfg = {.n_layers = 2, .layer_floats = 10, .n_slots = 2, .n_snaps = 2, .n_blocks = 8};
+  kv_state_t *p = kv_state_create(be, &cfg);
+  assert_non_null(p);
+  kv_alloc_t *a = kv_alloc_create(8, 4);
+  kv_alloc_set_evict_hook(a, kv_snap_evicted, p);
+  const int32_t s0 = kv_state_alloc(p), s1 = kv_state_alloc(p);
+  int32_t b[3];
+  for (int i = 0; i < 3; i++) {
+    b[i] = kv_block_alloc(a);
+    const int32_t toks[4] = {i, i, i, i};
+    assert_int_equal(kv_prefix_insert(a, b[i], KV_HASH_ROOT, toks), 1);
+  }
+  fill(p, s0, 10.0f);
+  assert_int_equal(kv_snap_save(p, b[0], s0), 0);
+  fill(p, s0, 20.0f); /* the snapshot is a copy: later changes to the slot do not reach it */
+  assert_int_equal(kv_snap_save(p, b[1], s0), 0);
+  assert_true(kv_snap_has(p, b[0]) && kv_snap_has(p, b[1]) && !kv_snap_has(p, b[2]));
+  assert_int_equal(snap_ptr(p, b[0])[3], 13.0f);
+  kv_snap_load(p, s1, b[0], 4); /* b[0] becomes the most recently used */
+  assert_int_equal(p->n_tokens[s1], 4);
+  for (size_t i = 0; i < p->slot_floats; i++) assert_true(slot_ptr(p, s1)[i] == 10.0f + (float)i);
+  assert_int_equal(p->snaps_restored, 1);
+  fill(p, s0, 30.0f);
+  assert_int_equal(kv_snap_save(p, b[2], s0), 0); /* the pool is full: b[1], the least recently used, goes */
+  assert_true(kv_snap_has(p, b[0]) && !kv_snap_has(p, b[1]) && kv_snap_has(p, b[2]));
+  assert_int_equal(p->snaps_dropped, 1);
+  assert_int_equal(p->n_snaps_used, 2);
+  /* a block's eviction from the prefix cache takes its snapshot along */
+  kv_block_unref(a, b[0]);
+  kv_block_unref(a, b[2]);
+  kv_block_unref(a, b[1]);
+  int n = 0;
+  while (kv_block_alloc(a) >= 0) n++;
+  assert_int_equal(n, 8);
+  assert_int_equal(p->n_snaps_used, 0);
+  assert_false(kv_snap_has(p, b[0]) || kv_snap_has(p, b[2]));
+  assert_int_equal(p->snaps_dropped, 1); /* evictions with blocks are not counted as dropped for room */
+  kv_snap_drop(p, b[0]);                 /* none: a no-op */
+  kv_alloc_destroy(a);
+  kv_state_destroy(p);
+  const kv_state_config_t none = {.n_layers = 1, .layer_floats = 4, .n_slots = 1};
+  p = kv_state_create(be, &none);
+  assert_int_equal(kv_snap_save(p, 0, kv_state_alloc(p)), -ENOSPC);
+  assert_false(kv_snap_has(p, 0));
+  kv_state_destroy(p);
+  kern_backend_destroy(be);
+}
+
+/* Runs one planned step as the forward would leave the states: each
+ * item's slot holds a pattern naming its sequence's tokens so far
+ * (value = tokens consumed), then commits. */
+static int step(sched_plan_t *c, kv_state_t *p) {
+  const int n = sched_plan_step(c);
+  for (int i = 0; i < c->n_items; i++) {
+    const sched_item_t *it = &c->items[i];
+    const int64_t consumed = it->seq->kv.n_tokens + it->q_len;
+    fill(p, it->seq->state_slot, (float)consumed * 1000.0f);
+    kv_state_set_tokens(p, it->seq->state_slot, consumed);
+  }
+  sched_plan_commit(c);
+  return n;
+}
+
+static void planner_snapshots_and_restores(void **state) {
+  (void)state;
+  kern_backend_t *be = kern_backend_create("cpu", 1);
+  const kv_state_config_t cfg = {.n_layers = 1, .layer_floats = 6, .n_slots = 4, .n_snaps = 8, .n_blocks = 32};
+  kv_state_t *p = kv_state_create(be, &cfg);
+  kv_alloc_t *a = kv_alloc_create(32, 4);
+  kv_alloc_set_evict_hook(a, kv_snap_evicted, p);
+  sched_plan_t c;
+  assert_int_equal(sched_plan_init(&c, a, 64, 4, 1), 0);
+  c.state = p;
+  /* a 10-token prompt: its chunk is cut at 8, the end of the last full block before its last token */
+  const int32_t pa[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  sched_seq_t sa;
+  sched_seq_init(&sa, pa, 10, 1);
+  sched_plan_add(&c, &sa);
+  assert_int_equal(step(&c, p), 1);
+  assert_int_equal(c.items[0].q_len, 8);
+  assert_int_equal(c.items[0].logits, 0);
+  assert_true(kv_snap_has(p, sa.kv.blocks[1]) && !kv_snap_has(p, sa.kv.blocks[0]));
+  assert_int_equal(step(&c, p), 1); /* the prompt's last 2 tokens */
+  assert_int_equal(c.items[0].q_len, 2);
+  /* decodes: a snapshot at 12 (past the prompt), then at 16, which replaces it */
+  for (int32_t t = 11; t <= 17; t++) {
+    sched_seq_push(&sa, t);
+    assert_int_equal(step(&c, p), 1);
+    if (sa.kv.n_tokens == 12) assert_true(kv_snap_has(p, sa.kv.blocks[2]));
+  }
+  assert_int_equal(sa.kv.n_tokens, 17);
+  assert_false(kv_snap_has(p, sa.kv.blocks[2]));
+  assert_true(kv_snap_has(p, sa.kv.blocks[3]) && kv_snap_has(p, sa.kv.blocks[1]));
+  assert_int_equal(p->n_snaps_used, 2);
+  /* a second prompt sharing the first 9 tokens and then the conversation's 10..12: its match of 3 blocks is kept
+   * to the 2 up to the last snapshot (block 1; block 2's was replaced), restored there */
+  const int32_t pb[14] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 50, 51};
+  sched_seq_t sb;
+  sched_seq_init(&sb, pb, 14, 1);
+  sched_plan_add(&c, &sb);
+  sched_seq_push(&sa, 18);
+  assert_int_equal(sched_plan_step(&c), 2);
+  assert_int_equal(sb.cached_tokens, 8);
+  assert_int_equal(sb.kv.n_hashed, 2);
+  assert_int_equal(p->n_tokens[sb.state_slot], 8);
+  for (size_t i = 0; i < p->slot_floats; i++) assert_true(slot_ptr(p, sb.state_slot)[i] == 8000.0f + (float)i);
+  assert_int_equal(c.items[1].seq, &sb);
+  assert_int_equal(c.items[1].q_len, 4); /* cut at its own prompt point, 12 */
+  sched_plan_commit(&c);
+  /* a third sharing only its first block (no snapshot there): no hit at all, the matched block given back */
+  const int32_t pc[7] = {1, 2, 3, 4, 60, 61, 62};
+  sched_seq_t sc;
+  sched_seq_init(&sc, pc, 7, 1);
+  sched_plan_add(&c, &sc);
+  const int32_t b0 = sa.kv.blocks[0], refs = kv_block_refs(a, b0);
+  assert_true(sched_plan_step(&c) >= 1);
+  assert_int_equal(sc.cached_tokens, 0);
+  assert_int_equal(kv_block_refs(a, b0), refs);
+  sched_plan_commit(&c);
+  sched_plan_remove(&c, &sa);
+  sched_plan_remove(&c, &sb);
+  sched_plan_remove(&c, &sc);
+  assert_int_equal(kv_state_used(p), 0);
+  assert_true(p->n_snaps_used > 0);
+  /* every block reused: every snapshot goes with its block */
+  while (kv_block_alloc(a) >= 0) {
+  }
+  assert_int_equal(p->n_snaps_used, 0);
+  sched_seq_free(&sa);
+  sched_seq_free(&sb);
+  sched_seq_free(&sc);
+  sched_plan_free(&c);
+  kv_alloc_destroy(a);
+  kv_state_destroy(p);
+  kern_backend_destroy(be);
+}
+
 /* A backend without the Gated DeltaNet operations (the CUDA backend's
  * table, today) refuses a hybrid model at load, naming why, and still
  * loads the same model where they exist. */
@@ -150,6 +300,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(pool_alloc_reset_copy),
       cmocka_unit_test(planner_holds_slots),
+      cmocka_unit_test(snapshots_lru_and_eviction),
+      cmocka_unit_test(planner_snapshots_and_restores),
       cmocka_unit_test(backend_without_gdn_refuses_hybrid),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

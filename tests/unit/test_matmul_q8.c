@@ -33,7 +33,7 @@
 #include "tests/unit/testutil.h"
 
 static const kern_type_t fast_types[] = {KERN_Q4_0, KERN_Q4_1, KERN_Q5_0, KERN_Q5_1,
-                                         KERN_Q8_0, KERN_Q4_K, KERN_Q5_K, KERN_Q6_K};
+                                         KERN_Q8_0, KERN_Q4_K, KERN_Q5_K, KERN_Q6_K, KERN_MXFP4};
 #define N_FAST (sizeof fast_types / sizeof *fast_types)
 #define NMSE_MAX 5e-4
 

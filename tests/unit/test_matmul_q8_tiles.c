@@ -29,7 +29,7 @@
 #include "tests/unit/testutil.h"
 
 static const kern_type_t fast_types[] = {KERN_Q4_0, KERN_Q4_1, KERN_Q5_0, KERN_Q5_1,
-                                         KERN_Q8_0, KERN_Q4_K, KERN_Q5_K, KERN_Q6_K};
+                                         KERN_Q8_0, KERN_Q4_K, KERN_Q5_K, KERN_Q6_K, KERN_MXFP4};
 #define N_FAST (sizeof fast_types / sizeof *fast_types)
 #define WROWS 16 /* weight rows */
 #define XROWS 8  /* activation rows */
@@ -45,7 +45,8 @@ typedef struct {
 } tcase_t;
 
 /* Every stored weight integer of a row at its largest magnitude: all
- * quant bits set (15, 31, 63 before the offsets), Q8_0 at -128; the scales
+ * quant bits set (15, 31, 63 before the offsets), Q8_0 at -128, MXFP4 at
+ * +12 (the largest panel byte, 24); the scales
  * are left as they are. */
 static void max_ints(kern_type_t type, uint8_t *row, int64_t cols) {
   const int64_t bb = kern_type_block_bytes(type), nb = cols / kern_type_block_elems(type);
@@ -60,6 +61,7 @@ static void max_ints(kern_type_t type, uint8_t *row, int64_t cols) {
     case KERN_Q4_K: memset(p + 16, 0xff, 128); break;
     case KERN_Q5_K: memset(p + 16, 0xff, 160); break;
     case KERN_Q6_K: memset(p, 0xff, 192); break;
+    case KERN_MXFP4: memset(p + 1, 0x77, 16); break; /* code 7: +12, 24 in the panels (v + 12) */
     default: break;
     }
   }

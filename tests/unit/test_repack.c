@@ -28,7 +28,7 @@
 #include "tests/unit/testutil.h"
 
 static const kern_type_t rp_types[] = {KERN_Q4_0, KERN_Q4_1, KERN_Q5_0, KERN_Q5_1,
-                                       KERN_Q8_0, KERN_Q4_K, KERN_Q5_K, KERN_Q6_K};
+                                       KERN_Q8_0, KERN_Q4_K, KERN_Q5_K, KERN_Q6_K, KERN_MXFP4};
 #define N_RP (sizeof rp_types / sizeof *rp_types)
 
 static void pack_matches_definition_and_round_trips(void **state) {
@@ -104,7 +104,7 @@ static void weight_init_repacks_what_it_can(void **state) {
     const kern_backend_opts_t o = {.n_threads = 2, .precision = fast ? KERN_PRECISION_FAST : KERN_PRECISION_EXACT};
     kern_backend_t *be = kern_backend_create_opts("cpu", &o);
     assert_non_null(be);
-    for (size_t i = 0; i < 11; i++) {
+    for (size_t i = 0; i < sizeof tq_weight_types / sizeof *tq_weight_types; i++) {
       const kern_type_t type = tq_weight_types[i];
       const int64_t cols = kern_type_block_elems(type) == 256 ? 512 : 64, rows = 11;
       uint8_t *data = calloc((size_t)rows, (size_t)kern_type_row_bytes(type, cols));
