@@ -15,6 +15,7 @@ struct attn {
   kv_cache_t *cache;   /* not owned */
   attn_config_t cfg;       /* cfg.layer_window points at layer_window below */
   int *layer_window;       /* [n_layers] owned copy, or NULL */
+  const float **layer_sinks; /* [n_layers] owned copy of the pointers (not of the sinks), or NULL */
   int max_seq_len;        /* attn_seq_len_cap(cfg.max_seq_len) */
   int max_blocks_per_seq; /* block-table row capacity: ceil(max_seq_len / block_size) */
   int read_window;        /* > 0: every layer has a sliding window of at most this many keys and
@@ -71,11 +72,20 @@ attn_t *attn_create(kern_backend_t *be, kv_cache_t *cache, const attn_config_t *
               (long long)cfg->max_kv_tokens, cfg->scale);
     return NULL;
   }
+  if (cfg->layer_sinks && !be->attn_sinks) {
+    log_error("attn_create: the %s backend's attention has no learned sinks (gpt-oss): use --device cpu", be->name);
+    return NULL;
+  }
   attn_t *at = xcalloc(1, sizeof *at);
   at->be = be;
   at->cache = cache;
   at->cfg = *cfg;
   if (at->cfg.scale == 0.0f) at->cfg.scale = 1.0f / sqrtf((float)cache->head_dim);
+  if (cfg->layer_sinks) {
+    at->layer_sinks = xmalloc((size_t)cache->n_layers * sizeof *at->layer_sinks);
+    memcpy(at->layer_sinks, cfg->layer_sinks, (size_t)cache->n_layers * sizeof *at->layer_sinks);
+    at->cfg.layer_sinks = at->layer_sinks;
+  }
   if (cfg->layer_window) {
     at->layer_window = xmalloc((size_t)cache->n_layers * sizeof *at->layer_window);
     memcpy(at->layer_window, cfg->layer_window, (size_t)cache->n_layers * sizeof *at->layer_window);
@@ -129,6 +139,7 @@ void attn_destroy(attn_t *at) {
   be->free(be, at->v_gather);
   free(at->host_slots);
   free(at->layer_window);
+  free(at->layer_sinks);
   free(at);
 }
 
@@ -311,6 +322,7 @@ int attn_layer_forward(attn_t *at, int layer, const float *q, const float *k, co
   a.k_cache = kv_cache_k(c, layer);
   a.v_cache = kv_cache_v(c, layer);
   a.sliding_window = at->layer_window ? at->layer_window[layer] : 0;
+  a.sinks = at->layer_sinks ? at->layer_sinks[layer] : NULL;
   if (at->path == ATTN_PATH_DECODE) {
     a.k_new = k;
     a.v_new = v;

@@ -47,6 +47,9 @@ typedef struct attn_config {
   int64_t max_kv_tokens; /* gather only: keys per step (sum of k_len); 0: every slot of the cache */
   const int *layer_window; /* [cache n_layers] each layer's sliding window W (kern_attn_args_t.sliding_window:
                               keys a row sees, itself included; 0: all), copied; NULL: no layer has one */
+  const float *const *layer_sinks; /* [cache n_layers] each layer's learned sinks, device [n_heads] or NULL
+                                      (kern_attn_args_t.sinks), the pointers copied; NULL: none. A
+                                      backend without attn_sinks is refused at attn_create */
 } attn_config_t;
 
 typedef enum attn_path {

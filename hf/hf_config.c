@@ -19,6 +19,9 @@
  *   gemma: query_pre_attn_scalar (must be what llama.cpp's reading gives),
  *   attn_logit_softcapping, final_logit_softcapping, sliding_window_pattern
  *   or layer_types, rope_local_base_freq.
+ *   gpt_oss → gpt-oss (hf_gptoss.c; rope_parameters yarn: factor,
+ *   original_max_position_embeddings, beta_fast/slow, attention_factor,
+ *   truncate as tram.rope.scaling.yarn_truncate)
  *   qwen3_5_text → qwen35 (and qwen3_5, Qwen3.5's multimodal wrapper, read
  *   through its text_config): partial_rotary_factor (in rope_parameters
  *   or top-level, default 0.25), layer_types
@@ -91,17 +94,33 @@ static float *factors(const cJSON *v, int n, const char *what, char *err, size_t
   return f;
 }
 
+/* `<a>.<name>` = v. */
+static void put_f32(gguf_build_t *b, const char *a, const char *name, double v) {
+  char key[96];
+  snprintf(key, sizeof key, "%s.%s", a, name);
+  gguf_build_f32(b, key, (float)v);
+}
+static void put_u32(gguf_build_t *b, const char *a, const char *name, long long v) {
+  char key[96];
+  snprintf(key, sizeof key, "%s.%s", a, name);
+  gguf_build_u32(b, key, (uint32_t)v);
+}
+
 /* rope_scaling → keys. */
 static int rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arch_t *arch, int rot_dim, char *err,
                         size_t err_len) {
   const cJSON *rs = field(cfg, "rope_scaling");
   if (!rs || cJSON_IsNull(rs)) rs = field(cfg, "rope_parameters"); /* transformers 5 */
+  if ((!rs || cJSON_IsNull(rs)) && strcmp(a, "gpt-oss") == 0) { /* transformers' default: YaRN of factor 32 */
+    snprintf(err, err_len, "config.json: rope_scaling / rope_parameters is missing (gpt_oss's YaRN must be given)");
+    return -EINVAL;
+  }
   if (!rs || cJSON_IsNull(rs)) return 0;
   const cJSON *type = field(rs, "rope_type");
   if (!cJSON_IsString(type)) type = field(rs, "type");
   const int v5 = rs == field(cfg, "rope_parameters");
   const char *fname = v5 ? "rope_parameters" : "rope_scaling";
-  if (!type && v5) return 0; /* rope_parameters with rope_theta alone */
+  if (!type && v5 && strcmp(a, "gpt-oss") != 0) return 0; /* rope_parameters with rope_theta alone */
   if (!cJSON_IsObject(rs) || !cJSON_IsString(type)) {
     snprintf(err, err_len, "config.json: %s has no rope_type", fname);
     return -EINVAL;
@@ -115,8 +134,7 @@ static int rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arc
     if (pos_float(field(rs, "factor"), "config.json: rope_scaling.factor", 0, &factor, err, err_len)) return -EINVAL;
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
     gguf_build_str(b, key, t, strlen(t));
-    snprintf(key, sizeof key, "%s.rope.scaling.factor", a);
-    gguf_build_f32(b, key, (float)factor);
+    put_f32(b, a, "rope.scaling.factor", factor);
     if (t[1] == 'i') return 0; /* linear */
     if (pos_float(field(rs, "low_freq_factor"), "config.json: rope_scaling.low_freq_factor", 1.0, &lo, err, err_len) ||
         pos_float(field(rs, "high_freq_factor"), "config.json: rope_scaling.high_freq_factor", 4.0, &hi, err,
@@ -124,12 +142,9 @@ static int rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arc
         hf__int(field(rs, "original_max_position_embeddings"), "config.json: rope_scaling.original_max_position_embeddings",
                 8192, 1, INT32_MAX, &orig, err, err_len))
       return -EINVAL;
-    snprintf(key, sizeof key, "%s.rope.scaling.low_freq_factor", a);
-    gguf_build_f32(b, key, (float)lo);
-    snprintf(key, sizeof key, "%s.rope.scaling.high_freq_factor", a);
-    gguf_build_f32(b, key, (float)hi);
-    snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", a);
-    gguf_build_u32(b, key, (uint32_t)orig);
+    put_f32(b, a, "rope.scaling.low_freq_factor", lo);
+    put_f32(b, a, "rope.scaling.high_freq_factor", hi);
+    put_u32(b, a, "rope.scaling.original_context_length", orig);
     return 0;
   }
   if ((strcmp(t, "longrope") == 0 || strcmp(t, "su") == 0) && strcmp(a, "phi3") == 0) {
@@ -152,6 +167,39 @@ static int rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arc
       snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", a);
       gguf_build_f32(b, key, (float)af);
     }
+    return 0;
+  }
+  if (strcmp(t, "yarn") == 0 && strcmp(a, "gpt-oss") == 0) { /* HF _compute_yarn_parameters' fields */
+    double bf, bs, af = 0;
+    if (field(rs, "mscale") || field(rs, "mscale_all_dim")) {
+      snprintf(err, err_len, "config.json: %s.mscale / mscale_all_dim (DeepSeek's YaRN attention factor) is not "
+               "something tram runs", fname);
+      return -EINVAL;
+    }
+    const cJSON *tr = field(rs, "truncate");
+    char what[5][80];
+    static const char *const NAMES[5] = {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
+                                         "attention_factor"};
+    for (int i = 0; i < 5; i++) snprintf(what[i], sizeof what[i], "config.json: %s.%s", fname, NAMES[i]);
+    const cJSON *afv = field(rs, "attention_factor");
+    if (pos_float(field(rs, "factor"), what[0], 0, &factor, err, err_len) ||
+        hf__int(field(rs, "original_max_position_embeddings"), what[1], -1, 1, INT32_MAX, &orig, err, err_len) ||
+        pos_float(field(rs, "beta_fast"), what[2], 32.0, &bf, err, err_len) ||
+        pos_float(field(rs, "beta_slow"), what[3], 1.0, &bs, err, err_len) ||
+        (afv && !cJSON_IsNull(afv) && pos_float(afv, what[4], 0, &af, err, err_len)))
+      return -EINVAL;
+    if (tr && !cJSON_IsNull(tr) && !cJSON_IsBool(tr)) {
+      snprintf(err, err_len, "config.json: %s.truncate is not a boolean", fname);
+      return -EINVAL;
+    }
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    gguf_build_str(b, key, t, strlen(t));
+    put_f32(b, a, "rope.scaling.factor", factor);
+    put_u32(b, a, "rope.scaling.original_context_length", orig);
+    put_f32(b, a, "rope.scaling.yarn_beta_fast", bf);
+    put_f32(b, a, "rope.scaling.yarn_beta_slow", bs);
+    if (af > 0) put_f32(b, a, "rope.scaling.attn_factor", af);
+    gguf_build_u32(b, "tram.rope.scaling.yarn_truncate", !tr || cJSON_IsNull(tr) || cJSON_IsTrue(tr)); /* HF: on */
     return 0;
   }
   snprintf(err, err_len, "config.json: %s type \"%.32s\" is not one tram runs for %s", fname, t, a);
@@ -350,6 +398,8 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   } else if (strcmp(t, "mixtral") == 0) {
     arch->name = "llama";
     arch->permute_qk = 1;
+  } else if (strcmp(t, "gpt_oss") == 0) {
+    arch->name = "gpt-oss";
   } else if (strcmp(t, "gemma2") == 0) {
     arch->name = "gemma2", gemma = 2;
   } else if (strcmp(t, "gemma3_text") == 0) {
@@ -365,10 +415,11 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
     arch->permute_qk = 1;
   } else {
     snprintf(err, err_len, "config.json: model_type \"%.40s\" is not one tram runs (llama, mistral, qwen2, qwen3, "
-             "gemma2, gemma3_text, phi3, smollm3, qwen3_5_text, qwen2_moe, qwen3_moe, mixtral)", t);
+             "gemma2, gemma3_text, phi3, smollm3, qwen3_5_text, qwen2_moe, qwen3_moe, mixtral, gpt_oss)", t);
     return -EINVAL;
   }
   const int qwen35 = arch->qwen35; /* (memset above cleared the rest) */
+  arch->gptoss = strcmp(t, "gpt_oss") == 0;
   arch->gemma = gemma != 0;
   const char *a = arch->name;
   long long dim, ff, layers, heads, kv, head_dim, ctx, vocab, window = 0;
@@ -398,8 +449,9 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   double eps, theta, partial;
   if (rope_parameters_flat(cfg, err, err_len) ||
       pos_float(field(cfg, "rms_norm_eps"), "config.json: rms_norm_eps", 0, &eps, err, err_len) ||
-      pos_float(rope_theta_field(cfg), "config.json: rope_theta", strcmp(a, "smollm3") == 0 ? 2000000.0 : 10000.0,
-                &theta, err, err_len) ||
+      pos_float(rope_theta_field(cfg), "config.json: rope_theta",
+                !strcmp(a, "smollm3") ? 2000000.0 : !strcmp(a, "gpt-oss") ? 150000.0 : 10000.0, &theta, err,
+                err_len) || /* the configuration classes' defaults */
       pos_float(field(cfg, "partial_rotary_factor"), "config.json: partial_rotary_factor", 1.0, &partial, err,
                 err_len))
     return -EINVAL;
@@ -446,10 +498,13 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   arch->n_kv_heads = (int)kv;
   arch->n_layers = (int)layers;
   arch->n_vocab = (int)vocab;
+  arch->dim = (int)dim;
   const cJSON *tie = field(cfg, "tie_word_embeddings");
   arch->tied = tie ? cJSON_IsTrue(tie) : gemma != 0; /* the configs' defaults: gemma true, the others false */
   if (rope_scaling(b, cfg, a, arch, rot_dim, err, err_len)) return -EINVAL;
-  if ((strstr(t, "_moe") || strcmp(t, "mixtral") == 0) && hf__moe_config(b, cfg, t, arch, err, err_len)) return -EINVAL;
+  if ((strstr(t, "_moe") || strcmp(t, "mixtral") == 0 || arch->gptoss) && hf__moe_config(b, cfg, t, arch, err, err_len))
+    return -EINVAL;
+  if (arch->gptoss && hf__gptoss_config(cfg, (int)layers, err, err_len)) return -EINVAL;
   if (gemma && gemma_fields(b, cfg, a, gemma, (int)layers, (int)head_dim, (int)dim, (int)heads, err, err_len))
     return -EINVAL;
   if (qwen35 && qwen35_fields(b, cfg, a, layers, err, err_len)) return -EINVAL;

@@ -17,7 +17,9 @@ typedef struct hf_arch {
   int tied;          /* tie_word_embeddings: lm_head.weight not used */
   int qwen35;        /* Qwen3.5's hybrid: zero-centred norms (1 + w, not the gated ssm_norm), A_log as
                         -exp(A_log), the conv1d squeezed, its multimodal wrapper's names unwrapped */
+  int gptoss;        /* gpt_oss: the MLP's input norm is post_attention_norm, experts as hf_gptoss.c */
   int n_heads, n_kv_heads, n_layers, n_vocab;
+  int dim, expert_ff; /* hidden_size, the experts' intermediate size (gpt_oss's stacks) */
   float *rope_long, *rope_short; /* phi3 LongRoPE factors [n_rope], malloc'd, or NULL */
   int n_rope;
   /* mixture of experts (hf_moe.c): 0 experts for a dense model */
@@ -61,6 +63,19 @@ int hf__moe_check(const hf_arch_t *a, int layer, const char *hf_name, const char
  * on the error paths). 0 or -EINVAL. */
 int hf__moe_finish(hf_arch_t *a, char *err, size_t err_len);
 void hf__moe_free(hf_arch_t *a);
+
+/* gpt_oss's config.json fields beyond the common and the experts' ones
+ * (hf_gptoss.c): 0 or -EINVAL naming the field. */
+int hf__gptoss_config(const cJSON *cfg, int n_layers, char *err, size_t err_len);
+
+/* gpt_oss's stacked expert tensor t of layer `layer` (`rest`: its name
+ * after "model.layers.N.") → GGUF's ffn_*_exps copies: 1; not one: 0;
+ * -EINVAL with err written for a bad one. */
+int hf__gptoss_tensor(gguf_build_t *b, const struct st_tensor *t, const hf_arch_t *a, int layer, const char *rest,
+                      char *err, size_t err_len);
+
+/* Element i of t (F32, F16 or BF16) as f32. */
+float hf__elem(const struct st_tensor *t, int64_t i);
 
 /* Reads the JSON file `name` (a path relative to the checkpoint's folder):
  * the parsed file; NULL with *missing set when it does not exist, NULL with

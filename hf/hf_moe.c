@@ -16,7 +16,8 @@
  *   have them: views of the mapping, no copy; the model takes them where a
  *   converted file has the stacked ffn_*_exps); mlp.shared_expert.* →
  *   ffn_*_shexp, mlp.shared_expert_gate → ffn_gate_inp_shexp. Every expert
- *   of every sparse layer must be there (hf__moe_finish). */
+ *   of every sparse layer must be there (hf__moe_finish). gpt_oss: Mixtral's
+ *   fields, its stacked experts converted by hf_gptoss.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +36,8 @@ struct hf_moe_stack {
 static const cJSON *field(const cJSON *o, const char *name) { return cJSON_GetObjectItemCaseSensitive(o, name); }
 
 int hf__moe_config(gguf_build_t *b, const cJSON *cfg, const char *mt, hf_arch_t *arch, char *err, size_t err_len) {
-  const int mixtral = strcmp(mt, "mixtral") == 0, qwen2 = strcmp(mt, "qwen2_moe") == 0;
+  const int gptoss = strcmp(mt, "gpt_oss") == 0; /* Mixtral's fields, every layer sparse */
+  const int mixtral = strcmp(mt, "mixtral") == 0 || gptoss, qwen2 = strcmp(mt, "qwen2_moe") == 0;
   const cJSON *ne = field(cfg, "num_experts");
   if (!ne || cJSON_IsNull(ne)) ne = field(cfg, "num_local_experts");
   long long n_exp, used, eff, shared = 0, step = 1;
@@ -57,6 +59,7 @@ int hf__moe_config(gguf_build_t *b, const cJSON *cfg, const char *mt, hf_arch_t 
     return -EINVAL;
   }
   arch->n_expert = (int)n_exp;
+  arch->expert_ff = (int)eff;
   arch->sparse = xmalloc((size_t)arch->n_layers);
   for (int l = 0; l < arch->n_layers; l++) arch->sparse[l] = (l + 1) % step == 0;
   const cJSON *only = field(cfg, "mlp_only_layers");
@@ -81,7 +84,7 @@ int hf__moe_config(gguf_build_t *b, const cJSON *cfg, const char *mt, hf_arch_t 
   if (shared > 0) U32("expert_shared_feed_forward_length", shared);
 #undef U32
   snprintf(key, sizeof key, "%s.expert_weights_norm", a);
-  gguf_build_bool(b, key, mixtral || cJSON_IsTrue(norm));
+  gguf_build_bool(b, key, (mixtral && !gptoss) || cJSON_IsTrue(norm)); /* gpt-oss: a softmax over the k */
   return 0;
 }
 
@@ -98,6 +101,7 @@ static const char *const KIND[3] = {"gate", "up", "down"};
 int hf__moe_tensor(gguf_build_t *b, const st_tensor_t *t, hf_arch_t *a, int layer, const char *rest, char *err,
                    size_t err_len) {
   if (!a->n_expert) return 0;
+  if (a->gptoss) return hf__gptoss_tensor(b, t, a, layer, rest, err, err_len); /* stacked, transposed */
   int e, at = 0, kind = -1;
   char which[16] = "";
   if (sscanf(rest, "mlp.experts.%d.%15[a-z_].weight%n", &e, which, &at) == 2 && rest[at] == 0) {
@@ -152,7 +156,7 @@ int hf__moe_check(const hf_arch_t *a, int layer, const char *hf_name, const char
 
 int hf__moe_finish(hf_arch_t *a, char *err, size_t err_len) {
   int rc = 0;
-  for (int l = 0; a->stacks && l < a->n_layers && rc == 0; l++)
+  for (int l = 0; a->stacks && !a->gptoss && l < a->n_layers && rc == 0; l++) /* gpt_oss: model_load checks */
     for (int k = 0; k < 3 && rc == 0 && a->sparse[l]; k++) {
       const struct hf_moe_stack *s = &a->stacks[l * 3 + k];
       if (s->n_have == a->n_expert) continue;

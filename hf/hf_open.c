@@ -6,7 +6,7 @@
  *   model.layers.N.: input_layernorm → attn_norm, self_attn.{q,k,v,o}_proj →
  *   attn_{q,k,v,output}, self_attn.qkv_proj → attn_qkv, self_attn.{q,k}_norm
  *   → attn_{q,k}_norm, post_attention_layernorm → ffn_norm (gemma:
- *   post_attention_norm), pre_feedforward_layernorm → ffn_norm,
+ *   post_attention_norm; gpt_oss too), pre_feedforward_layernorm → ffn_norm,
  *   post_feedforward_layernorm → post_ffw_norm, mlp.{gate,up,down}_proj →
  *   ffn_{gate,up,down}, mlp.gate_up_proj → ffn_up; qwen35's linear_attn.:
  *   in_proj_qkv → attn_qkv, in_proj_z → attn_gate, in_proj_a → ssm_alpha,
@@ -91,6 +91,8 @@ static int map_name(const char *hf, const hf_arch_t *a, char *out, size_t len) {
       {"self_attn.q_proj.bias", "attn_q.bias", NULL, K_Q},
       {"self_attn.k_proj.bias", "attn_k.bias", NULL, K_K},
       {"self_attn.v_proj.bias", "attn_v.bias", NULL, K_VECTOR},
+      {"self_attn.o_proj.bias", "attn_output.bias", NULL, K_VECTOR},
+      {"self_attn.sinks", "attn_sinks.weight", NULL, K_VECTOR},
       {"self_attn.q_norm.weight", "attn_q_norm.weight", NULL, K_VECTOR},
       {"self_attn.k_norm.weight", "attn_k_norm.weight", NULL, K_VECTOR},
       {"self_attn.qkv_proj.weight", "attn_qkv.weight", NULL, K_MATRIX},
@@ -113,6 +115,8 @@ static int map_name(const char *hf, const hf_arch_t *a, char *out, size_t len) {
       {"linear_attn.out_proj.weight", "ssm_out.weight", NULL, K_MATRIX},
       /* mixtures of experts (the experts themselves: hf_moe.c) */
       {"mlp.gate.weight", "ffn_gate_inp.weight", NULL, K_MATRIX},
+      {"mlp.router.weight", "ffn_gate_inp.weight", NULL, K_MATRIX}, /* gpt_oss (its experts: hf_gptoss.c) */
+      {"mlp.router.bias", "ffn_gate_inp.bias", NULL, K_VECTOR},
       {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight", NULL, K_MATRIX},
       {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight", NULL, K_MATRIX},
       {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight", NULL, K_MATRIX},
@@ -131,7 +135,7 @@ static int map_name(const char *hf, const hf_arch_t *a, char *out, size_t len) {
   if (sscanf(hf, "model.layers.%d.%n", &l, &at) == 1 && at > 0 && l >= 0 && l < a->n_layers) {
     for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
       if (strcmp(hf + at, layer[i].hf) == 0) {
-        const char *g = (a->gemma || a->qwen35) && layer[i].gguf_gemma ? layer[i].gguf_gemma : layer[i].gguf;
+        const char *g = (a->gemma || a->qwen35 || a->gptoss) && layer[i].gguf_gemma ? layer[i].gguf_gemma : layer[i].gguf;
         if (g) snprintf(out, len, "blk.%d.%s", l, g);
         return layer[i].kind;
       }
@@ -143,8 +147,7 @@ static int map_name(const char *hf, const hf_arch_t *a, char *out, size_t len) {
   return -1;
 }
 
-/* Element i of t as f32. */
-static float elem(const st_tensor_t *t, int64_t i) {
+float hf__elem(const st_tensor_t *t, int64_t i) {
   if (t->type == KERN_F32) {
     float f;
     memcpy(&f, (const char *)t->data + 4 * i, 4);
@@ -191,7 +194,7 @@ static int add_tensor(gguf_build_t *b, const st_tensor_t *t, hf_arch_t *a, char 
       return -EINVAL;
     }
     float *f = xmalloc((size_t)t->n_elems * sizeof *f);
-    for (int64_t i = 0; i < t->n_elems; i++) f[i] = elem(t, i);
+    for (int64_t i = 0; i < t->n_elems; i++) f[i] = hf__elem(t, i);
     gguf_build_keep(b, f);
     const int64_t taps = t->shape[t->n_dims - 1];
     return gguf_build_tensor(b, name, KERN_F32, 2, (int64_t[]){taps, t->shape[0]}, f, (uint64_t)t->n_elems * 4);
@@ -212,7 +215,7 @@ static int add_tensor(gguf_build_t *b, const st_tensor_t *t, hf_arch_t *a, char 
     const int norm = strstr(name, "norm") != NULL && !strstr(name, "ssm_norm"); /* the gated norm is w */
     float *f = xmalloc((size_t)(t->n_elems ? t->n_elems : 1) * sizeof *f);
     for (int64_t i = 0; i < t->n_elems; i++)
-      f[i] = kind == K_NEG_EXP ? -expf(elem(t, i)) : elem(t, i) + ((a->gemma || a->qwen35) && norm ? 1.0f : 0.0f);
+      f[i] = kind == K_NEG_EXP ? -expf(hf__elem(t, i)) : hf__elem(t, i) + ((a->gemma || a->qwen35) && norm ? 1.0f : 0.0f);
     gguf_build_keep(b, f);
     const void *data = permute ? permuted(b, f, t->n_elems, 4, n_head) : f;
     return gguf_build_tensor(b, name, KERN_F32, 1, (int64_t[]){t->shape[0]}, data, (uint64_t)t->n_elems * 4);

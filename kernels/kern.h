@@ -95,6 +95,9 @@ typedef struct kern_attn_args {
   int sliding_window; /* W: keys a row sees, itself included; 0: no window (every key up to p) */
   float softcap;      /* > 0: each score s (after the scale) becomes softcap * tanh(s / softcap)
                          (Gemma 2's attn_logit_softcapping); 0: none */
+  const float *sinks; /* [n_heads] or NULL: head h's learned sink logit joins its softmax's
+                         denominator (exp(sinks[h] - m) added to l) with no value (gpt-oss);
+                         only on a backend with attn_sinks */
   const float *q; /* [total_q, n_heads, head_dim] */
   float *out;     /* [total_q, n_heads, head_dim] */
 
@@ -162,6 +165,7 @@ struct kern_backend {
    * blocks wholly before that may be released; 0: it may read any key of
    * the sequence (public, read-only) */
   int attn_window_granule;
+  int attn_sinks; /* 1: the attention kernels honour kern_attn_args_t.sinks (public, read-only) */
 
   /* Frees the backend and everything it allocated. */
   void (*destroy)(kern_backend_t *be);
@@ -226,6 +230,12 @@ struct kern_backend {
   /* y[i] = gelu_tanh(gate[i]) * up[i] (Gemma's GeGLU; PyTorch's
    * gelu(approximate="tanh")) over `count` elements; y may alias gate. */
   void (*geglu)(kern_backend_t *be, float *y, const float *gate, const float *up, int64_t count);
+  /* gpt-oss's clamped SwiGLU (Hugging Face's GptOssExperts._apply_gate):
+   * g = min(gate[i], limit), u = clamp(up[i], -limit, limit),
+   * y[i] = g · sigmoid(alpha · g) · (u + 1) over `count` elements; y may
+   * alias gate. NULL on a backend without it (model load refuses gpt-oss). */
+  void (*swiglu_oai)(kern_backend_t *be, float *y, const float *gate, const float *up, int64_t count, float alpha,
+                     float limit);
   /* y[i] = x[i] * s; y may alias x (Gemma's embedding times sqrt(dim)). */
   void (*scale)(kern_backend_t *be, float *y, const float *x, float s, int64_t count);
   /* y[i] = a[i] + b[i]; y may alias a or b. */

@@ -34,6 +34,14 @@
  *          output gate (attn_q holds [q, gate] per head; out · sigmoid(gate))
  *          and partial neox RoPE; RMSNorm weights as stored (llama.cpp adds
  *          Qwen3.5's 1 + w); the paged cache holds only the attention layers.
+ *   gpt-oss qwen2's attention with an output bias and a learned sink logit
+ *          per head (attn_sinks: it joins the softmax's denominator, no
+ *          value), sliding (128) and full layers alternating (0, 2, ...
+ *          sliding, as llama.cpp fixes it), YaRN RoPE (its attention factor
+ *          folded into the scores' scale as its square), the MLP input norm
+ *          named post_attention_norm, and a mixture of experts with biases:
+ *          router top-k then softmax over the k, experts' clamped SwiGLU
+ *          (kern_backend_t.swiglu_oai).
  *   smollm3 the llama block (Q/K rows permuted as for llama) whose every
  *          fourth layer (l + 1 ≡ 0 mod 4) has no RoPE ("NoPE"): llama.cpp
  *          fixes the step at 4, with no GGUF key for it.
@@ -97,6 +105,7 @@ typedef enum model_arch {
   MODEL_ARCH_QWEN35 = 7,
   MODEL_ARCH_QWEN2MOE = 30, /* mixtures of experts (model/model_moe.h); Mixtral is MODEL_ARCH_LLAMA */
   MODEL_ARCH_QWEN3MOE = 31,
+  MODEL_ARCH_GPTOSS = 32,   /* gpt-oss: see above */
 } model_arch_t;
 
 /* The `general.architecture` name of arch ("llama", "qwen2", ...). */
@@ -109,8 +118,9 @@ typedef enum model_rope_scaling {
   MODEL_ROPE_SCALING_NONE = 0,
   MODEL_ROPE_SCALING_LINEAR,     /* rope.scaling.type "linear": inv_freq / factor */
   MODEL_ROPE_SCALING_LLAMA3,     /* rope.scaling.type "llama3": Llama 3.1's smooth band */
-  MODEL_ROPE_SCALING_FREQ_TENSOR /* a rope_freqs.weight tensor: inv_freq[p] / rope_freqs[p] (or phi3's
+  MODEL_ROPE_SCALING_FREQ_TENSOR, /* a rope_freqs.weight tensor: inv_freq[p] / rope_freqs[p] (or phi3's
                                     LongRoPE factors) */
+  MODEL_ROPE_SCALING_YARN        /* rope.scaling.type "yarn" (gpt-oss): model_hparams.c */
 } model_rope_scaling_t;
 
 /* The hyper-parameters, as read from `<arch>.*` metadata (key names in the
@@ -136,7 +146,11 @@ typedef struct model_hparams {
   float rope_factor;          /* rope.scaling.factor (linear, llama3) */
   float rope_low_freq_factor; /* rope.scaling.low_freq_factor (llama3; default 1) */
   float rope_high_freq_factor;/* rope.scaling.high_freq_factor (llama3; default 4) */
-  int rope_orig_ctx;          /* rope.scaling.original_context_length (llama3; default 8192) */
+  int rope_orig_ctx;          /* rope.scaling.original_context_length (llama3: default 8192; yarn 4096) */
+  float rope_yarn_beta_fast;  /* rope.scaling.yarn_beta_fast (yarn; default 32) */
+  float rope_yarn_beta_slow;  /* rope.scaling.yarn_beta_slow (yarn; default 1) */
+  int rope_yarn_truncate;     /* tram.rope.scaling.yarn_truncate: the ramp's ends floored/ceiled (Hugging
+                                 Face's `truncate`, default off for gpt-oss as OpenAI's reference) */
   /* tensors present */
   int tied_output;  /* 1: no output.weight, the logits use token_embd.weight */
   int qkv_bias;     /* 1: attn_{q,k,v}.bias (qwen2; optional for llama) */
@@ -177,6 +191,14 @@ typedef struct model_hparams {
   int expert_ff_dim;   /* expert_feed_forward_length (default feed_forward_length) */
   int shexp_ff_dim;    /* expert_shared_feed_forward_length: the sigmoid-gated shared expert (qwen2moe); 0: none */
   int expert_norm;     /* expert_weights_norm: the top-k weights renormalised to sum 1 */
+  int moe_gating;      /* model_moe_gating_t: softmax then top-k (0), or top-k then softmax (gpt-oss) */
+  int moe_bias;        /* 1: the router and the experts have biases (gpt-oss: ffn_gate_inp.bias,
+                          ffn_{gate,up,down}_exps.bias) */
+  float swiglu_alpha;  /* > 0: the experts' clamped SwiGLU (kern_backend_t.swiglu_oai, gpt-oss's 1.702 */
+  float swiglu_limit;  /*   and 7.0, fixed as llama.cpp fixes them); 0: plain SwiGLU */
+  /* gpt-oss's attention */
+  int attn_sinks;      /* 1: blk.N.attn_sinks.weight [n_heads], a learned logit per head in the softmax */
+  int o_bias;          /* 1: blk.N.attn_output.bias [dim] */
   /* embeddings */
   int pooling;         /* pooling_type, llama.cpp's enum: MODEL_POOL_* (0: none given) */
   int pool_normalize;  /* tram.pooling.normalize (a sentence-transformers Normalize module: hf/): 1/0,

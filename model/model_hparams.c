@@ -11,8 +11,17 @@
  *     those between interpolated smoothly;
  *   - a rope_freqs.weight tensor (what llama.cpp's converter writes for
  *     Llama 3.1): frequency p divided by rope_freqs[p];
- *   - "none", or nothing: unscaled. Any other type (yarn, longrope) is
- *     refused. */
+ *   - rope.scaling.type "yarn" (gpt-oss only; Hugging Face's
+ *     _compute_yarn_parameters): with d = rot_dim, base b, factor s,
+ *     original_context_length L and beta_fast/slow (32, 1), the ramp's
+ *     ends lo/hi = d·ln(L / (2π·beta)) / (2 ln b) (floored/ceiled only
+ *     under tram.rope.scaling.yarn_truncate), clamped to [0, d - 1];
+ *     r_p = clamp((p - lo) / (hi - lo), 0, 1); inv_freq_p =
+ *     inv_p / s · r_p + inv_p · (1 - r_p); cos and sin times the
+ *     attention factor (rope.scaling.attn_factor, or 0.1 ln s + 1), which
+ *     tram folds into the scores' scale as its square;
+ *   - "none", or nothing: unscaled. Any other type (longrope through its
+ *     tensors only) is refused. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -120,6 +129,24 @@ static int read_rope_scaling(const gguf_ctx_t *g, const char *arch, model_hparam
     }
     return rc;
   }
+  if (gguf_str_eq(type, "yarn") && hp->arch == MODEL_ARCH_GPTOSS) {
+    hp->rope_scaling = MODEL_ROPE_SCALING_YARN;
+    float af = 0;
+    rc = get_pos_float(g, arch, "rope.scaling.factor", 0, &hp->rope_factor, err, err_len);
+    if (rc == 0)
+      rc = get_int(g, arch, "rope.scaling.original_context_length", 4096, 1, INT32_MAX, &hp->rope_orig_ctx, err,
+                   err_len);
+    if (rc == 0) rc = get_pos_float(g, arch, "rope.scaling.yarn_beta_fast", 32.0f, &hp->rope_yarn_beta_fast, err, err_len);
+    if (rc == 0) rc = get_pos_float(g, arch, "rope.scaling.yarn_beta_slow", 1.0f, &hp->rope_yarn_beta_slow, err, err_len);
+    if (rc == 0)
+      rc = get_pos_float(g, arch, "rope.scaling.attn_factor",
+                         hp->rope_factor > 1 ? (float)(0.1 * log((double)hp->rope_factor) + 1.0) : 1.0f, &af, err,
+                         err_len);
+    int64_t trunc = 0;
+    hp->rope_yarn_truncate = gguf_get_i64(g, "tram.rope.scaling.yarn_truncate", &trunc) == 0 && trunc != 0;
+    hp->attn_scale = af * af / sqrtf((float)hp->head_dim);
+    return rc;
+  }
   snprintf(err, err_len, "key '%s.rope.scaling.type' is \"%.*s\": tram supports none, linear and llama3", arch,
            (int)(type.len > 32 ? 32 : type.len), type.ptr);
   return -EINVAL;
@@ -143,6 +170,17 @@ static float *inv_freq_compute(const model_hparams_t *hp, const gguf_tensor_t *r
         const double smooth = (old_ctx / wavelen - lo) / (hi - lo);
         inv = (1 - smooth) * inv / factor + smooth * inv;
       }
+    } else if (hp->rope_scaling == MODEL_ROPE_SCALING_YARN) {
+      const double d = hp->rot_dim, lb = 2.0 * log((double)hp->rope_base);
+      double lo = d * log(hp->rope_orig_ctx / (2.0 * M_PI * hp->rope_yarn_beta_fast)) / lb;
+      double hi = d * log(hp->rope_orig_ctx / (2.0 * M_PI * hp->rope_yarn_beta_slow)) / lb;
+      if (hp->rope_yarn_truncate) lo = floor(lo), hi = ceil(hi);
+      lo = lo > 0 ? lo : 0;
+      hi = hi < d - 1 ? hi : d - 1;
+      if (lo == hi) hi += 0.001;
+      double r = (p - lo) / (hi - lo);
+      r = r < 0 ? 0 : r > 1 ? 1 : r;
+      inv = inv / hp->rope_factor * r + inv * (1 - r);
     } else if (hp->rope_scaling == MODEL_ROPE_SCALING_FREQ_TENSOR) {
       float f;
       memcpy(&f, (const char *)rope_freqs->data + (size_t)p * sizeof f, sizeof f);
@@ -263,6 +301,12 @@ static const char *const QWEN35_KEYS[] = {"ssm.conv_kernel", "ssm.state_size", "
                                           "ssm.time_step_rank", "ssm.inner_size", "full_attention_interval",
                                           "rope.dimension_sections", "nextn_predict_layers", NULL};
 
+/* The `<arch>.` keys gpt-oss reads: the mixture's and YaRN's. */
+static const char *const GPTOSS_KEYS[] = {"expert_count", "expert_used_count", "expert_feed_forward_length",
+                                          "expert_shared_feed_forward_length", "expert_weights_norm",
+                                          "rope.scaling.attn_factor", "rope.scaling.yarn_beta_fast",
+                                          "rope.scaling.yarn_beta_slow", NULL};
+
 /* The architectures tram runs: name, Hugging Face's causal-LM class for it
  * (its config.json `architectures`), RoPE pairing, Q/K/V biases (1: always,
  * 0: when the file has them), per-head Q/K norms, Gemma's block (2 or 3),
@@ -285,6 +329,7 @@ static const struct arch_info {
     {"smollm3", "SmolLM3ForCausalLM", MODEL_ARCH_SMOLLM3, 0, 0, 0, 0, NULL, 0},
     {"qwen2moe", "Qwen2MoeForCausalLM", MODEL_ARCH_QWEN2MOE, 1, 1, 0, 0, MODEL_MOE_KEYS, 0},
     {"qwen3moe", "Qwen3MoeForCausalLM", MODEL_ARCH_QWEN3MOE, 1, 0, 1, 0, MODEL_MOE_KEYS, 0},
+    {"gpt-oss", "GptOssForCausalLM", MODEL_ARCH_GPTOSS, 1, 1, 0, 0, GPTOSS_KEYS, 0},
 };
 #define N_ARCHS (sizeof ARCHS / sizeof ARCHS[0])
 
@@ -448,7 +493,7 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   if (!ai) {
     snprintf(err, err_len,
              "unsupported architecture \"%.*s\" (general.architecture): tram runs llama, qwen2, qwen3, "
-             "gemma2, gemma3, phi3, smollm3, qwen35, qwen2moe and qwen3moe",
+             "gemma2, gemma3, phi3, smollm3, qwen35, qwen2moe, qwen3moe and gpt-oss",
              (int)(a.len > 40 ? 40 : a.len), a.ptr);
     return -EINVAL;
   }
@@ -464,8 +509,9 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   rc = get_int(g, arch, "block_count", -1, 1, MAX_LAYERS, &hp->n_layers, err, err_len);
   if (rc == 0) rc = get_int(g, arch, "embedding_length", -1, 1, MAX_DIM, &hp->dim, err, err_len);
   if (rc == 0) rc = get_int(g, arch, "feed_forward_length", -1, 1, MAX_DIM, &hp->ff_dim, err, err_len);
-  if (rc == 0) rc = model__moe_hparams(g, arch, ai->extra_keys == MODEL_MOE_KEYS && ai->arch != MODEL_ARCH_LLAMA, hp,
-                                       err, err_len);
+  if (rc == 0) rc = model__moe_hparams(g, arch, ai->arch != MODEL_ARCH_LLAMA && ai->extra_keys != NULL &&
+                                                   (ai->extra_keys == MODEL_MOE_KEYS || ai->extra_keys == GPTOSS_KEYS),
+                                       hp, err, err_len);
   if (rc == 0) rc = get_int(g, arch, "attention.head_count", -1, 1, MAX_HEADS, &hp->n_heads, err, err_len);
   if (rc == 0)
     rc = get_int(g, arch, "attention.head_count_kv", hp->n_heads, 1, hp->n_heads, &hp->n_kv_heads, err, err_len);
@@ -526,6 +572,15 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   if (rc == 0 && ai->arch == MODEL_ARCH_QWEN35) rc = read_hybrid(g, arch, hp, err, err_len);
   if (rc != 0) return rc;
   if (ai->arch == MODEL_ARCH_SMOLLM3) hp->no_rope_step = 4; /* llama.cpp's n_no_rope_layer_step: no key */
+  if (ai->arch == MODEL_ARCH_GPTOSS) { /* what llama.cpp fixes for gpt-oss, with no key */
+    hp->swa_pattern = 2;               /* layers 0, 2, ... sliding */
+    hp->moe_gating = MODEL_MOE_TOPK_SOFTMAX;
+    hp->moe_bias = 1;
+    hp->swiglu_alpha = 1.702f;
+    hp->swiglu_limit = 7.0f;
+    hp->attn_sinks = 1;
+    hp->o_bias = 1;
+  }
 
   hp->tied_output = gguf_find_tensor(g, "output.weight") == NULL;
   hp->qkv_bias = ai->qkv_bias || gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;

@@ -16,6 +16,8 @@ typedef struct model_layer {
   kern_weight_t wk;      /* [kv_dim, dim] */
   kern_weight_t wv;      /* [kv_dim, dim] */
   float *bq, *bk, *bv;   /* [q_dim], [kv_dim], [kv_dim]; NULL without qkv_bias */
+  float *bo;             /* [dim] attn_output.bias; NULL without o_bias */
+  float *sinks;          /* [n_heads] attn_sinks (gpt-oss); NULL without */
   float *q_norm, *k_norm; /* [head_dim] each; NULL without qk_norm */
   float *post_attn_norm, *post_ffn_norm; /* [dim] each; NULL without post_norms */
   kern_weight_t wo;      /* [dim, q_dim] */

@@ -38,6 +38,9 @@
  *                                                    blk.N.ffn_{gate,up}.E.weight [dim, expert_ff], ffn_down.E
  *   blk.N.ffn_{gate,up}_shexp.weight [dim, shexp_ff], ffn_down_shexp [shexp_ff, dim],
  *   blk.N.ffn_gate_inp_shexp.weight [dim]            qwen2moe's shared expert
+ *   gpt-oss: blk.N.attn_{q,k,v,output}.bias, blk.N.attn_sinks.weight [n_heads] F32,
+ *   blk.N.post_attention_norm.weight (the MLP's input norm, for ffn_norm), blk.N.ffn_gate_inp.bias
+ *   [n_expert], blk.N.ffn_{gate,up}_exps.bias [expert_ff, n_expert], ffn_down_exps.bias [dim, n_expert]
  * Any other tensor is an error: a weight tram would silently ignore means
  * the file is not the architecture tram runs. */
 #include <assert.h>
@@ -280,6 +283,12 @@ static int load_moe(loader_t *ld, int l, model_layer_t *L) {
   if (rc == 0) rc = load_experts(ld, l, "gate", eff, hp->dim, M->gate);
   if (rc == 0) rc = load_experts(ld, l, "up", eff, hp->dim, M->up);
   if (rc == 0) rc = load_experts(ld, l, "down", hp->dim, eff, M->down);
+  if (rc == 0 && hp->moe_bias) { /* gpt-oss */
+    rc = load_vector(ld, NAME("ffn_gate_inp.bias"), E, &M->router_b, 1);
+    if (rc == 0) rc = load_f32(ld, NAME("ffn_gate_exps.bias"), eff, E, &M->gate_b, 1);
+    if (rc == 0) rc = load_f32(ld, NAME("ffn_up_exps.bias"), eff, E, &M->up_b, 1);
+    if (rc == 0) rc = load_f32(ld, NAME("ffn_down_exps.bias"), hp->dim, E, &M->down_b, 1);
+  }
   if (rc == 0 && sff > 0) {
     rc = load_matrix(ld, NAME("ffn_gate_shexp.weight"), sff, hp->dim, &M->sh_gate);
     if (rc == 0) rc = load_matrix(ld, NAME("ffn_up_shexp.weight"), sff, hp->dim, &M->sh_up);
@@ -319,9 +328,12 @@ static int load_layer(loader_t *ld, int l) {
     if (rc == 0) rc = load_vector(ld, NAME("attn_k_norm.weight"), hp->head_dim, &L->k_norm, 1);
   }
   if (rc == 0) rc = load_matrix(ld, NAME("attn_output.weight"), hp->dim, hp->q_dim, &L->wo);
-  /* qwen35 names the MLP's input norm post_attention_norm */
-  if (rc == 0) rc = load_vector(ld, hp->attn_out_gate ? NAME("post_attention_norm.weight") : NAME("ffn_norm.weight"),
-                                hp->dim, &L->ffn_norm, 1);
+  if (rc == 0 && hp->o_bias) rc = load_vector(ld, NAME("attn_output.bias"), hp->dim, &L->bo, 1);
+  if (rc == 0 && hp->attn_sinks) rc = load_vector(ld, NAME("attn_sinks.weight"), hp->n_heads, &L->sinks, 1);
+  /* qwen35 and gpt-oss name the MLP's input norm post_attention_norm */
+  const int post = hp->attn_out_gate || hp->arch == MODEL_ARCH_GPTOSS;
+  if (rc == 0) rc = load_vector(ld, post ? NAME("post_attention_norm.weight") : NAME("ffn_norm.weight"), hp->dim,
+                                &L->ffn_norm, 1);
   if (rc == 0 && hp->n_expert > 0 && gguf_find_tensor(ld->m->gguf, NAME("ffn_gate_inp.weight"))) {
     rc = load_moe(ld, l, L); /* a sparse layer; without a router, a dense one (mlp_only_layers) */
   } else if (rc == 0 && hp->fused) { /* phi3: ffn_up = [Wgate; Wup] */
@@ -437,6 +449,16 @@ model_t *model_load_opts(const char *path, kern_backend_t *be, const model_load_
              be->name, m->hp.n_expert);
     rc = -EINVAL;
   }
+  if (rc == 0 && m->hp.swiglu_limit > 0 && !be->swiglu_oai) {
+    snprintf(msg, sizeof msg, "the %s backend has no clamped SwiGLU (%s's experts): use --device cpu", be->name,
+             model_arch_name(m->hp.arch));
+    rc = -EINVAL;
+  }
+  if (rc == 0 && m->hp.attn_sinks && !be->attn_sinks) {
+    snprintf(msg, sizeof msg, "the %s backend's attention has no learned sinks (%s's attn_sinks): use --device cpu",
+             be->name, model_arch_name(m->hp.arch));
+    rc = -EINVAL;
+  }
   if (rc == 0) /* the backend's attention must take this layout: refuse now, not mid-serving */
     rc = be->attn_supported(be, m->hp.n_heads, m->hp.n_kv_heads, m->hp.head_dim, msg, sizeof msg);
   if (rc == 0 && m->hp.full_attn_interval > 0 &&
@@ -461,7 +483,9 @@ model_t *model_load_opts(const char *path, kern_backend_t *be, const model_load_
            (double)m->step_bytes / 1e6);
   if (hp->n_expert > 0)
     log_info("model: %d experts of MLP %d, %d per token (weights %s), shared expert %d", hp->n_expert,
-             hp->expert_ff_dim, hp->n_expert_used, hp->expert_norm ? "renormalised" : "as routed", hp->shexp_ff_dim);
+             hp->expert_ff_dim, hp->n_expert_used,
+             hp->moe_gating == MODEL_MOE_TOPK_SOFTMAX ? "a softmax over the top k" :
+             hp->expert_norm ? "renormalised" : "as routed", hp->shexp_ff_dim);
   if (quantize != KERN_F32)
     log_info("model: %d weight matrices quantized to %s at load (F32/F16/BF16 ones with rows of whole blocks)",
              m->n_quantized, kern_type_name(quantize));
@@ -481,6 +505,10 @@ static void release_moe(kern_backend_t *be, model_moe_layer_t *M, int n_expert) 
   }
   kern_weight_t *one[] = {&M->router, &M->sh_gate, &M->sh_up, &M->sh_down, &M->sh_router};
   for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) release(be, one[i]);
+  be->free(be, M->router_b);
+  be->free(be, M->gate_b);
+  be->free(be, M->up_b);
+  be->free(be, M->down_b);
   free(M->gate);
   free(M->up);
   free(M->down);
@@ -498,6 +526,8 @@ void model_destroy(model_t *m) {
       be->free(be, L->bq);
       be->free(be, L->bk);
       be->free(be, L->bv);
+      be->free(be, L->bo);
+      be->free(be, L->sinks);
       be->free(be, L->q_norm);
       be->free(be, L->k_norm);
       be->free(be, L->post_attn_norm);

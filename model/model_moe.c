@@ -176,23 +176,38 @@ void model__moe_scratch_destroy(kern_backend_t *be, model_moe_scratch_t *s) {
 
 uint64_t model__moe_experts_run(const model_moe_scratch_t *s) { return s->experts_run; }
 
-/* silu(x·gᵀ) ⊙ x·uᵀ → ·dᵀ over n rows: a SwiGLU MLP (an expert, or the shared one). */
-static void swiglu_mlp(kern_backend_t *be, float *y, const float *x, float *g, float *u, const kern_weight_t *wg,
-                       const kern_weight_t *wu, const kern_weight_t *wd, int n) {
+/* An expert's biases (gpt-oss), or NULLs. */
+typedef struct {
+  const float *gate, *up, *down;
+} expert_bias_t;
+
+/* silu(x·gᵀ) ⊙ x·uᵀ → ·dᵀ over n rows: a SwiGLU MLP (an expert, or the
+ * shared one); gpt-oss: with the biases b and the clamped SwiGLU. */
+static void swiglu_mlp(kern_backend_t *be, const model_hparams_t *hp, float *y, const float *x, float *g, float *u,
+                       const kern_weight_t *wg, const kern_weight_t *wu, const kern_weight_t *wd,
+                       const expert_bias_t *b, int n) {
+  const int F = (int)wg->rows, D = (int)wd->rows;
   be->matmul(be, g, x, wg, n);
   be->matmul(be, u, x, wu, n);
-  be->swiglu(be, g, g, u, (int64_t)n * wg->rows);
+  if (b && b->gate) be->add_bias(be, g, b->gate, n, F);
+  if (b && b->up) be->add_bias(be, u, b->up, n, F);
+  if (hp->swiglu_limit > 0)
+    be->swiglu_oai(be, g, g, u, (int64_t)n * F, hp->swiglu_alpha, hp->swiglu_limit);
+  else
+    be->swiglu(be, g, g, u, (int64_t)n * F);
   be->matmul(be, y, g, wd, n);
+  if (b && b->down) be->add_bias(be, y, b->down, n, D);
 }
 
 void model__moe_forward(kern_backend_t *be, const model_hparams_t *hp, const model_moe_layer_t *w,
                         model_moe_scratch_t *s, float *y, const float *h, int T) {
   const int E = hp->n_expert, k = hp->n_expert_used, kk = s->kk, D = hp->dim, F = hp->expert_ff_dim;
   be->matmul(be, s->rlog, h, &w->router, T); /* [T, E] */
+  if (w->router_b) be->add_bias(be, s->rlog, w->router_b, T, E);
   be->download(be, s->rlog_h, s->rlog, (size_t)T * E * sizeof(float));
   for (int t = 0; t < T; t++)
-    model__moe_route(s->rlog_h + (size_t)t * E, E, k, hp->expert_norm, MODEL_MOE_SOFTMAX_TOPK, s->ids_h + (size_t)t * k,
-                     s->w_h + (size_t)t * k);
+    model__moe_route(s->rlog_h + (size_t)t * E, E, k, hp->expert_norm, (model_moe_gating_t)hp->moe_gating,
+                     s->ids_h + (size_t)t * k, s->w_h + (size_t)t * k);
   /* group the (row, expert) pairs by expert, rows ascending within one */
   memset(s->count, 0, (size_t)E * sizeof *s->count);
   for (int i = 0; i < T * k; i++) s->count[s->ids_h[i]]++;
@@ -211,12 +226,14 @@ void model__moe_forward(kern_backend_t *be, const model_hparams_t *hp, const mod
   for (int e = 0; e < E; e++) {
     if (s->count[e] == 0) continue; /* never touched */
     const size_t o = (size_t)s->off[e];
-    swiglu_mlp(be, s->ys + o * D, s->xs + o * D, s->gs + o * F, s->us + o * F, &w->gate[e], &w->up[e], &w->down[e],
-               s->count[e]);
+    const expert_bias_t b = {w->gate_b ? w->gate_b + (size_t)e * F : NULL, w->up_b ? w->up_b + (size_t)e * F : NULL,
+                             w->down_b ? w->down_b + (size_t)e * D : NULL};
+    swiglu_mlp(be, hp, s->ys + o * D, s->xs + o * D, s->gs + o * F, s->us + o * F, &w->gate[e], &w->up[e],
+               &w->down[e], &b, s->count[e]);
     s->experts_run++;
   }
   if (kk > k) { /* the shared expert: the last term of each row, sigmoid-gated */
-    swiglu_mlp(be, s->ys + (size_t)n * D, h, s->gs, s->us, &w->sh_gate, &w->sh_up, &w->sh_down, T);
+    swiglu_mlp(be, hp, s->ys + (size_t)n * D, h, s->gs, s->us, &w->sh_gate, &w->sh_up, &w->sh_down, NULL, T);
     be->matmul(be, s->shlog, h, &w->sh_router, T); /* [T, 1] */
     be->download(be, s->shlog_h, s->shlog, (size_t)T * sizeof(float));
     for (int t = 0; t < T; t++) {

@@ -11,9 +11,10 @@
  *   y = Σ_{e ∈ S, ascending e} w_e · down_e(silu(gate_e(h)) ⊙ up_e(h))
  *       + sigmoid(h · w_shᵀ) · down_sh(silu(gate_sh(h)) ⊙ up_sh(h))   (qwen2moe's shared expert)
  * as Hugging Face's Qwen2/Qwen3-MoE and Mixtral sparse blocks compute it.
- * gpt-oss's router (top-k of the logits, then a softmax over those k) is
- * the other model_moe_gating_t; its biases and clamped SwiGLU would be new
- * fields of model_moe_layer_t.
+ * gpt-oss (hp->moe_gating MODEL_MOE_TOPK_SOFTMAX, hp->moe_bias, hp->swiglu_*):
+ *   logits = h · Wrouterᵀ + b_router; S = the top k logits; w = softmax over S
+ *   expert e: down_e(swiglu_oai(gate_e(h) + bg_e, up_e(h) + bu_e)) + bd_e
+ * as Hugging Face's GptOssTopKRouter and GptOssExperts compute it.
  *
  * The step (model__moe_forward): router logits for every row (one matmul),
  * routing on the host (the logits downloaded: the CPU backend's memory is
@@ -43,6 +44,9 @@ typedef struct model_moe_layer {
   kern_weight_t *gate, *up, *down; /* [n_expert] each: [eff, dim], [eff, dim], [dim, eff] */
   kern_weight_t sh_gate, sh_up, sh_down; /* ffn_{gate,up,down}_shexp; rows 0: no shared expert */
   kern_weight_t sh_router;         /* ffn_gate_inp_shexp [1, dim] */
+  float *router_b;                 /* device [n_expert] ffn_gate_inp.bias, or NULL (hp->moe_bias) */
+  float *gate_b, *up_b;            /* device [n_expert, eff] ffn_{gate,up}_exps.bias, or NULL */
+  float *down_b;                   /* device [n_expert, dim] ffn_down_exps.bias, or NULL */
 } model_moe_layer_t;
 
 typedef enum model_moe_gating {

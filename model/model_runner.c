@@ -95,6 +95,12 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
     for (int l = 0, a = 0; l < hp->n_layers; l++)
       if (!model_layer_recurrent(hp, l)) windows[a++] = model_layer_window(hp, l);
   }
+  const float **sinks = NULL; /* every attention layer's sinks (attn copies the pointers) */
+  if (hp->attn_sinks) {
+    sinks = xmalloc((size_t)hp->n_layers * sizeof *sinks);
+    for (int l = 0, a = 0; l < hp->n_layers; l++)
+      if (!model_layer_recurrent(hp, l)) sinks[a++] = m->layers[l].sinks;
+  }
   const attn_config_t ac = {
       .n_heads = hp->n_heads,
       .max_seqs = cfg->max_seqs,
@@ -102,11 +108,13 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
       .max_seq_len = cfg->max_seq_len ? cfg->max_seq_len : hp->n_ctx, /* the attention clamps it */
       .gather = cfg->gather,
       .layer_window = windows,
+      .layer_sinks = sinks,
       .scale = hp->attn_scale,
       .softcap = hp->attn_softcap,
   };
   r->attn = attn_create(m->be, cache, &ac);
   free(windows);
+  free(sinks);
   if (!r->attn) {
     free(r);
     return NULL;
@@ -356,6 +364,7 @@ static int attention_mixer(model_runner_t *r, int l, int al, int T) {
   if (rc != 0) return rc;
   if (hp->attn_out_gate) be->sigmoid_mul(be, r->att, r->att, r->ag, (int64_t)T * hp->q_dim);
   be->matmul(be, r->proj, r->att, &w->wo, T); /* proj [T, dim] */
+  if (w->bo) be->add_bias(be, r->proj, w->bo, T, dim);
   if (w->post_attn_norm) be->rmsnorm(be, r->proj, r->proj, w->post_attn_norm, T, dim, hp->rms_eps);
   be->add(be, r->x, r->x, r->proj, (int64_t)T * dim);
   return 0;

@@ -13,6 +13,9 @@
  *           GPT-2's: SmolLM2's Sequence[Digits, ByteLevel]. StarCoder's too.
  *   llama3  Llama 3's Split regex, with ignore_merges and BOS by default.
  *   qwen2   Llama 3's with single digits.
+ *   gpt-4o  o200k (GPT-4o, gpt-oss's o200k_harmony): case-aware letter runs
+ *           with the contraction as their suffix, digits in threes, a
+ *           punctuation run that takes trailing newlines and '/'.
  *   default llama.cpp's fallback list.
  *
  * The regexes are the tokenizer.json originals (PCRE2 reads (?i:...) as
@@ -36,6 +39,12 @@
   "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+" \
   "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
+#define RE_GPT4O                                                                                        \
+  "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"                \
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"           \
+  "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*" \
+  "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
 enum { MAX_RES = 4 };
 
 typedef struct pre_kind {
@@ -56,6 +65,7 @@ static const pre_kind_t kinds[] = {
      {RE_LLAMA3, NULL},
      1, 1},
     {{"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez", NULL}, {RE_QWEN2, NULL}, 0, 0},
+    {{"gpt-4o", "llama4", NULL}, {RE_GPT4O, NULL}, 0, 0},
 };
 
 struct tok__pre {

@@ -153,11 +153,19 @@ static void specials_build(tok_t *tok) {
 }
 
 /* Texts that end a turn or the text, as llama.cpp recognises them. The order
- * says which one becomes eot when the file names none. */
+ * says which one becomes eot when the file names none (the harmony ones,
+ * last, never do: the model ends its answer with <|return|>, a tool call
+ * with <|call|>). */
 static const char *const eog_texts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-    "<|eom_id|>", "<EOT>", "<|end_of_text|>",
+    "<|eom_id|>", "<EOT>", "<|end_of_text|>", "<|return|>", "<|call|>",
 };
+#define N_NOT_EOT 2 /* the last entries of eog_texts: never eot */
+
+/* The id of `text` in the vocabulary, or -1. */
+static int32_t vocab_id(const tok_t *tok, const char *text) {
+  return strmap_find(&tok->vocab, text, strlen(text));
+}
 
 static int cmp_i32(const void *a, const void *b) {
   int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
@@ -169,9 +177,9 @@ static void eog_build(tok_t *tok) {
   tok->eog = xcalloc(n_texts + 3, sizeof(int32_t));
   int32_t n = 0;
   for (size_t i = 0; i < n_texts; i++) {
-    int32_t id = strmap_find(&tok->vocab, eog_texts[i], strlen(eog_texts[i]));
+    int32_t id = vocab_id(tok, eog_texts[i]);
     if (id < 0) continue;
-    if (tok->eot < 0 && strcmp(eog_texts[i], "<|eom_id|>") != 0) tok->eot = id;
+    if (tok->eot < 0 && strcmp(eog_texts[i], "<|eom_id|>") != 0 && i < n_texts - N_NOT_EOT) tok->eot = id;
     tok->eog[n++] = id;
   }
   int32_t extra[3] = {tok->eos, tok->eot, tok->eom};
@@ -179,8 +187,15 @@ static void eog_build(tok_t *tok) {
     if (extra[i] >= 0) tok->eog[n++] = extra[i];
   }
   qsort(tok->eog, (size_t)n, sizeof(int32_t), cmp_i32);
-  int32_t m = 0; /* drop repeats */
+  /* harmony (gpt-oss's o200k_harmony): <|end|> closes a message, not the
+   * generation (analysis…<|end|><|start|>assistant<|channel|>final…<|return|>),
+   * so with <|return|> and <|call|> in the vocabulary it is no end of
+   * generation, whatever the file names it (llama.cpp does the same) */
+  const int32_t end = vocab_id(tok, "<|end|>");
+  const int harmony = end >= 0 && vocab_id(tok, "<|return|>") >= 0 && vocab_id(tok, "<|call|>") >= 0;
+  int32_t m = 0; /* drop repeats (and harmony's <|end|>) */
   for (int32_t i = 0; i < n; i++) {
+    if (harmony && tok->eog[i] == end) continue;
     if (m == 0 || tok->eog[m - 1] != tok->eog[i]) tok->eog[m++] = tok->eog[i];
   }
   tok->n_eog = m;

@@ -149,7 +149,9 @@ int tok_adds_eos(const tok_t *tok);
 
 /* End of generation: eos, eot, eom, and the tokens whose text is one of
  * <|im_end|>, <|eot_id|>, <|endoftext|>, <|end_of_text|>, <|eom_id|>,
- * <|end|>, <end_of_turn>, <EOT>. The scheduler stops a request on any. */
+ * <|end|>, <end_of_turn>, <EOT>, <|return|>, <|call|>; except <|end|> in a
+ * harmony vocabulary (one with <|return|> and <|call|>: gpt-oss), where it
+ * only closes a message. The scheduler stops a request on any. */
 int tok_is_eog(const tok_t *tok, int32_t id);
 /* The end-of-generation ids, ascending; returns their count. The array
  * belongs to the tokenizer. */

@@ -77,7 +77,10 @@ void kern_cpu__attn_tile(const float *q, int n_heads, int group, int head_dim, f
  * leaves dst alone, an empty dst becomes a copy of src. */
 void kern_cpu__attn_merge(float *dst, const float *src, int head_dim);
 
-/* out [head_dim] = acc / l, or zeros for an empty state. */
-void kern_cpu__attn_finish(float *out, const float *st, int head_dim);
+/* out [head_dim] = acc / (l + exp(sink - m)), or zeros for an empty state;
+ * sink = -INFINITY: no sink (acc / l). The sink is a learned logit that
+ * joins the denominator with no value (gpt-oss); added once, at the end, so
+ * every kernel and split gives the same bits. */
+void kern_cpu__attn_finish(float *out, const float *st, int head_dim, float sink);
 
 #endif

@@ -252,11 +252,12 @@ __attribute__((noinline)) void kern_cpu__attn_merge(float *dst, const float *src
   dst[head_dim + 1] = fmaf(ls, b, ld * a);
 }
 
-__attribute__((noinline)) void kern_cpu__attn_finish(float *out, const float *st, int head_dim) {
-  const float l = st[head_dim + 1];
+__attribute__((noinline)) void kern_cpu__attn_finish(float *out, const float *st, int head_dim, float sink) {
+  float l = st[head_dim + 1];
   if (l == 0.0f) {
     memset(out, 0, (size_t)head_dim * sizeof *out);
     return;
   }
+  if (sink > -INFINITY) l += expf(sink - st[head_dim]); /* exp overflow: l = inf, out = 0, the limit */
   for (int d = 0; d < head_dim; d++) out[d] = st[d] / l;
 }

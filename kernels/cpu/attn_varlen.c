@@ -10,6 +10,7 @@
  * boundaries; its segment states go to scratch and a second pass folds them.
  * Pieces run on the persistent pool, largest first. Which thread runs what
  * changes no bit of the result (see attn_cpu.h). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,7 +157,8 @@ static void run_piece(const job_t *j, const piece_t *pc, float *ws) {
   }
   if (u->scratch) return;
   for (int i = 0; i < nq; i++)
-    kern_cpu__attn_finish(a->out + ((int64_t)q0 * H + i) * hd, row_st + (size_t)i * P, hd);
+    kern_cpu__attn_finish(a->out + ((int64_t)q0 * H + i) * hd, row_st + (size_t)i * P, hd,
+                          a->sinks ? a->sinks[i % H] : -INFINITY);
 }
 
 static void pieces_fn(void *ctx, int64_t begin, int64_t end, int tid) {
@@ -177,7 +179,8 @@ static void combine_fn(void *ctx, int64_t begin, int64_t end, int tid) {
       kern_cpu__attn_empty(st, hd);
       for (int s = u->s_first; s < u->n_segs; s++)
         kern_cpu__attn_merge(st, u->scratch + ((size_t)s * nq + i) * P, hd);
-      kern_cpu__attn_finish(a->out + ((int64_t)q0 * a->n_heads + i) * hd, st, hd);
+      kern_cpu__attn_finish(a->out + ((int64_t)q0 * a->n_heads + i) * hd, st, hd,
+                            a->sinks ? a->sinks[i % a->n_heads] : -INFINITY);
     }
   }
 }

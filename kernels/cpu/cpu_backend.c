@@ -115,6 +115,7 @@ static const kern_backend_t cpu_table = {
     .name = "cpu",
     .kv_type = KERN_F32,
     .attn_window_granule = KERN_ATTN_TILE, /* attn_varlen.c starts at the window's first tile */
+    .attn_sinks = 1,                       /* kern_cpu__attn_finish adds them */
     .destroy = cpu_destroy,
 
     /* memory */
@@ -139,6 +140,7 @@ static const kern_backend_t cpu_table = {
     .rope = kern_cpu_rope,
     .swiglu = kern_cpu_swiglu,
     .geglu = kern_cpu_geglu,
+    .swiglu_oai = kern_cpu_swiglu_oai,
     .scale = kern_cpu_scale,
     .add = kern_cpu_add,
     .add_bias = kern_cpu_add_bias,

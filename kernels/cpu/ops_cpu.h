@@ -34,6 +34,9 @@ void kern_cpu_swiglu(kern_backend_t *be, float *y, const float *gate, const floa
 
 /* y = gelu_tanh(gate) · up (kernels/cpu/ops_gemma.c), with tanhf. */
 void kern_cpu_geglu(kern_backend_t *be, float *y, const float *gate, const float *up, int64_t count);
+/* gpt-oss's clamped SwiGLU (kernels/cpu/ops_oai.c; kernels/kern.h), with expf. */
+void kern_cpu_swiglu_oai(kern_backend_t *be, float *y, const float *gate, const float *up, int64_t count, float alpha,
+                         float limit);
 /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x³))): PyTorch's gelu(approximate="tanh"). */
 float kern_cpu_gelu_tanh(float x);
 /* y = x · s. */

@@ -176,6 +176,7 @@ static const kern_backend_t cuda_table = {
     .kv_type = KERN_BF16,
     .precision = KERN_PRECISION_EXACT, /* no fast kernels here (kern.h) */
     .attn_window_granule = 0,          /* the kernels' window start is not promised: release no block */
+    .attn_sinks = 0, /* no learned sinks in the CUDA attention: gpt-oss is refused at load */
     .destroy = cuda_destroy,
 
     .alloc = cuda_alloc,
@@ -199,6 +200,7 @@ static const kern_backend_t cuda_table = {
     .rope = kern_cuda__rope,
     .swiglu = kern_cuda__swiglu,
     .geglu = kern_cuda__geglu,
+    .swiglu_oai = NULL, /* gpt-oss runs on the CPU (model_load refuses it here) */
     .scale = kern_cuda__scale,
     .add = kern_cuda__add,
     .add_bias = kern_cuda__add_bias,

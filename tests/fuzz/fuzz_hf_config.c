@@ -1,5 +1,6 @@
 /* tests/fuzz/fuzz_hf_config.c — libFuzzer target for the config.json reader
- * (hf/hf_config.c, the experts' fields of hf/hf_moe.c) and the
+ * (hf/hf_config.c, the experts' fields of hf/hf_moe.c, gpt_oss's of
+ * hf/hf_gptoss.c) and the
  * hyper-parameter checks it feeds (model/model_hparams.c, model_moe.c).
  *
  * Parses the input as config.json, translates it into `<arch>.*` keys,
@@ -10,6 +11,7 @@
  *
  *   make fuzz
  *   build/fuzz/fuzz_hf_config -max_total_time=180 tests/fuzz/corpus/fuzz_hf_config */
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -43,6 +45,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (hp.full_attn_interval > 0) /* qwen35: at least one attention layer, value heads in whole groups */
       CHECK(hp.n_attn_layers >= 1 && hp.ssm_n_v_heads % hp.ssm_n_k_heads == 0 && hp.ssm_head_v >= 1);
     CHECK(hp.n_expert == 0 || (hp.n_expert_used >= 1 && hp.n_expert_used <= hp.n_expert && hp.expert_ff_dim > 0));
+    for (int p = 0; p < hp.rot_dim / 2; p++) CHECK(isfinite(inv_freq[p]) && inv_freq[p] >= 0); /* YaRN's ramp too */
+    CHECK(isfinite(hp.attn_scale) && hp.attn_scale >= 0);
   }
   free(inv_freq);
   gguf_close(g);

@@ -32,6 +32,10 @@ GPT2_RE = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\
 LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
              r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2_RE = LLAMA3_RE.replace(r"\p{N}{1,3}", r"\p{N}")
+# o200k (GPT-4o, gpt-oss's o200k_harmony tokenizer.json)
+GPT4O_RE = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+            r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+            r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
 def seed():
@@ -297,7 +301,8 @@ def test_long_pretokens_are_merged_in_pieces(tool, smol_src, smol_hf):
 
 @pytest.mark.parametrize("pre,regex,ignore_merges", [("llama3", LLAMA3_RE, True),
                                                      ("qwen2", QWEN2_RE, False),
-                                                     ("gpt2", GPT2_RE, False)])
+                                                     ("gpt2", GPT2_RE, False),
+                                                     ("gpt-4o", GPT4O_RE, False)])
 def test_split_regex_matches_hf(tool, smol, tmp_path, texts, pre, regex, ignore_merges):
     src = ["-m", write_gguf(tmp_path / f"{pre}.gguf", smol, pre=pre, add_bos=False)]
     hf = hf_bytelevel(smol, split_pre(regex), ignore_merges=ignore_merges)

@@ -69,6 +69,45 @@ def randomize(model, seed):
                 p.copy_(scale * torch.randn(p.shape, generator=g) / p.shape[-1] ** 0.5)
 
 
+def run(model, tk, router):
+    """What transformers computes: the logits of SEQS, the experts `router` (a module whose output's
+    third item is the chosen ids) picked for them, PROMPT's ids and its 8 greedy tokens."""
+    routed, logits = [], []
+    with torch.no_grad():
+        for s in SEQS:
+            captured = {}
+            h = router.register_forward_hook(lambda m, a, o: captured.__setitem__("idx", o[2]))
+            logits.append(model(torch.tensor([s])).logits[0].float().numpy())
+            h.remove()
+            routed.append(captured["idx"].numpy().astype(np.int32))
+        prompt_ids = tk.encode(PROMPT).ids
+        gen = model.generate(torch.tensor([prompt_ids]), max_new_tokens=8, do_sample=False, eos_token_id=None,
+                             pad_token_id=0)
+    return logits, routed, prompt_ids, gen[0, len(prompt_ids):].tolist()
+
+
+def save_expected(out, logits, routed, prompt_ids, greedy):
+    """expected.npz (SEQS, their logits, the router choices) and greedy.json into out; the folder's bytes."""
+    np.savez_compressed(out / "expected.npz", **{f"seq{j}": np.asarray(s, np.int32) for j, s in enumerate(SEQS)},
+                        **{f"logits{j}": l for j, l in enumerate(logits)},
+                        **{f"routed{j}": r for j, r in enumerate(routed)})
+    (out / "greedy.json").write_text(json.dumps({"prompt": PROMPT, "prompt_ids": prompt_ids, "greedy": greedy,
+                                                 "transformers": transformers.__version__,
+                                                 "torch": torch.__version__}) + "\n")
+    return sum(f.stat().st_size for f in out.iterdir())
+
+
+def finish_fixture(out, model, router):
+    """The tokenizer files, then what transformers computes (run) into expected.npz and greedy.json."""
+    tk = tokenizer()
+    tk.save(str(out / "tokenizer.json"))
+    (out / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>",
+                                                           "tokenizer_class": "PreTrainedTokenizerFast"}))
+    logits, routed, prompt_ids, greedy = run(model, tk, router)
+    size = save_expected(out, logits, routed, prompt_ids, greedy)
+    print(f"{out.name}: {size} bytes, greedy {greedy}", file=sys.stderr)
+
+
 def main():
     torch.manual_seed(0)
     for i, (fam, (cfg_cls, model_cls, extra)) in enumerate(FAMILIES.items()):
@@ -79,35 +118,8 @@ def main():
         out = OUT / fam
         out.mkdir(parents=True, exist_ok=True)
         model.save_pretrained(out)
-        tk = tokenizer()
-        tk.save(str(out / "tokenizer.json"))
-        (out / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>",
-                                                               "tokenizer_class": "PreTrainedTokenizerFast"}))
         # router choices of layer 0 (the tests check that sequences disagree on experts)
-        routed = []
-        hook = model.model.layers[0].mlp
-        gate = hook.gate
-        logits = []
-        with torch.no_grad():
-            for s in SEQS:
-                ids = torch.tensor([s])
-                captured = {}
-                h = gate.register_forward_hook(lambda m, a, o: captured.__setitem__("idx", o[2]))
-                logits.append(model(ids).logits[0].float().numpy())
-                h.remove()
-                routed.append(captured["idx"].numpy().astype(np.int32))
-            prompt_ids = tk.encode(PROMPT).ids
-            gen = model.generate(torch.tensor([prompt_ids]), max_new_tokens=8, do_sample=False, eos_token_id=None,
-                                 pad_token_id=0)
-        greedy = gen[0, len(prompt_ids):].tolist()
-        np.savez_compressed(out / "expected.npz", **{f"seq{j}": np.asarray(s, np.int32) for j, s in enumerate(SEQS)},
-                            **{f"logits{j}": l for j, l in enumerate(logits)},
-                            **{f"routed{j}": r for j, r in enumerate(routed)})
-        (out / "greedy.json").write_text(json.dumps({"prompt": PROMPT, "prompt_ids": prompt_ids, "greedy": greedy,
-                                                     "transformers": transformers.__version__,
-                                                     "torch": torch.__version__}) + "\n")
-        size = sum(f.stat().st_size for f in out.iterdir())
-        print(f"{fam}: {size} bytes, greedy {greedy}", file=sys.stderr)
+        finish_fixture(out, model, model.model.layers[0].mlp.gate)
 
 
 if __name__ == "__main__":

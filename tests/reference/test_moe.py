@@ -206,15 +206,15 @@ def test_engine_batch_invariant(fam, tram_bin, tmp_path):
     check_serves_batch_invariant(tram_bin, FIX / fam, tmp_path, random.Random(11))
 
 
-def test_serves_openai_client(tmp_path):
-    """`tram serve -m <checkpoint folder>` answers the official client with transformers' greedy text."""
+def check_serves_greedy(tmp_path, folder, model_type, architectures=None):
+    """`tram serve -m <checkpoint folder>` answers the official client with transformers' greedy text
+    (folder/greedy.json); /model_info names model_type (and the architectures, when given)."""
     import openai
     import tram_server
     from tokenizers import Tokenizer
-    fam = "qwen3_moe"
-    g = greedy(fam)
-    want = Tokenizer.from_file(str(FIX / fam / "tokenizer.json")).decode(g["greedy"])
-    srv = tram_server.start(tmp_path, "--max-model-len", "128", model=FIX / fam)
+    g = json.loads((folder / "greedy.json").read_text())
+    want = Tokenizer.from_file(str(folder / "tokenizer.json")).decode(g["greedy"])
+    srv = tram_server.start(tmp_path, "--max-model-len", "128", model=folder)
     try:
         client = openai.OpenAI(base_url=srv.url + "/v1", api_key="x")
         r = client.completions.create(model=srv.get("/v1/models").json()["data"][0]["id"], prompt=g["prompt"],
@@ -222,9 +222,15 @@ def test_serves_openai_client(tmp_path):
                                       extra_body={"ignore_eos": True, "return_token_ids": True})
         assert r.choices[0].model_extra["token_ids"] == g["greedy"]
         assert r.choices[0].text == want
-        assert srv.get("/model_info").json()["model_type"] == "qwen3moe"
+        j = srv.get("/model_info").json()
+        assert j["model_type"] == model_type
+        assert architectures is None or j["architectures"] == architectures
     finally:
         assert srv.stop() == 0
+
+
+def test_serves_openai_client(tmp_path):
+    check_serves_greedy(tmp_path, FIX / "qwen3_moe", "qwen3moe")
 
 
 def test_model_info_names_mixtral(tmp_path):

@@ -15,11 +15,12 @@
 
 void ref_attn_seq(int q_len, int k_len, int n_heads, int n_kv_heads, int head_dim, const float *q,
                   const float *k, const float *v, double *out) {
-  ref_attn_seq_window(q_len, k_len, n_heads, n_kv_heads, head_dim, -1, 0.0, q, k, v, out);
+  ref_attn_seq_window(q_len, k_len, n_heads, n_kv_heads, head_dim, -1, 0.0, NULL, q, k, v, out);
 }
 
 void ref_attn_seq_window(int q_len, int k_len, int n_heads, int n_kv_heads, int head_dim, int window_left,
-                         double softcap, const float *q, const float *k, const float *v, double *out) {
+                         double softcap, const float *sinks, const float *q, const float *k, const float *v,
+                         double *out) {
   const double scale = 1.0 / sqrt((double)head_dim);
   const int group = n_heads / n_kv_heads, kv_dim = n_kv_heads * head_dim;
   double *w = malloc((size_t)(k_len > 0 ? k_len : 1) * sizeof *w);
@@ -45,10 +46,12 @@ void ref_attn_seq_window(int q_len, int k_len, int n_heads, int n_kv_heads, int 
         if (softcap > 0) w[j] = softcap * tanh(w[j] / softcap);
         if (w[j] > m) m = w[j];
       }
+      if (sinks && sinks[h] > m) m = sinks[h];
       for (int j = first; j < seen; j++) {
         w[j] = exp(w[j] - m);
         z += w[j];
       }
+      if (sinks) z += exp((double)sinks[h] - m);
       for (int j = first; j < seen; j++) {
         const float *vv = v + (size_t)j * kv_dim + (size_t)kvh * head_dim;
         for (int d = 0; d < head_dim; d++) o[d] += w[j] * vv[d];

@@ -14,9 +14,13 @@ void ref_attn_seq(int q_len, int k_len, int n_heads, int n_kv_heads, int head_di
 /* The same with a sliding window: a row at absolute position p (= i + k_len
  * - q_len) sees keys max(0, p - window_left) .. p, flash-attn's
  * window_size = (window_left, 0); window_left < 0: no window. softcap > 0:
- * each scaled score s becomes softcap * tanh(s / softcap) (Gemma 2). */
+ * each scaled score s becomes softcap * tanh(s / softcap) (Gemma 2). sinks
+ * [n_heads] or NULL: head h's softmax gets one more logit, sinks[h], with
+ * no value (gpt-oss's learned sinks, Hugging Face's eager_attention_forward:
+ * the column appended, the softmax taken, the column dropped). */
 void ref_attn_seq_window(int q_len, int k_len, int n_heads, int n_kv_heads, int head_dim, int window_left,
-                         double softcap, const float *q, const float *k, const float *v, double *out);
+                         double softcap, const float *sinks, const float *q, const float *k, const float *v,
+                         double *out);
 
 /* Checks a kernel's output against the reference: no element is NaN (every
  * one was written over the poison), elements whose reference is exactly 0

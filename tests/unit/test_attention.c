@@ -36,6 +36,7 @@ typedef struct fixture {
   double *ref;            /* same, float64 (malloc) */
   int window;             /* kern_attn_args_t.sliding_window of the runs (0: none; see fx_window) */
   float softcap;          /* kern_attn_args_t.softcap of the runs (see fx_window) */
+  const float *sinks;     /* kern_attn_args_t.sinks of the runs [n_heads], or NULL (see fx_window) */
 } fixture_t;
 
 static void *dev(kern_backend_t *be, size_t bytes) {
@@ -157,18 +158,18 @@ static kern_attn_args_t fx_args(const fixture_t *f) {
       .k = f->k, .v = f->v,
       .k_cache = f->k_cache, .v_cache = f->v_cache, .block_size = f->block_size,
       .block_table = f->block_table, .max_blocks_per_seq = f->max_blocks,
-      .sliding_window = f->window, .softcap = f->softcap,
+      .sliding_window = f->window, .softcap = f->softcap, .sinks = f->sinks,
   };
 }
 
 /* Sets the fixture's sliding window W (0: none) and recomputes the
- * reference with flash-attn's window_size = (W - 1, 0) and f->softcap. */
+ * reference with flash-attn's window_size = (W - 1, 0), f->softcap and f->sinks. */
 static void fx_window(fixture_t *f, int w) {
   f->window = w;
   const size_t row = (size_t)f->n_heads * f->head_dim;
   for (int b = 0; b < f->n_seqs; b++)
     ref_attn_seq_window(f->q_len[b], f->k_len[b], f->n_heads, f->n_kv_heads, f->head_dim, w > 0 ? w - 1 : -1,
-                        f->softcap, f->q + (size_t)f->cu_q[b] * row, f->k + (size_t)f->cu_k[b] * f->kv_dim,
+                        f->softcap, f->sinks, f->q + (size_t)f->cu_q[b] * row, f->k + (size_t)f->cu_k[b] * f->kv_dim,
                         f->v + (size_t)f->cu_k[b] * f->kv_dim, f->ref + (size_t)f->cu_q[b] * row);
 }
 
@@ -592,7 +593,7 @@ static void sliding_window_varlen(void **state) {
 }
 
 /* Decode rows under windows across tile, block and segment edges (and with
- * soft-capped scores): the appended key counts, attn_decode matches the reference and gives the bits
+ * soft-capped scores, and with learned sinks): the appended key counts, attn_decode matches the reference and gives the bits
  * of attn_varlen_paged and attn_varlen on the same batch; a prompt run in
  * chunks gives the bits of its whole prefill. */
 static void sliding_window_decode_and_chunks(void **state) {
@@ -609,9 +610,14 @@ static void sliding_window_decode_and_chunks(void **state) {
   fx_init(&f, be, &rng, n, ql, kl, nh, kvh, hd, bs, 1);
   decode_in_t in;
   decode_in_init(&in, &f, cached);
-  const int windows[] = {1, 16, 17, 64, 100, 1025, 4000, 0, 64};
+  const int windows[] = {1, 16, 17, 64, 100, 1025, 4000, 0, 64, 0, 17, 1};
+  /* gpt-oss's learned sinks, one per head: small, negative, one that dominates (outputs near 0)
+   * and one far past float exp's range (the kernel's denominator overflows to inf, its outputs are
+   * 0; the reference's are ~1e-40) */
+  const float sinks[8] = {0.5f, -1.0f, 3.0f, 12.0f, -6.0f, 0.0f, 2.0f, 95.0f};
   for (size_t w = 0; w < sizeof windows / sizeof *windows; w++) {
-    f.softcap = w >= 7 ? 1.5f : 0.0f; /* the last two: Gemma 2's soft-capped scores */
+    f.softcap = w == 7 || w == 8 ? 1.5f : 0.0f; /* Gemma 2's soft-capped scores */
+    f.sinks = w >= 9 ? sinks : NULL;               /* the last three: gpt-oss's sinks */
     fx_window(&f, windows[w]);
     kern_attn_args_t a = decode_in_args(&in, &f);
     tu_poison_f32(f.out, fx_out_n(&f));
@@ -619,7 +625,8 @@ static void sliding_window_decode_and_chunks(void **state) {
     float *o_decode = malloc(fx_out_n(&f) * sizeof(float));
     memcpy(o_decode, f.out, fx_out_n(&f) * sizeof(float));
     char what[64];
-    snprintf(what, sizeof what, "attn_decode, window %d, softcap %g", windows[w], f.softcap);
+    snprintf(what, sizeof what, "attn_decode, window %d, softcap %g, sinks %s", windows[w], f.softcap,
+             f.sinks ? "on" : "off");
     ref_check(what, o_decode, f.ref, (long)fx_out_n(&f));
     float *o_paged = fx_run(&f, be, RUN_PAGED);
     assert_same_bits("window: decode vs varlen_paged", o_decode, o_paged, fx_out_n(&f));

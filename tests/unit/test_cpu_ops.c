@@ -1,5 +1,5 @@
 /* tests/unit/test_cpu_ops.c — the CPU backend's dense operations
- * (kernels/cpu/ops_cpu.h: embed, rmsnorm, rope, swiglu, geglu, scale, add,
+ * (kernels/cpu/ops_cpu.h: embed, rmsnorm, rope, swiglu, geglu, swiglu_oai, scale, add,
  * add_bias, gather_rows) against float64 references, with sizes that run both inline
  * and on the pool, in-place aliasing, and row-by-row batch invariance. */
 #include <setjmp.h>
@@ -249,6 +249,37 @@ static void geglu_scale_match_float64(void **state) {
   }
 }
 
+/* gpt-oss's clamped SwiGLU (Hugging Face's GptOssExperts._apply_gate, written
+ * here in float64): values on both sides of the clamps (±7), on the pool and
+ * in place. */
+static void swiglu_oai_matches_float64(void **state) {
+  (void)state;
+  tu_rng_t r;
+  tu_rng_init(&r, tu_seed() + 31);
+  const int64_t counts[] = {1, 13, 70001};
+  const double alpha = 1.702, limit = 7.0;
+  for (size_t c = 0; c < 3; c++) {
+    const int64_t n = counts[c];
+    float *g = fvec((size_t)n), *u = fvec((size_t)n), *y = fvec((size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+      g[i] = (float)(i % 3 == 0 ? tu_uniform(&r, -40, 40) : tu_normal(&r) * 4);
+      u[i] = (float)(i % 4 == 0 ? tu_uniform(&r, -40, 40) : tu_normal(&r) * 4);
+    }
+    tu_poison_f32(y, (size_t)n);
+    be->swiglu_oai(be, y, g, u, n, (float)alpha, (float)limit);
+    for (int64_t i = 0; i < n; i++) {
+      const double gate = g[i] < limit ? g[i] : limit;
+      const double up = u[i] > limit ? limit : u[i] < -limit ? -limit : u[i];
+      const double want = (up + 1.0) * gate / (1.0 + exp(-alpha * gate));
+      if (!(fabs(y[i] - want) <= 2e-6 * (fabs(want) + 1e-3)))
+        fail_msg("swiglu_oai g %.9g u %.9g: %.9g vs %.9g", g[i], u[i], y[i], want);
+    }
+    be->swiglu_oai(be, g, g, u, n, (float)alpha, (float)limit); /* in place */
+    assert_memory_equal(g, y, sizeof(float) * (size_t)n);
+    free(g), free(u), free(y);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(embed_every_type),
@@ -256,6 +287,7 @@ int main(void) {
       cmocka_unit_test(rope_matches_float64),
       cmocka_unit_test(swiglu_matches_float64),
       cmocka_unit_test(geglu_scale_match_float64),
+      cmocka_unit_test(swiglu_oai_matches_float64),
       cmocka_unit_test(add_bias_gather_exact),
   };
   return cmocka_run_group_tests_name("cpu_ops", tests, setup, teardown);

@@ -42,7 +42,7 @@ static void wrong_shapes(void **state) {
 static void unsupported_types_and_archs(void **state) {
   (void)state;
   expect_error(&(tiny_t){.arch = "gpt2"}, "unsupported architecture \"gpt2\" (general.architecture)");
-  expect_error(&(tiny_t){.arch = "mamba"}, "tram runs llama, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, qwen35, qwen2moe and qwen3moe");
+  expect_error(&(tiny_t){.arch = "mamba"}, "tram runs llama, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, qwen35, qwen2moe, qwen3moe and gpt-oss");
   expect_error(&(tiny_t){.arch = "gemma4"}, "general.architecture \"gemma4\" (Gemma 4) is not something tram runs yet");
   /* qwen3: per-head Q/K norms are required, of head_dim */
   expect_error(&(tiny_t){.arch = "qwen3", .omit = "blk.1.attn_k_norm.weight"},

@@ -268,6 +268,45 @@ static void special_tokens_parsed_or_plain(void **state) {
   vb_free(&v);
 }
 
+/* A harmony vocabulary (gpt-oss's o200k_harmony): <|return|> and <|call|>
+ * end a generation, <|end|> (which closes the analysis message before the
+ * final one) does not, even named as the file's eot; the same <|end|>
+ * without <|return|> and <|call|> (Phi-3's) still does. */
+static void harmony_end_of_generation(void **state) {
+  (void)state;
+  vb_t v = {0};
+  vb_bytes(&v);
+  const int start = vb_add(&v, "<|start|>", 3, 0);
+  const int end = vb_add(&v, "<|end|>", 3, 0);
+  const int ret = vb_add(&v, "<|return|>", 3, 0);
+  const int call = vb_add(&v, "<|call|>", 3, 0);
+  const int text_end = vb_add(&v, "<|endoftext|>", 3, 0);
+  tok_spec_t spec = tok_spec_default();
+  spec.eos_id = ret;
+  spec.eot_id = end;
+  tok_t *tok = vb_build(&v, TOK_MODEL_BPE, "gpt2", &spec);
+  assert_true(tok_is_eog(tok, ret));
+  assert_true(tok_is_eog(tok, call));
+  assert_true(tok_is_eog(tok, text_end));
+  assert_false(tok_is_eog(tok, end));
+  assert_false(tok_is_eog(tok, start));
+  const int32_t *eog;
+  assert_int_equal(tok_eog_ids(tok, &eog), 3);
+  assert_int_equal(eog[0], ret);
+  assert_int_equal(eog[1], call);
+  assert_int_equal(eog[2], text_end);
+  tok_destroy(tok);
+  vb_free(&v);
+
+  vb_t p = {0}; /* Phi-3: <|end|> ends its turns */
+  vb_bytes(&p);
+  const int phi_end = vb_add(&p, "<|end|>", 3, 0);
+  tok = vb_build(&p, TOK_MODEL_BPE, "gpt2", NULL);
+  assert_true(tok_is_eog(tok, phi_end));
+  tok_destroy(tok);
+  vb_free(&p);
+}
+
 static void bos_eos_and_end_of_generation(void **state) {
   (void)state;
   vb_t v = {0};
@@ -451,6 +490,7 @@ int main(void) {
       cmocka_unit_test(bytes_without_tokens_are_dropped),
       cmocka_unit_test(special_tokens_parsed_or_plain),
       cmocka_unit_test(bos_eos_and_end_of_generation),
+      cmocka_unit_test(harmony_end_of_generation),
       cmocka_unit_test(create_rejects_bad_specs),
       cmocka_unit_test(creates_from_gguf_metadata),
   };
