@@ -118,6 +118,7 @@ static void leave_running(sched_plan_t *c, sched_seq_t *s) {
     kv_state_free(c->state, s->state_slot);
     s->state_slot = -1;
   }
+  s->snap_block = -1; /* its blocks go back to the cache: what they hold later is not its own */
 }
 
 void sched_plan_remove(sched_plan_t *c, sched_seq_t *s) {
@@ -238,8 +239,11 @@ static void snap_take(sched_plan_t *c, sched_seq_t *s) {
   if (!past && n != prompt_point(c, s)) return;
   const int32_t b = kv_seq_tail_block(c->alloc, &s->kv);
   if (b < 0) return;
-  if (past && s->snap_block >= 0 && s->snap_block != b) kv_snap_drop(c->state, s->snap_block);
-  if (past) s->snap_block = b;
+  uint64_t h = 0;
+  if (past && s->snap_block >= 0 && s->snap_block != b && kv_block_published(c->alloc, s->snap_block, &h) &&
+      h == s->snap_hash)
+    kv_snap_drop(c->state, s->snap_block);
+  if (past && kv_block_published(c->alloc, b, &s->snap_hash)) s->snap_block = b;
   kv_snap_save(c->state, b, s->state_slot);
 }
 

@@ -32,8 +32,8 @@
  * block that has a snapshot (cache/kv_state.h), which the sequence's slot
  * restores. Snapshots are taken after the step (sched_plan_commit) where a
  * sequence's state sits at the end of a published block, at two kinds of
- * points: its prompt's last full block (a prefill chunk is cut to end
- * there), and each block boundary past its prompt (its output; a
+ * points: the last full block before its prompt's last token (a prefill
+ * chunk is cut to end there), and each block boundary past its prompt (its output; a
  * sequence keeps only its latest one, so a finished conversation turn
  * leaves the state at the end of its last full block, which the next turn's
  * prompt extends).
@@ -85,6 +85,8 @@ struct sched_seq {
   int32_t state_slot; /* a hybrid model's recurrent-state slot (plan->state), held while running; -1: none */
   int32_t snap_block; /* hybrid: the block of the last snapshot it took past its prompt (-1: none), dropped
                        * when it takes the next (a decode keeps one snapshot, not one per block) */
+  uint64_t snap_hash; /* the hash snap_block was published under then: a block evicted and published again
+                       * since holds someone else's snapshot, which is not dropped */
   /* the planner's (private) */
   sched_seq_where_t where;
   sched_seq_t *prev, *next; /* neighbours in its list */
