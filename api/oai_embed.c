@@ -15,74 +15,9 @@
 
 /* ---- the request ------------------------------------------------------------------ */
 
-/* One input text at param into *pr. */
-static int input_text(oai__ctx_t *c, const cJSON *x, const char *param, oai_prompt_t *pr) {
-  const size_t n = strlen(x->valuestring);
-  if (n == 0) return oai__fail(c, "invalid_value", param, "%s must not be empty", param);
-  OAI_NEED(c, pr->text = arena_strndup(c->arena, x->valuestring, n));
-  pr->text_len = n;
-  return 0;
-}
-
-static int parse_input(oai__ctx_t *c, const cJSON *root, oai_embed_req_t *out) {
-  const cJSON *in = oai__get(root, "input");
-  if (!in) return oai__fail(c, "missing_required_parameter", "input", "input is required");
-  if (cJSON_IsString(in)) {
-    OAI_NEED(c, out->inputs = arena_zalloc(c->arena, sizeof *out->inputs));
-    out->n_inputs = 1;
-    return input_text(c, in, "input", &out->inputs[0]);
-  }
-  if (!cJSON_IsArray(in))
-    return oai__fail(c, "invalid_type", "input",
-                     "input must be a string, an array of strings, an array of token ids or an array of token-id "
-                     "arrays; got %s",
-                     oai__type_name(in));
-  const int count = cJSON_GetArraySize(in);
-  if (count == 0) return oai__fail(c, "invalid_value", "input", "input must not be empty");
-  if (cJSON_IsNumber(in->child)) { /* one input of token ids */
-    OAI_NEED(c, out->inputs = arena_zalloc(c->arena, sizeof *out->inputs));
-    out->n_inputs = 1;
-    int32_t *ids;
-    if (oai__token_array(c, in, "input", &ids, &out->inputs[0].n_tokens)) return -EINVAL;
-    out->inputs[0].tokens = ids;
-    return 0;
-  }
-  if (count > OAI_EMBED_MAX_INPUTS)
-    return oai__fail(c, "invalid_value", "input", "input has %d inputs; at most %d are accepted", count,
-                     OAI_EMBED_MAX_INPUTS);
-  const bool strings = cJSON_IsString(in->child);
-  if (!strings && !cJSON_IsArray(in->child))
-    return oai__fail(c, "invalid_type", "input[0]", "input[0] must be a string, a token id or an array of token ids, "
-                     "got %s", oai__type_name(in->child));
-  OAI_NEED(c, out->inputs = arena_array(c->arena, (size_t)count, sizeof *out->inputs));
-  memset(out->inputs, 0, (size_t)count * sizeof *out->inputs);
-  out->n_inputs = count;
-  int i = 0;
-  const cJSON *e;
-  cJSON_ArrayForEach(e, in) {
-    char param[32];
-    snprintf(param, sizeof param, "input[%d]", i);
-    oai_prompt_t *pr = &out->inputs[i++];
-    if (strings) {
-      if (!cJSON_IsString(e))
-        return oai__fail(c, "invalid_type", param, "%s must be a string like input[0], got %s", param,
-                         oai__type_name(e));
-      if (input_text(c, e, param, pr)) return -EINVAL;
-    } else {
-      int32_t *ids;
-      if (!cJSON_IsArray(e))
-        return oai__fail(c, "invalid_type", param, "%s must be an array of token ids like input[0], got %s", param,
-                         oai__type_name(e));
-      if (oai__token_array(c, e, param, &ids, &pr->n_tokens)) return -EINVAL;
-      pr->tokens = ids;
-    }
-  }
-  return 0;
-}
-
 static int parse_fields(oai__ctx_t *c, const cJSON *root, oai_embed_req_t *out) {
   if (oai__get_string(c, root, "model", &out->model, NULL, NULL)) return -EINVAL;
-  if (parse_input(c, root, out)) return -EINVAL;
+  if (oai__prompts(c, root, "input", OAI_EMBED_MAX_INPUTS, &out->inputs, &out->n_inputs)) return -EINVAL;
   const char *fmt = NULL;
   if (oai__get_string(c, root, "encoding_format", &fmt, NULL, NULL)) return -EINVAL;
   if (fmt && strcmp(fmt, "float") != 0 && strcmp(fmt, "base64") != 0)

@@ -184,6 +184,69 @@ int oai__token_array(oai__ctx_t *c, const cJSON *arr, const char *param, int32_t
   return 0;
 }
 
+/* One item at param into *pr: x, a string (text) or not (token ids). */
+static int prompt_item(oai__ctx_t *c, const cJSON *x, const char *param, oai_prompt_t *pr) {
+  if (!cJSON_IsString(x)) {
+    int32_t *ids;
+    if (oai__token_array(c, x, param, &ids, &pr->n_tokens)) return -EINVAL;
+    pr->tokens = ids;
+    return 0;
+  }
+  const size_t n = strlen(x->valuestring);
+  if (n == 0) return oai__fail(c, "invalid_value", param, "%s must not be empty", param);
+  OAI_NEED(c, pr->text = arena_strndup(c->arena, x->valuestring, n));
+  pr->text_len = n;
+  return 0;
+}
+
+int oai__prompts(oai__ctx_t *c, const cJSON *root, const char *key, int max, oai_prompt_t **items,
+                 int32_t *n) {
+  const cJSON *p = oai__get(root, key);
+  if (!p) return oai__fail(c, "missing_required_parameter", key, "%s is required", key);
+  if (cJSON_IsString(p)) {
+    OAI_NEED(c, *items = arena_zalloc(c->arena, sizeof **items));
+    *n = 1;
+    return prompt_item(c, p, key, *items);
+  }
+  if (!cJSON_IsArray(p))
+    return oai__fail(c, "invalid_type", key,
+                     "%s must be a string, an array of strings, an array of token ids or an array of token-id "
+                     "arrays; got %s",
+                     key, oai__type_name(p));
+  const int count = cJSON_GetArraySize(p);
+  if (count == 0) return oai__fail(c, "invalid_value", key, "%s must not be empty", key);
+  if (cJSON_IsNumber(p->child)) { /* one item of token ids */
+    OAI_NEED(c, *items = arena_zalloc(c->arena, sizeof **items));
+    *n = 1;
+    return prompt_item(c, p, key, *items);
+  }
+  if (count > max)
+    return oai__fail(c, "invalid_value", key, "%s has %d %ss; at most %d are accepted", key, count, key, max);
+  char first[48];
+  snprintf(first, sizeof first, "%.20s[0]", key);
+  const bool strings = cJSON_IsString(p->child);
+  if (!strings && !cJSON_IsArray(p->child))
+    return oai__fail(c, "invalid_type", first, "%s must be a string, a token id or an array of token ids, got %s",
+                     first, oai__type_name(p->child));
+  oai_prompt_t *out;
+  OAI_NEED(c, out = arena_array(c->arena, (size_t)count, sizeof *out));
+  memset(out, 0, (size_t)count * sizeof *out);
+  *items = out;
+  *n = count;
+  int i = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, p) {
+    char param[48];
+    snprintf(param, sizeof param, "%.20s[%d]", key, i);
+    oai_prompt_t *pr = &out[i++];
+    if (strings ? !cJSON_IsString(e) : !cJSON_IsArray(e))
+      return oai__fail(c, "invalid_type", param, "%s must be %s like %s, got %s", param,
+                       strings ? "a string" : "an array of token ids", first, oai__type_name(e));
+    if (prompt_item(c, e, param, pr)) return -EINVAL;
+  }
+  return 0;
+}
+
 int oai__parse_object(oai__ctx_t *c, const char *body, size_t len, cJSON **root) {
   *root = NULL;
   size_t start = 0;

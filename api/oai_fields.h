@@ -80,6 +80,14 @@ int oai__token_id(oai__ctx_t *c, const cJSON *x, const char *param, int32_t *out
 int oai__token_array(oai__ctx_t *c, const cJSON *arr, const char *param, int32_t **out,
                      int32_t *n);
 
+/* A prompt-like field `key` of root (completions' prompt, embeddings'
+ * input): a string, an array of token ids (one item each), or an array of
+ * at most `max` strings or token-id arrays, all of one kind; none empty.
+ * The items go into the arena as (*items)[*n]. Errors name key, key[i] or
+ * key[i][j]. */
+int oai__prompts(oai__ctx_t *c, const cJSON *root, const char *key, int max, oai_prompt_t **items,
+                 int32_t *n);
+
 /* oai_gen_fields.c: the fields `tram generate` reads too (sampling, seed,
  * max_tokens, n, stop, stop_token_ids, ignore_eos), from one table, into
  * g (absent ones leave g alone); bit i of *samp_given: samp_fields[i] was

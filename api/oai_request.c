@@ -165,62 +165,6 @@ static int parse_model(oai__ctx_t *c, const cJSON *root, const char **model) {
 
 /* ---- /v1/completions ------------------------------------------------------------- */
 
-static int parse_prompt(oai__ctx_t *c, const cJSON *root, oai_completion_req_t *out) {
-  const cJSON *p = oai__get(root, "prompt");
-  if (!p) return oai__fail(c, "missing_required_parameter", "prompt", "prompt is required");
-  if (cJSON_IsString(p)) {
-    size_t n = strlen(p->valuestring);
-    if (n == 0) return oai__fail(c, "invalid_value", "prompt", "prompt must not be empty");
-    OAI_NEED(c, out->prompts = arena_zalloc(c->arena, sizeof *out->prompts));
-    OAI_NEED(c, out->prompts[0].text = arena_strndup(c->arena, p->valuestring, n));
-    out->prompts[0].text_len = n;
-    out->n_prompts = 1;
-    return 0;
-  }
-  if (!cJSON_IsArray(p))
-    return oai__fail(c, "invalid_type", "prompt",
-                     "prompt must be a string, an array of strings, an array of token ids or an array of "
-                     "token-id arrays; got %s",
-                     oai__type_name(p));
-  int count = cJSON_GetArraySize(p);
-  if (count == 0) return oai__fail(c, "invalid_value", "prompt", "prompt must not be empty");
-  if (cJSON_IsNumber(p->child)) { /* one prompt of token ids */
-    OAI_NEED(c, out->prompts = arena_zalloc(c->arena, sizeof *out->prompts));
-    out->n_prompts = 1;
-    int32_t *ids;
-    if (oai__token_array(c, p, "prompt", &ids, &out->prompts[0].n_tokens)) return -EINVAL;
-    out->prompts[0].tokens = ids;
-    return 0;
-  }
-  if (count > c->lim->max_prompts)
-    return oai__fail(c, "invalid_value", "prompt", "prompt has %d prompts; at most %d are accepted", count,
-                     c->lim->max_prompts);
-  bool strings = cJSON_IsString(p->child);
-  OAI_NEED(c, out->prompts = arena_array(c->arena, (size_t)count, sizeof *out->prompts));
-  out->n_prompts = count;
-  int i = 0;
-  const cJSON *e;
-  cJSON_ArrayForEach(e, p) {
-    char param[32];
-    snprintf(param, sizeof param, "prompt[%d]", i);
-    oai_prompt_t *pr = &out->prompts[i++];
-    if (strings) {
-      if (!cJSON_IsString(e))
-        return oai__fail(c, "invalid_type", param, "%s must be a string like the first prompt, got %s", param,
-                         oai__type_name(e));
-      size_t n = strlen(e->valuestring);
-      if (n == 0) return oai__fail(c, "invalid_value", param, "%s must not be empty", param);
-      OAI_NEED(c, pr->text = arena_strndup(c->arena, e->valuestring, n));
-      pr->text_len = n;
-    } else {
-      int32_t *ids;
-      if (oai__token_array(c, e, param, &ids, &pr->n_tokens)) return -EINVAL;
-      pr->tokens = ids;
-    }
-  }
-  return 0;
-}
-
 int oai_parse_completion(const char *body, size_t len, const oai_limits_t *lim,
                          arena_t *arena, oai_completion_req_t *out, oai_error_t *err) {
   oai__ctx_t c;
@@ -230,7 +174,7 @@ int oai_parse_completion(const char *body, size_t len, const oai_limits_t *lim,
   cJSON *root;
   if (oai__parse_object(&c, body, len, &root)) return oai__end(&c, -EINVAL);
   int r = -EINVAL;
-  if (!parse_model(&c, root, &out->model) && !parse_prompt(&c, root, out) &&
+  if (!parse_model(&c, root, &out->model) && !oai__prompts(&c, root, "prompt", c.lim->max_prompts, &out->prompts, &out->n_prompts) &&
       !parse_gen(&c, root, false, &out->params))
     r = 0;
   cJSON_Delete(root);

@@ -1,6 +1,7 @@
 /* hf/hf_internal.h — what hf/'s files share: hf_open.c (the folder, the
  * files, the tensors), hf_config.c (config.json → keys), hf_tokenizer.c
- * (tokenizer.json → tokenizer.ggml.* keys). Not for use outside hf/. */
+ * (tokenizer.json → tokenizer.ggml.* keys), hf_moe.c (the experts),
+ * hf_pooling.c (modules.json → the pooling keys). Not for use outside hf/. */
 #ifndef TRAM_HF_INTERNAL_H
 #define TRAM_HF_INTERNAL_H
 
@@ -95,6 +96,21 @@ int hf__gptoss_tensor(gguf_build_t *b, const struct st_tensor *t, const hf_arch_
 
 /* Element i of t (F32, F16 or BF16) as f32. */
 float hf__elem(const struct st_tensor *t, int64_t i);
+
+/* Reads the JSON file `name` (a path relative to the checkpoint's folder):
+ * the parsed file; NULL with *missing set when it does not exist, NULL with
+ * err written when it cannot be read or parsed. */
+typedef cJSON *(*hf_read_json_fn)(void *ctx, const char *name, int *missing, char *err, size_t err_len);
+
+/* A sentence-transformers modules.json (modules, parsed; any JSON) →
+ * `<arch>.pooling_type` from its Pooling module's config.json (fetched
+ * through read(read_ctx, "<path>/config.json")) and tram.pooling.normalize
+ * (1 when a Normalize module is listed). dir names the folder in messages.
+ * 0, or -EINVAL with err written: the Pooling config missing or malformed,
+ * a mode tram does not pool with (max, mean_sqrt_len, weightedmean), or
+ * several modes at once. */
+int hf__pooling(gguf_build_t *b, const cJSON *modules, const char *arch, hf_read_json_fn read, void *read_ctx,
+                const char *dir, char *err, size_t err_len);
 
 /* A whole number JSON value in [lo, hi] into *out; def when v is NULL or
  * JSON null (an error when def < lo). 0 or -EINVAL naming `what`. */

@@ -286,62 +286,20 @@ static void add_generation(gguf_build_t *b, const cJSON *gen) {
   }
 }
 
-/* A sentence-transformers folder (modules.json; Qwen3-Embedding, e5, bge):
- * its Pooling module's mode (<path>/config.json: pooling_mode_lasttoken,
- * _mean_tokens, _cls_token) as `<arch>.pooling_type` (llama.cpp's numbers:
- * 3, 1, 2), and whether a Normalize module follows as
- * tram.pooling.normalize (1/0). No modules.json: nothing. 0, or -EINVAL
- * with err written: a malformed file, a mode tram does not pool with (max,
- * mean_sqrt_len, weightedmean, or several at once). */
-static int add_pooling(gguf_build_t *b, const char *dir, const char *arch, char *err, size_t err_len) {
+/* read_json as an hf_read_json_fn: ctx is the folder. */
+static cJSON *read_in_dir(void *ctx, const char *name, int *missing, char *err, size_t err_len) {
+  return read_json(ctx, name, missing, err, err_len);
+}
+
+/* A sentence-transformers folder's pooling keys (hf__pooling, hf_pooling.c);
+ * no modules.json: nothing. 0, or -EINVAL with err written. */
+static int add_pooling(gguf_build_t *b, char *dir, const char *arch, char *err, size_t err_len) {
   int missing;
   cJSON *mods = read_json(dir, "modules.json", &missing, err, err_len);
   if (!mods) return missing ? 0 : -EINVAL;
-  int rc = 0, normalize = 0, pooling = 0;
-  const cJSON *m, *list = cJSON_IsArray(mods) ? mods : NULL;
-  cJSON_ArrayForEach(m, list) {
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(m, "type");
-    const cJSON *path = cJSON_GetObjectItemCaseSensitive(m, "path");
-    if (!cJSON_IsString(type)) continue;
-    if (strstr(type->valuestring, "models.Normalize")) normalize = 1;
-    if (!strstr(type->valuestring, "models.Pooling") || !cJSON_IsString(path) || rc != 0) continue;
-    char name[256];
-    snprintf(name, sizeof name, "%.200s/config.json", path->valuestring);
-    cJSON *pc = read_json(dir, name, &missing, err, err_len);
-    if (!pc) {
-      if (missing) snprintf(err, err_len, "%.200s/%.250s: missing (modules.json names it)", dir, name);
-      rc = -EINVAL;
-      continue;
-    }
-    static const struct {
-      const char *key;
-      int type; /* 0: refused */
-    } MODES[] = {{"pooling_mode_lasttoken", 3}, {"pooling_mode_mean_tokens", 1}, {"pooling_mode_cls_token", 2},
-                 {"pooling_mode_max_tokens", 0}, {"pooling_mode_mean_sqrt_len_tokens", 0},
-                 {"pooling_mode_weightedmean_tokens", 0}};
-    int n_on = 0;
-    for (size_t i = 0; i < sizeof MODES / sizeof MODES[0]; i++) {
-      if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pc, MODES[i].key))) continue;
-      n_on++;
-      pooling = MODES[i].type;
-      if (!MODES[i].type || n_on > 1) {
-        snprintf(err, err_len, "%.150s/%.150s: %s%s is not a pooling tram runs (last token, mean or cls, one of them)",
-                 dir, name, MODES[i].key, n_on > 1 ? " with another mode" : "");
-        rc = -EINVAL;
-        break;
-      }
-    }
-    cJSON_Delete(pc);
-  }
+  const int rc = hf__pooling(b, mods, arch, read_in_dir, dir, dir, err, err_len);
   cJSON_Delete(mods);
-  if (rc != 0) return rc;
-  char key[128];
-  if (pooling) {
-    snprintf(key, sizeof key, "%s.pooling_type", arch);
-    gguf_build_u32(b, key, (uint32_t)pooling);
-  }
-  gguf_build_u32(b, "tram.pooling.normalize", (uint32_t)normalize);
-  return 0;
+  return rc;
 }
 
 gguf_ctx_t *hf_open(const char *path, char *err, size_t err_len) {

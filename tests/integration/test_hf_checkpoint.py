@@ -23,8 +23,10 @@ from safetensors.numpy import save_file
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "reference"))
+from hf_gguf import permute  # noqa: E402
 from llama_ref import LlamaRef  # noqa: E402
 from synthetic import add_shape  # noqa: E402
+from test_forward import run_plan  # noqa: E402
 import tram_server  # noqa: E402
 
 L, D, H, KV, FF = 2, 64, 4, 2, 128
@@ -45,11 +47,6 @@ def tiny_tokenizer():
     """95 printable ASCII symbols, one merge, two specials (ids 96, 97)."""
     vocab = [chr(33 + i) for i in range(94)] + ["Ġ", "!\""]
     return byte_level_tokenizer(vocab, [("!", "\"")], ["<|endoftext|>", "<|im_end|>"]), 98
-
-
-def permute(w, n_head):
-    """llama.cpp's convert_hf_to_gguf permute: Hugging Face's rotate-half rows → adjacent pairs."""
-    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
 def write_pair(tmp, arch, tok, vocab, seed=7, quant=None):
@@ -179,14 +176,10 @@ def write_pair(tmp, arch, tok, vocab, seed=7, quant=None):
 
 
 def forward(tool, model, seqs, tmp, **plan_extra):
-    out = tmp / "logits.f32"
-    plan = {"model": str(model), "seqs": seqs, "out": str(out), "threads": 2, "block_size": 4, "num_blocks": 64,
-            "steps": [[len(s) if i == k else 0 for i, s in enumerate(seqs)] for k in range(len(seqs))], **plan_extra}
-    res = subprocess.run([str(tool("forward")), "-"], input=json.dumps(plan), capture_output=True, text=True,
-                         timeout=120)
-    assert res.returncode == 0, res.stderr
-    info = json.loads(res.stdout)
-    return np.fromfile(out, dtype=np.float32).reshape(info["rows"], info["n_vocab"])
+    """The logits of every row, the sequences one a step (two threads, 4-token blocks)."""
+    steps = [[len(s) if i == k else 0 for i, s in enumerate(seqs)] for k in range(len(seqs))]
+    opts = {"threads": 2, "block_size": 4, "num_blocks": 64, "steps": steps, **plan_extra}
+    return np.concatenate(run_plan(tool, tmp, model, seqs, **opts)[0])
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"])

@@ -5,7 +5,7 @@ Face `transformers` itself (run by hand, never by `make test`):
 
 A tiny random-weight GptOssForCausalLM (transformers' own config and model
 classes, weights from a seeded generator, saved by save_pretrained) in the
-layout of the MoE fixtures (fixtures/moe/gpt_oss: the checkpoint, the tiny
+layout of every fixture (data/gpt_oss: the checkpoint, the tiny
 byte-level BPE tokenizer of moe_fixtures.py, expected.npz with the logits of
 every position of three token sequences in float32 and HF's router choices
 of layer 0, greedy.json with 8 greedy tokens of model.generate). Chosen so
@@ -25,7 +25,7 @@ import transformers
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from moe_fixtures import finish_fixture  # noqa: E402
 
-OUT = pathlib.Path(__file__).resolve().parent / "fixtures" / "moe" / "gpt_oss"
+OUT = pathlib.Path(__file__).resolve().parent / "data" / "gpt_oss"
 CONFIG = dict(vocab_size=98, hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, head_dim=64, num_local_experts=8, num_experts_per_tok=2, sliding_window=8,
               max_position_embeddings=256, rms_norm_eps=1e-5, tie_word_embeddings=False,

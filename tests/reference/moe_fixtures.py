@@ -22,7 +22,7 @@ import torch
 import transformers
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
-OUT = pathlib.Path(__file__).resolve().parent / "fixtures" / "moe"
+OUT = pathlib.Path(__file__).resolve().parent / "data"  # one folder per family, as every fixture of tests/reference
 SEQS = [[5, 17, 60, 33, 2, 90, 41, 41, 7, 12, 80, 3], list(range(30, 52)), [93, 1, 64, 8, 8, 70, 25]]
 PROMPT = "MoE:experts{route}"
 

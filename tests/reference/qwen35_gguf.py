@@ -20,8 +20,9 @@ Qwen3NextModel), with the `gguf` package:
 import json
 import pathlib
 
-import gguf
 import numpy as np
+from gguf_copy import finish
+from hf_gguf import add_bpe_vocab, add_f32, hparams
 from safetensors.numpy import load_file
 
 LAYER = {
@@ -59,22 +60,11 @@ def write_gguf(hf_dir, path):
     d = pathlib.Path(hf_dir)
     c = json.loads((d / "config.json").read_text())
     w = load_file(str(d / "model.safetensors"))
-    tok = json.loads((d / "tokenizer.json").read_text())
     hk, hv = c["linear_num_key_heads"], c["linear_num_value_heads"]
     dk, dv = c["linear_key_head_dim"], c["linear_value_head_dim"]
     per_k = hv // hk
     rp = c["rope_parameters"]
-    g = gguf.GGUFWriter(str(path), "qwen35")
-    g.add_block_count(c["num_hidden_layers"])
-    g.add_context_length(c["max_position_embeddings"])
-    g.add_embedding_length(c["hidden_size"])
-    g.add_feed_forward_length(c["intermediate_size"])
-    g.add_head_count(c["num_attention_heads"])
-    g.add_head_count_kv(c["num_key_value_heads"])
-    g.add_key_length(c["head_dim"])
-    g.add_value_length(c["head_dim"])
-    g.add_layer_norm_rms_eps(c["rms_norm_eps"])
-    g.add_rope_freq_base(rp["rope_theta"])
+    g = hparams(path, "qwen35", c)
     g.add_rope_dimension_count(int(c["head_dim"] * rp.get("partial_rotary_factor", 0.25)))
     g.add_rope_dimension_sections([11, 11, 10, 0])
     g.add_ssm_conv_kernel(c["linear_conv_kernel_dim"])
@@ -84,19 +74,7 @@ def write_gguf(hf_dir, path):
     g.add_ssm_inner_size(dv * hv)
     interval = [t == "full_attention" for t in c["layer_types"]].index(True) + 1
     g.add_full_attention_interval(interval)
-    vocab = c["vocab_size"]
-    names = [""] * vocab
-    for t, i in tok["model"]["vocab"].items():
-        names[i] = t
-    for a in tok["added_tokens"]:
-        names[a["id"]] = a["content"]
-    g.add_tokenizer_model("gpt2")
-    g.add_tokenizer_pre("smollm")
-    g.add_token_list(names)
-    g.add_token_types([3 if any(a["id"] == i for a in tok["added_tokens"]) else 1 for i in range(vocab)])
-    g.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in tok["model"]["merges"]])
-    if c.get("eos_token_id") is not None:
-        g.add_eos_token_id(c["eos_token_id"])
+    add_bpe_vocab(g, d, c, "smollm")
     top = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
            "lm_head.weight": "output.weight"}
     for n in sorted(w):
@@ -122,9 +100,6 @@ def write_gguf(hf_dir, path):
                 x = tiled(x, 0, hk, per_k, 1)
             elif ".out_proj." in n:
                 x = tiled(x, 1, hk, per_k, dv)
-        g.add_tensor(name, np.ascontiguousarray(x, dtype=np.float32))
-    g.write_header_to_file()
-    g.write_kv_data_to_file()
-    g.write_tensors_to_file()
-    g.close()
+        add_f32(g, name, x)
+    finish(g)
     return path

@@ -1,7 +1,7 @@
 """gpt-oss against transformers itself and the float64 reference
 (gptoss_ref.py).
 
-The fixture (tests/reference/fixtures/moe/gpt_oss/, written by
+The fixture (tests/reference/data/gpt_oss/, written by
 gptoss_fixtures.py with transformers 5.23) is a tiny random-weight
 GptOssForCausalLM (BF16 weights) and what transformers computed from it.
 Through tram's real forward path (tests/tools/forward.c: paged cache,
@@ -31,7 +31,7 @@ from gptoss_ref import GptOssRef
 from test_forward import check_against_reference, run_plan, schedule
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "integration"))
-FIX = pathlib.Path(__file__).resolve().parent / "fixtures" / "moe" / "gpt_oss"
+FIX = pathlib.Path(__file__).resolve().parent / "data" / "gpt_oss"
 
 
 def expected():

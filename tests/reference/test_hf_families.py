@@ -35,8 +35,11 @@ import gguf
 import numpy as np
 import pytest
 from gemma4_ref import Gemma4Ref
+from gguf_copy import finish
+from hf_gguf import add_bpe_vocab, add_f32, hparams, permute
 from hf_ref import HfRef, load_safetensors
 from safetensors.numpy import save_file
+from test_forward import run_plan
 from tokenizers import Tokenizer
 
 ROOT = pathlib.Path(__file__).resolve().parent
@@ -44,7 +47,6 @@ sys.path.insert(0, str(ROOT.parent / "integration"))
 import tram_server  # noqa: E402
 from test_chat_template import hf_environment  # noqa: E402
 from test_engine import generate, ids_of  # noqa: E402
-from test_hf_checkpoint import permute  # noqa: E402  (llama.cpp's Q/K row permutation, as LlamaModel does)
 
 DATA = ROOT / "data"
 FAMILIES = ["smollm3", "gemma4"]
@@ -68,43 +70,17 @@ def check_logits(got, want):
 
 
 def forward(tool, model, seqs, tmp):
-    out = tmp / "logits.f32"
-    plan = {"model": str(model), "seqs": seqs, "out": str(out), "threads": 2, "block_size": 4, "num_blocks": 64,
-            "steps": [[len(s) if i == k else 0 for i, s in enumerate(seqs)] for k in range(len(seqs))]}
-    res = subprocess.run([str(tool("forward")), "-"], input=json.dumps(plan), capture_output=True, text=True,
-                         timeout=120)
-    assert res.returncode == 0, res.stderr
-    info = json.loads(res.stdout)
-    logits = np.fromfile(out, dtype=np.float32).reshape(info["rows"], info["n_vocab"])
-    return np.split(logits, np.cumsum([len(s) for s in seqs])[:-1])
+    """Logits per sequence, the sequences one a step (two threads, 4-token blocks)."""
+    steps = [[len(s) if i == k else 0 for i, s in enumerate(seqs)] for k in range(len(seqs))]
+    return run_plan(tool, tmp, model, seqs, steps, threads=2, block_size=4, num_blocks=64)[0]
 
 
 def write_gguf(folder, path):
     """The folder as llama.cpp's converter writes a SmolLM3 GGUF (general.architecture smollm3, the llama
     tensor names, Q/K rows permuted, no key for the NoPE layers), weights as F32."""
     cfg = json.loads((folder / "config.json").read_text())
-    tok = json.loads((folder / "tokenizer.json").read_text())
-    a = cfg["model_type"]
-    w = gguf.GGUFWriter(str(path), a)
-    w.add_block_count(cfg["num_hidden_layers"])
-    w.add_context_length(cfg["max_position_embeddings"])
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
-    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    w.add_rope_freq_base(cfg["rope_parameters"]["rope_theta"])
-    w.add_vocab_size(cfg["vocab_size"])
-    vocab = sorted(tok["model"]["vocab"].items(), key=lambda kv: kv[1])
-    added = {t["id"]: t["content"] for t in tok["added_tokens"]}
-    tokens = [added.get(i, t) for t, i in vocab]
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("smaug-bpe")
-    w.add_token_list(tokens)
-    w.add_token_types([3 if i in added else 1 for i in range(len(tokens))])
-    w.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in tok["model"]["merges"]])
-    w.add_eos_token_id(cfg["eos_token_id"])
-    w.add_chat_template((folder / "chat_template.jinja").read_text())
+    w = hparams(path, cfg["model_type"], cfg)
+    add_bpe_vocab(w, folder, cfg, "smaug-bpe")
     names = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
              "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
              "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
@@ -120,11 +96,8 @@ def write_gguf(folder, path):
         else:
             gname = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
                      "lm_head.weight": "output.weight"}[name]
-        w.add_tensor(gname, np.ascontiguousarray(x, dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+        add_f32(w, gname, x)
+    finish(w)
 
 
 @pytest.fixture(scope="module", params=FAMILIES)

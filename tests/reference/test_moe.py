@@ -1,7 +1,7 @@
 """Mixture-of-experts families (qwen3_moe, qwen2_moe, Mixtral) against
 transformers itself and the float64 reference (moe_ref.py).
 
-The fixtures (tests/reference/fixtures/moe/, written by moe_fixtures.py with
+The fixtures (tests/reference/data/<family>/, written by moe_fixtures.py with
 transformers 5.23) are tiny random-weight checkpoints and what transformers
 computed from them. Each family must give, through tram's real forward path
 (tests/tools/forward.c: paged cache, attention metadata, model_forward):
@@ -28,15 +28,16 @@ import pathlib
 import subprocess
 import sys
 
-import gguf
 import numpy as np
 import pytest
+from gguf_copy import finish
+from hf_gguf import add_f32, hparams, permute
 from moe_ref import MoeRef
 from safetensors.numpy import load_file, save_file
 from test_forward import check_against_reference, run_plan, schedule
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "integration"))
-FIX = pathlib.Path(__file__).resolve().parent / "fixtures" / "moe"
+FIX = pathlib.Path(__file__).resolve().parent / "data"  # data/<family>/, as every fixture of tests/reference
 FAMILIES = ["qwen3_moe", "qwen2_moe", "mixtral"]
 GGUF_ARCH = {"qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe", "mixtral": "llama"}
 
@@ -46,11 +47,6 @@ def expected(fam):
     n = sum(k.startswith("seq") for k in z.files)
     return ([z[f"seq{j}"].tolist() for j in range(n)], [z[f"logits{j}"] for j in range(n)],
             [z[f"routed{j}"] for j in range(n)])
-
-
-def permute(w, n_head):
-    """llama.cpp's convert_hf_to_gguf permute: Hugging Face's rotate-half rows → adjacent pairs."""
-    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
 def write_gguf(fam, path, extra_keys=(), drop_keys=(), edit=None, apart=False):
@@ -94,29 +90,20 @@ def write_gguf(fam, path, extra_keys=(), drop_keys=(), edit=None, apart=False):
                 t[f"blk.{l}.ffn_{g}_exps.weight"] = np.stack([st[n] for n in names])
     if edit:
         edit(t)
-    keys = {"block_count": L, "context_length": cfg["max_position_embeddings"],
-            "embedding_length": cfg["hidden_size"], "feed_forward_length": cfg["intermediate_size"],
-            "attention.head_count": H, "attention.head_count_kv": KV, "attention.key_length": cfg["head_dim"],
-            "attention.value_length": cfg["head_dim"], "vocab_size": cfg["vocab_size"],
-            "expert_count": E, "expert_used_count": cfg["num_experts_per_tok"]}
+    keys = {"expert_count": E, "expert_used_count": cfg["num_experts_per_tok"]}
     if fam != "mixtral":  # llama.cpp's Qwen2MoeModel writes these; Mixtral's experts are intermediate_size wide
         keys["expert_feed_forward_length"] = cfg["moe_intermediate_size"]
     if fam == "qwen2_moe":
         keys["expert_shared_feed_forward_length"] = cfg["shared_expert_intermediate_size"]
-    w = gguf.GGUFWriter(str(path), arch)
+    w = hparams(path, arch, cfg)
     for k, v in keys.items():
         if k not in drop_keys:
             w.add_uint32(f"{arch}.{k}", v)
-    w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"])
-    w.add_float32(f"{arch}.rope.freq_base", cfg["rope_parameters"]["rope_theta"])
     for k, v in extra_keys:
         (w.add_bool if isinstance(v, bool) else w.add_uint32)(f"{arch}.{k}", v)
     for name, arr in t.items():
-        w.add_tensor(name, np.ascontiguousarray(arr, dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+        add_f32(w, name, arr)
+    finish(w)
     return path
 
 

@@ -23,8 +23,10 @@ import subprocess
 
 import numpy as np
 import pytest
+from gguf_copy import finish, open_copy
 from qwen35_gguf import write_gguf
 from qwen35_ref import Qwen35Ref
+from test_forward import run_plan
 
 HF = pathlib.Path(__file__).resolve().parent / "data" / "qwen35-tiny"
 
@@ -50,17 +52,7 @@ def rel(x, y):
 
 
 def run(tool, tmp_path, model, seqs, steps=None, **opts):
-    out = tmp_path / "logits.f32"
-    plan = {"model": str(model), "seqs": seqs, "out": str(out), "threads": 2, **opts}
-    if steps is not None:
-        plan["steps"] = steps
-    (tmp_path / "plan.json").write_text(json.dumps(plan))
-    res = subprocess.run([str(tool("forward")), str(tmp_path / "plan.json")], capture_output=True, text=True,
-                         timeout=300)
-    assert res.returncode == 0, res.stderr
-    info = json.loads(res.stdout)
-    logits = np.fromfile(out, dtype=np.float32).reshape(info["rows"], info["n_vocab"])
-    return np.split(logits, np.cumsum([len(s) for s in seqs])[:-1])
+    return run_plan(tool, tmp_path, model, seqs, steps, **{"threads": 2, **opts})[0]
 
 
 def test_reference_is_transformers(expected, ref):
@@ -160,26 +152,12 @@ def test_32_sequences_are_their_solo_runs(tool, tmp_path, gguf_path):
 
 def test_mtp_layers_and_bad_keys_are_refused(tool, tmp_path, gguf_path):
     """A checkpoint with multi-token-prediction layers is refused by name, not run wrong."""
-    import gguf
-    r = gguf.GGUFReader(str(gguf_path))
     out = tmp_path / "mtp.gguf"
-    w = gguf.GGUFWriter(str(out), "qwen35")
-    for f in r.fields.values():
-        if f.name.startswith("GGUF.") or f.name == "general.architecture":
-            continue
-        v = f.contents()
-        t = f.types[0]
-        if t == gguf.GGUFValueType.ARRAY:
-            w.add_array(f.name, v)
-        else:
-            w.add_key_value(f.name, v, t)
+    r, w = open_copy(gguf_path, out)
     w.add_uint32("qwen35.nextn_predict_layers", 1)
     for t in r.tensors:
         w.add_tensor(t.name, np.array(t.data).reshape([int(x) for x in reversed(t.shape)]))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
     plan = {"model": str(out), "seqs": [[1, 2]], "out": str(tmp_path / "x.f32")}
     (tmp_path / "p.json").write_text(json.dumps(plan))
     res = subprocess.run([str(tool("forward")), str(tmp_path / "p.json")], capture_output=True, text=True)

@@ -43,3 +43,17 @@ void gram_test_expect(const gram_t *g, const gram_case_t *cases, int n) {
     if (got != cases[i].want) fail_msg("'%s': got %d, want %d", cases[i].text, got, cases[i].want);
   }
 }
+
+gram_t *gram_test_gbnf(const char *src) {
+  gram_err_t err;
+  gram_t *g = gram_compile_gbnf(src, strlen(src), NULL, &err);
+  if (!g) fail_msg("gbnf: %s (at %lld)", err.msg, (long long)err.pos);
+  return g;
+}
+
+gram_t *gram_test_regex(const char *re, const gram_limits_t *lim) {
+  gram_err_t err;
+  gram_t *g = gram_compile_regex(re, strlen(re), lim, &err);
+  if (!g) fail_msg("regex %.60s: %s", re, err.msg);
+  return g;
+}

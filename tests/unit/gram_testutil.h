@@ -14,6 +14,10 @@ extern const char *const gram_test_vocab_text[];
 
 /* That vocabulary (the caller destroys it). */
 gram_vocab_t *gram_test_vocab(void);
+/* g compiled from GBNF src / regex re under lim (NULL: the defaults); a
+ * failed compile fails the test with the compiler's message. */
+gram_t *gram_test_gbnf(const char *src);
+gram_t *gram_test_regex(const char *re, const gram_limits_t *lim);
 /* 1: s is a sentence of g; 0: a proper prefix of one; -1: neither. */
 int gram_test_judge(const gram_t *g, const char *s);
 

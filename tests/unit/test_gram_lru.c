@@ -15,12 +15,7 @@
 #include "grammar/gram_lru.h"
 #include "tests/unit/gram_testutil.h"
 
-static gram_t *regex(const char *re) {
-  gram_err_t err;
-  gram_t *g = gram_compile_regex(re, strlen(re), NULL, &err);
-  if (!g) fail_msg("regex: %s", err.msg);
-  return g;
-}
+static gram_t *regex(const char *re) { return gram_test_regex(re, NULL); }
 
 static gram_entry_t *put(gram_lru_t *l, const char *re) { return gram_lru_put(l, re, strlen(re), regex(re)); }
 

@@ -22,19 +22,8 @@
 #define NV GRAM_TEST_NV
 #define VOCAB gram_test_vocab_text
 
-static gram_t *gbnf(const char *src) {
-  gram_err_t err;
-  gram_t *g = gram_compile_gbnf(src, strlen(src), NULL, &err);
-  if (!g) fail_msg("gbnf: %s (at %lld)", err.msg, (long long)err.pos);
-  return g;
-}
-
-static gram_t *regex(const char *re) {
-  gram_err_t err;
-  gram_t *g = gram_compile_regex(re, strlen(re), NULL, &err);
-  if (!g) fail_msg("regex: %s", err.msg);
-  return g;
-}
+#define gbnf gram_test_gbnf
+static gram_t *regex(const char *re) { return gram_test_regex(re, NULL); }
 
 #define judge gram_test_judge
 #define vocab gram_test_vocab

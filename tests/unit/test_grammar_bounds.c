@@ -30,19 +30,8 @@ static void expect_refused(gram_t *g, const gram_err_t *err, const char *needle)
   if (!strstr(err->msg, needle)) fail_msg("error '%s' does not say '%s'", err->msg, needle);
 }
 
-static gram_t *regex_lim(const char *re, const gram_limits_t *lim) {
-  gram_err_t err;
-  gram_t *g = gram_compile_regex(re, strlen(re), lim, &err);
-  if (!g) fail_msg("regex %.60s: %s", re, err.msg);
-  return g;
-}
-
-static gram_t *gbnf(const char *src) {
-  gram_err_t err;
-  gram_t *g = gram_compile_gbnf(src, strlen(src), NULL, &err);
-  if (!g) fail_msg("gbnf: %s", err.msg);
-  return g;
-}
+#define regex_lim gram_test_regex
+#define gbnf gram_test_gbnf
 
 /* ---- refused, naming the bound ------------------------------------------------------ */
 

@@ -141,6 +141,49 @@ static void too_many_inputs(void **state) {
   free(body);
 }
 
+/* input is read by the parser completions' prompt uses (oai__prompts), with
+ * the embeddings' own cap (OAI_EMBED_MAX_INPUTS, not oai_limits_t's
+ * max_prompts) and the messages naming input: each refusal's whole text. */
+static void own_cap_and_messages(void **state) {
+  (void)state;
+  oai_limits_t lim = oai_limits_default();
+  lim.max_prompts = 1;
+  arena_t a;
+  arena_init(&a, 0, 0);
+  oai_embed_req_t q;
+  oai_error_t e;
+  const char *three = "{\"input\":[\"a\",\"b\",\"c\"]}";
+  assert_int_equal(oai_parse_embeddings(three, strlen(three), &lim, &a, &q, &e), 0);
+  assert_int_equal(q.n_inputs, 3);
+  static const struct {
+    const char *body, *message;
+  } said[] = {
+      {"{\"input\":[\"a\",1]}", "input[1] must be a string like input[0], got a number"},
+      {"{\"input\":[[1],\"a\"]}", "input[1] must be an array of token ids like input[0], got a string"},
+      {"{\"input\":[true]}", "input[0] must be a string, a token id or an array of token ids, got a boolean"},
+      {"{\"input\":[\"a\",\"\"]}", "input[1] must not be empty"},
+      {"{\"input\":{}}", "input must be a string, an array of strings, an array of token ids or an array of "
+                          "token-id arrays; got an object"},
+  };
+  for (size_t i = 0; i < sizeof said / sizeof *said; i++) {
+    assert_int_equal(parse(said[i].body, &a, &q, &e), -EINVAL);
+    assert_string_equal(e.message, said[i].message);
+  }
+  char *body = malloc(16 + 4 * (OAI_EMBED_MAX_INPUTS + 1));
+  size_t n = (size_t)sprintf(body, "{\"input\":[");
+  for (int i = 0; i <= OAI_EMBED_MAX_INPUTS; i++) n += (size_t)sprintf(body + n, "%s\"a\"", i ? "," : "");
+  strcpy(body + n, "]}");
+  assert_int_equal(parse(body, &a, &q, &e), -EINVAL);
+  assert_string_equal(e.message, "input has 2049 inputs; at most 2048 are accepted");
+  body[n - 4] = ']'; /* one fewer: the cap itself is accepted */
+  body[n - 3] = '}';
+  body[n - 2] = 0;
+  assert_int_equal(parse(body, &a, &q, &e), 0);
+  assert_int_equal(q.n_inputs, OAI_EMBED_MAX_INPUTS);
+  free(body);
+  arena_free(&a);
+}
+
 /* The arena capped at every size: a 503 out_of_memory until the parse fits. */
 static void out_of_memory(void **state) {
   (void)state;
@@ -236,6 +279,7 @@ static void writer(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(accepted),       cmocka_unit_test(refused), cmocka_unit_test(too_many_inputs),
+      cmocka_unit_test(own_cap_and_messages),
       cmocka_unit_test(out_of_memory),  cmocka_unit_test(base64_vectors),
       cmocka_unit_test(writer),
   };

@@ -1,0 +1,233 @@
+/* tests/unit/test_model_runner.c — the model runner on a tiny synthetic
+ * model (tests/unit/model_tiny.h): the same logits bit for bit whatever the
+ * batch holds (other sequences, padding rows), and its capacity and batch
+ * checks refusing bad input with an error instead of running it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "model/model_graph.h"
+#include "tests/unit/model_tiny.h"
+
+/* ---- the runner ------------------------------------------------------------ */
+
+typedef struct rig {
+  model_t *m;
+  kv_cache_t *cache;
+  model_runner_t *run;
+  attn_meta_t meta;
+  kv_seq_t seqs[3];
+} rig_t;
+
+/* graphs: model_runner_config_t.graphs (model/model_graph.h) */
+static void rig_init_graphs(rig_t *r, model_t *m, int max_tokens, int max_seqs, int graphs) {
+  memset(r, 0, sizeof *r);
+  r->m = m;
+  kv_cache_config_t kc = {.block_size = 4, .num_blocks = 32};
+  model_kv_config(m, &kc);
+  r->cache = kv_cache_create(g_be, &kc);
+  assert_non_null(r->cache);
+  const model_runner_config_t rc = {
+      .max_tokens = max_tokens, .max_seqs = max_seqs, .max_logits = max_tokens, .graphs = graphs};
+  r->run = model_runner_create(m, r->cache, &rc);
+  assert_non_null(r->run);
+  assert_int_equal(model_runner_max_blocks_per_seq(r->run), CTX / 4 < 32 ? CTX / 4 : 32);
+  assert_int_equal(attn_meta_init(&r->meta, max_seqs, max_tokens, model_runner_max_blocks_per_seq(r->run)), 0);
+  for (int s = 0; s < 3; s++) kv_seq_init(&r->seqs[s]);
+}
+
+static void rig_init(rig_t *r, model_t *m, int max_tokens, int max_seqs) {
+  rig_init_graphs(r, m, max_tokens, max_seqs, MODEL_GRAPHS_OFF);
+}
+
+static void rig_free(rig_t *r) {
+  for (int s = 0; s < 3; s++) kv_seq_free(r->cache->alloc, &r->seqs[s]);
+  attn_meta_free(&r->meta);
+  model_runner_destroy(r->run);
+  kv_cache_destroy(r->cache);
+}
+
+/* One step: sequence s adds q[s] tokens of toks[s] (0: not in the step);
+ * logits for every row, in row order. Returns model_forward's result. */
+static int rig_step(rig_t *r, const int *q, const int32_t *const *toks, float *logits) {
+  const kv_seq_t *seqs[3];
+  int32_t q_lens[3], ids[64], pos[64], rows[64];
+  int n = 0, t = 0;
+  for (int s = 0; s < 3; s++) {
+    if (!q[s]) continue;
+    assert_int_equal(kv_seq_reserve(r->cache->alloc, &r->seqs[s], q[s]), 0);
+    for (int i = 0; i < q[s]; i++, t++) {
+      pos[t] = (int32_t)r->seqs[s].n_tokens + i;
+      ids[t] = toks[s][pos[t]];
+      rows[t] = t;
+    }
+    seqs[n] = &r->seqs[s];
+    q_lens[n++] = q[s];
+  }
+  assert_int_equal(attn_meta_build(&r->meta, r->cache->alloc, seqs, q_lens, n), 0);
+  const model_batch_t b = {
+      .n_tokens = t, .tokens = ids, .positions = pos, .attn = &r->meta.batch, .n_logits = t, .logit_rows = rows};
+  int rc = model_forward(r->run, &b, logits);
+  if (rc == 0)
+    for (int s = 0; s < 3; s++)
+      if (q[s]) kv_seq_commit(r->cache->alloc, &r->seqs[s], q[s]);
+  return rc;
+}
+
+/* A sequence's logits are the same bits alone or mixed, whole or chunked,
+ * on the varlen or the decode path; for llama and qwen2 (biases, neox). */
+static void forward_batch_invariant(void **state) {
+  (void)state;
+  static const int32_t a[7] = {3, 1, 4, 1, 5, 9, 2}, b[5] = {6, 5, 3, 5, 8}, c[3] = {9, 7, 9};
+  const int32_t *toks[3] = {a, b, c};
+  const tiny_t specs[2] = {{0}, {.arch = "qwen2", .qkv_bias = 1, .untied = 1}};
+  for (int k = 0; k < 2; k++) {
+    char err[512];
+    model_t *m = load(&specs[k], err, sizeof err);
+    if (!m) fail_msg("%s", err);
+    float alone[7 * VOCAB], mixed[16 * VOCAB];
+    rig_t r;
+    rig_init(&r, m, 16, 3);
+    tu_poison_f32(alone, 7 * VOCAB);
+    assert_int_equal(rig_step(&r, (int[]){7, 0, 0}, toks, alone), 0);
+    for (int i = 0; i < 7 * VOCAB; i++) assert_true(isfinite(alone[i]));
+    rig_free(&r);
+
+    /* a: 3 then 2 then 1 + 1 (decode with b and c); b: 4 then 1 (decode); c: 3 at once */
+    rig_init(&r, m, 16, 3);
+    tu_poison_f32(mixed, 16 * VOCAB);
+    assert_int_equal(rig_step(&r, (int[]){3, 4, 0}, toks, mixed), 0);
+    assert_memory_equal(mixed, alone, 3 * VOCAB * sizeof(float));
+    assert_int_equal(rig_step(&r, (int[]){2, 0, 3}, toks, mixed), 0);
+    assert_memory_equal(mixed, alone + 3 * VOCAB, 2 * VOCAB * sizeof(float));
+    assert_int_equal(rig_step(&r, (int[]){1, 1, 0}, toks, mixed), 0);
+    assert_int_equal(attn_step_path(model_runner_attn(r.run)), ATTN_PATH_DECODE);
+    assert_memory_equal(mixed, alone + 5 * VOCAB, VOCAB * sizeof(float));
+    assert_int_equal(rig_step(&r, (int[]){1, 0, 0}, toks, mixed), 0);
+    assert_memory_equal(mixed, alone + 6 * VOCAB, VOCAB * sizeof(float));
+    rig_free(&r);
+    model_destroy(m);
+  }
+}
+
+/* Decode steps padded to their bucket (model_graph.h, mode PADDED: what a
+ * captured graph runs, issued kernel by kernel) give every real row the
+ * same bits as unpadded steps: 3 and 1 sequences pad to 4 rows, 2 does
+ * not pad; the block table is widened to the keys bucket. The padding rows
+ * write nothing into the cache (the later steps would see it). On the CPU
+ * backend ON pads nothing (it has no graphs). */
+static void forward_padded_same_bits(void **state) {
+  (void)state;
+  static const int32_t a[9] = {3, 1, 4, 1, 5, 9, 2, 6, 5}, b[8] = {6, 5, 3, 5, 8, 9, 7, 9}, c[6] = {9, 7, 9, 3, 2, 3};
+  const int32_t *toks[3] = {a, b, c};
+  const tiny_t specs[2] = {{0}, {.arch = "qwen2", .qkv_bias = 1, .untied = 1}};
+  const int steps[][3] = {{4, 3, 2}, {1, 1, 1}, {1, 0, 1}, {1, 1, 1}, {0, 1, 0}, {1, 1, 1}, {1, 1, 0}};
+  const int n_steps = (int)(sizeof steps / sizeof steps[0]);
+  for (int k = 0; k < 2; k++) {
+    char err[512];
+    model_t *m = load(&specs[k], err, sizeof err);
+    if (!m) fail_msg("%s", err);
+    rig_t plain, padded, on;
+    rig_init(&plain, m, 16, 8);
+    rig_init_graphs(&padded, m, 16, 8, MODEL_GRAPHS_PADDED);
+    rig_init_graphs(&on, m, 16, 8, MODEL_GRAPHS_ON);
+    float want[16 * VOCAB], got[16 * VOCAB], got_on[16 * VOCAB];
+    for (int s = 0; s < n_steps; s++) {
+      int rows = 0;
+      for (int q = 0; q < 3; q++) rows += steps[s][q];
+      tu_poison_f32(got, 16 * VOCAB);
+      assert_int_equal(rig_step(&plain, steps[s], toks, want), 0);
+      assert_int_equal(rig_step(&padded, steps[s], toks, got), 0);
+      assert_int_equal(rig_step(&on, steps[s], toks, got_on), 0);
+      assert_memory_equal(got, want, (size_t)rows * VOCAB * sizeof(float));
+      assert_memory_equal(got_on, want, (size_t)rows * VOCAB * sizeof(float));
+    }
+    model_graph_stats_t gs;
+    model_runner_graph_stats(padded.run, &gs);
+    assert_int_equal(gs.eager, n_steps - 1); /* every step but the prefill */
+    assert_int_equal(gs.captured + gs.replayed + gs.failed, 0);
+    model_runner_graph_stats(on.run, &gs);
+    assert_int_equal(gs.eager + gs.captured + gs.replayed + gs.failed, 0);
+    attn_stats_t as;
+    attn_get_stats(model_runner_attn(padded.run), &as);
+    assert_int_equal(as.decode_steps, n_steps - 1);
+    assert_int_equal(as.decode_tokens, 3 + 2 + 3 + 1 + 3 + 2); /* real rows only */
+    rig_free(&plain);
+    rig_free(&padded);
+    rig_free(&on);
+    model_destroy(m);
+  }
+}
+
+/* Bad batches and capacities are refused with -EINVAL / -E2BIG, bad
+ * configurations with NULL. */
+static void runner_rejects_bad_input(void **state) {
+  (void)state;
+  char err[512];
+  model_t *m = load(&(tiny_t){0}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  kv_cache_config_t kc = {.block_size = 4, .num_blocks = 8};
+  model_kv_config(m, &kc);
+  kv_cache_t *cache = kv_cache_create(g_be, &kc);
+  assert_non_null(cache);
+  assert_null(model_runner_create(m, cache, &(model_runner_config_t){.max_tokens = 0, .max_seqs = 1}));
+  assert_null(model_runner_create(m, cache, &(model_runner_config_t){.max_tokens = 4, .max_seqs = 1, .max_logits = 5}));
+  kv_cache_config_t other = kc;
+  other.n_kv_heads = 1;
+  kv_cache_t *wrong = kv_cache_create(g_be, &other);
+  assert_null(model_runner_create(m, wrong, &(model_runner_config_t){.max_tokens = 4, .max_seqs = 1}));
+  kv_cache_destroy(wrong);
+  kv_cache_destroy(cache);
+
+  rig_t r;
+  rig_init(&r, m, 4, 2);
+  static const int32_t good[4] = {1, 2, 3, 4};
+  const kv_seq_t *seqs[1] = {&r.seqs[0]};
+  assert_int_equal(kv_seq_reserve(r.cache->alloc, &r.seqs[0], 4), 0);
+  assert_int_equal(attn_meta_build(&r.meta, r.cache->alloc, seqs, (int32_t[]){4}, 1), 0);
+  int32_t ids[4], pos[4] = {0, 1, 2, 3}, rows[4] = {3, 0, 1, 2};
+  float logits[4 * VOCAB];
+  model_batch_t b = {.n_tokens = 4, .tokens = ids, .positions = pos, .attn = &r.meta.batch, .n_logits = 4,
+                     .logit_rows = rows};
+  memcpy(ids, good, sizeof ids);
+  ids[2] = VOCAB;
+  assert_int_equal(model_forward(r.run, &b, logits), -EINVAL);
+  ids[2] = -1;
+  assert_int_equal(model_forward(r.run, &b, logits), -EINVAL);
+  memcpy(ids, good, sizeof ids);
+  pos[1] = -1;
+  assert_int_equal(model_forward(r.run, &b, logits), -EINVAL);
+  pos[1] = 1;
+  rows[0] = 4;
+  assert_int_equal(model_forward(r.run, &b, logits), -EINVAL);
+  rows[0] = 3;
+  b.n_logits = 5;
+  assert_int_equal(model_forward(r.run, &b, logits), -E2BIG);
+  b.n_logits = 4;
+  b.n_tokens = 3; /* disagrees with the attention batch */
+  assert_int_equal(model_forward(r.run, &b, logits), -EINVAL);
+  b.n_tokens = 4;
+  /* the logit rows in any order: row i of the output is row rows[i] */
+  tu_poison_f32(logits, 4 * VOCAB);
+  assert_int_equal(model_forward(r.run, &b, logits), 0);
+  float again[4 * VOCAB];
+  for (int i = 0; i < 4; i++) rows[i] = i;
+  assert_int_equal(model_forward(r.run, &b, again), 0); /* rewrites the same K/V: same results */
+  assert_memory_equal(logits, again + 3 * VOCAB, VOCAB * sizeof(float));
+  assert_memory_equal(logits + VOCAB, again, 3 * VOCAB * sizeof(float));
+  b.n_logits = 0;
+  assert_int_equal(model_forward(r.run, &b, NULL), 0);
+  rig_free(&r);
+  model_destroy(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(forward_batch_invariant),
+      cmocka_unit_test(forward_padded_same_bits),
+      cmocka_unit_test(runner_rejects_bad_input),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
