@@ -6,8 +6,10 @@
 #include <stdio.h>
 
 int cuda_geom_attn_supported(int n_heads, int n_kv_heads, int head_dim, char *err, size_t err_len) {
-  if (head_dim != 64 && head_dim != 128) {
-    snprintf(err, err_len, "head_dim %d: the CUDA attention kernels support head_dim 64 and 128", head_dim);
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
+    /* 512 (Gemma 4's full layers) too: a warp's Q fragments and accumulator
+     * of a 512-wide row would not fit its registers */
+    snprintf(err, err_len, "head_dim %d: the CUDA attention kernels support head_dim 64, 128 and 256", head_dim);
     return -EINVAL;
   }
   if (n_kv_heads < 1 || n_heads < n_kv_heads || n_heads % n_kv_heads != 0 || n_heads > CUDA_GEOM_GRID_YZ_MAX) {

@@ -38,8 +38,8 @@
 extern "C" {
 #endif
 
-/* 0 when the CUDA attention kernels support this head layout (head_dim 64
- * or 128, n_heads a positive multiple of n_kv_heads, both within a grid
+/* 0 when the CUDA attention kernels support this head layout (head_dim 64,
+ * 128 or 256 — not 512, nor any other —, n_heads a positive multiple of n_kv_heads, both within a grid
  * dimension); otherwise -EINVAL with the reason in err (model load refuses
  * the model with it, before serving). */
 int cuda_geom_attn_supported(int n_heads, int n_kv_heads, int head_dim, char *err, size_t err_len);
@@ -58,8 +58,9 @@ int cuda_geom_attn_smem(int head_dim);
 /* 0 when a GPU whose blocks may take smem_optin bytes of shared memory
  * (cudaDeviceProp.sharedMemPerBlockOptin) runs the attention kernels of
  * head_dim; otherwise -ENOTSUP with the reason in err. sm_86/sm_89 (A10,
- * L4, L40S: 99 KiB) run head_dim 64 but not 128 (102 KiB); sm_80 and sm_90
- * (163 and 227 KiB) run both. */
+ * L4, L40S: 99 KiB) run head_dim 64 but not 128 (102 KiB); sm_80 (A100,
+ * 163 KiB) 64 and 128 but not 256 (198 KiB); sm_90 (H100, H200: 227 KiB)
+ * all three. */
 int cuda_geom_attn_smem_fits(int head_dim, size_t smem_optin, char *err, size_t err_len);
 
 /* Splits per sequence a decode launch provides: enough for the batch's

@@ -25,8 +25,9 @@
  * touched: on the CPU their pages of the mapping stay cold), and the
  * weighted sum per row in expert order (be->moe_combine). Every step of it
  * is per row, so a row's bits do not depend on the rest of the batch or
- * on the thread count. A backend without moe_combine (CUDA today) is
- * refused at load. */
+ * on the thread count. A backend without moe_combine is refused at
+ * load. The routing's download mid-forward cannot be captured: a runner
+ * never pads or captures a MoE model's steps (model_runner.c). */
 #ifndef TRAM_MODEL_MOE_H
 #define TRAM_MODEL_MOE_H
 

@@ -182,8 +182,10 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
   }
   if (hp->n_expert > 0 && !failed) failed = !(r->moe = model__moe_scratch_create(be, hp, cfg->max_tokens));
   /* ON pads only where graphs replay: elsewhere padding would be pure cost */
-  /* a hybrid's padding rows would need states of their own: it runs unpadded */
-  if (hp->full_attn_interval == 0 &&
+  /* a hybrid's padding rows would need states of their own, and a mixture
+   * of experts routes on the host mid-forward (model_moe.h: a download, which
+   * a capture may not hold): both run unpadded, uncaptured */
+  if (hp->full_attn_interval == 0 && hp->n_expert == 0 &&
       (cfg->graphs == MODEL_GRAPHS_PADDED || (cfg->graphs == MODEL_GRAPHS_ON && be->graph_begin))) {
     /* rows bucket: within every per-step capacity (sequences, tokens, logit rows) */
     int max_rows = cfg->max_seqs < cfg->max_tokens ? cfg->max_seqs : cfg->max_tokens;

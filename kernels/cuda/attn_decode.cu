@@ -28,6 +28,7 @@ typedef struct decode_params {
   float scale_log2;
   int window; /* sliding window (kern_attn_args_t), 0: none */
   float scale, softcap; /* kern_attn_args_t's: the soft-capped score needs the plain scale */
+  const float *sinks;   /* [n_heads] learned sinks (gpt-oss), or NULL: joined once, in the last combine */
 } decode_params;
 
 /* Writes k_new[b], v_new[b] ([n_kv_heads * D] f32) at position
@@ -188,7 +189,7 @@ static __global__ void __launch_bounds__(D) attn_combine_kernel(const decode_par
     M = Mn;
   }
   if (p.last) {
-    out[(dec_row(p, b) * p.n_heads + h) * D + d] = attn_finish(A, Ls);
+    out[(dec_row(p, b) * p.n_heads + h) * D + d] = attn_finish(A, attn_sink_sum(Ls, M, p.sinks, h));
   } else {
     carry[d] = A;
     if (d == 0) carry[D] = M, carry[D + 1] = Ls;
@@ -199,7 +200,8 @@ template <int D>
 static constexpr int split_smem() {
   return DC_STAGES * attn_geom<D>::STAGE_BYTES;
 }
-static_assert(split_smem<64>() == CUDA_GEOM_DECODE_SMEM(64) && split_smem<128>() == CUDA_GEOM_DECODE_SMEM(128),
+static_assert(split_smem<64>() == CUDA_GEOM_DECODE_SMEM(64) && split_smem<128>() == CUDA_GEOM_DECODE_SMEM(128) &&
+                  split_smem<256>() == CUDA_GEOM_DECODE_SMEM(256),
               "kernels/cuda_geom.h sizes the decode kernel's shared memory");
 
 template <int D>
@@ -283,14 +285,17 @@ void kern_cuda__decode_rows(kern_cuda_t *cu, const kern_attn_args_t *a, const in
   p.window = a->sliding_window;
   p.scale = a->scale;
   p.softcap = a->softcap;
+  p.sinks = a->sinks;
   if ((int64_t)p.n_kv_heads * p.hgroups > 65535) {
     log_error("attn_decode: too many KV heads (%d)", p.n_kv_heads);
     abort();
   }
   if (a->head_dim == 64)
     decode_launch<64>(cu, p, a);
-  else
+  else if (a->head_dim == 128)
     decode_launch<128>(cu, p, a);
+  else
+    decode_launch<256>(cu, p, a);
 }
 
 cudaError_t kern_cuda__attn_decode_init(size_t smem_optin) {
@@ -300,5 +305,8 @@ cudaError_t kern_cuda__attn_decode_init(size_t smem_optin) {
   if (err == cudaSuccess && (size_t)split_smem<128>() <= smem_optin)
     err = cudaFuncSetAttribute(attn_split_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                split_smem<128>());
+  if (err == cudaSuccess && (size_t)split_smem<256>() <= smem_optin)
+    err = cudaFuncSetAttribute(attn_split_kernel<256>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               split_smem<256>());
   return err;
 }

@@ -17,7 +17,8 @@
  * so the bits equal attn_varlen_paged's for the same row. Sequences are
  * processed in chunks that fit the workspace, and a sequence whose splits
  * do not all fit in windows of splits with a carried merge
- * (cuda_geom_decode_plan: the same bits). head_dim 64 or 128. */
+ * (cuda_geom_decode_plan: the same bits). head_dim 64, 128 or 256
+ * (kernels/cuda_geom.h: 256 on GPUs of 227 KiB of shared memory a block). */
 #ifndef TRAM_KERN_CUDA_ATTN_DECODE_CUH
 #define TRAM_KERN_CUDA_ATTN_DECODE_CUH
 

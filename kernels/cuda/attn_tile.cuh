@@ -252,6 +252,16 @@ static __device__ __forceinline__ float attn_finish(float acc, float L) {
   return L > 0.f ? __fdiv_rn(acc, L) : 0.f;
 }
 
+/* The row's sum with head h's learned sink (gpt-oss, kern_attn_args_t.sinks
+ * [n_heads], NULL: none), taken once after every split is merged, as the
+ * CPU's attn_finish: exp(sink - max) joins L (M in the log2 domain), so
+ * every path and split count gives the same bits; L = 0 (no key) stays 0
+ * (a zero row); an overflow makes L inf and the row 0, the limit. */
+static __device__ __forceinline__ float attn_sink_sum(float L, float M, const float *sinks, int h) {
+  if (!sinks || !(L > 0.f)) return L;
+  return __fadd_rn(L, exp2f(__fsub_rn(__fmul_rn(sinks[h], ATTN_LOG2E), M)));
+}
+
 /* Loads one K and V tile (keys j0 .. j0 + ATTN_TILE - 1) into shared memory
  * with cp.async, all `nthreads` threads of the block cooperating. Key j < kmax
  * comes from row row_of(j) of k/v (element offset row * row_stride + head_off);

@@ -24,6 +24,7 @@ typedef struct prefill_params {
   float scale_log2;               /* scale * log2(e) */
   int window;                     /* sliding window (kern_attn_args_t), 0: none */
   float scale, softcap;           /* kern_attn_args_t's: the soft-capped score needs the plain scale */
+  const float *sinks;             /* [n_heads] learned sinks (gpt-oss), or NULL */
 } prefill_params;
 
 /* tiles[b] = sum of cuda_geom_prefill_tiles(q_len, route) over sequences
@@ -141,10 +142,11 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(cons
   for (int ri = 0; ri < 2; ri++) {
     if (row[ri] >= q_len) continue;
     float *o = p.out + ((int64_t)(q0 + row[ri]) * p.n_heads + h) * D + 2 * t;
+    const float Ls = attn_sink_sum(L[ri], M[ri], p.sinks, h);
 #pragma unroll
     for (int j = 0; j < D / 8; j++)
-      *(float2 *)(o + 8 * j) = make_float2(attn_finish(ACC[(4 * j + 2 * ri) * 32], L[ri]),
-                                           attn_finish(ACC[(4 * j + 2 * ri + 1) * 32], L[ri]));
+      *(float2 *)(o + 8 * j) = make_float2(attn_finish(ACC[(4 * j + 2 * ri) * 32], Ls),
+                                           attn_finish(ACC[(4 * j + 2 * ri + 1) * 32], Ls));
   }
 }
 
@@ -207,14 +209,17 @@ static void varlen(kern_backend_t *be, const kern_attn_args_t *a, bool paged) {
   p.window = a->sliding_window;
   p.scale = a->scale;
   p.softcap = a->softcap;
+  p.sinks = a->sinks;
   /* paged: the sequences of one row go to the decode kernels (the same
    * bits, kernels/cuda_geom.h cuda_geom_routed_to_decode); a batch of them
    * only (max_seqlen_q 1) starts no prefill block */
   if (!paged || a->max_seqlen_q > 1) {
     if (a->head_dim == 64)
       paged ? prefill_launch<64, true>(cu, p, a, 1) : prefill_launch<64, false>(cu, p, a, 0);
-    else
+    else if (a->head_dim == 128)
       paged ? prefill_launch<128, true>(cu, p, a, 1) : prefill_launch<128, false>(cu, p, a, 0);
+    else
+      paged ? prefill_launch<256, true>(cu, p, a, 1) : prefill_launch<256, false>(cu, p, a, 0);
   }
   if (paged) kern_cuda__decode_rows(cu, a, a->cu_seq_lens_q, a->cu_seq_lens_k);
 }
@@ -226,7 +231,8 @@ void kern_cuda__attn_varlen_paged(kern_backend_t *be, const kern_attn_args_t *a)
 }
 
 static_assert(prefill_smem<64, true>() == CUDA_GEOM_PREFILL_SMEM(64) &&
-                  prefill_smem<128, true>() == CUDA_GEOM_PREFILL_SMEM(128),
+                  prefill_smem<128, true>() == CUDA_GEOM_PREFILL_SMEM(128) &&
+                  prefill_smem<256, true>() == CUDA_GEOM_PREFILL_SMEM(256),
               "kernels/cuda_geom.h sizes the prefill kernel's shared memory");
 
 /* Raises the limit of one variant when it fits the GPU (*err: the first failure). */
@@ -243,5 +249,7 @@ cudaError_t kern_cuda__attn_varlen_init(size_t smem_optin) {
   raise_smem_limit<64, true>(smem_optin, &err);
   raise_smem_limit<128, false>(smem_optin, &err);
   raise_smem_limit<128, true>(smem_optin, &err);
+  raise_smem_limit<256, false>(smem_optin, &err);
+  raise_smem_limit<256, true>(smem_optin, &err);
   return err;
 }

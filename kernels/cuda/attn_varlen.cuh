@@ -10,7 +10,7 @@
  * query row bitwise the same as attn_decode's for the same keys.
  * The grid holds one block per row tile of the batch and head
  * (kernels/cuda_geom.h), not max_seqlen_q's tiles for every sequence.
- * Supported head_dim: 64 and 128 (model load refuses others). */
+ * Supported head_dim: 64, 128 and 256 (model load refuses others). */
 #ifndef TRAM_KERN_CUDA_ATTN_VARLEN_CUH
 #define TRAM_KERN_CUDA_ATTN_VARLEN_CUH
 

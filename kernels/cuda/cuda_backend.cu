@@ -10,10 +10,12 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/embed.cuh"
 #include "kernels/cuda/gather_rows.cuh"
+#include "kernels/cuda/gdn.cuh"
 #include "kernels/cuda/graph.cuh"
 #include "kernels/cuda/kv_gather.cuh"
 #include "kernels/cuda/kv_write.cuh"
 #include "kernels/cuda/matmul.cuh"
+#include "kernels/cuda/moe.cuh"
 #include "kernels/cuda/rmsnorm.cuh"
 #include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/sample.cuh"
@@ -127,7 +129,8 @@ static void cuda_upload_async(kern_backend_t *be, void *dst, const void *src, si
   cu->upload_pending = 1;
 }
 
-/* The layout, then the GPU's shared memory (sm_86/89: no head_dim 128),
+/* The layout, then the GPU's shared memory (sm_86/89: no head_dim 128;
+ * sm_80: no 256),
  * then the decode workspace: refused at model load, never mid-serving. */
 static int cuda_attn_supported(kern_backend_t *be, int n_heads, int n_kv_heads, int head_dim, char *err,
                                size_t err_len) {
@@ -176,7 +179,7 @@ static const kern_backend_t cuda_table = {
     .kv_type = KERN_BF16,
     .precision = KERN_PRECISION_EXACT, /* no fast kernels here (kern.h) */
     .attn_window_granule = 0,          /* the kernels' window start is not promised: release no block */
-    .attn_sinks = 0, /* no learned sinks in the CUDA attention: gpt-oss is refused at load */
+    .attn_sinks = 1, /* learned sinks joined once after the merge (attn_tile.cuh attn_sink_sum) */
     .destroy = cuda_destroy,
 
     .alloc = cuda_alloc,
@@ -200,12 +203,12 @@ static const kern_backend_t cuda_table = {
     .rope = kern_cuda__rope,
     .swiglu = kern_cuda__swiglu,
     .geglu = kern_cuda__geglu,
-    .swiglu_oai = NULL, /* gpt-oss runs on the CPU (model_load refuses it here) */
+    .swiglu_oai = kern_cuda__swiglu_oai,
     .scale = kern_cuda__scale,
     .add = kern_cuda__add,
     .add_bias = kern_cuda__add_bias,
     .gather_rows = kern_cuda__gather_rows,
-    .moe_combine = NULL, /* no MoE path yet: model_load refuses such models on CUDA (model/model_moe.h) */
+    .moe_combine = kern_cuda__moe_combine, /* the experts' GEMMs: one matmul per chosen expert (moe.cuh) */
 
     .kv_write = kern_cuda__kv_write,
     .kv_gather = kern_cuda__kv_gather,
@@ -213,11 +216,10 @@ static const kern_backend_t cuda_table = {
     .attn_varlen_paged = kern_cuda__attn_varlen_paged,
     .attn_decode = kern_cuda__attn_decode,
 
-    /* no Gated DeltaNet kernels yet: model load refuses hybrid models (qwen35) */
-    .gdn_conv = NULL,
-    .gdn_rule = NULL,
-    .sigmoid_mul = NULL,
-    .copy_cols = NULL,
+    .gdn_conv = kern_cuda__gdn_conv,
+    .gdn_rule = kern_cuda__gdn_rule,
+    .sigmoid_mul = kern_cuda__sigmoid_mul,
+    .copy_cols = kern_cuda__copy_cols,
     .sample = kern_cuda__sample,
 
     .graph_begin = kern_cuda__graph_begin,
@@ -324,8 +326,11 @@ kern_backend_t *kern_cuda_create(int device) {
     cuda_release(cu);
     return NULL;
   }
-  if (cuda_geom_attn_smem_fits(128, cu->smem_optin, why, sizeof why) != 0)
-    log_warn("cuda: %s: models of head_dim 128 will be refused (%s)", prop.name, why);
+  for (int d = 128; d <= 256; d *= 2)
+    if (cuda_geom_attn_smem_fits(d, cu->smem_optin, why, sizeof why) != 0) {
+      log_warn("cuda: %s: models of head_dim %d and up will be refused (%s)", prop.name, d, why);
+      break;
+    }
 
   log_info("cuda: %s (compute %d.%d, %d SMs, %.1f GiB), device %d", prop.name, prop.major,
            prop.minor, prop.multiProcessorCount, (double)prop.totalGlobalMem / (1 << 30), device);

@@ -3,11 +3,11 @@
  * kern.h: decode = varlen_paged = varlen for the same rows, a sequence alone
  * = the same sequence inside a batch, two runs = the same bits.
  *
- * Cases: the spec's two worked examples; head_dim 64 and 128; GQA ratios 1,
+ * Cases: the spec's two worked examples; head_dim 64, 128 and 256; GQA ratios 1,
  * 4, 8 (and 24: two head groups in decode); pages of 16 and 32; lengths 0, 1,
  * page - 1, page, page + 1, split boundaries (256, 257), 4096+; rows with
  * q_len > k_len; sliding windows around tiles, pages and splits (one with
- * soft-capped scores). Pages are shuffled, and every cache slot no sequence owns
+ * soft-capped scores); learned sinks (gpt-oss). Pages are shuffled, and every cache slot no sequence owns
  * holds NaN, so a wrong address shows up as a NaN. The reference uses the
  * f32 inputs before bf16 rounding. */
 #include <math.h>
@@ -27,6 +27,7 @@ typedef struct attn_cfg {
   int D, H, HKV, BS;
   int W; /* sliding window (kern_attn_args_t.sliding_window), 0: none */
   float CAP; /* score soft-cap (kern_attn_args_t.softcap), 0: none */
+  int SINK;  /* 1: a learned sink logit per head (kern_attn_args_t.sinks, gpt-oss) */
 } attn_cfg_t;
 
 /* One batch: host inputs, the paged cache and its packed copy. */
@@ -38,6 +39,7 @@ typedef struct acase {
   std::vector<float> q, k, v;    /* q [total_q][H][D]; k, v [total_k][HKV][D] (f32 originals) */
   std::vector<uint16_t> kc, vc;  /* cache bf16 [num_blocks * BS][HKV][D], NaN where unowned */
   std::vector<uint16_t> kp, vp;  /* packed bf16 [total_k][HKV][D] */
+  std::vector<float> sinks;      /* [H] when c.SINK */
 } acase_t;
 
 /* Builds a batch. bt_given (or NULL: shuffled pages) is [n_seqs][mbps].
@@ -82,6 +84,9 @@ static void build(gt_t *t, acase_t &a, attn_cfg_t c, const std::vector<int> &ql,
   gt_normal(t, a.q.data(), a.q.size(), 1.0f);
   gt_normal(t, a.k.data(), a.k.size(), 1.0f);
   gt_normal(t, a.v.data(), a.v.size(), 1.0f);
+  a.sinks.assign(c.SINK ? (size_t)c.H : 0, 0.0f);
+  gt_normal(t, a.sinks.data(), a.sinks.size(), 2.0f); /* scores are ~N(0, 1): the sink weighs in */
+  if (c.SINK) a.sinks[0] = 6.0f;                   /* and one head it dominates */
   a.kc.assign((size_t)a.num_blocks * c.BS * row, BF16_NAN);
   a.vc.assign(a.kc.size(), BF16_NAN);
   a.kp.resize((size_t)a.total_k * row + 1), a.vp.resize((size_t)a.total_k * row + 1);
@@ -127,6 +132,7 @@ static void reference(const acase_t &a, std::vector<double> &out, int sample) {
           mx = p[j] > mx ? p[j] : mx;
         }
         for (int j = lo; j < lim; j++) sum += (p[j] = exp(p[j] - mx));
+        if (a.c.SINK) sum += exp((double)a.sinks[h] - mx); /* in the denominator only */
         double *o = &out[((size_t)(a.cu_q[b] + i) * H + h) * D];
         for (int j = lo; j < lim; j++) {
           const float *vr = &a.v[((size_t)(a.cu_k[b] + j) * HKV + kvh) * D];
@@ -174,7 +180,7 @@ static int compare(gt_t *t, const char *name, const acase_t &a, const std::vecto
 typedef struct dcase {
   int32_t *cu_q, *cu_k, *bt, *seqlens;
   void *kc, *vc, *kp, *vp;
-  float *q, *out, *k_new, *v_new;
+  float *q, *out, *k_new, *v_new, *sinks;
 } dcase_t;
 
 static void upload(gt_t *t, const acase_t &a, dcase_t &d) {
@@ -188,10 +194,11 @@ static void upload(gt_t *t, const acase_t &a, dcase_t &d) {
   d.vp = gt_dev_from(t, a.vp.data(), a.vp.size() * 2);
   d.q = (float *)gt_dev_from(t, a.q.data(), a.q.size() * 4);
   d.out = (float *)gt_dev(t, ((size_t)a.total_q * a.c.H * a.c.D + 1) * 4);
+  if (a.c.SINK) d.sinks = (float *)gt_dev_from(t, a.sinks.data(), a.sinks.size() * 4);
 }
 
 static void release(gt_t *t, dcase_t &d) {
-  void *all[] = {d.cu_q, d.cu_k, d.bt, d.seqlens, d.kc, d.vc, d.kp, d.vp, d.q, d.out, d.k_new, d.v_new};
+  void *all[] = {d.cu_q, d.cu_k, d.bt, d.seqlens, d.kc, d.vc, d.kp, d.vp, d.q, d.out, d.k_new, d.v_new, d.sinks};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) gt_free(t, all[i]);
 }
 
@@ -224,6 +231,7 @@ static kern_attn_args_t args_of(const acase_t &a, const dcase_t &d) {
   x.cache_seqlens = d.seqlens, x.k_new = d.k_new, x.v_new = d.v_new;
   x.sliding_window = a.c.W;
   x.softcap = a.c.CAP;
+  x.sinks = d.sinks;
   return x;
 }
 
@@ -249,14 +257,15 @@ static void run_same(gt_t *t, attn_fn fn, const kern_attn_args_t &x, size_t n_ou
 }
 
 static const char *cfg_name(const attn_cfg_t &c, char *buf, size_t n) {
-  snprintf(buf, n, "D=%d H=%d HKV=%d page=%d window=%d softcap=%g", c.D, c.H, c.HKV, c.BS, c.W, c.CAP);
+  snprintf(buf, n, "D=%d H=%d HKV=%d page=%d window=%d softcap=%g%s", c.D, c.H, c.HKV, c.BS, c.W, c.CAP,
+           c.SINK ? " sinks" : "");
   return buf;
 }
 
 /* A varlen batch through attn_varlen (packed) and attn_varlen_paged. */
 static void check_varlen(gt_t *t, const char *what, attn_cfg_t c, const std::vector<int> &ql,
                          const std::vector<int> &kl, int sample) {
-  char cn[64], name[192];
+  char cn[80], name[192];
   cfg_name(c, cn, sizeof cn);
   acase_t a;
   build(t, a, c, ql, kl, NULL, 0, 0, NULL);
@@ -301,7 +310,7 @@ static void check_varlen(gt_t *t, const char *what, attn_cfg_t c, const std::vec
  * the last one appended by the kernel. */
 static void check_decode(gt_t *t, const char *what, attn_cfg_t c, const std::vector<int> &cs,
                          const int32_t *bt_given, int mbps, int num_blocks) {
-  char cn[64], name[192];
+  char cn[80], name[192];
   cfg_name(c, cn, sizeof cn);
   const int n = (int)cs.size();
   std::vector<int> ql(n, 1), kl(n);
@@ -380,7 +389,7 @@ static void check_decode(gt_t *t, const char *what, attn_cfg_t c, const std::vec
  * range, so a read would fault under memcheck) are never read, and the live
  * rows keep the bits they have in a batch without padding. */
 static void check_decode_padded(gt_t *t, attn_cfg_t c) {
-  char cn[64], name[192];
+  char cn[80], name[192];
   cfg_name(c, cn, sizeof cn);
   const std::vector<int> cs = {5, 300, c.BS - 1};
   const int live[] = {0, 2, 5}, np = 7; /* padded batch: live rows at 0, 2, 5; rows 1, 3, 4, 6 pad */
@@ -453,9 +462,19 @@ void gt_check_attn(gt_t *t) {
     for (int hi = 0; hi < 3; hi++)
       for (int bi = 0; bi < 2; bi++) {
         if (t->quick && (hi == 1 || bi == 1)) continue;
-        cfgs.push_back({Ds[di], HH[hi][0], HH[hi][1], BSs[bi], 0, 0});
+        cfgs.push_back({Ds[di], HH[hi][0], HH[hi][1], BSs[bi], 0, 0, 0});
       }
-  cfgs.push_back({128, 24, 1, 16, 0, 0}); /* ratio 24: two head groups in decode */
+  cfgs.push_back({128, 24, 1, 16, 0, 0, 0}); /* ratio 24: two head groups in decode */
+  /* head_dim 256 (Gemma 2/3, Qwen3.5's gated attention), where the GPU's
+   * blocks may take its 198 KiB of shared memory (sm_90; kernels/cuda_geom.h) */
+  char why[200];
+  const int d256 = cuda_geom_attn_smem_fits(256, kern_cuda(t->be)->smem_optin, why, sizeof why) == 0;
+  if (d256) {
+    cfgs.push_back({256, 8, 2, 16, 0, 0, 0});
+    if (!t->quick) cfgs.push_back({256, 4, 1, 32, 0, 0, 0});
+  } else {
+    gt_warn(t, "attn head_dim 256", "not run: %s", why);
+  }
 
   /* The spec's examples. */
   const int32_t spec_bt[] = {2, -1, -1, -1, 0, 1, -1, -1, 3, 5, 6, -1};
@@ -476,14 +495,30 @@ void gt_check_attn(gt_t *t) {
    * on tile (64), page and split (256) edges. */
   const int windows[] = {1, 16, 17, 64, 65, 256, 257, 5000};
   for (int w : windows) {
-    const attn_cfg_t c = {w % 2 ? 64 : 128, 8, 2, 16, w, w == 64 ? 1.5f : 0.0f}; /* and Gemma 2's soft-cap */
+    const attn_cfg_t c = {w % 2 ? 64 : 128, 8, 2, 16, w, w == 64 ? 1.5f : 0.0f, 0}; /* and Gemma 2's soft-cap */
     check_decode(t, "window: cache_seqlens [0,1,15,16,17,255,256,257,600]", c,
                  {0, 1, 15, 16, 17, 255, 256, 257, 600}, NULL, 0, 0);
     check_varlen(t, "window: lengths", c, {1, 17, 300, 9, 64}, {1, 17, 300, 700, 64}, 0);
   }
+  if (d256) { /* Gemma 3's sliding layers: a window of 512 keys */
+    const attn_cfg_t c = {256, 8, 1, 16, 512, 0.0f, 0};
+    check_decode(t, "window: cache_seqlens [0,300,511,512,513,1300]", c, {0, 300, 511, 512, 513, 1300}, NULL, 0, 0);
+    check_varlen(t, "window: lengths", c, {1, 600, 9}, {1, 600, 1300}, 0);
+  }
+  /* Learned sinks (gpt-oss: 64 query / 8 KV heads of 64, sliding layers of
+   * 128 keys beside full ones): joined once after the merge, so decode,
+   * varlen_paged and varlen keep their common bits, windows of splits too. */
+  for (int w : {0, 128}) {
+    const attn_cfg_t c = {64, 8, 1, 16, w, 0.0f, 1};
+    check_decode(t, "sinks: cache_seqlens [0,1,15,255,256,257,600,1100]", c, {0, 1, 15, 255, 256, 257, 600, 1100},
+                 NULL, 0, 0);
+    check_varlen(t, "sinks: lengths", c, {1, 17, 300, 9, 0, 64}, {1, 17, 300, 700, 3, 64}, 0);
+  }
+  check_decode(t, "sinks: cache_seqlens [5,300]", {128, 24, 1, 16, 0, 0.0f, 1}, {5, 300}, NULL, 0, 0);
+
   /* Padding rows (captured decode steps). */
-  check_decode_padded(t, {64, 8, 2, 16, 0, 0});
-  check_decode_padded(t, {128, 24, 1, 32, 0, 0});
+  check_decode_padded(t, {64, 8, 2, 16, 0, 0, 0});
+  check_decode_padded(t, {128, 24, 1, 32, 0, 0, 0});
   if (!t->quick) /* a long causal prefill: many row blocks and splits */
-    check_varlen(t, "long prefill q=k=4100", {128, 8, 2, 16, 0, 0}, {4100}, {4100}, 1);
+    check_varlen(t, "long prefill q=k=4100", {128, 8, 2, 16, 0, 0, 0}, {4100}, {4100}, 1);
 }

@@ -5,7 +5,7 @@
  *                                bit-for-bit promises of kern.h, captured
  *                                replays; exit 1 on any failure. GROUPs
  *                                (default all): ops weights attn sample
- *                                graph (tests/gpu/run-on-device.sh runs one
+ *                                graph families (tests/gpu/run-on-device.sh runs one
  *                                process per group: an abort costs one)
  *   gpu_check bench [--table F]  timings against measured ceilings (F: the
  *                                table, markdown)
@@ -22,7 +22,7 @@ static const struct {
   void (*fn)(gt_t *);
 } groups[] = {
     {"ops", gt_check_ops}, {"weights", gt_check_weights}, {"attn", gt_check_attn},
-    {"sample", gt_check_sample}, {"graph", gt_check_graph},
+    {"sample", gt_check_sample}, {"graph", gt_check_graph}, {"families", gt_check_families},
 };
 static constexpr int N_GROUPS = (int)(sizeof groups / sizeof groups[0]);
 
@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "check") == 0 || strcmp(argv[i], "bench") == 0)
       mode = argv[i];
     else {
-      fprintf(stderr, "usage: %s [--quick] [check [ops|weights|attn|sample|graph]... | bench [--table FILE]]\n",
+      fprintf(stderr, "usage: %s [--quick] [check [ops|weights|attn|sample|graph|families]... | bench [--table FILE]]\n",
               argv[0]);
       return 2;
     }

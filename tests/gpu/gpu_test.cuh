@@ -67,6 +67,7 @@ void gt_check_weights(gt_t *t);
 void gt_check_attn(gt_t *t);
 void gt_check_sample(gt_t *t);
 void gt_check_graph(gt_t *t);
+void gt_check_families(gt_t *t);
 int gt_bench(gt_t *t, const char *table_path);
 
 #endif

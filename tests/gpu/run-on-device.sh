@@ -18,10 +18,11 @@
 #             --Werror to the host compiler; another gcc warns elsewhere),
 #             warnings not fatal in the C either, cuBLAS as probed
 #   quick-G   CUDA_LAUNCH_BLOCKING=1 gpu_check --quick check G, for each
-#             group G of ops weights attn sample graph: every kernel vs
-#             float64 with every launch waited for (an error names its
-#             kernel); attn holds the padded-row case, graph the
-#             capture/replay and capture-fallback cases
+#             group G of ops weights attn sample graph families: every
+#             kernel vs float64 with every launch waited for (an error names its
+#             kernel); attn holds the padded-row and learned-sink cases,
+#             graph the capture/replay and capture-fallback cases, families
+#             Gated DeltaNet, the experts' sum and clamped SwiGLU
 #   check-G   CUDA_LAUNCH_BLOCKING=1 gpu_check check G: the full checks
 #   bench     gpu_check bench: kernel timings against the copy and cuBLAS
 #             GEMM ceilings measured in the same run (a skewed decode batch
@@ -72,7 +73,7 @@ BUDGET=${BUDGET:-390}
 OUT_DIR=${OUT_DIR:-}
 BUILT=${BUILT:-0}
 LIMIT_CAP=${LIMIT_CAP:-0}
-GROUPS_=(ops weights attn sample graph)
+GROUPS_=(ops weights attn sample graph families)
 BUILD=${BUILD:-build/gpu-device}
 CARRY=${CARRY:-build/gpu-carry}
 DEVICE=${DEVICE:-cuda}

@@ -24,7 +24,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "gpu" / "run-on-device.sh"
-CHECK_GROUPS = ["ops", "weights", "attn", "sample", "graph"]
+CHECK_GROUPS = ["ops", "weights", "attn", "sample", "graph", "families"]
 ORDER = (["probe", "build", "plan"] + [f"quick-{g}" for g in CHECK_GROUPS] + [f"check-{g}" for g in CHECK_GROUPS]
          + ["bench", "sdpa", "model", "e2e", "roofline", "e2e-nogr", "model8b", "memcheck"])
 GPU_STEPS = set(ORDER) - {"probe", "build", "plan", "sdpa"}
@@ -133,7 +133,7 @@ def test_an_aborting_group_costs_only_itself(tmp_path):
     p, (order, steps), (s_order, _), calls = fake_run(tmp_path, ABORT="weights")
     assert p.returncode == 1, p.stdout + p.stderr
     assert steps["quick-weights"][0].startswith("FAIL(") and steps["check-weights"][0].startswith("FAIL(")
-    for g in ["ops", "attn", "sample", "graph"]:
+    for g in ["ops", "attn", "sample", "graph", "families"]:
         assert steps[f"quick-{g}"][0] == "ok" and steps[f"check-{g}"][0] == "ok", (g, p.stdout)
     # one process per group, each told its group alone
     group_calls = [c for c in calls if " check " in c and "--quick" in c]
@@ -158,7 +158,7 @@ def test_a_hang_skips_every_later_gpu_step(tmp_path):
     for s in gpu_later:
         assert steps[s][0] == "skipped" and "quick-attn hung" in steps[s][1], steps[s]
     assert not any(" check attn" in c and "--quick" not in c for c in calls)  # the hang is not repeated
-    assert not any(c.split()[-1] in ("sample", "graph") for c in calls)
+    assert not any(c.split()[-1] in ("sample", "graph", "families") for c in calls)
     # the rows reached OUT_DIR as they ended, the timeout among them
     assert s_steps["quick-attn"][0] == "timeout" and s_order == order
 

@@ -141,11 +141,12 @@ static void head_layouts(void **state) {
   char err[160];
   assert_int_equal(cuda_geom_attn_supported(32, 8, 128, err, sizeof err), 0); /* Llama-3-8B */
   assert_int_equal(cuda_geom_attn_supported(9, 3, 64, err, sizeof err), 0);   /* the default model */
-  const int bad_d[] = {8, 32, 80, 96, 112, 256};
+  assert_int_equal(cuda_geom_attn_supported(8, 1, 256, err, sizeof err), 0);  /* Gemma 3, Qwen3.5 */
+  const int bad_d[] = {8, 32, 80, 96, 112, 192, 512}; /* 512: Gemma 4's full layers */
   for (size_t i = 0; i < sizeof bad_d / sizeof *bad_d; i++) {
     err[0] = 0;
     assert_int_equal(cuda_geom_attn_supported(8, 8, bad_d[i], err, sizeof err), -EINVAL);
-    assert_non_null(strstr(err, "head_dim 64 and 128"));
+    assert_non_null(strstr(err, "head_dim 64, 128 and 256"));
   }
   assert_int_equal(cuda_geom_attn_supported(9, 2, 64, err, sizeof err), -EINVAL);
   assert_non_null(strstr(err, "multiple"));
@@ -177,6 +178,15 @@ static void shared_memory_per_gpu(void **state) {
   assert_int_equal(cuda_geom_attn_smem_fits(128, 104448, err, sizeof err), 0); /* exactly enough */
   assert_int_equal(cuda_geom_attn_smem_fits(128, 104447, err, sizeof err), -ENOTSUP);
   assert_int_equal(cuda_geom_attn_smem_fits(64, 48 * 1024, err, sizeof err), -ENOTSUP); /* no opt-in at all */
+  /* head_dim 256: decode's 3 stages of 64 keys × 264 bf16 × (K, V) =
+   * 202,752 bytes (prefill: 2 stages + 4 warps × 32 × 4 × 32 f32 = 200,704):
+   * H100/H200 only; an A100 refuses it by name */
+  assert_int_equal(cuda_geom_attn_smem(256), 202752);
+  assert_int_equal(CUDA_GEOM_PREFILL_SMEM(256), 200704);
+  assert_int_equal(cuda_geom_attn_smem_fits(256, sm90, err, sizeof err), 0);
+  assert_int_equal(cuda_geom_attn_smem_fits(256, sm80, err, sizeof err), -ENOTSUP);
+  assert_non_null(strstr(err, "head_dim 256"));
+  assert_int_equal(cuda_geom_attn_smem_fits(256, sm86, err, sizeof err), -ENOTSUP);
 }
 
 /* Walks a plan as attn_decode.cu does: every split of every sequence once,

@@ -13,7 +13,7 @@
 
 /* A mixture of experts (model/model_moe.h): its keys read, the stacked
  * experts taken as per-expert views, a missing or mis-shaped expert tensor
- * named; a backend without moe_combine (the CUDA one) refuses the model. */
+ * named; a backend without moe_combine refuses the model. */
 static void mixture_of_experts(void **state) {
   (void)state;
   char err[512];

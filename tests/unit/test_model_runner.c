@@ -112,6 +112,35 @@ static void forward_batch_invariant(void **state) {
   }
 }
 
+/* The steps of the graph-mode tests: sequence s adds steps[i][s] tokens. */
+static const int graph_steps[][3] = {{4, 3, 2}, {1, 1, 1}, {1, 0, 1}, {1, 1, 1}, {0, 1, 0}, {1, 1, 1}, {1, 1, 0}};
+enum { GRAPH_STEPS = sizeof graph_steps / sizeof graph_steps[0] };
+
+/* Runs graph_steps on three runners of m (graphs off, PADDED, ON) and
+ * checks every real row has the same bits on all three; *padded and *on
+ * are left to the caller (its accounting, then rig_free). */
+static void run_graph_modes(model_t *m, rig_t *padded, rig_t *on) {
+  static const int32_t a[9] = {3, 1, 4, 1, 5, 9, 2, 6, 5}, b[8] = {6, 5, 3, 5, 8, 9, 7, 9}, c[6] = {9, 7, 9, 3, 2, 3};
+  const int32_t *toks[3] = {a, b, c};
+  rig_t plain;
+  rig_init(&plain, m, 16, 8);
+  rig_init_graphs(padded, m, 16, 8, MODEL_GRAPHS_PADDED);
+  rig_init_graphs(on, m, 16, 8, MODEL_GRAPHS_ON);
+  float want[16 * VOCAB], got[16 * VOCAB], got_on[16 * VOCAB];
+  for (int s = 0; s < GRAPH_STEPS; s++) {
+    int rows = 0;
+    for (int q = 0; q < 3; q++) rows += graph_steps[s][q];
+    tu_poison_f32(got, 16 * VOCAB);
+    tu_poison_f32(got_on, 16 * VOCAB);
+    assert_int_equal(rig_step(&plain, graph_steps[s], toks, want), 0);
+    assert_int_equal(rig_step(padded, graph_steps[s], toks, got), 0);
+    assert_int_equal(rig_step(on, graph_steps[s], toks, got_on), 0);
+    assert_memory_equal(got, want, (size_t)rows * VOCAB * sizeof(float));
+    assert_memory_equal(got_on, want, (size_t)rows * VOCAB * sizeof(float));
+  }
+  rig_free(&plain);
+}
+
 /* Decode steps padded to their bucket (model_graph.h, mode PADDED: what a
  * captured graph runs, issued kernel by kernel) give every real row the
  * same bits as unpadded steps: 3 and 1 sequences pad to 4 rows, 2 does
@@ -120,45 +149,74 @@ static void forward_batch_invariant(void **state) {
  * backend ON pads nothing (it has no graphs). */
 static void forward_padded_same_bits(void **state) {
   (void)state;
-  static const int32_t a[9] = {3, 1, 4, 1, 5, 9, 2, 6, 5}, b[8] = {6, 5, 3, 5, 8, 9, 7, 9}, c[6] = {9, 7, 9, 3, 2, 3};
-  const int32_t *toks[3] = {a, b, c};
   const tiny_t specs[2] = {{0}, {.arch = "qwen2", .qkv_bias = 1, .untied = 1}};
-  const int steps[][3] = {{4, 3, 2}, {1, 1, 1}, {1, 0, 1}, {1, 1, 1}, {0, 1, 0}, {1, 1, 1}, {1, 1, 0}};
-  const int n_steps = (int)(sizeof steps / sizeof steps[0]);
   for (int k = 0; k < 2; k++) {
     char err[512];
     model_t *m = load(&specs[k], err, sizeof err);
     if (!m) fail_msg("%s", err);
-    rig_t plain, padded, on;
-    rig_init(&plain, m, 16, 8);
-    rig_init_graphs(&padded, m, 16, 8, MODEL_GRAPHS_PADDED);
-    rig_init_graphs(&on, m, 16, 8, MODEL_GRAPHS_ON);
-    float want[16 * VOCAB], got[16 * VOCAB], got_on[16 * VOCAB];
-    for (int s = 0; s < n_steps; s++) {
-      int rows = 0;
-      for (int q = 0; q < 3; q++) rows += steps[s][q];
-      tu_poison_f32(got, 16 * VOCAB);
-      assert_int_equal(rig_step(&plain, steps[s], toks, want), 0);
-      assert_int_equal(rig_step(&padded, steps[s], toks, got), 0);
-      assert_int_equal(rig_step(&on, steps[s], toks, got_on), 0);
-      assert_memory_equal(got, want, (size_t)rows * VOCAB * sizeof(float));
-      assert_memory_equal(got_on, want, (size_t)rows * VOCAB * sizeof(float));
-    }
+    rig_t padded, on;
+    run_graph_modes(m, &padded, &on);
     model_graph_stats_t gs;
     model_runner_graph_stats(padded.run, &gs);
-    assert_int_equal(gs.eager, n_steps - 1); /* every step but the prefill */
+    assert_int_equal(gs.eager, GRAPH_STEPS - 1); /* every step but the prefill */
     assert_int_equal(gs.captured + gs.replayed + gs.failed, 0);
     model_runner_graph_stats(on.run, &gs);
     assert_int_equal(gs.eager + gs.captured + gs.replayed + gs.failed, 0);
     attn_stats_t as;
     attn_get_stats(model_runner_attn(padded.run), &as);
-    assert_int_equal(as.decode_steps, n_steps - 1);
+    assert_int_equal(as.decode_steps, GRAPH_STEPS - 1);
     assert_int_equal(as.decode_tokens, 3 + 2 + 3 + 1 + 3 + 2); /* real rows only */
-    rig_free(&plain);
     rig_free(&padded);
     rig_free(&on);
     model_destroy(m);
   }
+}
+
+/* A backend's graph hooks that must never run (moe_never_captured). */
+static int no_graph_begin(kern_backend_t *be) {
+  (void)be;
+  fail_msg("graph_begin: a mixture-of-experts step was captured");
+  return -1;
+}
+static kern_graph_t *no_graph_end(kern_backend_t *be) {
+  (void)be;
+  fail_msg("graph_end called");
+  return NULL;
+}
+static void no_graph_launch(kern_backend_t *be, kern_graph_t *g) {
+  (void)be, (void)g;
+  fail_msg("graph_launch called");
+}
+static void no_graph_destroy(kern_backend_t *be, kern_graph_t *g) {
+  (void)be;
+  if (g) fail_msg("graph_destroy of a graph");
+}
+
+/* A mixture of experts routes its rows on the host in the middle of the
+ * forward (model_moe.h: a download, which a CUDA capture may not hold), so
+ * its runner neither pads nor captures a decode step, even on a backend
+ * with graphs (here the CPU backend given hooks that fail the test): ON
+ * and PADDED give the unpadded bits and count no graph step. */
+static void moe_never_captured(void **state) {
+  (void)state;
+  const kern_backend_t own = *g_be;
+  g_be->graph_begin = no_graph_begin, g_be->graph_end = no_graph_end;
+  g_be->graph_launch = no_graph_launch, g_be->graph_destroy = no_graph_destroy;
+  char err[512];
+  model_t *m = load(&(tiny_t){.arch = "qwen3moe", .experts = 4}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  rig_t padded, on;
+  run_graph_modes(m, &padded, &on);
+  model_graph_stats_t gs;
+  model_runner_graph_stats(padded.run, &gs);
+  assert_int_equal(gs.eager + gs.captured + gs.replayed + gs.failed, 0);
+  model_runner_graph_stats(on.run, &gs);
+  assert_int_equal(gs.eager + gs.captured + gs.replayed + gs.failed, 0);
+  rig_free(&padded);
+  rig_free(&on);
+  model_destroy(m);
+  g_be->graph_begin = own.graph_begin, g_be->graph_end = own.graph_end;
+  g_be->graph_launch = own.graph_launch, g_be->graph_destroy = own.graph_destroy;
 }
 
 /* Bad batches and capacities are refused with -EINVAL / -E2BIG, bad
@@ -227,6 +285,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(forward_batch_invariant),
       cmocka_unit_test(forward_padded_same_bits),
+      cmocka_unit_test(moe_never_captured),
       cmocka_unit_test(runner_rejects_bad_input),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
