@@ -314,9 +314,14 @@ kern_backend_t *kern_cuda_create(int device) {
     cuda_release(cu);
     return NULL;
   }
-  CUBLAS_CHECK(cublasSetStream(cu->cublas, cu->stream));
-  CUBLAS_CHECK(cublasSetWorkspace(cu->cublas, cu->cublas_ws, KERN_CUDA_CUBLAS_WS_BYTES));
-  CUBLAS_CHECK(cublasSetPointerMode(cu->cublas, CUBLAS_POINTER_MODE_HOST));
+  st = cublasSetStream(cu->cublas, cu->stream);
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetWorkspace(cu->cublas, cu->cublas_ws, KERN_CUDA_CUBLAS_WS_BYTES);
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetPointerMode(cu->cublas, CUBLAS_POINTER_MODE_HOST);
+  if (st != CUBLAS_STATUS_SUCCESS) { /* create returns NULL, never aborts */
+    log_error("kern_cuda_create: cannot set up cuBLAS: %s", cublasGetStatusString(st));
+    cuda_release(cu);
+    return NULL;
+  }
   err = kern_cuda__attn_varlen_init(cu->smem_optin);
   if (err == cudaSuccess) err = kern_cuda__attn_decode_init(cu->smem_optin);
   if (err != cudaSuccess) {
