@@ -3,6 +3,7 @@
 #   make            build build/tram (CUDA objects too when nvcc is found)
 #   make run        set up everything, then serve the default model
 #   make test       set up everything, then run every test suite
+#   make test-long  the sweeps too long for make test (pytest -m long; CI runs it)
 #   make sanitize   build everything with ASan + UBSan into build/san/
 #   make model      fetch and verify the default model into models/
 #   make model-gemma3  fetch and verify Gemma 3 270M Q4_K_M (a test model)
@@ -195,7 +196,7 @@ ALL_OBJS := $(LIB_OBJS) $(CU_OBJS) $(BUILD)/obj/$(MAIN_SRC:.c=.o) \
 
 # --- build rules ------------------------------------------------------------
 
-.PHONY: tools fuzz fuzz-long soak fuzzers all unit-tests benches sanitize test test-unit test-python run model model-gemma3 venv \
+.PHONY: tools fuzz fuzz-long soak fuzzers all unit-tests benches sanitize test test-long test-unit test-python run model model-gemma3 venv \
         deps clean distclean install uninstall compile_commands.json cuda-check help
 
 all: $(TRAM) unit-tests benches tools
@@ -410,6 +411,14 @@ test: venv model model-gemma3
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory sanitize
 	$(Q)BUILD=$(BUILD) VENV=$(VENV) MODEL=$(MODEL) GEMMA3=$(GEMMA3_MODEL) scripts/run-tests.sh
+
+# The sweeps too long for make test (pytest marker `long`: the whole
+# structured-output corpus, every allocation-failure period, the accuracy
+# gates on Gemma 3 and of the quantizer); CI runs it after make test.
+test-long: venv model model-gemma3 $(TRAM) tools
+	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/san SANITIZER=address,undefined CUDA=0 FAULTS=1 $(BUILD)/san/tram
+	$(Q)TRAM_BUILD=$(BUILD) TRAM_BIN=$(TRAM) TRAM_SAN_BIN=$(BUILD)/san/tram TRAM_MODEL=$(MODEL) TRAM_GEMMA3=$(GEMMA3_MODEL) \
+		$(VENV)/bin/pytest -q -p no:cacheprovider -m long tests/integration tests/reference
 
 test-unit: all
 	$(Q)scripts/run-unit-tests.sh $(BUILD)/tests

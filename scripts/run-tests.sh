@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The body of `make test`, after the Makefile has built everything: the C unit
 # tests (plain and under ASan/UBSan), then the pytest suites against the real
-# model. Runs every stage even when an earlier one fails, then prints a summary
+# model (the sweeps marked `long` are left to `make test-long`, PYTEST_MARKS
+# picks others). Runs every stage even when an earlier one fails, then prints a summary
 # and exits non-zero if anything failed.
 set -uo pipefail
 
@@ -36,7 +37,8 @@ if ls tests/fuzz/fuzz_*.c >/dev/null 2>&1; then
 fi
 # pytest exits 5 when it collects nothing: that is a failure here too.
 stage "pytest" env TRAM_BUILD="$BUILD" TRAM_BIN="$BUILD/tram" TRAM_SAN_BIN="$BUILD/san/tram" TRAM_MODEL="$MODEL" \
-  TRAM_GEMMA3="$GEMMA3" "$VENV/bin/pytest" -q -p no:cacheprovider $(ls -d tests/integration tests/reference 2>/dev/null)
+  TRAM_GEMMA3="$GEMMA3" "$VENV/bin/pytest" -q -p no:cacheprovider -m "${PYTEST_MARKS:-not long}" \
+  $(ls -d tests/integration tests/reference 2>/dev/null)
 
 echo
 echo "=================== summary ==================="

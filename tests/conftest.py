@@ -54,3 +54,9 @@ def tool(build_dir):
         return path
 
     return find
+
+
+def pytest_configure(config):
+    # `make test` runs `-m "not long"`; `make test-long` (CI runs it after
+    # make test) runs the sweeps marked long: the same checks at full size.
+    config.addinivalue_line("markers", "long: a sweep too long for make test; run by make test-long and CI")

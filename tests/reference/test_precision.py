@@ -45,6 +45,7 @@ def test_fast_precision_gates(tool, model_path, ids, default_ref, tmp_path):
     assert gate_failures(fe, res["matmul_nmse"]["max"]) == []
 
 
+@pytest.mark.long  # make bench-accuracy runs the full form on both models
 def test_fast_precision_gates_gemma(tool, tmp_path):
     gemma_path = gemma3_path()
     ids = tokenize(tool("tokenize"), gemma_path, read_text())

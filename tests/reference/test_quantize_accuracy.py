@@ -25,6 +25,7 @@ def f16_model(model_path, tmp_path_factory):
     return dst
 
 
+@pytest.mark.long
 def test_quantize_accuracy_gates(tool, f16_model, tmp_path):
     ids = tokenize(tool("tokenize"), f16_model, read_text())[:TOKENS]
     res = evaluate(tool("forward"), f16_model, ids, TOKENS, list(GATES), tmp_path, threads=2, log=lambda *a: None)
