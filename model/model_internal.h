@@ -66,7 +66,8 @@ struct model {
   kern_weight_t pl_embd;   /* [n_layers ple_dim, n_vocab] per_layer_token_embd */
   kern_weight_t pl_proj;   /* [n_layers ple_dim, dim] per_layer_model_proj */
   float *pl_proj_norm;     /* device [ple_dim] per_layer_proj_norm */
-  float *inv_freq_full_dev; /* device [head_dim_full / 2]: the full layers' (0 past rot_dim_full / 2) */
+  float *inv_freq_full_dev; /* device [head_dim_full / 2]: the full layers' (divided by rope_freqs.weight) */
+  float *inv_freq_full;     /* host [head_dim_full / 2]: the same */
   float *ones;             /* device [max head_dim]: the weight of v_norm, an RMSNorm without one */
   int *cache_kv_heads, *cache_head_dim; /* [n_attn_layers] host: the cache's per-layer geometry */
 };
@@ -96,11 +97,21 @@ int model__load_matrix(loader_t *ld, const char *name, int64_t rows, int64_t col
 int model__load_vector(loader_t *ld, const char *name, int64_t n, float **dst, int required);
 /* The F32 tensor `name` of one element, read on the host into *out. */
 int model__load_scalar(loader_t *ld, const char *name, float *out);
+/* The F32 vector `name` of n elements, read on the host into out[n]; a
+ * missing optional one leaves out as it is. 0 or -EINVAL. */
+int model__load_host(loader_t *ld, const char *name, int64_t n, float *out, int required);
 
-/* Gemma 4 (model_gemma4.c). The gemma4.* keys beyond the common ones into
- * hp (refusing a GGUF file not written by hf/); 0 or -EINVAL naming the
- * key. */
+/* The Gemma families' keys (model_gemma_hparams.c), on top of the common
+ * ones: Gemma 2 and 3's block (version 2 or 3), and Gemma 4's keys as
+ * llama.cpp writes them. 0 or -EINVAL naming the key. The `<arch>.` keys
+ * each reads beyond the common ones (NULL-terminated). */
+int model__gemma_hparams(const gguf_ctx_t *g, const char *arch, int version, model_hparams_t *hp, char *err,
+                         size_t err_len);
 int model__gemma4_hparams(const gguf_ctx_t *g, const char *arch, model_hparams_t *hp, char *err, size_t err_len);
+extern const char *const model__gemma_keys[];
+extern const char *const model__gemma4_keys[];
+
+/* Gemma 4 (model_gemma4.c). */
 /* The tensors of the per-layer inputs (model-wide), and layer l's. */
 int model__gemma4_load_globals(loader_t *ld);
 int model__gemma4_load_layer(loader_t *ld, int l);

@@ -214,16 +214,18 @@ int model__load_vector(loader_t *ld, const char *name, int64_t n, float **dst, i
   return load_vector(ld, name, n, dst, required);
 }
 
-int model__load_scalar(loader_t *ld, const char *name, float *out) {
+int model__load_host(loader_t *ld, const char *name, int64_t n, float *out, int required) {
   int bad = 0;
-  const gguf_tensor_t *t = find(ld, name, 1, 0, 1, &bad);
+  const gguf_tensor_t *t = find(ld, name, n, 0, required, &bad);
   if (t && t->type != KERN_F32) {
     snprintf(ld->err, ld->err_len, "tensor '%s' is not F32", name);
     return -EINVAL;
   }
-  if (t) memcpy(out, t->data, sizeof *out);
-  return t ? 0 : -EINVAL;
+  if (t) memcpy(out, t->data, (size_t)n * sizeof *out);
+  return bad ? -EINVAL : 0;
 }
+
+int model__load_scalar(loader_t *ld, const char *name, float *out) { return model__load_host(ld, name, 1, out, 1); }
 
 /* A hybrid's Gated DeltaNet layer (model_gdn.c): its token mixer, then the
  * MLP with post_attention_norm as its input norm (qwen35's naming). */

@@ -9,9 +9,11 @@ For each family:
   cannot be fixed in advance: the chat prompt, whose template prints
   today's date);
 - tram's logits from the folder, and from the GGUF that llama.cpp's
-  converter conventions give for it (written here with the `gguf` package;
-  SmolLM3 only: tram reads Gemma 4 from folders only), are within rel. L2
-  1e-3 of transformers' at every position, same argmax;
+  converter conventions give for it (written with the `gguf` package:
+  SmolLM3 here, Gemma 4 by hf_gguf.write_gemma4 — llama.cpp's own keys,
+  per-layer arrays and rope_freqs.weight), are within rel. L2 1e-3 of
+  transformers' at every position, same argmax, and the two forms' logits
+  agree to 1e-6 (the GGUF path and the folder path are one model);
 - tram tokenizes the prompts as transformers did, and its greedy
   continuations (`tram generate`) are transformers' token for token — alone,
   in batches with staggered arrivals, and preempted in a tiny cache (for
@@ -36,7 +38,7 @@ import numpy as np
 import pytest
 from gemma4_ref import Gemma4Ref
 from gguf_copy import finish
-from hf_gguf import add_bpe_vocab, add_f32, hparams, permute
+from hf_gguf import add_bpe_vocab, add_f32, hparams, permute, write_gemma4
 from hf_ref import HfRef, load_safetensors
 from safetensors.numpy import save_file
 from test_forward import run_plan
@@ -112,11 +114,12 @@ def ref(family):
 
 @pytest.fixture(scope="module")
 def models(family, tmp_path_factory):
-    """The family's folder, and its GGUF form where tram reads one (SmolLM3)."""
-    if family == "gemma4":
-        return [DATA / family]
+    """The family's folder, and its GGUF form as llama.cpp's converter writes it."""
     p = tmp_path_factory.mktemp("gguf") / f"{family}.gguf"
-    write_gguf(DATA / family, p)
+    if family == "gemma4":
+        finish(write_gemma4(DATA / family, p, load_safetensors(DATA / family / "model.safetensors")))
+    else:
+        write_gguf(DATA / family, p)
     return [DATA / family, p]
 
 
@@ -137,10 +140,16 @@ def test_reference_matches_transformers(family, ref):
 
 def test_logits_from_folder_and_gguf(family, tool, tmp_path, models):
     cases = expected(family)
+    forms = []
     for model in models:
         got = forward(tool, model, [ids for ids, _, _ in cases], tmp_path)
         for g, (_, want, _) in zip(got, cases):
             check_logits(g, want)
+        forms.append(got)
+    for folder, gguf_form in zip(*forms):  # one model either way
+        diff = np.abs(folder - gguf_form).max() / np.abs(folder).max()
+        print(f"folder vs GGUF: max |diff| / max |logit| {diff:.1e}")
+        assert diff <= 1e-6, diff
 
 
 def test_greedy_alone_batched_and_preempted(family, tram_bin, tmp_path, models):
@@ -301,15 +310,30 @@ def test_refused_with_the_reason(family, case, tool, tmp_path):
     assert want in err, err
 
 
-def test_gguf_gemma4_refused(tool, tmp_path):
-    """A GGUF of llama.cpp's gemma4 architecture is refused: tram reads Gemma 4 from folders only."""
+G4_GGUF_REFUSED = {  # llama.cpp's gemma4 keys and tensors that tram does not run, each refused by name
+    "non-periodic pattern": (lambda w: w.add_sliding_window_pattern([True, False, True, True, True, False]),
+                             "layer 3 breaks the periodic pattern of a full layer every 2"),
+    "pattern of another length": (lambda w: w.add_sliding_window_pattern([True, True, False]),
+                                  "not a bool array of block_count"),
+    "a sliding layer's own KV heads": (lambda w: w.add_head_count_kv([2, 1, 1, 2, 2, 1]),
+                                       "layer 1 has 1, another of its kind 2 (tram runs one value per layer type)"),
+    "an owner's own MLP width": (lambda w: w.add_feed_forward_length([96, 96, 96, 48, 192, 192]),
+                                 "feed_forward_length': layer 3 has 48"),
+    "partial rotation by count": (lambda w: w.add_rope_dimension_count_swa(8), "rotates whole heads"),
+    "a zero divisor": (lambda w: setattr(w.tensors[0]["rope_freqs.weight"], "tensor", np.zeros(16, np.float32)),
+                       "element 0 is 0, not a positive finite divisor"),
+    "no rope_freqs": (lambda w: w.tensors[0].pop("rope_freqs.weight"), "tensor 'rope_freqs.weight' is missing"),
+    "no KV source": (lambda w: (w.add_shared_kv_layers(5), w.add_feed_forward_length(96)),
+                     "layer 2 has no earlier layer of its type"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(G4_GGUF_REFUSED))
+def test_gemma4_gguf_refused_with_the_reason(case, tool, tmp_path):
+    edit, message = G4_GGUF_REFUSED[case]
     p = tmp_path / "gemma4.gguf"
-    w = gguf.GGUFWriter(str(p), "gemma4")
-    w.add_block_count(1)
-    w.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    w = write_gemma4(DATA / "gemma4", p, load_safetensors(DATA / "gemma4" / "model.safetensors"))
+    edit(w)
+    finish(w)
     err = refusal(tool, p, tmp_path)
-    assert "tram runs Gemma 4 from a Hugging Face folder only, not from llama.cpp's GGUF form yet" in err, err
+    assert message in err, err
