@@ -31,8 +31,12 @@
  *   attention_k_eq_v        no key: the full layers have no v_proj, so no
  *                           attn_v, which tells the model
  *   final_logit_softcapping → final_logit_softcapping
- * Refused by name: enable_moe_block (the MoE block), use_bidirectional_
- * attention, attention_bias, other RoPE types or a proportional factor. */
+ *   enable_moe_block        num_experts → expert_count, top_k_experts →
+ *                           expert_used_count, moe_intermediate_size →
+ *                           expert_feed_forward_length (the router and
+ *                           experts of every layer: hf_open.c)
+ * Refused by name: use_bidirectional_attention, attention_bias, other RoPE
+ * types or a proportional factor. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,14 +147,27 @@ static int rope_of(const cJSON *cfg, const char *type, int head_dim, int allow_p
 
 int hf__gemma4_config(gguf_build_t *b, const cJSON *cfg, const char *a, int n_layers, int head_dim, int n_kv_heads,
                       char *err, size_t err_len) {
-  static const char *const refused[] = {"enable_moe_block", "use_bidirectional_attention", "attention_bias"};
+  static const char *const refused[] = {"use_bidirectional_attention", "attention_bias"};
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
     const cJSON *v = field(cfg, refused[i]);
     if (v && !cJSON_IsNull(v) && !cJSON_IsFalse(v)) {
-      snprintf(err, err_len, "config.json: %s is not something tram runs for Gemma 4 yet%s", refused[i],
-               i == 0 ? " (the MoE block: docs/models.md)" : "");
+      snprintf(err, err_len, "config.json: %s is not something tram runs for Gemma 4 yet", refused[i]);
       return -EINVAL;
     }
+  }
+  long long n_expert = 0, n_used = 0, expert_ff = 0;
+  const cJSON *moe = field(cfg, "enable_moe_block");
+  if (moe && !cJSON_IsNull(moe) && !cJSON_IsBool(moe)) {
+    snprintf(err, err_len, "config.json: enable_moe_block is not a boolean");
+    return -EINVAL;
+  }
+  if (cJSON_IsTrue(moe)) { /* every layer's MLP with the experts beside it */
+    const cJSON *eff = field(cfg, "moe_intermediate_size");
+    if (!eff || cJSON_IsNull(eff)) eff = field(cfg, "expert_intermediate_size");
+    if (hf__int(field(cfg, "num_experts"), "config.json: num_experts", -1, 1, 4096, &n_expert, err, err_len) ||
+        hf__int(field(cfg, "top_k_experts"), "config.json: top_k_experts", -1, 1, n_expert, &n_used, err, err_len) ||
+        hf__int(eff, "config.json: moe_intermediate_size", -1, 1, 1 << 20, &expert_ff, err, err_len))
+      return -EINVAL;
   }
   long long pattern = 0, hd_full = 0, kv_full = 0, ple = 0, ple_vocab = 0, vocab = 0, shared = 0, ff = 0;
   const cJSON *types = field(cfg, "layer_types");
@@ -237,6 +254,11 @@ int hf__gemma4_config(gguf_build_t *b, const cJSON *cfg, const char *a, int n_la
   F32("rope.freq_base", theta_full);
   F32("rope.freq_base_swa", theta);
   if (cap > 0) F32("final_logit_softcapping", cap);
+  if (n_expert > 0) {
+    U32("expert_count", n_expert);
+    U32("expert_used_count", n_used);
+    U32("expert_feed_forward_length", expert_ff);
+  }
 #undef U32
 #undef F32
 #undef KEY

@@ -18,8 +18,12 @@
  *       attended through that layer's cache (written again with the same
  *       values: the attention writes what it is given, bit for bit);
  *     x += rmsnorm(attn(q, k, v) · Woᵀ) · post_attention_norm   (scores · 1)
- *     x += rmsnorm(geglu(h · Wgateᵀ, h · Wupᵀ) · Wdownᵀ) · post_ffw_norm,
- *          h = rmsnorm(x) · ffn_norm
+ *     x += rmsnorm(m) · post_ffw_norm, m = geglu(h · Wgateᵀ, h · Wupᵀ) · Wdownᵀ,
+ *          h = rmsnorm(x) · ffn_norm; with the MoE block (a layer with
+ *          ffn_gate_inp: the 26B-A4B's), m = rmsnorm(m) · post_ffw_norm_1
+ *          + rmsnorm(moe(rmsnorm(x) · pre_ffw_norm_2)) · post_ffw_norm_2,
+ *          the router reading rmsnorm(x) · ffn_gate_inp.scale · dim^-½
+ *          (model_moe.h)
  *     x += rmsnorm(geglu(x · inp_gateᵀ, pli[:, l]) · projᵀ) · post_norm
  *     x *= layer_output_scale
  *   RoPE by layer type, rotate_half over the whole head: the sliding
@@ -125,6 +129,17 @@ int model__gemma4_load_layer(loader_t *ld, int l) {
   if (rc == 0) rc = model__load_matrix(ld, NAME("ffn_up.weight"), ff, dim, &L->w_up);
   if (rc == 0) rc = model__load_matrix(ld, NAME("ffn_down.weight"), dim, ff, &L->w_down);
   if (rc == 0) rc = model__load_vector(ld, NAME("post_ffw_norm.weight"), dim, &L->post_ffn_norm, 1);
+  /* the MoE block, where the layer has a router (as llama.cpp decides it) */
+  if (rc == 0 && gguf_find_tensor(ld->m->gguf, NAME("ffn_gate_inp.weight"))) {
+    if (hp->n_expert == 0) {
+      snprintf(ld->err, ld->err_len, "tensor '%s': a router, but no experts (key 'gemma4.expert_count')", name);
+      return -EINVAL;
+    }
+    rc = model__load_moe(ld, l);
+    if (rc == 0) rc = model__load_vector(ld, NAME("pre_ffw_norm_2.weight"), dim, &L->moe_pre_norm, 1);
+    if (rc == 0) rc = model__load_vector(ld, NAME("post_ffw_norm_1.weight"), dim, &L->mlp_post_norm, 1);
+    if (rc == 0) rc = model__load_vector(ld, NAME("post_ffw_norm_2.weight"), dim, &L->moe_post_norm, 1);
+  }
   if (rc == 0 && hp->ple_dim > 0) {
     rc = model__load_matrix(ld, NAME("inp_gate.weight"), hp->ple_dim, dim, &L->w_pl_gate);
     if (rc == 0) rc = model__load_matrix(ld, NAME("proj.weight"), dim, hp->ple_dim, &L->w_pl_proj);
@@ -181,6 +196,11 @@ int model__gemma4_io_alloc(kern_backend_t *be, const model_hparams_t *hp, int T,
     ALLOC(io->k[i], t * kv[i] * f);
     ALLOC(io->v[i], t * kv[i] * f);
   }
+  if (hp->n_expert > 0) {
+    ALLOC(io->mx, t * (size_t)hp->dim * f);
+    ALLOC(io->mr, t * (size_t)hp->dim * f);
+    ALLOC(io->my, t * (size_t)hp->dim * f);
+  }
   if (lp > 0) {
     ALLOC(io->pli, t * lp * f);
     ALLOC(io->plc, t * lp * f);
@@ -192,7 +212,7 @@ int model__gemma4_io_alloc(kern_backend_t *be, const model_hparams_t *hp, int T,
 }
 
 void model__gemma4_io_free(kern_backend_t *be, model_g4_io_t *io) {
-  void *bufs[] = {io->k[0], io->k[1], io->v[0], io->v[1], io->pli, io->plc, io->pg, io->pl};
+  void *bufs[] = {io->k[0], io->k[1], io->v[0], io->v[1], io->pli, io->plc, io->pg, io->pl, io->mx, io->mr, io->my};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(be, bufs[i]);
 }
 
@@ -255,6 +275,14 @@ int model__gemma4_layers(const model_t *m, attn_t *attn, model_g4_io_t *io, int 
     be->matmul(be, io->up, io->h, &w->w_up, T);
     be->geglu(be, io->gate, io->gate, io->up, ff);
     be->matmul(be, io->proj, io->gate, &w->w_down, T);
+    if (w->moe) { /* the MoE block beside the MLP, both reading the residual stream x */
+      be->rmsnorm(be, io->proj, io->proj, w->mlp_post_norm, T, dim, hp->rms_eps);
+      be->rmsnorm(be, io->mx, io->x, w->moe_pre_norm, T, dim, hp->rms_eps);
+      be->rmsnorm(be, io->mr, io->x, w->moe->router_norm, T, dim, hp->rms_eps);
+      model__moe_forward(be, hp, w->moe, io->moe, io->my, io->mx, io->mr, T);
+      be->rmsnorm(be, io->my, io->my, w->moe_post_norm, T, dim, hp->rms_eps);
+      be->add(be, io->proj, io->proj, io->my, n);
+    }
     be->rmsnorm(be, io->proj, io->proj, w->post_ffn_norm, T, dim, hp->rms_eps);
     be->add(be, io->x, io->x, io->proj, n);
     if (P > 0) { /* the per-layer input, gated by the stream */

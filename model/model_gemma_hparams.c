@@ -41,7 +41,8 @@ const char *const model__gemma_keys[] = {"attn_logit_softcapping", "final_logit_
 const char *const model__gemma4_keys[] = {"attention.sliding_window_pattern", "attention.key_length_swa",
                                           "attention.value_length_swa", "attention.shared_kv_layers",
                                           "embedding_length_per_layer_input", "rope.dimension_count_swa",
-                                          "rope.freq_base_swa", "final_logit_softcapping", NULL};
+                                          "rope.freq_base_swa", "final_logit_softcapping", "expert_count",
+                                          "expert_used_count", "expert_feed_forward_length", NULL};
 
 /* A float key `<arch>.<name>` >= 0 (0: the feature is off), def when absent. */
 static int get_nonneg_float(const gguf_ctx_t *g, const char *arch, const char *name, float def, float *out,

@@ -40,6 +40,9 @@ typedef struct model_layer {
   kern_weight_t w_pl_gate; /* [ple_dim, dim] inp_gate: the per-layer input's gate */
   kern_weight_t w_pl_proj; /* [dim, ple_dim] proj */
   float *pl_norm;          /* [dim] post_norm */
+  float *moe_pre_norm;     /* [dim] pre_ffw_norm_2: the experts' input norm (a layer with the MoE block) */
+  float *mlp_post_norm;    /* [dim] post_ffw_norm_1: the dense MLP's output norm there */
+  float *moe_post_norm;    /* [dim] post_ffw_norm_2: the experts' output norm */
   float layer_scale;       /* layer_output_scale: x *= it at the layer's end */
 } model_layer_t;
 
@@ -97,6 +100,8 @@ int model__load_matrix(loader_t *ld, const char *name, int64_t rows, int64_t col
 int model__load_vector(loader_t *ld, const char *name, int64_t n, float **dst, int required);
 /* The F32 tensor `name` of one element, read on the host into *out. */
 int model__load_scalar(loader_t *ld, const char *name, float *out);
+/* Layer l's router and experts (a sparse layer: model_moe.h) into its moe. */
+int model__load_moe(loader_t *ld, int l);
 /* The F32 vector `name` of n elements, read on the host into out[n]; a
  * missing optional one leaves out as it is. 0 or -EINVAL. */
 int model__load_host(loader_t *ld, const char *name, int64_t n, float *out, int required);
@@ -129,6 +134,8 @@ typedef struct model_g4_io {
   float *plc;         /* [T, n_layers ple_dim] scratch: their context part */
   float *pg;          /* [T, ple_dim] a layer's gate */
   float *pl;          /* [T, ple_dim] a layer's input */
+  float *mx, *mr, *my; /* [T, dim] each, with the MoE block: the experts' input, the router's, their output */
+  struct model_moe_scratch *moe; /* the runner's (not owned), set before each step; NULL: no MoE block */
 } model_g4_io_t;
 
 /* Allocates the gemma4-only buffers of io for T rows (0, or -ENOMEM with

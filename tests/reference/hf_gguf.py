@@ -90,6 +90,11 @@ GEMMA4_LAYER = {
     "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
     "per_layer_input_gate": "inp_gate", "per_layer_projection": "proj", "post_per_layer_input_norm": "post_norm",
     "layer_scalar": "layer_output_scale",
+    # the MoE block (enable_moe_block): the converter's modify_tensors and gguf-py's tensor map
+    "router.proj": "ffn_gate_inp", "router.scale": "ffn_gate_inp.scale", "router.per_expert_scale":
+    "ffn_down_exps.scale", "experts.gate_up_proj": "ffn_gate_up_exps", "experts.down_proj": "ffn_down_exps",
+    "pre_feedforward_layernorm_2": "pre_ffw_norm_2", "post_feedforward_layernorm_1": "post_ffw_norm_1",
+    "post_feedforward_layernorm_2": "post_ffw_norm_2",
 }
 GEMMA4_GLOBAL = {
     "embed_tokens": "token_embd", "embed_tokens_per_layer": "per_layer_token_embd",
@@ -135,6 +140,10 @@ def write_gemma4(folder, path, tensors, pre="smaug-bpe"):
     w.add_rope_dimension_count(hd_full)
     w.add_rope_dimension_count_swa(cfg["head_dim"])
     w.add_rope_freq_base_swa(cfg["rope_parameters"]["sliding_attention"]["rope_theta"])
+    if cfg.get("enable_moe_block"):  # TextModel's expert keys, and Gemma4Model's expert width
+        w.add_expert_count(cfg["num_experts"])
+        w.add_expert_used_count(cfg["top_k_experts"])
+        w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
     add_bpe_vocab(w, folder, cfg, pre)
     tcfg = json.loads((folder / "tokenizer_config.json").read_text())
     w.add_bos_token_id(cfg["bos_token_id"])
@@ -145,7 +154,8 @@ def write_gemma4(folder, path, tensors, pre="smaug-bpe"):
         name = name.replace("model.language_model.", "model.")
         if name.startswith("model.layers."):
             layer, rest = name[len("model.layers."):].split(".", 1)
-            gname = f"blk.{layer}.{GEMMA4_LAYER[rest.removesuffix('.weight')]}.weight"
+            gname = f"blk.{layer}.{GEMMA4_LAYER[rest.removesuffix('.weight')]}"
+            gname += "" if gname.endswith(".scale") else ".weight"
         elif name == "lm_head.weight":
             if cfg.get("tie_word_embeddings", True):
                 continue

@@ -51,11 +51,12 @@ from test_chat_template import hf_environment  # noqa: E402
 from test_engine import generate, ids_of  # noqa: E402
 
 DATA = ROOT / "data"
-FAMILIES = ["smollm3", "gemma4"]
-HF_CLASS = {"smollm3": "SmolLM3ForCausalLM", "gemma4": "Gemma4ForCausalLM"}
+FAMILIES = ["smollm3", "gemma4", "gemma4_moe"]
+HF_CLASS = {"smollm3": "SmolLM3ForCausalLM", "gemma4": "Gemma4ForCausalLM", "gemma4_moe": "Gemma4ForCausalLM"}
+MODEL_TYPE = {"smollm3": "smollm3", "gemma4": "gemma4", "gemma4_moe": "gemma4"}
 # the numpy reference vs transformers' float64 model: Gemma 4's softmax runs in float32 there
 # (eager_attention_forward's dtype=torch.float32), SmolLM3's in float64
-REF_TOL = {"smollm3": 1e-5, "gemma4": 5e-5}
+REF_TOL = {"smollm3": 1e-5, "gemma4": 5e-5, "gemma4_moe": 5e-5}
 
 
 def expected(family):
@@ -109,14 +110,14 @@ def family(request):
 
 @pytest.fixture(scope="module")
 def ref(family):
-    return Gemma4Ref(DATA / family) if family == "gemma4" else HfRef(DATA / family)
+    return Gemma4Ref(DATA / family) if family.startswith("gemma4") else HfRef(DATA / family)
 
 
 @pytest.fixture(scope="module")
 def models(family, tmp_path_factory):
     """The family's folder, and its GGUF form as llama.cpp's converter writes it."""
     p = tmp_path_factory.mktemp("gguf") / f"{family}.gguf"
-    if family == "gemma4":
+    if family.startswith("gemma4"):
         finish(write_gemma4(DATA / family, p, load_safetensors(DATA / family / "model.safetensors")))
     else:
         write_gguf(DATA / family, p)
@@ -191,13 +192,13 @@ CHAT = {  # the family's messages, its template's variables, and what the render
 
 def test_serve_chat_through_openai(family, tram_bin, tmp_path, ref):
     folder = DATA / family
-    messages, variables, looks_right = CHAT[family]
+    messages, variables, looks_right = CHAT[family.removesuffix("_moe")]
     template = hf_environment().from_string((folder / "chat_template.jinja").read_text())
     tk = Tokenizer.from_file(str(folder / "tokenizer.json"))
     server = tram_server.start(tmp_path, "-m", folder, "--max-model-len", "512", binary=tram_bin)
     try:
         info = server.get("/model_info").json()
-        assert (info["model_type"], info["architectures"]) == (family, [HF_CLASS[family]])
+        assert (info["model_type"], info["architectures"]) == (MODEL_TYPE[family], [HF_CLASS[family]])
         client = server.client()
         model = client.models.list().data[0].id
         out = client.chat.completions.create(model=model, messages=messages, max_tokens=6, temperature=0,
@@ -275,7 +276,10 @@ G4_FULL = {"head_dim": 32, "num_key_value_heads": 1}
 G4_ROPE = {"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000.0}}
 G4_REFUSED = {
-    "MoE block": (dict(enable_moe_block=True), "enable_moe_block is not something tram runs for Gemma 4 yet"),
+    "MoE block without its sizes": (dict(enable_moe_block=True), "config.json: num_experts is missing"),
+    "more experts chosen than there are": (dict(enable_moe_block=True, num_experts=4, top_k_experts=5,
+                                                moe_intermediate_size=8),
+                                           "config.json: top_k_experts"),
     "bidirectional": (dict(use_bidirectional_attention="all"), "use_bidirectional_attention is not something"),
     "attention bias": (dict(attention_bias=True), "attention_bias is not something"),
     "YaRN on the full layers": (dict(rope_parameters={**G4_ROPE, "full_attention": {"rope_type": "yarn",
@@ -326,13 +330,25 @@ G4_GGUF_REFUSED = {  # llama.cpp's gemma4 keys and tensors that tram does not ru
     "no KV source": (lambda w: (w.add_shared_kv_layers(5), w.add_feed_forward_length(96)),
                      "layer 2 has no earlier layer of its type"),
 }
+G4_MOE_GGUF_REFUSED = {  # the MoE block's
+    "a router without experts": (lambda w: (w.add_expert_count(0), w.add_expert_used_count(0)),
+                                 "tensor 'blk.0.ffn_gate_inp.weight': a router, but no experts"),
+    "no per-expert scale": (lambda w: w.tensors[0].pop("blk.1.ffn_down_exps.scale"),
+                            "tensor 'blk.1.ffn_down_exps.scale' is missing"),
+    "no router input scale": (lambda w: w.tensors[0].pop("blk.2.ffn_gate_inp.scale"),
+                              "tensor 'blk.2.ffn_gate_inp.scale' is missing"),
+    "experts of another width": (lambda w: w.add_expert_feed_forward_length(8),
+                                 "tensor 'blk.0.ffn_gate_up_exps.weight' has shape [64, 32, 8], the hyper-parameters "
+                                 "need [64, 16, 8]"),
+}
 
 
-@pytest.mark.parametrize("case", sorted(G4_GGUF_REFUSED))
-def test_gemma4_gguf_refused_with_the_reason(case, tool, tmp_path):
-    edit, message = G4_GGUF_REFUSED[case]
+@pytest.mark.parametrize("family,case", [("gemma4", c) for c in sorted(G4_GGUF_REFUSED)]
+                         + [("gemma4_moe", c) for c in sorted(G4_MOE_GGUF_REFUSED)])
+def test_gemma4_gguf_refused_with_the_reason(family, case, tool, tmp_path):
+    edit, message = (G4_GGUF_REFUSED if family == "gemma4" else G4_MOE_GGUF_REFUSED)[case]
     p = tmp_path / "gemma4.gguf"
-    w = write_gemma4(DATA / "gemma4", p, load_safetensors(DATA / "gemma4" / "model.safetensors"))
+    w = write_gemma4(DATA / family, p, load_safetensors(DATA / family / "model.safetensors"))
     edit(w)
     finish(w)
     err = refusal(tool, p, tmp_path)
