@@ -3,7 +3,9 @@
 transformers' float64 logits and greedy continuations are committed under
 tests/reference/data/<family>/, so this test needs neither).
 
-For each family:
+Families: smollm3, gemma4 (the dense text model) and gemma4_moe (Gemma 4
+with enable_moe_block: the 26B-A4B's MLP and mixture of experts side by
+side). For each family:
 - the float64 numpy reference read from the Hugging Face folder (hf_ref.py)
   agrees with transformers (so it can stand in for it where the inputs
   cannot be fixed in advance: the chat prompt, whose template prints
@@ -25,7 +27,8 @@ For each family:
 - Gemma 4's multimodal folder (model_type gemma4, the text model under
   model.language_model., a vision tower beside it) gives the text model's
   logits;
-- what tram does not run of the family is refused at load with the reason.
+- what tram does not run of the family is refused at load with the reason,
+  from the folder and (Gemma 4) from llama.cpp's GGUF form.
 """
 import json
 import pathlib
