@@ -156,6 +156,7 @@ int64_t gguf_get_arr_n(const gguf_ctx_t *ctx, const char *key, gguf_type_t *elem
  * when kv is not such an array, i >= n, or the value does not fit. */
 int gguf_arr_i64(const gguf_kv_t *kv, uint64_t i, int64_t *out); /* any integer element type */
 int gguf_arr_f32(const gguf_kv_t *kv, uint64_t i, float *out);   /* f32 or f64 elements */
+int gguf_arr_bool(const gguf_kv_t *kv, uint64_t i, int *out);    /* bool elements: 0 or 1 */
 
 /* The name of a value type ("uint32", "string", ...), or "?" */
 const char *gguf_type_name(uint32_t type);

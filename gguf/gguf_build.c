@@ -105,6 +105,13 @@ void gguf_build_arr_i32(gguf_build_t *b, const char *key, const int32_t *v, size
   kv->data = kept(b, v, n * sizeof *v);
 }
 
+void gguf_build_arr_bool(gguf_build_t *b, const char *key, const uint8_t *v, size_t n) {
+  gguf_kv_t *kv = add_kv(b, key, GGUF_TYPE_ARRAY);
+  kv->arr_type = GGUF_TYPE_BOOL;
+  kv->n = n;
+  kv->data = kept(b, v, n);
+}
+
 int gguf_build_tensor(gguf_build_t *b, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne,
                       const void *data, uint64_t nbytes) {
   gguf_ctx_t *c = b->ctx;

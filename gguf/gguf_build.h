@@ -24,6 +24,8 @@ void gguf_build_str(gguf_build_t *b, const char *key, const char *s, size_t len)
 /* n strings: s[i], lens[i] bytes each. */
 void gguf_build_arr_str(gguf_build_t *b, const char *key, const char *const *s, const size_t *lens, size_t n);
 void gguf_build_arr_i32(gguf_build_t *b, const char *key, const int32_t *v, size_t n);
+/* n booleans, each v[i] 0 or 1 (llama.cpp's per-layer flags). */
+void gguf_build_arr_bool(gguf_build_t *b, const char *key, const uint8_t *v, size_t n);
 
 /* A tensor (name copied; data borrowed unless kept with gguf_build_keep):
  * n_dims 1..4 dims ne[] innermost first, GGUF-style, of a kern weight type;

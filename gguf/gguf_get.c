@@ -145,6 +145,15 @@ int gguf_arr_i64(const gguf_kv_t *kv, uint64_t i, int64_t *out) {
   return p ? int_as_i64(kv->arr_type, p, out) : rc;
 }
 
+int gguf_arr_bool(const gguf_kv_t *kv, uint64_t i, int *out) {
+  int rc;
+  const uint8_t *p = element(kv, i, &rc);
+  if (!p) return rc;
+  if (kv->arr_type != GGUF_TYPE_BOOL || *p > 1) return -EINVAL;
+  *out = *p;
+  return 0;
+}
+
 int gguf_arr_f32(const gguf_kv_t *kv, uint64_t i, float *out) {
   int rc;
   const void *p = element(kv, i, &rc);

@@ -503,13 +503,13 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   gguf_build_str(b, "general.architecture", a, strlen(a));
   U32("block_count", layers);
   U32("embedding_length", dim);
-  U32("feed_forward_length", ff);
+  if (!gemma4) U32("feed_forward_length", ff); /* gemma4: per layer, and the full layers' heads (hf_gemma4.c) */
   U32("context_length", ctx);
   U32("vocab_size", vocab);
   U32("attention.head_count", heads);
-  U32("attention.head_count_kv", kv);
-  U32("attention.key_length", head_dim);
-  U32("attention.value_length", head_dim);
+  if (!gemma4) U32("attention.head_count_kv", kv);
+  if (!gemma4) U32("attention.key_length", head_dim);
+  if (!gemma4) U32("attention.value_length", head_dim);
   if (!gemma4) U32("rope.dimension_count", rot_dim);
   F32("attention.layer_norm_rms_epsilon", eps);
   if (!gemma4) F32("rope.freq_base", theta);

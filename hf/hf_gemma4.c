@@ -1,34 +1,42 @@
 /* hf/hf_gemma4.c — Gemma 4's config.json fields (model_type gemma4_text, or
- * a gemma4 folder's text_config) read into gemma4.* keys, as
- * configuration_gemma4.py defines them (transformers 5.23):
+ * a gemma4 folder's text_config) read into the gemma4.* keys llama.cpp's
+ * converter writes (conversion/gemma.py Gemma4Model; model_gemma_hparams.c
+ * reads them for both), as configuration_gemma4.py defines the fields
+ * (transformers 5.23):
  *   layer_types             sliding/full, periodic (hf__layer_pattern) →
- *                           attention.sliding_window_pattern
- *   per_layer_config        per layer head_dim / num_key_value_heads: tram
- *                           runs one geometry per layer type (the full
+ *                           attention.sliding_window_pattern (a bool per
+ *                           layer, true = sliding)
+ *   head_dim, per_layer_config  per layer head_dim / num_key_value_heads:
+ *                           tram runs one geometry per layer type (the full
  *                           layers' global_head_dim and, with
  *                           attention_k_eq_v, num_global_key_value_heads,
  *                           which the config's __post_init__ writes there)
- *                           → attention.key_length_full,
- *                           attention.head_count_kv_full
+ *                           → attention.key_length (the full layers'),
+ *                           key_length_swa, head_count_kv per layer
  *   rope_parameters         {sliding_attention: default, full_attention:
  *                           default or proportional (partial_rotary_factor;
- *                           factor 1)} → rope.freq_base (sliding),
- *                           rope.freq_base_full, rope.dimension_count_full
- *                           (the full layers' rotated dims; the rest of the
- *                           head turns at frequency 0)
+ *                           factor 1)} → rope.freq_base (full),
+ *                           rope.freq_base_swa, rope.dimension_count(_swa)
+ *                           the whole heads, and the tensor
+ *                           rope_freqs.weight [full head_dim / 2]: 1 for
+ *                           the pairs that turn, 1e30 for the others (the
+ *                           converter's generate_extra_tensors)
  *   hidden_size_per_layer_input → embedding_length_per_layer_input
  *                           (vocab_size_per_layer_input must be vocab_size)
  *   num_kv_shared_layers    → attention.shared_kv_layers (each shared
  *                           layer's type must have a layer of its own KV
  *                           before them, as transformers checks)
- *   use_double_wide_mlp     → feed_forward_length_shared (the shared layers'
- *                           MLP width: twice intermediate_size)
- *   attention_k_eq_v        → attention.k_eq_v
+ *   use_double_wide_mlp     → feed_forward_length per layer (the shared
+ *                           layers': twice intermediate_size)
+ *   attention_k_eq_v        no key: the full layers have no v_proj, so no
+ *                           attn_v, which tells the model
  *   final_logit_softcapping → final_logit_softcapping
- * Refused by name: enable_moe_block (the MoE block), use_bidirectional_
- * attention, attention_bias, other RoPE types or a proportional factor.
- * tram.gemma4.hf_layout marks the keys as this reader's: llama.cpp's own
- * gemma4 GGUF keys are not read (model_gemma4.c refuses such a file). */
+ *   enable_moe_block        num_experts → expert_count, top_k_experts →
+ *                           expert_used_count, moe_intermediate_size →
+ *                           expert_feed_forward_length (the router and
+ *                           experts of every layer: hf_open.c)
+ * Refused by name: use_bidirectional_attention, attention_bias, other RoPE
+ * types or a proportional factor. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +44,7 @@
 
 #include "base/alloc.h"
 #include "hf/hf_internal.h"
+#include "kernels/kern_types.h"
 
 static const cJSON *field(const cJSON *o, const char *name) { return cJSON_GetObjectItemCaseSensitive(o, name); }
 
@@ -138,14 +147,27 @@ static int rope_of(const cJSON *cfg, const char *type, int head_dim, int allow_p
 
 int hf__gemma4_config(gguf_build_t *b, const cJSON *cfg, const char *a, int n_layers, int head_dim, int n_kv_heads,
                       char *err, size_t err_len) {
-  static const char *const refused[] = {"enable_moe_block", "use_bidirectional_attention", "attention_bias"};
+  static const char *const refused[] = {"use_bidirectional_attention", "attention_bias"};
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
     const cJSON *v = field(cfg, refused[i]);
     if (v && !cJSON_IsNull(v) && !cJSON_IsFalse(v)) {
-      snprintf(err, err_len, "config.json: %s is not something tram runs for Gemma 4 yet%s", refused[i],
-               i == 0 ? " (the MoE block: docs/models.md)" : "");
+      snprintf(err, err_len, "config.json: %s is not something tram runs for Gemma 4 yet", refused[i]);
       return -EINVAL;
     }
+  }
+  long long n_expert = 0, n_used = 0, expert_ff = 0;
+  const cJSON *moe = field(cfg, "enable_moe_block");
+  if (moe && !cJSON_IsNull(moe) && !cJSON_IsBool(moe)) {
+    snprintf(err, err_len, "config.json: enable_moe_block is not a boolean");
+    return -EINVAL;
+  }
+  if (cJSON_IsTrue(moe)) { /* every layer's MLP with the experts beside it */
+    const cJSON *eff = field(cfg, "moe_intermediate_size");
+    if (!eff || cJSON_IsNull(eff)) eff = field(cfg, "expert_intermediate_size");
+    if (hf__int(field(cfg, "num_experts"), "config.json: num_experts", -1, 1, 4096, &n_expert, err, err_len) ||
+        hf__int(field(cfg, "top_k_experts"), "config.json: top_k_experts", -1, 1, n_expert, &n_used, err, err_len) ||
+        hf__int(eff, "config.json: moe_intermediate_size", -1, 1, 1 << 20, &expert_ff, err, err_len))
+      return -EINVAL;
   }
   long long pattern = 0, hd_full = 0, kv_full = 0, ple = 0, ple_vocab = 0, vocab = 0, shared = 0, ff = 0;
   const cJSON *types = field(cfg, "layer_types");
@@ -198,23 +220,58 @@ int hf__gemma4_config(gguf_build_t *b, const cJSON *cfg, const char *a, int n_la
     rc = hf__pos_float(c, "config.json: final_logit_softcapping", 0, &cap, err, err_len);
   free(types_of);
   if (rc != 0) return rc;
+  /* the keys llama.cpp's converter writes (conversion/gemma.py Gemma4Model), read by model_gemma_hparams.c */
   char key[96];
 #define U32(name, v) (snprintf(key, sizeof key, "%s." name, a), gguf_build_u32(b, key, (uint32_t)(v)))
 #define F32(name, v) (snprintf(key, sizeof key, "%s." name, a), gguf_build_f32(b, key, (float)(v)))
-  gguf_build_u32(b, "tram.gemma4.hf_layout", 1);
-  U32("attention.sliding_window_pattern", pattern);
-  U32("attention.key_length_full", hd_full);
-  U32("attention.head_count_kv_full", kv_full);
-  U32("attention.k_eq_v", k_eq_v);
+#define KEY(name) (snprintf(key, sizeof key, "%s." name, a), key)
+  uint8_t *swa = xmalloc((size_t)n_layers);
+  int32_t *kv = xmalloc((size_t)n_layers * sizeof *kv), *ffs = xmalloc((size_t)n_layers * sizeof *ffs);
+  const long long ff_shared = cJSON_IsTrue(field(cfg, "use_double_wide_mlp")) ? 2 * ff : ff;
+  for (int l = 0; l < n_layers; l++) {
+    const int full = pattern && (l + 1) % pattern == 0;
+    swa[l] = !full;
+    kv[l] = (int32_t)(full ? kv_full : n_kv_heads);
+    ffs[l] = (int32_t)(l >= n_layers - shared ? ff_shared : ff);
+  }
+  gguf_build_arr_bool(b, KEY("attention.sliding_window_pattern"), swa, (size_t)n_layers);
+  gguf_build_arr_i32(b, KEY("attention.head_count_kv"), kv, (size_t)n_layers);
+  if (ff_shared != ff)
+    gguf_build_arr_i32(b, KEY("feed_forward_length"), ffs, (size_t)n_layers);
+  else
+    U32("feed_forward_length", ff);
+  free(swa);
+  free(kv);
+  free(ffs);
+  U32("attention.key_length", hd_full);
+  U32("attention.value_length", hd_full);
+  U32("attention.key_length_swa", head_dim);
+  U32("attention.value_length_swa", head_dim);
   U32("attention.shared_kv_layers", shared);
   U32("embedding_length_per_layer_input", ple);
-  U32("feed_forward_length_shared", cJSON_IsTrue(field(cfg, "use_double_wide_mlp")) ? 2 * ff : ff);
-  U32("rope.dimension_count", rot);
-  F32("rope.freq_base", theta);
-  U32("rope.dimension_count_full", rot_full);
-  F32("rope.freq_base_full", theta_full);
+  U32("rope.dimension_count", hd_full);
+  U32("rope.dimension_count_swa", head_dim);
+  F32("rope.freq_base", theta_full);
+  F32("rope.freq_base_swa", theta);
   if (cap > 0) F32("final_logit_softcapping", cap);
+  if (n_expert > 0) {
+    U32("expert_count", n_expert);
+    U32("expert_used_count", n_used);
+    U32("expert_feed_forward_length", expert_ff);
+  }
 #undef U32
 #undef F32
+#undef KEY
+  if (pattern) { /* the full layers' proportional RoPE as divisors: 1 for the pairs that turn, 1e30 for the rest */
+    const int half = (int)hd_full / 2;
+    float *div = xmalloc((size_t)half * sizeof *div);
+    for (int i = 0; i < half; i++) div[i] = 2 * i < rot_full ? 1.0f : 1e30f;
+    gguf_build_keep(b, div);
+    const int64_t ne[1] = {half};
+    if (gguf_build_tensor(b, "rope_freqs.weight", KERN_F32, 1, ne, div, (uint64_t)half * sizeof *div)) {
+      snprintf(err, err_len, "config.json: the full layers' head_dim %lld", hd_full);
+      return -EINVAL;
+    }
+  }
   return 0;
 }

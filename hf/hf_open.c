@@ -22,7 +22,12 @@
  *   per_layer_token_embd, model.per_layer_model_projection →
  *   per_layer_model_proj, model.per_layer_projection_norm →
  *   per_layer_proj_norm, its multimodal folder unwrapped as Qwen3.5's and
- *   its towers (vision, audio and their embedders) skipped.
+ *   its towers (vision, audio and their embedders) skipped; its MoE block's
+ *   router.proj → ffn_gate_inp, router.scale → ffn_gate_inp.scale,
+ *   router.per_expert_scale → ffn_down_exps.scale, experts.gate_up_proj →
+ *   ffn_gate_up_exps, experts.down_proj → ffn_down_exps (3-D views),
+ *   pre_feedforward_layernorm_2 → pre_ffw_norm_2,
+ *   post_feedforward_layernorm_{1,2} → post_ffw_norm_{1,2}.
  * Matrices stay views of the mapping, except Llama's Q and K (and their
  * biases), whose rows are reordered as llama.cpp's converter does so that
  * adjacent-pair RoPE applies; 1-D norm weights and biases become F32 copies
@@ -81,7 +86,7 @@ static cJSON *read_json(const char *dir, const char *name, int *missing, char *e
   return j;
 }
 
-enum { K_MATRIX, K_VECTOR, K_Q, K_K, K_SKIP, K_NEG_EXP, K_CONV };
+enum { K_MATRIX, K_VECTOR, K_Q, K_K, K_SKIP, K_NEG_EXP, K_CONV, K_STACK };
 
 /* The GGUF name of Hugging Face tensor `hf` into out, and its kind; -1 when
  * it has none. */
@@ -134,6 +139,16 @@ static int map_name(const char *hf, const hf_arch_t *a, char *out, size_t len) {
       {"per_layer_projection.weight", "proj.weight", NULL, K_MATRIX},
       {"post_per_layer_input_norm.weight", "post_norm.weight", NULL, K_VECTOR},
       {"layer_scalar", "layer_output_scale.weight", NULL, K_VECTOR},
+      /* gemma4's MoE block: the router, its input scale and per-expert scales, the stacked experts
+         ([E, 2 eff, dim] gate then up, [E, dim, eff]: GGUF's stacks as they lie), their norms */
+      {"router.proj.weight", "ffn_gate_inp.weight", NULL, K_MATRIX},
+      {"router.scale", "ffn_gate_inp.scale", NULL, K_VECTOR},
+      {"router.per_expert_scale", "ffn_down_exps.scale", NULL, K_VECTOR},
+      {"experts.gate_up_proj", "ffn_gate_up_exps.weight", NULL, K_STACK},
+      {"experts.down_proj", "ffn_down_exps.weight", NULL, K_STACK},
+      {"pre_feedforward_layernorm_2.weight", "pre_ffw_norm_2.weight", NULL, K_VECTOR},
+      {"post_feedforward_layernorm_1.weight", "post_ffw_norm_1.weight", NULL, K_VECTOR},
+      {"post_feedforward_layernorm_2.weight", "post_ffw_norm_2.weight", NULL, K_VECTOR},
   };
   char unwrapped[160];
   if (a->gemma4) { /* Gemma4ForConditionalGeneration: the towers and their embedders skipped (text only) */
@@ -226,6 +241,14 @@ static int add_tensor(gguf_build_t *b, const st_tensor_t *t, hf_arch_t *a, char 
     gguf_build_keep(b, f);
     const int64_t taps = t->shape[t->n_dims - 1];
     return gguf_build_tensor(b, name, KERN_F32, 2, (int64_t[]){taps, t->shape[0]}, f, (uint64_t)t->n_elems * 4);
+  }
+  if (kind == K_STACK) { /* [n, rows, cols]: a view, GGUF's [cols, rows, n] */
+    if (t->n_dims != 3 || gguf_build_tensor(b, name, t->type, 3, (int64_t[]){t->shape[2], t->shape[1], t->shape[0]},
+                                            t->data, t->nbytes) != 0) {
+      snprintf(err, err_len, "tensor '%.100s' is not a stack of matrices tram can use", t->name);
+      return -EINVAL;
+    }
+    return 0;
   }
   const int vector = t->n_dims == 1;
   if (!vector && t->n_dims != 2) {

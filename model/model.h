@@ -197,17 +197,14 @@ typedef struct model_hparams {
   int expert_ff_dim;   /* expert_feed_forward_length (default feed_forward_length) */
   int shexp_ff_dim;    /* expert_shared_feed_forward_length: the sigmoid-gated shared expert (qwen2moe); 0: none */
   int expert_norm;     /* expert_weights_norm: the top-k weights renormalised to sum 1 */
-  /* gemma4 (model_gemma4.c): zeros elsewhere; head_dim, n_kv_heads, rot_dim, rope_base are the
-     sliding layers' */
-  int head_dim_full;   /* attention.key_length_full: the full layers' head_dim (0: not gemma4) */
-  int n_kv_heads_full; /* attention.head_count_kv_full */
-  int rot_dim_full;    /* rope.dimension_count_full: the full layers' rotated dims (proportional RoPE: the
-                          other pairs of the head turn at frequency 0) */
-  float rope_base_full; /* rope.freq_base_full */
+  /* gemma4 (model_gemma_hparams.c): zeros elsewhere; head_dim, n_kv_heads, rot_dim, rope_base, ff_dim are
+     the sliding (or KV-owning) layers' */
+  int head_dim_full;   /* attention.key_length: the full layers' head_dim (0: not gemma4) */
+  int n_kv_heads_full; /* attention.head_count_kv of the full layers */
+  float rope_base_full; /* rope.freq_base (the sliding layers': rope.freq_base_swa) */
   int ple_dim;         /* embedding_length_per_layer_input: per-layer inputs' width; 0: none */
   int n_kv_shared;     /* attention.shared_kv_layers: the last n layers read K/V of earlier ones */
-  int ff_dim_shared;   /* feed_forward_length_shared: those layers' MLP width */
-  int k_eq_v;          /* attention.k_eq_v: the full layers' V is their K projection (no attn_v) */
+  int ff_dim_shared;   /* feed_forward_length of those layers (double-wide MLP) */
   int moe_gating;      /* model_moe_gating_t: softmax then top-k (0), or top-k then softmax (gpt-oss) */
   int moe_bias;        /* 1: the router and the experts have biases (gpt-oss: ffn_gate_inp.bias,
                           ffn_{gate,up,down}_exps.bias) */

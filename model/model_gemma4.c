@@ -1,6 +1,7 @@
-/* model/model_gemma4.c — Gemma 4's dense text model (see model.h): its
- * hyper-parameters beyond the common ones, its tensors, and the forward of
- * its layers, as transformers' modeling_gemma4.py defines them (5.23):
+/* model/model_gemma4.c — Gemma 4's text model (see model.h): its tensors
+ * (as llama.cpp names them; its keys: model_gemma_hparams.c) and the
+ * forward of its layers, as transformers' modeling_gemma4.py defines them
+ * (5.23):
  *
  *   x = embed(ids) · sqrt(dim)
  *   per-layer inputs (ple_dim P > 0), [T, n_layers, P]:
@@ -10,20 +11,26 @@
  *     h = rmsnorm(x) · attn_norm
  *     q = rope(rmsnorm_head(h · Wqᵀ) · q_norm)
  *     a layer that owns K/V: k = rope(rmsnorm_head(h · Wkᵀ) · k_norm),
- *       v = rmsnorm_head(h · Wvᵀ) (no weight), on a full layer with k_eq_v
- *       v = rmsnorm_head(h · Wkᵀ); written to its cache layer;
+ *       v = rmsnorm_head(h · Wvᵀ) (no weight), on a layer without attn_v
+ *       (k_eq_v's full layers) v = rmsnorm_head(h · Wkᵀ); written to its
+ *       cache layer;
  *     a KV-shared layer: the K/V of the last owning layer of its type,
  *       attended through that layer's cache (written again with the same
  *       values: the attention writes what it is given, bit for bit);
  *     x += rmsnorm(attn(q, k, v) · Woᵀ) · post_attention_norm   (scores · 1)
- *     x += rmsnorm(geglu(h · Wgateᵀ, h · Wupᵀ) · Wdownᵀ) · post_ffw_norm,
- *          h = rmsnorm(x) · ffn_norm
+ *     x += rmsnorm(m) · post_ffw_norm, m = geglu(h · Wgateᵀ, h · Wupᵀ) · Wdownᵀ,
+ *          h = rmsnorm(x) · ffn_norm; with the MoE block (a layer with
+ *          ffn_gate_inp: the 26B-A4B's), m = rmsnorm(m) · post_ffw_norm_1
+ *          + rmsnorm(moe(rmsnorm(x) · pre_ffw_norm_2)) · post_ffw_norm_2,
+ *          the router reading rmsnorm(x) · ffn_gate_inp.scale · dim^-½
+ *          (model_moe.h)
  *     x += rmsnorm(geglu(x · inp_gateᵀ, pli[:, l]) · projᵀ) · post_norm
  *     x *= layer_output_scale
  *   RoPE by layer type, rotate_half over the whole head: the sliding
- *   layers' at rope_base; the full layers' at rope_base_full with the first
- *   rot_dim_full / 2 frequencies base^(-2i / head_dim_full) and the others 0
- *   ("proportional": those pairs do not turn).
+ *   layers' at rope_base; the full layers' at rope_base_full, frequency i
+ *   base^(-2i / head_dim_full) / rope_freqs[i] ("proportional": divisors
+ *   of 1e30 for the pairs that do not turn, as llama.cpp's converter
+ *   writes them).
  * Norm weights multiply as stored (Gemma 4's RMSNorm has no 1 + w). The
  * logits (final norm, tied output, soft-cap) are the runner's. */
 #include <errno.h>
@@ -34,8 +41,6 @@
 
 #include "base/alloc.h"
 #include "model/model_internal.h"
-
-#define MAX_HEAD 4096
 
 static int is_full(const model_hparams_t *hp, int l) { return hp->swa_pattern > 0 && (l + 1) % hp->swa_pattern == 0; }
 
@@ -64,58 +69,36 @@ int model_layer_cache_layer(const model_hparams_t *hp, int l) {
   return al;
 }
 
-int model__gemma4_hparams(const gguf_ctx_t *g, const char *a, model_hparams_t *hp, char *err, size_t err_len) {
-  int rc = model__get_int(g, a, "attention.sliding_window_pattern", -1, 0, hp->n_layers, &hp->swa_pattern, err,
-                          err_len);
-  if (rc == 0) rc = model__get_int(g, a, "attention.key_length_full", -1, 2, MAX_HEAD, &hp->head_dim_full, err, err_len);
-  if (rc == 0)
-    rc = model__get_int(g, a, "attention.head_count_kv_full", -1, 1, hp->n_heads, &hp->n_kv_heads_full, err, err_len);
-  if (rc == 0)
-    rc = model__get_int(g, a, "rope.dimension_count_full", -1, 0, hp->head_dim_full, &hp->rot_dim_full, err, err_len);
-  if (rc == 0) rc = model__get_pos_float(g, a, "rope.freq_base_full", 0, &hp->rope_base_full, err, err_len);
-  if (rc == 0) rc = model__get_int(g, a, "embedding_length_per_layer_input", 0, 0, MAX_HEAD, &hp->ple_dim, err, err_len);
-  if (rc == 0)
-    rc = model__get_int(g, a, "attention.shared_kv_layers", 0, 0, hp->n_layers - 1, &hp->n_kv_shared, err, err_len);
-  if (rc == 0)
-    rc = model__get_int(g, a, "feed_forward_length_shared", hp->ff_dim, 1, 1 << 22, &hp->ff_dim_shared, err, err_len);
-  if (rc == 0) rc = model__get_int(g, a, "attention.k_eq_v", 0, 0, 1, &hp->k_eq_v, err, err_len);
-  char key[96];
-  snprintf(key, sizeof key, "%s.final_logit_softcapping", a);
-  if (rc == 0 && gguf_find_kv(g, key))
-    rc = model__get_pos_float(g, a, "final_logit_softcapping", 0, &hp->final_softcap, err, err_len);
-  if (rc != 0) return rc;
-  if (hp->n_heads % hp->n_kv_heads_full != 0 || hp->rot_dim_full % 2 != 0 || hp->head_dim_full % 2 != 0 ||
-      hp->head_dim % 2 != 0 || hp->rot_dim != hp->head_dim) {
-    snprintf(err, err_len, "keys '%s.attention.*_full', rope.dimension_count*: %d heads, %d KV heads of %d on the "
-             "full layers rotating %d, heads of %d rotating %d on the sliding ones (want KV heads dividing heads, "
-             "even sizes, the sliding heads rotated whole)",
-             a, hp->n_heads, hp->n_kv_heads_full, hp->head_dim_full, hp->rot_dim_full, hp->head_dim, hp->rot_dim);
-    return -EINVAL;
-  }
-  for (int l = first_shared(hp); l < hp->n_layers; l++)
-    if (model_layer_cache_layer(hp, l) < 0) {
-      snprintf(err, err_len, "key '%s.attention.shared_kv_layers' is %d: layer %d has no earlier layer of its type "
-               "to read K/V from", a, hp->n_kv_shared, l);
-      return -EINVAL;
+/* The full layers' RoPE frequencies: base^(-2i / head_dim_full) divided by
+ * rope_freqs.weight[i] (required when a layer is full, as llama.cpp
+ * requires it), into m->inv_freq_full. */
+static int full_rope(loader_t *ld) {
+  model_t *m = ld->m;
+  const model_hparams_t *hp = &m->hp;
+  const int half = hp->head_dim_full / 2;
+  float *div = xmalloc((size_t)half * sizeof *div);
+  for (int i = 0; i < half; i++) div[i] = 1.0f;
+  int rc = model__load_host(ld, "rope_freqs.weight", half, div, hp->swa_pattern > 0);
+  m->inv_freq_full = xmalloc((size_t)half * sizeof *m->inv_freq_full);
+  for (int i = 0; rc == 0 && i < half; i++) {
+    if (!(div[i] > 0) || !isfinite(div[i])) {
+      snprintf(ld->err, ld->err_len, "tensor 'rope_freqs.weight': element %d is %g, not a positive finite divisor",
+               i, div[i]);
+      rc = -EINVAL;
     }
-  hp->embed_scale = sqrtf((float)hp->dim);
-  hp->gelu_mlp = 1;
-  hp->post_norms = 1;
-  hp->attn_scale = 1.0f; /* Gemma4TextAttention.scaling */
-  hp->n_attn_layers = first_shared(hp);
-  const int hd = hp->head_dim > hp->head_dim_full ? hp->head_dim : hp->head_dim_full;
-  const int kv = hp->n_kv_heads * hp->head_dim, kv_full = hp->n_kv_heads_full * hp->head_dim_full;
-  hp->q_dim = hp->n_heads * hd; /* the runner's buffers: the widest layer's */
-  hp->kv_dim = kv > kv_full ? kv : kv_full;
-  return 0;
+    m->inv_freq_full[i] = (float)(1.0 / pow((double)hp->rope_base_full, 2.0 * i / hp->head_dim_full) / div[i]);
+  }
+  free(div);
+  return rc;
 }
 
 int model__gemma4_load_globals(loader_t *ld) {
   model_t *m = ld->m;
   const model_hparams_t *hp = &m->hp;
   const int64_t P = hp->ple_dim, LP = (int64_t)hp->n_layers * P;
-  if (P == 0) return 0;
-  int rc = model__load_matrix(ld, "per_layer_token_embd.weight", hp->n_vocab, LP, &m->pl_embd);
+  int rc = full_rope(ld);
+  if (rc != 0 || P == 0) return rc;
+  rc = model__load_matrix(ld, "per_layer_token_embd.weight", hp->n_vocab, LP, &m->pl_embd);
   if (rc == 0) rc = model__load_matrix(ld, "per_layer_model_proj.weight", LP, hp->dim, &m->pl_proj);
   if (rc == 0) rc = model__load_vector(ld, "per_layer_proj_norm.weight", P, &m->pl_proj_norm, 1);
   /* a token reads one row of the per-layer table */
@@ -128,7 +111,7 @@ int model__gemma4_load_layer(loader_t *ld, int l) {
   model_layer_t *L = &ld->m->layers[l];
   const int64_t hd = model_layer_head_dim(hp, l), q = (int64_t)hp->n_heads * hd;
   const int64_t kv = model_layer_kv_heads(hp, l) * hd, ff = model_layer_ff_dim(hp, l), dim = hp->dim;
-  const int owner = l < first_shared(hp), k_is_v = hp->k_eq_v && is_full(hp, l);
+  const int owner = l < first_shared(hp);
   char name[64];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
   int rc = model__load_vector(ld, NAME("attn_norm.weight"), dim, &L->attn_norm, 1);
@@ -136,7 +119,9 @@ int model__gemma4_load_layer(loader_t *ld, int l) {
   if (rc == 0) rc = model__load_vector(ld, NAME("attn_q_norm.weight"), hd, &L->q_norm, 1);
   if (rc == 0 && owner) rc = model__load_matrix(ld, NAME("attn_k.weight"), kv, dim, &L->wk);
   if (rc == 0 && owner) rc = model__load_vector(ld, NAME("attn_k_norm.weight"), hd, &L->k_norm, 1);
-  if (rc == 0 && owner && !k_is_v) rc = model__load_matrix(ld, NAME("attn_v.weight"), kv, dim, &L->wv);
+  /* without attn_v, V is the K projection (attention_k_eq_v: the full layers') */
+  if (rc == 0 && owner && gguf_find_tensor(ld->m->gguf, NAME("attn_v.weight")))
+    rc = model__load_matrix(ld, name, kv, dim, &L->wv);
   if (rc == 0) rc = model__load_matrix(ld, NAME("attn_output.weight"), dim, q, &L->wo);
   if (rc == 0) rc = model__load_vector(ld, NAME("post_attention_norm.weight"), dim, &L->post_attn_norm, 1);
   if (rc == 0) rc = model__load_vector(ld, NAME("ffn_norm.weight"), dim, &L->ffn_norm, 1);
@@ -144,12 +129,24 @@ int model__gemma4_load_layer(loader_t *ld, int l) {
   if (rc == 0) rc = model__load_matrix(ld, NAME("ffn_up.weight"), ff, dim, &L->w_up);
   if (rc == 0) rc = model__load_matrix(ld, NAME("ffn_down.weight"), dim, ff, &L->w_down);
   if (rc == 0) rc = model__load_vector(ld, NAME("post_ffw_norm.weight"), dim, &L->post_ffn_norm, 1);
+  /* the MoE block, where the layer has a router (as llama.cpp decides it) */
+  if (rc == 0 && gguf_find_tensor(ld->m->gguf, NAME("ffn_gate_inp.weight"))) {
+    if (hp->n_expert == 0) {
+      snprintf(ld->err, ld->err_len, "tensor '%s': a router, but no experts (key 'gemma4.expert_count')", name);
+      return -EINVAL;
+    }
+    rc = model__load_moe(ld, l);
+    if (rc == 0) rc = model__load_vector(ld, NAME("pre_ffw_norm_2.weight"), dim, &L->moe_pre_norm, 1);
+    if (rc == 0) rc = model__load_vector(ld, NAME("post_ffw_norm_1.weight"), dim, &L->mlp_post_norm, 1);
+    if (rc == 0) rc = model__load_vector(ld, NAME("post_ffw_norm_2.weight"), dim, &L->moe_post_norm, 1);
+  }
   if (rc == 0 && hp->ple_dim > 0) {
     rc = model__load_matrix(ld, NAME("inp_gate.weight"), hp->ple_dim, dim, &L->w_pl_gate);
     if (rc == 0) rc = model__load_matrix(ld, NAME("proj.weight"), dim, hp->ple_dim, &L->w_pl_proj);
     if (rc == 0) rc = model__load_vector(ld, NAME("post_norm.weight"), dim, &L->pl_norm, 1);
   }
-  if (rc == 0) rc = model__load_scalar(ld, NAME("layer_output_scale.weight"), &L->layer_scale);
+  L->layer_scale = 1.0f; /* optional, as llama.cpp reads it */
+  if (rc == 0) rc = model__load_host(ld, NAME("layer_output_scale.weight"), 1, &L->layer_scale, 0);
 #undef NAME
   return rc;
 }
@@ -158,12 +155,9 @@ int model__gemma4_extras(model_t *m, char *err, size_t err_len) {
   kern_backend_t *be = m->be;
   const model_hparams_t *hp = &m->hp;
   const int half = hp->head_dim_full / 2, hd = hp->head_dim > hp->head_dim_full ? hp->head_dim : hp->head_dim_full;
-  float *host = xcalloc((size_t)(half > hd ? half : hd), sizeof *host);
-  for (int i = 0; i < half; i++) /* proportional: the exponent over the whole head */
-    host[i] = 2 * i < hp->rot_dim_full ? (float)(1.0 / pow((double)hp->rope_base_full, 2.0 * i / hp->head_dim_full))
-                                       : 0.0f;
+  float *host = xcalloc((size_t)hd, sizeof *host);
   m->inv_freq_full_dev = be->alloc(be, (size_t)half * sizeof(float));
-  if (m->inv_freq_full_dev) be->upload(be, m->inv_freq_full_dev, host, (size_t)half * sizeof(float));
+  if (m->inv_freq_full_dev) be->upload(be, m->inv_freq_full_dev, m->inv_freq_full, (size_t)half * sizeof(float));
   for (int i = 0; i < hd; i++) host[i] = 1.0f;
   m->ones = be->alloc(be, (size_t)hd * sizeof(float));
   if (m->ones) be->upload(be, m->ones, host, (size_t)hd * sizeof(float));
@@ -187,6 +181,7 @@ void model__gemma4_free(model_t *m) {
   if (m->pl_proj.rows > 0) be->weight_release(be, &m->pl_proj);
   be->free(be, m->pl_proj_norm);
   be->free(be, m->inv_freq_full_dev);
+  free(m->inv_freq_full);
   be->free(be, m->ones);
   free(m->cache_kv_heads);
   free(m->cache_head_dim);
@@ -201,6 +196,11 @@ int model__gemma4_io_alloc(kern_backend_t *be, const model_hparams_t *hp, int T,
     ALLOC(io->k[i], t * kv[i] * f);
     ALLOC(io->v[i], t * kv[i] * f);
   }
+  if (hp->n_expert > 0) {
+    ALLOC(io->mx, t * (size_t)hp->dim * f);
+    ALLOC(io->mr, t * (size_t)hp->dim * f);
+    ALLOC(io->my, t * (size_t)hp->dim * f);
+  }
   if (lp > 0) {
     ALLOC(io->pli, t * lp * f);
     ALLOC(io->plc, t * lp * f);
@@ -212,7 +212,7 @@ int model__gemma4_io_alloc(kern_backend_t *be, const model_hparams_t *hp, int T,
 }
 
 void model__gemma4_io_free(kern_backend_t *be, model_g4_io_t *io) {
-  void *bufs[] = {io->k[0], io->k[1], io->v[0], io->v[1], io->pli, io->plc, io->pg, io->pl};
+  void *bufs[] = {io->k[0], io->k[1], io->v[0], io->v[1], io->pli, io->plc, io->pg, io->pl, io->mx, io->mr, io->my};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(be, bufs[i]);
 }
 
@@ -275,6 +275,14 @@ int model__gemma4_layers(const model_t *m, attn_t *attn, model_g4_io_t *io, int 
     be->matmul(be, io->up, io->h, &w->w_up, T);
     be->geglu(be, io->gate, io->gate, io->up, ff);
     be->matmul(be, io->proj, io->gate, &w->w_down, T);
+    if (w->moe) { /* the MoE block beside the MLP, both reading the residual stream x */
+      be->rmsnorm(be, io->proj, io->proj, w->mlp_post_norm, T, dim, hp->rms_eps);
+      be->rmsnorm(be, io->mx, io->x, w->moe_pre_norm, T, dim, hp->rms_eps);
+      be->rmsnorm(be, io->mr, io->x, w->moe->router_norm, T, dim, hp->rms_eps);
+      model__moe_forward(be, hp, w->moe, io->moe, io->my, io->mx, io->mr, T);
+      be->rmsnorm(be, io->my, io->my, w->moe_post_norm, T, dim, hp->rms_eps);
+      be->add(be, io->proj, io->proj, io->my, n);
+    }
     be->rmsnorm(be, io->proj, io->proj, w->post_ffn_norm, T, dim, hp->rms_eps);
     be->add(be, io->x, io->x, io->proj, n);
     if (P > 0) { /* the per-layer input, gated by the stream */

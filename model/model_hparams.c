@@ -65,6 +65,23 @@ static int get_int(const gguf_ctx_t *g, const char *arch, const char *name, int6
   return 0;
 }
 
+/* get_int, or with per_layer an array of one value per layer: *out = its
+ * first (the family's reader checks the rest). */
+static int get_layer_int(const gguf_ctx_t *g, const char *arch, const char *name, int64_t def, int64_t lo,
+                         int64_t hi, int per_layer, int *out, char *err, size_t err_len) {
+  char key[128];
+  snprintf(key, sizeof key, "%s.%s", arch, name);
+  const gguf_kv_t *kv = gguf_find_kv(g, key);
+  if (!per_layer || !kv || kv->type != GGUF_TYPE_ARRAY) return get_int(g, arch, name, def, lo, hi, out, err, err_len);
+  int64_t v;
+  if (gguf_arr_i64(kv, 0, &v) != 0 || v < lo || v > hi) {
+    snprintf(err, err_len, "key '%s': element 0 is not an integer in %lld..%lld", key, (long long)lo, (long long)hi);
+    return -EINVAL;
+  }
+  *out = (int)v;
+  return 0;
+}
+
 /* A float key `<arch>.<name>`, finite and > 0; def when absent if def > 0,
  * else an error. */
 static int get_pos_float(const gguf_ctx_t *g, const char *arch, const char *name, float def, float *out, char *err,
@@ -299,17 +316,6 @@ static int read_vocab(const gguf_ctx_t *g, const char *arch, model_hparams_t *hp
   return 0;
 }
 
-/* The `<arch>.` keys only Gemma's block reads. */
-static const char *const GEMMA_KEYS[] = {"attn_logit_softcapping", "final_logit_softcapping",
-                                         "attention.sliding_window_pattern", "rope.freq_base_swa", NULL};
-
-/* The `<arch>.` keys only gemma4 reads (model_gemma4.c). */
-static const char *const GEMMA4_KEYS[] = {"attention.sliding_window_pattern", "attention.key_length_full",
-                                          "attention.head_count_kv_full", "attention.k_eq_v",
-                                          "attention.shared_kv_layers", "embedding_length_per_layer_input",
-                                          "feed_forward_length_shared", "rope.dimension_count_full",
-                                          "rope.freq_base_full", "final_logit_softcapping", NULL};
-
 /* The `<arch>.` keys only phi3 reads. */
 static const char *const PHI3_KEYS[] = {"rope.scaling.attn_factor", NULL};
 
@@ -339,12 +345,12 @@ static const struct arch_info {
     {"llama", "LlamaForCausalLM", MODEL_ARCH_LLAMA, 0, 0, 0, 0, MODEL_MOE_KEYS, 0}, /* experts: Mixtral */
     {"qwen2", "Qwen2ForCausalLM", MODEL_ARCH_QWEN2, 1, 1, 0, 0, NULL, 0},
     {"qwen3", "Qwen3ForCausalLM", MODEL_ARCH_QWEN3, 1, 0, 1, 0, NULL, 0},
-    {"gemma2", "Gemma2ForCausalLM", MODEL_ARCH_GEMMA2, 1, 0, 0, 2, GEMMA_KEYS, 0},
-    {"gemma3", "Gemma3ForCausalLM", MODEL_ARCH_GEMMA3, 1, 0, 1, 3, GEMMA_KEYS, 0},
+    {"gemma2", "Gemma2ForCausalLM", MODEL_ARCH_GEMMA2, 1, 0, 0, 2, model__gemma_keys, 0},
+    {"gemma3", "Gemma3ForCausalLM", MODEL_ARCH_GEMMA3, 1, 0, 1, 3, model__gemma_keys, 0},
     {"phi3", "Phi3ForCausalLM", MODEL_ARCH_PHI3, 1, 0, 0, 0, PHI3_KEYS, 1},
     {"qwen35", "Qwen3_5ForCausalLM", MODEL_ARCH_QWEN35, 1, 0, 1, 0, QWEN35_KEYS, 0},
     {"smollm3", "SmolLM3ForCausalLM", MODEL_ARCH_SMOLLM3, 0, 0, 0, 0, NULL, 0},
-    {"gemma4", "Gemma4ForCausalLM", MODEL_ARCH_GEMMA4, 1, 0, 1, 0, GEMMA4_KEYS, 0},
+    {"gemma4", "Gemma4ForCausalLM", MODEL_ARCH_GEMMA4, 1, 0, 1, 0, model__gemma4_keys, 0},
     {"qwen2moe", "Qwen2MoeForCausalLM", MODEL_ARCH_QWEN2MOE, 1, 1, 0, 0, MODEL_MOE_KEYS, 0},
     {"qwen3moe", "Qwen3MoeForCausalLM", MODEL_ARCH_QWEN3MOE, 1, 0, 1, 0, MODEL_MOE_KEYS, 0},
     {"gpt-oss", "GptOssForCausalLM", MODEL_ARCH_GPTOSS, 1, 1, 0, 0, GPTOSS_KEYS, 0},
@@ -402,49 +408,6 @@ static int check_keys(const gguf_ctx_t *g, const char *arch, const char *const *
     }
   }
   return 0;
-}
-
-/* A float key `<arch>.<name>` >= 0 (0: the feature is off), def when absent. */
-static int get_nonneg_float(const gguf_ctx_t *g, const char *arch, const char *name, float def, float *out,
-                            char *err, size_t err_len) {
-  char key[128];
-  snprintf(key, sizeof key, "%s.%s", arch, name);
-  float v;
-  int rc = gguf_get_f32(g, key, &v);
-  if (rc == -ENOENT) {
-    *out = def;
-    return 0;
-  }
-  if (rc != 0 || !(v >= 0) || !isfinite(v)) {
-    snprintf(err, err_len, "key '%s' is %s", key, rc != 0 ? "not a float" : "not a finite number >= 0");
-    return -EINVAL;
-  }
-  *out = v;
-  return 0;
-}
-
-/* Gemma's block (version 2 or 3) on top of the common keys. As llama.cpp
- * reads these files: the scores' scale is 1 / sqrt(head_dim) (Gemma's
- * query_pre_attn_scalar = head_dim), except for the 27B models (gemma2 of
- * 46 layers, gemma3 of 62), whose query_pre_attn_scalar is dim / n_heads;
- * the sliding layers follow sliding_window_pattern (2 for gemma2, 6 for
- * gemma3 when absent); the sliding layers use rope.freq_base_swa, unscaled
- * (gemma3: 10000 when absent; gemma2: the global base); soft-capping where
- * the keys give it (Gemma 2 checkpoints). */
-static int read_gemma(const gguf_ctx_t *g, const char *arch, int version, model_hparams_t *hp, char *err,
-                      size_t err_len) {
-  hp->embed_scale = sqrtf((float)hp->dim);
-  hp->gelu_mlp = 1;
-  hp->post_norms = 1;
-  const int big = version == 2 ? 46 : 62;
-  hp->attn_scale = 1.0f / sqrtf((float)(hp->n_layers == big ? hp->dim / hp->n_heads : hp->head_dim));
-  int rc = get_int(g, arch, "attention.sliding_window_pattern", version == 2 ? 2 : 6, 0, MAX_LAYERS,
-                   &hp->swa_pattern, err, err_len);
-  if (rc == 0) rc = get_nonneg_float(g, arch, "attn_logit_softcapping", 0, &hp->attn_softcap, err, err_len);
-  if (rc == 0) rc = get_nonneg_float(g, arch, "final_logit_softcapping", 0, &hp->final_softcap, err, err_len);
-  if (rc == 0)
-    rc = get_nonneg_float(g, arch, "rope.freq_base_swa", version == 3 ? 10000.0f : 0, &hp->rope_base_swa, err, err_len);
-  return rc;
 }
 
 /* Qwen3.5's hybrid (llama.cpp's qwen35 keys): the Gated DeltaNet shape
@@ -505,34 +468,29 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   if (!ai) {
     snprintf(err, err_len,
              "unsupported architecture \"%.*s\" (general.architecture): tram runs llama, qwen2, qwen3, "
-             "gemma2, gemma3, phi3, smollm3, qwen35, qwen2moe, qwen3moe and gpt-oss",
+             "gemma2, gemma3, gemma4, phi3, smollm3, qwen35, qwen2moe, qwen3moe and gpt-oss",
              (int)(a.len > 40 ? 40 : a.len), a.ptr);
     return -EINVAL;
   }
   const char *arch = ai->name;
-  int64_t hf_layout = 0;
-  if (ai->arch == MODEL_ARCH_GEMMA4 && !(gguf_get_i64(g, "tram.gemma4.hf_layout", &hf_layout) == 0 && hf_layout)) {
-    snprintf(err, err_len, "general.architecture \"gemma4\": tram runs Gemma 4 from a Hugging Face folder only, not "
-             "from llama.cpp's GGUF form yet (docs/models.md)");
-    return -EINVAL;
-  }
   hp->arch = ai->arch;
   hp->rope_neox = ai->neox;
   hp->qk_norm = ai->qk_norm;
   hp->fused = ai->fused;
   int rc = check_keys(g, arch, ai->extra_keys, err, err_len);
   if (rc != 0) return rc;
-
+  const int per_layer = ai->arch == MODEL_ARCH_GEMMA4; /* MLP widths and KV heads may be per layer */
 
   rc = get_int(g, arch, "block_count", -1, 1, MAX_LAYERS, &hp->n_layers, err, err_len);
   if (rc == 0) rc = get_int(g, arch, "embedding_length", -1, 1, MAX_DIM, &hp->dim, err, err_len);
-  if (rc == 0) rc = get_int(g, arch, "feed_forward_length", -1, 1, MAX_DIM, &hp->ff_dim, err, err_len);
+  if (rc == 0) rc = get_layer_int(g, arch, "feed_forward_length", -1, 1, MAX_DIM, per_layer, &hp->ff_dim, err, err_len);
   if (rc == 0) rc = model__moe_hparams(g, arch, ai->arch != MODEL_ARCH_LLAMA && ai->extra_keys != NULL &&
                                                    (ai->extra_keys == MODEL_MOE_KEYS || ai->extra_keys == GPTOSS_KEYS),
                                        hp, err, err_len);
   if (rc == 0) rc = get_int(g, arch, "attention.head_count", -1, 1, MAX_HEADS, &hp->n_heads, err, err_len);
   if (rc == 0)
-    rc = get_int(g, arch, "attention.head_count_kv", hp->n_heads, 1, hp->n_heads, &hp->n_kv_heads, err, err_len);
+    rc = get_layer_int(g, arch, "attention.head_count_kv", hp->n_heads, 1, hp->n_heads, per_layer, &hp->n_kv_heads,
+                       err, err_len);
   if (rc == 0) rc = get_int(g, arch, "context_length", -1, 1, INT32_MAX, &hp->n_ctx, err, err_len);
   if (rc == 0)
     rc = get_int(g, arch, "attention.sliding_window", 0, 0, INT32_MAX, &hp->sliding_window, err, err_len);
@@ -580,12 +538,13 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   }
   const gguf_tensor_t *rope_freqs;
   rc = read_rope_scaling(g, arch, hp, err, err_len);
-  if (rc == 0) rc = check_rope_freqs(g, hp, &rope_freqs, err, err_len);
+  rope_freqs = NULL; /* gemma4's are its full layers' alone (model_gemma4.c) */
+  if (rc == 0 && ai->arch != MODEL_ARCH_GEMMA4) rc = check_rope_freqs(g, hp, &rope_freqs, err, err_len);
   if (rc == 0 && ai->fused && !rope_freqs) rc = read_longrope(g, arch, hp, &rope_freqs, err, err_len);
   if (rc == 0) rc = read_vocab(g, arch, hp, err, err_len);
   if (rc != 0) return rc;
 
-  if (ai->gemma) rc = read_gemma(g, arch, ai->gemma, hp, err, err_len);
+  if (ai->gemma) rc = model__gemma_hparams(g, arch, ai->gemma, hp, err, err_len);
   hp->n_attn_layers = hp->n_layers;
   if (rc == 0 && ai->arch == MODEL_ARCH_QWEN35) rc = read_hybrid(g, arch, hp, err, err_len);
   if (rc != 0) return rc;

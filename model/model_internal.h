@@ -40,6 +40,9 @@ typedef struct model_layer {
   kern_weight_t w_pl_gate; /* [ple_dim, dim] inp_gate: the per-layer input's gate */
   kern_weight_t w_pl_proj; /* [dim, ple_dim] proj */
   float *pl_norm;          /* [dim] post_norm */
+  float *moe_pre_norm;     /* [dim] pre_ffw_norm_2: the experts' input norm (a layer with the MoE block) */
+  float *mlp_post_norm;    /* [dim] post_ffw_norm_1: the dense MLP's output norm there */
+  float *moe_post_norm;    /* [dim] post_ffw_norm_2: the experts' output norm */
   float layer_scale;       /* layer_output_scale: x *= it at the layer's end */
 } model_layer_t;
 
@@ -66,7 +69,8 @@ struct model {
   kern_weight_t pl_embd;   /* [n_layers ple_dim, n_vocab] per_layer_token_embd */
   kern_weight_t pl_proj;   /* [n_layers ple_dim, dim] per_layer_model_proj */
   float *pl_proj_norm;     /* device [ple_dim] per_layer_proj_norm */
-  float *inv_freq_full_dev; /* device [head_dim_full / 2]: the full layers' (0 past rot_dim_full / 2) */
+  float *inv_freq_full_dev; /* device [head_dim_full / 2]: the full layers' (divided by rope_freqs.weight) */
+  float *inv_freq_full;     /* host [head_dim_full / 2]: the same */
   float *ones;             /* device [max head_dim]: the weight of v_norm, an RMSNorm without one */
   int *cache_kv_heads, *cache_head_dim; /* [n_attn_layers] host: the cache's per-layer geometry */
 };
@@ -96,11 +100,23 @@ int model__load_matrix(loader_t *ld, const char *name, int64_t rows, int64_t col
 int model__load_vector(loader_t *ld, const char *name, int64_t n, float **dst, int required);
 /* The F32 tensor `name` of one element, read on the host into *out. */
 int model__load_scalar(loader_t *ld, const char *name, float *out);
+/* Layer l's router and experts (a sparse layer: model_moe.h) into its moe. */
+int model__load_moe(loader_t *ld, int l);
+/* The F32 vector `name` of n elements, read on the host into out[n]; a
+ * missing optional one leaves out as it is. 0 or -EINVAL. */
+int model__load_host(loader_t *ld, const char *name, int64_t n, float *out, int required);
 
-/* Gemma 4 (model_gemma4.c). The gemma4.* keys beyond the common ones into
- * hp (refusing a GGUF file not written by hf/); 0 or -EINVAL naming the
- * key. */
+/* The Gemma families' keys (model_gemma_hparams.c), on top of the common
+ * ones: Gemma 2 and 3's block (version 2 or 3), and Gemma 4's keys as
+ * llama.cpp writes them. 0 or -EINVAL naming the key. The `<arch>.` keys
+ * each reads beyond the common ones (NULL-terminated). */
+int model__gemma_hparams(const gguf_ctx_t *g, const char *arch, int version, model_hparams_t *hp, char *err,
+                         size_t err_len);
 int model__gemma4_hparams(const gguf_ctx_t *g, const char *arch, model_hparams_t *hp, char *err, size_t err_len);
+extern const char *const model__gemma_keys[];
+extern const char *const model__gemma4_keys[];
+
+/* Gemma 4 (model_gemma4.c). */
 /* The tensors of the per-layer inputs (model-wide), and layer l's. */
 int model__gemma4_load_globals(loader_t *ld);
 int model__gemma4_load_layer(loader_t *ld, int l);
@@ -118,6 +134,8 @@ typedef struct model_g4_io {
   float *plc;         /* [T, n_layers ple_dim] scratch: their context part */
   float *pg;          /* [T, ple_dim] a layer's gate */
   float *pl;          /* [T, ple_dim] a layer's input */
+  float *mx, *mr, *my; /* [T, dim] each, with the MoE block: the experts' input, the router's, their output */
+  struct model_moe_scratch *moe; /* the runner's (not owned), set before each step; NULL: no MoE block */
 } model_g4_io_t;
 
 /* Allocates the gemma4-only buffers of io for T rows (0, or -ENOMEM with

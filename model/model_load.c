@@ -206,6 +206,9 @@ static int load_vector(loader_t *ld, const char *name, int64_t n, float **dst, i
   return load_f32(ld, name, n, 0, dst, required);
 }
 
+static int load_moe(loader_t *ld, int l, model_layer_t *L);
+int model__load_moe(loader_t *ld, int l) { return load_moe(ld, l, &ld->m->layers[l]); }
+
 int model__load_matrix(loader_t *ld, const char *name, int64_t rows, int64_t cols, kern_weight_t *w) {
   return load_matrix(ld, name, rows, cols, w);
 }
@@ -214,16 +217,18 @@ int model__load_vector(loader_t *ld, const char *name, int64_t n, float **dst, i
   return load_vector(ld, name, n, dst, required);
 }
 
-int model__load_scalar(loader_t *ld, const char *name, float *out) {
+int model__load_host(loader_t *ld, const char *name, int64_t n, float *out, int required) {
   int bad = 0;
-  const gguf_tensor_t *t = find(ld, name, 1, 0, 1, &bad);
+  const gguf_tensor_t *t = find(ld, name, n, 0, required, &bad);
   if (t && t->type != KERN_F32) {
     snprintf(ld->err, ld->err_len, "tensor '%s' is not F32", name);
     return -EINVAL;
   }
-  if (t) memcpy(out, t->data, sizeof *out);
-  return t ? 0 : -EINVAL;
+  if (t) memcpy(out, t->data, (size_t)n * sizeof *out);
+  return bad ? -EINVAL : 0;
 }
+
+int model__load_scalar(loader_t *ld, const char *name, float *out) { return model__load_host(ld, name, 1, out, 1); }
 
 /* A hybrid's Gated DeltaNet layer (model_gdn.c): its token mixer, then the
  * MLP with post_attention_norm as its input norm (qwen35's naming). */
@@ -253,17 +258,28 @@ static int load_recurrent(loader_t *ld, int l) {
 
 /* Layer l's experts of `kind` (gate, up, down), rows × cols each, into
  * ws[e]: slices of the stacked blk.l.ffn_<kind>_exps.weight ([cols, rows,
- * n_expert]), or one tensor per expert blk.l.ffn_<kind>.E.weight (older
- * llama.cpp files, and hf/'s view of a checkpoint folder, whose experts
- * stay apart in the mapping). A token reads n_expert_used (step_bytes). */
+ * n_expert]); the gate and up halves of a fused blk.l.ffn_gate_up_exps
+ * ([cols, 2 rows, n_expert], gate first: Gemma 4's); or one tensor per
+ * expert blk.l.ffn_<kind>.E.weight (older llama.cpp files, and hf/'s view
+ * of a checkpoint folder, whose experts stay apart in the mapping). A
+ * token reads n_expert_used (step_bytes). */
 static int load_experts(loader_t *ld, int l, const char *kind, int64_t rows, int64_t cols, kern_weight_t *ws) {
   const model_hparams_t *hp = &ld->m->hp;
   char name[64], one[64];
   snprintf(name, sizeof name, "blk.%d.ffn_%s_exps.weight", l, kind);
   snprintf(one, sizeof one, "blk.%d.ffn_%s.0.weight", l, kind);
   const int apart = !gguf_find_tensor(ld->m->gguf, name) && gguf_find_tensor(ld->m->gguf, one);
+  int64_t slice = rows, row0 = 0; /* rows per expert in the stack, and this kind's first */
+  if (!apart && strcmp(kind, "down") != 0 && !gguf_find_tensor(ld->m->gguf, name)) {
+    char fused[64];
+    snprintf(fused, sizeof fused, "blk.%d.ffn_gate_up_exps.weight", l);
+    if (gguf_find_tensor(ld->m->gguf, fused)) {
+      memcpy(name, fused, sizeof name);
+      slice = 2 * rows, row0 = strcmp(kind, "up") == 0 ? rows : 0;
+    }
+  }
   int bad = 0;
-  const gguf_tensor_t *t = apart ? NULL : find3(ld, name, cols, rows, hp->n_expert, 1, &bad);
+  const gguf_tensor_t *t = apart ? NULL : find3(ld, name, cols, slice, hp->n_expert, 1, &bad);
   if (!apart && !t) return -EINVAL;
   for (int e = 0; e < hp->n_expert; e++) {
     if (apart) {
@@ -272,12 +288,35 @@ static int load_experts(loader_t *ld, int l, const char *kind, int64_t rows, int
     }
     const kern_type_t type = (kern_type_t)t->type;
     const int64_t row_bytes = kern_type_row_bytes(type, cols);
-    const void *data = row_bytes <= 0 ? NULL : (const char *)t->data + (apart ? 0 : (int64_t)e * rows * row_bytes);
+    const void *data =
+        row_bytes <= 0 ? NULL : (const char *)t->data + (apart ? 0 : ((int64_t)e * slice + row0) * row_bytes);
     const int rc = prepare(ld, apart ? one : name, type, data, rows, cols, &ws[e]);
     if (rc != 0) return rc;
   }
   ld->m->step_bytes += hp->n_expert_used * rows * kern_type_row_bytes(ws[0].type, cols);
   return 0;
+}
+
+/* Gemma 4's router input norm (ffn_gate_inp.scale, times dim^-½) and its
+ * experts' scales (ffn_down_exps.scale), both required there. */
+static int load_gemma4_router(loader_t *ld, int l, model_moe_layer_t *M) {
+  const model_hparams_t *hp = &ld->m->hp;
+  kern_backend_t *be = ld->m->be;
+  char name[64];
+  float *scale = xmalloc((size_t)hp->dim * sizeof *scale);
+  M->expert_scale = xmalloc((size_t)hp->n_expert * sizeof *M->expert_scale);
+  snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.scale", l);
+  int rc = model__load_host(ld, name, hp->dim, scale, 1);
+  snprintf(name, sizeof name, "blk.%d.ffn_down_exps.scale", l);
+  if (rc == 0) rc = model__load_host(ld, name, hp->n_expert, M->expert_scale, 1);
+  for (int i = 0; rc == 0 && i < hp->dim; i++) scale[i] = (float)(scale[i] / sqrt((double)hp->dim));
+  if (rc == 0 && !(M->router_norm = be->alloc(be, (size_t)hp->dim * sizeof *scale))) {
+    snprintf(ld->err, ld->err_len, "the %s backend is out of memory", be->name);
+    rc = -ENOMEM;
+  }
+  if (rc == 0) be->upload(be, M->router_norm, scale, (size_t)hp->dim * sizeof *scale);
+  free(scale);
+  return rc;
 }
 
 /* A sparse layer's router, experts and shared expert (model_moe.h). */
@@ -291,6 +330,7 @@ static int load_moe(loader_t *ld, int l, model_layer_t *L) {
   char name[64];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
   int rc = load_matrix(ld, NAME("ffn_gate_inp.weight"), E, hp->dim, &M->router);
+  if (rc == 0 && hp->arch == MODEL_ARCH_GEMMA4) rc = load_gemma4_router(ld, l, M);
   if (rc == 0) rc = load_experts(ld, l, "gate", eff, hp->dim, M->gate);
   if (rc == 0) rc = load_experts(ld, l, "up", eff, hp->dim, M->up);
   if (rc == 0) rc = load_experts(ld, l, "down", hp->dim, eff, M->down);
@@ -530,6 +570,8 @@ static void release_moe(kern_backend_t *be, model_moe_layer_t *M, int n_expert) 
   be->free(be, M->gate_b);
   be->free(be, M->up_b);
   be->free(be, M->down_b);
+  be->free(be, M->router_norm);
+  free(M->expert_scale);
   free(M->gate);
   free(M->up);
   free(M->down);
@@ -573,6 +615,9 @@ void model_destroy(model_t *m) {
       release(be, &L->w_pl_gate);
       release(be, &L->w_pl_proj);
       be->free(be, L->pl_norm);
+      be->free(be, L->moe_pre_norm);
+      be->free(be, L->mlp_post_norm);
+      be->free(be, L->moe_post_norm);
     }
     free(m->layers);
   }

@@ -182,7 +182,8 @@ typedef struct {
 } expert_bias_t;
 
 /* silu(x·gᵀ) ⊙ x·uᵀ → ·dᵀ over n rows: a SwiGLU MLP (an expert, or the
- * shared one); gpt-oss: with the biases b and the clamped SwiGLU. */
+ * shared one); gpt-oss: with the biases b and the clamped SwiGLU; Gemma 4
+ * (hp->gelu_mlp): GeGLU. */
 static void swiglu_mlp(kern_backend_t *be, const model_hparams_t *hp, float *y, const float *x, float *g, float *u,
                        const kern_weight_t *wg, const kern_weight_t *wu, const kern_weight_t *wd,
                        const expert_bias_t *b, int n) {
@@ -193,6 +194,8 @@ static void swiglu_mlp(kern_backend_t *be, const model_hparams_t *hp, float *y, 
   if (b && b->up) be->add_bias(be, u, b->up, n, F);
   if (hp->swiglu_limit > 0)
     be->swiglu_oai(be, g, g, u, (int64_t)n * F, hp->swiglu_alpha, hp->swiglu_limit);
+  else if (hp->gelu_mlp)
+    be->geglu(be, g, g, u, (int64_t)n * F);
   else
     be->swiglu(be, g, g, u, (int64_t)n * F);
   be->matmul(be, y, g, wd, n);
@@ -200,9 +203,9 @@ static void swiglu_mlp(kern_backend_t *be, const model_hparams_t *hp, float *y, 
 }
 
 void model__moe_forward(kern_backend_t *be, const model_hparams_t *hp, const model_moe_layer_t *w,
-                        model_moe_scratch_t *s, float *y, const float *h, int T) {
+                        model_moe_scratch_t *s, float *y, const float *h, const float *hr, int T) {
   const int E = hp->n_expert, k = hp->n_expert_used, kk = s->kk, D = hp->dim, F = hp->expert_ff_dim;
-  be->matmul(be, s->rlog, h, &w->router, T); /* [T, E] */
+  be->matmul(be, s->rlog, hr ? hr : h, &w->router, T); /* [T, E] */
   if (w->router_b) be->add_bias(be, s->rlog, w->router_b, T, E);
   be->download(be, s->rlog_h, s->rlog, (size_t)T * E * sizeof(float));
   for (int t = 0; t < T; t++)
@@ -217,7 +220,7 @@ void model__moe_forward(kern_backend_t *be, const model_hparams_t *hp, const mod
       const int e = s->ids_h[t * k + j], p = s->off[e]++;
       s->gidx_h[p] = t;
       s->slot_h[t * kk + j] = p;
-      s->cw_h[t * kk + j] = s->w_h[t * k + j];
+      s->cw_h[t * kk + j] = s->w_h[t * k + j] * (w->expert_scale ? w->expert_scale[e] : 1.0f);
     }
   for (int e = 0; e < E; e++) s->off[e] -= s->count[e];
   const int n = T * k;

@@ -15,6 +15,12 @@
  *   logits = h · Wrouterᵀ + b_router; S = the top k logits; w = softmax over S
  *   expert e: down_e(swiglu_oai(gate_e(h) + bg_e, up_e(h) + bu_e)) + bd_e
  * as Hugging Face's GptOssTopKRouter and GptOssExperts compute it.
+ * Gemma 4's MoE block (hp->gelu_mlp; the router_norm and expert_scale
+ * below): the router reads its own input hr = rmsnorm(r) · scale ·
+ * dim^-½ (the caller's), softmax over all experts, the top k renormalised,
+ * each w_e times per_expert_scale[e]; each expert a GeGLU MLP
+ * (gelu_tanh(gate_e(h)) ⊙ up_e(h)), as Gemma4TextRouter and
+ * Gemma4TextExperts compute it.
  *
  * The step (model__moe_forward): router logits for every row (one matmul),
  * routing on the host (the logits downloaded: the CPU backend's memory is
@@ -48,6 +54,10 @@ typedef struct model_moe_layer {
   float *router_b;                 /* device [n_expert] ffn_gate_inp.bias, or NULL (hp->moe_bias) */
   float *gate_b, *up_b;            /* device [n_expert, eff] ffn_{gate,up}_exps.bias, or NULL */
   float *down_b;                   /* device [n_expert, dim] ffn_down_exps.bias, or NULL */
+  float *router_norm;              /* device [dim] gemma4: ffn_gate_inp.scale · dim^-½, the router input's
+                                      RMSNorm weight; NULL elsewhere */
+  float *expert_scale;             /* host [n_expert] gemma4: ffn_down_exps.scale (per_expert_scale), each
+                                      expert's weight times it; NULL: 1 */
 } model_moe_layer_t;
 
 typedef enum model_moe_gating {
@@ -79,10 +89,12 @@ typedef struct model_moe_scratch model_moe_scratch_t;
 model_moe_scratch_t *model__moe_scratch_create(kern_backend_t *be, const model_hparams_t *hp, int max_tokens);
 void model__moe_scratch_destroy(kern_backend_t *be, model_moe_scratch_t *s); /* NULL: no-op */
 
-/* y [T, dim] = the sparse MLP of layer w over h [T, dim] (device buffers;
- * y must not alias h). Syncs the backend once or twice (the routing). */
+/* y [T, dim] = the sparse MLP of layer w over h [T, dim], routed by hr
+ * [T, dim] (NULL: h; Gemma 4's router reads its own input) (device
+ * buffers; y must not alias h). Syncs the backend once or twice (the
+ * routing). */
 void model__moe_forward(kern_backend_t *be, const model_hparams_t *hp, const model_moe_layer_t *w,
-                        model_moe_scratch_t *s, float *y, const float *h, int T);
+                        model_moe_scratch_t *s, float *y, const float *h, const float *hr, int T);
 
 /* The experts run so far by s's steps (each counted once per layer and
  * step, however many rows chose it), for the tests' accounting. */

@@ -178,9 +178,10 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
     r->g4 = (model_g4_io_t){.x = r->x, .h = r->h, .proj = r->proj, .q = r->q, .att = r->att, .gate = r->gate,
                             .up = r->up, .ids = r->ids, .pos = r->pos, .k = {r->g4.k[0], r->g4.k[1]},
                             .v = {r->g4.v[0], r->g4.v[1]}, .pli = r->g4.pli, .plc = r->g4.plc, .pg = r->g4.pg,
-                            .pl = r->g4.pl};
+                            .pl = r->g4.pl, .mx = r->g4.mx, .mr = r->g4.mr, .my = r->g4.my};
   }
   if (hp->n_expert > 0 && !failed) failed = !(r->moe = model__moe_scratch_create(be, hp, cfg->max_tokens));
+  r->g4.moe = r->moe; /* gemma4's MoE block */
   /* ON pads only where graphs replay: elsewhere padding would be pure cost */
   /* a hybrid's padding rows would need states of their own, and a mixture
    * of experts routes on the host mid-forward (model_moe.h: a download, which
@@ -406,7 +407,7 @@ static int issue_forward(model_runner_t *r, int T, int L) {
     /* MLP: x += (silu(h · Wgateᵀ) ⊙ h · Wupᵀ) · Wdownᵀ, h = rmsnorm(x); or the experts' */
     be->rmsnorm(be, r->h, r->x, w->ffn_norm, T, dim, hp->rms_eps);
     if (w->moe) {
-      model__moe_forward(be, hp, w->moe, r->moe, r->proj, r->h, T); /* proj [T, dim] */
+      model__moe_forward(be, hp, w->moe, r->moe, r->proj, r->h, NULL, T); /* proj [T, dim] */
     } else {
       be->matmul(be, r->gate, r->h, &w->w_gate, T); /* gate [T, ff_dim] */
       be->matmul(be, r->up, r->h, &w->w_up, T);     /* up [T, ff_dim] */

@@ -75,9 +75,12 @@ tok_t *tok_create_from_gguf(const gguf_ctx_t *g, char *err, size_t err_len) {
     spec.model = TOK_MODEL_BPE;
   } else if (strcmp(model, "llama") == 0) {
     spec.model = TOK_MODEL_SPM;
+  } else if (strcmp(model, "gemma4") == 0) { /* llama.cpp's: SentencePiece-style BPE by merge rank */
+    spec.model = TOK_MODEL_SPM;
+    spec.newline_runs = 1;
   } else {
     snprintf(err, err_len, "tokenizer: tokenizer.ggml.model \"%s\" is not supported "
-             "(gpt2 and llama are)", model);
+             "(gpt2, llama and gemma4 are)", model);
     goto out;
   }
   spec.pre = pre;
@@ -129,7 +132,8 @@ tok_t *tok_create_from_gguf(const gguf_ctx_t *g, char *err, size_t err_len) {
     spec.scores = scores;
   }
 
-  if (spec.model == TOK_MODEL_BPE || gguf_find_kv(g, "tokenizer.ggml.merges")) { /* "llama": optional */
+  if (spec.model == TOK_MODEL_BPE || spec.newline_runs || gguf_find_kv(g, "tokenizer.ggml.merges")) {
+    /* "llama": optional */
     int64_t m = gguf_get_arr_str(g, "tokenizer.ggml.merges", &spec.merges);
     if (m < 0 || m > INT32_MAX) {
       snprintf(err, err_len, "tokenizer: tokenizer.ggml.merges is missing or not a string array");
@@ -149,6 +153,10 @@ tok_t *tok_create_from_gguf(const gguf_ctx_t *g, char *err, size_t err_len) {
       get_flag(g, "tokenizer.ggml.add_space_prefix", &spec.add_space_prefix, err, err_len) ||
       get_flag(g, "tram.tokenizer.prefix_unless_space", &spec.prefix_unless_space, err, err_len))
     goto out;
+  if (spec.newline_runs) { /* gemma4: no space prefix unless asked; BOS always (llama.cpp overrides a false) */
+    if (spec.add_space_prefix < 0) spec.add_space_prefix = 0;
+    spec.add_bos = 1;
+  }
   int bad_norm = 0;
   char *norm = get_cstr(g, "tram.tokenizer.normalizer", &bad_norm);
   if (bad_norm || (norm && strcmp(norm, "nfc") != 0)) {

@@ -207,6 +207,7 @@ struct tok {
   /* SentencePiece */
   int32_t spm_byte_id[256]; /* the <0xXX> tokens; -1: none */
   int spm_ranked;           /* 1: merges given: merged by rank (tok__bpe_chars), not by score */
+  int newline_runs;         /* tok_spec_t.newline_runs */
 
   /* special and added tokens, for matching in the text */
   int32_t *special;        /* ids of control/unknown/user-defined tokens with text,

@@ -11,7 +11,10 @@
  * unknown token when the vocabulary lacks one of those byte tokens. Pieces SentencePiece
  * marks unused are not resegmented (llama.cpp does not either). With merges
  * (a vocabulary from tokenizer.json, `spm_ranked`) the escaped fragment is
- * merged by rank instead, as Hugging Face's BPE model does (tok_bpe.c). */
+ * merged by rank instead, as Hugging Face's BPE model does (tok_bpe.c).
+ * llama.cpp's "gemma4" model (newline_runs): the fragment is cut into runs
+ * of newlines and runs of other characters, each merged alone; a newline
+ * run that is a token is taken whole (llama-vocab.cpp's gemma4 pre-type). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,8 +51,8 @@ static void emit_symbol(const tok_t *tok, const char *buf, const sym_t *s, tok__
   for (uint32_t i = 0; i < s->len; i++) tok__emit(out, tok->spm_byte_id[(uint8_t)buf[s->start + i]]);
 }
 
-void tok__spm_fragment(const tok_t *tok, tok__scratch_t *sc, const uint8_t *text, size_t n,
-                       int prefix, tok__out_t *out) {
+static void spm_piece(const tok_t *tok, tok__scratch_t *sc, const uint8_t *text, size_t n, int prefix,
+                      tok__out_t *out) {
   /* escape: at most 3 bytes per input byte, plus the prefix */
   xgrow(&sc->buf, &sc->buf_cap, 3 * n + 3, 1, 16);
   char *buf = sc->buf;
@@ -101,4 +104,23 @@ void tok__spm_fragment(const tok_t *tok, tok__scratch_t *sc, const uint8_t *text
     try_pair(tok, buf, s, &h, c.left, s[c.left].next);
   }
   for (int32_t i = 0; i >= 0 && i < m; i = s[i].next) emit_symbol(tok, buf, &s[i], out);
+}
+
+void tok__spm_fragment(const tok_t *tok, tok__scratch_t *sc, const uint8_t *text, size_t n,
+                       int prefix, tok__out_t *out) {
+  if (!tok->newline_runs) {
+    spm_piece(tok, sc, text, n, prefix, out);
+    return;
+  }
+  for (size_t i = 0; i < n;) { /* llama.cpp's gemma4: runs of "\n" and of the rest, merged apart */
+    const int nl = text[i] == '\n';
+    size_t j = i;
+    while (j < n && (text[j] == '\n') == nl) j++;
+    const int32_t id = nl ? strmap_find(&tok->vocab, (const char *)text + i, (uint32_t)(j - i)) : -1;
+    if (id >= 0 && (tok->types[id] == TOK_TYPE_NORMAL || tok->types[id] == TOK_TYPE_USER_DEFINED))
+      tok__emit(out, id); /* a newline run that is a token: whole */
+    else
+      spm_piece(tok, sc, text + i, j - i, prefix && i == 0, out);
+    i = j;
+  }
 }

@@ -328,6 +328,7 @@ tok_t *tok_create(const tok_spec_t *spec, char *err, size_t err_len) {
   tok->add_space_prefix =
       spec->add_space_prefix >= 0 ? spec->add_space_prefix != 0 : tok->model == TOK_MODEL_SPM;
   tok->prefix_unless_space = spec->prefix_unless_space > 0;
+  tok->newline_runs = spec->newline_runs > 0 && tok->model == TOK_MODEL_SPM;
   tok->prefix_pieces = spec->prefix_pieces;
   tok->nfc = spec->nfc > 0;
   if (tok->nfc && !tok__nfc_available()) {

@@ -98,6 +98,9 @@ typedef struct tok_spec {
                                 Metaspace "first"; GGUF key tram.tokenizer.prefix_pieces) */
   int prefix_unless_space;   /* SPM: 1: no prefix before text that starts with a space (Hugging
                                 Face's Metaspace; GGUF key tram.tokenizer.prefix_unless_space) */
+  int newline_runs;          /* SPM: 1: the text cut into runs of newlines and runs of other
+                                characters, each merged alone, a newline run that is a token taken
+                                whole (llama.cpp's "gemma4" tokenizer model) */
 } tok_spec_t;
 
 enum { TOK_PREFIX_EVERY_PIECE = 1, TOK_PREFIX_FIRST_PIECE = 2 }; /* tok_spec_t.prefix_pieces */

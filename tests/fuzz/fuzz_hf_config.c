@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(isfinite(hp.attn_scale) && hp.attn_scale >= 0);
     if (hp.arch == MODEL_ARCH_GEMMA4) { /* every layer's geometry whole, every layer reads a cache layer there is */
       CHECK(hp.n_attn_layers >= 1 && hp.n_kv_heads_full >= 1 && hp.n_heads % hp.n_kv_heads_full == 0);
-      CHECK(hp.rot_dim_full >= 0 && hp.rot_dim_full <= hp.head_dim_full && hp.ff_dim_shared >= 1);
+      CHECK(hp.head_dim_full >= 2 && hp.head_dim_full % 2 == 0 && hp.ff_dim_shared >= 1);
       for (int l = 0; l < hp.n_layers && l < 64; l++) {
         const int cl = model_layer_cache_layer(&hp, l);
         CHECK(cl >= 0 && cl < hp.n_attn_layers && model_layer_head_dim(&hp, l) == model_layer_head_dim(&hp, cl));

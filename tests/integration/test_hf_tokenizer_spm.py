@@ -138,3 +138,55 @@ def test_unsupported_byte_fallback_tokenizers_refused(case, spm_dir, tool, tmp_p
     (bad / "tokenizer.json").write_text(json.dumps(j))
     res = subprocess.run([str(tool("tokenize")), "-m", str(bad)], input=b"x", capture_output=True, timeout=60)
     assert res.returncode != 0 and want in res.stderr.decode(), res.stderr
+
+
+def gemma4_tokenizer():
+    """A tokenizer of Gemma 4's kind: byte-fallback BPE, spaces made "▁" by the normalizer with no prefix, runs
+    of newlines as tokens (merged by rank: "\\n" "\\n", then "\\n\\n" "\\n"); <bos> and a user-defined token."""
+    vocab, merges = trained_merges()
+    for t in ["\n", "\n\n", "\n\n\n"]:
+        vocab.setdefault(t, len(vocab))
+    merges += [("\n", "\n"), ("\n\n", "\n")]
+    for b in range(256):
+        vocab.setdefault(f"<0x{b:02X}>", len(vocab))
+    tk = Tokenizer(models.BPE(vocab, merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tk.normalizer = normalizers.Replace(" ", "▁")
+    tk.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
+    tk.add_special_tokens([AddedToken(t, special=True) for t in ["<unk>", "<bos>", "<eos>"]])
+    tk.add_tokens([AddedToken("<|channel>", special=False, normalized=False)])
+    return tk
+
+
+def test_gemma4_tokenizer_model(tool, tmp_path):
+    """llama.cpp's `gemma4` tokenizer model (tokenizer.ggml.model "gemma4", as its converter writes a Gemma 4
+    tokenizer.json: tokens by id, merges, no space prefix, <bos> always; llama-vocab.cpp: spaces as "▁", the text
+    cut into runs of newlines and runs of the rest, merged by rank, a newline run that is a token taken whole,
+    byte fallback) tokenizes as `tokenizers` does with that tokenizer.json, whose merges never cross a newline."""
+    import gguf
+    tk = gemma4_tokenizer()
+    j = json.loads(tk.to_str())
+    n = tk.get_vocab_size()
+    names = [tk.id_to_token(i) for i in range(n)]
+    added = {a["id"]: a for a in j["added_tokens"]}
+    types = [(3 if added[i]["special"] else 4) if i in added else 6 if names[i].startswith("<0x") else 1
+             for i in range(n)]
+    p = tmp_path / "gemma4-vocab.gguf"
+    w = gguf.GGUFWriter(str(p), "gemma4")
+    w.add_tokenizer_model("gemma4")
+    w.add_token_list(names)
+    w.add_token_scores([0.0] * n)
+    w.add_token_types(types)
+    w.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in j["model"]["merges"]])
+    w.add_bos_token_id(tk.token_to_id("<bos>"))
+    w.add_add_space_prefix(False)
+    w.add_add_bos_token(True)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.close()
+    corpus = json.loads((DATA / "tokenizer_corpus.json").read_text())
+    corpus += [read_text()[:20000], "a\nb\n\nc\n\n\nd\n\n\n\ne\n\n\n\n\nf", "\n", "\n\n", " \n lead", "x <|channel>y",
+               "  two  spaces", "trail ", "\u00e9t\u00e9 \U0001F600 \u4e2d\u6587\n\n"]
+    got = tram_tokenize(tool, p, corpus, "--special")
+    for text, ids in zip(corpus, got):
+        assert ids == tk.encode(text, add_special_tokens=False).ids, text[:80]
+    assert tram_tokenize(tool, p, ["hi"], "--add-special")[0] == [tk.token_to_id("<bos>")] + tk.encode("hi").ids

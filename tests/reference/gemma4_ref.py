@@ -36,11 +36,22 @@ The semantics it follows (names as in modeling_gemma4.py):
   h = pre_feedforward_layernorm(x); then with per-layer inputs
   x += post_per_layer_input_norm(per_layer_projection(gelu_tanh(
   per_layer_input_gate(x)) · pli_l)); then x *= layer_scalar.
+- enable_moe_block (Gemma4TextRouter, Gemma4TextExperts, the decoder
+  layer's forward): with r the residual stream after attention and m the
+  dense MLP's output as above,
+    router: z = rmsnorm(r) (no weight) · router.scale · hidden_size^-0.5;
+      p = softmax(z · router.projᵀ) over all num_experts; the top_k_experts
+      of highest p; their p renormalised to sum 1, then each times
+      router.per_expert_scale[e];
+    experts: on pre_feedforward_layernorm_2(r), expert e =
+      down_e(gelu_tanh(gate_e) · up_e) with [gate_e; up_e] = gate_up_proj[e]
+      (gate the first half of the rows), weighted and summed;
+    x += post_feedforward_layernorm(post_feedforward_layernorm_1(m)
+         + post_feedforward_layernorm_2(experts)).
 - Final: norm, lm_head (tied to embed_tokens unless tie_word_embeddings is
   false), final_logit_softcapping c: c · tanh(logits / c).
-Not read (refused here, as by tram): enable_moe_block,
-use_bidirectional_attention, attention_bias, RoPE types other than default
-and proportional.
+Not read (refused here, as by tram): use_bidirectional_attention,
+attention_bias, RoPE types other than default and proportional.
 """
 import json
 import math
@@ -92,7 +103,7 @@ class Gemma4Ref:
             cfg, prefix = cfg["text_config"], "model.language_model."
         if cfg["model_type"] != "gemma4_text":
             raise ValueError(f"Gemma4Ref: model_type {cfg['model_type']!r}")
-        for k in ("enable_moe_block", "use_bidirectional_attention", "attention_bias"):
+        for k in ("use_bidirectional_attention", "attention_bias"):
             if cfg.get(k):
                 raise ValueError(f"Gemma4Ref: {k} is not read by this reference")
         self.cfg = cfg
@@ -105,6 +116,8 @@ class Gemma4Ref:
         self.ple = cfg.get("hidden_size_per_layer_input") or 0
         self.softcap = cfg.get("final_logit_softcapping") or 0.0
         self.k_eq_v = bool(cfg.get("attention_k_eq_v"))
+        self.moe = bool(cfg.get("enable_moe_block"))
+        self.top_k = cfg.get("top_k_experts")
         over = {int(k): v for k, v in (cfg.get("per_layer_config") or {}).items()}
         self.head_dim = [over.get(l, {}).get("head_dim", cfg["head_dim"]) for l in range(L)]
         self.kv_heads = [over.get(l, {}).get("num_key_value_heads", cfg["num_key_value_heads"]) for l in range(L)]
@@ -152,6 +165,25 @@ class Gemma4Ref:
             out[:, head, :] = (s / s.sum(axis=1, keepdims=True)) @ v[:, head // group, :]
         return out.reshape(T, nh * hd) @ self._lw(l, "self_attn.o_proj.weight").T
 
+    def _experts(self, l, r):
+        """The MoE block's output [T, dim] for the residual stream r."""
+        z = rmsnorm(r, None, self.eps) * self._lw(l, "router.scale") * self.dim ** -0.5
+        logits = z @ self._lw(l, "router.proj.weight").T
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        h = rmsnorm(r, self._lw(l, "pre_feedforward_layernorm_2.weight"), self.eps)
+        gate_up, down = self._lw(l, "experts.gate_up_proj"), self._lw(l, "experts.down_proj")
+        scale = self._lw(l, "router.per_expert_scale")
+        out = np.zeros_like(r)
+        for t in range(r.shape[0]):
+            top = np.argsort(-p[t], kind="stable")[: self.top_k]
+            w = p[t, top] / p[t, top].sum() * scale[top]
+            for e, we in zip(top, w):
+                gu = gate_up[e] @ h[t]
+                g, u = gu[: len(gu) // 2], gu[len(gu) // 2:]
+                out[t] += we * (down[e] @ (gelu_tanh(g) * u))
+        return out
+
     def hidden(self, tokens):
         """The final-normed hidden states [T, dim] of one sequence from position 0."""
         ids = np.asarray(tokens)
@@ -171,6 +203,10 @@ class Gemma4Ref:
             h = rmsnorm(x, self._lw(l, "pre_feedforward_layernorm.weight"), self.eps)
             m = gelu_tanh(h @ self._lw(l, "mlp.gate_proj.weight").T) * (h @ self._lw(l, "mlp.up_proj.weight").T)
             m = m @ self._lw(l, "mlp.down_proj.weight").T
+            if self.moe:
+                m = rmsnorm(m, self._lw(l, "post_feedforward_layernorm_1.weight"), self.eps)
+                e = self._experts(l, x)
+                m = m + rmsnorm(e, self._lw(l, "post_feedforward_layernorm_2.weight"), self.eps)
             x = x + rmsnorm(m, self._lw(l, "post_feedforward_layernorm.weight"), self.eps)
             if self.ple:
                 g = gelu_tanh(x @ self._lw(l, "per_layer_input_gate.weight").T) * pli[:, l, :]

@@ -40,6 +40,13 @@ Families:
            (<pad> 0, <eos> 1, <bos> 2, <|turn> and <turn|>, ...), BOS first
            in every prompt (add_bos_token, as Gemma's tokenizers); the chat template is Gemma 4's
            (tests/integration/data/templates/google-gemma-4.jinja).
+  gemma4_moe  Gemma4ForCausalLM with enable_moe_block (the 26B-A4B's layer:
+           the dense MLP and a mixture of experts side by side), in
+           bfloat16, 3 layers (sliding, sliding, full; heads of 16 and 32,
+           K = V on the full layer), 8 experts of width 16, top 2, beside an
+           MLP of 64; the router's scale and per_expert_scale and every
+           RMSNorm weight away from 1; no per-layer inputs or KV sharing
+           (the dense fixture covers those); gemma4's tokenizer and template.
 """
 import json
 import pathlib
@@ -145,18 +152,55 @@ GEMMA4_SPECIALS = ["<pad>", "<eos>", "<bos>", "<|turn>", "<turn|>", "<|think|>",
                    '<|"|>']
 
 
-def gemma4():
-    out = DATA / "gemma4"
-    out.mkdir(parents=True, exist_ok=True)
+GEMMA4_ROPE = {"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+               "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000.0}}
+
+
+def gemma4_model(cfg, seed, more=None):
+    """A random Gemma 4 model of cfg (torch seed `seed`) with its RMSNorm weights and layer_scalar buffers away
+    from 1 (generator seed + 1), and more(layer, generator) applied to each layer after its layer_scalar."""
+    torch.manual_seed(seed)
+    model = Gemma4ForCausalLM(cfg).eval()
+    gen = torch.Generator().manual_seed(seed + 1)
+    perturb_norms(model, gen)
+    with torch.no_grad():
+        for layer in model.model.layers:  # away from 1, so that a scalar skipped shows
+            layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=gen))
+            if more:
+                more(layer, gen)
+    return model
+
+
+def gemma4_save(model, out, fast, bos, **load):
+    """Saves model in bfloat16 into out, reloads it in float64 (with `load`'s options) and writes what it computes
+    from the prompts (BOS first)."""
+    model.to(torch.bfloat16).save_pretrained(out)
+    model = Gemma4ForCausalLM.from_pretrained(out, dtype=torch.float64, **load).eval()
+    ids = [[bos] + fast(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
+    np.savez_compressed(out / "expected.npz", **expected(model, ids))
+    print(f"{out.name}: vocab {model.config.vocab_size}, prompts of {[len(i) for i in ids]} tokens -> {out}")
+    return model
+
+
+def gemma4_tokenizer(out):
+    """The byte-level BPE with Gemma 4's specials and chat template, saved into out with add_bos_token (Gemma's
+    tokenizers put <bos> first): (tokenizer, fast tokenizer, (bos, eos, end-of-turn ids))."""
     tk = byte_level_tokenizer(GEMMA4_SPECIALS, 360)
     template = (TEMPLATES / "google-gemma-4.jinja").read_text()
     fast = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<bos>", eos_token="<turn|>", pad_token="<pad>",
                                    chat_template=template)
     fast.save_pretrained(out)
-    tcfg = json.loads((out / "tokenizer_config.json").read_text())  # Gemma's tokenizers put <bos> first
+    tcfg = json.loads((out / "tokenizer_config.json").read_text())
     (out / "tokenizer_config.json").write_text(json.dumps({**tcfg, "add_bos_token": True}, indent=2) + "\n")
     bos, eos, turn_end = tk.token_to_id("<bos>"), tk.token_to_id("<eos>"), tk.token_to_id("<turn|>")
     assert (tk.token_to_id("<pad>"), eos, bos) == (0, 1, 2)
+    return tk, fast, (bos, eos, turn_end)
+
+
+def gemma4():
+    out = DATA / "gemma4"
+    out.mkdir(parents=True, exist_ok=True)
+    tk, fast, (bos, eos, turn_end) = gemma4_tokenizer(out)
     types = ["sliding_attention", "sliding_attention", "full_attention"] * 2
     cfg = Gemma4TextConfig(
         vocab_size=tk.get_vocab_size(), hidden_size=64, intermediate_size=96, num_hidden_layers=6,
@@ -164,23 +208,33 @@ def gemma4():
         attention_k_eq_v=True, layer_types=types, sliding_window=8, num_kv_shared_layers=2,
         hidden_size_per_layer_input=8, vocab_size_per_layer_input=tk.get_vocab_size(), use_double_wide_mlp=True,
         final_logit_softcapping=30.0, max_position_embeddings=512, rms_norm_eps=1e-6, initializer_range=0.1,
-        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
-                         "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
-                                            "rope_theta": 1000.0}},
+        rope_parameters=GEMMA4_ROPE,
         bos_token_id=bos, eos_token_id=[eos, turn_end], pad_token_id=0, tie_word_embeddings=True)
     assert cfg.kv_sharing_modes == [None, None, "store", "store", "reuse", "reuse"], cfg.kv_sharing_modes
-    torch.manual_seed(42)
-    model = Gemma4ForCausalLM(cfg).eval()
-    gen = torch.Generator().manual_seed(43)
-    perturb_norms(model, gen)
-    with torch.no_grad():
-        for layer in model.model.layers:  # away from 1, so that a scalar skipped shows
-            layer.layer_scalar.copy_(0.5 + torch.rand(1, generator=gen))
-    model.to(torch.bfloat16).save_pretrained(out)
-    model = Gemma4ForCausalLM.from_pretrained(out, dtype=torch.float64).eval()
-    ids = [[bos] + fast(p, add_special_tokens=False)["input_ids"] for p in PROMPTS]
-    np.savez_compressed(out / "expected.npz", **expected(model, ids))
-    print(f"gemma4: vocab {cfg.vocab_size}, prompts of {[len(i) for i in ids]} tokens -> {out}")
+    gemma4_save(gemma4_model(cfg, 42), out, fast, bos)
+
+
+def gemma4_moe():
+    out = DATA / "gemma4_moe"
+    out.mkdir(parents=True, exist_ok=True)
+    tk, fast, (bos, eos, turn_end) = gemma4_tokenizer(out)
+    cfg = Gemma4TextConfig(
+        vocab_size=tk.get_vocab_size(), hidden_size=64, intermediate_size=64, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, global_head_dim=32, num_global_key_value_heads=1,
+        attention_k_eq_v=True, layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        sliding_window=8, num_kv_shared_layers=0, hidden_size_per_layer_input=0,
+        enable_moe_block=True, num_experts=8, top_k_experts=2, moe_intermediate_size=16,
+        final_logit_softcapping=30.0, max_position_embeddings=512, rms_norm_eps=1e-6, initializer_range=0.1,
+        rope_parameters=GEMMA4_ROPE,
+        bos_token_id=bos, eos_token_id=[eos, turn_end], pad_token_id=0, tie_word_embeddings=True)
+    def router_scales(layer, gen):  # away from 1, so that a scale skipped shows
+        layer.router.scale.copy_(0.5 + torch.rand(layer.router.scale.shape, generator=gen))
+        layer.router.per_expert_scale.copy_(0.5 + torch.rand(layer.router.per_expert_scale.shape, generator=gen))
+
+    model = gemma4_model(cfg, 52, router_scales)
+    # the experts' eager loop (the default grouped_mm has no float64)
+    model = gemma4_save(model, out, fast, bos, experts_implementation="eager")
+    assert model.config._experts_implementation == "eager"
 
 
 if __name__ == "__main__":

@@ -3,15 +3,19 @@
 transformers' float64 logits and greedy continuations are committed under
 tests/reference/data/<family>/, so this test needs neither).
 
-For each family:
+Families: smollm3, gemma4 (the dense text model) and gemma4_moe (Gemma 4
+with enable_moe_block: the 26B-A4B's MLP and mixture of experts side by
+side). For each family:
 - the float64 numpy reference read from the Hugging Face folder (hf_ref.py)
   agrees with transformers (so it can stand in for it where the inputs
   cannot be fixed in advance: the chat prompt, whose template prints
   today's date);
 - tram's logits from the folder, and from the GGUF that llama.cpp's
-  converter conventions give for it (written here with the `gguf` package;
-  SmolLM3 only: tram reads Gemma 4 from folders only), are within rel. L2
-  1e-3 of transformers' at every position, same argmax;
+  converter conventions give for it (written with the `gguf` package:
+  SmolLM3 here, Gemma 4 by hf_gguf.write_gemma4 — llama.cpp's own keys,
+  per-layer arrays and rope_freqs.weight), are within rel. L2 1e-3 of
+  transformers' at every position, same argmax, and the two forms' logits
+  agree to 1e-6 (the GGUF path and the folder path are one model);
 - tram tokenizes the prompts as transformers did, and its greedy
   continuations (`tram generate`) are transformers' token for token — alone,
   in batches with staggered arrivals, and preempted in a tiny cache (for
@@ -23,7 +27,8 @@ For each family:
 - Gemma 4's multimodal folder (model_type gemma4, the text model under
   model.language_model., a vision tower beside it) gives the text model's
   logits;
-- what tram does not run of the family is refused at load with the reason.
+- what tram does not run of the family is refused at load with the reason,
+  from the folder and (Gemma 4) from llama.cpp's GGUF form.
 """
 import json
 import pathlib
@@ -36,7 +41,7 @@ import numpy as np
 import pytest
 from gemma4_ref import Gemma4Ref
 from gguf_copy import finish
-from hf_gguf import add_bpe_vocab, add_f32, hparams, permute
+from hf_gguf import add_bpe_vocab, add_f32, hparams, permute, write_gemma4
 from hf_ref import HfRef, load_safetensors
 from safetensors.numpy import save_file
 from test_forward import run_plan
@@ -49,11 +54,12 @@ from test_chat_template import hf_environment  # noqa: E402
 from test_engine import generate, ids_of  # noqa: E402
 
 DATA = ROOT / "data"
-FAMILIES = ["smollm3", "gemma4"]
-HF_CLASS = {"smollm3": "SmolLM3ForCausalLM", "gemma4": "Gemma4ForCausalLM"}
+FAMILIES = ["smollm3", "gemma4", "gemma4_moe"]
+HF_CLASS = {"smollm3": "SmolLM3ForCausalLM", "gemma4": "Gemma4ForCausalLM", "gemma4_moe": "Gemma4ForCausalLM"}
+MODEL_TYPE = {"smollm3": "smollm3", "gemma4": "gemma4", "gemma4_moe": "gemma4"}
 # the numpy reference vs transformers' float64 model: Gemma 4's softmax runs in float32 there
 # (eager_attention_forward's dtype=torch.float32), SmolLM3's in float64
-REF_TOL = {"smollm3": 1e-5, "gemma4": 5e-5}
+REF_TOL = {"smollm3": 1e-5, "gemma4": 5e-5, "gemma4_moe": 5e-5}
 
 
 def expected(family):
@@ -107,16 +113,17 @@ def family(request):
 
 @pytest.fixture(scope="module")
 def ref(family):
-    return Gemma4Ref(DATA / family) if family == "gemma4" else HfRef(DATA / family)
+    return Gemma4Ref(DATA / family) if family.startswith("gemma4") else HfRef(DATA / family)
 
 
 @pytest.fixture(scope="module")
 def models(family, tmp_path_factory):
-    """The family's folder, and its GGUF form where tram reads one (SmolLM3)."""
-    if family == "gemma4":
-        return [DATA / family]
+    """The family's folder, and its GGUF form as llama.cpp's converter writes it."""
     p = tmp_path_factory.mktemp("gguf") / f"{family}.gguf"
-    write_gguf(DATA / family, p)
+    if family.startswith("gemma4"):
+        finish(write_gemma4(DATA / family, p, load_safetensors(DATA / family / "model.safetensors")))
+    else:
+        write_gguf(DATA / family, p)
     return [DATA / family, p]
 
 
@@ -137,10 +144,16 @@ def test_reference_matches_transformers(family, ref):
 
 def test_logits_from_folder_and_gguf(family, tool, tmp_path, models):
     cases = expected(family)
+    forms = []
     for model in models:
         got = forward(tool, model, [ids for ids, _, _ in cases], tmp_path)
         for g, (_, want, _) in zip(got, cases):
             check_logits(g, want)
+        forms.append(got)
+    for folder, gguf_form in zip(*forms):  # one model either way
+        diff = np.abs(folder - gguf_form).max() / np.abs(folder).max()
+        print(f"folder vs GGUF: max |diff| / max |logit| {diff:.1e}")
+        assert diff <= 1e-6, diff
 
 
 def test_greedy_alone_batched_and_preempted(family, tram_bin, tmp_path, models):
@@ -182,13 +195,13 @@ CHAT = {  # the family's messages, its template's variables, and what the render
 
 def test_serve_chat_through_openai(family, tram_bin, tmp_path, ref):
     folder = DATA / family
-    messages, variables, looks_right = CHAT[family]
+    messages, variables, looks_right = CHAT[family.removesuffix("_moe")]
     template = hf_environment().from_string((folder / "chat_template.jinja").read_text())
     tk = Tokenizer.from_file(str(folder / "tokenizer.json"))
     server = tram_server.start(tmp_path, "-m", folder, "--max-model-len", "512", binary=tram_bin)
     try:
         info = server.get("/model_info").json()
-        assert (info["model_type"], info["architectures"]) == (family, [HF_CLASS[family]])
+        assert (info["model_type"], info["architectures"]) == (MODEL_TYPE[family], [HF_CLASS[family]])
         client = server.client()
         model = client.models.list().data[0].id
         out = client.chat.completions.create(model=model, messages=messages, max_tokens=6, temperature=0,
@@ -266,7 +279,10 @@ G4_FULL = {"head_dim": 32, "num_key_value_heads": 1}
 G4_ROPE = {"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000.0}}
 G4_REFUSED = {
-    "MoE block": (dict(enable_moe_block=True), "enable_moe_block is not something tram runs for Gemma 4 yet"),
+    "MoE block without its sizes": (dict(enable_moe_block=True), "config.json: num_experts is missing"),
+    "more experts chosen than there are": (dict(enable_moe_block=True, num_experts=4, top_k_experts=5,
+                                                moe_intermediate_size=8),
+                                           "config.json: top_k_experts"),
     "bidirectional": (dict(use_bidirectional_attention="all"), "use_bidirectional_attention is not something"),
     "attention bias": (dict(attention_bias=True), "attention_bias is not something"),
     "YaRN on the full layers": (dict(rope_parameters={**G4_ROPE, "full_attention": {"rope_type": "yarn",
@@ -301,15 +317,42 @@ def test_refused_with_the_reason(family, case, tool, tmp_path):
     assert want in err, err
 
 
-def test_gguf_gemma4_refused(tool, tmp_path):
-    """A GGUF of llama.cpp's gemma4 architecture is refused: tram reads Gemma 4 from folders only."""
+G4_GGUF_REFUSED = {  # llama.cpp's gemma4 keys and tensors that tram does not run, each refused by name
+    "non-periodic pattern": (lambda w: w.add_sliding_window_pattern([True, False, True, True, True, False]),
+                             "layer 3 breaks the periodic pattern of a full layer every 2"),
+    "pattern of another length": (lambda w: w.add_sliding_window_pattern([True, True, False]),
+                                  "not a bool array of block_count"),
+    "a sliding layer's own KV heads": (lambda w: w.add_head_count_kv([2, 1, 1, 2, 2, 1]),
+                                       "layer 1 has 1, another of its kind 2 (tram runs one value per layer type)"),
+    "an owner's own MLP width": (lambda w: w.add_feed_forward_length([96, 96, 96, 48, 192, 192]),
+                                 "feed_forward_length': layer 3 has 48"),
+    "partial rotation by count": (lambda w: w.add_rope_dimension_count_swa(8), "rotates whole heads"),
+    "a zero divisor": (lambda w: setattr(w.tensors[0]["rope_freqs.weight"], "tensor", np.zeros(16, np.float32)),
+                       "element 0 is 0, not a positive finite divisor"),
+    "no rope_freqs": (lambda w: w.tensors[0].pop("rope_freqs.weight"), "tensor 'rope_freqs.weight' is missing"),
+    "no KV source": (lambda w: (w.add_shared_kv_layers(5), w.add_feed_forward_length(96)),
+                     "layer 2 has no earlier layer of its type"),
+}
+G4_MOE_GGUF_REFUSED = {  # the MoE block's
+    "a router without experts": (lambda w: (w.add_expert_count(0), w.add_expert_used_count(0)),
+                                 "tensor 'blk.0.ffn_gate_inp.weight': a router, but no experts"),
+    "no per-expert scale": (lambda w: w.tensors[0].pop("blk.1.ffn_down_exps.scale"),
+                            "tensor 'blk.1.ffn_down_exps.scale' is missing"),
+    "no router input scale": (lambda w: w.tensors[0].pop("blk.2.ffn_gate_inp.scale"),
+                              "tensor 'blk.2.ffn_gate_inp.scale' is missing"),
+    "experts of another width": (lambda w: w.add_expert_feed_forward_length(8),
+                                 "tensor 'blk.0.ffn_gate_up_exps.weight' has shape [64, 32, 8], the hyper-parameters "
+                                 "need [64, 16, 8]"),
+}
+
+
+@pytest.mark.parametrize("family,case", [("gemma4", c) for c in sorted(G4_GGUF_REFUSED)]
+                         + [("gemma4_moe", c) for c in sorted(G4_MOE_GGUF_REFUSED)])
+def test_gemma4_gguf_refused_with_the_reason(family, case, tool, tmp_path):
+    edit, message = (G4_GGUF_REFUSED if family == "gemma4" else G4_MOE_GGUF_REFUSED)[case]
     p = tmp_path / "gemma4.gguf"
-    w = gguf.GGUFWriter(str(p), "gemma4")
-    w.add_block_count(1)
-    w.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    w = write_gemma4(DATA / family, p, load_safetensors(DATA / family / "model.safetensors"))
+    edit(w)
+    finish(w)
     err = refusal(tool, p, tmp_path)
-    assert "tram runs Gemma 4 from a Hugging Face folder only, not from llama.cpp's GGUF form yet" in err, err
+    assert message in err, err
