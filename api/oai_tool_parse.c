@@ -204,6 +204,8 @@ static int harmony_call(const char *h, size_t hn, const char *b, size_t bn, aren
   const char *to = head_word(h, hn, " to=", &to_n), *type = head_word(h, hn, H_CONSTRAIN, &type_n);
   const size_t fn = strlen(H_FUNCTIONS);
   if (!to || to_n <= fn || memcmp(to, H_FUNCTIONS, fn) != 0) return 0; /* a built-in tool's: not a function's */
+  for (size_t i = fn; i < to_n; i++)
+    if ((unsigned char)to[i] < 0x20 || to[i] == 0x7f) return 0; /* a control byte (a NUL would cut it): no name */
   out->name = arena_strndup(a, to + fn, to_n - fn);
   char *text = NULL;
   if (!type || find(type, type_n, "json")) { /* JSON (the usual type, and the default): compacted when it parses */

@@ -219,8 +219,8 @@ static bool text(reason_split_t *r, char c, out_t *o) {
   case ST_H_START:
     r->st = ST_ANSWER;
     return false;
-  case ST_H_HEAD:
-    head_put(r, c);
+  case ST_H_HEAD: /* the header's text: never mistaken for the tag marks kept with it */
+    head_put(r, c == MARK_CHANNEL || c == MARK_CONSTRAIN ? 0x7f : c);
     return true;
   default:
     if (r->skip_ws && is_ws(c)) return true;

@@ -304,6 +304,17 @@ def test_anthropic_tool_use(harmony):
     assert blocks == ["tool_use"], blocks  # thinking not asked for: not shown, as Anthropic's
     assert j["stop_reason"] == "tool_use" and j["content"][-1]["name"] == "get_weather"
     jsonschema.validate(j["content"][-1]["input"], WEATHER)
+    # streamed: one tool_use block whose input_json_delta pieces make the same input
+    with harmony.http.stream("POST", "/v1/messages", json={**body, "stream": True},
+                             headers={"anthropic-version": "2023-06-01"}) as r:
+        assert r.status_code == 200
+        events = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: ")]
+    starts = [e["content_block"] for e in events if e["type"] == "content_block_start"]
+    assert [(b["type"], b.get("name")) for b in starts] == [("tool_use", "get_weather")]
+    pieces = [e["delta"]["partial_json"] for e in events
+              if e["type"] == "content_block_delta" and e["delta"]["type"] == "input_json_delta"]
+    assert json.loads("".join(pieces)) == j["content"][-1]["input"]
+    assert [e["delta"]["stop_reason"] for e in events if e["type"] == "message_delta"] == ["tool_use"]
 
 
 def test_harmony_needs_its_reasoning_parser(tmp_path):

@@ -151,6 +151,9 @@ static void malformed(void **state) {
   content_is(&p, NULL);
   p = run(&a, "<|channel|>commentary to=functions. json<|message|>{}", true, 0, &think);
   assert_int_equal(p.n_calls, 0);
+  /* a control byte in the name (a NUL would cut it short): not a call */
+  p = run(&a, "<|channel|>commentary to=functions.get\x01weather json<|message|>{}", true, 0, &think);
+  assert_int_equal(p.n_calls, 0);
   /* a function the request did not give is still a call (vLLM too): the client sees the name */
   p = run(&a, "<|channel|>commentary to=functions.not_a_tool json<|message|>{}", true, 0, &think);
   call_is(&p, 0, "not_a_tool", "{}");
