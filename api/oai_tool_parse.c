@@ -10,9 +10,15 @@
 #define HERMES_CLOSE "</tool_call>"
 #define MISTRAL_MARK "[TOOL_CALLS]"
 #define PYTHON_TAG "<|python_tag|>"
+#define H_CHANNEL "<|channel|>"
+#define H_CONSTRAIN "<|constrain|>"
+#define H_MESSAGE "<|message|>"
+#define H_CALL "<|call|>"
+#define H_FUNCTIONS "functions."
 
 oai_tools_format_t oai_tools_format_of(const char *src) {
   if (!src) return OAI_TOOLS_NONE;
+  if (strstr(src, H_CHANNEL)) return OAI_TOOLS_HARMONY;
   if (strstr(src, HERMES_OPEN)) return OAI_TOOLS_HERMES;
   if (strstr(src, MISTRAL_MARK)) return OAI_TOOLS_MISTRAL;
   if (strstr(src, PYTHON_TAG) || strstr(src, "ipython")) return OAI_TOOLS_LLAMA3;
@@ -180,6 +186,59 @@ static int json_args(const char *text, size_t len, arena_t *a, oai_tool_parse_t 
   return 1;
 }
 
+/* The word of header h[n] that follows key ("to=", the constrain tag), up
+ * to white space or the next tag; n 0 when none. */
+static const char *head_word(const char *h, size_t n, const char *key, size_t *len) {
+  const char *k = find(h, n, key);
+  *len = 0;
+  if (!k) return NULL;
+  const char *w = k + strlen(key), *end = h + n;
+  while (w + *len < end && !space(w[*len]) && w[*len] != '<') (*len)++;
+  return w;
+}
+
+/* One harmony message's call: its header h[hn] and body b[bn]. Returns 1
+ * when it is a call of a function. */
+static int harmony_call(const char *h, size_t hn, const char *b, size_t bn, arena_t *a, oai_tool_call_t *out) {
+  size_t to_n, type_n;
+  const char *to = head_word(h, hn, " to=", &to_n), *type = head_word(h, hn, H_CONSTRAIN, &type_n);
+  const size_t fn = strlen(H_FUNCTIONS);
+  if (!to || to_n <= fn || memcmp(to, H_FUNCTIONS, fn) != 0) return 0; /* a built-in tool's: not a function's */
+  for (size_t i = fn; i < to_n; i++)
+    if ((unsigned char)to[i] < 0x20 || to[i] == 0x7f) return 0; /* a control byte (a NUL would cut it): no name */
+  out->name = arena_strndup(a, to + fn, to_n - fn);
+  char *text = NULL;
+  if (!type || find(type, type_n, "json")) { /* JSON (the usual type, and the default): compacted when it parses */
+    const char *stop = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(b, bn, &stop, 0);
+    size_t rest = o ? (size_t)(b + bn - stop) : 0;
+    trim(stop ? stop : b, &rest);
+    text = o && !rest ? cJSON_PrintUnformatted(o) : NULL; /* nothing after the value, as json.loads */
+    cJSON_Delete(o);
+  }
+  out->arguments = text ? arena_strndup(a, text, strlen(text)) : arena_strndup(a, b, bn);
+  free(text);
+  return 1;
+}
+
+static int harmony(const char *text, size_t len, int32_t max, arena_t *a, oai_tool_parse_t *out, int32_t *cap) {
+  const char *first = find(text, len, H_CHANNEL), *end = text + len;
+  if (!first) return 0;
+  for (const char *p = first; p && (max <= 0 || out->n_calls < max);) {
+    const char *h = p + strlen(H_CHANNEL);
+    const char *msg = find(h, (size_t)(end - h), H_MESSAGE);
+    const char *b = msg ? msg + strlen(H_MESSAGE) : NULL;
+    const char *call = b ? find(b, (size_t)(end - b), H_CALL) : NULL;
+    if (!call) break; /* a message cut short: no call (vLLM reads finished messages only) */
+    oai_tool_call_t c;
+    if (harmony_call(h, (size_t)(msg - h), b, (size_t)(call - b), a, &c)) push(out, cap, a, &c);
+    const char *next = call + strlen(H_CALL);
+    p = find(next, (size_t)(end - next), H_CHANNEL);
+  }
+  set_content(out, text, (size_t)(first - text));
+  return 1;
+}
+
 /* How many bytes of s[len] end in a proper prefix of marker m. */
 static size_t marker_tail(const char *s, size_t len, const char *m) {
   const size_t n = strlen(m);
@@ -193,8 +252,9 @@ size_t oai_tools_stream_safe(oai_tools_format_t f, const char *text, size_t len)
   switch (f) {
   case OAI_TOOLS_NONE: return len;
   case OAI_TOOLS_HERMES:
+  case OAI_TOOLS_HARMONY:
   case OAI_TOOLS_MISTRAL: {
-    const char *m = f == OAI_TOOLS_HERMES ? HERMES_OPEN : MISTRAL_MARK;
+    const char *m = f == OAI_TOOLS_HERMES ? HERMES_OPEN : f == OAI_TOOLS_HARMONY ? H_CHANNEL : MISTRAL_MARK;
     const char *at = find(text, len, m);
     limit = at ? (size_t)(at - text) : len - marker_tail(text, len, m);
     break;
@@ -223,6 +283,8 @@ void oai_tools_parse(oai_tools_format_t f, const char *text, size_t len, int32_t
   else if (f == OAI_TOOLS_MISTRAL) found = mistral(text, len, max_calls, a, out, &cap);
   else if (f == OAI_TOOLS_JSON_LIST) found = call_list(text, len, max_calls, a, out, &cap);
   else if (f == OAI_TOOLS_JSON_ARGS) found = json_args(text, len, a, out, &cap);
+  else if (f == OAI_TOOLS_HARMONY && harmony(text, len, max_calls, a, out, &cap)) return; /* content: the text
+                                                                                          * before the messages */
   if (!found || out->n_calls == 0) {
     out->n_calls = 0;
     out->content = len ? text : NULL; /* plain text: as generated */

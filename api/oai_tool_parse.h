@@ -13,6 +13,17 @@
  *                      to: [{"name": ..., "parameters": {...}}, ...]
  *   OAI_TOOLS_JSON_ARGS  a named tool_choice: the output is the arguments
  *                      object alone (a call named "", which the server names)
+ *   OAI_TOOLS_HARMONY  gpt-oss: the answer side of the reasoning splitter
+ *                      (text/reasoning.h, calls kept): text, then messages
+ *                      <|channel|>CH to=RECIPIENT[ <|constrain|>TYPE]
+ *                      <|message|>BODY<|call|>. A recipient functions.NAME is
+ *                      a call of NAME (arguments: BODY, compacted when TYPE is
+ *                      json or absent and it parses, else as written, as
+ *                      vLLM's openai tool parser); other recipients (built-in
+ *                      tools) and a message without <|call|> (cut short) are
+ *                      neither calls nor content (vLLM keeps only finished
+ *                      messages). The text before the first message is the
+ *                      content, even when no call is read.
  *
  * Output that does not parse as calls (bad JSON, no name) is content, as
  * vLLM's parsers do: the model answered in text. Pure: no model, no I/O;
@@ -33,6 +44,7 @@ typedef enum oai_tools_format {
   OAI_TOOLS_JSON_LIST, /* tool_choice "required": the whole output is [{"name", "parameters"}, ...] */
   OAI_TOOLS_JSON_ARGS, /* a named tool_choice: the whole output is the arguments object (the server
                         * names the call) */
+  OAI_TOOLS_HARMONY,   /* gpt-oss: harmony messages to=functions.NAME, as the reasoning splitter writes them */
 } oai_tools_format_t;
 
 typedef struct oai_tool_call {
@@ -48,9 +60,9 @@ typedef struct oai_tool_parse {
   int32_t n_calls;
 } oai_tool_parse_t;
 
-/* The format a chat template teaches, from its source text: "<tool_call>"
- * → HERMES, "[TOOL_CALLS]" → MISTRAL, "<|python_tag|>" or "ipython" →
- * LLAMA3, else NONE. */
+/* The format a chat template teaches, from its source text: "<|channel|>"
+ * → HARMONY, "<tool_call>" → HERMES, "[TOOL_CALLS]" → MISTRAL,
+ * "<|python_tag|>" or "ipython" → LLAMA3, else NONE. */
 oai_tools_format_t oai_tools_format_of(const char *template_src);
 
 /* Parses text[len] in format f into *out (at most max_calls calls; 0: no

@@ -128,6 +128,7 @@ typedef enum cfg_tool_parser {
   CFG_TOOL_PARSER_LLAMA3,   /* {"name", "parameters"} JSON, maybe after <|python_tag|> (Llama 3.x) */
   CFG_TOOL_PARSER_MISTRAL,  /* [TOOL_CALLS][{"name", "arguments"}, ...] */
   CFG_TOOL_PARSER_NONE,     /* tools refused */
+  CFG_TOOL_PARSER_OPENAI,   /* gpt-oss's harmony: <|channel|>commentary to=functions.NAME<|message|>{json}<|call|> */
 } cfg_tool_parser_t;
 
 typedef enum cfg_reasoning_parser {

@@ -30,7 +30,8 @@ static const char *const poolings[] = {"auto", "last", "mean", "cls", NULL}; /* 
 static const char *const pool_norms[] = {"auto", "true", "false", NULL};     /* cfg_pooling_normalize_t */
 static const char *const gen_configs[] = {"auto", "none", NULL}; /* cfg_generation_config_t */
 static const char *const reasoning_parsers[] = {"auto", "deepseek_r1", "qwen3", "gpt_oss", "none", NULL}; /* cfg_reasoning_parser_t */
-static const char *const tool_parsers[] = {"auto", "hermes", "llama3_json", "mistral", "none", NULL}; /* cfg_tool_parser_t */
+static const char *const tool_parsers[] = {"auto", "hermes", "llama3_json", "mistral", "none", "openai",
+                                            NULL}; /* cfg_tool_parser_t */
 
 const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
     [CFG_CONFIG] = {"config", CFG_T_PATH, "General", "", 'c', 0, 0, NULL, "FILE", CFG_F_NOFILE,
@@ -149,8 +150,9 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
     [CFG_TOOL_CALL_PARSER] = {"tool_call_parser", CFG_T_ENUM, "Model", "auto", 0, 0, 0, tool_parsers, "PARSER", 0,
                               "How tool calls are read from the model's output: hermes "
                               "(<tool_call>{...}</tool_call>), llama3_json, mistral "
-                              "([TOOL_CALLS]), none (requests with tools are refused), or auto: "
-                              "from the chat template's text.",
+                              "([TOOL_CALLS]), openai (gpt-oss's harmony: commentary "
+                              "to=functions.NAME, with the gpt_oss reasoning parser), none (requests with "
+                              "tools are refused), or auto: from the chat template's text.",
                               OFF(tool_call_parser)},
     [CFG_REASONING_PARSER] = {"reasoning_parser", CFG_T_ENUM, "Model", "auto", 0, 0, 0, reasoning_parsers, "PARSER", 0,
                               "How a thinking model's reasoning is split from its answer (chat and "

@@ -164,7 +164,14 @@ typedef struct sched_req_params {
                                  * step, the logits row masked to it) and the model answers; -1: none */
   const int32_t *think_close;   /* [n_think_close] the ids that close the reasoning (copied) */
   int32_t n_think_close;
+  const int32_t *think_lead;    /* [n_think_lead] ids forced first, at the output's start, one a step as
+                                 * think_close's (gpt_oss with a forced tool_choice: the analysis
+                                 * channel's opening, so that the budget and the forced call follow a
+                                 * reasoning); copied */
+  int32_t n_think_lead;
   int32_t think_open;           /* the single token that opens the reasoning, or -1 */
+  bool grammar_in_calls;        /* gpt_oss: the grammar constrains a tool call's arguments too (the body of
+                                 * a message with a recipient, REASON_CALL: a named tool_choice) */
   sched_pool_t pooling;         /* not NONE: an embedding. Only the prompt pass runs (no prefix-cache
                                  * hit, every prompt row computed, nothing sampled); the request
                                  * ends (SCHED_FINISH_STOP, 0 tokens) with its final event carrying

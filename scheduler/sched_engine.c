@@ -326,6 +326,11 @@ int sched_submit(sched_engine_t *e, sched_req_t *r, char *err, size_t err_len) {
       snprintf(err, err_len, "reasoning close id %d is not in the vocabulary of %d", r->think_close[i], e->n_vocab);
       return -EINVAL;
     }
+  for (int32_t i = 0; i < r->p.n_think_lead; i++)
+    if (r->think_lead[i] < 0 || r->think_lead[i] >= e->n_vocab) {
+      snprintf(err, err_len, "reasoning lead id %d is not in the vocabulary of %d", r->think_lead[i], e->n_vocab);
+      return -EINVAL;
+    }
   if (r->p.think_open >= e->n_vocab) r->p.think_open = -1;
   if (r->p.prompt_top_logprobs < 0 || r->p.prompt_top_logprobs > SAMP_MAX_TOP_LOGPROBS) {
     snprintf(err, err_len, "prompt_top_logprobs = %d: must be 0..%d", r->p.prompt_top_logprobs, SAMP_MAX_TOP_LOGPROBS);

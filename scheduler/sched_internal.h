@@ -48,6 +48,7 @@ typedef struct sched_eseq {
   reason_split_t think;    /* a thinking model: where its output is (sched_think.c) */
   int32_t think_tokens;    /* tokens sampled inside the reasoning */
   int32_t think_force;     /* the next index of think_close to force; -1: not forcing; -2: forced */
+  int32_t think_led;       /* how many of think_lead were forced */
 } sched_eseq_t;
 
 struct sched_req {
@@ -59,6 +60,7 @@ struct sched_req {
   gram_entry_t *grammar;      /* = p.grammar, referenced (NULL: none) */
   int32_t *stop_ids;          /* [p.n_stop_ids] */
   int32_t *think_close;       /* [p.n_think_close] */
+  int32_t *think_lead;        /* [p.n_think_lead] */
   sched_stops_t stops;
   void *user;
   /* shared with other threads */

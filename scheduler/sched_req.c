@@ -61,6 +61,10 @@ sched_req_t *sched_req_create(const int32_t *prompt, int32_t n_prompt, const sch
     snprintf(err, err_len, "%d reasoning close ids: at most %d are allowed", p->n_think_close, SCHED_MAX_STOP_IDS);
     return NULL;
   }
+  if (p->n_think_lead < 0 || p->n_think_lead > SCHED_MAX_STOP_IDS || (p->n_think_lead > 0 && !p->think_lead)) {
+    snprintf(err, err_len, "%d reasoning lead ids: at most %d are allowed", p->n_think_lead, SCHED_MAX_STOP_IDS);
+    return NULL;
+  }
   if (p->samp.n_logit_bias < 0 || (p->samp.n_logit_bias > 0 && !p->samp.logit_bias)) {
     snprintf(err, err_len, "logit_bias: bad count %d", p->samp.n_logit_bias);
     return NULL;
@@ -80,6 +84,8 @@ sched_req_t *sched_req_create(const int32_t *prompt, int32_t n_prompt, const sch
   r->p.stop_ids = r->stop_ids;
   r->think_close = dup_array(p->think_close, (size_t)p->n_think_close, sizeof *r->think_close);
   r->p.think_close = r->think_close;
+  r->think_lead = dup_array(p->think_lead, (size_t)p->n_think_lead, sizeof *r->think_lead);
+  r->p.think_lead = r->think_lead;
   r->p.stop = (const char *const *)r->stops.str;
   r->grammar = gram_entry_ref(p->grammar);
   r->user = user;
@@ -110,6 +116,7 @@ void sched_req_destroy(sched_req_t *r) {
   free(r->bias);
   free(r->stop_ids);
   free(r->think_close);
+  free(r->think_lead);
   gram_entry_unref(r->grammar);
   free(r);
 }

@@ -10,7 +10,12 @@
  *   - a thinking budget ends the reasoning: once a sequence has sampled
  *     think_budget tokens inside it, the tokens that close it are forced,
  *     one a step (the row masked to that token: its logprob is that of the
- *     masked row, as a grammar's), and the model goes on with its answer.
+ *     masked row, as a grammar's), and the model goes on with its answer;
+ *   - think_lead (gpt_oss with a forced tool_choice): tokens forced first,
+ *     one a step as the close's, before anything else is sampled;
+ *   - gpt_oss with grammar_in_calls (a named tool_choice): the grammar also
+ *     constrains a tool call's arguments (REASON_CALL), and the server's
+ *     close text may open that call (srv_completions.c).
  * All on the engine thread; the state is the sequence's. */
 #include <math.h>
 #include <string.h>
@@ -21,12 +26,14 @@ void sched__think_init(sched_eseq_t *q) {
   q->think = q->req->p.reasoning;
   q->think_tokens = 0;
   q->think_force = -1;
+  q->think_led = 0;
 }
 
 static bool thinking_model(const sched_eseq_t *q) { return q->req->p.reasoning.fmt != REASON_NONE; }
 
 int32_t sched__think_forced(sched_eseq_t *q) {
   const sched_req_t *r = q->req;
+  if (thinking_model(q) && q->think_led < r->p.n_think_lead) return r->think_lead[q->think_led];
   if (!thinking_model(q) || q->think_force == -2 || r->p.think_budget < 0 || r->p.n_think_close <= 0) return -1;
   const reason_phase_t ph = reason_split_phase(&q->think);
   if (q->think_force == -1) {
@@ -44,6 +51,7 @@ int sched__think_grammar(const sched_eseq_t *q) {
   if (!thinking_model(q)) return SCHED_THINK_GRAMMAR;
   switch (reason_split_phase(&q->think)) {
   case REASON_ANSWER: return SCHED_THINK_GRAMMAR;
+  case REASON_CALL: return q->req->p.grammar_in_calls ? SCHED_THINK_GRAMMAR : SCHED_THINK_FREE;
   case REASON_START: return q->think.fmt == REASON_QWEN3 ? SCHED_THINK_GRAMMAR_OPEN : SCHED_THINK_FREE;
   default: return SCHED_THINK_FREE;
   }
@@ -58,7 +66,11 @@ void sched__think_force_row(const sched_engine_t *e, int32_t token, const float 
 void sched__think_accept(sched_eseq_t *q, int32_t token, const char *piece, size_t n) {
   if (!thinking_model(q)) return;
   (void)token;
-  if (reason_split_phase(&q->think) == REASON_THINK) q->think_tokens++;
-  if (q->think_force >= 0 && ++q->think_force >= q->req->p.n_think_close) q->think_force = -2;
+  if (q->think_led < q->req->p.n_think_lead) {
+    q->think_led++; /* a lead token: not the reasoning's */
+  } else {
+    if (reason_split_phase(&q->think) == REASON_THINK) q->think_tokens++;
+    if (q->think_force >= 0 && ++q->think_force >= q->req->p.n_think_close) q->think_force = -2;
+  }
   if (n) reason_split_feed(&q->think, piece, n, NULL, NULL);
 }

@@ -168,6 +168,12 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
     return;
   }
   const reason_fmt_t rf = ch ? srv__reason_format(s) : REASON_NONE; /* a thinking model's chat */
+  if (tools == OAI_TOOLS_HARMONY && rf != REASON_GPT_OSS) { /* the splitter reads the messages' headers */
+    fail(rid, res, endpoint, 400, "tools: harmony tool calls (tool_call_parser openai) are read by the gpt_oss "
+         "reasoning parser, and reasoning_parser is not gpt_oss", "tools", "unsupported_parameter");
+    free_prompts(in, n_parts);
+    return;
+  }
   if (ch && ch->has_thinking_budget && rf == REASON_NONE) {
     const char *param = ch->budget_param ? ch->budget_param : "thinking_token_budget";
     char msg[256];
@@ -196,9 +202,14 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
   if (g->prompt_logprobs > p.prompt_top_logprobs) p.prompt_top_logprobs = g->prompt_logprobs;
   p.score_only = g->max_tokens == 0;
   int32_t *think_close = NULL; /* what a spent thinking budget forces */
+  int32_t *think_lead = NULL;  /* gpt-oss, a forced tool_choice: what the output starts with */
+  char call_open[160] = "";    /* ... a named one: the call's header, which a spent budget forces */
+  srv__tools_harmony(s, rf, tools, tool_name, &p, &think_lead, call_open, sizeof call_open);
   if (rf != REASON_NONE) {
     p.think_budget = ch->has_thinking_budget ? ch->thinking_budget : s->cfg->reasoning_budget;
-    if (srv__reason_close_ids(s, rf, &think_close, &p.n_think_close, &p.think_open) != 0) p.think_budget = -1;
+    if (srv__reason_close_ids(s, rf, call_open[0] ? call_open : NULL, &think_close, &p.n_think_close,
+                              &p.think_open) != 0)
+      p.think_budget = -1;
     p.think_close = think_close;
     if (rf == REASON_GPT_OSS) p.special = 1; /* harmony's channels are control tokens */
   }
@@ -206,6 +217,7 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
   j->endpoint = endpoint;
   j->tools_format = tools;
   j->parallel_tool_calls = parallel_tools;
+  j->harmony_calls = tools != OAI_TOOLS_NONE && rf == REASON_GPT_OSS;
   if (tools == OAI_TOOLS_JSON_ARGS) snprintf(j->tool_name, sizeof j->tool_name, "%s", tool_name);
   if (api) api->init(j, api->req); /* another API's writer */
   if (tools == OAI_TOOLS_LLAMA3 || tools == OAI_TOOLS_MISTRAL) p.special = 1; /* <|python_tag|>, [TOOL_CALLS] */
@@ -226,6 +238,7 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
     }
   }
   free(think_close);
+  free(think_lead);
   for (int32_t i = 0; rc == 0 && i < n_parts; i++) {
     rc = sched_submit(s->engine, j->parts[i].req, err, sizeof err);
     if (rc == 0) {
@@ -432,7 +445,8 @@ static void chat_start(srv_t *s, uint64_t rid, http_res_t *res, const char *endp
   if (ch->tool_choice == OAI_TOOL_CHOICE_NAMED) format = OAI_TOOLS_JSON_ARGS;
   if (tools && format == OAI_TOOLS_NONE) {
     fail(rid, res, endpoint, 400,
-         "tools: the chat template teaches no tool-call format this server reads (hermes, llama3_json, mistral); "
+         "tools: the chat template teaches no tool-call format this server reads (hermes, llama3_json, mistral, "
+         "openai); "
          "use a template with tools (chat_template) or set tool_call_parser",
          "tools", "unsupported_parameter");
   } else if (check_prompt(s, rid, res, endpoint, &ch->params, "messages", "messages", rc, err, err_len, in) == 0) {

@@ -425,6 +425,8 @@ struct srv_job {
   oai_tools_format_t tools_format; /* chat with tools: how the output is read; NONE: no tools */
   bool parallel_tool_calls;    /* false: at most one call */
   char tool_name[OAI_MAX_TOOL_NAME + 1]; /* OAI_TOOLS_JSON_ARGS: the call's name (a named tool_choice) */
+  bool harmony_calls;          /* gpt-oss with tools shown: the splitter keeps harmony's calls in the text
+                                * (reason_split_t.calls), read first whatever tools_format is (srv_tools.c) */
   const srv_writer_t *writer;  /* the API format it answers in */
   bool reasoning;              /* chat with a reasoning parser: events' texts are split (srv_reasoning.c) */
   /* /v1/responses (srv_responses.c) */
@@ -500,8 +502,20 @@ sched_pool_t srv__pooling(const srv_t *s);
  * (auto) the chat template's. */
 oai_tools_format_t srv__tools_format(const srv_t *s);
 /* Choice ci's finished text c->text as oc's content and tool calls (ids
- * made here), finish_reason "tool_calls" when it called any; in a. */
+ * made here), finish_reason "tool_calls" when it called any; in a. With
+ * harmony_calls, harmony's calls are read first; a forced tool_choice's
+ * JSON (the grammar's, in the final channel) when there are none, and a
+ * named one keeps only calls of its function. */
 void srv__tools_parse(const srv_job_t *j, int32_t ci, const srv_choice_t *c, arena_t *a, oai_choice_t *oc);
+/* gpt-oss (rf REASON_GPT_OSS) with a forced tool_choice (tools JSON_ARGS,
+ * JSON_LIST): the engine forces the analysis channel's opening first
+ * (p->think_lead: *lead, malloc'd, the caller frees it after creating its
+ * requests), and for a named one (tool_name) a spent thinking budget opens
+ * the call: close[cap] gets its harmony header (the text to force instead
+ * of the final channel's), and the grammar constrains the call's arguments
+ * (p->grammar_in_calls). Otherwise nothing changes. */
+void srv__tools_harmony(srv_t *s, reason_fmt_t rf, oai_tools_format_t tools, const char *tool_name,
+                        sched_req_params_t *p, int32_t **lead, char *close, size_t cap);
 
 /* ---- srv_reasoning.c ------------------------------------------------------- */
 /* The format a thinking model's output is read in: the reasoning_parser
@@ -512,10 +526,12 @@ reason_fmt_t srv__reason_format(const srv_t *s);
  * as splitting (f not NONE). */
 void srv__reason_start(srv_job_t *j, reason_fmt_t f, int32_t part, const int32_t *ids, int32_t n,
                        reason_split_t *start);
-/* The token ids that close f's reasoning (malloc'd *ids[*n]: what a spent
- * thinking budget forces), and *open_id, the one token that opens it (-1:
- * none is a single token). Returns 0 or -EINVAL. */
-int srv__reason_close_ids(srv_t *s, reason_fmt_t f, int32_t **ids, int32_t *n, int32_t *open_id);
+/* The token ids of close (NULL: what closes f's reasoning) in malloc'd
+ * *ids[*n]: what a spent thinking budget forces; and *open_id, the one
+ * token that opens f's reasoning (-1: none is a single token). Returns 0
+ * or -EINVAL. */
+int srv__reason_close_ids(srv_t *s, reason_fmt_t f, const char *close, int32_t **ids, int32_t *n,
+                          int32_t *open_id);
 /* Splits ev's text for choice c: the reasoning is appended to
  * c->reasoning, and the event the writers see is returned: ev itself when
  * the job does not split, else *tmp, ev with the content as its text (a

@@ -163,7 +163,7 @@ static void w_stream_event(srv_job_t *j, srv_choice_t *c, int32_t ci, const sche
   if (srv__reason_pending(c, &think, &n_think) && j->anth_thinking) /* else left out, as asked */
     stream_text(j, ANTH_BLOCK_THINKING, think, n_think);
   if (ev->kind == SCHED_EV_ERROR) w_stream_error(j, ev->error ? ev->error : "generation failed", NULL);
-  else if (j->tools_format == OAI_TOOLS_JSON_ARGS) stream_forced(j, ev);
+  else if (j->tools_format == OAI_TOOLS_JSON_ARGS && !j->harmony_calls) stream_forced(j, ev);
   else if (j->tools_format) stream_tools(j, c, ev);
   else stream_text(j, ANTH_BLOCK_TEXT, ev->text, ev->text_len);
 }

@@ -42,14 +42,17 @@ void srv__reason_start(srv_job_t *j, reason_fmt_t f, int32_t part, const int32_t
   tail[0] = 0;
   if (len > 0) tok_decode(j->srv->tok, ids + n - k, (size_t)k, TOK_DEC_SPECIAL, tail, (size_t)len + 1);
   reason_split_init(start, f, tail, len > 0 ? (size_t)len : 0);
+  start->calls = j->harmony_calls;
   free(tail);
   j->reasoning = f != REASON_NONE;
   for (int32_t i = 0; i < j->n; i++) j->choices[part * j->n + i].split = *start;
 }
 
-int srv__reason_close_ids(srv_t *s, reason_fmt_t f, int32_t **ids, int32_t *n, int32_t *open_id) {
+int srv__reason_close_ids(srv_t *s, reason_fmt_t f, const char *close, int32_t **ids, int32_t *n,
+                          int32_t *open_id) {
   char err[256];
-  const char *close = reason_close_text(f), *open = reason_open_text(f);
+  const char *open = reason_open_text(f);
+  if (!close) close = reason_close_text(f);
   int32_t *o = NULL, n_o = 0;
   *open_id = -1;
   if (srv__encode(s, open, strlen(open), TOK_ENC_PARSE_SPECIAL, &o, &n_o, err, sizeof err) == 0 && n_o == 1)
@@ -74,6 +77,10 @@ const sched_event_t *srv__reason_event(srv_job_t *j, srv_choice_t *c, const sche
   sink_t k = {.c = c};
   if (ev->token >= 0 && reason_split_phase(&c->split) == REASON_THINK) c->reason_tokens++;
   reason_split_feed(&c->split, ev->text, ev->text_len, take, &k);
+  /* ended at an end-of-generation token (harmony's <|call|>, whose text is not output) or where the grammar
+   * ends (a forced call's arguments): a message open at the end is finished */
+  if (ev->kind == SCHED_EV_FINISHED && ev->finish == SCHED_FINISH_STOP && ev->stop_id < 0 && !ev->stop_str)
+    reason_split_stopped(&c->split, take, &k);
   if (ev->kind != SCHED_EV_TOKEN) reason_split_end(&c->split, take, &k);
   *tmp = *ev;
   tmp->text = k.content.p; /* malloc'd (NULL when empty): srv__reason_event_done frees it */

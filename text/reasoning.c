@@ -20,6 +20,7 @@ enum {
   ST_H_THINK,   /* harmony: the analysis channel's body */
   ST_H_FINAL,   /* harmony: the final channel's body */
   ST_H_OTHER,   /* harmony: another channel's body (commentary) */
+  ST_H_CALL,    /* harmony: the body of a message with a recipient (a tool call) */
 };
 
 #define OPEN "<think>"
@@ -31,9 +32,13 @@ enum {
 
 static const char *const T_OPEN[] = {OPEN};
 static const char *const T_CLOSE[] = {CLOSE};
-static const char *const T_H_START[] = {H_CHANNEL};
+#define H_TO " to="
+#define H_CALL "<|call|>"
+static const char *const T_H_START[] = {H_CHANNEL, H_TO};
 static const char *const T_H_HEAD[] = {H_CHANNEL, H_MESSAGE, "<|start|>", "<|constrain|>", "<|end|>"};
-static const char *const T_H_BODY[] = {"<|end|>", "<|call|>", "<|return|>"};
+static const char *const T_H_BODY[] = {"<|end|>", H_CALL, "<|return|>"};
+enum { HEAD_CHANNEL = 0, HEAD_MESSAGE, HEAD_START, HEAD_CONSTRAIN, HEAD_END }; /* T_H_HEAD's order */
+enum { MARK_CHANNEL = 1, MARK_CONSTRAIN = 2 }; /* the tags kept in a header's bytes */
 
 enum { SIDE_NONE, SIDE_THINK, SIDE_ANSWER };
 
@@ -47,11 +52,12 @@ static const state_rule_t RULES[] = {
     [ST_START] = {T_OPEN, 1, SIDE_NONE},
     [ST_THINK] = {T_CLOSE, 1, SIDE_THINK},
     [ST_ANSWER] = {NULL, 0, SIDE_ANSWER},
-    [ST_H_START] = {T_H_START, 1, SIDE_NONE},
+    [ST_H_START] = {T_H_START, 2, SIDE_NONE},
     [ST_H_HEAD] = {T_H_HEAD, 5, SIDE_NONE},
     [ST_H_THINK] = {T_H_BODY, 3, SIDE_THINK},
     [ST_H_FINAL] = {T_H_BODY, 3, SIDE_ANSWER},
     [ST_H_OTHER] = {T_H_BODY, 3, SIDE_ANSWER},
+    [ST_H_CALL] = {T_H_BODY, 3, SIDE_ANSWER}, /* only with reason_split_t.calls: side_of */
 };
 
 /* Pieces of one side, coalesced before they go to the caller. */
@@ -90,7 +96,92 @@ static int match(const state_rule_t *ru, const char *s, size_t n) {
   return m;
 }
 
-static void on_tag(reason_split_t *r, int tag) {
+/* The side of the current state's text. */
+static int side_of(const reason_split_t *r) {
+  return r->st == ST_H_CALL && !r->calls ? SIDE_NONE : RULES[r->st].side;
+}
+
+static void put_str(out_t *o, const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) put(o, false, s[i]);
+}
+
+/* A header's byte: kept while the header fits (then it names nothing). */
+static void head_put(reason_split_t *r, char c) {
+  if (r->n_head < REASON_MAX_HEAD) r->head[r->n_head] = c;
+  if (r->n_head <= REASON_MAX_HEAD) r->n_head++;
+}
+
+typedef struct span {
+  const char *s;
+  size_t n;
+} span_t;
+
+static bool head_sep(char c) { return is_ws(c) || c == MARK_CHANNEL || c == MARK_CONSTRAIN; }
+
+/* The header's words: the channel (the first word after <|channel|>), the
+ * recipient (a word "to=R", in the role header or after the channel) and
+ * the content type (after <|constrain|>, or another word after the
+ * channel's name). */
+static void head_read(const reason_split_t *r, span_t *chan, span_t *to, span_t *type) {
+  *chan = *to = *type = (span_t){"", 0};
+  if (r->n_head > REASON_MAX_HEAD) return;
+  int after = 0; /* 0: the role header, MARK_CHANNEL, MARK_CONSTRAIN */
+  bool named = false;
+  for (size_t i = 0; i < r->n_head;) {
+    const char c = r->head[i];
+    if (c == MARK_CHANNEL || c == MARK_CONSTRAIN) {
+      after = c;
+      named = false;
+      i++;
+      continue;
+    }
+    if (is_ws(c)) {
+      i++;
+      continue;
+    }
+    size_t j = i;
+    while (j < r->n_head && !head_sep(r->head[j])) j++;
+    const span_t w = {r->head + i, j - i};
+    if (w.n > 3 && memcmp(w.s, "to=", 3) == 0) *to = (span_t){w.s + 3, w.n - 3};
+    else if (after == MARK_CHANNEL && !named) *chan = w, named = true;
+    else if (after) *type = w; /* <|constrain|>json, or "commentary json" */
+    i = j;
+  }
+}
+
+static bool is(span_t w, const char *s) { return w.n == strlen(s) && memcmp(w.s, s, w.n) == 0; }
+
+/* <|message|>: the body of the message the header names. A message with a
+ * recipient, kept (r->calls), opens in the parser's form. */
+static void head_done(reason_split_t *r, out_t *o) {
+  span_t chan, to, type;
+  head_read(r, &chan, &to, &type);
+  r->n_head = 0;
+  if (to.n) {
+    r->st = ST_H_CALL;
+    if (!r->calls) return;
+    put_str(o, H_CHANNEL, strlen(H_CHANNEL));
+    put_str(o, chan.s, chan.n);
+    put_str(o, H_TO, strlen(H_TO));
+    put_str(o, to.s, to.n);
+    if (type.n) {
+      put_str(o, " <|constrain|>", 14);
+      put_str(o, type.s, type.n);
+    }
+    put_str(o, H_MESSAGE, strlen(H_MESSAGE));
+    return;
+  }
+  r->st = is(chan, "analysis") ? ST_H_THINK : is(chan, "final") ? ST_H_FINAL : ST_H_OTHER;
+}
+
+/* A harmony body ended (its end tag, or the output's end-of-generation). */
+static void body_end(reason_split_t *r, out_t *o) {
+  if (r->st == ST_H_CALL && r->calls) put_str(o, H_CALL, strlen(H_CALL));
+  r->st = ST_H_HEAD;
+  r->n_head = 0;
+}
+
+static void on_tag(reason_split_t *r, int tag, out_t *o) {
   switch (r->st) {
   case ST_START:
     r->st = ST_THINK;
@@ -100,30 +191,20 @@ static void on_tag(reason_split_t *r, int tag) {
     r->st = ST_ANSWER;
     r->skip_ws = true;
     break;
-  case ST_H_START:
+  case ST_H_START: /* <|channel|>, or " to=" in the role header */
     r->st = ST_H_HEAD;
-    r->n_chan = 0;
-    r->chan[0] = 1; /* naming: the channel's name follows */
+    r->n_head = 0;
+    if (tag == 0) head_put(r, MARK_CHANNEL);
+    else
+      for (const char *p = H_TO; *p; p++) head_put(r, *p);
     break;
   case ST_H_HEAD:
-    if (tag == 0) { /* <|channel|> */
-      r->n_chan = 0;
-      r->chan[0] = 1;
-    } else if (tag == 1) { /* <|message|>: the body of the channel named */
-      const size_t n = r->n_chan;
-      r->st = n == 8 && memcmp(r->chan + 1, "analysis", 8) == 0 ? ST_H_THINK
-              : n == 5 && memcmp(r->chan + 1, "final", 5) == 0  ? ST_H_FINAL
-                                                                 : ST_H_OTHER;
-      r->chan[0] = 0;
-    } else {
-      r->chan[0] = 0;
-    }
+    if (tag == HEAD_CHANNEL) head_put(r, MARK_CHANNEL);
+    else if (tag == HEAD_CONSTRAIN) head_put(r, MARK_CONSTRAIN);
+    else if (tag == HEAD_MESSAGE) head_done(r, o);
+    else r->n_head = 0; /* <|start|>, <|end|>: a new message's header */
     break;
-  default: /* a harmony body's end */
-    r->st = ST_H_HEAD;
-    r->chan[0] = 0;
-    r->n_chan = 0;
-    break;
+  default: body_end(r, o); break;
   }
 }
 
@@ -138,14 +219,13 @@ static bool text(reason_split_t *r, char c, out_t *o) {
   case ST_H_START:
     r->st = ST_ANSWER;
     return false;
-  case ST_H_HEAD: /* chan[0]: naming; chan[1..n_chan]: the name */
-    if (r->chan[0] && (is_ws(c) || r->n_chan + 1 >= sizeof r->chan)) r->chan[0] = 0;
-    else if (r->chan[0]) r->chan[1 + r->n_chan++] = c;
+  case ST_H_HEAD: /* the header's text: never mistaken for the tag marks kept with it */
+    head_put(r, c == MARK_CHANNEL || c == MARK_CONSTRAIN ? 0x7f : c);
     return true;
   default:
     if (r->skip_ws && is_ws(c)) return true;
     r->skip_ws = false;
-    put(o, RULES[r->st].side == SIDE_THINK, c);
+    if (side_of(r) != SIDE_NONE) put(o, side_of(r) == SIDE_THINK, c);
     return true;
   }
 }
@@ -173,7 +253,7 @@ static void step(reason_split_t *r, char c, out_t *o) {
     if (m == PREFIX) return;
     if (m >= 0) {
       r->n_held = 0;
-      on_tag(r, m);
+      on_tag(r, m, o);
       return;
     }
     const char first = r->held[0];
@@ -226,8 +306,18 @@ void reason_split_end(reason_split_t *r, reason_emit_fn emit, void *ctx) {
     refeed(r, &o);
   }
   for (size_t i = 0; i < r->n_held; i++) /* the rest of a tag never completed is text of its side */
-    if (RULES[r->st].side != SIDE_NONE) put(&o, RULES[r->st].side == SIDE_THINK, r->held[i]);
+    if (side_of(r) != SIDE_NONE) put(&o, side_of(r) == SIDE_THINK, r->held[i]);
   r->n_held = 0;
+  flush(&o);
+}
+
+void reason_split_stopped(reason_split_t *r, reason_emit_fn emit, void *ctx) {
+  if (r->fmt != REASON_GPT_OSS || r->st < ST_H_THINK) return; /* not inside a harmony body */
+  out_t o = {.emit = emit, .ctx = ctx};
+  for (size_t i = 0; i < r->n_held; i++) /* a tag's beginning the end cut: the body's text */
+    if (side_of(r) != SIDE_NONE) put(&o, side_of(r) == SIDE_THINK, r->held[i]);
+  r->n_held = 0;
+  body_end(r, &o);
   flush(&o);
 }
 
@@ -239,6 +329,7 @@ reason_phase_t reason_split_phase(const reason_split_t *r) {
   case ST_H_THINK: return REASON_THINK;
   case ST_ANSWER:
   case ST_H_FINAL: return REASON_ANSWER;
+  case ST_H_CALL: return REASON_CALL;
   default: return REASON_OTHER;
   }
 }

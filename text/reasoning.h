@@ -12,9 +12,19 @@
  *                tokens' text): <|channel|>analysis<|message|> reasoning
  *                <|end|><|start|>assistant<|channel|>final<|message|>
  *                answer. The analysis channel is reasoning, final (and
- *                commentary, whose tool calls are not read yet) is answer;
- *                the headers are dropped. An output that does not open with
- *                <|channel|> is all answer.
+ *                commentary's preambles) is answer; the headers are
+ *                dropped. A message with a recipient (a tool call:
+ *                `<|channel|>commentary to=functions.NAME <|constrain|>json
+ *                <|message|>ARGS<|call|>`, or ` to=NAME` in the role header
+ *                before <|channel|>) is no side's text: dropped, or, with
+ *                reason_split_t.calls set, written on the answer side in one
+ *                form for the tool-call parser (api/oai_tool_parse.h,
+ *                OAI_TOOLS_HARMONY):
+ *                  <|channel|>CHANNEL to=RECIPIENT[ <|constrain|>TYPE]
+ *                  <|message|>BODY<|call|>
+ *                (no line breaks; <|call|> only once the message ended). An
+ *                output that does not open with <|channel|> or " to=" is all
+ *                answer.
  *
  * Where the output starts is read from the rendered prompt's end
  * (reason_split_init): a template that opens the turn with <think> (DeepSeek
@@ -53,10 +63,12 @@ typedef enum reason_phase {
   REASON_START = 0, /* nothing decided yet (only whitespace or a tag's first bytes seen) */
   REASON_THINK,     /* inside the reasoning */
   REASON_OTHER,     /* gpt_oss: a header, or a channel other than analysis and final */
+  REASON_CALL,      /* gpt_oss: the body of a message with a recipient (a tool call's arguments) */
   REASON_ANSWER,    /* the answer */
 } reason_phase_t;
 
 #define REASON_MAX_HELD 32 /* bytes held at most: the longest tag */
+#define REASON_MAX_HEAD 112 /* gpt_oss: a message header's bytes kept at most (a longer one names no recipient) */
 
 typedef struct reason_split {
   reason_fmt_t fmt;
@@ -64,8 +76,10 @@ typedef struct reason_split {
   bool skip_ws;               /* private: whitespace right after a tag is dropped */
   char held[REASON_MAX_HELD]; /* private: bytes that may begin a tag */
   size_t n_held;
-  char chan[16];              /* private: gpt_oss, the channel being named */
-  size_t n_chan;
+  bool calls;                 /* gpt_oss: messages with a recipient go to the answer side in the parser's
+                               * form (set by the caller after init; false: they are dropped) */
+  char head[REASON_MAX_HEAD]; /* private: gpt_oss, the header being read (tags as one byte each) */
+  size_t n_head;              /* private: its length; > REASON_MAX_HEAD: too long, names nothing */
 } reason_split_t;
 
 /* Receives one piece of output: thinking (true: reasoning; false: answer)
@@ -84,6 +98,12 @@ void reason_split_feed(reason_split_t *r, const char *s, size_t n, reason_emit_f
 /* The output ended: the held bytes go out on the side they were on (a tag
  * never completed is text). */
 void reason_split_end(reason_split_t *r, reason_emit_fn emit, void *ctx);
+
+/* The output ended at an end-of-generation token whose text is not output
+ * (harmony's <|call|> and <|return|>): a gpt_oss message open at the end
+ * ended there, as if the token's text had come (a call's <|call|> is
+ * written). Call it before reason_split_end; other formats: nothing. */
+void reason_split_stopped(reason_split_t *r, reason_emit_fn emit, void *ctx);
 
 reason_phase_t reason_split_phase(const reason_split_t *r);
 

@@ -3,7 +3,8 @@
  * is outside input too.
  *
  * The first byte picks the format, whether the prompt opens or closes the
- * reasoning, and a chunk size; the rest is the output. Promises checked: it
+ * reasoning, a chunk size and (its top bit) whether harmony's calls are
+ * kept (reason_split_t.calls); the rest is the output. Promises checked: it
  * never fails; fed in chunks it splits as fed whole; the reasoning comes
  * before the answer (think tags: one switch at most); nothing comes out
  * that was not in the output (think tags: no more bytes than fed).
@@ -36,15 +37,18 @@ static void collect(void *ctx, bool thinking, const char *s, size_t n) {
   o->last = side;
 }
 
-static void run(reason_fmt_t f, const char *prompt, const uint8_t *out, size_t n, size_t chunk, sides_t *o) {
+static void run(reason_fmt_t f, const char *prompt, bool calls, const uint8_t *out, size_t n, size_t chunk,
+                sides_t *o) {
   o->cap = n * 2 + 64;
   o->think = malloc(o->cap);
   o->answer = malloc(o->cap);
   reason_split_t r;
   reason_split_init(&r, f, prompt, strlen(prompt));
+  r.calls = calls;
   for (size_t i = 0; i < n; i += chunk)
     reason_split_feed(&r, (const char *)out + i, n - i < chunk ? n - i : chunk, collect, o);
   (void)reason_split_phase(&r);
+  if (calls) reason_split_stopped(&r, collect, o); /* as the server calls it at an end-of-generation token */
   reason_split_end(&r, collect, o);
 }
 
@@ -56,8 +60,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const uint8_t *out = data + 1;
   const size_t n = size - 1;
   sides_t whole = {0}, parts = {0};
-  run(f, prompt, out, n, n ? n : 1, &whole);
-  run(f, prompt, out, n, chunk, &parts);
+  const bool calls = data[0] & 0x80;
+  run(f, prompt, calls, out, n, n ? n : 1, &whole);
+  run(f, prompt, calls, out, n, chunk, &parts);
   if (whole.n_think != parts.n_think || whole.n_answer != parts.n_answer ||
       memcmp(whole.think, parts.think, whole.n_think) || memcmp(whole.answer, parts.answer, whole.n_answer))
     abort();

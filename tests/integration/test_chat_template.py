@@ -184,6 +184,11 @@ CONVERSATIONS = {
     "tool call and result": [U("Weather in Paris?"), TOOL_CALL,
                              {"role": "tool", "content": "{\"temperature\": 21}", "tool_call_id": "call12345"},
                              A("It is 21 degrees."), U("Thanks")],
+    # no content key (gpt-oss's template reads `"..." in message.content` when there is one), a thinking
+    # field (gpt-oss's analysis before the call)
+    "tool call without content": [U("Weather in Paris?"), {"role": "assistant", "thinking": "Need the weather.",
+                                                         "tool_calls": TOOL_CALL["tool_calls"]},
+                                  {"role": "tool", "content": "{\"temperature\": 21}", "tool_call_id": "call12345"}],
     "tool call with a bad id": [U("q"), {"role": "assistant", "content": "", "tool_calls": [
         {"id": "short", "type": "function", "function": {"name": "ping", "arguments": {}}}]}],
     "unknown role": [{"role": "narrator", "content": "Once upon a time"}],

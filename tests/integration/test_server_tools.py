@@ -23,7 +23,7 @@ import openai
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from tram_server import server_fixture
+from tram_server import assemble_tool_call, server_fixture
 
 TEMPLATE = pathlib.Path(__file__).parent / "data" / "templates" / "Qwen-Qwen2.5-7B-Instruct.jinja"
 # --special-tokens-in-input: the reference prompts below are rendered by jinja2 and sent as text
@@ -105,14 +105,9 @@ def test_tool_call_streamed_as_openai_does(server):
         c = server.async_client()
         stream = await c.chat.completions.create(model=None, messages=few_shot("Madrid"), tools=TOOLS,
                                                  temperature=0, max_tokens=40, stream=True)
-        name, args, finish = "", "", None
-        async for ch in stream:
-            for tc in ch.choices[0].delta.tool_calls or []:
-                name += tc.function.name or ""
-                args += tc.function.arguments or ""
-            finish = ch.choices[0].finish_reason or finish
+        out = await assemble_tool_call(stream)
         await c.close()
-        return name, args, finish
+        return out
 
     name, args, finish = asyncio.run(go())
     assert name == "get_weather" and json.loads(args) == {"city": "Madrid"} and finish == "tool_calls"

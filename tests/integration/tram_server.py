@@ -230,3 +230,15 @@ def server_fixture(*args, use_external=True, model=None):
         assert rc == 0, f"tram exited with {rc}"
 
     return server
+
+
+async def assemble_tool_call(stream):
+    """A streamed chat completion (the openai client's async stream) assembled as a client does:
+    (the first call's name, its arguments, the finish_reason)."""
+    name, args, finish = "", "", None
+    async for ch in stream:
+        for tc in ch.choices[0].delta.tool_calls or []:
+            name += tc.function.name or ""
+            args += tc.function.arguments or ""
+        finish = ch.choices[0].finish_reason or finish
+    return name, args, finish

@@ -12,21 +12,12 @@
 #include <string.h>
 
 #include "api/oai_tool_parse.h"
+#include "oai_tool_testutil.h"
 
 static oai_tool_parse_t parse(arena_t *a, oai_tools_format_t f, const char *text, int32_t max) {
   oai_tool_parse_t p;
   oai_tools_parse(f, text, strlen(text), max, a, &p);
   return p;
-}
-
-static void content_is(const oai_tool_parse_t *p, const char *want) {
-  if (!want) {
-    assert_null(p->content);
-    return;
-  }
-  assert_non_null(p->content);
-  assert_int_equal(p->content_len, strlen(want));
-  assert_memory_equal(p->content, want, strlen(want));
 }
 
 static void hermes(void **state) {

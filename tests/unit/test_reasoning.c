@@ -39,12 +39,15 @@ static void collect(void *ctx, bool thinking, const char *s, size_t n) {
   o->last = side;
 }
 
+static bool g_calls; /* reason_split_t.calls for the splitters below */
+
 /* Splits out (given the prompt) fed in chunks of `chunk` bytes (0: whole). */
 static sides_t split(reason_fmt_t f, const char *prompt, const char *out, size_t chunk, reason_phase_t *phase) {
   sides_t o;
   memset(&o, 0, sizeof o);
   reason_split_t r;
   reason_split_init(&r, f, prompt, prompt ? strlen(prompt) : 0);
+  r.calls = g_calls;
   const size_t n = strlen(out);
   if (!chunk) chunk = n ? n : 1;
   for (size_t i = 0; i < n; i += chunk) reason_split_feed(&r, out + i, n - i < chunk ? n - i : chunk, collect, &o);
@@ -65,6 +68,8 @@ static void expect(reason_fmt_t f, const char *prompt, const char *out, const ch
     memset(&o, 0, sizeof o);
     reason_split_t r;
     reason_split_init(&r, f, prompt, prompt ? strlen(prompt) : 0);
+    r.calls = g_calls;
+  r.calls = g_calls;
     reason_split_feed(&r, out, cut, collect, &o);
     reason_split_feed(&r, out + cut, n - cut, collect, &o);
     reason_split_end(&r, collect, &o);
@@ -136,15 +141,74 @@ static void harmony_channels(void **state) {
          "<|channel|>analysis<|message|>User asks 2+2. Answer 4.<|end|><|start|>assistant<|channel|>final<|message|>"
          "2 + 2 = 4.",
          "User asks 2+2. Answer 4.", "2 + 2 = 4.");
-  /* a commentary preamble and a call header: its body is answer text, its header dropped */
+  /* a call (a message with a recipient): no side's text unless calls are read */
   expect(REASON_GPT_OSS, prompt,
          "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
          "to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}",
-         "Need weather.", "{\"city\":\"Paris\"}");
+         "Need weather.", "");
   /* not harmony at all: the answer */
   expect(REASON_GPT_OSS, prompt, "Just text <|end|>", "", "Just text <|end|>");
   /* cut inside the analysis */
   expect(REASON_GPT_OSS, prompt, "<|channel|>analysis<|message|>Hmm", "Hmm", "");
+}
+
+/* With reason_split_t.calls, harmony's tool calls reach the answer side in
+ * one form, wherever the model put the recipient and the content type
+ * (the forms of OpenAI's harmony guide and of llama.cpp's gpt-oss grammar). */
+static void harmony_calls(void **state) {
+  (void)state;
+  const char *prompt = "<|start|>user<|message|>Weather?<|end|><|start|>assistant";
+  g_calls = true;
+  /* recipient in the channel header, cut before <|call|> */
+  expect(REASON_GPT_OSS, prompt,
+         "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
+         "to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}",
+         "Need weather.",
+         "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}");
+  /* recipient in the role header of the output's first message, the type without <|constrain|> */
+  expect(REASON_GPT_OSS, prompt, " to=functions.f<|channel|>commentary json<|message|>{\"a\": 1}<|call|>", "",
+         "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\": 1}<|call|>");
+  /* a preamble, then two calls (one to=, in the role header of a later message), no content type */
+  expect(REASON_GPT_OSS, prompt,
+         "<|channel|>commentary<|message|>Let me check.<|end|><|start|>assistant<|channel|>commentary "
+         "to=functions.a<|message|>{}<|call|><|start|>assistant to=functions.b<|channel|>analysis"
+         "<|message|>{\"x\":2}<|call|>",
+         "", "Let me check.<|channel|>commentary to=functions.a<|message|>{}<|call|>"
+             "<|channel|>analysis to=functions.b<|message|>{\"x\":2}<|call|>");
+  /* another recipient (a built-in tool): the same form, the parser decides */
+  expect(REASON_GPT_OSS, prompt, "<|channel|>analysis to=browser.search code<|message|>{\"q\":1}<|end|>", "",
+         "<|channel|>analysis to=browser.search <|constrain|>code<|message|>{\"q\":1}<|call|>");
+  /* a header too long to keep names no recipient: its body is a plain message's */
+  char out[512];
+  snprintf(out, sizeof out, "<|channel|>commentary %0*d to=functions.f<|message|>body", REASON_MAX_HEAD, 0);
+  expect(REASON_GPT_OSS, prompt, out, "", "body");
+  g_calls = false;
+  expect(REASON_GPT_OSS, prompt, " to=functions.f<|channel|>commentary json<|message|>{}<|call|>", "", "");
+
+  /* stopped at <|call|> (its text not output): the open call ends there */
+  for (int calls = 0; calls < 2; calls++) {
+    sides_t o;
+    memset(&o, 0, sizeof o);
+    reason_split_t r;
+    reason_split_init(&r, REASON_GPT_OSS, prompt, strlen(prompt));
+    r.calls = calls;
+    const char *s = "<|channel|>commentary to=functions.f<|message|>{}<|";
+    reason_split_feed(&r, s, strlen(s), collect, &o);
+    assert_int_equal(reason_split_phase(&r), REASON_CALL);
+    reason_split_stopped(&r, collect, &o);
+    reason_split_end(&r, collect, &o);
+    assert_string_equal(o.answer, calls ? "<|channel|>commentary to=functions.f<|message|>{}<|<|call|>" : "");
+  }
+  /* stopped inside the final channel, or before any harmony: nothing added */
+  sides_t o;
+  memset(&o, 0, sizeof o);
+  reason_split_t r;
+  reason_split_init(&r, REASON_GPT_OSS, prompt, strlen(prompt));
+  r.calls = true;
+  reason_split_feed(&r, "<|channel|>final<|message|>Hi", 29, collect, &o);
+  reason_split_stopped(&r, collect, &o);
+  reason_split_end(&r, collect, &o);
+  assert_string_equal(o.answer, "Hi");
 }
 
 /* What the engine forces when a budget is spent ends the reasoning of its
@@ -209,7 +273,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(qwen3_tags_in_output), cmocka_unit_test(tags_in_prompt),
       cmocka_unit_test(deepseek_r1_no_open),  cmocka_unit_test(cut_inside_reasoning),
-      cmocka_unit_test(harmony_channels),     cmocka_unit_test(open_close_texts),
+      cmocka_unit_test(harmony_channels),     cmocka_unit_test(harmony_calls),     cmocka_unit_test(open_close_texts),
       cmocka_unit_test(template_detection),   cmocka_unit_test(random_chunks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
