@@ -154,7 +154,7 @@ void kern_cpu__matmul_rp(kern_backend_t *be, float *y, const float *x, const ker
   int64_t xblock = RP_XBYTES / (j.nb * (int64_t)sizeof(kern_cpu_q8s_t));
   xblock = xblock > RP_XBLOCK ? RP_XBLOCK : xblock < 8 ? 8 : xblock;
   const int64_t n_blocks = (n + xblock - 1) / xblock;
-  j.rb_rows = (int)((n + n_blocks - 1) / n_blocks); /* blocks of even sizes */
+  j.rb_rows = (int)((n + n_blocks - 1) / n_blocks); /* blocks of (nearly) equal sizes */
   j.rb_rows += j.rb_rows % 2 && j.rb_rows < n; /* whole pairs of rows for the blocked kernel */
   const int64_t n_rb = (n + j.rb_rows - 1) / j.rb_rows;
   const size_t xq_bytes = ((size_t)n * (size_t)j.nb * sizeof(kern_cpu_q8a_t) + 63) & ~(size_t)63;

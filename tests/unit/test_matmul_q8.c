@@ -223,7 +223,7 @@ static void nmse_against_exact(void **state) {
 
 /* Prefill-sized batches through the threaded driver, bit for bit the
  * portable path: at a width of 4096 the row blocks hold about 25 rows, so
- * 25..51 rows make one to three blocks, odd ones leaving a row to the
+ * 24..51 rows make one to three blocks, odd ones leaving a row to the
  * tiles; 13 weight rows are one pair of panels with a ragged second, 40
  * two pairs and a lone panel (matmul_rp.c's work split). */
 static void many_rows_match_portable(void **state) {
