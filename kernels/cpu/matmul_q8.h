@@ -120,6 +120,13 @@ int kern_cpu__q8_tile_avx2(kern_type_t type, int R, int C, const kern_cpu_q8a_t 
  * nothing is written). */
 int kern_cpu__rp_tile_avx2(kern_type_t type, int R, const kern_cpu_q8a_t *xq, const kern_cpu_q8s_t *x, int64_t ldq,
                            const uint8_t *panel, int64_t cols, float *out, int64_t ldo, int ncols);
+/* The same outputs for 2 activation rows (xq / x, + ldq) × the first
+ * ncols (9..16) rows of two consecutive panels (panel, then panel + its
+ * kern_cpu_rp_panel_bytes), register-blocked for many rows
+ * (matmul_rp_blk_avx2.c): Q4_0, Q4_1, Q4_K (the split blocks x) and Q8_0
+ * (the int16 ones xq); 0 for another type (then nothing is written). */
+int kern_cpu__rp_block_avx2(kern_type_t type, const kern_cpu_q8a_t *xq, const kern_cpu_q8s_t *x, int64_t ldq,
+                            const uint8_t *panel, int64_t cols, float *out, int64_t ldo, int ncols);
 void kern_cpu__q8_split_avx2(const kern_cpu_q8a_t *in, kern_cpu_q8s_t *out, int64_t nb);
 #endif
 

@@ -13,11 +13,15 @@
  * a core, so a 1 GB model adds about a second to its load).
  *
  * Work split. Activation rows form row blocks of at most RP_XBLOCK rows
- * (their quantized blocks stay in L2 while every panel passes them) and
- * one work item is (row block, panel): its rows go through the panel RP_R
- * rows at a time, the panel's bytes staying in L1 between them. With one
- * row (decode), items are panels, so the pool's chunks are runs of
- * consecutive panels — contiguous memory each thread streams. */
+ * and RP_XBYTES of split blocks (they stay in L2 while every panel passes
+ * them; 50 rows at a width of 2048, 12 at 8192) and one work item is (row
+ * block, pair of panels): its rows go through both panels two at a time by
+ * the register-blocked kernel (matmul_rp_blk_avx2.c) where the type has
+ * one, the panels' bytes staying in L1/L2 between them, else (and for an
+ * odd last row or a lone last panel) through each panel RP_R rows at a
+ * time by the tiles (matmul_rp_avx2.c). With one row (decode), items are
+ * panel pairs, so the pool's chunks are runs of consecutive panels —
+ * contiguous memory each thread streams. */
 #include <errno.h>
 #include <stdlib.h>
 
@@ -27,7 +31,10 @@
 #include "kernels/cpu/matmul_q8.h"
 #include "kernels/cpu/repack.h"
 
-#define RP_XBLOCK 64 /* activation rows per row block */
+#define RP_XBLOCK 64 /* activation rows per row block, at most */
+#ifndef RP_XBYTES
+#define RP_XBYTES (256 << 10) /* and their split blocks' bytes, at most (half an L2) */
+#endif
 #define RP_QGRAIN 16 /* activation rows per quantization work item */
 #ifndef RP_R
 #define RP_R 4 /* activation rows per kernel call */
@@ -93,21 +100,46 @@ static void quantize_task(void *ctx, int64_t begin, int64_t end, int tid) {
   }
 }
 
-static void mm_task(void *ctx, int64_t begin, int64_t end, int tid) {
-  (void)tid;
-  const rp_job_t *j = ctx;
-  for (int64_t item = begin; item < end; item++) {
-    const int64_t rb = item / j->n_panels, p = item % j->n_panels, c0 = p * KERN_CPU_RP_ROWS;
-    const int r0 = (int)rb * j->rb_rows, r1 = r0 + j->rb_rows < j->n ? r0 + j->rb_rows : j->n;
+/* Rows [r, r1) of the job against panels p0 .. p0 + np - 1 (np 1 or 2)
+ * by the R-row tiles. */
+static void tiles(const rp_job_t *j, int r, int r1, int64_t p0, int np) {
+  for (int64_t p = p0; p < p0 + np; p++) {
+    const int64_t c0 = p * KERN_CPU_RP_ROWS;
     const int ncols = j->rows - c0 < KERN_CPU_RP_ROWS ? (int)(j->rows - c0) : KERN_CPU_RP_ROWS;
-    for (int r = r0; r < r1; r += RP_R) {
-      const int R = r1 - r < RP_R ? r1 - r : RP_R;
-      const int64_t q = (int64_t)r * j->nb;
+    for (int rr = r; rr < r1; rr += RP_R) {
+      const int R = r1 - rr < RP_R ? r1 - rr : RP_R;
+      const int64_t q = (int64_t)rr * j->nb;
       const int ok = kern_cpu__rp_tile_avx2(j->type, R, j->xq + q, j->xs ? j->xs + q : NULL, j->nb,
-                                            j->packed + p * j->panel_bytes, j->cols, j->y + (int64_t)r * j->rows + c0,
+                                            j->packed + p * j->panel_bytes, j->cols, j->y + (int64_t)rr * j->rows + c0,
                                             j->rows, ncols);
       (void)ok; /* kern_cpu__rp_weight_init repacks only the types with a kernel */
     }
+  }
+}
+
+/* Work item: (row block, pair of panels). Pairs of rows against both
+ * panels take the register-blocked kernel where the type has one; the
+ * rest (an odd last row, a lone last panel, other types) the tiles. */
+static void mm_task(void *ctx, int64_t begin, int64_t end, int tid) {
+  (void)tid;
+  const rp_job_t *j = ctx;
+  const int64_t n_pairs = (j->n_panels + 1) / 2;
+  for (int64_t item = begin; item < end; item++) {
+    const int64_t rb = item / n_pairs, p0 = 2 * (item % n_pairs), c0 = p0 * KERN_CPU_RP_ROWS;
+    const int np = j->n_panels - p0 < 2 ? 1 : 2;
+    const int r0 = (int)rb * j->rb_rows, r1 = r0 + j->rb_rows < j->n ? r0 + j->rb_rows : j->n;
+    int r = r0;
+    if (np == 2) {
+      const int ncols = j->rows - c0 < 2 * KERN_CPU_RP_ROWS ? (int)(j->rows - c0) : 2 * KERN_CPU_RP_ROWS;
+      for (; r + 2 <= r1; r += 2) {
+        const int64_t q = (int64_t)r * j->nb;
+        if (!kern_cpu__rp_block_avx2(j->type, j->xq + q, j->xs ? j->xs + q : NULL, j->nb,
+                                     j->packed + p0 * j->panel_bytes, j->cols, j->y + (int64_t)r * j->rows + c0,
+                                     j->rows, ncols))
+          break; /* no blocked kernel for this type */
+      }
+    }
+    tiles(j, r, r1, p0, np);
   }
 }
 #endif
@@ -119,8 +151,12 @@ void kern_cpu__matmul_rp(kern_backend_t *be, float *y, const float *x, const ker
   j.nb = w->cols / 32;
   j.panel_bytes = kern_cpu_rp_panel_bytes(w->type, w->cols);
   j.n_panels = (w->rows + KERN_CPU_RP_ROWS - 1) / KERN_CPU_RP_ROWS;
-  const int64_t n_rb = (n + RP_XBLOCK - 1) / RP_XBLOCK;
-  j.rb_rows = (int)((n + n_rb - 1) / n_rb);
+  int64_t xblock = RP_XBYTES / (j.nb * (int64_t)sizeof(kern_cpu_q8s_t));
+  xblock = xblock > RP_XBLOCK ? RP_XBLOCK : xblock < 8 ? 8 : xblock;
+  const int64_t n_blocks = (n + xblock - 1) / xblock;
+  j.rb_rows = (int)((n + n_blocks - 1) / n_blocks); /* blocks of (nearly) equal sizes */
+  j.rb_rows += j.rb_rows % 2 && j.rb_rows < n; /* whole pairs of rows for the blocked kernel */
+  const int64_t n_rb = (n + j.rb_rows - 1) / j.rb_rows;
   const size_t xq_bytes = ((size_t)n * (size_t)j.nb * sizeof(kern_cpu_q8a_t) + 63) & ~(size_t)63;
   const size_t xs_bytes = w->type == KERN_Q8_0 ? 0 : (size_t)n * (size_t)j.nb * sizeof(kern_cpu_q8s_t);
   uint8_t *scratch = kern_cpu_scratch(cpu, xq_bytes + xs_bytes + 64);
@@ -129,7 +165,7 @@ void kern_cpu__matmul_rp(kern_backend_t *be, float *y, const float *x, const ker
   j.xs = xs_bytes ? (kern_cpu_q8s_t *)(scratch + xq_bytes) : NULL;
   if (n >= 2 * RP_QGRAIN) kern_pool_for(cpu->pool, n, RP_QGRAIN, quantize_task, &j);
   else quantize_task(&j, 0, n, 0);
-  kern_pool_for(cpu->pool, n_rb * j.n_panels, 0, mm_task, &j);
+  kern_pool_for(cpu->pool, n_rb * ((j.n_panels + 1) / 2), 0, mm_task, &j);
 #else
   (void)be, (void)y, (void)x, (void)w, (void)n;
   abort(); /* nothing is repacked without AVX2 */

@@ -25,7 +25,9 @@
  * from it before the next is unpacked, so a tile of R rows keeps 3R
  * integer accumulators and one weight register live. One activation row
  * streams the panels with software prefetch (the decode case: every
- * weight byte is read once, at memory speed). */
+ * weight byte is read once, at memory speed). For pairs of rows against
+ * pairs of panels the driver takes matmul_rp_blk_avx2.c's register-blocked
+ * kernel where the type has one; rp_avx2.h holds what both files share. */
 #include "kernels/cpu/matmul_q8.h"
 
 #ifdef KERN_CPU_AVX2
@@ -37,6 +39,7 @@
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/q8_unit_avx2.h"
 #include "kernels/cpu/repack.h"
+#include "kernels/cpu/rp_avx2.h"
 #include "kernels/quant_blocks.h"
 
 /* How far ahead one streaming row prefetches the panels, in bytes. */
@@ -46,26 +49,10 @@
 
 #define RP_RMAX 4 /* activation rows per call */
 
-/* The 4 bytes at p broadcast to every 32-bit lane. */
-static inline __m256i bc4(const void *p) {
-  int32_t v;
-  memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
 /* always_inline: a plain inline function holding only prefetches looks
  * side-effect free to GCC 12, whose calls it then deletes. */
 static inline __attribute__((always_inline)) void prefetch(const uint8_t *p, int64_t bytes) {
   for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + RP_PREFETCH + o, _MM_HINT_T0);
-}
-
-/* Register i (8 rows × 4 elements, bytes v) of one unit of a type:
- * nibbles of chunk `chunk` (hi: the high ones) at qs, optionally with the
- * fifth bits of a bit plane or the Q6_K top 2 bits from bit pair i of a
- * high-bit chunk at hb. */
-static inline __attribute__((always_inline)) __m256i nib_reg(const uint8_t *qs, int hi) {
-  const __m256i v = _mm256_loadu_si256((const __m256i *)qs);
-  return _mm256_and_si256(hi ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(15));
 }
 
 /* Register g's fifth bits from a bit plane, as 16 or 0 a byte. */
@@ -75,10 +62,12 @@ static inline __attribute__((always_inline)) __m256i plane_bit4(const uint8_t *p
   return _mm256_and_si256(at4, _mm256_set1_epi8(16));
 }
 
+/* Q6_K register i: the nibbles of chunk qs (hi: the high ones) with the
+ * top 2 bits from bit pair i of the high-bit chunk at hb. */
 static inline __attribute__((always_inline)) __m256i q6_reg(const uint8_t *qs, int hi, const uint8_t *hb, int i) {
   const __m256i b = _mm256_loadu_si256((const __m256i *)hb);
   const __m256i top = i == 0 ? _mm256_slli_epi16(b, 4) : i == 1 ? _mm256_slli_epi16(b, 2) : i == 2 ? b : _mm256_srli_epi16(b, 2);
-  return _mm256_or_si256(nib_reg(qs, hi), _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
+  return _mm256_or_si256(kern_cpu__rp_nib(qs, hi), _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
 }
 
 /* The isums of one unit for R activation rows: Σ over its n registers
@@ -94,8 +83,8 @@ static inline __attribute__((always_inline)) __m256i q6_reg(const uint8_t *qs, i
     _Pragma("GCC unroll 16") for (int i = 0; i < (n); i++) {                                           \
       const __m256i w_ = (REG);                                                                        \
       _Pragma("GCC unroll 16") for (int r_ = 0; r_ < (R); r_++) {                                      \
-        const __m256i ph_ = _mm256_maddubs_epi16(w_, bc4((xh)[r_] + 4 * i));                         \
-        const __m256i pl_ = _mm256_maddubs_epi16(bc4((xl)[r_] + 4 * i), w_);                         \
+        const __m256i ph_ = _mm256_maddubs_epi16(w_, kern_cpu__rp_bc4((xh)[r_] + 4 * i));                         \
+        const __m256i pl_ = _mm256_maddubs_epi16(kern_cpu__rp_bc4((xl)[r_] + 4 * i), w_);                         \
         ah_[r_] = i % (nh) == 0 ? ph_ : _mm256_add_epi16(ah_[r_], ph_);                               \
         al_[r_] = i % (nl) == 0 ? pl_ : _mm256_add_epi16(al_[r_], pl_);                               \
         if (i % (nh) == (nh) - 1) isum[r_] = _mm256_add_epi32(isum[r_], _mm256_madd_epi16(ah_[r_], c256_)); \
@@ -103,27 +92,6 @@ static inline __attribute__((always_inline)) __m256i q6_reg(const uint8_t *qs, i
       }                                                                                                \
     }                                                                                                  \
   } while (0)
-
-/* acc = fma(dw·d, (float)isum, acc), 8 outputs. */
-static inline __m256 scale_acc(__m256 acc, __m256 dw, float d, __m256i isum) {
-  return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(d)), _mm256_cvtepi32_ps(isum), acc);
-}
-
-/* out[r·ldo + c] = acc[r] + off[r], lanes c < ncols. */
-static inline __attribute__((always_inline)) void store_rows(const int R, const __m256 *acc, const __m256 *off,
-                                                             float *out, int64_t ldo, int ncols) {
-#pragma GCC unroll 16
-  for (int r = 0; r < R; r++) {
-    const __m256 y = _mm256_add_ps(acc[r], off[r]);
-    if (ncols == KERN_CPU_RP_ROWS) {
-      _mm256_storeu_ps(out + r * ldo, y);
-    } else {
-      float t[8];
-      _mm256_storeu_ps(t, y);
-      memcpy(out + r * ldo, t, sizeof(float) * (size_t)ncols);
-    }
-  }
-}
 
 /* The scales 2^(e - 128) of MXFP4's 8 E8M0 bytes at e (as
  * kern_cpu_e8m0_half: subnormal bits for e < 2). */
@@ -159,21 +127,21 @@ static inline __attribute__((always_inline)) void k_nib(const kern_type_t T, con
     for (int r = 0; r < R; r++) xl[r] = xs[r * ldq + b].l, xh[r] = (const uint8_t *)xs[r * ldq + b].h;
     __m256i isum[RP_RMAX];
     if (five)
-      UNIT_ISUMS(R, 8, 4, 2, _mm256_or_si256(nib_reg(qs + 32 * (i % 4), i / 4), plane_bit4(qh, i)), xl, xh, isum);
+      UNIT_ISUMS(R, 8, 4, 2, _mm256_or_si256(kern_cpu__rp_nib(qs + 32 * (i % 4), i / 4), plane_bit4(qh, i)), xl, xh, isum);
     else if (mx)
-      UNIT_ISUMS(R, 8, 4, 2, _mm256_shuffle_epi8(vtab, nib_reg(qs + 32 * (i % 4), i / 4)), xl, xh, isum);
+      UNIT_ISUMS(R, 8, 4, 2, _mm256_shuffle_epi8(vtab, kern_cpu__rp_nib(qs + 32 * (i % 4), i / 4)), xl, xh, isum);
     else
-      UNIT_ISUMS(R, 8, 8, 4, nib_reg(qs + 32 * (i % 4), i / 4), xl, xh, isum);
+      UNIT_ISUMS(R, 8, 8, 4, kern_cpu__rp_nib(qs + 32 * (i % 4), i / 4), xl, xh, isum);
     const __m256 dw = mx ? e8m0_half8(p) : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 #pragma GCC unroll 16
     for (int r = 0; r < R; r++) {
       const kern_cpu_q8s_t *x = xs + r * ldq + b;
       if (voff) isum[r] = _mm256_sub_epi32(isum[r], _mm256_set1_epi32(voff * (x->qsum[0] + x->qsum[1])));
-      acc[r] = scale_acc(acc[r], dw, x->d, isum[r]);
+      acc[r] = kern_cpu__rp_scale_acc(acc[r], dw, x->d, isum[r]);
       if (has_m) off[r] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16))), _mm256_set1_ps(x->s), off[r]);
     }
   }
-  store_rows(R, acc, off, out, ldo, ncols);
+  kern_cpu__rp_store_rows(R, acc, off, out, ldo, ncols);
 }
 
 /* Q8_0: 16 pair registers of int16 (8 rows × elements 2k, 2k + 1) against
@@ -198,39 +166,14 @@ static inline __attribute__((always_inline)) void k_q8_0(const int R, const kern
 #pragma GCC unroll 16
       for (int r = 0; r < R; r++) {
         const int16_t *q = xq[r * ldq + b].q;
-        isum[r] = _mm256_add_epi32(isum[r], kern_cpu__q8_dot16(w0, bc4(q + 2 * k), w1, bc4(q + 2 * k + 2)));
+        isum[r] = _mm256_add_epi32(isum[r], kern_cpu__q8_dot16(w0, kern_cpu__rp_bc4(q + 2 * k), w1, kern_cpu__rp_bc4(q + 2 * k + 2)));
       }
     }
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 #pragma GCC unroll 16
-    for (int r = 0; r < R; r++) acc[r] = scale_acc(acc[r], dw, xq[r * ldq + b].d, isum[r]);
+    for (int r = 0; r < R; r++) acc[r] = kern_cpu__rp_scale_acc(acc[r], dw, xq[r * ldq + b].d, isum[r]);
   }
-  store_rows(R, acc, off, out, ldo, ncols);
-}
-
-/* dw = d·sc and mw = dmin·m of the 8 sub-blocks of the 8 rows of a
- * Q4_K/Q5_K super-block, from its scale planes (repack.h; plane k byte r =
- * scale byte k of row r), decoded as kern_cpu__k_scale_min does for one
- * row: sc[s] = plane s & 63, m[s] = plane s + 4 & 63 (s < 4); sc[s] =
- * (plane s + 4 & 15) | (plane s - 4 >> 6) << 4, m[s] = (plane s + 4 >> 4) |
- * (plane s >> 6) << 4 (s >= 4). Both products are exact in f32. */
-static inline __attribute__((always_inline)) void k_scales(const uint8_t *planes, __m256 d, __m256 dmin, __m256 dw[8],
-                                                           __m256 mw[8]) {
-  const __m256i p03 = _mm256_loadu_si256((const __m256i *)planes), p47 = _mm256_loadu_si256((const __m256i *)(planes + 32));
-  const __m256i p8b = _mm256_loadu_si256((const __m256i *)(planes + 64));
-  const __m256i m6 = _mm256_set1_epi8(63), m4 = _mm256_set1_epi8(15), top = _mm256_set1_epi8(0x30);
-  uint8_t sc[64], mn[64]; /* byte 8s + r */
-  _mm256_storeu_si256((__m256i *)sc, _mm256_and_si256(p03, m6));
-  _mm256_storeu_si256((__m256i *)(sc + 32),
-                      _mm256_or_si256(_mm256_and_si256(p8b, m4), _mm256_and_si256(_mm256_srli_epi16(p03, 2), top)));
-  _mm256_storeu_si256((__m256i *)mn, _mm256_and_si256(p47, m6));
-  _mm256_storeu_si256((__m256i *)(mn + 32), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(p8b, 4), m4),
-                                                             _mm256_and_si256(_mm256_srli_epi16(p47, 2), top)));
-#pragma GCC unroll 8
-  for (int s = 0; s < 8; s++) {
-    dw[s] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 8 * s)))));
-    mw[s] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(mn + 8 * s)))));
-  }
+  kern_cpu__rp_store_rows(R, acc, off, out, ldo, ncols);
 }
 
 /* Q4_K, Q5_K: per super-block and sub-block pair q, chunk c's low nibbles
@@ -247,7 +190,7 @@ static inline __attribute__((always_inline)) void k_k45(const kern_type_t T, con
   for (int64_t sb = 0; sb < nsb; sb++) {
     const uint8_t *p = panel + sb * bytes;
     __m256 dw[8], mw[8];
-    k_scales(p + 32, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)),
+    kern_cpu__rp_k_scales(p + 32, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)),
              _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16))), dw, mw);
     for (int s2 = 0; s2 < 8; s2 += 2)
 #pragma GCC unroll 2
@@ -260,18 +203,18 @@ static inline __attribute__((always_inline)) void k_k45(const kern_type_t T, con
       for (int r = 0; r < R; r++) xl[r] = xs[r * ldq + 8 * sb + s].l, xh[r] = (const uint8_t *)xs[r * ldq + 8 * sb + s].h;
       __m256i isum[RP_RMAX];
       if (five)
-        UNIT_ISUMS(R, 8, 4, 2, _mm256_or_si256(nib_reg(qs + 32 * i, hi), plane_bit4(q4 + 32 * hi, i)), xl, xh, isum);
+        UNIT_ISUMS(R, 8, 4, 2, _mm256_or_si256(kern_cpu__rp_nib(qs + 32 * i, hi), plane_bit4(q4 + 32 * hi, i)), xl, xh, isum);
       else
-        UNIT_ISUMS(R, 8, 8, 4, nib_reg(qs + 32 * i, hi), xl, xh, isum);
+        UNIT_ISUMS(R, 8, 8, 4, kern_cpu__rp_nib(qs + 32 * i, hi), xl, xh, isum);
 #pragma GCC unroll 16
       for (int r = 0; r < R; r++) {
         const kern_cpu_q8s_t *x = xs + r * ldq + 8 * sb + s;
-        acc[r] = scale_acc(acc[r], dw[s], x->d, isum[r]);
+        acc[r] = kern_cpu__rp_scale_acc(acc[r], dw[s], x->d, isum[r]);
         off[r] = _mm256_fnmadd_ps(mw[s], _mm256_set1_ps(x->s), off[r]);
       }
     }
   }
-  store_rows(R, acc, off, out, ldo, ncols);
+  kern_cpu__rp_store_rows(R, acc, off, out, ldo, ncols);
 }
 
 /* Q6_K: units of 16 elements (sub-block s, half) with dw = d·sc (int8) and
@@ -305,11 +248,11 @@ static inline __attribute__((always_inline)) void k_q6(const int R, const kern_c
 #pragma GCC unroll 16
       for (int r = 0; r < R; r++) {
         const kern_cpu_q8s_t *x = xs + r * ldq + 8 * sb + s;
-        acc[r] = scale_acc(acc[r], dw, x->d, _mm256_sub_epi32(isum[r], _mm256_set1_epi32(32 * x->qsum[half])));
+        acc[r] = kern_cpu__rp_scale_acc(acc[r], dw, x->d, _mm256_sub_epi32(isum[r], _mm256_set1_epi32(32 * x->qsum[half])));
       }
     }
   }
-  store_rows(R, acc, off, out, ldo, ncols);
+  kern_cpu__rp_store_rows(R, acc, off, out, ldo, ncols);
 }
 
 #define RP_CASES(R)                                                                                        \

@@ -221,6 +221,40 @@ static void nmse_against_exact(void **state) {
   kern_backend_destroy(be);
 }
 
+/* Prefill-sized batches through the threaded driver, bit for bit the
+ * portable path: at a width of 4096 the row blocks hold about 25 rows, so
+ * 24..51 rows make one to three blocks, odd ones leaving a row to the
+ * tiles; 13 weight rows are one pair of panels with a ragged second, 40
+ * two pairs and a lone panel (matmul_rp.c's work split). */
+static void many_rows_match_portable(void **state) {
+  (void)state;
+  tu_rng_t r;
+  tu_rng_init(&r, tu_seed() + 44);
+  kern_backend_t *be = fast_backend(2);
+  const int64_t rows[] = {13, 40}, cols = 4096;
+  const int ns[] = {24, 25, 26, 51};
+  float *x = malloc(sizeof(float) * 51 * cols), *y = malloc(sizeof(float) * 51 * 40), *yref = malloc(sizeof(float) * 51 * 40);
+  for (size_t t = 0; t < N_FAST; t++)
+    for (size_t a = 0; a < 2; a++) {
+      uint8_t *data = random_weight(&r, fast_types[t], rows[a], cols, 1);
+      kern_weight_t w;
+      assert_int_equal(be->weight_init(be, &w, fast_types[t], rows[a], cols, data), 0);
+      for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
+        tu_fill_normal(&r, x, (size_t)(ns[c] * cols), 1.0f);
+        tu_poison_f32(y, (size_t)(ns[c] * rows[a]));
+        be->matmul(be, y, x, &w, ns[c]);
+        kern_cpu_matmul_q8_ref(yref, x, &w, ns[c]);
+        if (memcmp(y, yref, sizeof(float) * (size_t)(ns[c] * rows[a])) != 0)
+          fail_msg("%s %lld x %lld, n %d: differs from the portable path", kern_type_name(fast_types[t]),
+                   (long long)rows[a], (long long)cols, ns[c]);
+      }
+      be->weight_release(be, &w);
+      free(data);
+    }
+  free(x), free(y), free(yref);
+  kern_backend_destroy(be);
+}
+
 /* Float weights and widths that are not whole 32-blocks keep the exact
  * arithmetic under FAST. */
 static void others_stay_exact(void **state) {
@@ -256,6 +290,7 @@ int main(void) {
       cmocka_unit_test(quantize_rows),
       cmocka_unit_test(kernels_match_float64_and_portable),
       cmocka_unit_test(nmse_against_exact),
+      cmocka_unit_test(many_rows_match_portable),
       cmocka_unit_test(others_stay_exact),
   };
   return cmocka_run_group_tests_name("matmul_q8", tests, NULL, NULL);

@@ -2,7 +2,8 @@
  * (kernels/cpu/matmul_q8*.c) against the portable arithmetic, bit for bit,
  * shape by shape, for every weight type it serves: the AVX2 tiles (R 1..4 ×
  * C 1..4), the AVX2 kernels over repacked 8-row panels (R 1..4 × 1..16
- * weight rows, i.e. full and ragged panels; repack.h), the AVX-512
+ * weight rows, i.e. full and ragged panels; repack.h) and the register-
+ * blocked one (2 rows × two panels, 9..16 weight rows), the AVX-512
  * register tiles (R 1..4 × C 1..8) and the AVX-512 packed panels (1..16
  * weight rows × R 1..8), on random blocks with moderate and extreme
  * scales, activations with outliers, and the largest integer sums the
@@ -134,6 +135,19 @@ static void run_kernels(const tcase_t *t) {
       }
       check(t, "AVX2 repacked", R, C, out);
     }
+  /* the register-blocked kernel: pairs of activation rows (starting at
+   * each even row) × the two panels, the second full or ragged */
+  const int blocked = t->type == KERN_Q4_0 || t->type == KERN_Q4_1 || t->type == KERN_Q4_K || t->type == KERN_Q8_0;
+  for (int C = KERN_CPU_RP_ROWS + 1; C <= WROWS; C++) {
+    poison(out);
+    for (int r = 0; r < XROWS; r += 2)
+      assert_int_equal(kern_cpu__rp_block_avx2(t->type, t->xq + r * t->nb, xs + r * t->nb, t->nb, packed, t->cols, &out[r][0], WROWS, C),
+                       blocked);
+    if (blocked) check(t, "AVX2 blocked", XROWS, C, out);
+    else check(t, "AVX2 blocked (none for the type)", 0, 0, out);
+  }
+  for (int C = 0; C <= KERN_CPU_RP_ROWS; C++) /* one panel: not its case */
+    assert_int_equal(kern_cpu__rp_block_avx2(t->type, t->xq, xs, t->nb, packed, t->cols, &out[0][0], WROWS, C), 0);
   free(packed), free(xs);
 #endif
 #ifdef KERN_CPU_AVX512
