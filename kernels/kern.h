@@ -141,7 +141,8 @@ typedef struct kern_attn_args {
  *   [n_v_heads, head_k, head_v]       the delta rule's matrix S per value head
  * Both operations read the state and leave it advanced past the sequence's
  * rows (a decode is a chunk of one row). Each sequence and head is computed
- * alone, token by token, in a fixed order: batch invariant. */
+ * alone, in a fixed order: batch invariant (a row's bits depend only on its
+ * sequence's rows in the step and the state they start from). */
 typedef struct kern_gdn_args {
   int n_seqs;
   const int32_t *cu_rows; /* device [n_seqs + 1], first entry 0 */
@@ -276,7 +277,9 @@ struct kern_backend {
    * gdn_conv: y[t, c] = silu(Σ_j w[c, j] · x'[t - K + 1 + j, c]) over the
    * sequence's inputs x' (the state's K - 1 cached rows, then x), the
    * depthwise causal convolution; w [conv_dim, K] f32; x, y [T, conv_dim].
-   * gdn_rule: the gated delta rule, recurrent form. Row t of y (the
+   * gdn_rule: the gated delta rule (a backend may run a sequence's rows
+   * in the chunked form, equal to this recurrent one within rounding: the
+   * CPU does for whole 64-row chunks). Row t of y (the
    * convolution's output) is [q (n_k_heads × head_k), k (same), v
    * (n_v_heads × head_v)]; q and k are L2-normed per head (eps qk_eps) and
    * q scaled by 1 / sqrt(head_k); per value head h: g = a_neg[h] ·

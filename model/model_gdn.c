@@ -20,9 +20,10 @@
  * converter tiles the value heads) and h / (Hv / Hk) in Hugging Face's.
  * The MLP follows as in every layer (model_runner.c).
  *
- * A prompt chunk runs the recurrent form token by token
- * (kernels/kern.h's gdn_rule), the decode's arithmetic: chunked prefill and
- * decode agree bit for bit. */
+ * The backend's gdn_rule runs a step's rows (kernels/kern.h): on the CPU a
+ * sequence's whole 64-row chunks in the chunked form of the rule, the rest
+ * (decodes, a step's shorter tail) in the recurrent form, equal within
+ * rounding (kernels/cpu/ops_gdn.c). */
 #include <errno.h>
 
 #include "model/model_internal.h"

@@ -16,6 +16,8 @@ typedef struct kern_cpu {
   void *scratch;        /* owned: see kern_cpu_scratch() */
   size_t scratch_bytes; /* its size */
   int repack;           /* 1: weight_init repacks what the fast kernels have a layout for */
+  int gdn_recurrent;    /* tests, benchmarks: 1 runs every delta-rule row in the recurrent form */
+  int gdn_portable;     /* tests, benchmarks: 1 runs the Gated DeltaNet ops on the portable primitives */
 } kern_cpu_t;
 
 /* Creates the CPU backend with opts->n_threads threads (<= 0: one per

@@ -11,9 +11,13 @@ value heads, −exp(A_log), 1 + w norms). Both must give transformers' logits
 each other. The reference itself is checked against transformers first, so
 a wrong reference cannot pass a wrong tram.
 
-The recurrent form runs the same arithmetic on every path, so chunked
-prefill, token-by-token decoding and any batch mix must give the very bits
-of the whole prompt run alone: 32 sequences in mixed steps included. A
+A sequence's step runs its whole 64-row chunks in the chunked form of the
+delta rule, the rest recurrent (kernels/cpu/ops_gdn.c); prompts longer than
+64 tokens give both forms and the reference the same logits within
+rounding. Below 64 rows a step is all recurrent, the same arithmetic on
+every path, so with the fixture's short prompts chunked prefill,
+token-by-token decoding and any batch mix must give the very bits of the
+whole prompt run alone: 32 sequences in mixed steps included. A
 prefix-cache hit (the attention layers' blocks shared, the recurrent state
 restored from the snapshot kept at the shared prefix's end) computes only the
 new tokens, with the very bits of computing the whole prompt."""
@@ -103,6 +107,31 @@ def test_chunked_prefill_and_decode_are_the_whole_prompt(tool, tmp_path, expecte
         got = run(tool, tmp_path, gguf_path, seqs, steps=steps, block_size=4)
         for g, w in zip(got, whole):
             assert np.array_equal(g, w)
+
+
+@pytest.mark.parametrize("form", ["gguf", "hf"])
+def test_chunked_form_is_the_recurrent_one(tool, tmp_path, ref, gguf_path, form):
+    """Prompts longer than the delta rule's chunk (64 rows): run whole, each
+    sequence's step runs its 64-row chunks in the chunked form and the rest
+    recurrent; token by token, or a 64-row prefill then decodes, other rows
+    run recurrent. Every way is the float64 reference (rel. L2 < 1e-3) and
+    the all-recurrent run within 1e-5 (rounding, not bits: the forms add in
+    different orders, and the whole run must differ somewhere, or no chunk
+    ran)."""
+    model = gguf_path if form == "gguf" else HF
+    rng = np.random.default_rng(64)
+    seqs = [rng.integers(0, 98, k).tolist() for k in (150, 64, 97)]  # 2 chunks + 22; 1 chunk; 1 chunk + 33
+    n = [len(s) for s in seqs]
+    whole = run(tool, tmp_path, model, seqs)
+    recurrent = run(tool, tmp_path, model, seqs, steps=[[1 if t < k else 0 for k in n] for t in range(max(n))])
+    prefill = [[64, 64, 64]] + [[1 if 64 + t < k else 0 for k in n] for t in range(max(n) - 64)]
+    prefill_decode = run(tool, tmp_path, model, seqs, steps=prefill)
+    for s, w, r, p in zip(seqs, whole, recurrent, prefill_decode):
+        want = ref.forward(s)
+        for g in (w, r, p):
+            assert rel(g, want) < 1e-3, form
+        assert rel(w, r) < 1e-5 and rel(p, r) < 1e-5, form
+    assert not np.array_equal(whole[0], recurrent[0])
 
 
 @pytest.mark.parametrize("form", ["gguf", "hf"])
