@@ -4,7 +4,7 @@
  * 6144; docs/benchmarks/hybrid.md): a decode step of one sequence (one
  * row) and a 256-row prompt chunk of one sequence, in each form the
  * backend has: chunked (whole 64-row chunks) or every row recurrent, on the
- * AVX2 or the portable primitives (kern_cpu_t's gdn_recurrent and
+ * AVX2 or the portable primitives (kern_cpu_t's gdn_chunked and
  * gdn_portable). Prints the median of --reps runs per token and layer, and
  * times the 18 GDN layers of the 2B shape: the process's CPU time with one
  * thread (so a loaded machine's preemptions do not count), wall time with
@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
          "| prompt ms/token, 18 layers |\n| --- | --- | ---: | ---: | ---: | ---: |\n");
   for (int portable = 0; portable < 2; portable++)
     for (int rec = 0; rec < 2; rec++) {
-      kern_cpu(be)->gdn_recurrent = rec, kern_cpu(be)->gdn_portable = portable;
+      kern_cpu(be)->gdn_chunked = !rec, kern_cpu(be)->gdn_portable = portable;
       const double d = run(be, 1, reps * 20, clk), p = run(be, 256, reps, clk);
       printf("| %s | %s | %.1f | %.1f | %.2f | %.2f |\n", rec ? "recurrent" : "chunked (64)",
              portable ? "portable" : (kern_cpu_simd() ? "AVX2" : "portable"), d * 1e6, p * 1e6, d * 1e3 * LAYERS,

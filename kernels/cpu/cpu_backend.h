@@ -16,7 +16,9 @@ typedef struct kern_cpu {
   void *scratch;        /* owned: see kern_cpu_scratch() */
   size_t scratch_bytes; /* its size */
   int repack;           /* 1: weight_init repacks what the fast kernels have a layout for */
-  int gdn_recurrent;    /* tests, benchmarks: 1 runs every delta-rule row in the recurrent form */
+  int gdn_chunked;      /* 1 runs a sequence's whole 64-row chunks of a step in the delta rule's chunked
+                         * form (tests, benchmarks; 0 in serving: not faster on CPU, and its bits would
+                         * depend on where the scheduler cuts a prompt) */
   int gdn_portable;     /* tests, benchmarks: 1 runs the Gated DeltaNet ops on the portable primitives */
 } kern_cpu_t;
 

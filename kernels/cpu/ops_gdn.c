@@ -153,7 +153,7 @@ void kern_cpu_gdn_rule(kern_backend_t *be, float *out, const float *y, const flo
   const size_t per = (size_t)KERN_GDN_CHUNK * (2 * (size_t)a->head_k + a->head_v) +
                      kern_cpu__gdn_chunk_floats(a->head_k, a->head_v);
   float *scratch = kern_cpu_scratch(cpu, per * kern_pool_size(cpu->pool) * sizeof *scratch);
-  rule_job_t j = {out, y, alpha, beta, a_neg, dt_bias, a, vec_of(be), scratch, per, !cpu->gdn_recurrent};
+  rule_job_t j = {out, y, alpha, beta, a_neg, dt_bias, a, vec_of(be), scratch, per, cpu->gdn_chunked};
   kern_pool_for(cpu->pool, (int64_t)a->n_seqs * a->n_v_heads, 1, rule_task, &j);
 }
 

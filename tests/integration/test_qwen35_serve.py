@@ -10,9 +10,8 @@ hybrid models yet is refused at start-up with a line saying so
 Prefix caching keeps snapshots of the recurrent state at prefix-cache
 blocks: a prompt sharing a cached prefix restores the state and computes
 only its new tokens (usage's cached_tokens, /metrics), with the very tokens
-of a server that computes every prompt from scratch (`--state-snapshot-bytes
-0`, which turns prefix caching off for hybrids), and its logprobs within
-1e-5 (see `same`):
+and logprobs of a server that computes every prompt from scratch
+(`--state-snapshot-bytes 0`, which turns prefix caching off for hybrids):
 a repeated prompt, a multi-turn conversation whose turn k + 1 reuses turn
 k's prompt and answer, and n > 1 requests sharing a prefix on a cache small
 enough to evict and preempt."""
@@ -56,17 +55,6 @@ def create(srv, prompt, max_tokens=20, n=1):
     ch = sorted(r.choices, key=lambda c: c.index)
     return ([c.model_extra["token_ids"] for c in ch], [c.logprobs.token_logprobs for c in ch],
             r.usage.prompt_tokens_details.cached_tokens)
-
-
-def same(got, want):
-    """The same token ids, and logprobs within 1e-5: a prompt computed from
-    the start runs its whole 64-token chunks of the delta rule in the
-    chunked form, a prefix-cache hit resumes at a 16-token block and runs
-    the rows up to the next chunk in the recurrent form, a preempted
-    sequence recomputes in other steps (kernels/cpu/ops_gdn.c): equal within
-    rounding, not in bits (tests/reference/test_qwen35.py bounds the logits)."""
-    (ids, lps), (wids, wlps) = got[:2], want[:2]
-    return ids == wids and all(np.allclose(a, b, rtol=0, atol=1e-5) for a, b in zip(lps, wlps))
 
 
 def test_openai_client_gets_transformers_greedy(server, expected):
@@ -123,21 +111,20 @@ def test_repeated_prompt_restores_the_state(server, scratch):
     again = create(server, prompt)
     # the state at 32 tokens (the last full block before the prompt's last token) is restored: 13 tokens computed
     assert again[2] == 32
-    assert same(again, ref)  # the same tokens and logprobs as computing it all
+    assert again[:2] == ref[:2]  # the same tokens and the very same logprobs as computing it all
     assert server.metric("tram:recurrent_snapshots_restored_total") == restored + 1
 
 
 def test_multi_turn_conversation_reuses_each_turn(server, scratch):
     """Turn k + 1's prompt is turn k's prompt, its answer and a new message:
     it restores the state at turn k's last full block (its answer's end)
-    and computes only the rest, with the tokens of a from-scratch run (its
-    prompts pass 64 tokens: the forms differ in rounding)."""
+    and computes only the rest, with the tokens of a from-scratch run."""
     rng = np.random.default_rng(12)
     prompt, out = rng.integers(0, 96, 30).tolist(), 20
     for turn in range(4):
         ids, lps, cached = create(server, prompt, max_tokens=out)
         rids, rlps, rcached = create(scratch, prompt, max_tokens=out)
-        assert same((ids, lps), (rids, rlps)) and rcached == 0
+        assert (ids, lps) == (rids, rlps) and rcached == 0
         if turn > 0:  # the previous turn computed prev_len + out - 1 tokens; its snapshot is at their last block
             assert cached == (prev_len + out - 1) // 16 * 16, (turn, cached, prev_len)
             assert len(prompt) - cached < 16 + 12 + 1  # what is computed does not grow with the conversation
@@ -154,14 +141,14 @@ def test_one_snapshot_drops_the_least_recently_used(one_snap, scratch):
     a, b = rng.integers(0, 96, 45).tolist(), rng.integers(0, 96, 45).tolist()
     ref_a, ref_b = create(scratch, a)[:2], create(scratch, b)[:2]
     assert create(one_snap, a)[:2] == ref_a
-    assert same(create(one_snap, b), ref_b)  # b's snapshots dropped a's
+    assert create(one_snap, b)[:2] == ref_b  # b's snapshots dropped a's
     again_a = create(one_snap, a)
-    assert same(again_a, ref_a) and again_a[2] == 0  # a's blocks may be cached, its state is not: no hit
+    assert again_a[:2] == ref_a and again_a[2] == 0  # a's blocks may be cached, its state is not: no hit
     # that run kept its state at 32 (the prompt), then at 48 and 64 (its answer), each dropping the last: the
     # next turn of the conversation finds the newest, at 64 (45 + 19 computed tokens)
     turn = a + again_a[0][0] + rng.integers(0, 96, 10).tolist()
     got = create(one_snap, turn)
-    assert same(got, create(scratch, turn)) and got[2] == 64
+    assert got[:2] == create(scratch, turn)[:2] and got[2] == 64
     assert one_snap.metric("tram:recurrent_snapshots_dropped_total") > 0
     assert one_snap.metric("tram:recurrent_snapshots_used") == 1
 
@@ -178,7 +165,7 @@ def test_shared_prefix_with_n_and_preemption(server, scratch):
     before = {k: server.metric(k) for k in ("vllm:num_preemptions_total", "tram:recurrent_snapshots_restored_total")}
     with concurrent.futures.ThreadPoolExecutor(16) as ex:
         together = list(ex.map(lambda p: create(server, p, max_tokens=48, n=2), prompts))
-    assert len(together) == len(solo) and all(same(t, s) for t, s in zip(together, solo))
+    assert [t[:2] for t in together] == solo
     assert server.metric("vllm:num_preemptions_total") > before["vllm:num_preemptions_total"]
     assert server.metric("tram:recurrent_snapshots_restored_total") > before["tram:recurrent_snapshots_restored_total"]
     m = server.metrics()

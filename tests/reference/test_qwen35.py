@@ -11,13 +11,12 @@ value heads, −exp(A_log), 1 + w norms). Both must give transformers' logits
 each other. The reference itself is checked against transformers first, so
 a wrong reference cannot pass a wrong tram.
 
-A sequence's step runs its whole 64-row chunks in the chunked form of the
-delta rule, the rest recurrent (kernels/cpu/ops_gdn.c); prompts longer than
-64 tokens give both forms and the reference the same logits within
-rounding. Below 64 rows a step is all recurrent, the same arithmetic on
-every path, so with the fixture's short prompts chunked prefill,
-token-by-token decoding and any batch mix must give the very bits of the
-whole prompt run alone: 32 sequences in mixed steps included. A
+The recurrent form runs the same arithmetic on every path, so chunked
+prefill, token-by-token decoding and any batch mix must give the very bits
+of the whole prompt run alone: 32 sequences in mixed steps included. The
+chunked form of the delta rule (whole 64-row chunks of a step; the forward
+tool's "gdn_chunked", off in serving) gives the same logits within
+rounding. A
 prefix-cache hit (the attention layers' blocks shared, the recurrent state
 restored from the snapshot kept at the shared prefix's end) computes only the
 new tokens, with the very bits of computing the whole prompt."""
@@ -122,10 +121,11 @@ def test_chunked_form_is_the_recurrent_one(tool, tmp_path, ref, gguf_path, form)
     rng = np.random.default_rng(64)
     seqs = [rng.integers(0, 98, k).tolist() for k in (150, 64, 97)]  # 2 chunks + 22; 1 chunk; 1 chunk + 33
     n = [len(s) for s in seqs]
-    whole = run(tool, tmp_path, model, seqs)
+    whole = run(tool, tmp_path, model, seqs, gdn_chunked=1)
     recurrent = run(tool, tmp_path, model, seqs, steps=[[1 if t < k else 0 for k in n] for t in range(max(n))])
     prefill = [[64, 64, 64]] + [[1 if 64 + t < k else 0 for k in n] for t in range(max(n) - 64)]
-    prefill_decode = run(tool, tmp_path, model, seqs, steps=prefill)
+    prefill_decode = run(tool, tmp_path, model, seqs, steps=prefill, gdn_chunked=1)
+    assert np.array_equal(run(tool, tmp_path, model, seqs)[0], recurrent[0])  # serving runs the recurrent form
     for s, w, r, p in zip(seqs, whole, recurrent, prefill_decode):
         want = ref.forward(s)
         for g in (w, r, p):

@@ -17,6 +17,7 @@
  *    "threads": 0,                     CPU threads (0: one per CPU)
  *    "device": "cpu",                  the backend ("cpu" or "cuda")
  *    "precision": "exact",             the matmul arithmetic ("exact" or "fast")
+ *    "gdn_chunked": 1,                 the delta rule's chunked form for whole 64-row chunks (cpu)
  *    "quantize": "Q8_0",               F32/F16/BF16 weights quantized at load to
  *                                      this type (model_load_opts); default none
  *    "matmul_nmse": false,             true (CPU, exact): every matmul also runs
@@ -50,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/matmul_q8.h"
 #include "model/model.h"
 
@@ -227,6 +229,10 @@ int main(int argc, char **argv) {
   const kern_backend_opts_t bo = {.n_threads = get_int(plan, "threads", 0),
                                   .precision = fast ? KERN_PRECISION_FAST : KERN_PRECISION_EXACT};
   kern_backend_t *be = kern_backend_create_opts(cJSON_IsString(device) ? device->valuestring : "cpu", &bo);
+  if (be && get_int(plan, "gdn_chunked", 0)) {
+    if (strcmp(be->name, "cpu") != 0) return die("\"gdn_chunked\" needs the cpu device");
+    kern_cpu(be)->gdn_chunked = 1;
+  }
   const int tap = get_int(plan, "matmul_nmse", 0);
   if (be && tap) {
     if (strcmp(be->name, "cpu") != 0 || fast) return die("\"matmul_nmse\" needs the cpu device and exact precision");

@@ -118,7 +118,7 @@ typedef struct {
 static void run_rule(const inputs_t *in, how_t how, float *out, float *state) {
   kern_backend_t *be = kern_backend_create("cpu", how.threads);
   assert_non_null(be);
-  kern_cpu(be)->gdn_recurrent = how.recurrent;
+  kern_cpu(be)->gdn_chunked = !how.recurrent;
   kern_cpu(be)->gdn_portable = how.portable;
   memcpy(state, in->state0, sizeof(float) * SLOT * NS);
   int32_t cu[NS + 1], slots[NS];
