@@ -86,7 +86,7 @@ static void unsupported_head_layout(void **state) {
   (void)state;
   int (*own)(kern_backend_t *, int, int, int, char *, size_t) = g_be->attn_supported;
   g_be->attn_supported = cuda_rule;
-  expect_error(&(tiny_t){0}, "head_dim 8: the CUDA attention kernels support head_dim 64 and 128");
+  expect_error(&(tiny_t){0}, "head_dim 8: the CUDA attention kernels support head_dim 64, 128 and 256");
   g_be->attn_supported = own;
 }
 
