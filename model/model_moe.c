@@ -225,6 +225,11 @@ void model__moe_forward(kern_backend_t *be, const model_hparams_t *hp, const mod
   be->gather_rows(be, s->xs, h, s->gidx, n, D); /* xs [n, D] */
   for (int e = 0; e < E; e++) {
     if (s->count[e] == 0) continue; /* never touched */
+    if (be->weight_use) { /* the first step that chooses it makes its backend copy (kern.h: lazy) */
+      be->weight_use(be, &w->gate[e]);
+      be->weight_use(be, &w->up[e]);
+      be->weight_use(be, &w->down[e]);
+    }
     const size_t o = (size_t)s->off[e];
     const expert_bias_t b = {w->gate_b ? w->gate_b + (size_t)e * F : NULL, w->up_b ? w->up_b + (size_t)e * F : NULL,
                              w->down_b ? w->down_b + (size_t)e * D : NULL};

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "model/model_graph.h"
+#include "model/model_internal.h"
 #include "tests/unit/model_tiny.h"
 
 /* ---- the runner ------------------------------------------------------------ */
@@ -223,11 +224,49 @@ static void runner_rejects_bad_input(void **state) {
   model_destroy(m);
 }
 
+/* Experts are lazy weights (kern.h): the loader leaves every one for later,
+ * and a step calls weight_use on exactly the experts its rows chose — a
+ * token's first step makes n_expert_used ready a layer, the others stay
+ * untouched (on the fast CPU backend: never repacked, their file pages
+ * never read). */
+static void experts_made_ready_when_chosen(void **state) {
+  (void)state;
+  char err[512];
+  model_t *m = load(&(tiny_t){.arch = "qwen3moe", .experts = 8}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  const int E = m->hp.n_expert, k = m->hp.n_expert_used;
+  assert_int_equal(E, 8);
+  for (int l = 0; l < LAYERS; l++)
+    for (int e = 0; e < E; e++) assert_int_equal(m->layers[l].moe->gate[e].lazy, 1);
+  rig_t r;
+  rig_init(&r, m, 4, 1);
+  const int32_t toks[] = {3, 7, 11, 2};
+  const int32_t *tp[3] = {toks, NULL, NULL};
+  float logits[4 * VOCAB];
+  for (int step = 1; step <= 2; step++) {
+    assert_int_equal(rig_step(&r, (int[]){1, 0, 0}, tp, logits), 0);
+    for (int l = 0; l < LAYERS; l++) {
+      const model_moe_layer_t *M = m->layers[l].moe;
+      int ready = 0;
+      for (int e = 0; e < E; e++) {
+        assert_int_equal(M->gate[e].lazy, M->up[e].lazy);
+        assert_int_equal(M->gate[e].lazy, M->down[e].lazy);
+        ready += !M->gate[e].lazy;
+      }
+      if (step == 1) assert_int_equal(ready, k); /* one token: its k experts */
+      else assert_in_range(ready, k, 2 * k);
+    }
+  }
+  rig_free(&r);
+  model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(forward_batch_invariant),
       cmocka_unit_test(forward_padded_same_bits),
       cmocka_unit_test(runner_rejects_bad_input),
+      cmocka_unit_test(experts_made_ready_when_chosen),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
