@@ -133,13 +133,13 @@ async def one_request(client, url, prompt, tokens):
     return times
 
 
-async def run_streams(port, streams, requests, vocab, plen, tokens, seed):
+async def run_streams(port, streams, requests, vocab, plen, tokens, seed, warmup=4):
     url = f"http://127.0.0.1:{port}/v1/completions"
     rng = random.Random(seed)
     todo = [[rng.randrange(300, vocab - 300) for _ in range(plen)] for _ in range(requests)]
     res = []
     async with httpx.AsyncClient(limits=httpx.Limits(max_connections=streams + 2)) as client:
-        await one_request(client, url, todo[0][:16], 4)  # warm-up
+        await one_request(client, url, todo[0][:16], warmup)  # warm-up (a MoE's experts get repacked)
 
         async def worker():
             while todo:
@@ -175,6 +175,9 @@ def main():
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--tram-args", default="")
+    ap.add_argument("--warmup-tokens", type=int, default=4,
+                    help="tokens of the warm-up request (tram repacks a MoE's experts when first chosen)")
+    ap.add_argument("--servers", default="tram,llamacpp", help="which servers run (the table needs both)")
     ap.add_argument("--one-server", action="store_true",
                     help="one server (slots: the most streams) for every stream count of a (model, threads)")
     ap.add_argument("--ready-timeout", type=float, default=120, help="seconds a server may take to load")
@@ -202,7 +205,7 @@ def main():
         for threads in [int(x) for x in a.threads.split(",")]:
             rs = {s: {"model": name, "bytes": nbytes, "file_gb": path.stat().st_size / 1e9, "threads": threads,
                       "streams": s} for s in stream_counts}
-            for kind in ("tram", "llamacpp"):
+            for kind in a.servers.split(","):
                 for group in groups:
                     ctx = (a.prompt + a.tokens + 255) // 256 * 256
                     t0 = time.perf_counter()
@@ -212,7 +215,7 @@ def main():
                         for streams in group:
                             r = rs[streams]
                             r[kind] = asyncio.run(run_streams(srv.port, streams, max(a.requests, streams), vocab,
-                                                              a.prompt, a.tokens, 7))
+                                                              a.prompt, a.tokens, 7, a.warmup_tokens))
                             r[kind].update(ready_s=ready_s, rss_gb=rss_gb(srv.proc.pid))
                             log(f"{name} {threads}t {streams}s {kind}: {r[kind]}")
             bw = membw(build, threads)
@@ -225,8 +228,10 @@ def main():
              "tram RSS / file GB | llama.cpp RSS GB | load |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
              "---: | ---: | ---: | ---: |"]
+    none = {"tpot_ms": float("nan"), "tok_s": float("nan"), "itl_p50_ms": float("nan"), "itl_p99_ms": float("nan"),
+            "ttft_ms": float("nan"), "rss_gb": float("nan")}
     for r in rows:
-        t, l, bw = r["tram"], r["llamacpp"], r["read_gbs"]
+        t, l, bw = r.get("tram", none), r.get("llamacpp", none), r["read_gbs"]
         share = lambda x: f"{100 * r['bytes'] / (x['tpot_ms'] / 1e3) / 1e9 / bw:.0f} %" if bw and r["streams"] == 1 else "—"  # noqa: E731,E501
         lines.append(f"| {r['model']} | {r['bytes'] / 1e9:.2f} GB | {r['threads']} | {r['streams']} | {t['tpot_ms']:.1f} | "
                      f"{l['tpot_ms']:.1f} | {l['tpot_ms'] / t['tpot_ms']:.2f}× | {t['tok_s']:.1f} | {l['tok_s']:.1f} | "
