@@ -68,6 +68,10 @@ typedef struct kern_weight {
   void *impl;       /* backend-private (CPU: the view of the GGUF bytes) */
   void *packed;     /* backend-private: a copy in the backend's own layout, or
                        NULL (CPU: the 8-row panels of kernels/cpu/repack.h) */
+  int lazy;         /* set by the caller before weight_init: the weight may never
+                       be used (an expert no token chooses), so the backend may
+                       leave its copy to the first weight_use (CPU: the panels,
+                       and the file's pages stay untouched until then) */
 } kern_weight_t;
 
 /* Arguments of the three attention kernels (one layer, one batch).
@@ -210,6 +214,10 @@ struct kern_backend {
   int (*weight_init)(kern_backend_t *be, kern_weight_t *w, kern_type_t type, int64_t rows,
                      int64_t cols, const void *data);
   void (*weight_release)(kern_backend_t *be, kern_weight_t *w);
+  /* Before a lazy weight's matmuls: makes the copy weight_init left for
+   * later, the first time (then clears w->lazy). On the engine thread,
+   * between kernels. NULL where a backend defers nothing. */
+  void (*weight_use)(kern_backend_t *be, kern_weight_t *w);
 
   /* --- dense operations ---------------------------------------------------- */
   /* y[n, w->rows] = x[n, w->cols] · wᵀ. */

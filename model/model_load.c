@@ -290,6 +290,7 @@ static int load_experts(loader_t *ld, int l, const char *kind, int64_t rows, int
     const int64_t row_bytes = kern_type_row_bytes(type, cols);
     const void *data =
         row_bytes <= 0 ? NULL : (const char *)t->data + (apart ? 0 : ((int64_t)e * slice + row0) * row_bytes);
+    ws[e].lazy = 1; /* its backend copy waits for the first token that chooses it (model__moe_forward) */
     const int rc = prepare(ld, apart ? one : name, type, data, rows, cols, &ws[e]);
     if (rc != 0) return rc;
   }

@@ -226,8 +226,20 @@ void model__moe_forward(kern_backend_t *be, const model_hparams_t *hp, const mod
   const int n = T * k;
   be->upload(be, s->gidx, s->gidx_h, (size_t)n * sizeof(int32_t));
   be->gather_rows(be, s->xs, h, s->gidx, n, D); /* xs [n, D] */
+  /* An expert's backend copy (kern.h: lazy) is made by a step that chooses
+   * it, at most k a layer a step: a cold server's first prompt, whose rows
+   * choose most experts, would otherwise pay for the whole model's copy in
+   * one step (tens of seconds for a large one); the rest run from the view
+   * meanwhile, with the same bits. */
+  int readied = 0;
   for (int e = 0; e < E; e++) {
     if (s->count[e] == 0) continue; /* never touched */
+    if (be->weight_use && w->gate[e].lazy && readied < k) {
+      be->weight_use(be, &w->gate[e]);
+      be->weight_use(be, &w->up[e]);
+      be->weight_use(be, &w->down[e]);
+      readied++;
+    }
     const size_t o = (size_t)s->off[e];
     const expert_bias_t b = {w->gate_b ? w->gate_b + (size_t)e * F : NULL, w->up_b ? w->up_b + (size_t)e * F : NULL,
                              w->down_b ? w->down_b + (size_t)e * D : NULL};

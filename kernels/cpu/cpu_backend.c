@@ -134,6 +134,7 @@ static const kern_backend_t cpu_table = {
     /* weights and dense operations: kernels/cpu/matmul*.c, ops.c */
     .weight_init = kern_cpu_weight_init,
     .weight_release = kern_cpu_weight_release,
+    .weight_use = kern_cpu_weight_use,
     .matmul = kern_cpu_matmul,
     .embed = kern_cpu_embed,
     .rmsnorm = kern_cpu_rmsnorm,

@@ -54,6 +54,8 @@ int kern_cpu_weight_init(kern_backend_t *be, kern_weight_t *w, kern_type_t type,
   return kern_cpu__rp_weight_init(be, w); /* the fast path's panels, if any */
 }
 
+void kern_cpu_weight_use(kern_backend_t *be, kern_weight_t *w) { kern_cpu__rp_weight_use(be, w); }
+
 void kern_cpu_weight_release(kern_backend_t *be, kern_weight_t *w) {
   kern_cpu__rp_weight_release(be, w);
   w->impl = NULL;

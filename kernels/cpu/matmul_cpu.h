@@ -41,6 +41,8 @@ int kern_cpu_weight_init(kern_backend_t *be, kern_weight_t *w, kern_type_t type,
 /* be->weight_release: forgets the view (the data is the caller's) and
  * frees the repacked copy. */
 void kern_cpu_weight_release(kern_backend_t *be, kern_weight_t *w);
+/* be->weight_use: repacks a lazy weight (w->lazy) the first time. */
+void kern_cpu_weight_use(kern_backend_t *be, kern_weight_t *w);
 
 /* be->matmul: y[n, w->rows] = x[n, w->cols] · wᵀ on the pool's threads; y
  * must not overlap x. Scratch: KERN_CPU_MM_PANEL·cols floats per thread

@@ -88,13 +88,17 @@ void kern_cpu_q8_split(const kern_cpu_q8a_t *in, kern_cpu_q8s_t *out, int64_t nb
  * overlap x. Scratch: the quantized rows, from kern_cpu_scratch. */
 void kern_cpu_matmul_q8(kern_backend_t *be, float *y, const float *x, const kern_weight_t *w, int n);
 
-/* The weights repacked for it (matmul_rp.c, repack.h): at weight_init,
- * w->packed becomes a repacked copy when the backend's precision is fast,
- * the build has the AVX2 kernels and the type has a layout (else NULL);
+/* The weights repacked for it (matmul_rp.c, repack.h): at weight_init (a
+ * lazy one at its first weight_use), w->packed becomes a repacked copy
+ * when the backend's precision is fast, the build has the AVX2 kernels and
+ * the type has a layout (else NULL);
  * 0 or -ENOMEM (logged). The release frees it. kern_cpu_matmul_q8 takes
  * kern_cpu__matmul_rp for a weight with a copy: same bits. */
 int kern_cpu__rp_weight_init(kern_backend_t *be, kern_weight_t *w);
 void kern_cpu__rp_weight_release(kern_backend_t *be, kern_weight_t *w);
+/* be->weight_use: a lazy weight (w->lazy, left unpacked by weight_init) is
+ * repacked now, once; out of memory leaves it unpacked (logged). */
+void kern_cpu__rp_weight_use(kern_backend_t *be, kern_weight_t *w);
 void kern_cpu__matmul_rp(kern_backend_t *be, float *y, const float *x, const kern_weight_t *w, int n);
 
 /* The same result, bit for bit, from portable scalar code on the calling

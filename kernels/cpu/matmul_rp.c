@@ -9,8 +9,11 @@
  * where the kernel gives them: streaming a panel range then crosses
  * fewer TLB entries) and is exactly the weight's GGUF size plus at most 7
  * zero rows; the view into the file stays in w->impl for the embedding
- * lookup and the exact path. Repacking runs on the pool (a few hundred MB/s
- * a core, so a 1 GB model adds about a second to its load).
+ * lookup and the exact path, its pages handed back (MADV_PAGEOUT) once
+ * copied, so the resident set holds the panels, not both. Repacking runs
+ * on the pool (a few hundred MB/s a core, so a 1 GB model adds about a
+ * second to its load). A lazy weight (an expert) is repacked at its first
+ * weight_use instead: experts no token chooses are never read.
  *
  * Work split. Activation rows form row blocks of at most RP_XBLOCK rows
  * and RP_XBYTES of split blocks (they stay in L2 while every panel passes
@@ -23,7 +26,10 @@
  * panel pairs, so the pool's chunks are runs of consecutive panels —
  * contiguous memory each thread streams. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -53,8 +59,21 @@ static void pack_task(void *ctx, int64_t begin, int64_t end, int tid) {
   kern_cpu_rp_pack(j->type, j->src, j->rows, j->cols, j->dst, begin, end);
 }
 
-int kern_cpu__rp_weight_init(kern_backend_t *be, kern_weight_t *w) {
-  w->packed = NULL;
+/* Hands the pages wholly inside [p, p + bytes) back to the kernel: the
+ * source of a repacked weight, no longer read by the matmul. MADV_PAGEOUT
+ * keeps the contents (a file's pages are read again when the view is, an
+ * anonymous copy stays), so it is safe whatever the bytes are. */
+static void drop_source(const void *p, size_t bytes) {
+#ifdef MADV_PAGEOUT
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + page - 1) & ~(page - 1),
+                  b = ((uintptr_t)p + bytes) & ~(page - 1);
+  if (b > a) (void)madvise((void *)a, b - a, MADV_PAGEOUT);
+#else
+  (void)p, (void)bytes;
+#endif
+}
+
+static int rp_pack(kern_backend_t *be, kern_weight_t *w) {
 #ifdef KERN_CPU_AVX2
   if (be->precision != KERN_PRECISION_FAST || !kern_cpu(be)->repack || !kern_cpu_rp_supported(w->type, w->cols))
     return 0;
@@ -68,10 +87,23 @@ int kern_cpu__rp_weight_init(kern_backend_t *be, kern_weight_t *w) {
   pack_job_t j = {w->type, w->impl, w->rows, w->cols, dst};
   kern_pool_for(kern_cpu(be)->pool, (w->rows + KERN_CPU_RP_ROWS - 1) / KERN_CPU_RP_ROWS, 0, pack_task, &j);
   w->packed = dst;
+  drop_source(w->impl, (size_t)(w->rows * kern_type_row_bytes(w->type, w->cols)));
 #else
-  (void)be;
+  (void)be, (void)w;
 #endif
   return 0;
+}
+
+int kern_cpu__rp_weight_init(kern_backend_t *be, kern_weight_t *w) {
+  w->packed = NULL;
+  return w->lazy ? 0 : rp_pack(be, w);
+}
+
+void kern_cpu__rp_weight_use(kern_backend_t *be, kern_weight_t *w) {
+  if (!w->lazy) return;
+  w->lazy = 0;
+  if (rp_pack(be, w) != 0) /* logged; the fast kernels read the view instead: the same bits */
+    w->packed = NULL;
 }
 
 void kern_cpu__rp_weight_release(kern_backend_t *be, kern_weight_t *w) {

@@ -196,6 +196,7 @@ static const kern_backend_t cuda_table = {
 
     .weight_init = kern_cuda__weight_init,
     .weight_release = kern_cuda__weight_release,
+    .weight_use = nullptr, /* uploads every weight at load: nothing deferred */
 
     .matmul = kern_cuda__matmul,
     .embed = kern_cuda__embed,

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "model/model_graph.h"
+#include "model/model_internal.h"
 #include "tests/unit/model_tiny.h"
 
 /* ---- the runner ------------------------------------------------------------ */
@@ -281,12 +282,51 @@ static void runner_rejects_bad_input(void **state) {
   model_destroy(m);
 }
 
+/* Experts are lazy weights (kern.h): the loader leaves every one for later,
+ * and a step calls weight_use only on experts its rows chose, at most
+ * n_expert_used a layer a step — a prompt of 4 tokens, which chooses more,
+ * readies exactly k a layer; the next token at most k more; the others
+ * stay untouched (on the fast CPU backend: never repacked, their file
+ * pages never read). */
+static void experts_made_ready_when_chosen(void **state) {
+  (void)state;
+  char err[512];
+  model_t *m = load(&(tiny_t){.arch = "qwen3moe", .experts = 8}, err, sizeof err);
+  if (!m) fail_msg("%s", err);
+  const int E = m->hp.n_expert, k = m->hp.n_expert_used;
+  assert_int_equal(E, 8);
+  for (int l = 0; l < LAYERS; l++)
+    for (int e = 0; e < E; e++) assert_int_equal(m->layers[l].moe->gate[e].lazy, 1);
+  rig_t r;
+  rig_init(&r, m, 4, 1);
+  const int32_t toks[] = {3, 7, 11, 2};
+  const int32_t *tp[3] = {toks, NULL, NULL};
+  float logits[4 * VOCAB];
+  for (int step = 1; step <= 2; step++) {
+    assert_int_equal(rig_step(&r, (int[]){step == 1 ? 3 : 1, 0, 0}, tp, logits), 0);
+    for (int l = 0; l < LAYERS; l++) {
+      const model_moe_layer_t *M = m->layers[l].moe;
+      int ready = 0;
+      for (int e = 0; e < E; e++) {
+        assert_int_equal(M->gate[e].lazy, M->up[e].lazy);
+        assert_int_equal(M->gate[e].lazy, M->down[e].lazy);
+        ready += !M->gate[e].lazy;
+      }
+      if (step == 1) assert_int_equal(ready, k); /* 3 tokens choose more than k (2 of 8) */
+      else assert_in_range(ready, k, 2 * k);
+    }
+  }
+  rig_free(&r);
+  model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(forward_batch_invariant),
       cmocka_unit_test(forward_padded_same_bits),
       cmocka_unit_test(moe_never_captured),
       cmocka_unit_test(runner_rejects_bad_input),
+      cmocka_unit_test(experts_made_ready_when_chosen),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -7,7 +7,8 @@
  *   - the activation split q = 256·h + l, with the half sums, AVX2 equal
  *     to portable;
  *   - weight_init repacks exactly the types and widths with a layout, with
- *     the fast precision and the AVX2 kernels, and nothing otherwise.
+ *     the fast precision and the AVX2 kernels, and nothing otherwise; a
+ *     lazy weight at its first weight_use instead, to the same bits.
  * The kernels over the panels: test_matmul_q8_tiles.c (each, bit for bit
  * against the portable arithmetic) and test_matmul_q8.c (the driver). */
 #include <setjmp.h>
@@ -110,6 +111,7 @@ static void weight_init_repacks_what_it_can(void **state) {
       uint8_t *data = calloc((size_t)rows, (size_t)kern_type_row_bytes(type, cols));
       kern_weight_t w;
       memset(&w, 0x11, sizeof w);
+      w.lazy = 0; /* the caller's input; the rest is weight_init's to fill */
       assert_int_equal(be->weight_init(be, &w, type, rows, cols, data), 0);
       assert_ptr_equal(w.impl, data); /* the view stays */
       int want = fast && kern_cpu_rp_supported(type, cols);
@@ -129,11 +131,61 @@ static void weight_init_repacks_what_it_can(void **state) {
   assert_false(kern_cpu_rp_supported(KERN_F16, 64));
 }
 
+/* A lazy weight (an expert) is left unpacked by weight_init and repacked by
+ * its first weight_use, once, into the same panels as an eager one: the
+ * fast matmul gives the same bits before (on the view), after, and as the
+ * eager weight. The source's pages handed back after packing keep their
+ * bytes (an anonymous buffer here: MADV_DONTNEED would zero it). */
+static void lazy_weight_packs_at_first_use(void **state) {
+  (void)state;
+  const kern_backend_opts_t o = {.n_threads = 2, .precision = KERN_PRECISION_FAST};
+  kern_backend_t *be = kern_backend_create_opts("cpu", &o);
+  assert_non_null(be);
+  assert_non_null(be->weight_use);
+  tu_rng_t rng;
+  tu_rng_init(&rng, 30);
+  for (size_t i = 0; i < N_RP; i++) {
+    const kern_type_t type = rp_types[i];
+    const int64_t cols = 512, rows = 37, rb = kern_type_row_bytes(type, cols);
+    const size_t bytes = (size_t)(rows * rb), page = 4096;
+    uint8_t *data = aligned_alloc(page, (bytes + page - 1) / page * page), *copy = malloc(bytes);
+    for (int64_t r = 0; r < rows; r++) tq_random_row(&rng, type, data + r * rb, cols, 1);
+    memcpy(copy, data, bytes);
+    float x[3 * 512], y_eager[3 * 37], y_view[3 * 37], y_lazy[3 * 37];
+    tu_fill_normal(&rng, x, 3 * 512, 1.0f);
+    kern_weight_t eager = {0}, lazy = {.lazy = 1};
+    assert_int_equal(be->weight_init(be, &eager, type, rows, cols, data), 0);
+    assert_int_equal(be->weight_init(be, &lazy, type, rows, cols, data), 0);
+    assert_null(lazy.packed);
+    assert_int_equal(lazy.lazy, 1);
+    be->matmul(be, y_view, x, &lazy, 3);
+    be->weight_use(be, &lazy);
+    assert_int_equal(lazy.lazy, 0);
+    void *packed = lazy.packed;
+#ifdef KERN_CPU_AVX2
+    assert_non_null(packed);
+    assert_memory_equal(packed, eager.packed, kern_cpu_rp_bytes(type, rows, cols));
+#endif
+    be->weight_use(be, &lazy); /* once */
+    assert_ptr_equal(lazy.packed, packed);
+    be->matmul(be, y_lazy, x, &lazy, 3);
+    be->matmul(be, y_eager, x, &eager, 3);
+    if (memcmp(y_lazy, y_eager, sizeof y_lazy) || memcmp(y_view, y_eager, sizeof y_view))
+      fail_msg("%s: the lazy weight's matmul differs from the eager one's", kern_type_name(type));
+    assert_memory_equal(data, copy, bytes); /* the source survives being handed back */
+    be->weight_release(be, &lazy);
+    be->weight_release(be, &eager);
+    free(data), free(copy);
+  }
+  kern_backend_destroy(be);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(pack_matches_definition_and_round_trips),
       cmocka_unit_test(split_is_exact),
       cmocka_unit_test(weight_init_repacks_what_it_can),
+      cmocka_unit_test(lazy_weight_packs_at_first_use),
   };
   return cmocka_run_group_tests_name("repack", tests, NULL, NULL);
 }
