@@ -174,6 +174,13 @@ static void submit_and_start(srv_t *s, uint64_t rid, http_res_t *res, const char
     free_prompts(in, n_parts);
     return;
   }
+  if (rf == REASON_GPT_OSS && (tools == OAI_TOOLS_HERMES || tools == OAI_TOOLS_LLAMA3 || tools == OAI_TOOLS_MISTRAL)) {
+    /* gpt-oss writes its calls as harmony messages: another format's parser would stream them as text */
+    fail(rid, res, endpoint, 400, "tools: gpt-oss writes harmony tool calls, which this server's tool_call_parser "
+         "cannot read (set tool_call_parser to openai, or auto)", "tools", "unsupported_parameter");
+    free_prompts(in, n_parts);
+    return;
+  }
   if (ch && ch->has_thinking_budget && rf == REASON_NONE) {
     const char *param = ch->budget_param ? ch->budget_param : "thinking_token_budget";
     char msg[256];

@@ -77,9 +77,10 @@ const sched_event_t *srv__reason_event(srv_job_t *j, srv_choice_t *c, const sche
   sink_t k = {.c = c};
   if (ev->token >= 0 && reason_split_phase(&c->split) == REASON_THINK) c->reason_tokens++;
   reason_split_feed(&c->split, ev->text, ev->text_len, take, &k);
-  /* ended at an end-of-generation token (harmony's <|call|>, whose text is not output) or where the grammar
-   * ends (a forced call's arguments): a message open at the end is finished */
-  if (ev->kind == SCHED_EV_FINISHED && ev->finish == SCHED_FINISH_STOP && ev->stop_id < 0 && !ev->stop_str)
+  /* ended at an end-of-generation token or one of the request's stop_token_ids (harmony's <|call|>: their
+   * text is not output) or where the grammar ends (a forced call's arguments): a message open at the end is
+   * finished; a stop string cut the text, so what it cut is not */
+  if (ev->kind == SCHED_EV_FINISHED && ev->finish == SCHED_FINISH_STOP && !ev->stop_str)
     reason_split_stopped(&c->split, take, &k);
   if (ev->kind != SCHED_EV_TOKEN) reason_split_end(&c->split, take, &k);
   *tmp = *ev;

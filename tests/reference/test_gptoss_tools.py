@@ -329,3 +329,20 @@ def test_harmony_needs_its_reasoning_parser(tmp_path):
         assert "gpt_oss" in r.json()["error"]["message"]
     finally:
         assert srv.stop() == 0
+
+
+def test_other_tool_parsers_are_refused_for_harmony(tmp_path):
+    """gpt-oss (the gpt_oss reasoning parser) with tool_call_parser hermes: a request with tools is a 400
+    naming tools — hermes would stream the harmony call as text and then as a call."""
+    d = tmp_path / "model"
+    harmony_folder(d)
+    srv = tram_server.start(tmp_path, "--max-model-len", "2048", "--reasoning-parser", "gpt_oss", "--tool-call-parser",
+                            "hermes", model=d)
+    try:
+        r = srv.http.post("/v1/chat/completions", json={"messages": ASK, "tools": TOOLS, "max_tokens": 4})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "tools", r.text
+        assert "harmony" in r.json()["error"]["message"]
+        r = srv.http.post("/v1/chat/completions", json={"messages": ASK, "max_tokens": 4})  # no tools: served
+        assert r.status_code == 200, r.text
+    finally:
+        assert srv.stop() == 0
