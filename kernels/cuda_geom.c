@@ -31,8 +31,15 @@ int cuda_geom_decode_chunk(int n_heads, int head_dim, int splits, size_t ws_byte
   return (int)(chunk < CUDA_GEOM_GRID_YZ_MAX ? chunk : CUDA_GEOM_GRID_YZ_MAX);
 }
 
+int cuda_geom_decode_kernel(int head_dim, size_t smem_optin) {
+  if (head_dim <= 128 && (size_t)CUDA_GEOM_DECODE_RUN_SMEM(head_dim) <= smem_optin) return CUDA_GEOM_DECODE_RUNS;
+  if ((size_t)CUDA_GEOM_DECODE_SMEM(head_dim) <= smem_optin) return CUDA_GEOM_DECODE_SPLITS;
+  return -1;
+}
+
 int cuda_geom_attn_smem(int head_dim) {
-  const int dec = CUDA_GEOM_DECODE_SMEM(head_dim), pre = CUDA_GEOM_PREFILL_SMEM(head_dim);
+  const int dec = head_dim <= 128 ? CUDA_GEOM_DECODE_RUN_SMEM(head_dim) : CUDA_GEOM_DECODE_SMEM(head_dim);
+  const int pre = CUDA_GEOM_PREFILL_SMEM(head_dim);
   return dec > pre ? dec : pre;
 }
 
@@ -77,11 +84,12 @@ int cuda_geom_decode_fits(int n_heads, int head_dim, size_t ws_bytes, char *err,
   return -E2BIG;
 }
 
-int64_t cuda_geom_decode_split_list(int n_seqs, const int32_t *cache_seqlens, int s0, int n_win, int32_t *cu_splits) {
+int64_t cuda_geom_decode_split_list(int n_seqs, const int32_t *cache_seqlens, int s0, int n_win, int run,
+                                    int32_t *cu_splits) {
   int64_t total = 0;
   cu_splits[0] = 0;
   for (int b = 0; b < n_seqs; b++) {
-    total += cuda_geom_seq_splits(cache_seqlens[b], s0, n_win);
+    total += cuda_geom_seq_items(cuda_geom_seq_splits(cache_seqlens[b], s0, n_win), run);
     cu_splits[b + 1] = (int32_t)total;
   }
   return total;
@@ -118,3 +126,6 @@ int64_t cuda_geom_varlen_tiles(int n_seqs, const int32_t *cu_seq_lens_q, int rou
   }
   return total;
 }
+
+_Static_assert(CUDA_GEOM_DECODE_RUN_SMEM(128) <= CUDA_GEOM_DECODE_RUN_SMEM_MAX,
+               "the run decode kernel keeps to 64 KiB of shared memory at head_dim 128");

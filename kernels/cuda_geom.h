@@ -46,13 +46,34 @@ int cuda_geom_attn_supported(int n_heads, int n_kv_heads, int head_dim, char *er
 
 /* Shared memory a thread block of each attention kernel takes (bytes), as
  * the kernels size it (attn_decode.cu, attn_varlen.cu static_assert that
- * they agree): decode, 3 stages of a 64-key K and V tile of rows of
- * head_dim + 8 bf16; prefill, 2 such stages and 4 warps' f32 accumulators. */
+ * they agree): the split decode kernel, 3 stages of a 64-key K and V tile of
+ * rows of head_dim + 8 bf16; the run decode kernel, a ring of 3 slots of one
+ * such K or V tile and the 16 × 64 raw scores its warps exchange (rows of
+ * 72 f32); prefill, 2 K and V stages and 4 warps' f32 accumulators. */
 #define CUDA_GEOM_DECODE_SMEM(d) (3 * 2 * 64 * ((d) + 8) * 2)
+#define CUDA_GEOM_DECODE_RUN_SMEM(d) (3 * 64 * ((d) + 8) * 2 + 16 * 72 * 4)
 #define CUDA_GEOM_PREFILL_SMEM(d) (2 * 2 * 64 * ((d) + 8) * 2 + 4 * ((d) / 8) * 4 * 32 * 4)
 
+/* The two decode kernels (kernels/cuda/attn_decode.cu). RUNS, where it
+ * fits: a work item is a run of up to CUDA_GEOM_DECODE_RUN consecutive
+ * splits of one sequence, Q·K split across the 4 warps, at most 64 KiB of
+ * shared memory (CUDA_GEOM_DECODE_RUN_SMEM; head_dim 64 and 128). SPLITS,
+ * the fallback (head_dim 256, and what tests/gpu compares the run kernel
+ * with): a work item is one split, every warp computes all of a tile's
+ * scores, 102 KiB a block at head_dim 128. */
+#define CUDA_GEOM_DECODE_SPLITS 0
+#define CUDA_GEOM_DECODE_RUNS 1
+#define CUDA_GEOM_DECODE_RUN 4                /* splits a run item takes (1,024 keys) */
+#define CUDA_GEOM_DECODE_RUN_SMEM_MAX (64 << 10) /* the run kernel's design bound */
+
+/* The decode kernel for head_dim on a GPU whose blocks may take smem_optin
+ * bytes: RUNS for head_dim <= 128 when CUDA_GEOM_DECODE_RUN_SMEM fits, else
+ * SPLITS when CUDA_GEOM_DECODE_SMEM fits, else -1. */
+int cuda_geom_decode_kernel(int head_dim, size_t smem_optin);
+
 /* The most shared memory a block of the attention kernels for head_dim
- * takes (the larger of the two above). */
+ * takes: the prefill kernel's or the decode kernel's that
+ * cuda_geom_decode_kernel picks where it fits, the larger. */
 int cuda_geom_attn_smem(int head_dim);
 
 /* 0 when a GPU whose blocks may take smem_optin bytes of shared memory
@@ -117,16 +138,40 @@ static inline CUDA_GEOM_HD int cuda_geom_seq_splits(int cs, int s0, int n_win) {
   return n < 0 ? 0 : (n < n_win ? n : n_win);
 }
 
-/* Host reference of the device scan: cu_splits[b] (n_seqs + 1 entries) is
- * the first item of sequence b, from cache_seqlens. Returns the total. */
-int64_t cuda_geom_decode_split_list(int n_seqs, const int32_t *cache_seqlens, int s0, int n_win, int32_t *cu_splits);
+/* Work items of a sequence with n splits in the window when an item takes
+ * runs of `run` consecutive splits (1: the split kernel; CUDA_GEOM_DECODE_RUN:
+ * the run kernel): ceil(n / run), the last run the shorter. */
+static inline CUDA_GEOM_HD int cuda_geom_seq_items(int n, int run) {
+  return n > 0 ? (n + run - 1) / run : 0;
+}
 
-/* grid.x of a decode split launch of n_seqs sequences, n_win splits each at
- * most, grid_y blocks a split (KV heads * head groups), on n_sm
+/* Run item k of a window starting at split s0 takes splits s0 + k * run ..
+ * (at most run of them). A run that starts at split 0 is a prefix of the
+ * sequence: the run kernel merges its splits in registers, in order from
+ * the empty state — exactly the combine's first merges, so the bits stay —
+ * and writes one partial (or, when it holds every split of the sequence,
+ * the output). A run that starts later cannot be merged without changing
+ * the bits (the merge is not associative in floating point: merge(merge(M,
+ * a), b) is not merge(M, merge(a, b))), so it writes each split's partial
+ * for the combine to merge in order. cuda_geom_decode_fused: the sequence
+ * of n_splits splits (all its splits; window0 the first window's size) is
+ * finished by its one run item, and the combine skips it. */
+static inline CUDA_GEOM_HD int cuda_geom_decode_fused(int n_splits, int run, int window0) {
+  return run > 1 && n_splits >= 1 && n_splits <= run && n_splits <= window0;
+}
+
+/* Host reference of the device scan: cu_splits[b] (n_seqs + 1 entries) is
+ * the first item of sequence b, from cache_seqlens, items of `run` splits
+ * (cuda_geom_seq_items). Returns the total. */
+int64_t cuda_geom_decode_split_list(int n_seqs, const int32_t *cache_seqlens, int s0, int n_win, int run,
+                                    int32_t *cu_splits);
+
+/* grid.x of a decode split launch of n_seqs sequences, n_win items each at
+ * most (splits, or runs: cuda_geom_seq_items(n_win, run)), grid_y blocks an item (KV heads * head groups), on n_sm
  * multiprocessors: the list's bound n_seqs * n_win, capped at
  * CUDA_GEOM_DECODE_WAVES waves of CUDA_GEOM_DECODE_BLOCKS_PER_SM resident
  * blocks over all of grid.y (at least 1): more blocks than that only queue. */
-#define CUDA_GEOM_DECODE_BLOCKS_PER_SM 2 /* 102 KiB of shared memory a block */
+#define CUDA_GEOM_DECODE_BLOCKS_PER_SM 2 /* the split kernel's 102 KiB a block; the run kernel's registers (185 at head_dim 128) */
 #define CUDA_GEOM_DECODE_WAVES 4
 int cuda_geom_decode_grid_x(int n_seqs, int n_win, int grid_y, int n_sm);
 

@@ -3,18 +3,28 @@
  * cache_seqlens[b], then each head attends over cache_seqlens[b] + 1 keys
  * read through the block table.
  *
- * Launches: (1) append k_new/v_new (rounded to bf16) into their slots;
- * (2) the split list: the splits of ATTN_SPLIT keys each sequence has,
- * listed sequence by sequence (kernels/cuda_geom.h, scan.cuh); (3) split-K:
+ * Launches: (1) the work list: the splits of ATTN_SPLIT keys each sequence
+ * has, in items of one split (split kernel) or runs of up to 4 (run
+ * kernel), listed sequence by sequence (kernels/cuda_geom.h, scan.cuh); the
+ * first list launch of a call also appends k_new/v_new (rounded to bf16)
+ * into their slots, one block a row (the append fused); (2) split-K:
  * thread blocks, one per (KV head, up to 16 query heads of its GQA group)
- * along grid.y, walk the list's (sequence, split) items along grid.x, so
- * long sequences spread over many blocks and short ones start none for
- * splits they do not have; the group's heads are the rows of one MMA fragment, so they
- * share every K/V load; 4 warps share the K/V tiles (cp.async, 3 stages),
- * each computes the scores and owns a quarter of head_dim of the output; each
- * split writes its (m, l, acc) to the backend's attention workspace;
- * (4) combine: the splits merged in order. The arithmetic is attn_tile.cuh's,
- * so the bits equal attn_varlen_paged's for the same row. Sequences are
+ * along grid.y, walk the list's items along grid.x, so long sequences
+ * spread over many blocks and short ones start none for splits they do not
+ * have; the group's heads are the rows of one MMA fragment, so they share
+ * every K/V load; 4 warps share the K/V tiles and each owns a quarter of
+ * head_dim of the output. The run kernel (head_dim 64 and 128, <= 64 KiB
+ * of shared memory: cuda_geom_decode_kernel) streams K and V tiles through
+ * a ring of 3 one-tile slots, splits Q·K across its warps (the raw scores
+ * meet in shared memory; every warp then runs the same softmax), merges a
+ * run from split 0 in registers and writes it as one partial — or as the
+ * output, when it is the whole sequence (at most 1,024 keys: the combine
+ * fused away) — and a later run's splits one by one; the split kernel (the
+ * fallback, head_dim 256) takes 3 stages of K and V and every warp computes
+ * all scores. Each partial (m, l, acc) goes to the backend's attention
+ * workspace; (3) combine: the partials merged in order. The arithmetic is
+ * attn_tile.cuh's and the merges are the same left fold, so the bits equal
+ * attn_varlen_paged's for the same row with either kernel. Sequences are
  * processed in chunks that fit the workspace, and a sequence whose splits
  * do not all fit in windows of splits with a carried merge
  * (cuda_geom_decode_plan: the same bits). head_dim 64, 128 or 256

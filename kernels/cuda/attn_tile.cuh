@@ -10,9 +10,12 @@
  * update m, l (a fixed-order row sum) and acc (P in bf16 times V, keys in
  * ascending 16-wide steps). Splits are then merged in order into (M, L, ACC)
  * by attn_merge, and the row's output is ACC / L (0 when L = 0: a row that
- * sees no key). Decode runs each split in its own thread block and merges in
- * a combine kernel; prefill runs the splits of a row one after the other in
- * one warp and merges in registers; both use these functions, with explicit
+ * sees no key). Decode's run kernel runs up to 4 consecutive splits in a
+ * thread block, merging them in registers only when they start at split 0
+ * (a prefix of the fold; kernels/cuda_geom.h cuda_geom_decode_fused), its
+ * split kernel one split a block, and both merge the rest in order in a
+ * combine kernel; prefill runs the splits of a row one after the other in
+ * one warp and merges as it goes; all use these functions, with explicit
  * round-to-nearest intrinsics wherever the compiler could otherwise fuse or
  * reorder. A tile or split that is entirely masked for a row leaves that
  * row's state bit-for-bit unchanged, so work a kernel does beyond a row's
@@ -119,25 +122,36 @@ static __device__ __forceinline__ void attn_load_q(uint32_t (&qf)[D / 16][4], co
   }
 }
 
-/* s [8 n-tiles of 8 keys][4] = Q · Kᵀ for the tile in shared memory ks
- * ([ATTN_TILE][ROW] bf16), raw (unscaled) scores. */
-template <int D>
-static __device__ __forceinline__ void attn_qk(float (&s)[ATTN_TILE / 8][4],
-                                               const uint32_t (&qf)[D / 16][4],
-                                               const __nv_bfloat16 *ks, int lane) {
+/* s [NT n-tiles of 8 keys][4] = Q · Kᵀ for keys 8 nt0 .. 8 (nt0 + NT) - 1
+ * of the tile in shared memory ks ([ATTN_TILE][ROW] bf16), raw (unscaled)
+ * scores. Each n-tile's score is the same chain of MMAs whichever warp
+ * computes it and with whatever nt0, so splitting a tile's n-tiles across
+ * warps (the run decode kernel) gives attn_qk's bits. */
+template <int D, int NT>
+static __device__ __forceinline__ void attn_qk_tiles(float (&s)[NT][4], const uint32_t (&qf)[D / 16][4],
+                                                     const __nv_bfloat16 *ks, int nt0, int lane) {
 #pragma unroll
-  for (int nt = 0; nt < ATTN_TILE / 8; nt++) {
-    s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+  for (int i = 0; i < NT; i++) {
+    const int nt = nt0 + i;
+    s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
 #pragma unroll
     for (int kp = 0; kp < D / 32; kp++) {
       /* matrices: keys 8nt..+7 × dims 32kp + {0, 8, 16, 24}..+7 → b0, b1 of
        * k-step 2kp, then b0, b1 of k-step 2kp + 1 */
       uint32_t b[4];
       attn_ldmatrix_x4(b, ks + (8 * nt + (lane & 7)) * attn_geom<D>::ROW + 32 * kp + 8 * (lane >> 3));
-      attn_mma(s[nt], qf[2 * kp], b[0], b[1]);
-      attn_mma(s[nt], qf[2 * kp + 1], b[2], b[3]);
+      attn_mma(s[i], qf[2 * kp], b[0], b[1]);
+      attn_mma(s[i], qf[2 * kp + 1], b[2], b[3]);
     }
   }
+}
+
+/* All of the tile's scores: s [8 n-tiles of 8 keys][4]. */
+template <int D>
+static __device__ __forceinline__ void attn_qk(float (&s)[ATTN_TILE / 8][4],
+                                               const uint32_t (&qf)[D / 16][4],
+                                               const __nv_bfloat16 *ks, int lane) {
+  attn_qk_tiles<D, ATTN_TILE / 8>(s, qf, ks, 0, lane);
 }
 
 /* Online-softmax step for one tile. s holds the raw scores of rows g (ri = 0)
@@ -145,7 +159,11 @@ static __device__ __forceinline__ void attn_qk(float (&s)[ATTN_TILE / 8][4],
  * before lo[ri] (a sliding window's edge, see attn_window_lo) or at or past
  * lim[ri] are masked. A score is s·scale_log2, or with softcap > 0 (Gemma 2)
  * softcap·tanh(s·scale / softcap)·log2(e). On return s holds
- * p = 2^(score - m) and corr[ri] the factor to apply to acc. */
+ * p = 2^(score - m) and corr[ri] the factor to apply to acc.
+ * MASK false: the caller knows every key of the tile is in [lo, lim) for
+ * both rows (attn_tile_unmasked), so the comparisons are left out; the
+ * bits are those of MASK true, which would keep every score. */
+template <bool MASK = true>
 static __device__ __forceinline__ void attn_softmax(float (&s)[ATTN_TILE / 8][4], float (&m)[2],
                                                     float (&l)[2], float (&corr)[2], int key0,
                                                     const int (&lo)[2], const int (&lim)[2],
@@ -162,7 +180,7 @@ static __device__ __forceinline__ void attn_softmax(float (&s)[ATTN_TILE / 8][4]
         const float sc = softcap > 0.f
                              ? __fmul_rn(__fmul_rn(softcap, tanhf(__fdiv_rn(__fmul_rn(x, scale), softcap))), ATTN_LOG2E)
                              : __fmul_rn(x, scale_log2);
-        const float v = key >= lo[ri] && key < lim[ri] ? sc : -INFINITY;
+        const float v = !MASK || (key >= lo[ri] && key < lim[ri]) ? sc : -INFINITY;
         s[nt][2 * ri + e] = v;
         mx = fmaxf(mx, v);
       }
@@ -189,6 +207,14 @@ static __device__ __forceinline__ void attn_softmax(float (&s)[ATTN_TILE / 8][4]
     l[ri] = __fadd_rn(__fmul_rn(l[ri], corr[ri]), rs);
     m[ri] = m_new;
   }
+}
+
+/* 1 when every key of the tile starting at j0 is in [lo, lim) of every row
+ * whose keys are [lo_row, lim_row) with lo_row <= lo_max and lim_row >=
+ * lim_min: off the diagonal (and off a window's edge) the causal mask
+ * drops nothing, and attn_softmax<false> skips it. */
+static __device__ __forceinline__ bool attn_tile_unmasked(int j0, int lo_max, int lim_min) {
+  return j0 >= lo_max && j0 + ATTN_TILE <= lim_min;
 }
 
 /* The first key a row sees whose keys end at lim (its own key is lim - 1):
@@ -247,6 +273,16 @@ static __device__ __forceinline__ float attn_merge(float X, float a, float x, fl
   return __fadd_rn(__fmul_rn(X, a), __fmul_rn(x, b));
 }
 
+/* Folds a split's (m, l) into the running (M, L) and gives the weights
+ * with which the caller merges the accumulators: ACC = attn_merge(ACC, *a,
+ * acc, *b), element by element (every merge of the kernels goes so). */
+static __device__ __forceinline__ void attn_fold(float &M, float &L, float m, float l, float *a, float *b) {
+  float Mn;
+  attn_merge_weights(M, m, &Mn, a, b);
+  L = attn_merge(L, *a, l, *b);
+  M = Mn;
+}
+
 /* The final output element. */
 static __device__ __forceinline__ float attn_finish(float acc, float L) {
   return L > 0.f ? __fdiv_rn(acc, L) : 0.f;
@@ -262,23 +298,50 @@ static __device__ __forceinline__ float attn_sink_sum(float L, float M, const fl
   return __fadd_rn(L, exp2f(__fsub_rn(__fmul_rn(sinks[h], ATTN_LOG2E), M)));
 }
 
-/* Loads one K and V tile (keys j0 .. j0 + ATTN_TILE - 1) into shared memory
- * with cp.async, all `nthreads` threads of the block cooperating. Key j < kmax
- * comes from row row_of(j) of k/v (element offset row * row_stride + head_off);
- * keys past kmax are zero-filled and never read from global memory. */
+/* Chunk c (16 bytes) of a tile of keys j0 .. j0 + ATTN_TILE - 1: its
+ * offset in the shared-memory tile (bf16), and in *off its element offset
+ * in global memory with *bytes to read: key j < kmax comes from row
+ * row_of(j) (offset row * row_stride + head_off); keys past kmax read
+ * nothing (cp.async zero-fills them). */
+template <int D, typename RowOf>
+static __device__ __forceinline__ int attn_chunk(int c, int j0, int kmax, RowOf row_of, int64_t row_stride,
+                                                 int64_t head_off, int64_t *off, int *bytes) {
+  constexpr int CH = attn_geom<D>::CHUNKS;
+  const int r = c / CH, ch = c % CH, j = j0 + r;
+  const bool ok = j < kmax;
+  *off = ok ? row_of(j) * row_stride + head_off + ch * 8 : 0;
+  *bytes = ok ? 16 : 0;
+  return r * attn_geom<D>::ROW + ch * 8;
+}
+
+/* Loads one tile of x (K or V) into shared memory xs with cp.async
+ * (attn_chunk), all `nthreads` threads of the block cooperating. */
+template <int D, typename RowOf>
+static __device__ __forceinline__ void attn_load_rows(__nv_bfloat16 *xs, const __nv_bfloat16 *x, int j0, int kmax,
+                                                      RowOf row_of, int64_t row_stride, int64_t head_off, int tid,
+                                                      int nthreads) {
+  for (int c = tid; c < ATTN_TILE * attn_geom<D>::CHUNKS; c += nthreads) {
+    int64_t off;
+    int bytes;
+    const int so = attn_chunk<D>(c, j0, kmax, row_of, row_stride, head_off, &off, &bytes);
+    attn_cp_async16(xs + so, x + off, bytes);
+  }
+}
+
+/* One K and one V tile, chunk by chunk (one loop: at head_dim 256 the
+ * prefill kernel spills more with two). */
 template <int D, typename RowOf>
 static __device__ __forceinline__ void attn_load_tile(__nv_bfloat16 *ks, __nv_bfloat16 *vs,
                                                       const __nv_bfloat16 *k,
                                                       const __nv_bfloat16 *v, int j0, int kmax,
                                                       RowOf row_of, int64_t row_stride,
                                                       int64_t head_off, int tid, int nthreads) {
-  constexpr int CH = attn_geom<D>::CHUNKS;
-  for (int c = tid; c < ATTN_TILE * CH; c += nthreads) {
-    const int r = c / CH, ch = c % CH, j = j0 + r;
-    const bool ok = j < kmax;
-    const int64_t off = ok ? row_of(j) * row_stride + head_off + ch * 8 : 0;
-    attn_cp_async16(ks + r * attn_geom<D>::ROW + ch * 8, k + off, ok ? 16 : 0);
-    attn_cp_async16(vs + r * attn_geom<D>::ROW + ch * 8, v + off, ok ? 16 : 0);
+  for (int c = tid; c < ATTN_TILE * attn_geom<D>::CHUNKS; c += nthreads) {
+    int64_t off;
+    int bytes;
+    const int so = attn_chunk<D>(c, j0, kmax, row_of, row_stride, head_off, &off, &bytes);
+    attn_cp_async16(ks + so, k + off, bytes);
+    attn_cp_async16(vs + so, v + off, bytes);
   }
 }
 

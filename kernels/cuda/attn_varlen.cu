@@ -61,6 +61,12 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(cons
   const int row[2] = {wr0 + g, wr0 + g + 8};
   const int lim[2] = {min(row[0] + off + 1, k_len), min(row[1] + off + 1, k_len)};
   const int lo[2] = {attn_window_lo(lim[0], p.window), attn_window_lo(lim[1], p.window)};
+  /* The warp's rows' bounds: its first row sees the fewest keys, its last
+   * the latest window edge (rows past q_len only make this tighter); a
+   * tile inside both needs no mask (attn_tile_unmasked): under the causal
+   * mask every tile but the diagonal ones (and a window's edges). */
+  const int lim_w = min(wr0 + off + 1, k_len);
+  const int lo_w = attn_window_lo(min(wr0 + 16 + off, k_len), p.window);
 
   uint32_t qf[D / 16][4];
   {
@@ -111,17 +117,18 @@ static __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(cons
     if (active && it * ATTN_TILE < warp_kmax) {
       float s[ATTN_TILE / 8][4], corr[2];
       attn_qk<D>(s, qf, ks, lane);
-      attn_softmax(s, m, l, corr, it * ATTN_TILE + 2 * t, lo, lim, p.scale_log2, p.scale, p.softcap);
+      if (D <= 128 && attn_tile_unmasked(it * ATTN_TILE, lo_w, lim_w)) /* 256: more spills (docs/benchmarks/cuda.md) */
+        attn_softmax<false>(s, m, l, corr, it * ATTN_TILE + 2 * t, lo, lim, p.scale_log2, p.scale, p.softcap);
+      else
+        attn_softmax<true>(s, m, l, corr, it * ATTN_TILE + 2 * t, lo, lim, p.scale_log2, p.scale, p.softcap);
       attn_pv<D, D / 8>(acc, s, corr, ks + G::TILE_ELEMS, 0, lane);
     }
     if (active && ((it + 1) % ATTN_TILES_PER_SPLIT == 0 || it + 1 == n_tiles)) {
       /* End of a split: fold it into the running state, start the next. */
 #pragma unroll
       for (int ri = 0; ri < 2; ri++) {
-        float Mn, wa, wb;
-        attn_merge_weights(M[ri], m[ri], &Mn, &wa, &wb);
-        L[ri] = attn_merge(L[ri], wa, l[ri], wb);
-        M[ri] = Mn;
+        float wa, wb;
+        attn_fold(M[ri], L[ri], m[ri], l[ri], &wa, &wb);
 #pragma unroll
         for (int j = 0; j < D / 8; j++) {
 #pragma unroll

@@ -7,7 +7,10 @@
  * sequence (16 rows per warp); K/V tiles of 64 keys stream through shared
  * memory (cp.async, double-buffered) and every warp folds them into its rows
  * with the shared tile code of attn_tile.cuh, which makes the result of a
- * query row bitwise the same as attn_decode's for the same keys.
+ * query row bitwise the same as attn_decode's for the same keys. A warp
+ * applies the causal and window mask only to tiles that cross its rows'
+ * bounds (the diagonal ones, a window's edges): the others' scores are
+ * all kept, which is what the mask would have done, so the bits stay.
  * The grid holds one block per row tile of the batch and head
  * (kernels/cuda_geom.h), not max_seqlen_q's tiles for every sequence.
  * Supported head_dim: 64, 128 and 256 (model load refuses others). */

@@ -66,6 +66,7 @@ typedef struct kern_cuda {
   size_t attn_ws_bytes;  /* KERN_CUDA_ATTN_WS_BYTES (tests/gpu may lower it: cuda_geom_decode_plan's windows) */
   size_t smem_optin;     /* shared memory a block may take (cudaDeviceProp.sharedMemPerBlockOptin) */
   int32_t *tiles;        /* [CUDA_GEOM_MAX_SEQS + 1] varlen row-tile starts, stream-ordered */
+  int decode_splits_only; /* 0; tests/gpu sets 1 to run the split decode kernel where the run kernel would go */
   cudaEvent_t uploaded;  /* recorded after the last upload_async */
   int upload_pending;    /* 1 while `uploaded` marks an upload_async not yet waited for */
   int capturing;         /* 1 between graph_begin and graph_end (graph.cu) */

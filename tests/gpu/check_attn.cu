@@ -350,22 +350,42 @@ static void check_decode(gt_t *t, const char *what, attn_cfg_t c, const std::vec
   run_same(t, t->be->attn_varlen, x, n_out, dec, "attn_varlen = attn_decode bits %s %s", what, cn);
   run_same(t, t->be->attn_decode, x, n_out, dec, "attn_decode deterministic %s %s", what, cn);
 
-  /* A workspace too small for one sequence's splits: windows of 2 splits
-   * with a carried merge (kernels/cuda_geom.h cuda_geom_decode_plan), the
-   * same bits. */
-  if (cuda_geom_decode_splits(a.max_k) >= 3) {
-    kern_cuda_t *cu = kern_cuda(t->be);
-    const size_t ws = cu->attn_ws_bytes;
-    cu->attn_ws_bytes = (size_t)c.H * (c.D + 2) * sizeof(float) * 3;
-    cuda_geom_decode_plan_t plan;
-    cuda_geom_decode_plan(c.H, c.D, cuda_geom_decode_splits(a.max_k), cu->attn_ws_bytes, &plan);
-    snprintf(name, sizeof name, "attn_decode in windows of %d splits (carried merge) = whole bits %s %s",
-             plan.window, what, cn);
-    std::vector<float> win = run(t, t->be->attn_decode, x, n_out);
-    cu->attn_ws_bytes = ws;
-    gt_result(t, "attn_decode small workspace: windows of 2 splits, carried", plan.carry == 1 && plan.window == 2,
-              "plan: window %d, carry %d", plan.window, plan.carry);
-    gt_check_same(t, name, win.data(), dec.data(), n_out * 4);
+  /* Where the run kernel serves (kernels/cuda_geom.h cuda_geom_decode_kernel:
+   * runs of 4 splits, a prefix merged in registers, Q·K split across warps),
+   * the split kernel it replaced gives the same bits, alone and for the
+   * routed rows of attn_varlen_paged. */
+  kern_cuda_t *cu = kern_cuda(t->be);
+  const int runs = cuda_geom_decode_kernel(c.D, cu->smem_optin) == CUDA_GEOM_DECODE_RUNS;
+  if (runs) {
+    cu->decode_splits_only = 1;
+    run_same(t, t->be->attn_decode, x, n_out, dec, "attn_decode split kernel = run kernel bits %s %s", what, cn);
+    run_same(t, t->be->attn_varlen_paged, x, n_out, dec, "attn_varlen_paged via split kernel = bits %s %s", what,
+             cn);
+    cu->decode_splits_only = 0;
+  }
+
+  /* A workspace too small for one sequence's splits: windows of 2 (inside
+   * a run) and 5 splits (across runs) with a carried merge
+   * (kernels/cuda_geom.h cuda_geom_decode_plan), the same bits, with the
+   * run kernel and the split kernel. */
+  for (int w : {2, 5}) {
+    if (cuda_geom_decode_splits(a.max_k) < w + 1) continue;
+    for (int only = 0; only <= runs; only++) {
+      const size_t ws = cu->attn_ws_bytes;
+      cu->attn_ws_bytes = (size_t)c.H * (c.D + 2) * sizeof(float) * (w + 1);
+      cu->decode_splits_only = only;
+      cuda_geom_decode_plan_t plan;
+      cuda_geom_decode_plan(c.H, c.D, cuda_geom_decode_splits(a.max_k), cu->attn_ws_bytes, &plan);
+      snprintf(name, sizeof name, "attn_decode%s in windows of %d splits (carried merge) = whole bits %s %s",
+               only ? " (split kernel)" : "", plan.window, what, cn);
+      std::vector<float> win = run(t, t->be->attn_decode, x, n_out);
+      cu->attn_ws_bytes = ws;
+      cu->decode_splits_only = 0;
+      char rn[96];
+      snprintf(rn, sizeof rn, "attn_decode small workspace: windows of %d splits, carried", w);
+      gt_result(t, rn, plan.carry == 1 && plan.window == w, "plan: window %d, carry %d", plan.window, plan.carry);
+      gt_check_same(t, name, win.data(), dec.data(), n_out * 4);
+    }
   }
 
   /* The longest sequence alone. */
@@ -487,6 +507,11 @@ void gt_check_attn(gt_t *t) {
     const int p = c.BS;
     check_decode(t, "cache_seqlens [0,1,p-1,p,p+1,255,256,257,4100]", c,
                  {0, 1, p - 1, p, p + 1, 255, 256, 257, 4100}, NULL, 0, 0);
+    /* the run kernel's edges: 4 splits (1,024 keys) a run, at most 4
+     * finished by their run alone, later runs split by split */
+    if (!t->quick || &c == &cfgs[0])
+      check_decode(t, "run edges: cache_seqlens [767,1022,1023,1024,1279,2047,2048,5000]", c,
+                   {767, 1022, 1023, 1024, 1279, 2047, 2048, 5000}, NULL, 0, 0);
     check_varlen(t, "lengths sweep", c,
                  {1, p - 1, p, p + 1, 9, 5, 0, 37, 130, 64, t->quick ? 40 : 300},
                  {1, p - 1, p, p + 1, 4, 0, 5, 300, 130, 4100, t->quick ? 90 : 600}, 0);

@@ -154,29 +154,36 @@ static void head_layouts(void **state) {
   assert_int_equal(cuda_geom_attn_supported(70000, 1, 64, err, sizeof err), -EINVAL);
 }
 
-/* Shared memory: a block of the head_dim-128 kernels takes 102 KiB
- * (decode: 3 stages * K and V * 64 keys * 136 bf16 = 104,448 bytes;
- * prefill: 2 such stages + 4 warps * 16 * 4 * 32 f32 = 102,400), head_dim 64
- * 54 KiB (3 * 2 * 64 * 72 * 2 = 55,296). sm_86/89 allow 99 KiB (101,376),
- * sm_80 163 KiB (166,912), sm_90 227 KiB (232,448). */
+/* Shared memory: a block of the head_dim-128 kernels takes 100 KiB (the
+ * split decode kernel, the fallback: 3 stages * K and V * 64 keys * 136
+ * bf16 = 104,448 bytes; the run decode kernel that replaces it: 3 slots * 64
+ * * 136 * 2 + 16 * 72 f32 of scores = 56,832; prefill: 2 K and V stages + 4
+ * warps * 16 * 4 * 32 f32 = 102,400, now the larger), head_dim 64 52 KiB
+ * (prefill: 2 * 2 * 64 * 72 * 2 + 4 * 8 * 4 * 32 * 4 = 53,248; run decode
+ * 3 * 64 * 72 * 2 + 4,608 = 32,256). sm_86/89 allow 99 KiB (101,376), sm_80
+ * 163 KiB (166,912), sm_90 227 KiB (232,448). */
 static void shared_memory_per_gpu(void **state) {
   (void)state;
   char err[200];
   assert_int_equal(CUDA_GEOM_DECODE_SMEM(128), 104448);
+  assert_int_equal(CUDA_GEOM_DECODE_RUN_SMEM(128), 56832);
+  assert_int_equal(CUDA_GEOM_DECODE_RUN_SMEM(64), 32256);
+  assert_true(CUDA_GEOM_DECODE_RUN_SMEM(128) <= 64 * 1024); /* item 9's bound */
   assert_int_equal(CUDA_GEOM_PREFILL_SMEM(128), 102400);
-  assert_int_equal(cuda_geom_attn_smem(128), 104448);
-  assert_int_equal(cuda_geom_attn_smem(64), 55296);
+  assert_int_equal(CUDA_GEOM_PREFILL_SMEM(64), 53248);
+  assert_int_equal(cuda_geom_attn_smem(128), 102400);
+  assert_int_equal(cuda_geom_attn_smem(64), 53248);
   const size_t sm86 = 99 * 1024, sm80 = 163 * 1024, sm90 = 227 * 1024;
   assert_int_equal(cuda_geom_attn_smem_fits(64, sm86, err, sizeof err), 0);
   err[0] = 0;
   assert_int_equal(cuda_geom_attn_smem_fits(128, sm86, err, sizeof err), -ENOTSUP);
   assert_non_null(strstr(err, "head_dim 128"));
-  assert_non_null(strstr(err, "104448"));
+  assert_non_null(strstr(err, "102400")); /* the prefill kernel's, 1 KiB over */
   assert_non_null(strstr(err, "101376"));
   assert_int_equal(cuda_geom_attn_smem_fits(128, sm80, err, sizeof err), 0);
   assert_int_equal(cuda_geom_attn_smem_fits(128, sm90, err, sizeof err), 0);
-  assert_int_equal(cuda_geom_attn_smem_fits(128, 104448, err, sizeof err), 0); /* exactly enough */
-  assert_int_equal(cuda_geom_attn_smem_fits(128, 104447, err, sizeof err), -ENOTSUP);
+  assert_int_equal(cuda_geom_attn_smem_fits(128, 102400, err, sizeof err), 0); /* exactly enough */
+  assert_int_equal(cuda_geom_attn_smem_fits(128, 102399, err, sizeof err), -ENOTSUP);
   assert_int_equal(cuda_geom_attn_smem_fits(64, 48 * 1024, err, sizeof err), -ENOTSUP); /* no opt-in at all */
   /* head_dim 256: decode's 3 stages of 64 keys × 264 bf16 × (K, V) =
    * 202,752 bytes (prefill: 2 stages + 4 warps × 32 × 4 × 32 f32 = 200,704):
@@ -287,7 +294,7 @@ static void decode_split_list(void **state) {
   cs[17] = 16383;
   const int splits = cuda_geom_decode_splits(16383 + 1);
   assert_int_equal(splits, 64);
-  assert_int_equal(cuda_geom_decode_split_list(N, cs, 0, splits, cu), 64 * 16 + 64);
+  assert_int_equal(cuda_geom_decode_split_list(N, cs, 0, splits, 1, cu), 64 * 16 + 64);
   assert_int_equal(cu[17], 17 * 16);
   assert_int_equal(cu[18], 17 * 16 + 64);
   /* every item maps back to its sequence and a split it has, each once */
@@ -305,14 +312,14 @@ static void decode_split_list(void **state) {
   /* padding rows own no item and are never mapped to */
   const int32_t pad[6] = {-1, 300, -1, -1, 0, -1};
   int32_t cp[7];
-  assert_int_equal(cuda_geom_decode_split_list(6, pad, 0, 2, cp), 3);
+  assert_int_equal(cuda_geom_decode_split_list(6, pad, 0, 2, 1, cp), 3);
   const int32_t want[7] = {0, 0, 2, 2, 2, 3, 3};
   assert_memory_equal(cp, want, sizeof want);
   assert_int_equal(cuda_geom_tile_seq(cp, 6, 0), 1);
   assert_int_equal(cuda_geom_tile_seq(cp, 6, 1), 1);
   assert_int_equal(cuda_geom_tile_seq(cp, 6, 2), 4);
   /* a window: splits 1.. of each */
-  assert_int_equal(cuda_geom_decode_split_list(6, pad, 1, 1, cp), 1);
+  assert_int_equal(cuda_geom_decode_split_list(6, pad, 1, 1, 1, cp), 1);
 
   /* the grid: the list's bound, capped by the machine */
   assert_int_equal(cuda_geom_decode_grid_x(N, splits, 8, 132), 132);
@@ -321,6 +328,132 @@ static void decode_split_list(void **state) {
   assert_int_equal(cuda_geom_decode_grid_x(N, splits, 3, 132), 352); /* ceil(1056 / 3) */
   assert_int_equal(cuda_geom_decode_grid_x(0, 5, 8, 132), 0);
   assert_int_equal(cuda_geom_decode_grid_x(5, 5, 2, 0), 4); /* unknown SM count: one SM, ceil(8 / 2) */
+}
+
+/* Which decode kernel a GPU gets: the run kernel (<= 64 KiB a block) for
+ * head_dim 64 and 128 wherever a block may take its 56 KiB or 32 KiB, the
+ * split kernel for 256 (its 198 KiB: sm_90 only), neither below that. */
+static void decode_kernel_per_gpu(void **state) {
+  (void)state;
+  const size_t sm86 = 99 * 1024, sm80 = 163 * 1024, sm90 = 227 * 1024;
+  const size_t gpus[] = {sm86, sm80, sm90};
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(cuda_geom_decode_kernel(64, gpus[i]), CUDA_GEOM_DECODE_RUNS);
+    assert_int_equal(cuda_geom_decode_kernel(128, gpus[i]), CUDA_GEOM_DECODE_RUNS);
+  }
+  assert_int_equal(cuda_geom_decode_kernel(256, sm90), CUDA_GEOM_DECODE_SPLITS);
+  assert_int_equal(cuda_geom_decode_kernel(256, sm80), -1);
+  assert_int_equal(cuda_geom_decode_kernel(128, 56832), CUDA_GEOM_DECODE_RUNS); /* exactly enough */
+  assert_int_equal(cuda_geom_decode_kernel(128, 56831), -1);  /* and the split kernel takes more */
+  assert_int_equal(cuda_geom_decode_kernel(64, 48 * 1024), CUDA_GEOM_DECODE_RUNS); /* no opt-in needed */
+}
+
+/* The combine's merges of one sequence, as attn_decode.cu makes them: for
+ * each window of the plan (s0, n_win), its run items (cuda_geom_seq_items
+ * of the list) and what each writes — a run from split 0 one merged
+ * partial of its splits (or the output when cuda_geom_decode_fused), a
+ * later run one partial per split — then the combine's reads of the
+ * window's slots (slot 0 of the first window taken as a state when the
+ * runs merge, the others merged one by one). Checks that the operations
+ * are the left fold over splits 0 .. ns - 1, in order, each split once:
+ * a prefix first (splits 0 .. r - 1 merged from the empty state), then one
+ * split at a time; returns r. */
+static int fold_of(int cs, int max_splits, int window, int run) {
+  const int ns = cuda_geom_seq_splits(cs, 0, 1 << 30);
+  int next = 0, prefix = 0, fused = 0;
+  for (int s0 = 0; s0 < max_splits; s0 += window) {
+    const int n_win = max_splits - s0 < window ? max_splits - s0 : window;
+    const int in_win = cuda_geom_seq_splits(cs, s0, n_win);
+    const int items = cuda_geom_seq_items(in_win, run);
+    int written[1024] = {0}; /* slots of the window: 1 a split's partial, 2 a merged prefix */
+    for (int k = 0; k < items; k++) {
+      const int sa = s0 + k * run, sb = sa + run < s0 + in_win ? sa + run : s0 + in_win;
+      assert_true(sa < sb);
+      if (run > 1 && sa == 0) {
+        if (cuda_geom_decode_fused(ns, run, max_splits < window ? max_splits : window)) {
+          assert_int_equal(sb, ns); /* the whole row */
+          fused = 1;
+        } else {
+          written[0] = 2;
+        }
+        prefix = sb;
+      } else {
+        for (int s = sa; s < sb; s++) written[s - s0] = 1;
+      }
+    }
+    if (fused) continue; /* the combine skips the sequence */
+    const int s_end = ns < s0 + n_win ? ns : s0 + n_win;
+    int s = s0;
+    if (run > 1 && s0 == 0 && s_end > 0) {
+      assert_int_equal(written[0], 2);
+      assert_int_equal(next, 0);
+      next = prefix;
+      s = prefix < s_end ? prefix : s_end;
+    }
+    for (; s < s_end; s++) {
+      assert_int_equal(written[s - s0], 1);
+      assert_int_equal(s, next); /* in order, once */
+      next++;
+    }
+  }
+  if (fused) return prefix;
+  assert_int_equal(next, ns);
+  return run > 1 ? prefix : (ns > 0 ? 1 : 0);
+}
+
+/* Item 9's run kernel: runs of 4 splits (1,024 keys) a work item. A run
+ * from split 0 is merged in registers and writes one partial (or the
+ * output: a sequence of at most 4 splits needs no combine); the bits stay
+ * those of the split-by-split left fold, because only a prefix is merged
+ * before the combine (fold_of). The skewed step of issue 34 (64 × 4,095 +
+ * 1 × 16,383 cached): 64 * 4 + 16 = 272 items a head where the split
+ * kernel had 1,088, each 4 times the keys. */
+static void decode_runs_keep_the_fold(void **state) {
+  (void)state;
+  const int R = CUDA_GEOM_DECODE_RUN;
+  assert_int_equal(R, 4);
+  assert_int_equal(cuda_geom_seq_items(0, R), 0);
+  assert_int_equal(cuda_geom_seq_items(1, R), 1);
+  assert_int_equal(cuda_geom_seq_items(4, R), 1);
+  assert_int_equal(cuda_geom_seq_items(5, R), 2);
+  assert_int_equal(cuda_geom_seq_items(16, R), 4);
+  assert_int_equal(cuda_geom_seq_items(7, 1), 7);
+  /* fused: the sequence's splits all in its one run of the first window */
+  assert_false(cuda_geom_decode_fused(0, R, 64)); /* padding: the combine writes its zeros */
+  assert_true(cuda_geom_decode_fused(1, R, 64));
+  assert_true(cuda_geom_decode_fused(4, R, 64));
+  assert_false(cuda_geom_decode_fused(5, R, 64));
+  assert_false(cuda_geom_decode_fused(3, R, 2)); /* a window of 2 splits cuts the run */
+  assert_true(cuda_geom_decode_fused(2, R, 2));
+  assert_false(cuda_geom_decode_fused(1, 1, 64)); /* the split kernel never */
+
+  enum { N = 65 };
+  int32_t cs[N], cu[N + 1];
+  for (int b = 0; b < N; b++) cs[b] = 4095;
+  cs[17] = 16383;
+  assert_int_equal(cuda_geom_decode_split_list(N, cs, 0, 64, R, cu), 64 * 4 + 16);
+  assert_int_equal(cu[18] - cu[17], 16);
+  const int32_t pad[6] = {-1, 300, -1, -1, 0, -1};
+  int32_t cp[7];
+  assert_int_equal(cuda_geom_decode_split_list(6, pad, 0, 2, R, cp), 2); /* 2 splits: one run; 1 split: one */
+  assert_int_equal(cuda_geom_decode_grid_x(N, cuda_geom_seq_items(64, R), 8, 132), 132);
+  assert_int_equal(cuda_geom_decode_grid_x(2, cuda_geom_seq_items(3, R), 8, 132), 2);
+
+  /* the fold, over lengths at split and run edges, whole and in windows
+   * (the workspace's carried windows: 2 and 3 splits, and 5 > R) */
+  const int lens[] = {-1, 0, 255, 256, 767, 1022, 1023, 1024, 1279, 2047, 2048, 4095, 4100, 16383};
+  for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+    const int cs1 = lens[i], ns = cuda_geom_seq_splits(cs1, 0, 1 << 30);
+    const int max_splits = ns > 0 ? ns + 2 : 1; /* the batch's longest has more */
+    const int r = fold_of(cs1, max_splits, max_splits, R);
+    assert_int_equal(r, ns < R ? ns : R);
+    assert_int_equal(fold_of(cs1, max_splits, max_splits, 1), ns > 0 ? 1 : 0);
+    for (int w = 2; w <= 5; w++) {
+      const int rw = fold_of(cs1, max_splits, w, R);
+      const int cap = ns < R ? ns : R;
+      assert_int_equal(rw, cap < w ? cap : w);
+    }
+  }
 }
 
 /* A mixed step on the paged path (issue 23's: a 3,800-token chunk beside
@@ -354,7 +487,7 @@ static void mixed_step_routes_one_row_sequences(void **state) {
     cs[b] = b == 0 ? -1 : cu_k[b + 1] - cu_k[b] - 1; /* the same list as a decode batch's */
   }
   assert_int_equal(items, 255 * 9);
-  assert_int_equal(cuda_geom_decode_split_list(N, cs, 0, splits, list), items);
+  assert_int_equal(cuda_geom_decode_split_list(N, cs, 0, splits, 1, list), items);
   assert_int_equal(list[1], 0);
   /* a one-row sequence without keys: routed, no item (its output: zeros) */
   assert_int_equal(cuda_geom_routed_splits(1, 0, 0, splits), 0);
@@ -411,6 +544,8 @@ int main(void) {
       cmocka_unit_test(shared_memory_per_gpu),
       cmocka_unit_test(decode_plan_fits_the_workspace),
       cmocka_unit_test(decode_split_list),
+      cmocka_unit_test(decode_kernel_per_gpu),
+      cmocka_unit_test(decode_runs_keep_the_fold),
       cmocka_unit_test(mixed_step_routes_one_row_sequences),
       cmocka_unit_test(metadata_image_is_compact),
   };
