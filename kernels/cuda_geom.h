@@ -79,7 +79,7 @@ int cuda_geom_attn_smem(int head_dim);
 /* 0 when a GPU whose blocks may take smem_optin bytes of shared memory
  * (cudaDeviceProp.sharedMemPerBlockOptin) runs the attention kernels of
  * head_dim; otherwise -ENOTSUP with the reason in err. sm_86/sm_89 (A10,
- * L4, L40S: 99 KiB) run head_dim 64 but not 128 (102 KiB); sm_80 (A100,
+ * L4, L40S: 99 KiB) run head_dim 64 but not 128 (the prefill kernel's 100 KiB); sm_80 (A100,
  * 163 KiB) 64 and 128 but not 256 (198 KiB); sm_90 (H100, H200: 227 KiB)
  * all three. */
 int cuda_geom_attn_smem_fits(int head_dim, size_t smem_optin, char *err, size_t err_len);
@@ -171,7 +171,7 @@ int64_t cuda_geom_decode_split_list(int n_seqs, const int32_t *cache_seqlens, in
  * multiprocessors: the list's bound n_seqs * n_win, capped at
  * CUDA_GEOM_DECODE_WAVES waves of CUDA_GEOM_DECODE_BLOCKS_PER_SM resident
  * blocks over all of grid.y (at least 1): more blocks than that only queue. */
-#define CUDA_GEOM_DECODE_BLOCKS_PER_SM 2 /* the split kernel's 102 KiB a block; the run kernel's registers (185 at head_dim 128) */
+#define CUDA_GEOM_DECODE_BLOCKS_PER_SM 2 /* the split kernel's 102 KiB a block; the run kernel's registers (181 at head_dim 128) */
 #define CUDA_GEOM_DECODE_WAVES 4
 int cuda_geom_decode_grid_x(int n_seqs, int n_win, int grid_y, int n_sm);
 

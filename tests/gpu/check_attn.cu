@@ -369,7 +369,8 @@ static void check_decode(gt_t *t, const char *what, attn_cfg_t c, const std::vec
    * (kernels/cuda_geom.h cuda_geom_decode_plan), the same bits, with the
    * run kernel and the split kernel. */
   for (int w : {2, 5}) {
-    if (cuda_geom_decode_splits(a.max_k) < w + 1) continue;
+    /* (w + 1 splits would fit whole: one sequence, no carry) */
+    if (cuda_geom_decode_splits(a.max_k) < w + 2) continue;
     for (int only = 0; only <= runs; only++) {
       const size_t ws = cu->attn_ws_bytes;
       cu->attn_ws_bytes = (size_t)c.H * (c.D + 2) * sizeof(float) * (w + 1);
