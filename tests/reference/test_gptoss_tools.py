@@ -317,31 +317,22 @@ def test_anthropic_tool_use(harmony):
     assert [e["delta"]["stop_reason"] for e in events if e["type"] == "message_delta"] == ["tool_use"]
 
 
-def test_harmony_needs_its_reasoning_parser(tmp_path):
-    """tool_call_parser openai without the gpt_oss reasoning parser: refused with a 400 naming tools."""
+@pytest.mark.parametrize("reasoning,parser,word", [
+    ("none", "openai", "gpt_oss"),    # the harmony tool parser needs its reasoning parser
+    ("gpt_oss", "hermes", "harmony"),  # hermes would stream the harmony call as text and then as a call
+], ids=["openai-without-gpt_oss", "gpt_oss-with-hermes"])
+def test_tool_parser_and_harmony_must_go_together(tmp_path, reasoning, parser, word):
+    """A gpt-oss model whose tool_call_parser and reasoning parser do not pair (openai without gpt_oss, or
+    gpt_oss with another tool parser): a request with tools is a 400 naming tools whose message names what
+    is missing; a request without tools is served."""
     d = tmp_path / "model"
     harmony_folder(d)
-    srv = tram_server.start(tmp_path, "--max-model-len", "2048", "--reasoning-parser", "none", "--tool-call-parser",
-                            "openai", model=d)
+    srv = tram_server.start(tmp_path, "--max-model-len", "2048", "--reasoning-parser", reasoning, "--tool-call-parser",
+                            parser, model=d)
     try:
         r = srv.http.post("/v1/chat/completions", json={"messages": ASK, "tools": TOOLS, "max_tokens": 4})
         assert r.status_code == 400 and r.json()["error"]["param"] == "tools", r.text
-        assert "gpt_oss" in r.json()["error"]["message"]
-    finally:
-        assert srv.stop() == 0
-
-
-def test_other_tool_parsers_are_refused_for_harmony(tmp_path):
-    """gpt-oss (the gpt_oss reasoning parser) with tool_call_parser hermes: a request with tools is a 400
-    naming tools — hermes would stream the harmony call as text and then as a call."""
-    d = tmp_path / "model"
-    harmony_folder(d)
-    srv = tram_server.start(tmp_path, "--max-model-len", "2048", "--reasoning-parser", "gpt_oss", "--tool-call-parser",
-                            "hermes", model=d)
-    try:
-        r = srv.http.post("/v1/chat/completions", json={"messages": ASK, "tools": TOOLS, "max_tokens": 4})
-        assert r.status_code == 400 and r.json()["error"]["param"] == "tools", r.text
-        assert "harmony" in r.json()["error"]["message"]
+        assert word in r.json()["error"]["message"]
         r = srv.http.post("/v1/chat/completions", json={"messages": ASK, "max_tokens": 4})  # no tools: served
         assert r.status_code == 200, r.text
     finally:
