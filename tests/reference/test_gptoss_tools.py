@@ -191,6 +191,26 @@ def test_forced_call_in_harmony(harmony, budget):
     assert c["token_ids"][-1] in (harmony.ids["<|call|>"], harmony.ids["<|return|>"]) or raw.endswith("}")
 
 
+def test_forced_call_with_the_longest_name(harmony):
+    """A function name of 64 characters (OpenAI's longest) of digits and dashes: in this vocabulary each
+    character is a token of its own, so the forced header is 107 tokens (the most any vocabulary needs) —
+    more than the 64 stop token ids a request may hold, which once refused it with a message about
+    "reasoning close ids". It is served: the header is written and the call is read back under its name."""
+    name = ("0123456789-" * 6)[:64]
+    tools = [{"type": "function", "function": {"name": name, "description": "Weather", "parameters": WEATHER}}]
+    header = f"<|end|><|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"
+    assert len(harmony.tok.encode(header, add_special_tokens=False).ids) == 107
+    j = chat(harmony, tools=tools, tool_choice={"type": "function", "function": {"name": name}},
+             thinking_token_budget=2, return_token_ids=True)
+    c = j["choices"][0]
+    raw = raw_text(harmony, c["token_ids"])
+    assert header in raw
+    assert [to for to, _, _ in read_harmony(raw)[2]] == ["functions." + name]
+    (tc,) = c["message"]["tool_calls"]
+    assert tc["function"]["name"] == name and c["finish_reason"] == "tool_calls"
+    jsonschema.validate(json.loads(tc["function"]["arguments"]), WEATHER)
+
+
 def test_forced_call_streamed(harmony):
     """The same call streamed: reasoning deltas strictly before the call; the call's id, type and name,
     then its arguments; finish_reason tool_calls. The openai client assembles what the whole response
