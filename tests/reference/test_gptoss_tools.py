@@ -211,6 +211,25 @@ def test_forced_call_with_the_longest_name(harmony):
     jsonschema.validate(json.loads(tc["function"]["arguments"]), WEATHER)
 
 
+def test_forced_call_after_the_model_ends_its_reasoning(harmony):
+    """A named tool_choice where the model ends its reasoning itself (<|end|>, the one tag that ends a harmony
+    body and goes on), before any budget is spent (pushed to by logit_bias: random weights never would):
+    the rest of the call's header is forced from there, so the call's recipient is the named function — a
+    call the model addressed to another one (once dropped silently) cannot be written."""
+    end = harmony.ids["<|end|>"]
+    j = chat(harmony, tool_choice=NAMED, thinking_token_budget=1000, return_token_ids=True,
+             logit_bias={str(end): 100})
+    c = j["choices"][0]
+    raw = raw_text(harmony, c["token_ids"])
+    assert raw.startswith("<|channel|>analysis<|message|><|end|>"), raw
+    header = "<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+    assert header in raw
+    assert [to for to, _, _ in read_harmony(raw)[2]] == ["functions.get_weather"]
+    (tc,) = c["message"]["tool_calls"]
+    assert tc["function"]["name"] == "get_weather" and c["finish_reason"] == "tool_calls"
+    jsonschema.validate(json.loads(tc["function"]["arguments"]), WEATHER)
+
+
 def test_forced_call_streamed(harmony):
     """The same call streamed: reasoning deltas strictly before the call; the call's id, type and name,
     then its arguments; finish_reason tool_calls. The openai client assembles what the whole response
