@@ -273,7 +273,7 @@ fuzzers: $(FUZZ_BINS)
 fuzz-long: fuzz
 	$(Q)scripts/run-fuzz-long.sh
 
-# The soak (not in make test; tests/integration/test_soak.py is its 30 s
+# The soak (not in make test; tests/integration/test_soak.py, in make test-long, is its 30 s
 # form): writes docs/benchmarks/reliability.md (bench/soak.py).
 SOAK_MINUTES ?= 60
 SOAK_CLIENTS ?= 32
@@ -414,7 +414,8 @@ test: venv model model-gemma3
 
 # The sweeps too long for make test (pytest marker `long`: the whole
 # structured-output corpus, every allocation-failure period, the accuracy
-# gates on Gemma 3 and of the quantizer); CI runs it after make test.
+# gates on Gemma 3 and of the quantizer, the 30 s soak, the router's
+# cache-aware vs round-robin workload); CI runs it after make test.
 test-long: venv model model-gemma3 $(TRAM) tools
 	$(Q)$(MAKE) --no-print-directory BUILD=$(BUILD)/san SANITIZER=address,undefined CUDA=0 FAULTS=1 $(BUILD)/san/tram
 	$(Q)TRAM_BUILD=$(BUILD) TRAM_BIN=$(TRAM) TRAM_SAN_BIN=$(BUILD)/san/tram TRAM_MODEL=$(MODEL) TRAM_GEMMA3=$(GEMMA3_MODEL) \

@@ -75,7 +75,7 @@ typedef struct anth_block {
   const char *id;     /* TOOL_USE: "toolu_..." */
   const char *name;
   const char *input;  /* TOOL_USE: the arguments, JSON text of an object (text that is no object,
-                       * a forced call cut by max_tokens, is written as a text block of it) */
+                       * a forced call cut by max_tokens, is written as input {}: an incomplete tool_use) */
 } anth_block_t;
 
 /* What a message object says. */

@@ -36,11 +36,9 @@ static cJSON *block_json(const anth_block_t *b, bool start) {
     return o;
   }
   cJSON *input = start || !b->input ? oai__must(cJSON_CreateObject()) : cJSON_Parse(b->input);
-  if (!cJSON_IsObject(input)) { /* a forced call cut by max_tokens: its text, as a text block */
+  if (!cJSON_IsObject(input)) { /* a forced call cut by max_tokens: an incomplete tool_use, input {} */
     cJSON_Delete(input);
-    oai__must(cJSON_AddStringToObject(o, "type", "text"));
-    cJSON_AddItemToObject(o, "text", oai__text(b->input, strlen(b->input)));
-    return o;
+    input = oai__must(cJSON_CreateObject());
   }
   oai__must(cJSON_AddStringToObject(o, "type", "tool_use"));
   add_str_or_null(o, "id", b->id);

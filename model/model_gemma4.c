@@ -106,6 +106,15 @@ int model__gemma4_load_globals(loader_t *ld) {
   return rc;
 }
 
+/* Layer l (an owner of its K/V) has no `name` (its attn_v): allowed on a
+ * full layer alone. */
+static int k_eq_v_allowed(loader_t *ld, int l, const char *name) {
+  if (is_full(&ld->m->hp, l)) return 0;
+  snprintf(ld->err, ld->err_len, "tensor '%s' is missing: layer %d is a sliding-window layer, and only the "
+           "full-attention layers may use K as V (attention_k_eq_v)", name, l);
+  return -EINVAL;
+}
+
 int model__gemma4_load_layer(loader_t *ld, int l) {
   const model_hparams_t *hp = &ld->m->hp;
   model_layer_t *L = &ld->m->layers[l];
@@ -119,9 +128,15 @@ int model__gemma4_load_layer(loader_t *ld, int l) {
   if (rc == 0) rc = model__load_vector(ld, NAME("attn_q_norm.weight"), hd, &L->q_norm, 1);
   if (rc == 0 && owner) rc = model__load_matrix(ld, NAME("attn_k.weight"), kv, dim, &L->wk);
   if (rc == 0 && owner) rc = model__load_vector(ld, NAME("attn_k_norm.weight"), hd, &L->k_norm, 1);
-  /* without attn_v, V is the K projection (attention_k_eq_v: the full layers') */
-  if (rc == 0 && owner && gguf_find_tensor(ld->m->gguf, NAME("attn_v.weight")))
-    rc = model__load_matrix(ld, name, kv, dim, &L->wv);
+  /* without attn_v, V is the K projection: attention_k_eq_v, which transformers applies to the full layers
+   * alone (use_alternative_attention = attention_k_eq_v and not is_sliding; llama.cpp's loader takes any
+   * layer without it), so a sliding layer without it is a malformed file */
+  if (rc == 0 && owner) {
+    if (gguf_find_tensor(ld->m->gguf, NAME("attn_v.weight")))
+      rc = model__load_matrix(ld, name, kv, dim, &L->wv);
+    else
+      rc = k_eq_v_allowed(ld, l, name);
+  }
   if (rc == 0) rc = model__load_matrix(ld, NAME("attn_output.weight"), dim, q, &L->wo);
   if (rc == 0) rc = model__load_vector(ld, NAME("post_attention_norm.weight"), dim, &L->post_attn_norm, 1);
   if (rc == 0) rc = model__load_vector(ld, NAME("ffn_norm.weight"), dim, &L->ffn_norm, 1);

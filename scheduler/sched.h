@@ -113,6 +113,12 @@ sched_config_t sched_config_default(void);
 #define SCHED_MAX_STOP_LEN 256   /* bytes of one stop string */
 #define SCHED_MAX_STOP_IDS 64    /* stop token ids per request */
 #define SCHED_MAX_N 64           /* completions of one prompt */
+/* Reasoning close / lead ids per request: the longest is a forced harmony
+ * call header (`<|end|><|start|>assistant<|channel|>commentary
+ * to=functions.NAME <|constrain|>json<|message|>`): 5 special tokens and 38
+ * characters around a name of up to 64 (OpenAI's ^[a-zA-Z0-9_-]{1,64}$), so
+ * at most 107 tokens even where every character is a token of its own. */
+#define SCHED_MAX_THINK_IDS 128
 
 /* Embeddings (scheduler/sched_pool.c): how a pooling request's prompt rows'
  * final-normed hidden states become one vector. The values are llama.cpp's

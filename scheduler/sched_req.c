@@ -57,12 +57,12 @@ sched_req_t *sched_req_create(const int32_t *prompt, int32_t n_prompt, const sch
     snprintf(err, err_len, "%d stop token ids: at most %d are allowed", p->n_stop_ids, SCHED_MAX_STOP_IDS);
     return NULL;
   }
-  if (p->n_think_close < 0 || p->n_think_close > SCHED_MAX_STOP_IDS || (p->n_think_close > 0 && !p->think_close)) {
-    snprintf(err, err_len, "%d reasoning close ids: at most %d are allowed", p->n_think_close, SCHED_MAX_STOP_IDS);
+  if (p->n_think_close < 0 || p->n_think_close > SCHED_MAX_THINK_IDS || (p->n_think_close > 0 && !p->think_close)) {
+    snprintf(err, err_len, "%d reasoning close ids: at most %d are allowed", p->n_think_close, SCHED_MAX_THINK_IDS);
     return NULL;
   }
-  if (p->n_think_lead < 0 || p->n_think_lead > SCHED_MAX_STOP_IDS || (p->n_think_lead > 0 && !p->think_lead)) {
-    snprintf(err, err_len, "%d reasoning lead ids: at most %d are allowed", p->n_think_lead, SCHED_MAX_STOP_IDS);
+  if (p->n_think_lead < 0 || p->n_think_lead > SCHED_MAX_THINK_IDS || (p->n_think_lead > 0 && !p->think_lead)) {
+    snprintf(err, err_len, "%d reasoning lead ids: at most %d are allowed", p->n_think_lead, SCHED_MAX_THINK_IDS);
     return NULL;
   }
   if (p->samp.n_logit_bias < 0 || (p->samp.n_logit_bias > 0 && !p->samp.logit_bias)) {

@@ -15,7 +15,9 @@
  *     one a step as the close's, before anything else is sampled;
  *   - gpt_oss with grammar_in_calls (a named tool_choice): the grammar also
  *     constrains a tool call's arguments (REASON_CALL), and the server's
- *     close text may open that call (srv_completions.c).
+ *     close text opens that call (srv_completions.c): forced once the
+ *     budget is spent, and its rest forced once the model ends its
+ *     reasoning itself (its first token, <|end|>), whatever the budget: the call's recipient is always the named one.
  * All on the engine thread; the state is the sequence's. */
 #include <math.h>
 #include <string.h>
@@ -34,10 +36,10 @@ static bool thinking_model(const sched_eseq_t *q) { return q->req->p.reasoning.f
 int32_t sched__think_forced(sched_eseq_t *q) {
   const sched_req_t *r = q->req;
   if (thinking_model(q) && q->think_led < r->p.n_think_lead) return r->think_lead[q->think_led];
-  if (!thinking_model(q) || q->think_force == -2 || r->p.think_budget < 0 || r->p.n_think_close <= 0) return -1;
+  if (!thinking_model(q) || q->think_force == -2 || r->p.n_think_close <= 0) return -1;
   const reason_phase_t ph = reason_split_phase(&q->think);
   if (q->think_force == -1) {
-    if (ph != REASON_THINK || q->think_tokens < r->p.think_budget) return -1;
+    if (r->p.think_budget < 0 || ph != REASON_THINK || q->think_tokens < r->p.think_budget) return -1;
     q->think_force = 0; /* the budget is spent */
   } else if (ph == REASON_ANSWER) { /* the close tag is out (its trailing whitespace is the model's) */
     q->think_force = -2;
@@ -65,12 +67,18 @@ void sched__think_force_row(const sched_engine_t *e, int32_t token, const float 
 
 void sched__think_accept(sched_eseq_t *q, int32_t token, const char *piece, size_t n) {
   if (!thinking_model(q)) return;
-  (void)token;
   if (q->think_led < q->req->p.n_think_lead) {
     q->think_led++; /* a lead token: not the reasoning's */
   } else {
-    if (reason_split_phase(&q->think) == REASON_THINK) q->think_tokens++;
-    if (q->think_force >= 0 && ++q->think_force >= q->req->p.n_think_close) q->think_force = -2;
+    const sched_req_t *r = q->req;
+    const bool thinking = reason_split_phase(&q->think) == REASON_THINK;
+    if (thinking) q->think_tokens++;
+    if (q->think_force >= 0 && ++q->think_force >= r->p.n_think_close) q->think_force = -2;
+    else if (q->think_force == -1 && thinking && r->p.grammar_in_calls && r->p.n_think_close > 1 &&
+             token == r->think_close[0])
+      q->think_force = 1; /* a named harmony call: the model ended its reasoning itself (<|end|>, the one
+                           * tag that ends a harmony body and goes on): the rest of the call's header is
+                           * forced, so no other recipient can be written */
   }
   if (n) reason_split_feed(&q->think, piece, n, NULL, NULL);
 }

@@ -176,9 +176,11 @@ static void w_stream_end(srv_job_t *j) {
   put(j, anth_event_simple("message_stop"));
 }
 
-/* The whole message: the reasoning of a thinking model (if any), the text (if any), then a tool_use block per call (a
- * forced call cut by max_tokens, arguments that are no object, is written
- * as text: anth_write_message). */
+/* The whole message: the reasoning of a thinking model (if any), the text
+ * (if any), then a tool_use block per call. A forced call cut by max_tokens
+ * (arguments that are no object) is Anthropic's incomplete tool_use: the
+ * last block, input {}, stop_reason max_tokens (its docs: retry with a
+ * higher max_tokens); the stream has sent its partial input_json_delta. */
 static char *w_whole(srv_job_t *j) {
   srv_choice_t *c = &j->choices[0];
   arena_t a;

@@ -9,12 +9,12 @@
 
 static __device__ __forceinline__ float gdn_silu(float v) { return v / (1.0f + expf(-v)); }
 
-/* grid = (channel blocks, n_seqs): thread c of sequence b walks the rows of
- * b in order with the channel's last K - 1 inputs in registers, then writes
- * them back as the state's window (oldest first). */
+/* grid = (channel blocks, sequences b0 ...): thread c of sequence b walks
+ * the rows of b in order with the channel's last K - 1 inputs in registers,
+ * then writes them back as the state's window (oldest first). */
 static __global__ void __launch_bounds__(GDN_CONV_THREADS)
-    gdn_conv_kernel(float *y, const float *x, const float *w, const kern_gdn_args_t a) {
-  const int C = a.conv_dim, K = a.conv_kernel, b = blockIdx.y;
+    gdn_conv_kernel(float *y, const float *x, const float *w, const kern_gdn_args_t a, int b0) {
+  const int C = a.conv_dim, K = a.conv_kernel, b = b0 + (int)blockIdx.y;
   const int c = blockIdx.x * GDN_CONV_THREADS + threadIdx.x;
   if (c >= C) return;
   float *win = a.state + (size_t)a.slots[b] * a.slot_stride; /* [K - 1, C] */
@@ -47,16 +47,19 @@ static __global__ void __launch_bounds__(GDN_CONV_THREADS)
 
 void kern_cuda__gdn_conv(kern_backend_t *be, float *y, const float *x, const float *w, const kern_gdn_args_t *a) {
   if (a->n_seqs <= 0 || a->conv_dim <= 0) return;
-  if (a->conv_kernel < 1 || a->conv_kernel > GDN_MAX_TAPS || a->n_seqs > CUDA_GEOM_GRID_YZ_MAX) {
-    log_error("gdn_conv: %d taps, %d sequences (at most %d and %d; model load checks the taps)", a->conv_kernel,
-              a->n_seqs, GDN_MAX_TAPS, CUDA_GEOM_GRID_YZ_MAX);
+  if (a->conv_kernel < 1 || a->conv_kernel > GDN_MAX_TAPS) {
+    log_error("gdn_conv: %d taps (at most %d; model load checks them)", a->conv_kernel, GDN_MAX_TAPS);
     abort();
   }
   kern_cuda_t *cu = kern_cuda(be);
   kern_cuda__enter(cu);
-  dim3 grid((a->conv_dim + GDN_CONV_THREADS - 1) / GDN_CONV_THREADS, a->n_seqs);
-  gdn_conv_kernel<<<grid, GDN_CONV_THREADS, 0, cu->stream>>>(y, x, w, *a);
-  CUDA_CHECK_LAUNCH();
+  /* the sequences in launches of at most grid.y's limit (max_seqs allows 65536): each is independent */
+  for (int b0 = 0; b0 < a->n_seqs; b0 += CUDA_GEOM_GRID_YZ_MAX) {
+    const int nb = a->n_seqs - b0 < CUDA_GEOM_GRID_YZ_MAX ? a->n_seqs - b0 : CUDA_GEOM_GRID_YZ_MAX;
+    dim3 grid((a->conv_dim + GDN_CONV_THREADS - 1) / GDN_CONV_THREADS, nb);
+    gdn_conv_kernel<<<grid, GDN_CONV_THREADS, 0, cu->stream>>>(y, x, w, *a, b0);
+    CUDA_CHECK_LAUNCH();
+  }
 }
 
 /* Sum of v[i]² over n elements, in double (the CPU's l2norm sums in
@@ -73,17 +76,17 @@ static __device__ double gdn_sumsq(const float *v, int n, double *red) {
   return t;
 }
 
-/* grid = (n_v_heads, n_seqs). Per row: q, k L2-normed into shared memory;
+/* grid = (n_v_heads, sequences b0 ...). Per row: q, k L2-normed into shared memory;
  * thread c owns columns c, c + GDN_RULE_THREADS, ... of S [head_k, head_v]
  * (rows of S are contiguous: the threads' reads coalesce): pass 1 forms
  * kv = (e^g S)ᵀ k, pass 2 writes S = e^g S + k ⊗ β (v − kv) and forms
  * o = Sᵀ q, each over i ascending. */
 static __global__ void __launch_bounds__(GDN_RULE_THREADS)
     gdn_rule_kernel(float *out, const float *y, const float *alpha, const float *beta, const float *a_neg,
-                    const float *dt_bias, const kern_gdn_args_t a) {
+                    const float *dt_bias, const kern_gdn_args_t a, int b0) {
   __shared__ float qs[GDN_MAX_HEAD], ks[GDN_MAX_HEAD];
   __shared__ double red[GDN_RULE_THREADS / 32];
-  const int h = blockIdx.x, b = blockIdx.y;
+  const int h = blockIdx.x, b = b0 + (int)blockIdx.y;
   const int Hk = a.n_k_heads, Hv = a.n_v_heads, dk = a.head_k, dv = a.head_v, C = a.conv_dim;
   const int kh = a.v_tiled ? h % Hk : h / (Hv / Hk);
   float *S = a.state + (size_t)a.slots[b] * a.slot_stride + (size_t)(a.conv_kernel - 1) * C + (size_t)h * dk * dv;
@@ -120,16 +123,19 @@ void kern_cuda__gdn_rule(kern_backend_t *be, float *out, const float *y, const f
                          const float *a_neg, const float *dt_bias, const kern_gdn_args_t *a) {
   if (a->n_seqs <= 0 || a->n_v_heads <= 0) return;
   if (a->head_k < 1 || a->head_k > GDN_MAX_HEAD || a->head_v < 1 || a->head_v > GDN_MAX_HEAD ||
-      a->n_k_heads < 1 || a->n_v_heads % a->n_k_heads != 0 || a->n_seqs > CUDA_GEOM_GRID_YZ_MAX) {
+      a->n_k_heads < 1 || a->n_v_heads % a->n_k_heads != 0) {
     log_error("gdn_rule: heads %d/%d of %d/%d, %d sequences (model load checks the layout)", a->n_k_heads,
               a->n_v_heads, a->head_k, a->head_v, a->n_seqs);
     abort();
   }
   kern_cuda_t *cu = kern_cuda(be);
   kern_cuda__enter(cu);
-  gdn_rule_kernel<<<dim3(a->n_v_heads, a->n_seqs), GDN_RULE_THREADS, 0, cu->stream>>>(out, y, alpha, beta, a_neg,
-                                                                                      dt_bias, *a);
-  CUDA_CHECK_LAUNCH();
+  for (int b0 = 0; b0 < a->n_seqs; b0 += CUDA_GEOM_GRID_YZ_MAX) { /* as gdn_conv: grid.y's limit */
+    const int nb = a->n_seqs - b0 < CUDA_GEOM_GRID_YZ_MAX ? a->n_seqs - b0 : CUDA_GEOM_GRID_YZ_MAX;
+    gdn_rule_kernel<<<dim3(a->n_v_heads, nb), GDN_RULE_THREADS, 0, cu->stream>>>(out, y, alpha, beta, a_neg, dt_bias,
+                                                                               *a, b0);
+    CUDA_CHECK_LAUNCH();
+  }
 }
 
 static __global__ void sigmoid_mul_kernel(float *y, const float *x, const float *g, int64_t n) {

@@ -332,6 +332,13 @@ void gt_check_families(gt_t *t) {
   check_gdn(t, {2, 4, 128, 128, 4, 1, {3, 9}});
   check_gdn(t, {1, 3, 64, 160, 4, 0, {t->quick ? 4 : 40, 2}});
   check_gdn(t, {3, 3, 32, 32, 2, 0, {1, 1, 1}});
+  {
+    /* max_seqs' 65536 and one more: past grid.y's 65535, so two launches; the
+     * longest (checked alone too) is the last, in the second launch */
+    std::vector<int> many(65537, 1);
+    many.back() = 3;
+    check_gdn(t, {1, 2, 4, 4, 2, 0, many});
+  }
   check_gate_and_cols(t, 10001);
   check_moe_combine(t, 7, 4, 1000);  /* gpt-oss: k 4 */
   check_moe_combine(t, 33, 9, 256);  /* qwen2moe: 8 + the shared expert */

@@ -164,10 +164,24 @@ def test_tool_choice_forces_a_call(server, stream):
             assert len(uses) == 1
         for b in uses:
             jsonschema.validate(b.input, {"get_weather": WEATHER, "get_time": TIME}[b.name]["input_schema"])
-    # a forced call cut by max_tokens: max_tokens, its partial text (no object to give as input)
-    cut = c.messages.create(tool_choice={"type": "tool", "name": "get_time"}, **{**kw, "max_tokens": 3})
-    assert cut.stop_reason == "max_tokens" and [b.type for b in cut.content] == ["text"]
-    assert cut.content[0].text.startswith("{")
+    # a forced call cut by max_tokens: Anthropic's incomplete tool use — stop_reason max_tokens and the call as
+    # the last block (its docs: retry with a higher max_tokens), input {} as its partial arguments are no object;
+    # streamed, those partial arguments come as input_json_delta pieces
+    cut_kw = {**kw, "max_tokens": 3, "tool_choice": {"type": "tool", "name": "get_time"}}
+    cut = c.messages.create(**cut_kw)
+    assert cut.stop_reason == "max_tokens" and [(b.type, b.name) for b in cut.content] == [("tool_use", "get_time")]
+    assert cut.content[0].input == {} and cut.content[0].id.startswith("toolu_") and cut.usage.output_tokens == 3
+    body = {k: v for k, v in cut_kw.items() if k != "extra_body"} | GREEDY | {"stream": True}
+    with server.http.stream("POST", "/v1/messages", json=body, headers={"anthropic-version": "2023-06-01"}) as r:
+        assert r.status_code == 200
+        events = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: ")]
+    starts = [e["content_block"] for e in events if e["type"] == "content_block_start"]
+    assert [(b["type"], b["name"]) for b in starts] == [("tool_use", "get_time")]
+    partial = "".join(e["delta"]["partial_json"] for e in events if e["type"] == "content_block_delta")
+    assert partial.startswith("{")
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(partial)  # cut: not a whole object
+    assert [e["delta"]["stop_reason"] for e in events if e["type"] == "message_delta"] == ["max_tokens"]
 
 
 def test_tool_blocks_render_as_the_template_does(server):

@@ -149,6 +149,7 @@ def test_what_the_router_asks_is_answered(fleet, tmp_path):
         router.stop()
 
 
+@pytest.mark.long  # the same workload through two routers: make test-long (CI) runs it
 def test_cache_aware_beats_round_robin(fleet, tmp_path):
     rates = {}
     for policy in ("cache_aware", "round_robin"):

@@ -191,6 +191,45 @@ def test_forced_call_in_harmony(harmony, budget):
     assert c["token_ids"][-1] in (harmony.ids["<|call|>"], harmony.ids["<|return|>"]) or raw.endswith("}")
 
 
+def test_forced_call_with_the_longest_name(harmony):
+    """A function name of 64 characters (OpenAI's longest) of digits and dashes: in this vocabulary each
+    character is a token of its own, so the forced header is 107 tokens (the most any vocabulary needs) —
+    more than the 64 stop token ids a request may hold, which once refused it with a message about
+    "reasoning close ids". It is served: the header is written and the call is read back under its name."""
+    name = ("0123456789-" * 6)[:64]
+    tools = [{"type": "function", "function": {"name": name, "description": "Weather", "parameters": WEATHER}}]
+    header = f"<|end|><|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"
+    assert len(harmony.tok.encode(header, add_special_tokens=False).ids) == 107
+    j = chat(harmony, tools=tools, tool_choice={"type": "function", "function": {"name": name}},
+             thinking_token_budget=2, return_token_ids=True)
+    c = j["choices"][0]
+    raw = raw_text(harmony, c["token_ids"])
+    assert header in raw
+    assert [to for to, _, _ in read_harmony(raw)[2]] == ["functions." + name]
+    (tc,) = c["message"]["tool_calls"]
+    assert tc["function"]["name"] == name and c["finish_reason"] == "tool_calls"
+    jsonschema.validate(json.loads(tc["function"]["arguments"]), WEATHER)
+
+
+def test_forced_call_after_the_model_ends_its_reasoning(harmony):
+    """A named tool_choice where the model ends its reasoning itself (<|end|>, the one tag that ends a harmony
+    body and goes on), before any budget is spent (pushed to by logit_bias: random weights never would):
+    the rest of the call's header is forced from there, so the call's recipient is the named function — a
+    call the model addressed to another one (once dropped silently) cannot be written."""
+    end = harmony.ids["<|end|>"]
+    j = chat(harmony, tool_choice=NAMED, thinking_token_budget=1000, return_token_ids=True,
+             logit_bias={str(end): 100})
+    c = j["choices"][0]
+    raw = raw_text(harmony, c["token_ids"])
+    assert raw.startswith("<|channel|>analysis<|message|><|end|>"), raw
+    header = "<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+    assert header in raw
+    assert [to for to, _, _ in read_harmony(raw)[2]] == ["functions.get_weather"]
+    (tc,) = c["message"]["tool_calls"]
+    assert tc["function"]["name"] == "get_weather" and c["finish_reason"] == "tool_calls"
+    jsonschema.validate(json.loads(tc["function"]["arguments"]), WEATHER)
+
+
 def test_forced_call_streamed(harmony):
     """The same call streamed: reasoning deltas strictly before the call; the call's id, type and name,
     then its arguments; finish_reason tool_calls. The openai client assembles what the whole response
@@ -317,31 +356,22 @@ def test_anthropic_tool_use(harmony):
     assert [e["delta"]["stop_reason"] for e in events if e["type"] == "message_delta"] == ["tool_use"]
 
 
-def test_harmony_needs_its_reasoning_parser(tmp_path):
-    """tool_call_parser openai without the gpt_oss reasoning parser: refused with a 400 naming tools."""
+@pytest.mark.parametrize("reasoning,parser,word", [
+    ("none", "openai", "gpt_oss"),    # the harmony tool parser needs its reasoning parser
+    ("gpt_oss", "hermes", "harmony"),  # hermes would stream the harmony call as text and then as a call
+], ids=["openai-without-gpt_oss", "gpt_oss-with-hermes"])
+def test_tool_parser_and_harmony_must_go_together(tmp_path, reasoning, parser, word):
+    """A gpt-oss model whose tool_call_parser and reasoning parser do not pair (openai without gpt_oss, or
+    gpt_oss with another tool parser): a request with tools is a 400 naming tools whose message names what
+    is missing; a request without tools is served."""
     d = tmp_path / "model"
     harmony_folder(d)
-    srv = tram_server.start(tmp_path, "--max-model-len", "2048", "--reasoning-parser", "none", "--tool-call-parser",
-                            "openai", model=d)
+    srv = tram_server.start(tmp_path, "--max-model-len", "2048", "--reasoning-parser", reasoning, "--tool-call-parser",
+                            parser, model=d)
     try:
         r = srv.http.post("/v1/chat/completions", json={"messages": ASK, "tools": TOOLS, "max_tokens": 4})
         assert r.status_code == 400 and r.json()["error"]["param"] == "tools", r.text
-        assert "gpt_oss" in r.json()["error"]["message"]
-    finally:
-        assert srv.stop() == 0
-
-
-def test_other_tool_parsers_are_refused_for_harmony(tmp_path):
-    """gpt-oss (the gpt_oss reasoning parser) with tool_call_parser hermes: a request with tools is a 400
-    naming tools — hermes would stream the harmony call as text and then as a call."""
-    d = tmp_path / "model"
-    harmony_folder(d)
-    srv = tram_server.start(tmp_path, "--max-model-len", "2048", "--reasoning-parser", "gpt_oss", "--tool-call-parser",
-                            "hermes", model=d)
-    try:
-        r = srv.http.post("/v1/chat/completions", json={"messages": ASK, "tools": TOOLS, "max_tokens": 4})
-        assert r.status_code == 400 and r.json()["error"]["param"] == "tools", r.text
-        assert "harmony" in r.json()["error"]["message"]
+        assert word in r.json()["error"]["message"]
         r = srv.http.post("/v1/chat/completions", json={"messages": ASK, "max_tokens": 4})  # no tools: served
         assert r.status_code == 200, r.text
     finally:

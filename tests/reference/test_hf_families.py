@@ -332,6 +332,9 @@ G4_GGUF_REFUSED = {  # llama.cpp's gemma4 keys and tensors that tram does not ru
     "no rope_freqs": (lambda w: w.tensors[0].pop("rope_freqs.weight"), "tensor 'rope_freqs.weight' is missing"),
     "no KV source": (lambda w: (w.add_shared_kv_layers(5), w.add_feed_forward_length(96)),
                      "layer 2 has no earlier layer of its type"),
+    # attention_k_eq_v (V = K where attn_v is absent) is the full layers' alone (layer 2 here has no attn_v)
+    "a sliding layer without attn_v": (lambda w: w.tensors[0].pop("blk.1.attn_v.weight"),
+                                       "tensor 'blk.1.attn_v.weight' is missing: layer 1 is a sliding-window layer"),
 }
 G4_MOE_GGUF_REFUSED = {  # the MoE block's
     "a router without experts": (lambda w: (w.add_expert_count(0), w.add_expert_used_count(0)),

@@ -331,9 +331,12 @@ static void writer(void **state) {
   cJSON *tu = cJSON_GetArrayItem(content, 1);
   assert_string_equal(cJSON_GetObjectItem(tu, "type")->valuestring, "tool_use");
   assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(tu, "input"), "x")), 2);
-  cJSON *cut = cJSON_GetArrayItem(content, 2); /* arguments that are no object: their text */
-  assert_string_equal(cJSON_GetObjectItem(cut, "type")->valuestring, "text");
-  assert_string_equal(cJSON_GetObjectItem(cut, "text")->valuestring, "{\"x\":[1,");
+  cJSON *cut = cJSON_GetArrayItem(content, 2); /* arguments that are no object: an incomplete tool_use, input {} */
+  assert_string_equal(cJSON_GetObjectItem(cut, "type")->valuestring, "tool_use");
+  assert_string_equal(cJSON_GetObjectItem(cut, "id")->valuestring, "toolu_2");
+  assert_string_equal(cJSON_GetObjectItem(cut, "name")->valuestring, "f");
+  assert_true(cJSON_IsObject(cJSON_GetObjectItem(cut, "input")));
+  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cut, "input")), 0);
   cJSON *u = cJSON_GetObjectItem(j, "usage");
   assert_int_equal(cJSON_GetObjectItem(u, "input_tokens")->valueint, 5);
   assert_int_equal(cJSON_GetObjectItem(u, "output_tokens")->valueint, 9);
