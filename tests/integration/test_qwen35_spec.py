@@ -76,32 +76,41 @@ def forced(srv, text):
     return c.message.content, [t.logprob for t in c.logprobs.content]
 
 
-def test_ngram_greedy_is_plain_decoding(plain, spec):
+def test_ngram_greedy_is_plain_decoding(plain, tmp_path):
     """Random models rarely continue a prompt's n-grams, so plain prompts give rejected drafts; an answer forced
-    by a schema to repeat the prompt's text gives accepted ones (deterministically: the mask leaves one token)."""
+    by a schema to repeat the prompt's text gives accepted ones (the mask leaves one token, the drafts are it).
+    The engine speculates while its measured cost of a draft row says it pays (sched_spec.c), and at this tiny
+    model's 0.1 ms steps a loaded machine's scheduling noise can make it stop: each round runs on a fresh server
+    (the cost at its optimistic start, the forced answer first), until both kinds of drafts were seen."""
     rng = np.random.default_rng(41)
-    before = counters(spec)
-    for p in repetitive(rng, 8):
-        want = create(plain, p)
-        got = create(spec, p)
-        assert got[0] == want[0]
-        assert got[1] == want[1]  # the logprobs too: the verified rows are bitwise the plain decode's
-    # the engine speculates when its measured cost of a draft row says it pays (sched_spec.c): on a loaded
-    # machine a few answers may pass without drafts, so texts are drawn until drafts were accepted
+    prompts = repetitive(rng, 8)
     texts = ["ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789abcdefghij", "The quick brown fox jumps"]
-    texts += ["".join(rng.permutation(list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRST"))[:30]) for _ in range(9)]
+    texts += ["".join(rng.permutation(list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRST"))[:30]) for _ in range(3)]
+    accepted = rejected = 0
     for i, text in enumerate(texts):
-        want = forced(plain, text)
-        assert json.loads(want[0]) == {"a": text}
-        assert forced(spec, text) == want
-        if i >= 2 and spec.metric(COUNTERS[2]) > before[COUNTERS[2]]:
+        (tmp_path / str(i)).mkdir()
+        srv = tram_server.start(tmp_path / str(i), *ARGS, *SPEC, model=HF)
+        try:
+            before = counters(srv)
+            want = forced(plain, text)
+            assert json.loads(want[0]) == {"a": text}
+            assert forced(srv, text) == want
+            for p in prompts[2 * (i % 4):2 * (i % 4) + 2]:
+                want = create(plain, p)
+                got = create(srv, p)
+                assert got[0] == want[0]
+                assert got[1] == want[1]  # the logprobs too: the verified rows are bitwise the plain decode's
+            after = counters(srv)
+        finally:
+            assert srv.stop() == 0
+        a = after[COUNTERS[2]] - before[COUNTERS[2]]
+        d = after[COUNTERS[1]] - before[COUNTERS[1]]
+        print(f"ngram on qwen35-tiny, round {i}: {a:.0f} of {d:.0f} draft tokens accepted")
+        accepted, rejected = accepted + a, rejected + d - a
+        if i >= 1 and accepted > 0 and rejected > 0:
             break
-    after = counters(spec)
-    drafts = after[COUNTERS[1]] - before[COUNTERS[1]]
-    accepted = after[COUNTERS[2]] - before[COUNTERS[2]]
-    print(f"ngram on qwen35-tiny: {accepted:.0f} of {drafts:.0f} draft tokens accepted")
     assert accepted > 0  # drafts kept: the state of an accepted row was taken ...
-    assert drafts > accepted  # ... and drafts rejected: the state after the last accepted row
+    assert rejected > 0  # ... and drafts rejected: the state after the last accepted row
 
 
 def test_n2_and_concurrent_requests(plain, spec):
