@@ -63,14 +63,16 @@ def repetitive(rng, n):
     return out
 
 
-def forced(srv, text):
-    """A chat completion whose answer a JSON schema forces to be {"a": text} (up to whitespace), text quoted in
-    the prompt: the n-gram drafts inside the string are the very tokens the masked sampler must take."""
-    schema = {"type": "object", "properties": {"a": {"enum": [text]}}, "required": ["a"],
-              "additionalProperties": False}
+def forced(srv, text, shown=None):
+    """A chat completion whose answer a JSON schema forces to be {"a": text} (up to whitespace), `shown` (default
+    text) quoted in the prompt: the n-gram drafts inside the string are the tokens the masked sampler must take,
+    up to where text differs from what the prompt shows (drafts partly accepted). Then "b", a free string: its
+    tokens and logprobs are the model's own, from the recurrent state the forced part left."""
+    schema = {"type": "object", "properties": {"a": {"enum": [text]}, "b": {"type": "string", "maxLength": 12}},
+              "required": ["a", "b"], "additionalProperties": False}
     r = srv.client().chat.completions.create(
-        model="qwen35-tiny", max_tokens=60, temperature=0, logprobs=True,
-        messages=[{"role": "user", "content": f'{{"a": "{text}"}}'}],
+        model="qwen35-tiny", max_tokens=80, temperature=0, logprobs=True,
+        messages=[{"role": "user", "content": f'{{"a": "{shown or text}"}}'}],
         response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema}})
     c = r.choices[0]
     return c.message.content, [t.logprob for t in c.logprobs.content]
@@ -93,8 +95,14 @@ def test_ngram_greedy_is_plain_decoding(plain, tmp_path):
         try:
             before = counters(srv)
             want = forced(plain, text)
-            assert json.loads(want[0]) == {"a": text}
+            assert json.loads(want[0])["a"] == text
             assert forced(srv, text) == want
+            # every 5th character changed: rounds that verify across a change keep the drafts before it only,
+            # and the sequence continues from the kept state of the last accepted row
+            edited = "".join(str(k % 10) if k % 5 == 4 else ch for k, ch in enumerate(text))
+            want = forced(plain, edited, text)
+            assert json.loads(want[0])["a"] == edited
+            assert forced(srv, edited, text) == want
             for p in prompts[2 * (i % 4):2 * (i % 4) + 2]:
                 want = create(plain, p)
                 got = create(srv, p)
