@@ -197,16 +197,25 @@ static int step(sched_plan_t *c, kv_state_t *p) {
   return n;
 }
 
+/* A planner with prefix caching over cfg.n_blocks blocks of 4 tokens and a
+ * pool of cfg's states whose snapshots go with their blocks. */
+static void plan_with_state(kern_backend_t *be, const kv_state_config_t *cfg, kv_state_t **p, kv_alloc_t **a,
+                            sched_plan_t *c) {
+  *p = kv_state_create(be, cfg);
+  *a = kv_alloc_create(cfg->n_blocks, 4);
+  kv_alloc_set_evict_hook(*a, kv_snap_evicted, *p);
+  assert_int_equal(sched_plan_init(c, *a, 64, cfg->n_slots, 1), 0);
+  c->state = *p;
+}
+
 static void planner_snapshots_and_restores(void **state) {
   (void)state;
   kern_backend_t *be = kern_backend_create("cpu", 1);
   const kv_state_config_t cfg = {.n_layers = 1, .layer_floats = 6, .n_slots = 4, .n_snaps = 8, .n_blocks = 32};
-  kv_state_t *p = kv_state_create(be, &cfg);
-  kv_alloc_t *a = kv_alloc_create(32, 4);
-  kv_alloc_set_evict_hook(a, kv_snap_evicted, p);
+  kv_state_t *p;
+  kv_alloc_t *a;
   sched_plan_t c;
-  assert_int_equal(sched_plan_init(&c, a, 64, 4, 1), 0);
-  c.state = p;
+  plan_with_state(be, &cfg, &p, &a, &c);
   /* a 10-token prompt: its chunk is cut at 8, the end of the last full block before its last token */
   const int32_t pa[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
   sched_seq_t sa;
@@ -308,12 +317,10 @@ static void planner_verification_takes_kept_states(void **state) {
   kern_backend_t *be = kern_backend_create("cpu", 1);
   const kv_state_config_t cfg = {.n_layers = 2, .layer_floats = 5, .n_slots = 2, .n_snaps = 4, .n_blocks = 16,
                                  .n_keep = 3};
-  kv_state_t *p = kv_state_create(be, &cfg);
-  kv_alloc_t *a = kv_alloc_create(16, 4);
-  kv_alloc_set_evict_hook(a, kv_snap_evicted, p);
+  kv_state_t *p;
+  kv_alloc_t *a;
   sched_plan_t c;
-  assert_int_equal(sched_plan_init(&c, a, 64, 2, 1), 0);
-  c.state = p;
+  plan_with_state(be, &cfg, &p, &a, &c);
   const int32_t pr[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
   sched_seq_t s;
   sched_seq_init(&s, pr, 10, 1);
