@@ -81,10 +81,10 @@ static int32_t take(kv_state_t *p) {
   abort(); /* n_snaps_used counts the held ones */
 }
 
-int kv_snap_save(kv_state_t *p, int32_t block, int32_t slot) {
+/* kv_snap_save from arena entry src. */
+static int save(kv_state_t *p, int32_t block, int32_t src) {
   if (p->n_snaps == 0) return -ENOSPC;
   check_block(p, block, "kv_snap_save");
-  kv__state_check_slot(p, slot, "kv_snap_save");
   int32_t i = p->block_snap[block];
   if (i != NONE) {
     lru_unlink(p, i);
@@ -95,10 +95,17 @@ int kv_snap_save(kv_state_t *p, int32_t block, int32_t slot) {
     p->n_snaps_used++;
   }
   lru_push_tail(p, i);
-  p->be->copy(p->be, kv__state_slot(p, p->n_slots + i), kv__state_slot(p, slot), p->slot_floats * sizeof(float));
+  p->be->copy(p->be, kv__state_slot(p, p->n_slots + i), kv__state_slot(p, src), p->slot_floats * sizeof(float));
   p->snaps_taken++;
   return 0;
 }
+
+int kv_snap_save(kv_state_t *p, int32_t block, int32_t slot) {
+  kv__state_check_slot(p, slot, "kv_snap_save");
+  return save(p, block, slot);
+}
+
+int kv_snap_save_kept(kv_state_t *p, int32_t block, int32_t i) { return save(p, block, kv_state_kept(p, i)); }
 
 int kv_snap_has(const kv_state_t *p, int32_t block) {
   return p->n_snaps > 0 && block >= 0 && block < p->n_blocks && p->block_snap[block] != NONE;

@@ -13,12 +13,13 @@ size_t kv_state_slot_bytes(const kv_state_config_t *cfg) {
 }
 
 kv_state_t *kv_state_create(kern_backend_t *be, const kv_state_config_t *cfg) {
-  if (cfg->n_layers < 1 || cfg->layer_floats < 1 || cfg->n_slots < 1 || cfg->n_snaps < 0 ||
-      cfg->n_slots > INT32_MAX - 1 - cfg->n_snaps || (cfg->n_snaps > 0 && cfg->n_blocks < 1) ||
-      cfg->layer_floats >
-          (SIZE_MAX / sizeof(float)) / (size_t)cfg->n_layers / ((size_t)cfg->n_slots + (size_t)cfg->n_snaps + 1)) {
-    log_error("kv_state_create: bad size: %d layers of %zu floats, %d slots, %d snapshots over %d blocks",
-              cfg->n_layers, cfg->layer_floats, cfg->n_slots, cfg->n_snaps, cfg->n_blocks);
+  if (cfg->n_layers < 1 || cfg->layer_floats < 1 || cfg->n_slots < 1 || cfg->n_snaps < 0 || cfg->n_keep < 0 ||
+      cfg->n_snaps > INT32_MAX / 2 || cfg->n_keep > INT32_MAX / 2 ||
+      cfg->n_slots > INT32_MAX - 1 - cfg->n_snaps - cfg->n_keep || (cfg->n_snaps > 0 && cfg->n_blocks < 1) ||
+      cfg->layer_floats > (SIZE_MAX / sizeof(float)) / (size_t)cfg->n_layers /
+                              ((size_t)cfg->n_slots + (size_t)cfg->n_snaps + (size_t)cfg->n_keep + 1)) {
+    log_error("kv_state_create: bad size: %d layers of %zu floats, %d slots, %d snapshots over %d blocks, %d kept",
+              cfg->n_layers, cfg->layer_floats, cfg->n_slots, cfg->n_snaps, cfg->n_blocks, cfg->n_keep);
     return NULL;
   }
   kv_state_t *p = xcalloc(1, sizeof *p);
@@ -26,14 +27,15 @@ kv_state_t *kv_state_create(kern_backend_t *be, const kv_state_config_t *cfg) {
   p->n_layers = cfg->n_layers;
   p->n_slots = cfg->n_slots;
   p->n_snaps = cfg->n_snaps;
+  p->n_keep = cfg->n_keep;
   p->layer_floats = cfg->layer_floats;
   p->slot_floats = (size_t)cfg->n_layers * cfg->layer_floats;
   const size_t slot_bytes = p->slot_floats * sizeof(float);
-  p->arena = be->alloc(be, slot_bytes * ((size_t)cfg->n_slots + (size_t)cfg->n_snaps + 1));
+  p->arena = be->alloc(be, slot_bytes * ((size_t)cfg->n_slots + (size_t)cfg->n_snaps + (size_t)cfg->n_keep + 1));
   if (!p->arena) {
-    log_error("kv_state_create: the %s backend is out of memory for %d recurrent states and %d snapshots of "
-              "%.1f MB",
-              be->name, cfg->n_slots, cfg->n_snaps, (double)slot_bytes / 1e6);
+    log_error("kv_state_create: the %s backend is out of memory for %d recurrent states, %d snapshots and %d kept "
+              "states of %.1f MB",
+              be->name, cfg->n_slots, cfg->n_snaps, cfg->n_keep, (double)slot_bytes / 1e6);
     free(p);
     return NULL;
   }
@@ -68,7 +70,7 @@ int32_t kv_state_alloc(kv_state_t *p) {
 }
 
 float *kv__state_slot(const kv_state_t *p, int32_t i) { return p->arena + (size_t)i * p->slot_floats; }
-int32_t kv__state_zero(const kv_state_t *p) { return p->n_slots + p->n_snaps; }
+int32_t kv__state_zero(const kv_state_t *p) { return p->n_slots + p->n_snaps + p->n_keep; }
 
 void kv__state_check_slot(const kv_state_t *p, int32_t slot, const char *fn) {
   if (slot < 0 || slot >= p->n_slots || !p->in_use[slot]) {
@@ -107,3 +109,17 @@ void kv_state_set_tokens(kv_state_t *p, int32_t slot, int64_t n) {
 }
 
 int kv_state_in_use(const kv_state_t *p, int32_t slot) { return slot >= 0 && slot < p->n_slots && p->in_use[slot]; }
+
+int32_t kv_state_kept(const kv_state_t *p, int32_t i) {
+  if (i < 0 || i >= p->n_keep) {
+    log_error("kv_state_kept: kept state %d out of [0, %d)", i, p->n_keep);
+    abort();
+  }
+  return p->n_slots + p->n_snaps + i;
+}
+
+void kv_state_take_kept(kv_state_t *p, int32_t slot, int32_t i, int64_t n_tokens) {
+  kv__state_check_slot(p, slot, "kv_state_take_kept");
+  p->be->copy(p->be, kv__state_slot(p, slot), kv__state_slot(p, kv_state_kept(p, i)), p->slot_floats * sizeof(float));
+  p->n_tokens[slot] = n_tokens;
+}

@@ -6,11 +6,11 @@
  * whatever the sequence's length: the convolution's last K - 1 inputs and
  * the delta rule's matrix per value head (the layout is the kernels',
  * kern_gdn_args_t). The pool holds n_slots such states for every
- * recurrent layer, and n_snaps snapshots (below), in one device arena
- * allocated once:
- *   [n_slots + n_snaps + 1][n_layers][layer_floats] f32
- * the running slots first, then the snapshots, the last slot all zeros:
- * the start state a reset copies.
+ * recurrent layer, n_snaps snapshots and n_keep kept states (both below),
+ * in one device arena allocated once:
+ *   [n_slots + n_snaps + n_keep + 1][n_layers][layer_floats] f32
+ * the running slots first, then the snapshots, the kept states, the last
+ * slot all zeros: the start state a reset copies.
  *
  * A running sequence holds one slot (the scheduler takes it at admission,
  * frees it at preemption or the end, copies it into a fork). The pool
@@ -28,6 +28,15 @@
  * it) and while the n_snaps slots last: taking one when all are held drops
  * the least recently used (its block stays cached, without a state).
  *
+ * Kept states (speculative decoding, vLLM's way for Mamba-style layers): a
+ * verification step runs a sequence's decoded token and its k drafts as
+ * k + 1 rows and the kernels leave the state after each of the first k
+ * rows in k kept states of the step's scratch (kern_gdn_args_t.keep); when
+ * j < k drafts are accepted the slot takes the state after row j
+ * (kv_state_take_kept), the very state j + 1 plain decodes leave, without
+ * recomputing; all accepted, the slot already holds the state after row k.
+ * n_keep bounds the drafts of one step (the scheduler's spec rows).
+ *
  * Threads: the engine thread owns the pool. */
 #ifndef TRAM_KV_STATE_H
 #define TRAM_KV_STATE_H
@@ -43,14 +52,15 @@ typedef struct kv_state_config {
   int n_slots;         /* sequences that can hold a state at once (>= 1) */
   int n_snaps;         /* snapshots kept at prefix-cache blocks (>= 0; 0: none) */
   int32_t n_blocks;    /* the prefix cache's blocks (>= 1 when n_snaps > 0) */
+  int n_keep;          /* kept states of a verification step (>= 0; 0: no speculation) */
 } kv_state_config_t;
 
 /* Fields are read-only to callers. */
 typedef struct kv_state {
   kern_backend_t *be;  /* not owned */
-  int n_layers, n_slots;
+  int n_layers, n_slots, n_keep;
   size_t layer_floats, slot_floats; /* slot_floats = n_layers * layer_floats */
-  float *arena;        /* device [n_slots + n_snaps + 1][n_layers][layer_floats] (owned) */
+  float *arena;        /* device [n_slots + n_snaps + n_keep + 1][n_layers][layer_floats] (owned) */
   int64_t *n_tokens;   /* host [n_slots]: tokens each slot's state has consumed */
   int32_t *free_ids;   /* host [n_slots]: a stack of the free slots */
   int32_t n_free;
@@ -97,12 +107,22 @@ int kv_state_in_use(const kv_state_t *p, int32_t slot);
  * slot_floats further per slot. */
 float *kv_state_layer(const kv_state_t *p, int layer);
 
+/* --- kept states of a verification step ------------------------------------ */
+
+/* The slot number (from the arena's start, as kern_gdn_args_t.keep takes it)
+ * of kept state i, 0 <= i < n_keep (abort otherwise: a programmer error). */
+int32_t kv_state_kept(const kv_state_t *p, int32_t i);
+/* Copies kept state i into slot, which then holds n_tokens. */
+void kv_state_take_kept(kv_state_t *p, int32_t slot, int32_t i, int64_t n_tokens);
+
 /* --- snapshots (cache/kv_snap.c) ------------------------------------------- */
 
 /* Keeps slot's state as the snapshot of published block `block` (replacing
  * the one it has): a free snapshot, or the least recently used one dropped.
  * Returns 0, or -ENOSPC when the pool has no snapshots (n_snaps 0). */
 int kv_snap_save(kv_state_t *p, int32_t block, int32_t slot);
+/* kv_snap_save from kept state i (a block that ends inside a verified step). */
+int kv_snap_save_kept(kv_state_t *p, int32_t block, int32_t i);
 /* 1 when block has a snapshot. */
 int kv_snap_has(const kv_state_t *p, int32_t block);
 /* Copies block's snapshot (it must have one) into slot, which then holds

@@ -7,7 +7,8 @@
 #include "cache/kv_state.h"
 
 /* Entry i of the arena (device): a running slot (i < n_slots), snapshot
- * i - n_slots, or the zero state (kv__state_zero). */
+ * i - n_slots, a kept state (kv_state_kept), or the zero state
+ * (kv__state_zero). */
 float *kv__state_slot(const kv_state_t *p, int32_t i);
 int32_t kv__state_zero(const kv_state_t *p);
 /* Aborts, naming fn, when slot is not a running slot in use. */

@@ -146,7 +146,14 @@ typedef struct kern_attn_args {
  * Both operations read the state and leave it advanced past the sequence's
  * rows (a decode is a chunk of one row). Each sequence and head is computed
  * alone, in a fixed order: batch invariant (a row's bits depend only on its
- * sequence's rows in the step and the state they start from). */
+ * sequence's rows in the step and the state they start from).
+ * Speculative verification (keep): with keep non-NULL and keep[b] >= 0,
+ * sequence b's rows run in the recurrent form, one by one, and the state
+ * after each of its rows but the last (t = 0 .. rows - 2) is also written to
+ * slot keep[b] + t, both parts (the convolution's window and the rule's
+ * matrices): the very bits the slot would hold had the step ended after
+ * row t, so a verification that accepts j drafts takes the state after row
+ * j without recomputing (cache/kv_state.h's kept states). */
 typedef struct kern_gdn_args {
   int n_seqs;
   const int32_t *cu_rows; /* device [n_seqs + 1], first entry 0 */
@@ -159,6 +166,7 @@ typedef struct kern_gdn_args {
   int v_tiled;            /* value head h reads key head h % n_k_heads (llama.cpp's GGUF order);
                              0: h / (n_v_heads / n_k_heads) (Hugging Face's order) */
   float qk_eps;           /* the L2 norm's epsilon (1e-6) */
+  const int32_t *keep;    /* device [n_seqs], or NULL: where the states after each row go (above); -1: none */
 } kern_gdn_args_t;
 
 struct kern_backend {

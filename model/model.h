@@ -352,6 +352,11 @@ typedef struct model_batch {
    * (cfg.state). Its rows must continue the state: a chunk starting at
    * position 0 resets it, one starting at p needs a state of p tokens. */
   const int32_t *state_slots; /* [attn->n_seqs] */
+  /* optional, speculative verification: sequence b's states after each of
+   * its rows but the last go to the pool's kept states from
+   * state_keep[b] = kv_state_kept(pool, i) on (kern_gdn_args_t.keep: kept
+   * states i, i + 1, ...); -1 (or NULL): none */
+  const int32_t *state_keep; /* [attn->n_seqs] */
   /* optional, embeddings: rows whose final-normed hidden state
    * (rmsnorm(x) · output_norm, the input of the output projection) goes to
    * hidden[n_hidden, dim] (host memory) */

@@ -39,6 +39,7 @@ struct model_runner {
   model_g4_io_t g4;   /* gemma4: its layers' buffers (model_gemma4.c) */
   int32_t *seq_rows;  /* [max_seqs + 1] hybrid: the step's cu_seq_lens_q (device) */
   int32_t *seq_slots; /* [max_seqs] hybrid: its state slots (device) */
+  int32_t *seq_keep;  /* [max_seqs] hybrid: where its states after each row go, or -1 (device) */
   float *xl;      /* [L, dim] the rows that need logits, final-normed */
   float *logits;  /* [L, n_vocab] */
   kern_sample_row_t *samp_rows; /* [L] be->sample only: how each row picks its token */
@@ -157,6 +158,7 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
     ALLOC(g->o, T * vd * f);
     ALLOC(r->seq_rows, ((size_t)cfg->max_seqs + 1) * sizeof(int32_t));
     ALLOC(r->seq_slots, (size_t)cfg->max_seqs * sizeof(int32_t));
+    ALLOC(r->seq_keep, (size_t)cfg->max_seqs * sizeof(int32_t));
     g->x = r->x;
     g->h = r->h;
     g->proj = r->proj;
@@ -217,7 +219,7 @@ void model_runner_destroy(model_runner_t *r) {
                   r->proj,     r->q,        r->k,        r->v,         r->att,      r->gate,
                   r->up,       r->xl,       r->logits,   r->samp_rows, r->samp_outs, r->samp_ops,
                   r->qg,       r->ag,       r->gdn.mix,  r->gdn.conv,  r->gdn.z,    r->gdn.alpha,
-                  r->gdn.beta, r->gdn.o,    r->seq_rows, r->seq_slots};
+                  r->gdn.beta, r->gdn.o,    r->seq_rows, r->seq_slots, r->seq_keep};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(be, bufs[i]);
   model__gemma4_io_free(be, &r->g4);
   for (int i = 0; r->graphs && be->graph_destroy && i < r->gp.n_rows * r->gp.n_keys; i++)
@@ -267,6 +269,12 @@ static int check_states(const model_runner_t *r, const model_batch_t *b) {
         return -EINVAL;
       }
     }
+    const int32_t keep = b->state_keep ? b->state_keep[s] : -1, first = st->n_slots + st->n_snaps;
+    if (keep >= 0 && (keep < first || keep - first > st->n_keep - (r1 - r0 - 1))) {
+      log_error("model_forward: sequence %d: its %d rows' kept states from %d are not in the pool's %d", s, r1 - r0,
+                keep - first, st->n_keep);
+      return -EINVAL;
+    }
     if (r1 > r0 && b->positions[r0] != 0 && b->positions[r0] != st->n_tokens[slot]) {
       log_error("model_forward: sequence %d starts at position %d but its recurrent state holds %lld tokens", s,
                 b->positions[r0], (long long)st->n_tokens[slot]);
@@ -290,6 +298,10 @@ static void begin_states(model_runner_t *r, const model_batch_t *b) {
   r->be->upload(r->be, r->seq_rows, ab->cu_seq_lens_q, ((size_t)ab->n_seqs + 1) * sizeof(int32_t));
   r->be->upload(r->be, r->seq_slots, b->state_slots, (size_t)ab->n_seqs * sizeof(int32_t));
   r->gdn.args.n_seqs = ab->n_seqs;
+  int keep = 0; /* a verification step keeps states after its rows */
+  for (int s = 0; b->state_keep && s < ab->n_seqs; s++) keep |= b->state_keep[s] >= 0;
+  if (keep) r->be->upload(r->be, r->seq_keep, b->state_keep, (size_t)ab->n_seqs * sizeof(int32_t));
+  r->gdn.args.keep = keep ? r->seq_keep : NULL;
 }
 
 /* Checks what the attention does not: capacities, ids, positions, rows. */

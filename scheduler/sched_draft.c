@@ -63,6 +63,14 @@ sched_draft_t *sched__draft_create(sched_engine_t *e) {
     return NULL;
   }
   const model_hparams_t *hp = model_hparams(m);
+  kv_state_config_t sc;
+  if (model_state_config(m, &sc) == 0) {
+    log_error("sched_engine_create: the draft model is a hybrid %s model: its recurrent state would need rolling "
+              "back too, which the draft proposer does not do; use a transformer draft model with the same "
+              "vocabulary, or --speculative ngram",
+              model_arch_name(hp->arch));
+    return NULL;
+  }
   if (hp->n_vocab != e->n_vocab) {
     log_error("sched_engine_create: the draft model has %d tokens, the model %d", hp->n_vocab, e->n_vocab);
     return NULL;

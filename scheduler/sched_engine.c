@@ -82,18 +82,14 @@ static int release_window(const model_t *m, const kern_backend_t *be) {
  * blocks as many as state_snapshot_bytes holds (at most one per block),
  * dropped with their blocks (the allocator's evict hook). Without room for
  * one snapshot prefix caching is turned off (a hit would skip the
- * recurrent layers' state). Speculative decoding is refused (the state
- * cannot roll back past rejected drafts). 0, or -EINVAL after logging why.
- * Other models: 0, nothing done. */
+ * recurrent layers' state). Speculative decoding: a kept state per draft
+ * row of a step (e->spec_rows), where a verification leaves the state after
+ * each row (kv_state.h). 0, or -EINVAL after logging why. Other models: 0,
+ * nothing done. */
 static int hybrid_setup(sched_engine_t *e, sched_config_t *c) {
-  kv_state_config_t sc = {.n_slots = c->max_seqs};
+  kv_state_config_t sc = {.n_slots = c->max_seqs, .n_keep = e->spec_rows};
   if (model_state_config(e->m, &sc) != 0) return 0;
   const char *arch = model_arch_name(model_hparams(e->m)->arch);
-  if (c->spec.method != SCHED_SPEC_OFF) {
-    log_error("sched_engine_create: speculative decoding is not supported for hybrid %s models (their recurrent "
-              "state cannot be rolled back past rejected drafts yet): start without --speculative", arch);
-    return -EINVAL;
-  }
   const double slot_mb = (double)kv_state_slot_bytes(&sc) / 1e6;
   if (c->prefix_caching) {
     const int64_t n = c->state_snapshot_bytes > 0 ? c->state_snapshot_bytes / (int64_t)kv_state_slot_bytes(&sc) : 0;
@@ -111,9 +107,10 @@ static int hybrid_setup(sched_engine_t *e, sched_config_t *c) {
   if (!e->state) return -EINVAL;
   if (sc.n_snaps > 0) kv_alloc_set_evict_hook(e->cache->alloc, kv_snap_evicted, e->state);
   e->state_slots = xcalloc((size_t)c->max_seqs, sizeof *e->state_slots);
-  log_info("engine: recurrent-state pool of %d slots (max_seqs) and %d prefix-cache snapshots for %d Gated DeltaNet "
-           "layers, %.1f MB each, %.1f MB in all",
-           sc.n_slots, sc.n_snaps, sc.n_layers, slot_mb, slot_mb * (sc.n_slots + sc.n_snaps));
+  if (sc.n_keep > 0) e->state_keep = xcalloc((size_t)c->max_seqs, sizeof *e->state_keep);
+  log_info("engine: recurrent-state pool of %d slots (max_seqs), %d prefix-cache snapshots and %d kept states "
+           "(speculation's draft rows) for %d Gated DeltaNet layers, %.1f MB each, %.1f MB in all",
+           sc.n_slots, sc.n_snaps, sc.n_keep, sc.n_layers, slot_mb, slot_mb * (sc.n_slots + sc.n_snaps + sc.n_keep));
   return 0;
 }
 
@@ -142,6 +139,12 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   e->cache = kv_cache_create(be, &kc);
   if (!e->cache) goto fail;
   kv_alloc_set_observer(e->cache->alloc, &c.kv_observer);
+  /* speculation: logits rows for the drafts of a step (within max_batch_tokens rows) */
+  if (c.spec.method != SCHED_SPEC_OFF) {
+    const int64_t rows = (int64_t)c.spec.k * (c.spec.max_batch < c.max_seqs ? c.spec.max_batch : c.max_seqs);
+    e->spec_rows = (int32_t)(rows < c.max_batch_tokens - c.max_seqs ? rows : c.max_batch_tokens - c.max_seqs);
+    if (e->spec_rows < 0) e->spec_rows = 0;
+  }
   if (hybrid_setup(e, &c) != 0) goto fail;
   e->max_len_model = c.max_model_len ? c.max_model_len : hp->n_ctx;
   if (c.max_model_len > hp->n_ctx)
@@ -156,11 +159,6 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   /* a final soft-cap (gemma2) is applied on the host: such models sample there */
   const int device_sampling = be->sample && hp->final_softcap == 0;
   e->sample_ops_cap = device_sampling ? c.max_seqs * 2048 : 0;
-  /* speculation: logits rows for the drafts of a step (within max_batch_tokens rows) */
-  if (c.spec.method != SCHED_SPEC_OFF) {
-    const int64_t rows = (int64_t)c.spec.k * (c.spec.max_batch < c.max_seqs ? c.spec.max_batch : c.max_seqs);
-    e->spec_rows = (int32_t)(rows < c.max_batch_tokens - c.max_seqs ? rows : c.max_batch_tokens - c.max_seqs);
-  }
   const model_runner_config_t rc = {
       .max_tokens = c.max_batch_tokens,
       .max_seqs = c.max_seqs,
@@ -224,7 +222,8 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   e->stats.prefix_caching = c.prefix_caching;
   if (e->state) {
     e->stats.state_slots_total = e->state->n_slots;
-    e->stats.state_bytes = (int64_t)(e->state->slot_floats * sizeof(float)) * e->state->n_slots;
+    e->stats.state_bytes = /* the running slots and speculation's kept states */
+        (int64_t)(e->state->slot_floats * sizeof(float)) * (e->state->n_slots + e->state->n_keep);
     e->stats.state_snaps_total = e->state->n_snaps;
     e->stats.state_snap_bytes = (int64_t)(e->state->slot_floats * sizeof(float)) * e->state->n_snaps;
   }
@@ -437,6 +436,7 @@ void sched_engine_destroy(sched_engine_t *e) {
   model_runner_destroy(e->runner);
   kv_state_destroy(e->state);
   free(e->state_slots);
+  free(e->state_keep);
   kv_cache_destroy(e->cache);
   free(e->spec_seqs);
   free(e->spec_k);

@@ -91,6 +91,7 @@ struct sched_engine {
   kv_cache_t *cache;          /* owned */
   kv_state_t *state;          /* owned: a hybrid model's recurrent-state pool (max_seqs slots), or NULL */
   int32_t *state_slots;       /* [max_seqs] with state: the step's sequences' slots (model_batch_t) */
+  int32_t *state_keep;        /* [max_seqs] with state and speculation: where their kept states go (same) */
   model_runner_t *runner;     /* owned */
   samp_ws_t *ws;              /* owned */
   attn_meta_t meta;

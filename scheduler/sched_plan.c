@@ -58,6 +58,7 @@ void sched_seq_init(sched_seq_t *s, const int32_t *prompt, int32_t n_prompt, int
   s->places = places;
   s->state_slot = -1;
   s->snap_block = -1;
+  s->state_kept = -1;
   kv_seq_init(&s->kv);
 }
 
@@ -229,6 +230,21 @@ static int32_t snap_match(sched_plan_t *c, sched_seq_t *s, int32_t hit) {
   return keep;
 }
 
+/* Keeps s's state at the end of its last published block (s's slot, or
+ * kept state `kept` when >= 0) as that block's snapshot; past its prompt
+ * (past) it keeps one, dropping the one it took before. */
+static void snap_save(sched_plan_t *c, sched_seq_t *s, int past, int32_t kept) {
+  const int32_t b = kv_seq_tail_block(c->alloc, &s->kv);
+  if (b < 0) return;
+  uint64_t h = 0;
+  if (past && s->snap_block >= 0 && s->snap_block != b && kv_block_published(c->alloc, s->snap_block, &h) &&
+      h == s->snap_hash)
+    kv_snap_drop(c->state, s->snap_block);
+  if (past && kv_block_published(c->alloc, b, &s->snap_hash)) s->snap_block = b;
+  if (kept >= 0) kv_snap_save_kept(c->state, b, kept);
+  else kv_snap_save(c->state, b, s->state_slot);
+}
+
 /* After s's step: keeps its state when it sits at the end of its prompt's
  * last full block or of a block past its prompt (then dropping the one
  * it took before there). */
@@ -237,14 +253,20 @@ static void snap_take(sched_plan_t *c, sched_seq_t *s) {
   if (!snapshots(c) || s->state_slot < 0 || n == 0 || n % bs != 0 || (int64_t)s->kv.n_hashed * bs != n) return;
   const int past = n > s->n_prompt;
   if (!past && n != prompt_point(c, s)) return;
-  const int32_t b = kv_seq_tail_block(c->alloc, &s->kv);
-  if (b < 0) return;
-  uint64_t h = 0;
-  if (past && s->snap_block >= 0 && s->snap_block != b && kv_block_published(c->alloc, s->snap_block, &h) &&
-      h == s->snap_hash)
-    kv_snap_drop(c->state, s->snap_block);
-  if (past && kv_block_published(c->alloc, b, &s->snap_hash)) s->snap_block = b;
-  kv_snap_save(c->state, b, s->state_slot);
+  snap_save(c, s, past, -1);
+}
+
+void sched_plan_verified(sched_plan_t *c, sched_seq_t *s, int64_t start, int32_t spec, int32_t accepted) {
+  const int32_t kept = s->state_kept;
+  s->state_kept = -1;
+  if (!c->state || s->state_slot < 0 || kept < 0) return;
+  const int64_t n = start + 1 + accepted, bs = kv_alloc_block_size(c->alloc);
+  if (accepted < spec) kv_state_take_kept(c->state, s->state_slot, kept + accepted, n);
+  const int64_t end = n / bs * bs; /* the last block end among the verified tokens, if one is */
+  if (!snapshots(c) || end <= start || end <= s->n_prompt || s->kv.n_tokens != n) return;
+  kv_seq_publish(c->alloc, &s->kv, s->tokens);
+  if ((int64_t)s->kv.n_hashed * bs != end) return;
+  snap_save(c, s, 1, end == n ? -1 : kept + (int32_t)(end - start - 1)); /* row end - start - 1 ends there */
 }
 
 /* Admits waiting sequence s if the running list has room for its places and

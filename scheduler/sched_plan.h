@@ -87,6 +87,8 @@ struct sched_seq {
                        * when it takes the next (a decode keeps one snapshot, not one per block) */
   uint64_t snap_hash; /* the hash snap_block was published under then: a block evicted and published again
                        * since holds someone else's snapshot, which is not dropped */
+  int32_t state_kept; /* hybrid, in a verification step: its first kept state (kv_state_kept's i; it keeps
+                       * spec of them); -1: none */
   /* the planner's (private) */
   sched_seq_where_t where;
   sched_seq_t *prev, *next; /* neighbours in its list */
@@ -188,6 +190,14 @@ void sched_seq_drop_drafts(sched_seq_t *s);
  * blocks that only they used are released, and then s's newly full blocks
  * are published. */
 void sched_plan_rollback(sched_plan_t *c, sched_seq_t *s, int64_t keep);
+
+/* A hybrid's recurrent state after the verification of s's `spec` drafts
+ * (decoded at position start) kept `accepted` of them, its K/V rolled back:
+ * its slot takes the kept state after row `accepted` (none to take when all
+ * were accepted), and a block that ends among the verified tokens, past
+ * the prompt, keeps the state at exactly its end as its snapshot (the
+ * kept state of that row). A no-op for other models. */
+void sched_plan_verified(sched_plan_t *c, sched_seq_t *s, int64_t start, int32_t spec, int32_t accepted);
 
 /* Drops s's places to 1: its prompt is computed and its other completions
  * are about to be forked (or ended at their first token). */

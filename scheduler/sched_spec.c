@@ -3,7 +3,9 @@
  * speculating sequences at once), which running decodes speculate and with
  * how many drafts, and the verification of a
  * speculating sequence's logits rows with the cache rolled back past the
- * rejected drafts.
+ * rejected drafts (a hybrid's recurrent state too: its slot takes the
+ * state the kernels kept after the last accepted row, without recomputing:
+ * sched_plan_verified).
  *
  * Verification samples row j with the request's own sampler (penalties,
  * logit bias, temperature, its counter-based random stream: one draw per
@@ -199,6 +201,7 @@ void sched__spec_verify(sched_engine_t *e, sched_eseq_t *q, const float *rows) {
       break;
     }
   }
+  if (!q->finished) sched_plan_verified(&e->plan, s, start, spec, accepted); /* a hybrid's state */
   if (!q->finished) sched__draft_rollback(e, q, start + 1 + accepted);
   e->spec_drafts++;
   e->spec_draft_tokens += (uint64_t)spec;

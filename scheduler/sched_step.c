@@ -354,7 +354,7 @@ static void reap_cancelled(sched_engine_t *e) {
 /* Fills the batch from the plan; returns the number of rows that need
  * logits. */
 static int build_batch(sched_engine_t *e, int64_t now, int32_t *n_rows, uint64_t *prompt_tokens, int32_t *n_hidden) {
-  int32_t row = 0, n_logits = 0;
+  int32_t row = 0, n_logits = 0, n_kept = 0;
   *n_hidden = 0;
   for (int32_t i = 0; i < e->plan.n_items; i++) {
     const sched_item_t *it = &e->plan.items[i];
@@ -369,6 +369,11 @@ static int build_batch(sched_engine_t *e, int64_t now, int32_t *n_rows, uint64_t
     e->seqs[i] = &s->kv;
     e->q_lens[i] = it->q_len;
     if (e->state_slots) e->state_slots[i] = s->state_slot;
+    if (e->state_keep) { /* a hybrid verifying drafts keeps its state after each row (sched_plan_verified) */
+      s->state_kept = s->spec > 0 ? n_kept : -1;
+      e->state_keep[i] = s->spec > 0 ? kv_state_kept(e->state, n_kept) : -1;
+      n_kept += s->spec;
+    }
     const int64_t start = s->kv.n_tokens;
     for (int32_t j = 0; j < it->q_len; j++, row++) {
       e->tokens[row] = s->tokens[start + j];
@@ -449,6 +454,7 @@ int sched__step(sched_engine_t *e) {
           .n_sample_ops = on_device ? e->n_sample_ops : 0,
           .sampled = e->sampled,
           .state_slots = e->state_slots,
+          .state_keep = e->state_keep,
           .n_hidden = n_hidden,
           .hidden_rows = e->hidden_rows,
           .hidden = e->hidden,

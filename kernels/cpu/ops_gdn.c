@@ -17,7 +17,11 @@
  * step and the state it starts from: never on the other sequences or the
  * thread count. (How the scheduler cuts a prompt into steps decides which
  * rows form whole chunks, so cutting it differently changes the bits
- * within the rounding: tests/reference/test_qwen35.py bounds it.) */
+ * within the rounding: tests/reference/test_qwen35.py bounds it.)
+ *
+ * A verified sequence (kern_gdn_args_t.keep) runs row by row and leaves the
+ * state after each row in its kept slots: the convolution copies the window
+ * each row would have left, the rule its matrix after each row. */
 #include <math.h>
 #include <string.h>
 
@@ -42,6 +46,13 @@ typedef struct {
 
 static float silu(float v) { return v / (1.0f + kern_cpu_expf(-v)); }
 
+/* Channels c0.. of the convolution's input at step row src of the sequence
+ * whose rows start at r0: the window's row K - 1 + src when src < 0. */
+static const float *conv_input(const conv_job_t *j, const float *win, int r0, int src, int c0) {
+  const int C = j->a->conv_dim, K = j->a->conv_kernel;
+  return src < 0 ? win + (size_t)(K - 1 + src) * C : j->x + (size_t)(r0 + src) * C + c0;
+}
+
 static void conv_task(void *ctx, int64_t begin, int64_t end, int tid) {
   (void)tid;
   const conv_job_t *j = ctx;
@@ -55,19 +66,19 @@ static void conv_task(void *ctx, int64_t begin, int64_t end, int tid) {
     const int r0 = a->cu_rows[b], rows = a->cu_rows[b + 1] - r0;
     const float *in[MAX_TAPS];
     for (int t = 0; t < rows; t++) { /* input k of row t is step row t - (K - 1) + k, or the window's */
-      for (int k = 0; k < K; k++) {
-        const int src = t - (K - 1) + k;
-        in[k] = src < 0 ? win + (size_t)(K - 1 + src) * C : j->x + (size_t)(r0 + src) * C + c0;
-      }
+      for (int k = 0; k < K; k++) in[k] = conv_input(j, win, r0, t - (K - 1) + k, c0);
       float *y = j->y + (size_t)(r0 + t) * C + c0;
       j->vec->conv_row(y, in, j->wt + c0, C, K, n);
       for (int c = 0; c < n; c++) y[c] = silu(y[c]);
     }
-    for (int i = 0; i < K - 1; i++) { /* the window: the last K - 1 inputs (reads a later row than it writes) */
-      const int src = rows - (K - 1) + i;
-      const float *from = src < 0 ? win + (size_t)(K - 1 + src) * C : j->x + (size_t)(r0 + src) * C + c0;
-      memmove(win + (size_t)i * C, from, (size_t)n * sizeof *win);
+    const int32_t kept = a->keep ? a->keep[b] : -1;
+    for (int t = 0; kept >= 0 && t + 1 < rows; t++) { /* the window after row t: inputs t - (K - 2) .. t */
+      float *kw = a->state + (size_t)(kept + t) * a->slot_stride + c0;
+      for (int i = 0; i < K - 1; i++)
+        memcpy(kw + (size_t)i * C, conv_input(j, win, r0, t - (K - 2) + i, c0), (size_t)n * sizeof *kw);
     }
+    for (int i = 0; i < K - 1; i++) /* the window: the last K - 1 inputs (reads a later row than it writes) */
+      memmove(win + (size_t)i * C, conv_input(j, win, r0, rows - (K - 1) + i, c0), (size_t)n * sizeof *win);
   }
 }
 
@@ -127,11 +138,12 @@ static void rule_task(void *ctx, int64_t begin, int64_t end, int tid) {
   for (int64_t item = begin; item < end; item++) {
     const int b = (int)(item / Hv), h = (int)(item % Hv);
     const int kh = a->v_tiled ? h % Hk : h / group;
-    float *S = a->state + (size_t)a->slots[b] * a->slot_stride + (size_t)(a->conv_kernel - 1) * a->conv_dim +
-               (size_t)h * dk * dv; /* [dk, dv] */
-    const int r1 = a->cu_rows[b + 1];
-    for (int r = a->cu_rows[b]; r < r1;) {
-      const int L = j->chunked && r1 - r >= KERN_GDN_CHUNK ? KERN_GDN_CHUNK : 1;
+    const size_t at = (size_t)(a->conv_kernel - 1) * a->conv_dim + (size_t)h * dk * dv; /* S within a slot */
+    float *S = a->state + (size_t)a->slots[b] * a->slot_stride + at; /* [dk, dv] */
+    const int r0 = a->cu_rows[b], r1 = a->cu_rows[b + 1];
+    const int32_t kept = a->keep ? a->keep[b] : -1; /* verification: the state after each row, row by row */
+    for (int r = r0; r < r1;) {
+      const int L = j->chunked && kept < 0 && r1 - r >= KERN_GDN_CHUNK ? KERN_GDN_CHUNK : 1;
       for (int i = 0; i < L; i++) {
         const float *v = j->y + (size_t)(r + i) * a->conv_dim + (size_t)2 * Hk * dk + (size_t)h * dv;
         prep_row(j, r + i, h, kh, Q + (size_t)i * dk, K + (size_t)i * dk, &g[i], &beta[i]);
@@ -142,6 +154,8 @@ static void rule_task(void *ctx, int64_t begin, int64_t end, int tid) {
         kern_cpu__gdn_step(j->vec, S, dk, dv, Q, K, V, g[0], beta[0], o, work);
       else
         kern_cpu__gdn_chunk(j->vec, S, dk, dv, L, Q, K, V, g, beta, o, (size_t)Hv * dv, work);
+      if (kept >= 0 && r + 1 < r1)
+        memcpy(a->state + (size_t)(kept + r - r0) * a->slot_stride + at, S, (size_t)dk * dv * sizeof *S);
       r += L;
     }
   }

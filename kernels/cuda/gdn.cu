@@ -11,7 +11,9 @@ static __device__ __forceinline__ float gdn_silu(float v) { return v / (1.0f + e
 
 /* grid = (channel blocks, sequences b0 ...): thread c of sequence b walks
  * the rows of b in order with the channel's last K - 1 inputs in registers,
- * then writes them back as the state's window (oldest first). */
+ * then writes them back as the state's window (oldest first); a verified
+ * sequence's (a.keep) window after each row but the last goes to its kept
+ * slots. */
 static __global__ void __launch_bounds__(GDN_CONV_THREADS)
     gdn_conv_kernel(float *y, const float *x, const float *w, const kern_gdn_args_t a, int b0) {
   const int C = a.conv_dim, K = a.conv_kernel, b = b0 + (int)blockIdx.y;
@@ -23,7 +25,9 @@ static __global__ void __launch_bounds__(GDN_CONV_THREADS)
   for (int i = 0; i < GDN_MAX_TAPS; i++) wc[i] = i < K ? w[(size_t)c * K + i] : 0.0f;
 #pragma unroll
   for (int i = 0; i < GDN_MAX_TAPS - 1; i++) hist[i] = i < K - 1 ? win[(size_t)i * C + c] : 0.0f;
-  for (int r = a.cu_rows[b]; r < a.cu_rows[b + 1]; r++) {
+  const int r0 = a.cu_rows[b], r1 = a.cu_rows[b + 1];
+  const int kept = a.keep ? a.keep[b] : -1; /* verification: the window after each row but the last */
+  for (int r = r0; r < r1; r++) {
     const float xv = x[(size_t)r * C + c];
     float acc = 0.0f;
 #pragma unroll
@@ -38,6 +42,12 @@ static __global__ void __launch_bounds__(GDN_CONV_THREADS)
 #pragma unroll
       for (int i = 0; i < GDN_MAX_TAPS - 1; i++)
         if (i == K - 2) hist[i] = xv;
+    }
+    if (kept >= 0 && r + 1 < r1) {
+      float *kw = a.state + (size_t)(kept + r - r0) * a.slot_stride;
+#pragma unroll
+      for (int i = 0; i < GDN_MAX_TAPS - 1; i++)
+        if (i < K - 1) kw[(size_t)i * C + c] = hist[i];
     }
   }
 #pragma unroll
@@ -89,8 +99,12 @@ static __global__ void __launch_bounds__(GDN_RULE_THREADS)
   const int h = blockIdx.x, b = b0 + (int)blockIdx.y;
   const int Hk = a.n_k_heads, Hv = a.n_v_heads, dk = a.head_k, dv = a.head_v, C = a.conv_dim;
   const int kh = a.v_tiled ? h % Hk : h / (Hv / Hk);
-  float *S = a.state + (size_t)a.slots[b] * a.slot_stride + (size_t)(a.conv_kernel - 1) * C + (size_t)h * dk * dv;
-  for (int r = a.cu_rows[b]; r < a.cu_rows[b + 1]; r++) {
+  const size_t at = (size_t)(a.conv_kernel - 1) * C + (size_t)h * dk * dv; /* S within a slot */
+  float *S = a.state + (size_t)a.slots[b] * a.slot_stride + at;
+  const int r0 = a.cu_rows[b], r1 = a.cu_rows[b + 1];
+  const int kept = a.keep ? a.keep[b] : -1; /* verification: S after each row but the last */
+  for (int r = r0; r < r1; r++) {
+    float *Sk = kept >= 0 && r + 1 < r1 ? a.state + (size_t)(kept + r - r0) * a.slot_stride + at : NULL;
     const float *row = y + (size_t)r * C;
     const float *qr = row + (size_t)kh * dk, *kr = row + (size_t)(Hk + kh) * dk;
     const float *v = row + (size_t)2 * Hk * dk + (size_t)h * dv;
@@ -111,6 +125,7 @@ static __global__ void __launch_bounds__(GDN_RULE_THREADS)
         float *s = S + (size_t)i * dv + c;
         const float sn = __fadd_rn(__fmul_rn(*s, decay), __fmul_rn(ks[i], delta));
         *s = sn;
+        if (Sk) Sk[(size_t)i * dv + c] = sn;
         o = __fadd_rn(o, __fmul_rn(sn, qs[i]));
       }
       out[((size_t)r * Hv + h) * dv + c] = o;

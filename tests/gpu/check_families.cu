@@ -1,6 +1,7 @@
 /* tests/gpu/check_families.cu — the operations of the newer model families
  * against float64 references (f32 tolerance: rel L2 < 1e-4):
  *   Gated DeltaNet (Qwen3.5): gdn_conv and gdn_rule over several sequences
+ *   (and the states a verification step keeps after each row, a.keep)
  *   with their states (window and S matrix) read and written back, a
  *   sequence alone = in the batch, a chunk = its rows one decode step at a
  *   time (the recurrent form's promise, kern.h), the value-head order of
@@ -217,6 +218,39 @@ static void check_gdn(gt_t *t, const gdn_case_t &c) {
   snprintf(name, sizeof name, "gdn_conv sequence alone, row by row = chunk in batch %s", cn);
   gt_check_same(t, name, alone.data() + (size_t)h.cu[one] * h.C, got.data() + (size_t)h.cu[one] * h.C,
                 (size_t)c.len[one] * h.C * 4);
+
+  /* speculative verification (a.keep): the batch again, sequence `one` keeping its states after each row but
+   * the last in extra slots n + 1 ..: each the bits of the row-by-row state after that row (window and S) */
+  if (c.len[one] > 1) {
+    const size_t nk = (size_t)c.len[one] - 1, used = h.win + (size_t)c.Hv * c.dk * c.dv;
+    std::vector<float> pool((size_t)(h.n + 1 + nk) * h.stride, 0.0f), kept(pool.size()), step(nst);
+    std::copy(h.state.begin(), h.state.end(), pool.begin());
+    std::vector<int32_t> keep(h.n, -1);
+    keep[one] = h.n + 1;
+    float *dpool = (float *)gt_dev_from(t, pool.data(), pool.size() * 4);
+    int32_t *dkeep = (int32_t *)gt_dev_from(t, keep.data(), keep.size() * 4);
+    kern_gdn_args_t ak = gdn_args(c, h, dcu, dsl, dpool, h.n);
+    ak.keep = dkeep;
+    be->gdn_conv(be, dy, dx, dw, &ak);
+    be->gdn_rule(be, dout, dy, dal, dbe, dan, ddt, &ak);
+    gt_get(t, kept.data(), dpool, pool.size() * 4);
+    gt_put(t, dst, h.state.data(), nst * 4);
+    int same = 1;
+    for (int r = h.cu[one]; r < h.cu[one + 1]; r++) {
+      const kern_gdn_args_t a1 = gdn_args(c, h, dcu1, dsl + one, dst, 1);
+      be->gdn_conv(be, dy + (size_t)r * h.C, dx + (size_t)r * h.C, dw, &a1);
+      be->gdn_rule(be, dout + (size_t)r * c.Hv * c.dv, dy + (size_t)r * h.C, dal + (size_t)r * c.Hv,
+                   dbe + (size_t)r * c.Hv, dan, ddt, &a1);
+      gt_get(t, step.data(), dst, nst * 4);
+      const size_t j = (size_t)(r - h.cu[one]);
+      const float *want_k = step.data() + s0, *got_k = kept.data() + (size_t)(r + 1 < h.cu[one + 1] ? h.n + 1 + j
+                                                                                               : h.slots[one]) * h.stride;
+      same &= memcmp(want_k, got_k, used * 4) == 0;
+    }
+    snprintf(name, sizeof name, "gdn keep: the state kept after each verified row = row by row %s", cn);
+    gt_result(t, name, same, "%s", same ? "the same bits" : "bits differ");
+    gt_free(t, dpool), gt_free(t, dkeep);
+  }
 
   void *all[] = {dcu, dsl, dst, dx, dw, dal, dbe, dan, ddt, dy, dout, dcu1};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) gt_free(t, all[i]);

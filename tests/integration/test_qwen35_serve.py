@@ -3,9 +3,8 @@ of tests/reference/data/qwen35-tiny, read as the Hugging Face folder it is):
 the official `openai` client gets transformers' greedy tokens; n > 1 forks
 copy the recurrent state (every greedy copy is the solo answer); 32
 concurrent requests on a cache small enough to preempt give their solo
-answers; /metrics shows the state pool; what the engine does not do for
-hybrid models yet is refused at start-up with a line saying so
-(speculative decoding).
+answers; /metrics shows the state pool. Speculative decoding with the
+hybrid is test_qwen35_spec.py's.
 
 Prefix caching keeps snapshots of the recurrent state at prefix-cache
 blocks: a prompt sharing a cached prefix restores the state and computes
@@ -170,14 +169,6 @@ def test_shared_prefix_with_n_and_preemption(server, scratch):
     assert server.metric("tram:recurrent_snapshots_restored_total") > before["tram:recurrent_snapshots_restored_total"]
     m = server.metrics()
     assert m["tram:recurrent_snapshots_used"][frozenset()] <= m["tram:prefix_cache_blocks"][frozenset()]
-
-
-def test_speculative_decoding_is_refused(tmp_path):
-    res = subprocess.run([str(tram_server.tram_bin()), "serve", "-m", str(HF), "--port", "0", "--threads", "2",
-                          "--speculative", "ngram"], capture_output=True, text=True, timeout=60,
-                         env=tram_server.clean_env())
-    assert res.returncode != 0
-    assert "speculative decoding is not supported for hybrid qwen35 models" in res.stderr + res.stdout
 
 
 def test_dashboard_shows_the_state_pool(server):

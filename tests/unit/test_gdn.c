@@ -8,7 +8,9 @@
  *   - the AVX2 primitives give the portable ones' very bits;
  *   - a sequence's rows are the same bits alone or beside others, in any
  *     slot order, with 1 or 3 threads;
- *   - the convolution carries its window across steps bit for bit. */
+ *   - the convolution carries its window across steps bit for bit;
+ *   - a verification step's kept states (kern_gdn_args_t.keep) are the
+ *     states of its rows run one by one, bit for bit. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -286,12 +288,65 @@ static void conv_matches_f64_and_carries(void **state) {
   free(x), free(w), free(st0), free(st);
 }
 
+/* Speculative verification (kern_gdn_args_t.keep): the states a step keeps
+ * after each row of a verified sequence are, bit for bit, the states of
+ * running its rows one by one (what j + 1 plain decodes leave: the state a
+ * verification that accepts j drafts takes), both parts (window and
+ * matrices), beside a sequence that keeps none; outputs and final states
+ * are the row-by-row ones too, with the chunked form on (a verified
+ * sequence runs row by row whatever its length). */
+static void kept_states_are_row_by_row(void **state) {
+  (void)state;
+  enum { NK = 6, TOT = 9 };
+  const int32_t cu[NS + 1] = {0, 5, 6, 9};     /* 4 drafts; a plain decode; 2 drafts */
+  const int32_t keep[NS] = {NS, -1, NS + 4}, slots[NS] = {0, 1, 2}; /* kept states from slot NS on */
+  tu_rng_t r;
+  tu_rng_init(&r, tu_seed() + 5);
+  float *x = malloc(sizeof(float) * TOT * C), *w = malloc(sizeof(float) * C * KC);
+  float *al = malloc(sizeof(float) * TOT * HV), *bt = malloc(sizeof(float) * TOT * HV), a_neg[HV], dt_bias[HV];
+  float *pool = malloc(sizeof(float) * SLOT * (NS + NK)), *st0 = malloc(sizeof(float) * SLOT * NS);
+  tu_fill_normal(&r, x, (size_t)TOT * C, 1.0f), tu_fill_normal(&r, w, (size_t)C * KC, 0.5f);
+  tu_fill_normal(&r, al, (size_t)TOT * HV, 1.5f), tu_fill_normal(&r, bt, (size_t)TOT * HV, 2.0f);
+  for (int h = 0; h < HV; h++) a_neg[h] = -(float)exp(tu_uniform(&r, -1.5, 1.5)), dt_bias[h] = (float)tu_uniform(&r, 0, 1);
+  tu_fill_normal(&r, st0, SLOT * NS, 0.3f);
+  memcpy(pool, st0, sizeof(float) * SLOT * NS);
+  tu_poison_f32(pool + SLOT * NS, SLOT * NK);
+  kern_backend_t *be = kern_backend_create("cpu", 2);
+  kern_cpu(be)->gdn_chunked = 1;
+  kern_gdn_args_t a = {.n_seqs = NS, .cu_rows = cu, .slots = slots, .state = pool, .slot_stride = SLOT,
+                       .conv_dim = C, .conv_kernel = KC, .n_k_heads = HK, .n_v_heads = HV, .head_k = DK,
+                       .head_v = DV, .v_tiled = 1, .qk_eps = 1e-6f, .keep = keep};
+  float *y = malloc(sizeof(float) * TOT * C), *o = malloc(sizeof(float) * TOT * HV * DV);
+  be->gdn_conv(be, y, x, w, &a);
+  be->gdn_rule(be, o, y, al, bt, a_neg, dt_bias, &a);
+  float *one = malloc(sizeof(float) * SLOT), *y1 = malloc(sizeof(float) * C), *o1 = malloc(sizeof(float) * HV * DV);
+  for (int b = 0; b < NS; b++) { /* each sequence alone, one row a step */
+    memcpy(one, st0 + SLOT * b, sizeof(float) * SLOT);
+    for (int row = cu[b]; row < cu[b + 1]; row++) {
+      const int32_t cu1[2] = {0, 1}, slot = 0;
+      kern_gdn_args_t a1 = a;
+      a1.n_seqs = 1, a1.cu_rows = cu1, a1.slots = &slot, a1.state = one, a1.keep = NULL;
+      be->gdn_conv(be, y1, x + (size_t)row * C, w, &a1);
+      be->gdn_rule(be, o1, y1, al + (size_t)row * HV, bt + (size_t)row * HV, a_neg, dt_bias, &a1);
+      assert_memory_equal(y1, y + (size_t)row * C, sizeof(float) * C);
+      assert_memory_equal(o1, o + (size_t)row * HV * DV, sizeof(float) * HV * DV);
+      if (keep[b] >= 0 && row + 1 < cu[b + 1]) /* the state after row - cu[b] + 1 rows */
+        assert_memory_equal(pool + SLOT * (size_t)(keep[b] + row - cu[b]), one, sizeof(float) * SLOT);
+    }
+    assert_memory_equal(pool + SLOT * (size_t)b, one, sizeof(float) * SLOT); /* all accepted: the slot's */
+  }
+  free(one), free(y1), free(o1), free(y), free(o);
+  kern_backend_destroy(be);
+  free(x), free(w), free(al), free(bt), free(pool), free(st0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(forms_match_f64),
       cmocka_unit_test(same_bits_everywhere),
       cmocka_unit_test(alone_is_together),
       cmocka_unit_test(conv_matches_f64_and_carries),
+      cmocka_unit_test(kept_states_are_row_by_row),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

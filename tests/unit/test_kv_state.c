@@ -6,7 +6,9 @@
  * least-recently-used reuse, dropped with their block's eviction, and the
  * planner's use of them (a prompt chunk cut at the prompt's last full
  * block, a hit kept only to a block with a snapshot and restored there, a
- * decode keeping only its latest one). */
+ * decode keeping only its latest one); speculative verification's kept
+ * states (the slot takes the last accepted row's, snapshots at blocks that
+ * end among the verified rows). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -195,16 +197,25 @@ static int step(sched_plan_t *c, kv_state_t *p) {
   return n;
 }
 
+/* A planner with prefix caching over cfg.n_blocks blocks of 4 tokens and a
+ * pool of cfg's states whose snapshots go with their blocks. */
+static void plan_with_state(kern_backend_t *be, const kv_state_config_t *cfg, kv_state_t **p, kv_alloc_t **a,
+                            sched_plan_t *c) {
+  *p = kv_state_create(be, cfg);
+  *a = kv_alloc_create(cfg->n_blocks, 4);
+  kv_alloc_set_evict_hook(*a, kv_snap_evicted, *p);
+  assert_int_equal(sched_plan_init(c, *a, 64, cfg->n_slots, 1), 0);
+  c->state = *p;
+}
+
 static void planner_snapshots_and_restores(void **state) {
   (void)state;
   kern_backend_t *be = kern_backend_create("cpu", 1);
   const kv_state_config_t cfg = {.n_layers = 1, .layer_floats = 6, .n_slots = 4, .n_snaps = 8, .n_blocks = 32};
-  kv_state_t *p = kv_state_create(be, &cfg);
-  kv_alloc_t *a = kv_alloc_create(32, 4);
-  kv_alloc_set_evict_hook(a, kv_snap_evicted, p);
+  kv_state_t *p;
+  kv_alloc_t *a;
   sched_plan_t c;
-  assert_int_equal(sched_plan_init(&c, a, 64, 4, 1), 0);
-  c.state = p;
+  plan_with_state(be, &cfg, &p, &a, &c);
   /* a 10-token prompt: its chunk is cut at 8, the end of the last full block before its last token */
   const int32_t pa[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
   sched_seq_t sa;
@@ -269,6 +280,87 @@ static void planner_snapshots_and_restores(void **state) {
   kern_backend_destroy(be);
 }
 
+/* One verification step of s's decoded token and `spec` drafts as the
+ * engine runs it: the forward leaves kept state i holding the state of
+ * start + 1 + i tokens and the slot that of all the rows (patterns naming
+ * the tokens consumed), then `accepted` drafts join, the K/V is rolled
+ * back past the rest and sched_plan_verified sets the state. */
+static void verify(sched_plan_t *c, kv_state_t *p, sched_seq_t *s, int32_t spec, int32_t accepted) {
+  const int64_t start = s->kv.n_tokens;
+  for (int32_t j = 0; j < spec; j++) sched_seq_push(s, 100 + j);
+  s->spec = spec;
+  assert_int_equal(sched_plan_step(c), 1);
+  assert_int_equal(c->items[0].q_len, 1 + spec);
+  s->state_kept = 0; /* build_batch's */
+  for (int32_t i = 0; i < spec; i++) fill(p, kv_state_kept(p, i), (float)(start + 1 + i) * 1000.0f);
+  fill(p, s->state_slot, (float)(start + 1 + spec) * 1000.0f);
+  kv_state_set_tokens(p, s->state_slot, start + 1 + spec);
+  sched_plan_commit(c);
+  sched_seq_drop_drafts(s);
+  for (int32_t j = 0; j < accepted; j++) sched_seq_push(s, 100 + j);
+  if (accepted < spec) sched_plan_rollback(c, s, start + 1 + accepted);
+  sched_plan_verified(c, s, start, spec, accepted);
+  sched_seq_push(s, 7); /* the token sampled after the last accepted one */
+}
+
+static void expect_pattern(const kv_state_t *p, int32_t i, float v) {
+  for (size_t k = 0; k < p->slot_floats; k++) assert_true(slot_ptr(p, i)[k] == v + (float)k);
+}
+
+/* Speculative verification (sched_plan_verified): the slot takes the kept
+ * state after the last accepted row (the state of exactly the tokens kept),
+ * all accepted it keeps its own; a block that ends among the verified
+ * tokens keeps the state at exactly its end as its snapshot (from the slot
+ * or from the kept state of the row that ends it), one per sequence. */
+static void planner_verification_takes_kept_states(void **state) {
+  (void)state;
+  kern_backend_t *be = kern_backend_create("cpu", 1);
+  const kv_state_config_t cfg = {.n_layers = 2, .layer_floats = 5, .n_slots = 2, .n_snaps = 4, .n_blocks = 16,
+                                 .n_keep = 3};
+  kv_state_t *p;
+  kv_alloc_t *a;
+  sched_plan_t c;
+  plan_with_state(be, &cfg, &p, &a, &c);
+  const int32_t pr[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  sched_seq_t s;
+  sched_seq_init(&s, pr, 10, 1);
+  sched_plan_add(&c, &s);
+  assert_int_equal(step(&c, p), 1); /* 8 prompt tokens */
+  assert_int_equal(step(&c, p), 1); /* 2 */
+  for (int32_t t = 11; t <= 15; t++) { /* 4 decodes: 14 tokens computed, the 15th pending */
+    sched_seq_push(&s, t);
+    if (t < 15) assert_int_equal(step(&c, p), 1);
+  }
+  assert_int_equal(s.kv.n_tokens, 14);
+  /* 1 of 3 accepted: 16 tokens, the slot takes kept state 1; block 3 ends at 16: its snapshot is that state */
+  verify(&c, p, &s, 3, 1);
+  assert_int_equal(s.kv.n_tokens, 16);
+  assert_int_equal(p->n_tokens[s.state_slot], 16);
+  expect_pattern(p, s.state_slot, 16000.0f);
+  const int32_t b3 = s.kv.blocks[3];
+  assert_true(kv_snap_has(p, b3));
+  expect_pattern(p, p->n_slots + p->block_snap[b3], 16000.0f);
+  /* 2 of 3: 19 tokens, no block ends among them */
+  verify(&c, p, &s, 3, 2);
+  assert_int_equal(p->n_tokens[s.state_slot], 19);
+  expect_pattern(p, s.state_slot, 19000.0f);
+  assert_int_equal(p->n_snaps_used, 2); /* the prompt's (block 1) and block 3's */
+  /* all 3: the slot keeps its own state (23 tokens); block 4 ends at 20, after the verified row 0: its snapshot
+   * is kept state 0, and it replaces block 3's */
+  verify(&c, p, &s, 3, 3);
+  assert_int_equal(p->n_tokens[s.state_slot], 23);
+  expect_pattern(p, s.state_slot, 23000.0f);
+  const int32_t b4 = s.kv.blocks[4];
+  assert_true(kv_snap_has(p, b4) && !kv_snap_has(p, b3) && kv_snap_has(p, s.kv.blocks[1]));
+  expect_pattern(p, p->n_slots + p->block_snap[b4], 20000.0f);
+  sched_plan_remove(&c, &s);
+  sched_seq_free(&s);
+  sched_plan_free(&c);
+  kv_alloc_destroy(a);
+  kv_state_destroy(p);
+  kern_backend_destroy(be);
+}
+
 /* A backend without the Gated DeltaNet operations (the CUDA backend's
  * table, today) refuses a hybrid model at load, naming why, and still
  * loads the same model where they exist. */
@@ -302,6 +394,7 @@ int main(void) {
       cmocka_unit_test(planner_holds_slots),
       cmocka_unit_test(snapshots_lru_and_eviction),
       cmocka_unit_test(planner_snapshots_and_restores),
+      cmocka_unit_test(planner_verification_takes_kept_states),
       cmocka_unit_test(backend_without_gdn_refuses_hybrid),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,253 @@
+"""Speculative decoding with Qwen3.5's hybrid as the target (the
+transformers-made tiny checkpoint of tests/reference/data/qwen35-tiny)
+through `tram serve` and the official `openai` client.
+
+A verification step runs a sequence's decoded token and its k drafts as
+k + 1 rows; the Gated DeltaNet kernels keep the recurrent state after each
+row, and the slot takes the state after the last accepted one (vLLM's way
+for Mamba-style layers; cache/kv_state.h). The reference is the same
+server's engine without speculation (test_qwen35_serve.py checks that one
+against transformers): every greedy token and logprob must be the same,
+on repetitive prompts where n-gram drafts are both accepted and rejected
+(the vllm:spec_decode_* counters say both happened), with n = 2, with
+prefix-cache hits restoring snapshots taken among speculated tokens (a
+multi-turn conversation), with preemptions while speculating, with stop
+strings and with structured output; and with a draft model (a 1-layer
+random Llama given the fixture's vocabulary). A hybrid draft model is
+refused at start with a line saying so (the draft proposer keeps no
+recurrent states)."""
+import concurrent.futures
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tram_server
+
+HF = pathlib.Path(__file__).resolve().parents[1] / "reference" / "data" / "qwen35-tiny"
+ARGS = ("--max-seqs", "8", "--block-size", "16", "--kv-cache-blocks", "64")
+SPEC = ("--speculative", "ngram", "--num-speculative-tokens", "4", "--speculative-max-batch", "8")
+
+plain = tram_server.server_fixture(*ARGS, use_external=False, model=lambda: HF)
+spec = tram_server.server_fixture(*ARGS, *SPEC, use_external=False, model=lambda: HF)
+# 12 blocks of 16 tokens for 4 running sequences of up to 124 tokens: preemptions while speculating
+small = tram_server.server_fixture("--max-seqs", "4", "--block-size", "16", "--kv-cache-blocks", "12", *SPEC,
+                                   use_external=False, model=lambda: HF)
+
+COUNTERS = ("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
+            "vllm:spec_decode_num_accepted_tokens_total")
+
+
+def counters(srv):
+    return {k: srv.metric(k) for k in COUNTERS}
+
+
+def create(srv, prompt, max_tokens=48, n=1, **kw):
+    """A greedy completion with logprobs: (token ids per choice, logprobs per choice, cached_tokens, texts)."""
+    r = srv.client().completions.create(model="qwen35-tiny", prompt=prompt, max_tokens=max_tokens, temperature=0,
+                                        n=n, logprobs=1, extra_body={"return_token_ids": True, "ignore_eos": True,
+                                                                     **kw})
+    ch = sorted(r.choices, key=lambda c: c.index)
+    return ([c.model_extra["token_ids"] for c in ch], [c.logprobs.token_logprobs for c in ch],
+            r.usage.prompt_tokens_details.cached_tokens, [c.text for c in ch])
+
+
+def repetitive(rng, n):
+    """Prompts a tiny random model continues in loops: a short random motif repeated, and random text."""
+    out = []
+    for i in range(n):
+        motif = rng.integers(0, 96, int(rng.integers(2, 7))).tolist()
+        out.append(motif * int(rng.integers(4, 10)) if i % 4 else rng.integers(0, 96, 30).tolist())
+    return out
+
+
+def forced(srv, text, shown=None):
+    """A chat completion whose answer a JSON schema forces to be {"a": text} (up to whitespace), `shown` (default
+    text) quoted in the prompt: the n-gram drafts inside the string are the tokens the masked sampler must take,
+    up to where text differs from what the prompt shows (drafts partly accepted). Then "b", a free string: its
+    tokens and logprobs are the model's own, from the recurrent state the forced part left."""
+    schema = {"type": "object", "properties": {"a": {"enum": [text]}, "b": {"type": "string", "maxLength": 12}},
+              "required": ["a", "b"], "additionalProperties": False}
+    r = srv.client().chat.completions.create(
+        model="qwen35-tiny", max_tokens=80, temperature=0, logprobs=True,
+        messages=[{"role": "user", "content": f'{{"a": "{shown or text}"}}'}],
+        response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema}})
+    c = r.choices[0]
+    return c.message.content, [t.logprob for t in c.logprobs.content]
+
+
+def test_ngram_greedy_is_plain_decoding(plain, tmp_path):
+    """Random models rarely continue a prompt's n-grams, so plain prompts give rejected drafts; an answer forced
+    by a schema to repeat the prompt's text gives accepted ones (the mask leaves one token, the drafts are it).
+    The engine speculates while its measured cost of a draft row says it pays (sched_spec.c), and at this tiny
+    model's 0.1 ms steps a loaded machine's scheduling noise can make it stop: each round runs on a fresh server
+    (the cost at its optimistic start, the forced answer first), until both kinds of drafts were seen."""
+    rng = np.random.default_rng(41)
+    prompts = repetitive(rng, 8)
+    texts = ["ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789abcdefghij", "The quick brown fox jumps"]
+    texts += ["".join(rng.permutation(list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRST"))[:30]) for _ in range(3)]
+    accepted = rejected = 0
+    for i, text in enumerate(texts):
+        (tmp_path / str(i)).mkdir()
+        srv = tram_server.start(tmp_path / str(i), *ARGS, *SPEC, model=HF)
+        try:
+            before = counters(srv)
+            want = forced(plain, text)
+            assert json.loads(want[0])["a"] == text
+            assert forced(srv, text) == want
+            # every 5th character changed: rounds that verify across a change keep the drafts before it only,
+            # and the sequence continues from the kept state of the last accepted row
+            edited = "".join(str(k % 10) if k % 5 == 4 else ch for k, ch in enumerate(text))
+            want = forced(plain, edited, text)
+            assert json.loads(want[0])["a"] == edited
+            assert forced(srv, edited, text) == want
+            for p in prompts[2 * (i % 4):2 * (i % 4) + 2]:
+                want = create(plain, p)
+                got = create(srv, p)
+                assert got[0] == want[0]
+                assert got[1] == want[1]  # the logprobs too: the verified rows are bitwise the plain decode's
+            after = counters(srv)
+        finally:
+            assert srv.stop() == 0
+        a = after[COUNTERS[2]] - before[COUNTERS[2]]
+        d = after[COUNTERS[1]] - before[COUNTERS[1]]
+        print(f"ngram on qwen35-tiny, round {i}: {a:.0f} of {d:.0f} draft tokens accepted")
+        accepted, rejected = accepted + a, rejected + d - a
+        if i >= 1 and accepted > 0 and rejected > 0:
+            break
+    assert accepted > 0  # drafts kept: the state of an accepted row was taken ...
+    assert rejected > 0  # ... and drafts rejected: the state after the last accepted row
+
+
+def test_n2_and_concurrent_requests(plain, spec):
+    rng = np.random.default_rng(42)
+    prompts = repetitive(rng, 8)
+    for p in prompts[:3]:
+        want = create(plain, p)[0][0]
+        assert create(spec, p, n=2)[0] == [want, want]
+    solo = [create(plain, p)[0] for p in prompts]
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        together = list(ex.map(lambda p: create(spec, p)[0], prompts))
+    assert together == solo
+
+
+def test_multi_turn_restores_snapshots_taken_while_speculating(plain, spec):
+    """Each turn's prompt is the last turn's prompt and answer plus new tokens: it hits the prefix cache up to a
+    snapshot a speculating decode took (the state at exactly its block's end, from the kept state of the row that
+    ended it), and its answer is plain decoding's."""
+    rng = np.random.default_rng(43)
+    convo = (rng.integers(0, 96, 5).tolist() * 6)[:27]
+    restored = spec.metric("tram:recurrent_snapshots_restored_total")
+    hits = 0
+    for turn in range(4):
+        want = create(plain, convo, max_tokens=40)
+        got = create(spec, convo, max_tokens=40)
+        assert got[:2] == want[:2]
+        hits += got[2]
+        convo = convo + got[0][0] + rng.integers(0, 96, 3).tolist()
+    assert hits > 0
+    assert spec.metric("tram:recurrent_snapshots_restored_total") > restored
+
+
+def test_preempted_while_speculating(plain, small):
+    rng = np.random.default_rng(44)
+    prompts = [(rng.integers(0, 96, 3).tolist() * 20)[: int(rng.integers(20, 60))] for _ in range(8)]
+    solo = [create(plain, p, max_tokens=64)[0] for p in prompts]
+    before, pre = counters(small), small.metric("vllm:num_preemptions_total")
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        together = list(ex.map(lambda p: create(small, p, max_tokens=64)[0], prompts))
+    assert together == solo
+    assert small.metric("vllm:num_preemptions_total") > pre
+    assert small.metric(COUNTERS[1]) > before[COUNTERS[1]]
+
+
+def test_stop_strings_with_speculation(plain, spec):
+    rng = np.random.default_rng(45)
+    for p in repetitive(rng, 6)[1:4]:
+        text = create(plain, p, max_tokens=40)[3][0]
+        stop = text[10:13]
+        want = plain.client().completions.create(model="qwen35-tiny", prompt=p, max_tokens=40, temperature=0,
+                                                 stop=[stop], extra_body={"ignore_eos": True})
+        got = spec.client().completions.create(model="qwen35-tiny", prompt=p, max_tokens=40, temperature=0,
+                                               stop=[stop], extra_body={"ignore_eos": True})
+        assert got.choices[0].text == want.choices[0].text
+        assert got.choices[0].finish_reason == want.choices[0].finish_reason == "stop"
+
+
+def test_structured_output_with_speculation(plain, spec):
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 8}},
+              "required": ["a", "b"], "additionalProperties": False}
+    rf = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+    for prompt in ("{\"a\": 1, \"b\": \"x\"} {\"a\": 1, \"b\": \"x\"} ", "aaaa bbbb aaaa bbbb "):
+        outs = [srv.client().chat.completions.create(model="qwen35-tiny", max_tokens=60, temperature=0,
+                                                     messages=[{"role": "user", "content": prompt}],
+                                                     response_format=rf).choices[0] for srv in (plain, spec)]
+        assert outs[0].message.content == outs[1].message.content
+        if outs[0].finish_reason == "stop":
+            json.loads(outs[0].message.content)
+
+
+def transformer_draft(path):
+    """A 1-layer random Llama GGUF (F32, written with the `gguf` package) with the fixture's vocabulary: its
+    tokenizer keys copied from the fixture's GGUF form, so tram accepts it as a draft of the hybrid."""
+    import gguf
+    sys.path.insert(0, str(HF.parents[1]))
+    from qwen35_gguf import write_gguf
+    src = gguf.GGUFReader(str(write_gguf(HF, path.with_suffix(".target.gguf"))))
+    rng = np.random.default_rng(31)
+    V, D, H, KV, FF = 98, 32, 4, 2, 64
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(1), w.add_context_length(512), w.add_embedding_length(D), w.add_feed_forward_length(FF)
+    w.add_head_count(H), w.add_head_count_kv(KV), w.add_layer_norm_rms_eps(1e-6), w.add_rope_freq_base(10000.0)
+    for key, field in src.fields.items():
+        if key.startswith("tokenizer."):
+            sub = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+            w.add_key_value(key, field.contents(), field.types[0], sub_type=sub)
+    hd = D // H
+    shapes = {"token_embd.weight": (V, D), "output.weight": (V, D), "blk.0.attn_q.weight": (D, D),
+              "blk.0.attn_k.weight": (KV * hd, D), "blk.0.attn_v.weight": (KV * hd, D),
+              "blk.0.attn_output.weight": (D, D), "blk.0.ffn_gate.weight": (FF, D), "blk.0.ffn_up.weight": (FF, D),
+              "blk.0.ffn_down.weight": (D, FF)}
+    for name, shape in shapes.items():
+        w.add_tensor(name, (rng.standard_normal(shape) / np.sqrt(shape[1])).astype(np.float32))
+    for name in ("output_norm.weight", "blk.0.attn_norm.weight", "blk.0.ffn_norm.weight"):
+        w.add_tensor(name, np.ones(D, np.float32))
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    return path
+
+
+def test_draft_model_with_a_hybrid_target(plain, tmp_path):
+    """A transformer draft proposing for the hybrid: every greedy token and logprob is plain decoding's, alone,
+    with n = 2 and for concurrent requests, and the drafts were verified (the counters moved)."""
+    draft = transformer_draft(tmp_path / "draft.gguf")
+    srv = tram_server.start(tmp_path, *ARGS, "--speculative", "draft", "--draft-model", str(draft),
+                            "--num-speculative-tokens", "3", "--speculative-max-batch", "8", model=HF)
+    try:
+        rng = np.random.default_rng(46)
+        prompts = repetitive(rng, 6)
+        before = counters(srv)
+        for p in prompts[:3]:
+            want = create(plain, p)
+            assert create(srv, p)[:2] == want[:2]
+            assert create(srv, p, n=2)[0] == want[0] * 2
+        solo = [create(plain, p)[0] for p in prompts]
+        with concurrent.futures.ThreadPoolExecutor(6) as ex:
+            assert list(ex.map(lambda p: create(srv, p)[0], prompts)) == solo
+        assert srv.metric(COUNTERS[1]) > before[COUNTERS[1]]
+    finally:
+        assert srv.stop() == 0
+
+
+def test_hybrid_draft_model_is_refused(tmp_path):
+    """The draft proposer keeps no recurrent states: a hybrid draft (the fixture as llama.cpp's converter writes
+    it) is refused at start, naming why and what works instead."""
+    sys.path.insert(0, str(HF.parents[1]))
+    from qwen35_gguf import write_gguf
+    draft = write_gguf(HF, tmp_path / "qwen35-tiny.gguf")
+    res = subprocess.run([str(tram_server.tram_bin()), "serve", "-m", str(HF), "--port", "0", "--threads", "2",
+                          "--speculative", "draft", "--draft-model", str(draft)], capture_output=True, text=True,
+                         timeout=60, env=tram_server.clean_env())
+    assert res.returncode != 0
+    assert "the draft model is a hybrid qwen35 model" in res.stderr + res.stdout
