@@ -322,13 +322,15 @@ static const char *const PHI3_KEYS[] = {"rope.scaling.attn_factor", NULL};
 /* The `<arch>.` keys only the qwen35 hybrid reads (read_hybrid). */
 static const char *const QWEN35_KEYS[] = {"ssm.conv_kernel", "ssm.state_size", "ssm.group_count",
                                           "ssm.time_step_rank", "ssm.inner_size", "full_attention_interval",
-                                          "rope.dimension_sections", "nextn_predict_layers", NULL};
+                                          "rope.dimension_sections", "nextn_predict_layers",
+                                          "attention.recurrent_layers", NULL};
 
 /* The `<arch>.` keys the hybrids with experts read: the hybrid's and the
  * mixture's. */
 static const char *const HYBRID_MOE_KEYS[] = {"ssm.conv_kernel", "ssm.state_size", "ssm.group_count",
                                               "ssm.time_step_rank", "ssm.inner_size", "full_attention_interval",
-                                              "rope.dimension_sections", "nextn_predict_layers", "expert_count",
+                                              "rope.dimension_sections", "nextn_predict_layers",
+                                              "attention.recurrent_layers", "expert_count",
                                               "expert_used_count", "expert_feed_forward_length",
                                               "expert_shared_feed_forward_length", "expert_weights_norm", NULL};
 
@@ -427,7 +429,9 @@ static int check_keys(const gguf_ctx_t *g, const char *arch, const char *const *
  * multi-token-prediction layers (nextn_predict_layers > 0) are refused:
  * tram does not run them, and they count in block_count.
  * rope.dimension_sections (M-RoPE's split) changes nothing for text, whose
- * three position components are equal. */
+ * three position components are equal. attention.recurrent_layers (one
+ * boolean per layer, what llama.cpp's converter writes from layer_types)
+ * must be the pattern full_attention_interval gives. */
 static int read_hybrid(const gguf_ctx_t *g, const char *arch, model_hparams_t *hp, char *err, size_t err_len) {
   int inner, nextn;
   int rc = get_int(g, arch, "full_attention_interval", 4, 1, MAX_LAYERS, &hp->full_attn_interval, err, err_len);
@@ -458,6 +462,25 @@ static int read_hybrid(const gguf_ctx_t *g, const char *arch, model_hparams_t *h
   hp->ssm_v_tiled = !(gguf_get_i64(g, "tram.ssm.v_heads_grouped", &grouped) == 0 && grouped == 1) &&
                     hp->arch != MODEL_ARCH_QWEN3NEXT; /* llama.cpp's qwen3next keeps Hugging Face's order */
   hp->n_attn_layers = hp->n_layers / hp->full_attn_interval;
+  char key[128]; /* attention.recurrent_layers (llama.cpp's converter, from layer_types): the same pattern */
+  snprintf(key, sizeof key, "%s.attention.recurrent_layers", arch);
+  const gguf_kv_t *rl = gguf_find_kv(g, key);
+  if (rl && (rl->type != GGUF_TYPE_ARRAY || rl->n != (uint64_t)hp->n_layers)) {
+    snprintf(err, err_len, "key '%s' is not an array of %d booleans (one per layer)", key, hp->n_layers);
+    return -EINVAL;
+  }
+  for (int l = 0; rl && l < hp->n_layers; l++) {
+    int rec;
+    if (gguf_arr_bool(rl, (uint64_t)l, &rec) != 0) {
+      snprintf(err, err_len, "key '%s': element %d is not a boolean", key, l);
+      return -EINVAL;
+    }
+    if (rec != model_layer_recurrent(hp, l)) {
+      snprintf(err, err_len, "key '%s' makes layer %d %s, which full_attention_interval %d does not: tram runs "
+               "attention on every n-th layer only", key, l, rec ? "recurrent" : "attention", hp->full_attn_interval);
+      return -EINVAL;
+    }
+  }
   if (hp->n_attn_layers < 1) {
     snprintf(err, err_len, "key '%s.full_attention_interval' is %d for %d layers: no attention layer", arch,
              hp->full_attn_interval, hp->n_layers);

@@ -14,7 +14,8 @@ Qwen3NextModel), with the `gguf` package:
     (by key head) to tiled order in the V rows of in_proj_qkv and of the
     conv1d, in_proj_z, in_proj_a/b, A_log, dt_bias and out_proj's columns;
   - keys: qwen35.ssm.{conv_kernel, state_size, group_count, time_step_rank,
-    inner_size}, full_attention_interval, rope.dimension_count (head_dim ·
+    inner_size}, attention.recurrent_layers (layer_types as booleans),
+    full_attention_interval, rope.dimension_count (head_dim ·
     partial_rotary_factor), rope.dimension_sections [11, 11, 10, 0].
 
 The experts' forms, as the same converter writes them: qwen3_5_moe_text →
@@ -131,6 +132,7 @@ def write_gguf(hf_dir, path):
     g.add_ssm_time_step_rank(hv)
     g.add_ssm_inner_size(dv * hv)
     interval = [t == "full_attention" for t in c["layer_types"]].index(True) + 1
+    g.add_array(f"{arch}.attention.recurrent_layers", [t == "linear_attention" for t in c["layer_types"]])
     g.add_full_attention_interval(interval)
     add_bpe_vocab(g, d, c, "smollm")
     top = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
