@@ -21,13 +21,11 @@ and what transformers computes in float32 (expected.npz: the logits of
 three prompts, their 12 greedy tokens by generate's cached decode). The
 weights are drawn wider than transformers' init (routers x3, so tokens
 disagree on experts). The vocabulary is make_qwen35_fixture.py's."""
-import json
 import pathlib
 
-import numpy as np
 import torch
 import transformers
-from make_qwen35_fixture import VOCAB, tokenizer
+from make_qwen35_fixture import VOCAB, randomize, save_fixture
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
 COMMON = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
@@ -45,51 +43,13 @@ FAMILIES = {
 }
 
 
-def randomize(model, seed):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("A_log"):
-                continue  # transformers' log(uniform(0.01, 16)): a real decay range
-            if name.endswith("dt_bias"):
-                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
-            elif name.endswith("linear_attn.norm.weight"):  # the gated norm: w, not 1 + w
-                p.copy_(1.0 + torch.randn(p.shape, generator=g) * 0.2)
-            elif "norm" in name:  # zero-centred norms: 1 + w
-                p.copy_(torch.randn(p.shape, generator=g) * 0.2)
-            elif "conv1d" in name:
-                p.copy_(torch.randn(p.shape, generator=g) * 0.4)
-            else:
-                scale = 3.0 if name.endswith("mlp.gate.weight") else 1.0
-                p.copy_(scale * torch.randn(p.shape, generator=g) / np.sqrt(p.shape[-1]))
-
-
 def main():
     for i, (fam, (cfg_cls, model_cls, extra)) in enumerate(FAMILIES.items()):
         torch.manual_seed(35 + i)
         model = model_cls(cfg_cls(**dict(COMMON, **extra))).eval().to(torch.float32)
         randomize(model, 35 + i)
         out = DATA / fam
-        out.mkdir(parents=True, exist_ok=True)
-        model.save_pretrained(out, safe_serialization=True)
-        tokenizer().save(str(out / "tokenizer.json"))
-        (out / "tokenizer_config.json").write_text(json.dumps(
-            {"eos_token": "<|endoftext|>", "add_bos_token": False,
-             "chat_template": "{% for m in messages %}{{ m['content'] }}{% endfor %}"}))
-        rng = np.random.default_rng(35 + i)
-        prompts = [rng.integers(0, VOCAB, n).tolist() for n in (5, 13, 40)]
-        logits, greedy = [], []
-        with torch.no_grad():
-            for p in prompts:
-                ids = torch.tensor([p])
-                logits.append(model(ids).logits[0].numpy().astype(np.float32))
-                gen = model.generate(ids, max_new_tokens=12, do_sample=False, use_cache=True)
-                greedy.append(gen[0, len(p):].tolist())
-        np.savez(out / "expected.npz", **{f"prompt{j}": np.array(p, np.int32) for j, p in enumerate(prompts)},
-                 **{f"logits{j}": x for j, x in enumerate(logits)},
-                 **{f"greedy{j}": np.array(t, np.int32) for j, t in enumerate(greedy)})
-        (out / "README").write_text(f"Made by tests/reference/make_qwen35moe_fixture.py (transformers "
-                                    f"{transformers.__version__}, torch {torch.__version__}).\n")
+        greedy = save_fixture(model, out, 35 + i, "make_qwen35moe_fixture.py")
         print(fam, {f.name: f.stat().st_size for f in out.iterdir()}, greedy)
 
 
