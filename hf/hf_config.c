@@ -28,7 +28,11 @@
  *   through its text_config): partial_rotary_factor (in rope_parameters
  *   or top-level, default 0.25), layer_types
  *   (full_attention every n-th layer), linear_conv_kernel_dim,
- *   linear_{key,value}_head_dim, linear_num_{key,value}_heads. */
+ *   linear_{key,value}_head_dim, linear_num_{key,value}_heads.
+ *   qwen3_5_moe_text → qwen35moe (and qwen3_5_moe's text_config): qwen35's
+ *   fields and the experts' (hf_moe.c; no intermediate_size: every layer
+ *   sparse). qwen3_next → qwen3next: the same, with intermediate_size for
+ *   the dense layers of mlp_only_layers / decoder_sparse_step. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -210,8 +214,8 @@ static int rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arc
 
 /* Qwen3.5's hybrid fields (llama.cpp's qwen35 keys). layer_types must put
  * full attention on every n-th layer (full_attention_interval n). */
-static int qwen35_fields(gguf_build_t *b, const cJSON *cfg, const char *a, long long layers, char *err,
-                         size_t err_len) {
+static int qwen35_fields(gguf_build_t *b, const cJSON *cfg, const char *a, long long layers, hf_arch_t *arch,
+                         char *err, size_t err_len) {
   long long conv, dk, dv, hk, hv, interval = 4;
   if (hf__int(field(cfg, "linear_conv_kernel_dim"), "config.json: linear_conv_kernel_dim", 4, 1, 9, &conv, err,
               err_len) ||
@@ -255,6 +259,7 @@ static int qwen35_fields(gguf_build_t *b, const cJSON *cfg, const char *a, long 
   U32("full_attention_interval", interval);
 #undef U32
   gguf_build_u32(b, "tram.ssm.v_heads_grouped", 1); /* Hugging Face's value-head order (model_hparams.c) */
+  arch->ssm_hk = (int)hk, arch->ssm_hv = (int)hv, arch->ssm_dk = (int)dk, arch->ssm_dv = (int)dv;
   return 0;
 }
 
@@ -399,13 +404,17 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   if (strcmp(t, "qwen3_5") == 0 && cJSON_IsObject(text)) { /* the multimodal wrapper: its text model */
     cfg = text;
     t = "qwen3_5_text";
+  } else if (strcmp(t, "qwen3_5_moe") == 0 && cJSON_IsObject(text)) {
+    cfg = text;
+    t = "qwen3_5_moe_text";
   } else if (strcmp(t, "gemma4") == 0 && cJSON_IsObject(text)) { /* Gemma 4's multimodal folder: its text model */
     cfg = text;
     t = "gemma4_text";
   }
   int gemma = 0, gemma4 = 0;
-  if (strcmp(t, "qwen3_5_text") == 0) {
-    arch->name = "qwen35";
+  if (strcmp(t, "qwen3_5_text") == 0 || strcmp(t, "qwen3_5_moe_text") == 0 || strcmp(t, "qwen3_next") == 0) {
+    arch->qwen3next = strcmp(t, "qwen3_next") == 0;
+    arch->name = arch->qwen3next ? "qwen3next" : strcmp(t, "qwen3_5_text") == 0 ? "qwen35" : "qwen35moe";
     arch->qwen35 = 1;
   } else if (strcmp(t, "llama") == 0 || strcmp(t, "mistral") == 0) {
     arch->name = "llama";
@@ -430,7 +439,8 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
     arch->permute_qk = 1;
   } else {
     snprintf(err, err_len, "config.json: model_type \"%.40s\" is not one tram runs (llama, mistral, qwen2, qwen3, "
-             "gemma2, gemma3_text, gemma4_text, phi3, smollm3, qwen3_5_text, qwen2_moe, qwen3_moe, mixtral, gpt_oss)", t);
+             "gemma2, gemma3_text, gemma4_text, phi3, smollm3, qwen3_5_text, qwen3_5_moe_text, qwen3_next, qwen2_moe, "
+             "qwen3_moe, mixtral, gpt_oss)", t);
     return -EINVAL;
   }
   const int qwen35 = arch->qwen35; /* (memset above cleared the rest) */
@@ -439,9 +449,11 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   arch->gemma4 = gemma4;
   if (gemma4) gemma = 4; /* Gemma's activation field and tied default; its own fields below */
   const char *a = arch->name;
+  const int no_dense = strcmp(a, "qwen35moe") == 0; /* every layer sparse: no intermediate_size */
   long long dim, ff, layers, heads, kv, head_dim, ctx, vocab, window = 0;
   if (hf__int(field(cfg, "hidden_size"), "config.json: hidden_size", -1, 1, 1 << 20, &dim, err, err_len) ||
-      hf__int(field(cfg, "intermediate_size"), "config.json: intermediate_size", -1, 1, 1 << 22, &ff, err, err_len) ||
+      hf__int(field(cfg, "intermediate_size"), "config.json: intermediate_size", no_dense ? 0 : -1, no_dense ? 0 : 1,
+              1 << 22, &ff, err, err_len) ||
       hf__int(field(cfg, "num_hidden_layers"), "config.json: num_hidden_layers", -1, 1, 4096, &layers, err, err_len) ||
       hf__int(field(cfg, "num_attention_heads"), "config.json: num_attention_heads", -1, 1, 4096, &heads, err,
               err_len) ||
@@ -503,7 +515,7 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   gguf_build_str(b, "general.architecture", a, strlen(a));
   U32("block_count", layers);
   U32("embedding_length", dim);
-  if (!gemma4) U32("feed_forward_length", ff); /* gemma4: per layer, and the full layers' heads (hf_gemma4.c) */
+  if (!gemma4 && !no_dense) U32("feed_forward_length", ff); /* gemma4: per layer (hf_gemma4.c) */
   U32("context_length", ctx);
   U32("vocab_size", vocab);
   U32("attention.head_count", heads);
@@ -524,14 +536,15 @@ int hf__config(gguf_build_t *b, const cJSON *cfg, hf_arch_t *arch, char *err, si
   const cJSON *tie = field(cfg, "tie_word_embeddings");
   arch->tied = tie ? cJSON_IsTrue(tie) : gemma != 0; /* the configs' defaults: gemma true, the others false */
   if (rope_scaling(b, cfg, a, arch, rot_dim, err, err_len)) return -EINVAL;
-  if ((strstr(t, "_moe") || strcmp(t, "mixtral") == 0 || arch->gptoss) && hf__moe_config(b, cfg, t, arch, err, err_len))
+  if ((strstr(t, "_moe") || strcmp(t, "mixtral") == 0 || arch->gptoss || arch->qwen3next) &&
+      hf__moe_config(b, cfg, t, arch, err, err_len))
     return -EINVAL;
   if (arch->gptoss && hf__gptoss_config(cfg, (int)layers, err, err_len)) return -EINVAL;
   if (gemma && !gemma4 &&
       gemma_fields(b, cfg, a, gemma, (int)layers, (int)head_dim, (int)dim, (int)heads, err, err_len))
     return -EINVAL;
   if (gemma4 && hf__gemma4_config(b, cfg, a, (int)layers, (int)head_dim, (int)kv, err, err_len)) return -EINVAL;
-  if (qwen35 && qwen35_fields(b, cfg, a, layers, err, err_len)) return -EINVAL;
+  if (qwen35 && qwen35_fields(b, cfg, a, layers, arch, err, err_len)) return -EINVAL;
   if (strcmp(a, "smollm3") == 0 && no_rope_fields(cfg, (int)layers, err, err_len)) return -EINVAL;
   return 0;
 }

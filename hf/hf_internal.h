@@ -19,6 +19,9 @@ typedef struct hf_arch {
                         folder's model.language_model. read as model., its towers skipped */
   int qwen35;        /* Qwen3.5's hybrid: zero-centred norms (1 + w, not the gated ssm_norm), A_log as
                         -exp(A_log), the conv1d squeezed, its multimodal wrapper's names unwrapped */
+  int qwen3next;     /* qwen3_next: its fused in_proj_qkvz split into attn_qkv and attn_gate (copies),
+                        in_proj_ba kept as ssm_ba (qwen35 set too) */
+  int ssm_hk, ssm_hv, ssm_dk, ssm_dv; /* the linear layers' key and value heads and widths (qwen35) */
   int gptoss;        /* gpt_oss: the MLP's input norm is post_attention_norm, experts as hf_gptoss.c */
   int n_heads, n_kv_heads, n_layers, n_vocab;
   int dim, expert_ff; /* hidden_size, the experts' intermediate size (gpt_oss's stacks) */

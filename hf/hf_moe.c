@@ -15,7 +15,10 @@
  *   → ffn_{gate,up,down}.E (one tensor per expert, as older llama.cpp files
  *   have them: views of the mapping, no copy; the model takes them where a
  *   converted file has the stacked ffn_*_exps); mlp.shared_expert.* →
- *   ffn_*_shexp, mlp.shared_expert_gate → ffn_gate_inp_shexp. Every expert
+ *   ffn_*_shexp, mlp.shared_expert_gate → ffn_gate_inp_shexp; or stacked,
+ *   mlp.experts.gate_up_proj [E, 2 F, dim] → ffn_gate_up_exps and
+ *   mlp.experts.down_proj → ffn_down_exps (views, hf_open.c; Qwen3.5-MoE
+ *   as transformers 5 holds it). Every expert
  *   of every sparse layer must be there (hf__moe_finish). gpt_oss: Mixtral's
  *   fields, its stacked experts converted by hf_gptoss.c. */
 #include <errno.h>
@@ -38,6 +41,10 @@ static const cJSON *field(const cJSON *o, const char *name) { return cJSON_GetOb
 int hf__moe_config(gguf_build_t *b, const cJSON *cfg, const char *mt, hf_arch_t *arch, char *err, size_t err_len) {
   const int gptoss = strcmp(mt, "gpt_oss") == 0; /* Mixtral's fields, every layer sparse */
   const int mixtral = strcmp(mt, "mixtral") == 0 || gptoss, qwen2 = strcmp(mt, "qwen2_moe") == 0;
+  /* Qwen3.5-MoE: every layer sparse, the top k always renormalised (its config class has no
+   * decoder_sparse_step, mlp_only_layers or norm_topk_prob); Qwen3-Next: norm_topk_prob defaults to true */
+  const int q35moe = strcmp(mt, "qwen3_5_moe_text") == 0, next = strcmp(mt, "qwen3_next") == 0;
+  const int shexp = qwen2 || q35moe || next;
   const cJSON *ne = field(cfg, "num_experts");
   if (!ne || cJSON_IsNull(ne)) ne = field(cfg, "num_local_experts");
   long long n_exp, used, eff, shared = 0, step = 1;
@@ -48,9 +55,9 @@ int hf__moe_config(gguf_build_t *b, const cJSON *cfg, const char *mt, hf_arch_t 
       hf__int(field(cfg, mixtral ? "intermediate_size" : "moe_intermediate_size"),
               mixtral ? "config.json: intermediate_size" : "config.json: moe_intermediate_size", -1, 1, 1 << 22, &eff,
               err, err_len) ||
-      (qwen2 && hf__int(field(cfg, "shared_expert_intermediate_size"), "config.json: shared_expert_intermediate_size",
+      (shexp && hf__int(field(cfg, "shared_expert_intermediate_size"), "config.json: shared_expert_intermediate_size",
                         -1, 1, 1 << 22, &shared, err, err_len)) ||
-      (!mixtral && hf__int(field(cfg, "decoder_sparse_step"), "config.json: decoder_sparse_step", 1, 1, 4096, &step,
+      (!mixtral && !q35moe && hf__int(field(cfg, "decoder_sparse_step"), "config.json: decoder_sparse_step", 1, 1, 4096, &step,
                            err, err_len)))
     return -EINVAL;
   const cJSON *norm = field(cfg, "norm_topk_prob");
@@ -62,7 +69,7 @@ int hf__moe_config(gguf_build_t *b, const cJSON *cfg, const char *mt, hf_arch_t 
   arch->expert_ff = (int)eff;
   arch->sparse = xmalloc((size_t)arch->n_layers);
   for (int l = 0; l < arch->n_layers; l++) arch->sparse[l] = (l + 1) % step == 0;
-  const cJSON *only = field(cfg, "mlp_only_layers");
+  const cJSON *only = q35moe ? NULL : field(cfg, "mlp_only_layers");
   if (only && !cJSON_IsNull(only) && (mixtral || !cJSON_IsArray(only))) {
     snprintf(err, err_len, "config.json: mlp_only_layers is not a list of layer indices");
     return -EINVAL;
@@ -84,7 +91,8 @@ int hf__moe_config(gguf_build_t *b, const cJSON *cfg, const char *mt, hf_arch_t 
   if (shared > 0) U32("expert_shared_feed_forward_length", shared);
 #undef U32
   snprintf(key, sizeof key, "%s.expert_weights_norm", a);
-  gguf_build_bool(b, key, (mixtral && !gptoss) || cJSON_IsTrue(norm)); /* gpt-oss: a softmax over the k */
+  gguf_build_bool(b, key, (mixtral && !gptoss) || q35moe || cJSON_IsTrue(norm) ||
+                             (next && (!norm || cJSON_IsNull(norm)))); /* gpt-oss: a softmax over the k */
   return 0;
 }
 
@@ -98,10 +106,42 @@ void hf__moe_free(hf_arch_t *a) {
 
 static const char *const KIND[3] = {"gate", "up", "down"};
 
+/* A layer's experts given stacked: mlp.experts.gate_up_proj [E, 2 F, dim]
+ * (each expert's gate rows, then its up rows) or mlp.experts.down_proj
+ * [E, dim, F], checked and counted as every expert of its matrices: 0 (the
+ * caller maps the tensor), or -EINVAL. */
+static int stacked(const st_tensor_t *t, hf_arch_t *a, int layer, const char *rest, int gate_up, char *err,
+                   size_t err_len) {
+  const int64_t F = a->expert_ff, D = a->dim;
+  const int64_t want[3] = {a->n_expert, gate_up ? 2 * F : D, gate_up ? D : F};
+  if (!a->sparse[layer] || t->n_dims != 3 || t->shape[0] != want[0] || t->shape[1] != want[1] ||
+      t->shape[2] != want[2]) {
+    snprintf(err, err_len, "tensor 'model.layers.%d.%.100s': %s", layer, rest,
+             !a->sparse[layer] ? "the layer is dense (mlp_only_layers, decoder_sparse_step)" : "not of the shape "
+             "config.json gives ([num_experts, 2 moe_intermediate_size, hidden_size] for gate_up_proj, "
+             "[num_experts, hidden_size, moe_intermediate_size] for down_proj)");
+    return -EINVAL;
+  }
+  for (int k = gate_up ? 0 : 2; k < (gate_up ? 2 : 3); k++) {
+    struct hf_moe_stack *s = &a->stacks[layer * 3 + k];
+    if (!s->have) s->have = xcalloc((size_t)a->n_expert, 1);
+    if (s->n_have > 0) {
+      snprintf(err, err_len, "tensor 'model.layers.%d.%.100s': the layer's experts are given twice", layer, rest);
+      return -EINVAL;
+    }
+    memset(s->have, 1, (size_t)a->n_expert);
+    s->n_have = a->n_expert;
+  }
+  return 0;
+}
+
 int hf__moe_tensor(gguf_build_t *b, const st_tensor_t *t, hf_arch_t *a, int layer, const char *rest, char *err,
                    size_t err_len) {
   if (!a->n_expert) return 0;
   if (a->gptoss) return hf__gptoss_tensor(b, t, a, layer, rest, err, err_len); /* stacked, transposed */
+  const int gate_up = strcmp(rest, "mlp.experts.gate_up_proj") == 0, down = strcmp(rest, "mlp.experts.down_proj") == 0;
+  if (gate_up || down) /* stacked (transformers 5's Qwen3.5-MoE form): hf_open.c maps it, a view */
+    return stacked(t, a, layer, rest, gate_up, err, err_len);
   int e, at = 0, kind = -1;
   char which[16] = "";
   if (sscanf(rest, "mlp.experts.%d.%15[a-z_].weight%n", &e, which, &at) == 2 && rest[at] == 0) {

@@ -13,7 +13,10 @@
  *   in_proj_b → ssm_beta, conv1d → ssm_conv1d (squeezed to [C, K], F32),
  *   A_log → ssm_a (as −exp(A_log), llama.cpp's), dt_bias → ssm_dt.bias,
  *   norm → ssm_norm, out_proj → ssm_out (value heads kept in Hugging Face's
- *   order: hf_config.c says so in tram.ssm.v_heads_grouped); a Qwen3.5
+ *   order: hf_config.c says so in tram.ssm.v_heads_grouped); qwen3_next's
+ *   in_proj_qkvz → attn_qkv and attn_gate (row copies: split_qkvz),
+ *   in_proj_ba → ssm_ba; mlp.experts.{gate_up,down}_proj (Qwen3.5-MoE's
+ *   stacked experts) → ffn_{gate_up,down}_exps (3-D views); a Qwen3.5
  *   multimodal checkpoint's model.language_model. read as model., its
  *   model.visual. and mtp. tensors skipped (tram runs text, no MTP);
  *   gemma4's per_layer_input_gate → inp_gate, per_layer_projection → proj,
@@ -86,7 +89,7 @@ static cJSON *read_json(const char *dir, const char *name, int *missing, char *e
   return j;
 }
 
-enum { K_MATRIX, K_VECTOR, K_Q, K_K, K_SKIP, K_NEG_EXP, K_CONV, K_STACK };
+enum { K_MATRIX, K_VECTOR, K_Q, K_K, K_SKIP, K_NEG_EXP, K_CONV, K_STACK, K_QKVZ };
 
 /* The GGUF name of Hugging Face tensor `hf` into out, and its kind; -1 when
  * it has none. */
@@ -125,6 +128,10 @@ static int map_name(const char *hf, const hf_arch_t *a, char *out, size_t len) {
       {"linear_attn.dt_bias", "ssm_dt.bias", NULL, K_VECTOR},
       {"linear_attn.norm.weight", "ssm_norm.weight", NULL, K_VECTOR},
       {"linear_attn.out_proj.weight", "ssm_out.weight", NULL, K_MATRIX},
+      {"linear_attn.in_proj_qkvz.weight", "attn_qkv.weight", NULL, K_QKVZ}, /* qwen3_next: and attn_gate */
+      {"linear_attn.in_proj_ba.weight", "ssm_ba.weight", NULL, K_MATRIX},
+      {"mlp.experts.gate_up_proj", "ffn_gate_up_exps.weight", NULL, K_STACK}, /* Qwen3.5-MoE stacked (hf_moe.c) */
+      {"mlp.experts.down_proj", "ffn_down_exps.weight", NULL, K_STACK},
       /* mixtures of experts (the experts themselves: hf_moe.c) */
       {"mlp.gate.weight", "ffn_gate_inp.weight", NULL, K_MATRIX},
       {"mlp.router.weight", "ffn_gate_inp.weight", NULL, K_MATRIX}, /* gpt_oss (its experts: hf_gptoss.c) */
@@ -216,6 +223,44 @@ static void *permuted(gguf_build_t *b, const void *src, int64_t n_rows, int64_t 
   return dst;
 }
 
+/* Qwen3-Next's in_proj_qkvz (t: [Hk (2 dk + 2 r dv), dim], r = Hv / Hk;
+ * per key head g its q, k, r value heads' v, then their z) as llama.cpp's
+ * converter splits it: name (blk.N.attn_qkv.weight) = [q of every head; k
+ * of every head; v of every head], and blk.N.attn_gate.weight = the z
+ * rows, value heads in Hugging Face's grouped order. Two copies the builder
+ * keeps. */
+static int split_qkvz(gguf_build_t *b, const st_tensor_t *t, const hf_arch_t *a, const char *name, char *err,
+                      size_t err_len) {
+  const int64_t hk = a->ssm_hk, r = a->ssm_hk > 0 ? a->ssm_hv / a->ssm_hk : 0, dk = a->ssm_dk, dv = a->ssm_dv;
+  const int64_t per = 2 * dk + 2 * r * dv; /* rows per key head */
+  if (t->n_dims != 2 || r <= 0 || t->shape[0] != hk * per || t->shape[1] <= 0) {
+    snprintf(err, err_len, "tensor '%.100s' is not [linear_num_key_heads (2 linear_key_head_dim + 2 "
+             "linear_value_head_dim linear_num_value_heads / linear_num_key_heads), hidden_size]", t->name);
+    return -EINVAL;
+  }
+  const int64_t rb = (int64_t)(t->nbytes / (uint64_t)t->shape[0]); /* bytes per row */
+  const char *src = t->data;
+  char *qkv = xmalloc((size_t)(hk * (2 * dk + r * dv) * rb)), *z = xmalloc((size_t)(hk * r * dv * rb));
+  gguf_build_keep(b, qkv);
+  gguf_build_keep(b, z);
+  for (int64_t g = 0; g < hk; g++) {
+    const char *grp = src + g * per * rb;
+    memcpy(qkv + g * dk * rb, grp, (size_t)(dk * rb));                                 /* q */
+    memcpy(qkv + (hk * dk + g * dk) * rb, grp + dk * rb, (size_t)(dk * rb));           /* k */
+    memcpy(qkv + (2 * hk * dk + g * r * dv) * rb, grp + 2 * dk * rb, (size_t)(r * dv * rb)); /* v */
+    memcpy(z + g * r * dv * rb, grp + (2 * dk + r * dv) * rb, (size_t)(r * dv * rb));  /* z */
+  }
+  char zname[160];
+  snprintf(zname, sizeof zname, "%.*sattn_gate.weight", (int)(strlen(name) - strlen("attn_qkv.weight")), name);
+  if (gguf_build_tensor(b, name, t->type, 2, (int64_t[]){t->shape[1], hk * (2 * dk + r * dv)}, qkv,
+                        (uint64_t)(hk * (2 * dk + r * dv) * rb)) != 0 ||
+      gguf_build_tensor(b, zname, t->type, 2, (int64_t[]){t->shape[1], hk * r * dv}, z, (uint64_t)(hk * r * dv * rb))) {
+    snprintf(err, err_len, "tensor '%.100s' is not a matrix tram can use", t->name);
+    return -EINVAL;
+  }
+  return 0;
+}
+
 static int add_tensor(gguf_build_t *b, const st_tensor_t *t, hf_arch_t *a, char *err, size_t err_len) {
   char name[160];
   int l, at = 0;
@@ -242,6 +287,7 @@ static int add_tensor(gguf_build_t *b, const st_tensor_t *t, hf_arch_t *a, char 
     const int64_t taps = t->shape[t->n_dims - 1];
     return gguf_build_tensor(b, name, KERN_F32, 2, (int64_t[]){taps, t->shape[0]}, f, (uint64_t)t->n_elems * 4);
   }
+  if (kind == K_QKVZ) return split_qkvz(b, t, a, name, err, err_len);
   if (kind == K_STACK) { /* [n, rows, cols]: a view, GGUF's [cols, rows, n] */
     if (t->n_dims != 3 || gguf_build_tensor(b, name, t->type, 3, (int64_t[]){t->shape[2], t->shape[1], t->shape[0]},
                                             t->data, t->nbytes) != 0) {

@@ -34,6 +34,15 @@
  *          output gate (attn_q holds [q, gate] per head; out · sigmoid(gate))
  *          and partial neox RoPE; RMSNorm weights as stored (llama.cpp adds
  *          Qwen3.5's 1 + w); the paged cache holds only the attention layers.
+ *   qwen35moe qwen35 with every layer's MLP a mixture of experts
+ *          (model/model_moe.h: softmax top-k, renormalised unless
+ *          expert_weights_norm says not) and the sigmoid-gated shared expert
+ *          (ffn_*_shexp, ffn_gate_inp_shexp); no dense MLP width needed.
+ *   qwen3next Qwen3-Next: qwen35moe's blocks with β and α from one matrix
+ *          (ssm_ba [dim, 2 n_v_heads]: per key head, its value heads' β then
+ *          their α), value heads always in Hugging Face's grouped order (its
+ *          converter does not tile them), a dense MLP on the layers without
+ *          a router (mlp_only_layers).
  *   gpt-oss qwen2's attention with an output bias and a learned sink logit
  *          per head (attn_sinks: it joins the softmax's denominator, no
  *          value), sliding (128) and full layers alternating (0, 2, ...
@@ -112,6 +121,8 @@ typedef enum model_arch {
   MODEL_ARCH_QWEN2MOE = 30, /* mixtures of experts (model/model_moe.h); Mixtral is MODEL_ARCH_LLAMA */
   MODEL_ARCH_QWEN3MOE = 31,
   MODEL_ARCH_GPTOSS = 32,   /* gpt-oss: see above */
+  MODEL_ARCH_QWEN35MOE = 33, /* hybrids with experts: see above */
+  MODEL_ARCH_QWEN3NEXT = 34,
 } model_arch_t;
 
 /* The `general.architecture` name of arch ("llama", "qwen2", ...). */
@@ -178,7 +189,7 @@ typedef struct model_hparams {
   float attn_scale;    /* the scores' scale; 0: 1 / sqrt(head_dim) (gemma: see model_hparams.c) */
   float attn_softcap;  /* attn_logit_softcapping; 0: none */
   float final_softcap; /* final_logit_softcapping; 0: none */
-  /* hybrid (qwen35; model_gdn.c): zeros elsewhere */
+  /* hybrid (qwen35, qwen35moe, qwen3next; model_gdn.c): zeros elsewhere */
   int full_attn_interval; /* full_attention_interval: layer l has attention iff (l + 1) % n == 0;
                              0: every layer has (not hybrid) */
   int n_attn_layers;      /* layers with attention: the paged cache's (n_layers when not hybrid) */
@@ -190,12 +201,15 @@ typedef struct model_hparams {
   int ssm_head_v;         /* ssm.inner_size / time_step_rank: a value head's width */
   int ssm_conv_dim;       /* 2 n_k_heads head_k + n_v_heads head_v */
   int ssm_v_tiled;        /* 1: value heads in llama.cpp's tiled order (head h reads key head
-                             h % n_k_heads); 0: Hugging Face's (tram.ssm.v_heads_grouped, hf/) */
+                             h % n_k_heads); 0: Hugging Face's (tram.ssm.v_heads_grouped, hf/;
+                             qwen3next always) */
+  int ssm_ba_fused;       /* 1: β and α from ssm_ba (qwen3next), not ssm_beta and ssm_alpha */
   /* mixture of experts (model/model_moe.h) */
   int n_expert;        /* expert_count; 0: a dense model */
   int n_expert_used;   /* expert_used_count: experts per token (top-k) */
   int expert_ff_dim;   /* expert_feed_forward_length (default feed_forward_length) */
-  int shexp_ff_dim;    /* expert_shared_feed_forward_length: the sigmoid-gated shared expert (qwen2moe); 0: none */
+  int shexp_ff_dim;    /* expert_shared_feed_forward_length: the sigmoid-gated shared expert (qwen2moe,
+                          qwen35moe, qwen3next); 0: none */
   int expert_norm;     /* expert_weights_norm: the top-k weights renormalised to sum 1 */
   /* gemma4 (model_gemma_hparams.c): zeros elsewhere; head_dim, n_kv_heads, rot_dim, rope_base, ff_dim are
      the sliding (or KV-owning) layers' */

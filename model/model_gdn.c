@@ -1,4 +1,5 @@
-/* model/model_gdn.c — the Gated DeltaNet layer of Qwen3.5's hybrid (qwen35;
+/* model/model_gdn.c — the Gated DeltaNet layer of Qwen3.5's hybrid (qwen35,
+ * qwen35moe; Qwen3-Next's, qwen3next;
  * Yang, Kautz, Hatamizadeh, "Gated Delta Networks", 2024; Hugging Face's
  * Qwen3_5GatedDeltaNet), and the geometry of its recurrent state.
  *
@@ -7,7 +8,9 @@
  *   h       = rmsnorm(x) · attn_norm
  *   mix     = h · W_qkvᵀ           [T, 2 Hk dk + Hv dv] (attn_qkv)
  *   z       = h · W_zᵀ             [T, Hv dv]           (attn_gate)
- *   β, α    = h · W_βᵀ, h · W_αᵀ    [T, Hv]              (ssm_beta, ssm_alpha)
+ *   β, α    = h · W_βᵀ, h · W_αᵀ    [T, Hv]              (ssm_beta, ssm_alpha; qwen3next:
+ *             both from h · W_baᵀ [T, Hk, 2 Hv / Hk], per key head its
+ *             value heads' β then their α, ssm_ba)
  *   conv    = silu(causal depthwise conv(mix))  kernel K, the last K - 1
  *             inputs kept in the state (ssm_conv1d)
  *   q, k, v = conv's three parts; q, k L2-normed per head, q / sqrt(dk)
@@ -45,8 +48,16 @@ void model__gdn_layer(const model_t *m, int l, int li, const kv_state_t *state, 
   be->rmsnorm(be, io->h, io->x, w->attn_norm, T, hp->dim, hp->rms_eps);
   be->matmul(be, io->mix, io->h, &w->w_qkv, T);    /* mix [T, conv_dim] */
   be->matmul(be, io->z, io->h, &w->w_z, T);        /* z [T, Hv dv] */
-  be->matmul(be, io->beta, io->h, &w->w_beta, T);  /* beta [T, Hv] */
-  be->matmul(be, io->alpha, io->h, &w->w_alpha, T); /* alpha [T, Hv] */
+  if (hp->ssm_ba_fused) { /* qwen3next: ba [T, Hk, 2 Hv / Hk], per key head its β then its α */
+    const int per = Hv / hp->ssm_n_k_heads;
+    const int64_t rows = (int64_t)T * hp->ssm_n_k_heads;
+    be->matmul(be, io->ba, io->h, &w->w_ba, T);
+    be->copy_cols(be, io->beta, per, io->ba, 2 * per, rows, per);
+    be->copy_cols(be, io->alpha, per, io->ba + per, 2 * per, rows, per);
+  } else {
+    be->matmul(be, io->beta, io->h, &w->w_beta, T);  /* beta [T, Hv] */
+    be->matmul(be, io->alpha, io->h, &w->w_alpha, T); /* alpha [T, Hv] */
+  }
   kern_gdn_args_t *a = &io->args;
   a->state = kv_state_layer(state, li);
   a->slot_stride = state->slot_floats;

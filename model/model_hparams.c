@@ -322,7 +322,17 @@ static const char *const PHI3_KEYS[] = {"rope.scaling.attn_factor", NULL};
 /* The `<arch>.` keys only the qwen35 hybrid reads (read_hybrid). */
 static const char *const QWEN35_KEYS[] = {"ssm.conv_kernel", "ssm.state_size", "ssm.group_count",
                                           "ssm.time_step_rank", "ssm.inner_size", "full_attention_interval",
-                                          "rope.dimension_sections", "nextn_predict_layers", NULL};
+                                          "rope.dimension_sections", "nextn_predict_layers",
+                                          "attention.recurrent_layers", NULL};
+
+/* The `<arch>.` keys the hybrids with experts read: the hybrid's and the
+ * mixture's. */
+static const char *const HYBRID_MOE_KEYS[] = {"ssm.conv_kernel", "ssm.state_size", "ssm.group_count",
+                                              "ssm.time_step_rank", "ssm.inner_size", "full_attention_interval",
+                                              "rope.dimension_sections", "nextn_predict_layers",
+                                              "attention.recurrent_layers", "expert_count",
+                                              "expert_used_count", "expert_feed_forward_length",
+                                              "expert_shared_feed_forward_length", "expert_weights_norm", NULL};
 
 /* The `<arch>.` keys gpt-oss reads: the mixture's and YaRN's. */
 static const char *const GPTOSS_KEYS[] = {"expert_count", "expert_used_count", "expert_feed_forward_length",
@@ -354,6 +364,8 @@ static const struct arch_info {
     {"qwen2moe", "Qwen2MoeForCausalLM", MODEL_ARCH_QWEN2MOE, 1, 1, 0, 0, MODEL_MOE_KEYS, 0},
     {"qwen3moe", "Qwen3MoeForCausalLM", MODEL_ARCH_QWEN3MOE, 1, 0, 1, 0, MODEL_MOE_KEYS, 0},
     {"gpt-oss", "GptOssForCausalLM", MODEL_ARCH_GPTOSS, 1, 1, 0, 0, GPTOSS_KEYS, 0},
+    {"qwen35moe", "Qwen3_5MoeForCausalLM", MODEL_ARCH_QWEN35MOE, 1, 0, 1, 0, HYBRID_MOE_KEYS, 0},
+    {"qwen3next", "Qwen3NextForCausalLM", MODEL_ARCH_QWEN3NEXT, 1, 0, 1, 0, HYBRID_MOE_KEYS, 0},
 };
 #define N_ARCHS (sizeof ARCHS / sizeof ARCHS[0])
 
@@ -417,7 +429,9 @@ static int check_keys(const gguf_ctx_t *g, const char *arch, const char *const *
  * multi-token-prediction layers (nextn_predict_layers > 0) are refused:
  * tram does not run them, and they count in block_count.
  * rope.dimension_sections (M-RoPE's split) changes nothing for text, whose
- * three position components are equal. */
+ * three position components are equal. attention.recurrent_layers (one
+ * boolean per layer, what llama.cpp's converter writes from layer_types)
+ * must be the pattern full_attention_interval gives. */
 static int read_hybrid(const gguf_ctx_t *g, const char *arch, model_hparams_t *hp, char *err, size_t err_len) {
   int inner, nextn;
   int rc = get_int(g, arch, "full_attention_interval", 4, 1, MAX_LAYERS, &hp->full_attn_interval, err, err_len);
@@ -441,11 +455,32 @@ static int read_hybrid(const gguf_ctx_t *g, const char *arch, model_hparams_t *h
     return -EINVAL;
   }
   hp->ssm_head_v = inner / hp->ssm_n_v_heads;
+  hp->ssm_ba_fused = hp->arch == MODEL_ARCH_QWEN3NEXT;
   hp->ssm_conv_dim = 2 * hp->ssm_n_k_heads * hp->ssm_head_k + inner;
   hp->attn_out_gate = 1;
   int64_t grouped = 0; /* hf/'s view keeps Hugging Face's value-head order */
-  hp->ssm_v_tiled = !(gguf_get_i64(g, "tram.ssm.v_heads_grouped", &grouped) == 0 && grouped == 1);
+  hp->ssm_v_tiled = !(gguf_get_i64(g, "tram.ssm.v_heads_grouped", &grouped) == 0 && grouped == 1) &&
+                    hp->arch != MODEL_ARCH_QWEN3NEXT; /* llama.cpp's qwen3next keeps Hugging Face's order */
   hp->n_attn_layers = hp->n_layers / hp->full_attn_interval;
+  char key[128]; /* attention.recurrent_layers (llama.cpp's converter, from layer_types): the same pattern */
+  snprintf(key, sizeof key, "%s.attention.recurrent_layers", arch);
+  const gguf_kv_t *rl = gguf_find_kv(g, key);
+  if (rl && (rl->type != GGUF_TYPE_ARRAY || rl->n != (uint64_t)hp->n_layers)) {
+    snprintf(err, err_len, "key '%s' is not an array of %d booleans (one per layer)", key, hp->n_layers);
+    return -EINVAL;
+  }
+  for (int l = 0; rl && l < hp->n_layers; l++) {
+    int rec;
+    if (gguf_arr_bool(rl, (uint64_t)l, &rec) != 0) {
+      snprintf(err, err_len, "key '%s': element %d is not a boolean", key, l);
+      return -EINVAL;
+    }
+    if (rec != model_layer_recurrent(hp, l)) {
+      snprintf(err, err_len, "key '%s' makes layer %d %s, which full_attention_interval %d does not: tram runs "
+               "attention on every n-th layer only", key, l, rec ? "recurrent" : "attention", hp->full_attn_interval);
+      return -EINVAL;
+    }
+  }
   if (hp->n_attn_layers < 1) {
     snprintf(err, err_len, "key '%s.full_attention_interval' is %d for %d layers: no attention layer", arch,
              hp->full_attn_interval, hp->n_layers);
@@ -468,7 +503,7 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   if (!ai) {
     snprintf(err, err_len,
              "unsupported architecture \"%.*s\" (general.architecture): tram runs llama, qwen2, qwen3, "
-             "gemma2, gemma3, gemma4, phi3, smollm3, qwen35, qwen2moe, qwen3moe and gpt-oss",
+             "gemma2, gemma3, gemma4, phi3, smollm3, qwen35, qwen35moe, qwen3next, qwen2moe, qwen3moe and gpt-oss",
              (int)(a.len > 40 ? 40 : a.len), a.ptr);
     return -EINVAL;
   }
@@ -480,12 +515,18 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
   int rc = check_keys(g, arch, ai->extra_keys, err, err_len);
   if (rc != 0) return rc;
   const int per_layer = ai->arch == MODEL_ARCH_GEMMA4; /* MLP widths and KV heads may be per layer */
+  const int hybrid = ai->arch == MODEL_ARCH_QWEN35 || ai->extra_keys == HYBRID_MOE_KEYS;
 
   rc = get_int(g, arch, "block_count", -1, 1, MAX_LAYERS, &hp->n_layers, err, err_len);
   if (rc == 0) rc = get_int(g, arch, "embedding_length", -1, 1, MAX_DIM, &hp->dim, err, err_len);
-  if (rc == 0) rc = get_layer_int(g, arch, "feed_forward_length", -1, 1, MAX_DIM, per_layer, &hp->ff_dim, err, err_len);
+  /* qwen35moe: no dense MLP, no feed_forward_length (0: every layer must have a router) */
+  const int no_dense = ai->arch == MODEL_ARCH_QWEN35MOE;
+  if (rc == 0)
+    rc = get_layer_int(g, arch, "feed_forward_length", no_dense ? 0 : -1, no_dense ? 0 : 1, MAX_DIM, per_layer,
+                       &hp->ff_dim, err, err_len);
   if (rc == 0) rc = model__moe_hparams(g, arch, ai->arch != MODEL_ARCH_LLAMA && ai->extra_keys != NULL &&
-                                                   (ai->extra_keys == MODEL_MOE_KEYS || ai->extra_keys == GPTOSS_KEYS),
+                                                   (ai->extra_keys == MODEL_MOE_KEYS || ai->extra_keys == GPTOSS_KEYS ||
+                                                    ai->extra_keys == HYBRID_MOE_KEYS),
                                        hp, err, err_len);
   if (rc == 0) rc = get_int(g, arch, "attention.head_count", -1, 1, MAX_HEADS, &hp->n_heads, err, err_len);
   if (rc == 0)
@@ -546,7 +587,7 @@ int model__hparams_read(const gguf_ctx_t *g, model_hparams_t *hp, float **inv_fr
 
   if (ai->gemma) rc = model__gemma_hparams(g, arch, ai->gemma, hp, err, err_len);
   hp->n_attn_layers = hp->n_layers;
-  if (rc == 0 && ai->arch == MODEL_ARCH_QWEN35) rc = read_hybrid(g, arch, hp, err, err_len);
+  if (rc == 0 && hybrid) rc = read_hybrid(g, arch, hp, err, err_len);
   if (rc != 0) return rc;
   if (ai->arch == MODEL_ARCH_SMOLLM3) hp->no_rope_step = 4; /* llama.cpp's n_no_rope_layer_step: no key */
   if (ai->arch == MODEL_ARCH_GPTOSS) { /* what llama.cpp fixes for gpt-oss, with no key */

@@ -30,6 +30,8 @@ typedef struct model_layer {
   kern_weight_t w_z;     /* [n_v_heads head_v, dim] attn_gate: the output norm's gate */
   kern_weight_t w_beta;  /* [n_v_heads, dim] ssm_beta */
   kern_weight_t w_alpha; /* [n_v_heads, dim] ssm_alpha */
+  kern_weight_t w_ba;    /* [2 n_v_heads, dim] ssm_ba (qwen3next, instead of the two above): per key head,
+                            its n_v_heads / n_k_heads β rows then as many α rows */
   kern_weight_t w_ssm_out; /* [dim, n_v_heads head_v] ssm_out */
   float *conv_w;         /* [ssm_conv_dim, conv_kernel] ssm_conv1d */
   float *a_neg;          /* [n_v_heads] ssm_a: -exp(A_log) */
@@ -163,6 +165,7 @@ typedef struct model_gdn_io {
   float *z;      /* [T, n_v_heads head_v] */
   float *alpha;  /* [T, n_v_heads] */
   float *beta;   /* [T, n_v_heads] */
+  float *ba;     /* [T, n_k_heads, 2 n_v_heads / n_k_heads] qwen3next's fused β, α; NULL elsewhere */
   float *o;      /* [T, n_v_heads head_v] the rule's output, normed and gated in place */
   float *proj;   /* [T, dim] */
   kern_gdn_args_t args; /* the step's sequences and slots; state set per layer */

@@ -28,6 +28,7 @@
  *   blk.N.attn_qkv.weight      [dim, ssm_conv_dim]
  *   blk.N.attn_gate.weight     [dim, n_v_heads head_v]
  *   blk.N.ssm_alpha.weight, blk.N.ssm_beta.weight [dim, n_v_heads]
+ *   blk.N.ssm_ba.weight        [dim, 2 n_v_heads]   qwen3next, for the two above
  *   blk.N.ssm_conv1d.weight    [conv_kernel, ssm_conv_dim]   F32
  *   blk.N.ssm_a, blk.N.ssm_dt.bias [n_v_heads]               F32
  *   blk.N.ssm_norm.weight      [head_v]                      F32
@@ -37,7 +38,8 @@
  *                                                    instead of ffn_{gate,up,down}; or per expert E
  *                                                    blk.N.ffn_{gate,up}.E.weight [dim, expert_ff], ffn_down.E
  *   blk.N.ffn_{gate,up}_shexp.weight [dim, shexp_ff], ffn_down_shexp [shexp_ff, dim],
- *   blk.N.ffn_gate_inp_shexp.weight [dim]            qwen2moe's shared expert
+ *   blk.N.ffn_gate_inp_shexp.weight [dim]            the shared expert (qwen2moe, qwen35moe, qwen3next);
+ *   a hybrid's Gated DeltaNet layers carry the MLP (dense or sparse) too
  *   gpt-oss: blk.N.attn_{q,k,v,output}.bias, blk.N.attn_sinks.weight [n_heads] F32,
  *   blk.N.post_attention_norm.weight (the MLP's input norm, for ffn_norm), blk.N.ffn_gate_inp.bias
  *   [n_expert], blk.N.ffn_{gate,up}_exps.bias [expert_ff, n_expert], ffn_down_exps.bias [dim, n_expert]
@@ -230,6 +232,8 @@ int model__load_host(loader_t *ld, const char *name, int64_t n, float *out, int 
 
 int model__load_scalar(loader_t *ld, const char *name, float *out) { return model__load_host(ld, name, 1, out, 1); }
 
+static int load_mlp(loader_t *ld, int l, model_layer_t *L);
+
 /* A hybrid's Gated DeltaNet layer (model_gdn.c): its token mixer, then the
  * MLP with post_attention_norm as its input norm (qwen35's naming). */
 static int load_recurrent(loader_t *ld, int l) {
@@ -241,17 +245,19 @@ static int load_recurrent(loader_t *ld, int l) {
   int rc = load_vector(ld, NAME("attn_norm.weight"), hp->dim, &L->attn_norm, 1);
   if (rc == 0) rc = load_matrix(ld, NAME("attn_qkv.weight"), hp->ssm_conv_dim, hp->dim, &L->w_qkv);
   if (rc == 0) rc = load_matrix(ld, NAME("attn_gate.weight"), vd, hp->dim, &L->w_z);
-  if (rc == 0) rc = load_matrix(ld, NAME("ssm_beta.weight"), hv, hp->dim, &L->w_beta);
-  if (rc == 0) rc = load_matrix(ld, NAME("ssm_alpha.weight"), hv, hp->dim, &L->w_alpha);
+  if (rc == 0 && hp->ssm_ba_fused) { /* qwen3next: [β, α] per key head in one matrix */
+    rc = load_matrix(ld, NAME("ssm_ba.weight"), 2 * hv, hp->dim, &L->w_ba);
+  } else {
+    if (rc == 0) rc = load_matrix(ld, NAME("ssm_beta.weight"), hv, hp->dim, &L->w_beta);
+    if (rc == 0) rc = load_matrix(ld, NAME("ssm_alpha.weight"), hv, hp->dim, &L->w_alpha);
+  }
   if (rc == 0) rc = load_f32(ld, NAME("ssm_conv1d.weight"), hp->ssm_conv_kernel, hp->ssm_conv_dim, &L->conv_w, 1);
   if (rc == 0) rc = load_vector(ld, NAME("ssm_a"), hv, &L->a_neg, 1);
   if (rc == 0) rc = load_vector(ld, NAME("ssm_dt.bias"), hv, &L->dt_bias, 1);
   if (rc == 0) rc = load_vector(ld, NAME("ssm_norm.weight"), hp->ssm_head_v, &L->ssm_norm, 1);
   if (rc == 0) rc = load_matrix(ld, NAME("ssm_out.weight"), hp->dim, vd, &L->w_ssm_out);
   if (rc == 0) rc = load_vector(ld, NAME("post_attention_norm.weight"), hp->dim, &L->ffn_norm, 1);
-  if (rc == 0) rc = load_matrix(ld, NAME("ffn_gate.weight"), hp->ff_dim, hp->dim, &L->w_gate);
-  if (rc == 0) rc = load_matrix(ld, NAME("ffn_up.weight"), hp->ff_dim, hp->dim, &L->w_up);
-  if (rc == 0) rc = load_matrix(ld, NAME("ffn_down.weight"), hp->dim, hp->ff_dim, &L->w_down);
+  if (rc == 0) rc = load_mlp(ld, l, L);
 #undef NAME
   return rc;
 }
@@ -387,20 +393,33 @@ static int load_layer(loader_t *ld, int l) {
   const int post = hp->attn_out_gate || hp->arch == MODEL_ARCH_GPTOSS;
   if (rc == 0) rc = load_vector(ld, post ? NAME("post_attention_norm.weight") : NAME("ffn_norm.weight"), hp->dim,
                                 &L->ffn_norm, 1);
-  if (rc == 0 && hp->n_expert > 0 && gguf_find_tensor(ld->m->gguf, NAME("ffn_gate_inp.weight"))) {
-    rc = load_moe(ld, l, L); /* a sparse layer; without a router, a dense one (mlp_only_layers) */
-  } else if (rc == 0 && hp->fused) { /* phi3: ffn_up = [Wgate; Wup] */
-    rc = load_rows(ld, NAME("ffn_up.weight"), 2 * (int64_t)hp->ff_dim, hp->dim, 0, hp->ff_dim, &L->w_gate);
-    if (rc == 0) rc = load_rows(ld, name, 2 * (int64_t)hp->ff_dim, hp->dim, hp->ff_dim, hp->ff_dim, &L->w_up);
-  } else {
-    if (rc == 0) rc = load_matrix(ld, NAME("ffn_gate.weight"), hp->ff_dim, hp->dim, &L->w_gate);
-    if (rc == 0) rc = load_matrix(ld, NAME("ffn_up.weight"), hp->ff_dim, hp->dim, &L->w_up);
-  }
-  if (rc == 0 && !L->moe) rc = load_matrix(ld, NAME("ffn_down.weight"), hp->dim, hp->ff_dim, &L->w_down);
+  if (rc == 0) rc = load_mlp(ld, l, L);
   if (rc == 0 && hp->post_norms) {
     rc = load_vector(ld, NAME("post_attention_norm.weight"), hp->dim, &L->post_attn_norm, 1);
     if (rc == 0) rc = load_vector(ld, NAME("post_ffw_norm.weight"), hp->dim, &L->post_ffn_norm, 1);
   }
+#undef NAME
+  return rc;
+}
+
+/* Layer l's MLP: a sparse layer's experts (a router present), else the
+ * dense MLP (mlp_only_layers); a model without a dense width (ff_dim 0:
+ * qwen35moe) needs the router on every layer. */
+static int load_mlp(loader_t *ld, int l, model_layer_t *L) {
+  const model_hparams_t *hp = &ld->m->hp;
+  char name[64];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
+  if (hp->n_expert > 0 && (hp->ff_dim == 0 || gguf_find_tensor(ld->m->gguf, NAME("ffn_gate_inp.weight"))))
+    return load_moe(ld, l, L);
+  int rc = 0;
+  if (hp->fused) { /* phi3: ffn_up = [Wgate; Wup] */
+    rc = load_rows(ld, NAME("ffn_up.weight"), 2 * (int64_t)hp->ff_dim, hp->dim, 0, hp->ff_dim, &L->w_gate);
+    if (rc == 0) rc = load_rows(ld, name, 2 * (int64_t)hp->ff_dim, hp->dim, hp->ff_dim, hp->ff_dim, &L->w_up);
+  } else {
+    rc = load_matrix(ld, NAME("ffn_gate.weight"), hp->ff_dim, hp->dim, &L->w_gate);
+    if (rc == 0) rc = load_matrix(ld, NAME("ffn_up.weight"), hp->ff_dim, hp->dim, &L->w_up);
+  }
+  if (rc == 0) rc = load_matrix(ld, NAME("ffn_down.weight"), hp->dim, hp->ff_dim, &L->w_down);
 #undef NAME
   return rc;
 }
@@ -607,6 +626,7 @@ void model_destroy(model_t *m) {
       release(be, &L->w_z);
       release(be, &L->w_beta);
       release(be, &L->w_alpha);
+      release(be, &L->w_ba);
       release(be, &L->w_ssm_out);
       be->free(be, L->conv_w);
       be->free(be, L->a_neg);

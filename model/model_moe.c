@@ -70,9 +70,10 @@ int model__moe_hparams(const gguf_ctx_t *g, const char *arch, int sparse, model_
     }
     hp->expert_norm = b != 0;
   }
-  if (hp->shexp_ff_dim > 0 && hp->arch != MODEL_ARCH_QWEN2MOE) {
-    snprintf(err, err_len, "key '%s.expert_shared_feed_forward_length': tram runs a shared expert for qwen2moe only",
-             arch);
+  if (hp->shexp_ff_dim > 0 && hp->arch != MODEL_ARCH_QWEN2MOE && hp->arch != MODEL_ARCH_QWEN35MOE &&
+      hp->arch != MODEL_ARCH_QWEN3NEXT) {
+    snprintf(err, err_len, "key '%s.expert_shared_feed_forward_length': tram runs a shared expert for qwen2moe, "
+             "qwen35moe and qwen3next only", arch);
     return -EINVAL;
   }
   return 0;

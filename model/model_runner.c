@@ -140,7 +140,8 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
   ALLOC(r->k, T * hp->kv_dim * f);
   ALLOC(r->v, T * hp->kv_dim * f);
   ALLOC(r->att, T * hp->q_dim * f);
-  const size_t ff = (size_t)(hp->ff_dim_shared > hp->ff_dim ? hp->ff_dim_shared : hp->ff_dim); /* the widest MLP */
+  size_t ff = (size_t)(hp->ff_dim_shared > hp->ff_dim ? hp->ff_dim_shared : hp->ff_dim); /* the widest MLP */
+  if (ff == 0) ff = 1; /* qwen35moe: no dense MLP (its experts' buffers are model_moe.c's) */
   ALLOC(r->gate, T * ff * f);
   ALLOC(r->up, T * ff * f);
   if (hp->attn_out_gate) {
@@ -156,6 +157,7 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
     ALLOC(g->alpha, T * hv * f);
     ALLOC(g->beta, T * hv * f);
     ALLOC(g->o, T * vd * f);
+    if (hp->ssm_ba_fused) ALLOC(g->ba, T * 2 * hv * f);
     ALLOC(r->seq_rows, ((size_t)cfg->max_seqs + 1) * sizeof(int32_t));
     ALLOC(r->seq_slots, (size_t)cfg->max_seqs * sizeof(int32_t));
     ALLOC(r->seq_keep, (size_t)cfg->max_seqs * sizeof(int32_t));
@@ -219,7 +221,7 @@ void model_runner_destroy(model_runner_t *r) {
                   r->proj,     r->q,        r->k,        r->v,         r->att,      r->gate,
                   r->up,       r->xl,       r->logits,   r->samp_rows, r->samp_outs, r->samp_ops,
                   r->qg,       r->ag,       r->gdn.mix,  r->gdn.conv,  r->gdn.z,    r->gdn.alpha,
-                  r->gdn.beta, r->gdn.o,    r->seq_rows, r->seq_slots, r->seq_keep};
+                  r->gdn.beta, r->gdn.o,    r->gdn.ba,   r->seq_rows, r->seq_slots, r->seq_keep};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(be, bufs[i]);
   model__gemma4_io_free(be, &r->g4);
   for (int i = 0; r->graphs && be->graph_destroy && i < r->gp.n_rows * r->gp.n_keys; i++)

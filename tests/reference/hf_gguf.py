@@ -35,7 +35,8 @@ def hparams(path, arch, cfg):
     w.add_block_count(cfg["num_hidden_layers"])
     w.add_context_length(cfg["max_position_embeddings"])
     w.add_embedding_length(cfg["hidden_size"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
+    if cfg.get("intermediate_size") is not None:  # find_hparam(optional): Qwen3.5-MoE has none
+        w.add_feed_forward_length(cfg["intermediate_size"])
     w.add_head_count(cfg["num_attention_heads"])
     w.add_head_count_kv(cfg["num_key_value_heads"])
     if cfg.get("head_dim"):

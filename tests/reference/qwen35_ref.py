@@ -17,6 +17,19 @@ reference shares no layout with tram's C code.
     Qwen35Ref(hf_dir).forward(ids)        -> [len, vocab] float64 logits
     Qwen35Ref(hf_dir).forward(ids, chunk) -> the same, the state carried
                                              across chunks of `chunk` tokens
+
+The mixture-of-experts forms (qwen3_5_moe_text, qwen3_next), from
+transformers' Qwen3_5MoeSparseMoeBlock / Qwen3NextSparseMoeBlock (that is,
+Qwen2MoeSparseMoeBlock): p = softmax(h · W_gateᵀ) over all experts, the
+top k (num_experts_per_tok) with their p, divided by their sum (Qwen3.5-MoE
+always; Qwen3-Next when norm_topk_prob, default true), each expert
+down(silu(gate(h)) · up(h)) weighted and summed, plus sigmoid(h ·
+w_shared_gate) · shared_expert(h); a layer of mlp_only_layers (or off
+decoder_sparse_step) keeps the dense MLP. Qwen3-Next's linear layer fuses
+its projections (Qwen3NextGatedDeltaNet.fix_query_key_value_ordering):
+in_proj_qkvz's rows per key head g are [q_g, k_g, v of its r = Hv / Hk
+value heads, z of them], in_proj_ba's are [β of its r value heads, α of
+them]; the rest of the block is Qwen3.5's.
 """
 import json
 import pathlib
@@ -61,6 +74,54 @@ class Qwen35Ref:
         self.Hk, self.Hv = c["linear_num_key_heads"], c["linear_num_value_heads"]
         self.dk, self.dv = c["linear_key_head_dim"], c["linear_value_head_dim"]
         self.K = c["linear_conv_kernel_dim"]
+        self.k_used = c.get("num_experts_per_tok", 0)
+        self.renorm = c["model_type"] != "qwen3_next" or c.get("norm_topk_prob", True)
+        self.trace = {}  # layer prefix -> the expert ids (T, k) of the last chunk's rows
+
+    def projections(self, p, x):
+        """mix [T, C] = [q of every key head, k of every key head, v], z [T, Hv, dv], b, a [T, Hv]."""
+        T = x.shape[0]
+        if p + "in_proj_qkvz.weight" not in self.w:
+            return (x @ self.W(p + "in_proj_qkv.weight").T,
+                    (x @ self.W(p + "in_proj_z.weight").T).reshape(T, self.Hv, self.dv),
+                    x @ self.W(p + "in_proj_b.weight").T, x @ self.W(p + "in_proj_a.weight").T)
+        r = self.Hv // self.Hk
+        qkvz = (x @ self.W(p + "in_proj_qkvz.weight").T).reshape(T, self.Hk, -1)
+        q, k = qkvz[..., :self.dk], qkvz[..., self.dk:2 * self.dk]
+        v, z = qkvz[..., 2 * self.dk:2 * self.dk + r * self.dv], qkvz[..., 2 * self.dk + r * self.dv:]
+        ba = (x @ self.W(p + "in_proj_ba.weight").T).reshape(T, self.Hk, 2 * r)
+        mix = np.concatenate([q.reshape(T, -1), k.reshape(T, -1), v.reshape(T, -1)], axis=1)
+        return mix, z.reshape(T, self.Hv, self.dv), ba[..., :r].reshape(T, -1), ba[..., r:].reshape(T, -1)
+
+    def expert(self, p, e):
+        """Expert e's (gate, up, down) matrices: one tensor each, or slices of the stacked ones."""
+        if p + "experts.gate_up_proj" in self.w:
+            gu = self.W(p + "experts.gate_up_proj")[e]
+            f = gu.shape[0] // 2
+            return gu[:f], gu[f:], self.W(p + "experts.down_proj")[e]
+        return tuple(self.W(p + f"experts.{e}.{m}_proj.weight") for m in ("gate", "up", "down"))
+
+    def mlp(self, p, h):
+        if p + "gate.weight" not in self.w:  # a dense layer
+            return (silu(h @ self.W(p + "gate_proj.weight").T) * (h @ self.W(p + "up_proj.weight").T)) @ \
+                self.W(p + "down_proj.weight").T
+        logits = h @ self.W(p + "gate.weight").T
+        probs = np.exp(logits - logits.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        ids = np.argsort(-probs, axis=1, kind="stable")[:, :self.k_used]
+        self.trace[p] = ids
+        w = np.take_along_axis(probs, ids, axis=1)
+        if self.renorm:
+            w = w / w.sum(-1, keepdims=True)
+        out = np.zeros_like(h)
+        for t in range(h.shape[0]):
+            for e, we in zip(ids[t], w[t]):
+                g, u, d = self.expert(p, e)
+                out[t] += we * (d @ (silu(g @ h[t]) * (u @ h[t])))
+        sh = p + "shared_expert."
+        shared = (silu(h @ self.W(sh + "gate_proj.weight").T) * (h @ self.W(sh + "up_proj.weight").T)) @ \
+            self.W(sh + "down_proj.weight").T
+        return out + sigmoid(h @ self.W(p + "shared_expert_gate.weight").T) * shared
 
     def W(self, name):
         return self.w[name]
@@ -102,10 +163,7 @@ class Qwen35Ref:
 
     def deltanet(self, p, x, st):
         T = x.shape[0]
-        mix = x @ self.W(p + "in_proj_qkv.weight").T  # [T, C]
-        z = (x @ self.W(p + "in_proj_z.weight").T).reshape(T, self.Hv, self.dv)
-        b = x @ self.W(p + "in_proj_b.weight").T
-        a = x @ self.W(p + "in_proj_a.weight").T
+        mix, z, b, a = self.projections(p, x)  # mix [T, C]
         C = mix.shape[1]
         w = self.W(p + "conv1d.weight").reshape(C, self.K)
         hist = st.get("conv", np.zeros((self.K - 1, C)))  # the inputs before this chunk
@@ -152,9 +210,7 @@ class Qwen35Ref:
                 else:
                     x = x + self.attention(p + "self_attn.", h, pos, states[l])
                 h = self.norm1(x, p + "post_attention_layernorm.weight")
-                gate = h @ self.W(p + "mlp.gate_proj.weight").T
-                up = h @ self.W(p + "mlp.up_proj.weight").T
-                x = x + (silu(gate) * up) @ self.W(p + "mlp.down_proj.weight").T
+                x = x + self.mlp(p + "mlp.", h)
             x = self.norm1(x, "model.norm.weight")
             head = self.w.get("lm_head.weight", self.W("model.embed_tokens.weight"))
             out.append(x @ head.T)

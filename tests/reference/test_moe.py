@@ -268,7 +268,7 @@ GGUF_REFUSALS = {
                         "llama.expert_used_count' is 9, outside 1..8"),
     "no_expert_count": ("qwen3_moe", dict(drop_keys=["expert_count"]), "qwen3moe.expert_count' is missing"),
     "shared_on_qwen3": ("qwen3_moe", dict(extra_keys=[("expert_shared_feed_forward_length", 8)]),
-                        "shared expert for qwen2moe only"),
+                        "shared expert for qwen2moe, qwen35moe and qwen3next only"),
     "seven_experts": ("qwen3_moe", dict(edit=drop_expert), "blk.0.ffn_down_exps.weight' has shape [32, 48, 7]"),
     "apart_missing_one": ("mixtral", dict(apart=True, edit=lambda t: t.pop("blk.1.ffn_up.5.weight")),
                           "tensor 'blk.1.ffn_up.5.weight' is missing"),

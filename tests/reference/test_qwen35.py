@@ -29,6 +29,7 @@ import pytest
 from gguf_copy import finish, open_copy
 from qwen35_gguf import write_gguf
 from qwen35_ref import Qwen35Ref
+from hybrid_checks import chunks_are_whole, greedy_is, mixed_steps_are_solo, prefix_hit_is_whole
 from test_forward import run_plan
 
 HF = pathlib.Path(__file__).resolve().parent / "data" / "qwen35-tiny"
@@ -84,28 +85,11 @@ def test_gguf_and_hf_forms_agree(tool, tmp_path, expected, gguf_path):
 
 
 def test_greedy_is_transformers(tool, tmp_path, expected, gguf_path):
-    """transformers' generate (its cached recurrent decode) against tram's
-    forward, one token at a time on the decode path."""
-    for prompt, _, greedy in expected:
-        seq = list(prompt)
-        for want in greedy:
-            got = run(tool, tmp_path, gguf_path, [seq])[0]
-            assert int(got[-1].argmax()) == want
-            seq.append(want)
+    greedy_is(lambda *a, **k: run(tool, tmp_path, *a, **k), gguf_path, expected)
 
 
 def test_chunked_prefill_and_decode_are_the_whole_prompt(tool, tmp_path, expected, gguf_path):
-    seqs = [p for p, _, _ in expected]
-    whole = run(tool, tmp_path, gguf_path, seqs)
-    n = [len(s) for s in seqs]
-    one_by_one = [[1 if t < k else 0 for k in n] for t in range(max(n))]  # every step a decode
-    chunks = [[min(7, max(0, k - 7 * t)) for k in n] for t in range((max(n) + 6) // 7)]
-    mixed = [[n[0], 3, 1], [0, n[1] - 3, 20], [0, 0, n[2] - 21]]  # a prefill beside decodes and chunks
-    for steps in (one_by_one, chunks, mixed):
-        steps = [s for s in steps if sum(s) > 0]
-        got = run(tool, tmp_path, gguf_path, seqs, steps=steps, block_size=4)
-        for g, w in zip(got, whole):
-            assert np.array_equal(g, w)
+    chunks_are_whole(lambda *a, **k: run(tool, tmp_path, *a, **k), gguf_path, [p for p, _, _ in expected])
 
 
 @pytest.mark.parametrize("form", ["gguf", "hf"])
@@ -141,15 +125,7 @@ def test_prefix_cache_hit_is_the_whole_prompt(tool, tmp_path, gguf_path, form):
     and computes only its own 13 tokens (in a chunk and decodes, beside a's
     tail): every row bit-identical to b computed alone from its first token."""
     model = gguf_path if form == "gguf" else HF
-    rng = np.random.default_rng(31)
-    shared = rng.integers(0, 98, 32).tolist()
-    a, b = shared + rng.integers(0, 98, 9).tolist(), shared + rng.integers(0, 98, 13).tolist()
-    alone = run(tool, tmp_path, model, [b], block_size=16)[0]
-    steps = [[20, 0], [12, 0], [5, 10], [4, 1], [0, 1], [0, 1]]
-    got = run(tool, tmp_path, model, [a, b], steps=steps, block_size=16, prefix=[[1, 0, 32]])
-    assert np.array_equal(got[1][32:], alone[32:])
-    assert not got[1][:32].any()  # the shared rows were not computed for b
-    assert np.array_equal(got[0], run(tool, tmp_path, model, [a], block_size=16)[0])
+    a, b = prefix_hit_is_whole(lambda *x, **k: run(tool, tmp_path, *x, **k), model, 31)
     # b starting before a has computed the shared tokens finds nothing cached: refused, not computed wrong
     plan = {"model": str(model), "seqs": [a, b], "out": str(tmp_path / "x.f32"), "block_size": 16,
             "prefix": [[1, 0, 32]], "steps": [[20, 0], [0, 10], [21, 0], [0, 3]]}
@@ -159,24 +135,7 @@ def test_prefix_cache_hit_is_the_whole_prompt(tool, tmp_path, gguf_path, form):
 
 
 def test_32_sequences_are_their_solo_runs(tool, tmp_path, gguf_path):
-    rng = np.random.default_rng(32)
-    seqs = [rng.integers(0, 98, int(rng.integers(3, 30))).tolist() for _ in range(32)]
-    solo = [run(tool, tmp_path, gguf_path, [s])[0] for s in seqs[:8]]  # a sample of solo runs
-    steps, done = [], [0] * 32
-    while any(d < len(s) for d, s in zip(done, seqs)):  # each step: some prefill chunks, some decodes, some idle
-        row = []
-        for i, s in enumerate(seqs):
-            k = min(int(rng.integers(0, 6)), len(s) - done[i])
-            row.append(k)
-            done[i] += k
-        if sum(row):
-            steps.append(row)
-    together = run(tool, tmp_path, gguf_path, seqs, steps=steps, block_size=4, shuffle_seed=5)
-    for g, w in zip(together[:8], solo):
-        assert np.array_equal(g, w)
-    whole = run(tool, tmp_path, gguf_path, seqs)  # and all 32 at once, whole
-    for g, w in zip(together, whole):
-        assert np.array_equal(g, w)
+    mixed_steps_are_solo(lambda *a, **k: run(tool, tmp_path, *a, **k), gguf_path, 32, 8, 32)
 
 
 def test_mtp_layers_and_bad_keys_are_refused(tool, tmp_path, gguf_path):

@@ -42,7 +42,7 @@ static void wrong_shapes(void **state) {
 static void unsupported_types_and_archs(void **state) {
   (void)state;
   expect_error(&(tiny_t){.arch = "gpt2"}, "unsupported architecture \"gpt2\" (general.architecture)");
-  expect_error(&(tiny_t){.arch = "mamba"}, "tram runs llama, qwen2, qwen3, gemma2, gemma3, gemma4, phi3, smollm3, qwen35, qwen2moe, qwen3moe and gpt-oss");
+  expect_error(&(tiny_t){.arch = "mamba"}, "tram runs llama, qwen2, qwen3, gemma2, gemma3, gemma4, phi3, smollm3, qwen35, qwen35moe, qwen3next, qwen2moe, qwen3moe and gpt-oss");
   /* gemma4 (llama.cpp's keys): the per-layer types are required */
   expect_error(&(tiny_t){.arch = "gemma4"}, "key 'gemma4.attention.sliding_window_pattern' is missing (want one bool per layer");
   /* qwen3: per-head Q/K norms are required, of head_dim */
