@@ -70,3 +70,19 @@ def test_prefix_hit_and_concurrency_are_the_scratch_answers(server, scratch):
     # 10 blocks of 16 tokens hold at most two of these sequences at their ends: some were preempted, and
     # some found the shared prefix's state
     assert all(server.metric(k) > before[k] for k in keys)
+
+
+def test_ngram_speculation_is_plain_decoding(server, fam, tmp_path):
+    """Speculative decoding with a hybrid-with-experts target (the GDN kernels keep each verified row's state,
+    test_qwen35_spec.py): greedy tokens and logprobs equal the plain server's on prompts that repeat a motif,
+    and drafts were verified (vllm:spec_decode_num_draft_tokens_total grew)."""
+    rng = np.random.default_rng(47)
+    prompts = [rng.integers(0, 96, int(rng.integers(2, 6))).tolist() * 6 for _ in range(4)]
+    srv = tram_server.start(tmp_path, "--max-seqs", "4", "--block-size", "16", "--kv-cache-blocks", "32",
+                            "--speculative", "ngram", "--num-speculative-tokens", "4", model=DATA / fam)
+    try:
+        for p in prompts:
+            assert create(srv, p, max_tokens=24)[:2] == create(server, p, max_tokens=24)[:2]
+        assert srv.metric("vllm:spec_decode_num_draft_tokens_total") > 0
+    finally:
+        assert srv.stop() == 0
