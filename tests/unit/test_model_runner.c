@@ -395,7 +395,9 @@ static void sim_weight_release(kern_backend_t *be, kern_weight_t *w) {
  * (rmsnorm_matmul, simulated as its two operations). */
 static void joined_projections_same_bits(void **state) {
   (void)state;
-  static int32_t a[80], b[8] = {6, 5, 3, 5, 8, 9, 7, 9}, c[6] = {9, 7, 9, 3, 2, 3};
+  /* a: 73 tokens, b: 9, c: 7 over the steps */
+  static const int32_t b[9] = {6, 5, 3, 5, 8, 9, 7, 9, 3}, c[7] = {9, 7, 9, 3, 2, 3, 8};
+  static int32_t a[80];
   for (int i = 0; i < 80; i++) a[i] = (i * 7 + 3) % VOCAB;
   const int32_t *toks[3] = {a, b, c};
   static const int steps[][3] = {{70, 3, 0}, {1, 1, 4}, {1, 1, 1}, {0, 4, 1}, {1, 0, 1}};
