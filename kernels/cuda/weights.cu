@@ -114,11 +114,17 @@ int kern_cuda__weight_join(kern_backend_t *be, kern_weight_t *out, kern_weight_t
   kern_join_plan_t p;
   char why[160];
   int rc = kern_join_plan(&p, (const kern_weight_t *const *)parts, n, why, sizeof why);
-  for (int i = 0; rc == 0 && i < n; i++)
+  for (int i = 0; rc == 0 && i < n; i++) {
     if (!parts[i]->impl || parts[i]->packed) {
       snprintf(why, sizeof why, "part %d is %s", i, parts[i]->impl ? "joined already" : "not prepared");
       rc = -EINVAL;
     }
+    for (int j = 0; rc == 0 && j < i; j++)
+      if (parts[j]->impl == parts[i]->impl) { /* its matrix would be freed twice */
+        snprintf(why, sizeof why, "part %d is part %d again", i, j);
+        rc = -EINVAL;
+      }
+  }
   if (rc != 0) {
     log_error("weight_join: %s", why);
     return rc;

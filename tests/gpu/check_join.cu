@@ -244,6 +244,10 @@ void gt_check_join(gt_t *t) {
     const int rc = be->weight_join(be, &out, two, 2);
     gt_result(t, "weight_join of 256- and 512-wide parts refused", rc == -EINVAL && a.impl == ia && b.impl == ib,
               "returned %d", rc);
+    kern_weight_t *twice[2] = {&a, &a};
+    const int rc2 = be->weight_join(be, &out, twice, 2);
+    gt_result(t, "weight_join of one weight twice refused", rc2 == -EINVAL && a.impl == ia && !a.packed,
+              "returned %d", rc2);
     be->weight_release(be, &a);
     be->weight_release(be, &b);
   } else {
