@@ -298,7 +298,7 @@ $(BUILD)/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(LIB) $(LLHTTP_LIB)
 # machine); empty, the system's. tests/gpu/run-on-device.sh builds, checks
 # and times on a GPU machine.
 GPU_CU_SRCS   := $(wildcard kernels/cuda/*.cu) $(wildcard tests/gpu/*.cu)
-GPU_C_SRCS    := kernels/kern_types.c kernels/cuda_geom.c kernels/kern_sample.c base/log.c base/alloc.c base/utf8.c tests/unit/testutil.c
+GPU_C_SRCS    := kernels/kern_types.c kernels/kern_join.c kernels/cuda_geom.c kernels/kern_sample.c base/log.c base/alloc.c base/utf8.c tests/unit/testutil.c
 GPU_TEST_OBJS := $(GPU_CU_SRCS:%.cu=$(BUILD)/obj/%.o) $(GPU_C_SRCS:%.c=$(BUILD)/obj/gpu/%.o)
 GPU_CHECK     := $(BUILD)/tests/gpu/gpu_check
 # the toolkit's libraries (cuBLAS) found at run time without LD_LIBRARY_PATH

@@ -226,10 +226,28 @@ struct kern_backend {
    * later, the first time (then clears w->lazy). On the engine thread,
    * between kernels. NULL where a backend defers nothing. */
   void (*weight_use)(kern_backend_t *be, kern_weight_t *w);
+  /* Joins n weights prepared by weight_init, all of the same cols, into one
+   * matrix *out of [Σ rows, cols], parts[0]'s rows first: matmul(out) writes
+   * in each row the parts' outputs side by side, part i's from column
+   * Σ_{j<i} parts[j]->rows (kernels/kern_join.h). The parts stay usable (their
+   * matmuls give what they gave) and each is released as before, out too, in
+   * any order. The parts may have different types (out->type is theirs when
+   * they share one, else KERN_BF16). Returns 0, or a negative errno (-ENOMEM,
+   * -EINVAL for parts that do not join) after logging why; the parts are then
+   * untouched. NULL where a backend joins nothing (CPU: its matmul reads each
+   * weight's own blocks). */
+  int (*weight_join)(kern_backend_t *be, kern_weight_t *out, kern_weight_t *const *parts, int n);
 
   /* --- dense operations ---------------------------------------------------- */
   /* y[n, w->rows] = x[n, w->cols] · wᵀ. */
   void (*matmul)(kern_backend_t *be, float *y, const float *x, const kern_weight_t *w, int n);
+  /* y[n, w->rows] = rmsnorm(x)[n, dim] · wᵀ, rmsnorm as below with weight
+   * [dim] and eps, dim = w->cols: the bits of rmsnorm into a buffer then
+   * matmul, without that buffer (CUDA: the norm writes the GEMM's bf16
+   * input); x is left as it is. NULL on a backend without it (the caller
+   * runs the two). */
+  void (*rmsnorm_matmul)(kern_backend_t *be, float *y, const float *x, const float *weight, float eps,
+                         const kern_weight_t *w, int n);
   /* y[i, :] = row ids[i] of w, as f32: y [n, w->cols]; ids [n] in [0, w->rows). */
   void (*embed)(kern_backend_t *be, float *y, const kern_weight_t *w, const int32_t *ids, int n);
   /* y[i, :] = x[i, :] / sqrt(mean(x[i, :]²) + eps) * weight; x, y [n, dim],
@@ -247,6 +265,12 @@ struct kern_backend {
   /* y[i] = gelu_tanh(gate[i]) * up[i] (Gemma's GeGLU; PyTorch's
    * gelu(approximate="tanh")) over `count` elements; y may alias gate. */
   void (*geglu)(kern_backend_t *be, float *y, const float *gate, const float *up, int64_t count);
+  /* The gate of a joined [gate, up] matmul's output (weight_join): for each
+   * of n rows t, y[t, i] = act(x[t, i]) · x[t, ff + i], i < ff, with act
+   * silu (gelu = 0, as swiglu) or gelu_tanh (gelu = 1, as geglu), the same
+   * bits those give for the same values; x [n, 2 ff], y [n, ff], y must not
+   * overlap x. NULL on a backend without it (the model then joins nothing). */
+  void (*glu_joined)(kern_backend_t *be, float *y, const float *x, int n, int64_t ff, int gelu);
   /* gpt-oss's clamped SwiGLU (Hugging Face's GptOssExperts._apply_gate):
    * g = min(gate[i], limit), u = clamp(up[i], -limit, limit),
    * y[i] = g · sigmoid(alpha · g) · (u + 1) over `count` elements; y may

@@ -25,6 +25,10 @@ typedef struct model_layer {
   kern_weight_t w_gate;  /* [ff_dim, dim] */
   kern_weight_t w_up;    /* [ff_dim, dim] */
   kern_weight_t w_down;  /* [dim, ff_dim] */
+  /* joined (model_join.c; rows 0: not joined): wq, wk, wv (w_gate, w_up)
+   * are then views of these */
+  kern_weight_t wqkv;    /* [q_dim + 2 kv_dim, dim] = [Wq; Wk; Wv] */
+  kern_weight_t w_gu;    /* [2 ff_dim, dim] = [Wgate; Wup] */
   /* a hybrid's Gated DeltaNet layer (model_layer_recurrent; wq..wo unset) */
   kern_weight_t w_qkv;   /* [ssm_conv_dim, dim] attn_qkv: the convolution's input [q, k, v] */
   kern_weight_t w_z;     /* [n_v_heads head_v, dim] attn_gate: the output norm's gate */
@@ -175,6 +179,14 @@ typedef struct model_gdn_io {
  * the recurrent layers) for T rows: x += out_proj(norm(rule(conv(...))) ·
  * silu(z)), the state of each sequence advanced. */
 void model__gdn_layer(const model_t *m, int l, int li, const kv_state_t *state, model_gdn_io_t *io, int T);
+
+/* Joined projections (model_join.c). The most rows of a step that runs
+ * the joined GEMMs; larger steps run the parts. */
+#define MODEL_JOIN_MAX_ROWS 64
+/* 1 when a step of T rows runs the joined GEMMs (1 <= T <= MODEL_JOIN_MAX_ROWS). */
+int model__join_rows(int T);
+/* Joins each layer's projections where the backend can (after the load). */
+void model__join_layers(model_t *m);
 
 /* The output projection: output.weight, or token_embd.weight when tied. */
 static inline const kern_weight_t *model__output(const model_t *m) {

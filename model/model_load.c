@@ -556,6 +556,7 @@ model_t *model_load_opts(const char *path, kern_backend_t *be, const model_load_
     model_destroy(m);
     return NULL;
   }
+  model__join_layers(m); /* where the backend joins (model_join.c) */
   const model_hparams_t *hp = &m->hp;
   log_info("model: %s: %s, %d layers, dim %d, MLP %d, %d heads (%d KV) of %d, vocabulary %d, context %d, "
            "sliding window %d, %.1f MB read per token",
@@ -622,6 +623,8 @@ void model_destroy(model_t *m) {
       release(be, &L->w_gate);
       release(be, &L->w_up);
       release(be, &L->w_down);
+      release(be, &L->wqkv);
+      release(be, &L->w_gu);
       release(be, &L->w_qkv);
       release(be, &L->w_z);
       release(be, &L->w_beta);

@@ -35,6 +35,8 @@ struct model_runner {
   float *up;      /* [T, ff_dim] */
   float *qg;      /* [T, n_heads, 2 head_dim] gated attention (attn_out_gate): [q, gate] per head */
   float *ag;      /* [T, q_dim] its gate */
+  float *qkv;     /* [MODEL_JOIN_MAX_ROWS, q_dim + 2 kv_dim] a joined QKV's output (model_join.c); NULL: none */
+  float *gu;      /* [MODEL_JOIN_MAX_ROWS, 2 ff_dim] a joined gate/up's output; NULL: none */
   model_gdn_io_t gdn; /* hybrid: the Gated DeltaNet layers' buffers (model_gdn.c) */
   model_g4_io_t g4;   /* gemma4: its layers' buffers (model_gemma4.c) */
   int32_t *seq_rows;  /* [max_seqs + 1] hybrid: the step's cu_seq_lens_q (device) */
@@ -148,6 +150,15 @@ model_runner_t *model_runner_create(const model_t *m, kv_cache_t *cache, const m
     ALLOC(r->qg, T * 2 * hp->q_dim * f);
     ALLOC(r->ag, T * hp->q_dim * f);
   }
+  /* joined projections (model_join.c): outputs of steps up to MODEL_JOIN_MAX_ROWS rows */
+  const size_t jr = T < MODEL_JOIN_MAX_ROWS ? T : MODEL_JOIN_MAX_ROWS;
+  int64_t qkv_cols = 0, gu_cols = 0; /* the widest joined outputs */
+  for (int l = 0; l < hp->n_layers; l++) {
+    if (m->layers[l].wqkv.rows > qkv_cols) qkv_cols = m->layers[l].wqkv.rows;
+    if (m->layers[l].w_gu.rows > gu_cols) gu_cols = m->layers[l].w_gu.rows;
+  }
+  if (qkv_cols > 0) ALLOC(r->qkv, jr * (size_t)qkv_cols * f);
+  if (gu_cols > 0) ALLOC(r->gu, jr * (size_t)gu_cols * f);
   if (hp->full_attn_interval > 0) {
     const size_t vd = (size_t)hp->ssm_n_v_heads * hp->ssm_head_v, hv = (size_t)hp->ssm_n_v_heads;
     model_gdn_io_t *g = &r->gdn;
@@ -220,8 +231,9 @@ void model_runner_destroy(model_runner_t *r) {
   void *bufs[] = {r->ids,      r->hrows,    r->pos,      r->rows,      r->x,        r->h,
                   r->proj,     r->q,        r->k,        r->v,         r->att,      r->gate,
                   r->up,       r->xl,       r->logits,   r->samp_rows, r->samp_outs, r->samp_ops,
-                  r->qg,       r->ag,       r->gdn.mix,  r->gdn.conv,  r->gdn.z,    r->gdn.alpha,
-                  r->gdn.beta, r->gdn.o,    r->gdn.ba,   r->seq_rows, r->seq_slots, r->seq_keep};
+                  r->qg,       r->ag,       r->qkv,      r->gu,        r->gdn.mix,  r->gdn.conv,
+                  r->gdn.z,    r->gdn.alpha, r->gdn.beta, r->gdn.o,    r->gdn.ba,   r->seq_rows,
+                  r->seq_slots, r->seq_keep};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(be, bufs[i]);
   model__gemma4_io_free(be, &r->g4);
   for (int i = 0; r->graphs && be->graph_destroy && i < r->gp.n_rows * r->gp.n_keys; i++)
@@ -355,6 +367,20 @@ static int check_batch(const model_runner_t *r, const model_batch_t *b) {
  * r->pos) and L logit rows (r->rows) are on the device, the attention step
  * begun: up to the logits of those rows in r->logits. Operations only (no
  * upload, download or sync): a graph may capture them. */
+/* y = rmsnorm(x; norm) · wᵀ for T rows: one operation where the backend
+ * fuses them (r->h is then not written), else the norm into r->h and the
+ * matmul. */
+static void normed_matmul(model_runner_t *r, float *y, const float *norm, const kern_weight_t *w, int T) {
+  kern_backend_t *be = r->be;
+  const model_hparams_t *hp = &r->m->hp;
+  if (be->rmsnorm_matmul) {
+    be->rmsnorm_matmul(be, y, r->x, norm, hp->rms_eps, w, T);
+  } else {
+    be->rmsnorm(be, r->h, r->x, norm, T, hp->dim, hp->rms_eps);
+    be->matmul(be, y, r->h, w, T);
+  }
+}
+
 /* The attention token mixer of layer l (al: its layer in the paged cache)
  * for T rows: x += attn(rmsnorm(x)) · Woᵀ. */
 static int attention_mixer(model_runner_t *r, int l, int al, int T) {
@@ -365,17 +391,26 @@ static int attention_mixer(model_runner_t *r, int l, int al, int T) {
   const model_layer_t *w = &m->layers[l];
   /* gemma: the sliding layers turn at their own base */
   const float *inv_freq = m->inv_freq_swa_dev && model_layer_window(hp, l) ? m->inv_freq_swa_dev : m->inv_freq_dev;
-  be->rmsnorm(be, r->h, r->x, w->attn_norm, T, dim, hp->rms_eps);
+  const int joined = !hp->attn_out_gate && w->wqkv.rows > 0 && model__join_rows(T);
+  if (!joined) be->rmsnorm(be, r->h, r->x, w->attn_norm, T, dim, hp->rms_eps);
   if (hp->attn_out_gate) { /* qwen35: [q, gate] per head */
     be->matmul(be, r->qg, r->h, &w->wq, T); /* qg [T, n_heads, 2 head_dim] */
     be->copy_cols(be, r->q, hp->head_dim, r->qg, 2 * hp->head_dim, (int64_t)T * hp->n_heads, hp->head_dim);
     be->copy_cols(be, r->ag, hp->head_dim, r->qg + hp->head_dim, 2 * hp->head_dim, (int64_t)T * hp->n_heads,
                   hp->head_dim);
+    be->matmul(be, r->k, r->h, &w->wk, T); /* k [T, kv_dim] */
+    be->matmul(be, r->v, r->h, &w->wv, T); /* v [T, kv_dim] */
+  } else if (joined) { /* the norm and one GEMM, split (model_join.c) */
+    const int64_t ld = w->wqkv.rows, qd = hp->q_dim, kvd = hp->kv_dim;
+    normed_matmul(r, r->qkv, w->attn_norm, &w->wqkv, T); /* qkv [T, q_dim + 2 kv_dim] */
+    be->copy_cols(be, r->q, qd, r->qkv, ld, T, qd);
+    be->copy_cols(be, r->k, kvd, r->qkv + qd, ld, T, kvd);
+    be->copy_cols(be, r->v, kvd, r->qkv + qd + kvd, ld, T, kvd);
   } else {
     be->matmul(be, r->q, r->h, &w->wq, T); /* q [T, q_dim] */
+    be->matmul(be, r->k, r->h, &w->wk, T); /* k [T, kv_dim] */
+    be->matmul(be, r->v, r->h, &w->wv, T); /* v [T, kv_dim] */
   }
-  be->matmul(be, r->k, r->h, &w->wk, T); /* k [T, kv_dim] */
-  be->matmul(be, r->v, r->h, &w->wv, T); /* v [T, kv_dim] */
   if (w->bq) {
     be->add_bias(be, r->q, w->bq, T, hp->q_dim);
     be->add_bias(be, r->k, w->bk, T, hp->kv_dim);
@@ -419,9 +454,14 @@ static int issue_forward(model_runner_t *r, int T, int L) {
       if (rc != 0) return rc;
     }
     /* MLP: x += (silu(h · Wgateᵀ) ⊙ h · Wupᵀ) · Wdownᵀ, h = rmsnorm(x); or the experts' */
-    be->rmsnorm(be, r->h, r->x, w->ffn_norm, T, dim, hp->rms_eps);
+    const int joined = !w->moe && w->w_gu.rows > 0 && model__join_rows(T);
+    if (!joined) be->rmsnorm(be, r->h, r->x, w->ffn_norm, T, dim, hp->rms_eps);
     if (w->moe) {
       model__moe_forward(be, hp, w->moe, r->moe, r->proj, r->h, NULL, T); /* proj [T, dim] */
+    } else if (joined) { /* the norm and one GEMM (model_join.c) */
+      normed_matmul(r, r->gu, w->ffn_norm, &w->w_gu, T); /* gu [T, 2 ff_dim] = [gate, up] per row */
+      be->glu_joined(be, r->gate, r->gu, T, w->w_gu.rows / 2, hp->gelu_mlp);
+      be->matmul(be, r->proj, r->gate, &w->w_down, T); /* proj [T, dim] */
     } else {
       be->matmul(be, r->gate, r->h, &w->w_gate, T); /* gate [T, ff_dim] */
       be->matmul(be, r->up, r->h, &w->w_up, T);     /* up [T, ff_dim] */

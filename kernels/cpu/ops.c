@@ -219,6 +219,40 @@ void kern_cpu_swiglu(kern_backend_t *be, float *y, const float *gate, const floa
   elem_run(be, &j, swiglu_task);
 }
 
+/* glu_joined: one pool item per row of x [n, 2 ff]; the same element
+ * formulas as swiglu (whose AVX2 and scalar forms agree bit for bit) and
+ * geglu. */
+typedef struct {
+  float *y;
+  const float *x;
+  int64_t ff;
+  int gelu;
+} glu_job_t;
+
+static void glu_task(void *ctx, int64_t begin, int64_t end, int tid) {
+  (void)tid;
+  const glu_job_t *j = ctx;
+  for (int64_t t = begin; t < end; t++) {
+    float *y = j->y + t * j->ff;
+    const float *g = j->x + t * 2 * j->ff, *u = g + j->ff;
+    if (j->gelu) {
+      for (int64_t i = 0; i < j->ff; i++) y[i] = kern_cpu_gelu_tanh(g[i]) * u[i];
+    } else {
+#ifdef KERN_CPU_AVX2
+      swiglu_avx2(y, g, u, j->ff);
+#else
+      kern_cpu__swiglu_scalar(y, g, u, j->ff);
+#endif
+    }
+  }
+}
+
+void kern_cpu_glu_joined(kern_backend_t *be, float *y, const float *x, int n, int64_t ff, int gelu) {
+  if (n <= 0 || ff <= 0) return;
+  glu_job_t j = {y, x, ff, gelu};
+  kern_pool_for(kern_cpu(be)->pool, n, grain_for(2 * ff), glu_task, &j);
+}
+
 /* --- add, add_bias, gather_rows --------------------------------------------- */
 
 static void add_task(void *ctx, int64_t begin, int64_t end, int tid) {

@@ -34,6 +34,8 @@ void kern_cpu_swiglu(kern_backend_t *be, float *y, const float *gate, const floa
 
 /* y = gelu_tanh(gate) · up (kernels/cpu/ops_gemma.c), with tanhf. */
 void kern_cpu_geglu(kern_backend_t *be, float *y, const float *gate, const float *up, int64_t count);
+/* kern.h glu_joined: swiglu's (gelu 0) or geglu's (gelu 1) bits, row by row of a joined [gate, up]. */
+void kern_cpu_glu_joined(kern_backend_t *be, float *y, const float *x, int n, int64_t ff, int gelu);
 /* gpt-oss's clamped SwiGLU (kernels/cpu/ops_oai.c; kernels/kern.h), with expf. */
 void kern_cpu_swiglu_oai(kern_backend_t *be, float *y, const float *gate, const float *up, int64_t count, float alpha,
                          float limit);

@@ -197,13 +197,16 @@ static const kern_backend_t cuda_table = {
     .weight_init = kern_cuda__weight_init,
     .weight_release = kern_cuda__weight_release,
     .weight_use = nullptr, /* uploads every weight at load: nothing deferred */
+    .weight_join = kern_cuda__weight_join, /* QKV and gate/up as one GEMM each (model_join.c) */
 
     .matmul = kern_cuda__matmul,
+    .rmsnorm_matmul = kern_cuda__rmsnorm_matmul,
     .embed = kern_cuda__embed,
     .rmsnorm = kern_cuda__rmsnorm,
     .rope = kern_cuda__rope,
     .swiglu = kern_cuda__swiglu,
     .geglu = kern_cuda__geglu,
+    .glu_joined = kern_cuda__glu_joined,
     .swiglu_oai = kern_cuda__swiglu_oai,
     .scale = kern_cuda__scale,
     .add = kern_cuda__add,

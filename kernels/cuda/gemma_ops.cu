@@ -1,12 +1,11 @@
 /* kernels/cuda/gemma_ops.cu — GeGLU and scale (see gemma_ops.cuh): one
  * thread per element, grid-stride. */
 #include "kernels/cuda/gemma_ops.cuh"
+#include "kernels/cuda/glu.cuh"
 
 static __global__ void geglu_kernel(float *y, const float *gate, const float *up, int64_t n) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const float g = gate[i];
-    y[i] = 0.5f * g * (1.0f + tanhf(0.7978845608028654f * fmaf(0.044715f * g, g * g, g))) * up[i];
-  }
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = kern_cuda__geglu1(gate[i], up[i]);
 }
 
 static __global__ void scale_kernel(float *y, const float *x, float s, int64_t n) {

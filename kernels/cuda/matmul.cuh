@@ -15,4 +15,12 @@
 /* y [n, w->rows] = x [n, w->cols] · wᵀ; w prepared by kern_cuda__weight_init. */
 void kern_cuda__matmul(kern_backend_t *be, float *y, const float *x, const kern_weight_t *w, int n);
 
+/* kern.h rmsnorm_matmul: y [n, w->rows] = rmsnorm(x [n, w->cols], weight,
+ * eps) · wᵀ, the normed rows written to the workspace in bf16 as they are
+ * computed (rmsnorm.cuh kern_cuda__rmsnorm_bf16): the bits of rmsnorm into
+ * f32 then matmul, one f32 write and read of the [n, dim] rows and a
+ * conversion kernel fewer. */
+void kern_cuda__rmsnorm_matmul(kern_backend_t *be, float *y, const float *x, const float *weight, float eps,
+                               const kern_weight_t *w, int n);
+
 #endif

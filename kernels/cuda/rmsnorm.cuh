@@ -10,4 +10,11 @@
 void kern_cuda__rmsnorm(kern_backend_t *be, float *y, const float *x, const float *weight, int n,
                         int dim, float eps);
 
+/* The same rows rounded to bf16 as they are written (to nearest even: the
+ * bits of kern_cuda__rmsnorm's f32 output converted by matmul.cu), into y
+ * [n, dim] bf16, which must not overlap x; the caller has entered the
+ * device (rmsnorm_matmul's normed GEMM input, matmul.cu). */
+void kern_cuda__rmsnorm_bf16(kern_cuda_t *cu, __nv_bfloat16 *y, const float *x, const float *weight, int n,
+                             int dim, float eps);
+
 #endif

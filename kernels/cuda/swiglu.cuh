@@ -10,4 +10,8 @@
 void kern_cuda__swiglu(kern_backend_t *be, float *y, const float *gate, const float *up,
                        int64_t count);
 
+/* kern.h glu_joined: y [n, ff] from x [n, 2 ff] = [gate, up] per row, with
+ * swiglu's (gelu 0) or geglu's (gelu 1) formula (glu.cuh). */
+void kern_cuda__glu_joined(kern_backend_t *be, float *y, const float *x, int n, int64_t ff, int gelu);
+
 #endif

@@ -3,8 +3,13 @@
 #include <errno.h>
 #include <limits.h>
 
+#include <stdio.h>
+#include <string.h>
+
 #include "kernels/cuda/dequant.cuh"
+#include "kernels/cuda/graph.cuh"
 #include "kernels/cuda/weights.cuh"
+#include "kernels/kern_join.h"
 
 /* One thread per output element of `rows` rows starting at row0. */
 template <int T>
@@ -52,7 +57,7 @@ int kern_cuda__weight_init(kern_backend_t *be, kern_weight_t *w, kern_type_t typ
   w->type = type;
   w->rows = rows;
   w->cols = cols;
-  w->impl = NULL;
+  w->impl = w->packed = NULL;
   if (!kern_type_is_weight((uint32_t)type)) {
     log_error("weight_init: type %d (%s) is not a weight type the CUDA backend supports", (int)type,
               kern_type_name((uint32_t)type) ? kern_type_name((uint32_t)type) : "unknown");
@@ -101,7 +106,62 @@ int kern_cuda__weight_init(kern_backend_t *be, kern_weight_t *w, kern_type_t typ
   return 0;
 }
 
+/* The parts are copied into one allocation, device to device, then their
+ * own matrices are freed and each becomes a view of its rows there
+ * (w->packed holds the joined matrix: a view owns nothing). */
+int kern_cuda__weight_join(kern_backend_t *be, kern_weight_t *out, kern_weight_t *const *parts, int n) {
+  kern_cuda_t *cu = kern_cuda(be);
+  kern_join_plan_t p;
+  char why[160];
+  int rc = kern_join_plan(&p, (const kern_weight_t *const *)parts, n, why, sizeof why);
+  for (int i = 0; rc == 0 && i < n; i++) {
+    if (!parts[i]->impl || parts[i]->packed) {
+      snprintf(why, sizeof why, "part %d is %s", i, parts[i]->impl ? "joined already" : "not prepared");
+      rc = -EINVAL;
+    }
+    for (int j = 0; rc == 0 && j < i; j++)
+      if (parts[j]->impl == parts[i]->impl) { /* its matrix would be freed twice */
+        snprintf(why, sizeof why, "part %d is part %d again", i, j);
+        rc = -EINVAL;
+      }
+  }
+  if (rc != 0) {
+    log_error("weight_join: %s", why);
+    return rc;
+  }
+  kern_cuda__enter(cu);
+  kern_cuda__not_capturing(cu, "weight_join");
+  __nv_bfloat16 *all = NULL;
+  cudaError_t err = cudaMalloc((void **)&all, (size_t)(p.rows * p.cols) * sizeof *all);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    log_error("weight_join: out of GPU memory for a %lld x %lld bf16 weight (%s)", (long long)p.rows,
+              (long long)p.cols, cudaGetErrorString(err));
+    return -ENOMEM;
+  }
+  for (int i = 0; i < n; i++)
+    CUDA_CHECK(cudaMemcpyAsync(all + p.row0[i] * p.cols, parts[i]->impl,
+                               (size_t)(parts[i]->rows * p.cols) * sizeof *all, cudaMemcpyDeviceToDevice,
+                               cu->stream));
+  CUDA_CHECK(cudaStreamSynchronize(cu->stream));
+  for (int i = 0; i < n; i++) {
+    CUDA_CHECK(cudaFree(parts[i]->impl));
+    parts[i]->impl = all + p.row0[i] * p.cols;
+    parts[i]->packed = all;
+  }
+  memset(out, 0, sizeof *out);
+  out->type = p.type;
+  out->rows = p.rows;
+  out->cols = p.cols;
+  out->impl = all;
+  return 0;
+}
+
 void kern_cuda__weight_release(kern_backend_t *be, kern_weight_t *w) {
+  if (w->packed) { /* a view of a joined matrix: its owner frees it */
+    w->impl = w->packed = NULL;
+    return;
+  }
   if (!w->impl) return;
   kern_cuda_t *cu = kern_cuda(be);
   kern_cuda__enter(cu);

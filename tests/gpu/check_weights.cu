@@ -25,7 +25,7 @@ static void k_scale_min(const uint8_t *s, int j, int *sc, int *m) {
 }
 
 /* One row of `cols` elements of `type` at src → y (float64). */
-static void ref_dequant_row(kern_type_t type, const uint8_t *src, int64_t cols, double *y) {
+void gt_ref_dequant_row(kern_type_t type, const uint8_t *src, int64_t cols, double *y) {
   switch (type) {
     case KERN_F32:
       for (int64_t i = 0; i < cols; i++) y[i] = ((const float *)src)[i];
@@ -121,7 +121,7 @@ static const int *f16_fields(kern_type_t type) {
 }
 
 /* Random data of `type`: random bytes for quants, finite f16 scales. */
-static uint8_t *make_weight(gt_t *t, kern_type_t type, int64_t rows, int64_t cols, size_t *bytes) {
+uint8_t *gt_make_weight(gt_t *t, kern_type_t type, int64_t rows, int64_t cols, size_t *bytes) {
   const int64_t rb = kern_type_row_bytes(type, cols);
   *bytes = (size_t)(rows * rb);
   uint8_t *w = (uint8_t *)gt_malloc(*bytes);
@@ -150,12 +150,12 @@ static uint8_t *make_weight(gt_t *t, kern_type_t type, int64_t rows, int64_t col
   return w;
 }
 
-static const kern_type_t weight_types[] = {KERN_F32,  KERN_F16,  KERN_BF16, KERN_Q4_0,
+const kern_type_t gt_weight_types[12] = {KERN_F32,  KERN_F16,  KERN_BF16, KERN_Q4_0,
                                            KERN_Q4_1, KERN_Q5_0, KERN_Q5_1, KERN_Q8_0,
                                            KERN_Q4_K, KERN_Q5_K, KERN_Q6_K, KERN_MXFP4};
 
 /* y [n, rows] = x [n, cols] · Wᵀ in float64. */
-static void ref_matmul(const float *x, const double *w, int n, int64_t rows, int64_t cols, double *y) {
+void gt_ref_matmul(const float *x, const double *w, int n, int64_t rows, int64_t cols, double *y) {
   for (int i = 0; i < n; i++)
     for (int64_t r = 0; r < rows; r++) {
       double s = 0;
@@ -176,10 +176,10 @@ static void check_type(gt_t *t, kern_type_t type, int64_t rows, int64_t cols) {
   const char *tn = kern_type_name(type);
   char name[128];
   size_t bytes;
-  uint8_t *raw = make_weight(t, type, rows, cols, &bytes);
+  uint8_t *raw = gt_make_weight(t, type, rows, cols, &bytes);
   const int64_t rb = kern_type_row_bytes(type, cols), n_el = rows * cols;
   double *ref = (double *)gt_malloc((size_t)n_el * 8);
-  for (int64_t r = 0; r < rows; r++) ref_dequant_row(type, raw + r * rb, cols, ref + r * cols);
+  for (int64_t r = 0; r < rows; r++) gt_ref_dequant_row(type, raw + r * rb, cols, ref + r * cols);
 
   kern_weight_t w;
   int rc = be->weight_init(be, &w, type, rows, cols, raw);
@@ -236,7 +236,7 @@ static void check_type(gt_t *t, kern_type_t type, int64_t rows, int64_t cols) {
   gt_normal(t, x, (size_t)nmax * cols, 1.0f);
   float *dx = (float *)gt_dev_from(t, x, (size_t)nmax * cols * 4);
   float *dym = (float *)gt_dev(t, (size_t)nmax * rows * 4);
-  ref_matmul(x, ref, nmax, rows, cols, want);
+  gt_ref_matmul(x, ref, nmax, rows, cols, want);
   for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
     run_matmul(t, &w, dx, ns[k], dym, ym);
     snprintf(name, sizeof name, "matmul %s n=%d rows=%lld cols=%lld", tn, ns[k], (long long)rows,
@@ -255,10 +255,10 @@ static void check_matmul_large(gt_t *t, int n, int64_t rows, int64_t cols) {
   kern_backend_t *be = t->be;
   char name[128];
   size_t bytes;
-  uint8_t *raw = make_weight(t, KERN_Q4_K, rows, cols, &bytes);
+  uint8_t *raw = gt_make_weight(t, KERN_Q4_K, rows, cols, &bytes);
   const int64_t rb = kern_type_row_bytes(KERN_Q4_K, cols);
   double *ref = (double *)gt_malloc((size_t)(rows * cols) * 8);
-  for (int64_t r = 0; r < rows; r++) ref_dequant_row(KERN_Q4_K, raw + r * rb, cols, ref + r * cols);
+  for (int64_t r = 0; r < rows; r++) gt_ref_dequant_row(KERN_Q4_K, raw + r * rb, cols, ref + r * cols);
   kern_weight_t w;
   if (be->weight_init(be, &w, KERN_Q4_K, rows, cols, raw) != 0) {
     gt_result(t, "matmul large: weight_init", 0, "failed");
@@ -269,7 +269,7 @@ static void check_matmul_large(gt_t *t, int n, int64_t rows, int64_t cols) {
   float *y1 = (float *)gt_malloc((size_t)n * rows * 4), *y2 = (float *)gt_malloc((size_t)n * rows * 4);
   double *want = (double *)gt_malloc((size_t)n * rows * 8);
   gt_normal(t, x, (size_t)n * cols, 1.0f);
-  ref_matmul(x, ref, n, rows, cols, want);
+  gt_ref_matmul(x, ref, n, rows, cols, want);
   float *dx = (float *)gt_dev_from(t, x, (size_t)n * cols * 4);
   float *dy = (float *)gt_dev(t, (size_t)n * rows * 4);
   run_matmul(t, &w, dx, n, dy, y1);
@@ -293,12 +293,13 @@ static void check_matmul_large(gt_t *t, int n, int64_t rows, int64_t cols) {
 }
 
 void gt_check_weights(gt_t *t) {
-  for (size_t i = 0; i < sizeof weight_types / sizeof *weight_types; i++)
-    check_type(t, weight_types[i], 48, 512);
+  for (size_t i = 0; i < sizeof gt_weight_types / sizeof *gt_weight_types; i++)
+    check_type(t, gt_weight_types[i], 48, 512);
   check_type(t, KERN_Q8_0, 3, 96); /* a row narrower than a K block, odd rows */
   kern_weight_t w;
   uint8_t dummy[64] = {0};
   const int rc = t->be->weight_init(t->be, &w, KERN_Q8_1, 1, 32, dummy);
   gt_result(t, "weight_init rejects Q8_1 (not a weight type)", rc == -EINVAL, "returned %d", rc);
   if (!t->quick) check_matmul_large(t, 300, 1024, 2048);
+  gt_check_join(t); /* joined projections (check_join.cu) */
 }

@@ -61,9 +61,19 @@ int gt_check_close(gt_t *t, const char *name, const float *got, const double *wa
 /* Checks two buffers hold the same bits. */
 int gt_check_same(gt_t *t, const char *name, const void *a, const void *b, size_t bytes);
 
+/* Weights (check_weights.cu): every supported type, for loops; random
+ * data of `type` (random quant bytes, finite f16 scales) of rows × cols in
+ * the GGUF layout (*bytes: its size; free() it); one row dequantized in
+ * float64 from the format; y [n, rows] = x [n, cols] · wᵀ in float64. */
+extern const kern_type_t gt_weight_types[12];
+uint8_t *gt_make_weight(gt_t *t, kern_type_t type, int64_t rows, int64_t cols, size_t *bytes);
+void gt_ref_dequant_row(kern_type_t type, const uint8_t *src, int64_t cols, double *y);
+void gt_ref_matmul(const float *x, const double *w, int n, int64_t rows, int64_t cols, double *y);
+
 /* The check groups (check_*.cu) and the timings (bench.cu). */
 void gt_check_ops(gt_t *t);
 void gt_check_weights(gt_t *t);
+void gt_check_join(gt_t *t); /* part of the weights group */
 void gt_check_attn(gt_t *t);
 void gt_check_sample(gt_t *t);
 void gt_check_graph(gt_t *t);

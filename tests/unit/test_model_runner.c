@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "model/model_graph.h"
+#include "kernels/kern_join.h"
 #include "model/model_internal.h"
 #include "tests/unit/model_tiny.h"
 
@@ -54,7 +55,7 @@ static void rig_free(rig_t *r) {
  * logits for every row, in row order. Returns model_forward's result. */
 static int rig_step(rig_t *r, const int *q, const int32_t *const *toks, float *logits) {
   const kv_seq_t *seqs[3];
-  int32_t q_lens[3], ids[64], pos[64], rows[64];
+  int32_t q_lens[3], ids[96], pos[96], rows[96];
   int n = 0, t = 0;
   for (int s = 0; s < 3; s++) {
     if (!q[s]) continue;
@@ -320,6 +321,127 @@ static void experts_made_ready_when_chosen(void **state) {
   model_destroy(m);
 }
 
+/* ---- joined projections (model/model_join.c) ------------------------------ */
+
+/* The CPU backend given kern.h's weight_join as a simulation: the joined
+ * weight holds its parts, and its matmul runs each part's matmul and lays
+ * the outputs side by side, as one GEMM over the stacked matrix would. The
+ * CPU's matmul is batch invariant, so the runner's joined path (one matmul,
+ * the split by copy_cols, glu_joined) must give the unjoined bits. */
+static kern_backend_t g_own; /* the CPU backend's own table */
+static int g_joins, g_joined_matmuls;
+static char g_sim_tag;       /* w->packed of a simulated joined weight */
+
+typedef struct sim_join {
+  kern_join_plan_t plan;
+  const kern_weight_t *parts[KERN_JOIN_MAX_PARTS];
+} sim_join_t;
+
+static int sim_weight_join(kern_backend_t *be, kern_weight_t *out, kern_weight_t *const *parts, int n) {
+  (void)be;
+  char why[160];
+  sim_join_t *j = calloc(1, sizeof *j);
+  assert_int_equal(kern_join_plan(&j->plan, (const kern_weight_t *const *)parts, n, why, sizeof why), 0);
+  for (int i = 0; i < n; i++) j->parts[i] = parts[i];
+  *out = (kern_weight_t){.type = j->plan.type, .rows = j->plan.rows, .cols = j->plan.cols, .impl = j,
+                         .packed = &g_sim_tag};
+  g_joins++;
+  return 0;
+}
+
+static void sim_matmul(kern_backend_t *be, float *y, const float *x, const kern_weight_t *w, int n) {
+  if (w->packed != &g_sim_tag) {
+    g_own.matmul(be, y, x, w, n);
+    return;
+  }
+  const sim_join_t *j = w->impl;
+  g_joined_matmuls++;
+  for (int i = 0; i < j->plan.n; i++) {
+    const int64_t rows = j->parts[i]->rows;
+    float *part = malloc((size_t)n * (size_t)rows * sizeof *part);
+    g_own.matmul(be, part, x, j->parts[i], n);
+    for (int t = 0; t < n; t++)
+      memcpy(y + t * w->rows + j->plan.row0[i], part + t * rows, (size_t)rows * sizeof *part);
+    free(part);
+  }
+}
+
+/* kern.h rmsnorm_matmul as the two operations it fuses. */
+static int g_normed_matmuls;
+static void sim_rmsnorm_matmul(kern_backend_t *be, float *y, const float *x, const float *weight, float eps,
+                               const kern_weight_t *w, int n) {
+  float *h = malloc((size_t)n * (size_t)w->cols * sizeof *h);
+  g_own.rmsnorm(be, h, x, weight, n, (int)w->cols, eps);
+  sim_matmul(be, y, h, w, n);
+  free(h);
+  g_normed_matmuls++;
+}
+
+static void sim_weight_release(kern_backend_t *be, kern_weight_t *w) {
+  if (w->packed != &g_sim_tag) {
+    g_own.weight_release(be, w);
+    return;
+  }
+  free(w->impl);
+  w->impl = w->packed = NULL;
+}
+
+/* Each family's logits, joined and not, bit for bit: a prompt of 70 rows
+ * (past MODEL_JOIN_MAX_ROWS: the parts), prefills of a few rows mixed with
+ * decodes and pure decode steps (joined). llama, qwen2 (Q/K/V biases),
+ * phi3 (a GGUF that stores the joins, split at load, joined again), gemma3
+ * (GeGLU, QK norms) and qwen3moe (its QKV joined, its experts not); each
+ * with the norm before a joined GEMM issued alone and fused
+ * (rmsnorm_matmul, simulated as its two operations). */
+static void joined_projections_same_bits(void **state) {
+  (void)state;
+  /* a: 73 tokens, b: 9, c: 7 over the steps */
+  static const int32_t b[9] = {6, 5, 3, 5, 8, 9, 7, 9, 3}, c[7] = {9, 7, 9, 3, 2, 3, 8};
+  static int32_t a[80];
+  for (int i = 0; i < 80; i++) a[i] = (i * 7 + 3) % VOCAB;
+  const int32_t *toks[3] = {a, b, c};
+  static const int steps[][3] = {{70, 3, 0}, {1, 1, 4}, {1, 1, 1}, {0, 4, 1}, {1, 0, 1}};
+  const tiny_t specs[] = {{0}, {.arch = "qwen2", .qkv_bias = 1, .untied = 1}, {.arch = "phi3"}, {.arch = "gemma3"},
+                          {.arch = "qwen3moe", .experts = 4}};
+  const int joins[] = {2 * LAYERS, 2 * LAYERS, 2 * LAYERS, 2 * LAYERS, LAYERS};
+  for (size_t k = 0; k < 2 * sizeof specs / sizeof specs[0]; k++) {
+    const int fuse_norm = (int)(k & 1);
+    char err[512];
+    model_t *plain = load(&specs[k / 2], err, sizeof err);
+    if (!plain) fail_msg("%s", err);
+    g_own = *g_be;
+    g_be->weight_join = sim_weight_join, g_be->matmul = sim_matmul, g_be->weight_release = sim_weight_release;
+    if (fuse_norm) g_be->rmsnorm_matmul = sim_rmsnorm_matmul;
+    g_joins = g_joined_matmuls = g_normed_matmuls = 0;
+    model_t *joined = load(&specs[k / 2], err, sizeof err);
+    if (!joined) fail_msg("%s", err);
+    assert_int_equal(g_joins, joins[k / 2]);
+    rig_t rp, rj;
+    rig_init(&rp, plain, 80, 3);
+    rig_init(&rj, joined, 80, 3);
+    static float want[80 * VOCAB], got[80 * VOCAB];
+    for (size_t s = 0; s < sizeof steps / sizeof steps[0]; s++) {
+      const int rows = steps[s][0] + steps[s][1] + steps[s][2];
+      const int before = g_joined_matmuls, normed_before = g_normed_matmuls;
+      tu_poison_f32(got, 80 * VOCAB);
+      assert_int_equal(rig_step(&rp, steps[s], toks, want), 0);
+      assert_int_equal(rig_step(&rj, steps[s], toks, got), 0);
+      assert_memory_equal(got, want, (size_t)rows * VOCAB * sizeof(float));
+      /* joined GEMMs only within MODEL_JOIN_MAX_ROWS rows: QKV and (dense) gate/up per layer */
+      assert_int_equal(g_joined_matmuls - before, model__join_rows(rows) ? joins[k / 2] : 0);
+      assert_int_equal(g_normed_matmuls - normed_before, fuse_norm && model__join_rows(rows) ? joins[k / 2] : 0);
+    }
+    rig_free(&rp);
+    rig_free(&rj);
+    model_destroy(joined);
+    *g_be = g_own;
+    model_destroy(plain);
+  }
+  assert_int_equal(model__join_rows(MODEL_JOIN_MAX_ROWS), 1);
+  assert_int_equal(model__join_rows(MODEL_JOIN_MAX_ROWS + 1), 0);
+  assert_int_equal(model__join_rows(0), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(forward_batch_invariant),
@@ -327,6 +449,7 @@ int main(void) {
       cmocka_unit_test(moe_never_captured),
       cmocka_unit_test(runner_rejects_bad_input),
       cmocka_unit_test(experts_made_ready_when_chosen),
+      cmocka_unit_test(joined_projections_same_bits),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
