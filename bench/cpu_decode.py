@@ -29,6 +29,11 @@ one run (`make bench-cpu`; docs/benchmarks/cpu-decode.md).
    weights). Each server's resident set (VmRSS) right after its last
    request, beside the file size.
 4. Writes --out (markdown: the tables of cpu-decode.md) and --json.
+5. With --perf FOLDER, each tram server is profiled (`perf record -e
+   cpu-clock`, from the end of the warm-up to the last token) into
+   FOLDER/MODEL-Tt-Ss.data, with `perf report` by symbol beside it (.txt).
+   bench/cpu_goals.sh (`make bench-cpu-goals`) runs every goal of issue 29
+   this way in one command.
 
     .venv/bin/python bench/cpu_decode.py --shapes smollm2-1.7b --types Q4_0,Q8_0 --threads 1,2
 """

@@ -7,7 +7,7 @@
 # after each model, and this script then profiles one run of each goal kind.
 #
 #   nice -n -20 bench/cpu_goals.sh
-#   BUILD=build OUT=build/cpu-goals PERF=0 bench/cpu_goals.sh
+#   BUILD=build OUT=build/cpu-goals PERF=0 PARTS="decode-8b prefill-512" LLAMA_2T=0 bench/cpu_goals.sh
 #
 # Sized for 2 cores shared with other work (about 40 minutes at a load of
 # 10-20; DEC, S8, S32, PF below change the sizes):
@@ -61,21 +61,37 @@ part() {
   cat "$OUT/$name.md" >>"$REPORT"
 }
 
-# sizes: DEC (single-stream decode), S8 / S32 (8 / 32 streams), PF (prefill)
+# sizes: DEC (single-stream decode), S8 / S32 (8 / 32 streams), PF (prefill) and its threads
 DEC=${DEC:---requests 1 --prompt 32 --tokens 32}
 S8=${S8:---requests 12 --prompt 32 --tokens 32}
 S32=${S32:---requests 40 --prompt 32 --tokens 16}
 PF=${PF:---requests 1 --prompt 512 --tokens 2}
-{
-  part decode-1.7b --shapes smollm2-1.7b --types Q4_0,Q4_K_M,Q8_0 --threads 1,2 --streams 1 $DEC
-  part decode-8b --shapes llama3.1-8b --types Q4_0 --threads 1,2 --streams 1 $DEC --ready-timeout 300
-  part streams-8 --shapes smollm2-1.7b --types Q4_0 --threads 2 --streams 8 $S8
-  part streams-32 --shapes smollm2-1.7b --types Q4_0 --threads 2 --streams 32 $S32
-  part prefill-512 --shapes smollm2-1.7b --types Q4_0 --threads 1,2 --streams 1 $PF
-  part decode-real --shapes "" --model "$MODEL" --model "$GEMMA3" --threads 1,2 --streams 1 $DEC
-  part decode-1.7b-k --shapes smollm2-1.7b --types Q5_K_M,Q6_K --threads 1,2 --streams 1 $DEC
-  part decode-3b --shapes llama3.2-3b --types Q4_0,Q4_K_M --threads 1,2 --streams 1 $DEC
+PF_THREADS=${PF_THREADS:-1,2}
+# PARTS: the parts to run (default all); LLAMA_2T=0: single-stream decode at
+# 2 threads runs tram alone (on a loaded machine llama.cpp's spinning threads
+# collapse at 2 threads: docs/benchmarks/methodology.md)
+PARTS=${PARTS:-decode-1.7b decode-8b streams-8 streams-32 prefill-512 decode-real decode-1.7b-k decode-3b}
+LLAMA_2T=${LLAMA_2T:-1}
+want() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+# dec NAME ARGS...: single-stream decode at 1 and 2 threads
+dec() {
+  name=$1
+  shift
+  if [ "$LLAMA_2T" = 1 ]; then
+    part "$name" --threads 1,2 --streams 1 $DEC "$@"
+  else
+    part "$name" --threads 1 --streams 1 $DEC "$@"
+    part "$name-2t" --threads 2 --streams 1 --servers tram $DEC "$@"
+  fi
 }
+want decode-1.7b && dec decode-1.7b --shapes smollm2-1.7b --types Q4_0,Q4_K_M,Q8_0
+want decode-8b && dec decode-8b --shapes llama3.1-8b --types Q4_0 --ready-timeout 300
+want streams-8 && part streams-8 --shapes smollm2-1.7b --types Q4_0 --threads 2 --streams 8 $S8
+want streams-32 && part streams-32 --shapes smollm2-1.7b --types Q4_0 --threads 2 --streams 32 $S32
+want prefill-512 && part prefill-512 --shapes smollm2-1.7b --types Q4_0 --threads $PF_THREADS --streams 1 $PF
+want decode-real && dec decode-real --shapes "" --model "$MODEL" --model "$GEMMA3"
+want decode-1.7b-k && dec decode-1.7b-k --shapes smollm2-1.7b --types Q5_K_M,Q6_K
+want decode-3b && dec decode-3b --shapes llama3.2-3b --types Q4_0,Q4_K_M
 
 if [ "$PERF" = 1 ]; then
   # tram alone, profiled from the end of the warm-up to the last token
@@ -84,8 +100,8 @@ if [ "$PERF" = 1 ]; then
     shift
     part "profile-$name" --servers tram --perf "$OUT/perf-$name" "$@"
   }
-  prof decode-1.7b --shapes smollm2-1.7b --types Q4_0 --threads 1 --streams 1 --requests 1 --prompt 16 --tokens 64
-  prof decode-8b --shapes llama3.1-8b --types Q4_0 --threads 1 --streams 1 --requests 1 --prompt 16 --tokens 24 \
+  prof decode-1.7b --shapes smollm2-1.7b --types Q4_0 --threads 1 --streams 1 --requests 1 --prompt 16 --tokens 48
+  prof decode-8b --shapes llama3.1-8b --types Q4_0 --threads 1 --streams 1 --requests 1 --prompt 16 --tokens 16 \
     --ready-timeout 300
   prof streams-32 --shapes smollm2-1.7b --types Q4_0 --threads 2 --streams 32 $S32
   prof prefill-512 --shapes smollm2-1.7b --types Q4_0 --threads 1 --streams 1 $PF
