@@ -76,14 +76,17 @@ def make_models(shapes, types, folder, quantize_bin, log):
             stem, base_type = shape, "Q8_0"
             write = [str(ROOT / "scripts/make-random-llama.py"), *SHAPES[shape], "--no-rope-scaling", "--jobs", "2"]
         base = folder / f"{stem}-{base_type}.gguf"
-        if not base.exists():  # written under a temporary name: an interrupted run leaves no partial model
+        paths = [(t, base if t == base_type else folder / f"{stem}-{t}.gguf")
+                 for t in (types if base_type == "Q8_0" else [base_type])]
+        # the base only when a model is missing (it may be deleted once quantized: 8.5 GB at the 8B shape);
+        # written under a temporary name, as the quantized ones: an interrupted run leaves no partial model
+        if not base.exists() and not all(p.exists() for _, p in paths):
             log(f"writing {base}")
             part = base.with_name(base.name + ".part")
             out_arg = ["--out", str(part)] if shape in MOE_LAYERS else [str(part)]
             subprocess.run([sys.executable, *write, *out_arg], check=True)
             part.rename(base)
-        for t in types if base_type == "Q8_0" else [base_type]:
-            path = base if t == base_type else folder / f"{stem}-{t}.gguf"
+        for t, path in paths:
             if not path.exists():
                 log(f"quantizing {path}")
                 part = path.with_name(path.name + ".part")
