@@ -168,7 +168,7 @@ async def run_streams(port, streams, requests, vocab, plen, tokens, seed, warmup
     tpots = [(t[-1] - t[0]) / (len(t) - 1) for t in res if len(t) > 1]
     gaps = sorted(b - a for t in res for a, b in zip(t, t[1:]))
     pick = lambda q: gaps[min(len(gaps) - 1, int(q * len(gaps)))] if gaps else 0  # noqa: E731
-    return {"tpot_ms": 1e3 * sum(tpots) / len(tpots), "ttft_ms": 1e3 * sum(ttfts) / max(1, len(ttfts)),
+    return {"tpot_ms": 1e3 * sum(tpots) / len(tpots) if tpots else float("nan"), "ttft_ms": 1e3 * sum(ttfts) / max(1, len(ttfts)),
             "tok_s": sum(len(t) for t in res) / wall,
             "itl_p50_ms": 1e3 * pick(0.5), "itl_p99_ms": 1e3 * pick(0.99), "requests": len(res)}
 

@@ -65,7 +65,7 @@ part() {
 DEC=${DEC:---requests 1 --prompt 32 --tokens 32}
 S8=${S8:---requests 12 --prompt 32 --tokens 32}
 S32=${S32:---requests 40 --prompt 32 --tokens 16}
-PF=${PF:---requests 1 --prompt 512 --tokens 2}
+PF=${PF:---requests 1 --prompt 512 --tokens 8}
 PF_THREADS=${PF_THREADS:-1,2}
 # PARTS: the parts to run (default all); LLAMA_2T=0: single-stream decode at
 # 2 threads runs tram alone (on a loaded machine llama.cpp's spinning threads
