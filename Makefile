@@ -451,7 +451,7 @@ BENCH_SERVERS ?= tram,llamacpp
 BENCH_ARGS    ?=
 BENCH_PEER    := $(if $(findstring llamacpp,$(BENCH_SERVERS)),bench-peer)
 
-.PHONY: bench bench-smoke bench-peer bench-accuracy bench-structured bench-loop bench-cpu
+.PHONY: bench bench-smoke bench-peer bench-accuracy bench-structured bench-loop bench-cpu bench-cpu-goals
 
 bench-peer:
 	$(Q)scripts/build-llamacpp.sh
@@ -478,6 +478,15 @@ bench-accuracy: venv model model-gemma3 tools
 BENCH_CPU_ARGS ?=
 bench-cpu: venv model model-gemma3 $(TRAM) benches bench-peer
 	$(Q)$(VENV)/bin/python bench/cpu_decode.py --model $(MODEL) --model $(GEMMA3_MODEL) $(BENCH_CPU_ARGS)
+
+# Every goal of issue 29 in one side-by-side run, sized for a 2-core machine
+# (bench/cpu_goals.sh: the decode matrix at 1 and 2 threads, 8 and 32
+# streams, the 512-token prefill, the read probe after each model, one perf
+# profile of tram per goal kind; writes missing shape models); the report in
+# $(BUILD)/cpu-goals/report.md. Run it as `nice -n -20 make bench-cpu-goals`
+# on a machine shared with others.
+bench-cpu-goals: venv model model-gemma3 $(TRAM) benches bench-peer
+	$(Q)BUILD=$(BUILD) PY=$(VENV)/bin/python MODEL=$(MODEL) GEMMA3=$(GEMMA3_MODEL) bench/cpu_goals.sh
 
 bench-structured: venv model $(TRAM)
 	$(Q)$(VENV)/bin/python bench/structured_bench.py --tram $(TRAM) --model $(MODEL) $(BENCH_ARGS)

@@ -29,6 +29,11 @@ one run (`make bench-cpu`; docs/benchmarks/cpu-decode.md).
    weights). Each server's resident set (VmRSS) right after its last
    request, beside the file size.
 4. Writes --out (markdown: the tables of cpu-decode.md) and --json.
+5. With --perf FOLDER, each tram server is profiled (`perf record -e
+   cpu-clock`, from the end of the warm-up to the last token) into
+   FOLDER/MODEL-Tt-Ss.data, with `perf report` by symbol beside it (.txt).
+   bench/cpu_goals.sh (`make bench-cpu-goals`) runs every goal of issue 29
+   this way in one command.
 
     .venv/bin/python bench/cpu_decode.py --shapes smollm2-1.7b --types Q4_0,Q8_0 --threads 1,2
 """
@@ -39,6 +44,7 @@ import os
 import pathlib
 import random
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -70,16 +76,23 @@ def make_models(shapes, types, folder, quantize_bin, log):
             stem, base_type = shape, "Q8_0"
             write = [str(ROOT / "scripts/make-random-llama.py"), *SHAPES[shape], "--no-rope-scaling", "--jobs", "2"]
         base = folder / f"{stem}-{base_type}.gguf"
-        if not base.exists():
+        paths = [(t, base if t == base_type else folder / f"{stem}-{t}.gguf")
+                 for t in (types if base_type == "Q8_0" else [base_type])]
+        # the base only when a model is missing (it may be deleted once quantized: 8.5 GB at the 8B shape);
+        # written under a temporary name, as the quantized ones: an interrupted run leaves no partial model
+        if not base.exists() and not all(p.exists() for _, p in paths):
             log(f"writing {base}")
-            out_arg = ["--out", str(base)] if shape in MOE_LAYERS else [str(base)]
+            part = base.with_name(base.name + ".part")
+            out_arg = ["--out", str(part)] if shape in MOE_LAYERS else [str(part)]
             subprocess.run([sys.executable, *write, *out_arg], check=True)
-        for t in types if base_type == "Q8_0" else [base_type]:
-            path = base if t == base_type else folder / f"{stem}-{t}.gguf"
+            part.rename(base)
+        for t, path in paths:
             if not path.exists():
                 log(f"quantizing {path}")
-                subprocess.run([str(quantize_bin), "--allow-requantize", str(base), str(path), t], check=True,
+                part = path.with_name(path.name + ".part")
+                subprocess.run([str(quantize_bin), "--allow-requantize", str(base), str(part), t], check=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                part.rename(path)
             out.append((f"{stem} {t} (random)", path))
     return out
 
@@ -133,13 +146,15 @@ async def one_request(client, url, prompt, tokens):
     return times
 
 
-async def run_streams(port, streams, requests, vocab, plen, tokens, seed, warmup=4):
+async def run_streams(port, streams, requests, vocab, plen, tokens, seed, warmup=4, after_warmup=None):
     url = f"http://127.0.0.1:{port}/v1/completions"
     rng = random.Random(seed)
     todo = [[rng.randrange(300, vocab - 300) for _ in range(plen)] for _ in range(requests)]
     res = []
     async with httpx.AsyncClient(limits=httpx.Limits(max_connections=streams + 2)) as client:
         await one_request(client, url, todo[0][:16], warmup)  # warm-up (a MoE's experts get repacked)
+        if after_warmup:
+            after_warmup()
 
         async def worker():
             while todo:
@@ -153,9 +168,36 @@ async def run_streams(port, streams, requests, vocab, plen, tokens, seed, warmup
     tpots = [(t[-1] - t[0]) / (len(t) - 1) for t in res if len(t) > 1]
     gaps = sorted(b - a for t in res for a, b in zip(t, t[1:]))
     pick = lambda q: gaps[min(len(gaps) - 1, int(q * len(gaps)))] if gaps else 0  # noqa: E731
-    return {"tpot_ms": 1e3 * sum(tpots) / len(tpots), "ttft_ms": 1e3 * sum(ttfts) / max(1, len(ttfts)),
+    return {"tpot_ms": 1e3 * sum(tpots) / len(tpots) if tpots else float("nan"), "ttft_ms": 1e3 * sum(ttfts) / max(1, len(ttfts)),
             "tok_s": sum(len(t) for t in res) / wall,
             "itl_p50_ms": 1e3 * pick(0.5), "itl_p99_ms": 1e3 * pick(0.99), "requests": len(res)}
+
+
+class Profile:
+    """`perf record -e cpu-clock` of one server process from the end of the warm-up to the end of the
+    requests (start-up and loading excluded), then `perf report` by symbol into NAME.txt beside NAME.data."""
+
+    def __init__(self, pid, data):
+        self.pid, self.data, self.proc = pid, pathlib.Path(data), None
+
+    def start(self):
+        self.data.parent.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", "499", "-p", str(self.pid), "-o",
+                                      str(self.data)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(50):  # until perf has attached (it writes its file's header then)
+            if self.data.exists() and self.data.stat().st_size > 0:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)
+
+    def stop(self):
+        if not self.proc:
+            return
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(60)
+        rep = subprocess.run(["perf", "report", "-i", str(self.data), "--stdio", "--no-children", "--sort", "symbol",
+                              "--percent-limit", "0.3"], capture_output=True, text=True).stdout
+        self.data.with_suffix(".txt").write_text(rep)
 
 
 def vocab_size(path):
@@ -185,6 +227,8 @@ def main():
     ap.add_argument("--folder", default=str(ROOT / "build-bench/shapes"))
     ap.add_argument("--out", default=str(ROOT / "build-bench/cpu-decode.md"))
     ap.add_argument("--json", default=str(ROOT / "build-bench/cpu-decode.json"))
+    ap.add_argument("--perf", default="", help="folder: profile each tram server's requests (perf record -e "
+                    "cpu-clock, after the warm-up) into FOLDER/MODEL-Tt-Ss.{data,txt}")
     a = ap.parse_args()
     log = lambda m: print(f"cpu_decode: {m}", file=sys.stderr, flush=True)  # noqa: E731
     build = pathlib.Path(a.build_dir)
@@ -214,8 +258,13 @@ def main():
                         ready_s = time.perf_counter() - t0
                         for streams in group:
                             r = rs[streams]
+                            prof = Profile(srv.proc.pid, pathlib.Path(a.perf) / f"{path.stem}-{threads}t-{streams}s.data") \
+                                if a.perf and kind == "tram" else None
                             r[kind] = asyncio.run(run_streams(srv.port, streams, max(a.requests, streams), vocab,
-                                                              a.prompt, a.tokens, 7, a.warmup_tokens))
+                                                              a.prompt, a.tokens, 7, a.warmup_tokens,
+                                                              prof.start if prof else None))
+                            if prof:
+                                prof.stop()
                             r[kind].update(ready_s=ready_s, rss_gb=rss_gb(srv.proc.pid))
                             log(f"{name} {threads}t {streams}s {kind}: {r[kind]}")
             bw = membw(build, threads)
