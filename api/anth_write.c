@@ -13,9 +13,9 @@
 
 const char *anth_stop_reason(sched_finish_t f, const char *stop_str, bool called) {
   if (f == SCHED_FINISH_NONE) return NULL;
-  if (called && f == SCHED_FINISH_STOP) return "tool_use";
   if (f == SCHED_FINISH_LENGTH) return "max_tokens";
-  if (stop_str) return "stop_sequence";
+  if (stop_str) return "stop_sequence"; /* a call cut by a stop sequence is no tool use */
+  if (called && f == SCHED_FINISH_STOP) return "tool_use";
   return "end_turn";
 }
 

@@ -242,6 +242,14 @@ static int load_recurrent(loader_t *ld, int l) {
   const int64_t vd = (int64_t)hp->ssm_n_v_heads * hp->ssm_head_v, hv = hp->ssm_n_v_heads;
   char name[64];
 #define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
+  if (gguf_find_tensor(ld->m->gguf, NAME("ssm_in.weight")) &&
+      !gguf_find_tensor(ld->m->gguf, NAME("attn_qkv.weight"))) { /* llama.cpp's first qwen3next files */
+    snprintf(ld->err, ld->err_len,
+             "tensor 'blk.%d.ssm_in.weight': a fused in_proj_qkvz of llama.cpp's first qwen3next GGUFs; tram reads "
+             "the split attn_qkv/attn_gate form current llama.cpp writes: convert the model again",
+             l);
+    return -EINVAL;
+  }
   int rc = load_vector(ld, NAME("attn_norm.weight"), hp->dim, &L->attn_norm, 1);
   if (rc == 0) rc = load_matrix(ld, NAME("attn_qkv.weight"), hp->ssm_conv_dim, hp->dim, &L->w_qkv);
   if (rc == 0) rc = load_matrix(ld, NAME("attn_gate.weight"), vd, hp->dim, &L->w_z);

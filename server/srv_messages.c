@@ -25,7 +25,9 @@
  * budget_tokens is the thinking budget, api/anth_request.c): otherwise the
  * template was asked not to think and any reasoning is left out.
  */
+#include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,11 +178,21 @@ static void w_stream_end(srv_job_t *j) {
   put(j, anth_event_simple("message_stop"));
 }
 
+/* Whether a call's arguments are a JSON object (a whole call's are). */
+static bool is_object(const char *json) {
+  cJSON *v = json ? cJSON_Parse(json) : NULL;
+  const bool ok = cJSON_IsObject(v);
+  cJSON_Delete(v);
+  return ok;
+}
+
 /* The whole message: the reasoning of a thinking model (if any), the text
  * (if any), then a tool_use block per call. A forced call cut by max_tokens
  * (arguments that are no object) is Anthropic's incomplete tool_use: the
  * last block, input {}, stop_reason max_tokens (its docs: retry with a
- * higher max_tokens); the stream has sent its partial input_json_delta. */
+ * higher max_tokens); the stream has sent its partial input_json_delta.
+ * Arguments that are no object for another reason (a stop sequence cut
+ * them, a model's malformed call) are text, and no tool use. */
 static char *w_whole(srv_job_t *j) {
   srv_choice_t *c = &j->choices[0];
   arena_t a;
@@ -195,6 +207,10 @@ static char *w_whole(srv_job_t *j) {
     blocks[n++] = (anth_block_t){.kind = ANTH_BLOCK_TEXT, .text = parsed.text, .text_len = parsed.text_len};
   for (int32_t k = 0; k < parsed.n_tool_calls; k++) {
     const oai_tool_call_t *t = &parsed.tool_calls[k];
+    if (c->finish != SCHED_FINISH_LENGTH && !is_object(t->arguments)) { /* e.g. cut by a stop sequence: text */
+      blocks[n++] = (anth_block_t){.kind = ANTH_BLOCK_TEXT, .text = t->arguments, .text_len = strlen(t->arguments)};
+      continue;
+    }
     char *id = arena_alloc(&a, 64);
     call_id(j, k, id, 64);
     blocks[n++] = (anth_block_t){.kind = ANTH_BLOCK_TOOL_USE, .id = id, .name = t->name, .input = t->arguments};

@@ -182,6 +182,17 @@ def test_tool_choice_forces_a_call(server, stream):
     with pytest.raises(json.JSONDecodeError):
         json.loads(partial)  # cut: not a whole object
     assert [e["delta"]["stop_reason"] for e in events if e["type"] == "message_delta"] == ["max_tokens"]
+    # a forced call cut by a stop sequence (its first '"') is no tool use: its text as a text block, stop_reason
+    # stop_sequence; streamed, the tool_use block already open ends with stop_reason stop_sequence too
+    stop_kw = {**kw, "stop_sequences": ['"'], "tool_choice": {"type": "tool", "name": "get_time"}}
+    stopped = c.messages.create(**stop_kw)
+    assert stopped.stop_reason == "stop_sequence" and stopped.stop_sequence == '"'
+    assert [b.type for b in stopped.content] == ["text"] and stopped.content[0].text.strip() == "{"
+    body = {k: v for k, v in stop_kw.items() if k != "extra_body"} | GREEDY | {"stream": True}
+    with server.http.stream("POST", "/v1/messages", json=body, headers={"anthropic-version": "2023-06-01"}) as r:
+        assert r.status_code == 200
+        events = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: ")]
+    assert [e["delta"]["stop_reason"] for e in events if e["type"] == "message_delta"] == ["stop_sequence"]
 
 
 def test_tool_blocks_render_as_the_template_does(server):

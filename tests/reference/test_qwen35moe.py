@@ -180,6 +180,11 @@ def test_malformed_gguf_is_refused_by_name(tool, tmp_path, fam, gguf_path):
             t["blk.0.ssm_beta.weight"], t["blk.0.ssm_alpha.weight"] = ba[:4], ba[4:]
         assert "tensor 'blk.0.ssm_ba.weight' is missing" in refused(
             tool, tmp_path, rewrite(gguf_path, tmp_path / "d.gguf", edit=split_ba))
+
+        def fused_in(t):  # llama.cpp's first qwen3next files: one ssm_in for q, k, v and z
+            t["blk.0.ssm_in.weight"] = np.concatenate([t.pop("blk.0.attn_qkv.weight"), t.pop("blk.0.attn_gate.weight")])
+        assert "tensor 'blk.0.ssm_in.weight': a fused in_proj_qkvz of llama.cpp's first qwen3next GGUFs" in refused(
+            tool, tmp_path, rewrite(gguf_path, tmp_path / "e.gguf", edit=fused_in))
     else:  # no dense MLP width: a layer's MLP is its experts
         def dense(t):
             t["blk.1.ffn_gate.weight"] = np.zeros((16, 32), np.float32)
