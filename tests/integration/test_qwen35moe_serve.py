@@ -67,9 +67,11 @@ def test_prefix_hit_and_concurrency_are_the_scratch_answers(server, scratch):
     with concurrent.futures.ThreadPoolExecutor(10) as ex:
         together = list(ex.map(lambda p: create(server, p, max_tokens=40), prompts))
     assert [t[:2] for t in together] == solo
-    # 10 blocks of 16 tokens hold at most two of these sequences at their ends: some were preempted, and
-    # some found the shared prefix's state
-    assert all(server.metric(k) > before[k] for k in keys)
+    # 10 blocks of 16 tokens hold at most two of these sequences at their ends: run together, some were
+    # preempted; run one after another (the client's threads are not always that fast), they found the shared
+    # prefix's state — which of the two, or both, depends on timing (a clean-clone CI run saw only one)
+    grew = {k: server.metric(k) - before[k] for k in keys}
+    assert sum(grew.values()) > 0, grew
 
 
 def test_ngram_speculation_is_plain_decoding(server, fam, tmp_path):
