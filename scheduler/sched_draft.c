@@ -23,7 +23,28 @@
  * verification (sched__draft_rollback) it forgets what follows the verified
  * tokens; drafts the planner drops are forgotten after the plan
  * (sched__draft_sync), and a preempted sequence's draft blocks are freed
- * there too; an ended sequence's in sched__draft_forget. */
+ * there too; an ended sequence's in sched__draft_forget.
+ *
+ * A hybrid draft (Qwen3.5's Gated DeltaNet layers) also has a recurrent
+ * state per sequence, which cannot be truncated like the paged cache: it
+ * gets a pool of its own (cache/kv_state.h, no snapshots, no kept states)
+ * with a slot per sequence that holds draft blocks (held[] says whose) and
+ * a scratch slot per sequence of one proposal. The design: the slot never
+ * consumes a draft. Step 2 advances it to exactly len tokens (the verified
+ * ones); step 3 copies it into the sequence's scratch slot and decodes the
+ * drafts there; then the draft cache is cut back to len tokens, so between
+ * steps a sequence's slot holds the state of exactly its dkv.n_tokens
+ * tokens (dkv.n_tokens <= len: one more than a transformer draft keeps,
+ * the state cannot go back). Rollback after verification has nothing to
+ * undo: the next catch-up computes the accepted drafts again (at most k + 1
+ * rows, in the one forward a catch-up takes anyway) — one copy of a state
+ * per proposal instead of a kept state per draft. A sequence whose tokens
+ * did not grow since (its drafts dropped, it was not planned) has no row
+ * for draft 1 and proposes nothing that step. Whenever a sequence's draft
+ * blocks are freed (an idle one when the draft cache or pool is full, a
+ * preempted or ended one, a failed forward) its slot goes too: the next
+ * catch-up starts from position 0, which resets a fresh slot (the draft has
+ * no prefix cache: its blocks are never published). */
 #include <errno.h>
 #include <stdlib.h>
 
@@ -50,10 +71,34 @@ struct sched_draft {
   int32_t *logit_of;       /* [max_seqs] the proposal index of each logits row */
   float *logits;           /* [max_seqs, n_vocab] */
   int64_t last_ns;         /* the last proposal's time */
-  int last_clean;          /* it caught up on at most 2 tokens per sequence */
+  int last_clean;          /* it caught up on no more than a steady step does */
+  /* a hybrid draft (NULL / unused otherwise) */
+  kv_state_t *state;       /* owned: 2 * max_seqs slots */
+  sched_eseq_t **held;     /* [state->n_slots] the sequence holding each slot (NULL: free or scratch) */
+  int32_t *scratch;        /* [max_seqs] the scratch slot of each proposal index (held for good) */
+  int32_t *slots;          /* [max_seqs] one forward's state slot per sequence */
 };
 
 static sched_eseq_t *eseq(sched_seq_t *s) { return (sched_eseq_t *)s; }
+
+/* A hybrid draft's recurrent-state pool: a slot for each sequence of a
+ * proposal and a scratch slot for each, taken now for good. 0; -EINVAL
+ * when the pool cannot be made. */
+static int state_setup(const sched_engine_t *e, sched_draft_t *d) {
+  kv_state_config_t sc = {.n_slots = 2 * d->max_seqs};
+  if (model_state_config(d->m, &sc) != 0) return 0; /* a transformer */
+  d->state = kv_state_create(e->be, &sc);
+  if (!d->state) return -EINVAL;
+  d->held = xcalloc((size_t)sc.n_slots, sizeof *d->held);
+  d->scratch = xcalloc((size_t)d->max_seqs, sizeof *d->scratch);
+  d->slots = xcalloc((size_t)d->max_seqs, sizeof *d->slots);
+  for (int32_t i = 0; i < d->max_seqs; i++) d->scratch[i] = kv_state_alloc(d->state); /* the pool has 2x */
+  const double slot_mb = (double)kv_state_slot_bytes(&sc) / 1e6;
+  log_info("draft model: recurrent-state pool of %d slots (a state and a scratch copy per speculating sequence) "
+           "for %d Gated DeltaNet layers, %.1f MB each, %.1f MB in all",
+           sc.n_slots, sc.n_layers, slot_mb, slot_mb * sc.n_slots);
+  return 0;
+}
 
 sched_draft_t *sched__draft_create(sched_engine_t *e) {
   const sched_config_t *c = &e->cfg;
@@ -63,14 +108,6 @@ sched_draft_t *sched__draft_create(sched_engine_t *e) {
     return NULL;
   }
   const model_hparams_t *hp = model_hparams(m);
-  kv_state_config_t sc;
-  if (model_state_config(m, &sc) == 0) {
-    log_error("sched_engine_create: the draft model is a hybrid %s model: its recurrent state would need rolling "
-              "back too, which the draft proposer does not do; use a transformer draft model with the same "
-              "vocabulary, or --speculative ngram",
-              model_arch_name(hp->arch));
-    return NULL;
-  }
   if (hp->n_vocab != e->n_vocab) {
     log_error("sched_engine_create: the draft model has %d tokens, the model %d", hp->n_vocab, e->n_vocab);
     return NULL;
@@ -92,11 +129,13 @@ sched_draft_t *sched__draft_create(sched_engine_t *e) {
   }
   d->cache = kv_cache_create(e->be, &kc);
   if (!d->cache) goto fail;
+  if (state_setup(e, d) != 0) goto fail;
   const model_runner_config_t rc = {
       .max_tokens = d->max_tokens,
       .max_seqs = d->max_seqs,
       .max_logits = d->max_seqs,
       .max_seq_len = e->max_len,
+      .state = d->state,
   };
   d->runner = model_runner_create(m, d->cache, &rc);
   if (!d->runner) goto fail;
@@ -125,6 +164,10 @@ void sched__draft_destroy(sched_draft_t *d) {
   attn_meta_free(&d->meta);
   model_runner_destroy(d->runner);
   kv_cache_destroy(d->cache);
+  kv_state_destroy(d->state);
+  free(d->held);
+  free(d->scratch);
+  free(d->slots);
   free(d->seqs);
   free(d->q_lens);
   free(d->which);
@@ -136,17 +179,34 @@ void sched__draft_destroy(sched_draft_t *d) {
   free(d);
 }
 
-/* Frees the draft blocks of the running sequences not among qs[n]. Returns
- * how many sequences lost theirs. */
+/* q's slot in a hybrid draft's pool; -1: none (or a transformer draft). */
+static int32_t slot_of(const sched_draft_t *d, const sched_eseq_t *q) {
+  for (int32_t i = 0; d->state && i < d->state->n_slots; i++)
+    if (d->held[i] == q) return i;
+  return -1;
+}
+
+/* Frees q's draft blocks and its recurrent-state slot: its draft starts
+ * over from position 0. */
+static void drop(sched_draft_t *d, sched_eseq_t *q) {
+  kv_seq_free(d->cache->alloc, &q->dkv);
+  const int32_t slot = slot_of(d, q);
+  if (slot < 0) return;
+  kv_state_free(d->state, slot);
+  d->held[slot] = NULL;
+}
+
+/* Frees the draft blocks (and states) of the running sequences not among
+ * qs[n]. Returns how many sequences lost theirs. */
 static int evict_idle(sched_engine_t *e, sched_eseq_t *const *qs, int32_t n) {
   int freed = 0;
   for (sched_seq_t *s = e->plan.running.head; s; s = s->next) {
     sched_eseq_t *q = eseq(s);
-    if (q->dkv.n_blocks == 0) continue;
+    if (q->dkv.n_blocks == 0 && slot_of(e->draft, q) < 0) continue;
     int32_t i = 0;
     while (i < n && qs[i] != q) i++;
     if (i < n) continue;
-    kv_seq_free(e->draft->cache->alloc, &q->dkv);
+    drop(e->draft, q);
     freed++;
   }
   if (freed > 0) log_debug("engine: the draft cache is full: freed the draft blocks of %d idle sequences", freed);
@@ -175,6 +235,7 @@ static int forward(sched_engine_t *e, sched_eseq_t *const *qs, int32_t ns, int32
       .attn = &d->meta.batch,
       .n_logits = nl,
       .logit_rows = d->logit_rows,
+      .state_slots = d->state ? d->slots : NULL, /* a hybrid draft: filled with seqs */
   };
   rc = model_forward(d->runner, &b, d->logits);
   if (rc != 0) return rc;
@@ -184,13 +245,22 @@ static int forward(sched_engine_t *e, sched_eseq_t *const *qs, int32_t ns, int32
   return 0;
 }
 
-/* Reserves q's draft blocks for its len - 1 tokens and k - 1 drafts; lowers
- * k to what the draft's sequence length allows. 0, or -ENOSPC. */
+/* Reserves q's draft blocks for its len - 1 tokens and k - 1 drafts (and
+ * a hybrid draft's state slot); lowers k to what the draft's sequence
+ * length allows. 0, or -ENOSPC. */
 static int reserve(sched_engine_t *e, sched_eseq_t *const *qs, int32_t n, sched_eseq_t *q, int32_t *k) {
-  const sched_draft_t *d = e->draft;
+  sched_draft_t *d = e->draft;
   const int64_t len = q->s.len;
+  if (q->dkv.n_tokens >= len) return -ENOSPC; /* a hybrid's state at len: no row gives draft 1 */
   if (len - 1 + *k > d->max_len) *k = (int32_t)(d->max_len - len + 1 > 0 ? d->max_len - len + 1 : 0);
   if (*k == 0) return -ENOSPC;
+  if (d->state && slot_of(d, q) < 0) { /* its draft starts at position 0 */
+    int32_t slot = kv_state_alloc(d->state);
+    if (slot < 0 && evict_idle(e, qs, n) > 0) slot = kv_state_alloc(d->state);
+    if (slot < 0) return -ENOSPC;
+    d->held[slot] = q;
+    if (q->dkv.n_blocks) kv_seq_free(d->cache->alloc, &q->dkv); /* never: blocks go with the slot */
+  }
   const int64_t need = len - 1 + *k - q->dkv.n_tokens;
   if (kv_seq_reserve(d->cache->alloc, &q->dkv, need) == 0) return 0;
   if (evict_idle(e, qs, n) > 0 && kv_seq_reserve(d->cache->alloc, &q->dkv, need) == 0) return 0;
@@ -219,6 +289,7 @@ static int catch_up(sched_engine_t *e, sched_eseq_t *const *qs, const int32_t *k
       }
       d->seqs[ns] = &qs[i]->dkv;
       d->q_lens[ns] = c;
+      d->slots[ns] = slot_of(d, qs[i]);
       d->which[ns++] = i;
     }
     if (ns == 0) return 0;
@@ -238,10 +309,14 @@ void sched__draft_propose(sched_engine_t *e, sched_eseq_t **qs, int32_t *ks, int
       ks[i] = 0;
       continue;
     }
-    if (qs[i]->s.len - qs[i]->dkv.n_tokens > 2) clean = 0;
+    /* a steady step catches up on the bonus token and the last draft; a
+     * hybrid's on every accepted draft too */
+    if (qs[i]->s.len - qs[i]->dkv.n_tokens > (d->state ? 1 + e->cfg.spec.k : 2)) clean = 0;
     if (ks[i] > k_max) k_max = ks[i];
   }
   int rc = catch_up(e, qs, ks, n, drafts);
+  for (int32_t i = 0; rc == 0 && d->state && i < n; i++) /* the drafts run in a copy of the state at len */
+    if (ks[i] > 1) kv_state_copy(d->state, d->scratch[i], slot_of(d, qs[i]));
   for (int32_t j = 1; rc == 0 && j < k_max; j++) { /* step 3: draft j in, draft j + 1 out */
     int32_t ns = 0;
     for (int32_t i = 0; i < n; i++) {
@@ -250,6 +325,7 @@ void sched__draft_propose(sched_engine_t *e, sched_eseq_t **qs, int32_t *ks, int
       d->positions[ns] = (int32_t)(qs[i]->s.len - 1 + j);
       d->seqs[ns] = &qs[i]->dkv;
       d->q_lens[ns] = 1;
+      if (d->state) d->slots[ns] = d->scratch[i];
       d->which[ns] = i;
       d->logit_rows[ns] = ns;
       d->logit_of[ns] = i;
@@ -261,28 +337,37 @@ void sched__draft_propose(sched_engine_t *e, sched_eseq_t **qs, int32_t *ks, int
     log_error("engine: the draft model's forward failed (%d): no drafts this step", rc);
     for (int32_t i = 0; i < n; i++) {
       ks[i] = 0;
-      kv_seq_free(d->cache->alloc, &qs[i]->dkv);
+      drop(d, qs[i]);
     }
   }
+  for (int32_t i = 0; d->state && i < n; i++) /* the slot holds len tokens: so does the draft cache */
+    if (qs[i]->dkv.n_tokens > qs[i]->s.len) kv_seq_truncate(d->cache->alloc, &qs[i]->dkv, qs[i]->s.len);
   d->last_ns = clock_now_ns() - t0;
   d->last_clean = clean;
 }
 
 void sched__draft_sync(sched_engine_t *e) {
-  if (!e->draft) return;
-  kv_alloc_t *a = e->draft->cache->alloc;
-  for (sched_seq_t *s = e->plan.running.head; s; s = s->next)
-    if (eseq(s)->dkv.n_tokens > s->len - 1) kv_seq_truncate(a, &eseq(s)->dkv, s->len - 1);
+  sched_draft_t *d = e->draft;
+  if (!d) return;
+  for (sched_seq_t *s = e->plan.running.head; s; s = s->next) {
+    sched_eseq_t *q = eseq(s);
+    if (q->dkv.n_tokens <= s->len - 1) continue;
+    if (!d->state) kv_seq_truncate(d->cache->alloc, &q->dkv, s->len - 1);
+    else if (q->dkv.n_tokens > s->len) drop(d, q); /* never: a hybrid's state goes no further than len */
+  }
   for (sched_seq_t *s = e->plan.waiting.head; s; s = s->next)
-    if (eseq(s)->dkv.blocks) kv_seq_free(a, &eseq(s)->dkv);
+    if (eseq(s)->dkv.blocks || slot_of(d, eseq(s)) >= 0) drop(d, eseq(s));
 }
 
 void sched__draft_rollback(sched_engine_t *e, sched_eseq_t *q, int64_t keep) {
-  if (e->draft && q->dkv.n_tokens > keep) kv_seq_truncate(e->draft->cache->alloc, &q->dkv, keep);
+  sched_draft_t *d = e->draft;
+  if (!d || q->dkv.n_tokens <= keep) return; /* a hybrid's: always (its cache holds no drafts) */
+  if (d->state) drop(d, q); /* never: its state cannot go back */
+  else kv_seq_truncate(d->cache->alloc, &q->dkv, keep);
 }
 
 void sched__draft_forget(sched_engine_t *e, sched_eseq_t *q) {
-  if (e->draft) kv_seq_free(e->draft->cache->alloc, &q->dkv);
+  if (e->draft) drop(e->draft, q);
 }
 
 void sched__draft_blocks(const sched_engine_t *e, int32_t *total, int32_t *used) {
@@ -293,4 +378,11 @@ void sched__draft_blocks(const sched_engine_t *e, int32_t *total, int32_t *used)
 int64_t sched__draft_last_ns(const sched_engine_t *e, int *clean) {
   *clean = e->draft ? e->draft->last_clean : 1;
   return e->draft ? e->draft->last_ns : 0;
+}
+
+const float *sched__draft_state(const sched_engine_t *e, const sched_eseq_t *q, int64_t *n_tokens) {
+  const int32_t slot = e->draft ? slot_of(e->draft, q) : -1;
+  if (slot < 0) return NULL;
+  *n_tokens = e->draft->state->n_tokens[slot];
+  return kv_state_layer(e->draft->state, 0) + (size_t)slot * e->draft->state->slot_floats;
 }

@@ -238,18 +238,23 @@ void sched__draft_propose(sched_engine_t *e, sched_eseq_t **qs, int32_t *ks, int
                           int32_t (*drafts)[SCHED_SPEC_MAX_K]);
 /* After the plan: the draft cache of a running sequence keeps only tokens
  * it still has (drafts the planner dropped are forgotten); a waiting
- * (preempted) sequence's draft blocks are freed. */
+ * (preempted) sequence's draft blocks (and a hybrid draft's state) are
+ * freed. */
 void sched__draft_sync(sched_engine_t *e);
 /* After verification: q's first `keep` tokens are verified; the draft
  * cache forgets what it holds past them. */
 void sched__draft_rollback(sched_engine_t *e, sched_eseq_t *q, int64_t keep);
-/* q ended: its draft blocks are freed. A no-op without a draft model. */
+/* q ended: its draft blocks (and state) are freed. A no-op without a draft model. */
 void sched__draft_forget(sched_engine_t *e, sched_eseq_t *q);
 /* The draft cache's blocks in all and in use (0, 0 without one), and the
  * time of the last proposal (ns, with whether it was only decodes and
  * short catch-ups: a clean sample for the cost model). */
 void sched__draft_blocks(const sched_engine_t *e, int32_t *total, int32_t *used);
 int64_t sched__draft_last_ns(const sched_engine_t *e, int *clean);
+/* A hybrid draft: q's recurrent state (every layer's, slot_floats floats
+ * on the device) and how many tokens it has consumed; NULL when q holds no
+ * slot (or the draft is a transformer). */
+const float *sched__draft_state(const sched_engine_t *e, const sched_eseq_t *q, int64_t *n_tokens);
 
 /* Frees r's per-sequence state (samplers, matchers, token arrays). */
 void sched__req_free_seqs(sched_req_t *r);

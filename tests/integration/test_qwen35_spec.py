@@ -13,13 +13,12 @@ on repetitive prompts where n-gram drafts are both accepted and rejected
 prefix-cache hits restoring snapshots taken among speculated tokens (a
 multi-turn conversation), with preemptions while speculating, with stop
 strings and with structured output; and with a draft model (a 1-layer
-random Llama given the fixture's vocabulary). A hybrid draft model is
-refused at start with a line saying so (the draft proposer keeps no
-recurrent states)."""
+random Llama given the fixture's vocabulary) — and with hybrid draft
+models (the fixture as its own draft, and the Qwen3.5-MoE fixture), whose
+recurrent states the draft proposer keeps in a pool of its own."""
 import concurrent.futures
 import json
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -240,14 +239,73 @@ def test_draft_model_with_a_hybrid_target(plain, tmp_path):
         assert srv.stop() == 0
 
 
-def test_hybrid_draft_model_is_refused(tmp_path):
-    """The draft proposer keeps no recurrent states: a hybrid draft (the fixture as llama.cpp's converter writes
-    it) is refused at start, naming why and what works instead."""
+HYBRID_DRAFTS = {"self": HF, "moe": HF.parent / "qwen35moe-tiny"}
+
+
+def hybrid_draft(tmp_path, draft, *args):
+    """A server of the fixture speculating with a hybrid draft: the fixture itself or the Qwen3.5-MoE one, as
+    llama.cpp's converter writes them (a draft model is a GGUF file)."""
     sys.path.insert(0, str(HF.parents[1]))
     from qwen35_gguf import write_gguf
-    draft = write_gguf(HF, tmp_path / "qwen35-tiny.gguf")
-    res = subprocess.run([str(tram_server.tram_bin()), "serve", "-m", str(HF), "--port", "0", "--threads", "2",
-                          "--speculative", "draft", "--draft-model", str(draft)], capture_output=True, text=True,
-                         timeout=60, env=tram_server.clean_env())
-    assert res.returncode != 0
-    assert "the draft model is a hybrid qwen35 model" in res.stderr + res.stdout
+    path = write_gguf(HYBRID_DRAFTS[draft], tmp_path / f"{draft}-draft.gguf")
+    return tram_server.start(tmp_path, *args, "--speculative", "draft", "--draft-model", str(path),
+                             "--num-speculative-tokens", "3", "--speculative-max-batch", "8", model=HF)
+
+
+@pytest.mark.parametrize("draft", sorted(HYBRID_DRAFTS))
+def test_hybrid_draft_model(plain, tmp_path, draft):
+    """A hybrid draft (its own recurrent-state pool, scheduler/sched_draft.c): the fixture as its own draft, and
+    the Qwen3.5-MoE fixture (another hybrid with the same vocabulary). Every greedy token and logprob is plain
+    decoding's — alone, with n = 2, for 8 concurrent requests, with stop strings — and the drafts were verified;
+    the model drafting for itself proposes what it decodes, so (up to the chunked and recurrent forms' rounding)
+    every draft is accepted: a draft state left one token off by a rollback would propose other tokens."""
+    srv = hybrid_draft(tmp_path, draft, *ARGS)
+    try:
+        rng = np.random.default_rng(47)
+        prompts = repetitive(rng, 8)
+        before = counters(srv)
+        for p in prompts[:3]:
+            want = create(plain, p)
+            assert create(srv, p)[:2] == want[:2]
+            assert create(srv, p, n=2)[:2] == (want[0] * 2, want[1] * 2)
+        solo = [create(plain, p)[:2] for p in prompts]
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            assert list(ex.map(lambda p: create(srv, p)[:2], prompts)) == solo
+        for p in prompts[4:7]:
+            stop = create(plain, p, max_tokens=40)[3][0][10:13]
+            want, got = (s.client().completions.create(model="qwen35-tiny", prompt=p, max_tokens=40, temperature=0,
+                                                       stop=[stop], extra_body={"ignore_eos": True})
+                         for s in (plain, srv))
+            assert got.choices[0].text == want.choices[0].text
+            assert got.choices[0].finish_reason == want.choices[0].finish_reason == "stop"
+        after = counters(srv)
+    finally:
+        assert srv.stop() == 0
+    proposed = after[COUNTERS[1]] - before[COUNTERS[1]]
+    accepted = after[COUNTERS[2]] - before[COUNTERS[2]]
+    print(f"{draft} draft for qwen35-tiny: {accepted:.0f} of {proposed:.0f} draft tokens accepted")
+    assert after[COUNTERS[0]] > before[COUNTERS[0]] and proposed > 0
+    if draft == "self":
+        assert accepted >= 0.95 * proposed
+
+
+def test_hybrid_draft_preempted_and_evicted(plain, tmp_path):
+    """The self-draft on 12 target blocks for 4 running sequences of up to 124 tokens (preemptions while
+    speculating) and a draft cache of 6 blocks (4,096 bytes each: draft states freed with the blocks of idle
+    sequences, and the next catch-up starting again from position 0): tokens and logprobs are plain decoding's."""
+    srv = hybrid_draft(tmp_path, "self", "--max-seqs", "4", "--block-size", "16", "--kv-cache-blocks", "12",
+                       "--draft-kv-cache-bytes", str(6 * 4096))
+    try:
+        rng = np.random.default_rng(44)
+        prompts = [(rng.integers(0, 96, 3).tolist() * 20)[: int(rng.integers(20, 60))] for _ in range(8)]
+        solo = [create(plain, p, max_tokens=64)[:2] for p in prompts]
+        before, pre = counters(srv), srv.metric("vllm:num_preemptions_total")
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            together = list(ex.map(lambda p: create(srv, p, max_tokens=64)[:2], prompts))
+        assert together == solo
+        assert srv.metric("vllm:num_preemptions_total") > pre
+        proposed = srv.metric(COUNTERS[1]) - before[COUNTERS[1]]
+        accepted = srv.metric(COUNTERS[2]) - before[COUNTERS[2]]
+        assert proposed > 0 and accepted >= 0.95 * proposed
+    finally:
+        assert srv.stop() == 0
