@@ -289,7 +289,7 @@ static int catch_up(sched_engine_t *e, sched_eseq_t *const *qs, const int32_t *k
       }
       d->seqs[ns] = &qs[i]->dkv;
       d->q_lens[ns] = c;
-      d->slots[ns] = slot_of(d, qs[i]);
+      if (d->state) d->slots[ns] = slot_of(d, qs[i]);
       d->which[ns++] = i;
     }
     if (ns == 0) return 0;

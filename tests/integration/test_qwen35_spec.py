@@ -217,6 +217,18 @@ def transformer_draft(path):
     return path
 
 
+def same_as_plain(plain, srv, prompts):
+    """srv's greedy tokens and logprobs are plain's: alone and with n = 2 for the first 3 prompts, and all of them
+    at once."""
+    for p in prompts[:3]:
+        want = create(plain, p)
+        assert create(srv, p)[:2] == want[:2]
+        assert create(srv, p, n=2)[:2] == (want[0] * 2, want[1] * 2)
+    solo = [create(plain, p)[:2] for p in prompts]
+    with concurrent.futures.ThreadPoolExecutor(len(prompts)) as ex:
+        assert list(ex.map(lambda p: create(srv, p)[:2], prompts)) == solo
+
+
 def test_draft_model_with_a_hybrid_target(plain, tmp_path):
     """A transformer draft proposing for the hybrid: every greedy token and logprob is plain decoding's, alone,
     with n = 2 and for concurrent requests, and the drafts were verified (the counters moved)."""
@@ -224,16 +236,8 @@ def test_draft_model_with_a_hybrid_target(plain, tmp_path):
     srv = tram_server.start(tmp_path, *ARGS, "--speculative", "draft", "--draft-model", str(draft),
                             "--num-speculative-tokens", "3", "--speculative-max-batch", "8", model=HF)
     try:
-        rng = np.random.default_rng(46)
-        prompts = repetitive(rng, 6)
         before = counters(srv)
-        for p in prompts[:3]:
-            want = create(plain, p)
-            assert create(srv, p)[:2] == want[:2]
-            assert create(srv, p, n=2)[0] == want[0] * 2
-        solo = [create(plain, p)[0] for p in prompts]
-        with concurrent.futures.ThreadPoolExecutor(6) as ex:
-            assert list(ex.map(lambda p: create(srv, p)[0], prompts)) == solo
+        same_as_plain(plain, srv, repetitive(np.random.default_rng(46), 6))
         assert srv.metric(COUNTERS[1]) > before[COUNTERS[1]]
     finally:
         assert srv.stop() == 0
@@ -257,20 +261,13 @@ def test_hybrid_draft_model(plain, tmp_path, draft):
     """A hybrid draft (its own recurrent-state pool, scheduler/sched_draft.c): the fixture as its own draft, and
     the Qwen3.5-MoE fixture (another hybrid with the same vocabulary). Every greedy token and logprob is plain
     decoding's — alone, with n = 2, for 8 concurrent requests, with stop strings — and the drafts were verified;
-    the model drafting for itself proposes what it decodes, so (up to the chunked and recurrent forms' rounding)
+    the model drafting for itself proposes what it decodes, so (up to its GGUF and folder forms' rounding)
     every draft is accepted: a draft state left one token off by a rollback would propose other tokens."""
     srv = hybrid_draft(tmp_path, draft, *ARGS)
     try:
-        rng = np.random.default_rng(47)
-        prompts = repetitive(rng, 8)
+        prompts = repetitive(np.random.default_rng(47), 8)
         before = counters(srv)
-        for p in prompts[:3]:
-            want = create(plain, p)
-            assert create(srv, p)[:2] == want[:2]
-            assert create(srv, p, n=2)[:2] == (want[0] * 2, want[1] * 2)
-        solo = [create(plain, p)[:2] for p in prompts]
-        with concurrent.futures.ThreadPoolExecutor(8) as ex:
-            assert list(ex.map(lambda p: create(srv, p)[:2], prompts)) == solo
+        same_as_plain(plain, srv, prompts)
         for p in prompts[4:7]:
             stop = create(plain, p, max_tokens=40)[3][0][10:13]
             want, got = (s.client().completions.create(model="qwen35-tiny", prompt=p, max_tokens=40, temperature=0,
