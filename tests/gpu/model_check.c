@@ -42,7 +42,14 @@
  *    row; the GEMMs of n and of bucket(n) rows may differ in bits on CUDA,
  *    so rows within tol are a WARN on a flipped near tie, as in part 2).
  *    On a backend without graphs (--dev cpu) ON pads nothing: PADDED
- *    against the unpadded run must then be bit-identical.
+ *    against the unpadded run must then be bit-identical. A hybrid or
+ *    mixture-of-experts model's runners pad and capture nothing at all
+ *    (model_runner_create): PADDED and ON must both be bit-identical to
+ *    the unpadded run and count no padded step.
+ *
+ * A hybrid model (Gated DeltaNet layers) runs with a recurrent-state pool
+ * (model_lane.h); the probe of part 3 skips a matrix the model lacks (a
+ * mixture has no dense MLP) or whose rows are not whole Q8_0 blocks.
  *
  * --ref-model loads another file on the reference side (same vocabulary):
  * a negative control, to see part 1 fail (e.g. the model against a
@@ -346,6 +353,11 @@ static void probe_matmul(mc_t *c, kern_backend_t *be, const model_hparams_t *hp)
   const int need_bits = strcmp(be->name, "cuda") != 0;
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     const int rows = shapes[s].rows, cols = shapes[s].cols;
+    if (rows < 1 || cols < 1 || cols % 32 != 0) { /* no dense MLP (experts), or rows not whole Q8_0 blocks */
+      printf("%s: matmul [%d x %d] not probed (%s)\n", shapes[s].name, rows, cols,
+             rows < 1 || cols < 1 ? "the model has no such matrix" : "rows not whole blocks of 32");
+      continue;
+    }
     const int64_t row_bytes = kern_type_row_bytes(KERN_Q8_0, cols);
     uint8_t *wq = xmalloc((size_t)rows * row_bytes);
     for (int64_t i = 0; i < rows * row_bytes; i += 34) {
@@ -418,7 +430,11 @@ static void check_graphs(mc_t *c, ml_lane_t *dev, const char *dev_name, const ch
     result(c, 0, "graphs", "cannot open the graph runner");
     return;
   }
-  const int captures = on.be->graph_begin != NULL;
+  /* the runner pads and captures decode steps only for models without
+   * recurrent layers or experts (model_runner_create: a hybrid's padding
+   * rows would need states, a mixture of experts routes on the host) */
+  const int pads = dev->hp->full_attn_interval == 0 && dev->hp->n_expert == 0;
+  const int captures = pads && on.be->graph_begin != NULL;
   mc_plan_t together = {.name = "together"}, staggered = {.name = "staggered"};
   for (int b = 0; b < c->S; b++) {
     together.start[b] = 0, together.chunk[b] = c->N;
@@ -447,6 +463,10 @@ static void check_graphs(mc_t *c, ml_lane_t *dev, const char *dev_name, const ch
     } else {
       snprintf(name, sizeof name, "graphs %s padded vs unpadded", plans[p]->name);
       compare_runs(c, name, &run[0], &run[1], 1);
+      if (!pads) { /* nothing padded, nothing captured: the same kernels on the same shapes */
+        snprintf(name, sizeof name, "graphs %s graph runner vs unpadded", plans[p]->name);
+        compare_runs(c, name, &run[0], &run[2], 1);
+      }
     }
     for (int i = 0; i < 3; i++) free(run[i].tok), free(run[i].logits);
   }
@@ -459,6 +479,11 @@ static void check_graphs(mc_t *c, ml_lane_t *dev, const char *dev_name, const ch
            "issued %llu padded steps (%.1f s)",
            (unsigned long long)gs.captured, (unsigned long long)gs.replayed, (unsigned long long)gs.failed,
            (unsigned long long)gs.eager, (unsigned long long)ps.eager, now_s() - t0);
+  else if (!pads)
+    result(c, gs.captured + gs.replayed + gs.eager + ps.eager == 0, "graphs used",
+           "a %s model runs unpadded and uncaptured: the graph runner padded %llu steps, the padded runner %llu",
+           dev->hp->full_attn_interval ? "hybrid" : "mixture-of-experts",
+           (unsigned long long)(gs.captured + gs.replayed + gs.eager), (unsigned long long)ps.eager);
   else
     result(c, gs.captured + gs.replayed + gs.eager == 0 && ps.eager > 0, "graphs used",
            "the %s backend has no graphs: the graph runner padded nothing (%llu steps), the padded runner %llu steps",

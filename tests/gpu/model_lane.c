@@ -12,6 +12,21 @@ static void *xcalloc(size_t n, size_t size) {
   return p;
 }
 
+/* A hybrid model's recurrent-state pool: one slot per sequence, held for
+ * the lane's life (the engine's hybrid_setup without snapshots or kept
+ * states). 0, also for a model without recurrent layers; -1 when the pool
+ * cannot be made. */
+static int open_states(ml_lane_t *l) {
+  kv_state_config_t sc = {.n_slots = l->max_seqs};
+  if (model_state_config(l->model, &sc) != 0) return 0;
+  if (!(l->state = kv_state_create(l->be, &sc))) return -1;
+  l->slots = xcalloc((size_t)l->max_seqs, sizeof *l->slots);
+  l->step_slots = xcalloc((size_t)l->max_seqs, sizeof *l->step_slots);
+  for (int s = 0; s < l->max_seqs; s++)
+    if ((l->slots[s] = kv_state_alloc(l->state)) < 0) return -1;
+  return 0;
+}
+
 int ml_open(ml_lane_t *l, const char *device, const char *path, int threads, int max_seqs, int max_tokens,
             int max_len) {
   return ml_open_graphs(l, device, path, threads, max_seqs, max_tokens, max_len, 0);
@@ -39,9 +54,14 @@ int ml_open_graphs(ml_lane_t *l, const char *device, const char *path, int threa
   kc.num_blocks = (int64_t)max_seqs * ((max_len + kc.block_size - 1) / kc.block_size) + 1;
   model_kv_config(l->model, &kc);
   l->cache = kv_cache_create(l->be, &kc);
+  if (l->cache && open_states(l) != 0) {
+    fprintf(stderr, "model_check: %s: cannot create the recurrent-state pool (see the log)\n", device);
+    ml_close(l);
+    return -1;
+  }
   const model_runner_config_t rc = {
       .max_tokens = max_tokens, .max_seqs = max_seqs, .max_logits = max_tokens, .max_seq_len = max_len,
-      .graphs = graphs};
+      .graphs = graphs, .state = l->state};
   l->run = l->cache ? model_runner_create(l->model, l->cache, &rc) : NULL;
   if (!l->run || attn_meta_init(&l->meta, max_seqs, max_tokens, model_runner_max_blocks_per_seq(l->run)) != 0) {
     fprintf(stderr, "model_check: %s: cannot create the KV cache or the runner (see the log)\n", device);
@@ -70,6 +90,8 @@ void ml_close(ml_lane_t *l) {
   free(l->seqs), free(l->step_seqs), free(l->q_lens), free(l->ids), free(l->pos), free(l->rows);
   attn_meta_free(&l->meta);
   model_runner_destroy(l->run);
+  free(l->slots), free(l->step_slots);
+  kv_state_destroy(l->state); /* every slot with it */
   kv_cache_destroy(l->cache);
   model_destroy(l->model);
   kern_backend_destroy(l->be);
@@ -93,6 +115,7 @@ int ml_step(ml_lane_t *l, int n, const int *seq, const int *q, int32_t *const *t
     if (!all_rows) l->rows[i] = t - 1; /* the sequence's last row */
     l->step_seqs[i] = s;
     l->q_lens[i] = q[i];
+    if (l->state) l->step_slots[i] = l->slots[seq[i]];
   }
   if (all_rows)
     for (int r = 0; r < t; r++) l->rows[r] = r;
@@ -105,7 +128,8 @@ int ml_step(ml_lane_t *l, int n, const int *seq, const int *q, int32_t *const *t
                            .positions = l->pos,
                            .attn = &l->meta.batch,
                            .n_logits = all_rows ? t : n,
-                           .logit_rows = l->rows};
+                           .logit_rows = l->rows,
+                           .state_slots = l->state ? l->step_slots : NULL};
   if ((rc = model_forward(l->run, &b, logits)) != 0) {
     fprintf(stderr, "model_check: model_forward: %d\n", rc);
     return rc;

@@ -6,7 +6,14 @@
  * the step reserves its new tokens (kv_seq_reserve), the attention
  * metadata is built (attn_meta_build), model_forward runs, the tokens are
  * committed (kv_seq_commit). The caller owns the token arrays; the lane
- * keeps only how many tokens of each sequence are in its cache. */
+ * keeps only how many tokens of each sequence are in its cache.
+ *
+ * A hybrid model (Gated DeltaNet layers beside attention: qwen35,
+ * qwen35moe, qwen3next) also gets a recurrent-state pool of one slot per
+ * sequence (cache/kv_state.h), as the engine's hybrid_setup makes it
+ * (without prefix-cache snapshots or kept states): sequence s holds slot
+ * slots[s] for the lane's life; a step starting a sequence at position 0
+ * resets its state (model_forward does), so ml_reset needs nothing more. */
 #ifndef TRAM_TESTS_GPU_MODEL_LANE_H
 #define TRAM_TESTS_GPU_MODEL_LANE_H
 
@@ -19,6 +26,8 @@ typedef struct ml_lane {
   model_t *model;             /* owned */
   const model_hparams_t *hp;  /* the model's */
   kv_cache_t *cache;          /* owned */
+  kv_state_t *state;          /* owned; NULL unless the model is hybrid */
+  int32_t *slots;             /* [max_seqs] sequence s's state slot (hybrid) */
   model_runner_t *run;        /* owned */
   attn_meta_t meta;
   int max_seqs, max_tokens;   /* capacities: sequences, tokens per step */
@@ -26,6 +35,7 @@ typedef struct ml_lane {
   /* step scratch */
   const kv_seq_t **step_seqs; /* [max_seqs] */
   int32_t *q_lens;            /* [max_seqs] */
+  int32_t *step_slots;        /* [max_seqs] the step's sequences' state slots (hybrid) */
   int32_t *ids, *pos, *rows;  /* [max_tokens] */
   int paths[3];               /* steps run per attn_path_t */
 } ml_lane_t;

@@ -13,6 +13,11 @@
 #       the default model's first 10 of 30 blocks (tests/gpu/truncate_gguf.py):
 #       its real weights, tokenizer and shapes, 54 MB. The whole model
 #       (98 MB; 93 MB under zstd -9) does not fit.
+#   qwen35-tiny.gguf, qwen35moe-tiny.gguf, qwen3next-tiny.gguf
+#       the hybrid fixtures of tests/reference/data/ (random-weight Hugging
+#       Face checkpoints) as llama.cpp's converter writes them
+#       (tests/reference/qwen35_gguf.py), under 1 MB each: the GPU build
+#       reads GGUF files only (TRAM_NO_HF, the Makefile's CUDA part).
 #
 # The random Llama-3-8B-shaped model is not carried: run-on-device.sh writes
 # it there (scripts/make-random-llama.py, 8.5 GB).
@@ -50,6 +55,17 @@ out=$dir/smollm2-${layers}l.gguf
 if [ ! -s "$out" ] || [ "$model" -nt "$out" ] || [ tests/gpu/truncate_gguf.py -nt "$out" ]; then
   "$py" tests/gpu/truncate_gguf.py "$model" "$out" --layers "$layers"
 fi
+
+# --- the hybrid fixtures, as GGUF files ------------------------------------------------
+for name in qwen35-tiny qwen35moe-tiny qwen3next-tiny; do
+  hf=tests/reference/data/$name
+  out=$dir/$name.gguf
+  if [ ! -s "$out" ] || [ "$hf/model.safetensors" -nt "$out" ] || [ tests/reference/qwen35_gguf.py -nt "$out" ]; then
+    PYTHONPATH=tests/reference "$py" -c 'import sys; from qwen35_gguf import write_gguf; write_gguf(*sys.argv[1:])' \
+      "$hf" "$out.tmp"
+    mv "$out.tmp" "$out"
+  fi
+done
 
 # --- what will travel -------------------------------------------------------------
 carry=$(du -sb "$dir" | cut -f1)

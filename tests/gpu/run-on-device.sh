@@ -32,6 +32,14 @@
 #   model     model_check on the default model's first 10 blocks
 #             ($CARRY/smollm2-10l.gguf): CUDA vs CPU logits, greedy outputs
 #             across batch compositions, the matmul probe
+#   model-q35, model-q35moe, model-q3next
+#             model_check on the hybrid fixtures ($CARRY/qwen35-tiny.gguf,
+#             qwen35moe-tiny.gguf, qwen3next-tiny.gguf: Gated DeltaNet
+#             layers beside attention, with a recurrent-state pool): the
+#             same checks, a few seconds each. The two with experts do not
+#             fail the run: a random mixture's near-tied router logits may
+#             pick other experts under the GPU's bf16 GEMM than under the
+#             CPU's (docs/benchmarks/cuda.md); their logs say how far
 #   e2e       engine_bench on the random Llama-3-8B-shaped model (written in
 #             the background from the start: scripts/make-random-llama.py)
 #   roofline  the model file's bytes / the copy rate bench measured: the
@@ -331,6 +339,20 @@ else
   step model 60 1 1 "$bin/model_check" --dev "$DEVICE" -m "$SMALL_MODEL"
 fi
 
+# the hybrid fixtures (tests/gpu/prepare-carry.sh writes them into CARRY)
+# (NAME:FIXTURE:MUST: the mixtures' router flips do not fail the run)
+for h in q35:qwen35-tiny:1 q35moe:qwen35moe-tiny:0 q3next:qwen3next-tiny:0; do
+  IFS=: read -r hname hfix hmust <<<"$h"
+  f=$CARRY/$hfix.gguf
+  if ! have "$bin/model_check"; then
+    skip "model-$hname" "model_check did not build (PCRE2? see build.log)" 1
+  elif [ "$DRY_RUN" != 1 ] && [ ! -s "$f" ]; then
+    skip "model-$hname" "no $f: run tests/gpu/prepare-carry.sh and carry $CARRY" 1
+  else
+    step "model-$hname" 30 "$hmust" 1 "$bin/model_check" --dev "$DEVICE" -m "$f"
+  fi
+done
+
 big=0
 if [ -n "$gen_pid" ]; then
   wait "$gen_pid"
@@ -370,7 +392,8 @@ fi
 # --- the tables, last ----------------------------------------------------------------
 echo
 echo "=== GPU run${DRY_RUN:+ (DRY_RUN=$DRY_RUN)}: full logs in $logdir ==="
-grep -E '^(FAIL|WARN)' "$logdir"/quick-*.log "$logdir"/check-*.log "$logdir/model.log" "$logdir/model8b.log" \
+grep -E '^(FAIL|WARN)' "$logdir"/quick-*.log "$logdir"/check-*.log "$logdir"/model.log "$logdir"/model-*.log \
+  "$logdir/model8b.log" \
   2>/dev/null | cut -c1-600 | head -30
 grep -E 'ERROR SUMMARY' "$logdir/memcheck.log" 2>/dev/null
 for t in bench-table.md sdpa-table.md; do

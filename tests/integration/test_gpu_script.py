@@ -26,7 +26,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "gpu" / "run-on-device.sh"
 CHECK_GROUPS = ["ops", "weights", "attn", "sample", "graph", "families"]
 ORDER = (["probe", "build", "plan"] + [f"quick-{g}" for g in CHECK_GROUPS] + [f"check-{g}" for g in CHECK_GROUPS]
-         + ["bench", "sdpa", "model", "e2e", "roofline", "e2e-nogr", "model8b", "memcheck"])
+         + ["bench", "sdpa", "model", "model-q35", "model-q35moe", "model-q3next", "e2e", "roofline", "e2e-nogr",
+            "model8b", "memcheck"])
+HYBRIDS = {"model-q35": "qwen35-tiny", "model-q35moe": "qwen35moe-tiny", "model-q3next": "qwen3next-tiny"}
 GPU_STEPS = set(ORDER) - {"probe", "build", "plan", "sdpa"}
 HEADER = "step          status"
 HAVE_NVCC = shutil.which("nvcc") is not None or os.path.exists("/usr/local/cuda/bin/nvcc")
@@ -66,6 +68,8 @@ def test_dry_run_plans_every_step_in_order(tmp_path):
     assert "compute-sanitizer --tool memcheck" in steps["memcheck"][1]
     assert "--no-graphs" in steps["e2e-nogr"][1] and "--no-graphs" not in steps["e2e"][1]
     assert steps["sdpa"][0] == "ok"
+    for name, fixture in HYBRIDS.items():  # each hybrid fixture, as the GGUF file prepare-carry.sh writes
+        assert steps[name][1].rstrip().endswith(f"model_check --dev cuda -m build/gpu-carry/{fixture}.gguf"), steps[name]
     plan = (tmp_path / "logs" / "build.log").read_text()
     assert "nvcc" in plan and "--Werror" not in plan
     assert plan.count("-lcublas") >= 3  # gpu_check, model_check, engine_bench
@@ -116,7 +120,11 @@ def fake_run(tmp_path, **env):
         f.write_text(STANDIN)
         f.chmod(0o755)
     (tmp_path / "carry").mkdir()
-    (tmp_path / "carry" / "smollm2-10l.gguf").write_text("stand-in")
+    for name in ["smollm2-10l"] + list(HYBRIDS.values()):
+        (tmp_path / "carry" / f"{name}.gguf").write_text("stand-in")
+    missing = env.pop("PREP_MISSING", None)
+    if missing:
+        (tmp_path / "carry" / f"{missing}.gguf").unlink()
     calls = tmp_path / "calls.txt"
     e = dict(os.environ, BUILD=str(tmp_path / "build"), BUILT="1", CUDA_VISIBLE_DEVICES="", LIMIT_CAP="3",
              OUT_DIR=str(tmp_path / "out"), CALLS=str(calls), HANG="-", ABORT="-", PYTHON="false",
@@ -145,6 +153,18 @@ def test_an_aborting_group_costs_only_itself(tmp_path):
     assert {"quick-weights.log", "check-graph.log", "steps.txt"} <= names
     assert order.index("memcheck") == len(order) - 1  # last
     assert steps["model"][0] == "ok" and any("model_check" in c for c in calls)
+    for name, fixture in HYBRIDS.items():
+        assert steps[name][0] == "ok" and any(c.endswith(f"/{fixture}.gguf") for c in calls), (name, calls)
+
+
+def test_a_missing_hybrid_fixture_fails_the_run(tmp_path):
+    """Without prepare-carry.sh's GGUF form of a hybrid fixture the run
+    fails on that step (the hybrid forward would go unchecked) and the
+    others still run."""
+    p, (order, steps), _, calls = fake_run(tmp_path, PREP_MISSING="qwen3next-tiny")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert steps["model-q3next"][0] == "skipped" and "prepare-carry.sh" in steps["model-q3next"][1]
+    assert steps["model-q35"][0] == "ok" and steps["model-q35moe"][0] == "ok"
 
 
 def test_a_hang_skips_every_later_gpu_step(tmp_path):
