@@ -12,6 +12,16 @@ size_t kv_state_slot_bytes(const kv_state_config_t *cfg) {
   return (size_t)cfg->n_layers * cfg->layer_floats * sizeof(float);
 }
 
+size_t kv_state_pool_bytes(const kv_state_config_t *cfg) {
+  return kv_state_slot_bytes(cfg) * ((size_t)cfg->n_slots + (size_t)cfg->n_keep + 1);
+}
+
+size_t kv_state_budget_rest(const kv_state_config_t *cfg, size_t budget, size_t min_kv) {
+  const size_t states = kv_state_pool_bytes(cfg);
+  if (states > budget || budget - states < min_kv || budget - states == 0) return 0;
+  return budget - states;
+}
+
 kv_state_t *kv_state_create(kern_backend_t *be, const kv_state_config_t *cfg) {
   if (cfg->n_layers < 1 || cfg->layer_floats < 1 || cfg->n_slots < 1 || cfg->n_snaps < 0 || cfg->n_keep < 0 ||
       cfg->n_snaps > INT32_MAX / 2 || cfg->n_keep > INT32_MAX / 2 ||

@@ -79,6 +79,17 @@ typedef struct kv_state {
 /* Bytes of one slot (every layer's state); a snapshot is as large. */
 size_t kv_state_slot_bytes(const kv_state_config_t *cfg);
 
+/* Bytes of the pool but its snapshots: the n_slots states, the n_keep
+ * kept states and the scratch state (the arena's last). */
+size_t kv_state_pool_bytes(const kv_state_config_t *cfg);
+
+/* One memory budget for the paged KV cache and the pool, as vLLM counts
+ * Mamba states in its KV budget: the pool (kv_state_pool_bytes; the
+ * snapshots have a budget of their own) comes out of `budget` first and
+ * the KV cache gets the rest. Returns the rest, or 0 when it would be less
+ * than min_kv (one KV block: then not even one sequence runs). */
+size_t kv_state_budget_rest(const kv_state_config_t *cfg, size_t budget, size_t min_kv);
+
 /* Creates the pool on be, every slot free, no snapshot held. NULL after
  * logging why (a bad size, device memory the backend cannot give). */
 kv_state_t *kv_state_create(kern_backend_t *be, const kv_state_config_t *cfg);

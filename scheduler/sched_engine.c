@@ -86,6 +86,28 @@ static int release_window(const model_t *m, const kern_backend_t *be) {
  * row of a step (e->spec_rows), where a verification leaves the state after
  * each row (kv_state.h). 0, or -EINVAL after logging why. Other models: 0,
  * nothing done. */
+/* A hybrid's recurrent states (a slot per sequence, speculation's kept
+ * states) come out of kv_cache_bytes before the KV cache is sized from
+ * it (when it is sized in bytes); the snapshots have state_snapshot_bytes.
+ * -ENOSPC, with a line naming the settings, when no KV block is left. */
+static int hybrid_budget(sched_engine_t *e, const sched_config_t *c, kv_cache_config_t *kc) {
+  kv_state_config_t sc = {.n_slots = c->max_seqs, .n_keep = e->spec_rows};
+  if (kc->num_blocks > 0 || model_state_config(e->m, &sc) != 0) return 0;
+  const size_t block = kv_cache_block_bytes(kc, e->be->kv_type);
+  const size_t rest = kv_state_budget_rest(&sc, kc->budget_bytes, block);
+  if (rest == 0) {
+    log_error("engine: kv_cache_bytes (%zu) leaves not one KV block (%zu bytes) beside the recurrent states of "
+              "this hybrid model, which come out of it first (%zu bytes each: one for each of max_seqs %d "
+              "sequences, %d kept for speculation's draft rows, 1 scratch; %zu bytes in all): raise "
+              "kv_cache_bytes, or lower max_seqs%s",
+              kc->budget_bytes, block, kv_state_slot_bytes(&sc), sc.n_slots, sc.n_keep, kv_state_pool_bytes(&sc),
+              sc.n_keep > 0 ? ", num_speculative_tokens or speculative_max_batch" : "");
+    return -ENOSPC;
+  }
+  kc->budget_bytes = rest;
+  return 0;
+}
+
 static int hybrid_setup(sched_engine_t *e, sched_config_t *c) {
   kv_state_config_t sc = {.n_slots = c->max_seqs, .n_keep = e->spec_rows};
   if (model_state_config(e->m, &sc) != 0) return 0;
@@ -108,9 +130,12 @@ static int hybrid_setup(sched_engine_t *e, sched_config_t *c) {
   if (sc.n_snaps > 0) kv_alloc_set_evict_hook(e->cache->alloc, kv_snap_evicted, e->state);
   e->state_slots = xcalloc((size_t)c->max_seqs, sizeof *e->state_slots);
   if (sc.n_keep > 0) e->state_keep = xcalloc((size_t)c->max_seqs, sizeof *e->state_keep);
-  log_info("engine: recurrent-state pool of %d slots (max_seqs), %d prefix-cache snapshots and %d kept states "
-           "(speculation's draft rows) for %d Gated DeltaNet layers, %.1f MB each, %.1f MB in all",
-           sc.n_slots, sc.n_snaps, sc.n_keep, sc.n_layers, slot_mb, slot_mb * (sc.n_slots + sc.n_snaps + sc.n_keep));
+  log_info("engine: recurrent-state pool of %d slots (max_seqs), %d kept states (speculation's draft rows) and 1 "
+           "scratch for %d Gated DeltaNet layers, %.3f MB each, %.1f MB in all%s; %d prefix-cache snapshots "
+           "(%.1f MB of state_snapshot_bytes); KV cache %d blocks (%.1f MB)",
+           sc.n_slots, sc.n_keep, sc.n_layers, slot_mb, (double)kv_state_pool_bytes(&sc) / 1e6,
+           c->kv_cache_blocks == 0 ? ", taken from kv_cache_bytes" : "", sc.n_snaps, slot_mb * sc.n_snaps,
+           e->cache->num_blocks, (double)e->cache->arena_bytes / 1e6);
   return 0;
 }
 
@@ -136,15 +161,16 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   kc.block_size = c.block_size;
   kc.num_blocks = c.kv_cache_blocks;
   kc.budget_bytes = (size_t)c.kv_cache_bytes;
-  e->cache = kv_cache_create(be, &kc);
-  if (!e->cache) goto fail;
-  kv_alloc_set_observer(e->cache->alloc, &c.kv_observer);
   /* speculation: logits rows for the drafts of a step (within max_batch_tokens rows) */
   if (c.spec.method != SCHED_SPEC_OFF) {
     const int64_t rows = (int64_t)c.spec.k * (c.spec.max_batch < c.max_seqs ? c.spec.max_batch : c.max_seqs);
     e->spec_rows = (int32_t)(rows < c.max_batch_tokens - c.max_seqs ? rows : c.max_batch_tokens - c.max_seqs);
     if (e->spec_rows < 0) e->spec_rows = 0;
   }
+  if (hybrid_budget(e, &c, &kc) != 0) goto fail;
+  e->cache = kv_cache_create(be, &kc);
+  if (!e->cache) goto fail;
+  kv_alloc_set_observer(e->cache->alloc, &c.kv_observer);
   if (hybrid_setup(e, &c) != 0) goto fail;
   e->max_len_model = c.max_model_len ? c.max_model_len : hp->n_ctx;
   if (c.max_model_len > hp->n_ctx)
@@ -222,8 +248,8 @@ sched_engine_t *sched_engine_create(const model_t *m, const tok_t *tok, kern_bac
   e->stats.prefix_caching = c.prefix_caching;
   if (e->state) {
     e->stats.state_slots_total = e->state->n_slots;
-    e->stats.state_bytes = /* the running slots and speculation's kept states */
-        (int64_t)(e->state->slot_floats * sizeof(float)) * (e->state->n_slots + e->state->n_keep);
+    e->stats.state_bytes = /* the running slots, speculation's kept states and the scratch */
+        (int64_t)(e->state->slot_floats * sizeof(float)) * (e->state->n_slots + e->state->n_keep + 1);
     e->stats.state_snaps_total = e->state->n_snaps;
     e->stats.state_snap_bytes = (int64_t)(e->state->slot_floats * sizeof(float)) * e->state->n_snaps;
   }

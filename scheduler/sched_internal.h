@@ -18,6 +18,7 @@
 #include "scheduler/sched.h"
 #include "scheduler/sched_pace.h"
 #include "scheduler/sched_plan.h"
+#include "scheduler/sched_spec_adapt.h"
 #include "scheduler/sched_stop.h"
 
 typedef struct sched_snap_state sched_snap_state_t;
@@ -37,9 +38,7 @@ typedef struct sched_eseq {
   int32_t generated;       /* tokens sampled */
   int32_t prompt_lp_next;  /* prompt_logprobs: the next prompt position to post (recomputation
                             * after a preemption posts nothing twice) */
-  float spec_p;            /* speculation: a draft token's acceptance probability (moving estimate) */
-  int32_t spec_skip;       /* decode steps left without speculating */
-  int32_t spec_backoff;    /* the next pause's length, doubled after each (0: never speculated) */
+  sched_spec_adapt_t spec; /* speculation: its acceptance estimate, pauses and probes (sched_spec_adapt.c) */
   int32_t pool_next;       /* pooling: the next prompt position whose hidden state is to be taken
                             * (recomputation after a preemption takes nothing twice) */
   double *pool;            /* pooling: [dim] the running sum (MEAN) or the row (CLS, LAST) */
@@ -160,9 +159,7 @@ struct sched_engine {
   /* speculative decoding (sched_spec.c): drafts proposed per step at most,
    * and the counters behind sched_stats_t's spec_* (engine thread) */
   int32_t spec_rows;
-  double spec_t_decode;       /* forward ns of a step of plain decodes (moving average; 0: none yet) */
-  double spec_row_cost;       /* a draft row's forward time over a decode step's (moving average) */
-  int32_t spec_since_plain;   /* clean steps with drafts since the last without */
+  sched_spec_cost_t spec_cost; /* what a draft row costs in decode steps (sched_spec_adapt.c) */
   uint64_t spec_drafts, spec_draft_tokens, spec_accepted;
   uint64_t spec_per_pos[SCHED_SPEC_MAX_K];
   sched_eseq_t **spec_seqs;   /* [max_seqs] this step's speculating sequences (sched__spec_propose) */
@@ -183,6 +180,11 @@ void sched__snap_step(sched_engine_t *e, int ran);
  * when q ended. Fails q with msg (an ERROR event). */
 int sched__accept_token(sched_engine_t *e, sched_eseq_t *q, const samp_result_t *res);
 void sched__fail_seq(sched_engine_t *e, sched_eseq_t *q, const char *msg);
+/* 1 when q's next token forks its request's other n - 1 sequences from
+ * the same logits row (q is an n > 1 request's lead, not forked yet). */
+static inline int sched__forks_next(const sched_eseq_t *q) {
+  return q->index == 0 && q->req->p.n > 1 && !q->req->forked;
+}
 /* Samples q's next token from row (logits [n_vocab]); before q has
  * min_tokens tokens, from a copy where its stop tokens are -inf; with a
  * grammar (outside a reasoning, sched_think.c), from a copy where the tokens

@@ -18,32 +18,19 @@
  * every row's logits are bitwise those of a plain decode (the kernels are
  * batch-invariant and both attention paths agree).
  *
- * Adaptive k. A draft row is not free: the engine measures what it costs,
- * c (a draft row's forward time, plus the draft model's time when it
- * proposes, over a plain decode step's, a moving average over the steps of
- * decodes only). Each sequence keeps p, its
- * estimated probability that a draft token is accepted (a moving average
- * over the drafts verified). With k drafts it expects p + p^2 + ... + p^k
- * extra tokens for k·c decode steps' worth of work, so it takes the k that
- * maximises the difference, and when none gains it pauses: no drafts for 8
- * decode steps, doubling after each pause up to 512, then probes again with
- * p back at its optimistic start. The baseline is measured on steps without
- * drafts; when 32 steps in a row had drafts (or none was ever measured), the
- * next one proposes none. Nobody speculates while more than
+ * How many drafts each sequence takes (adaptive k: a measured cost per
+ * draft row against the sequence's acceptance estimate, pauses, and the
+ * probe out of a pause that keeps a noisy cost from turning speculation
+ * off for good) is sched_spec_adapt.c. Nobody speculates while more than
  * spec.max_batch sequences run (a large batch reads the weights once for
- * many tokens already). */
+ * many tokens already). The lead of an n > 1 request does not speculate
+ * before its first token: that token forks the other sequences from its
+ * logits row (sample_row), which verification does not do. */
 #include "scheduler/sched_spec.h"
 
 #include <string.h>
 
 #include "scheduler/sched_internal.h"
-
-#define SPEC_P_START 0.8     /* a sequence's acceptance estimate, at first and after a pause (optimistic: it probes) */
-#define SPEC_P_GAIN 0.15     /* weight of each verified draft token in the estimate */
-#define SPEC_ROW_COST 0.5    /* a draft row's cost in decode steps, until measured */
-#define SPEC_PAUSE_FIRST 8   /* decode steps of the first pause */
-#define SPEC_PAUSE_MAX 512   /* and of the longest */
-#define SPEC_PLAIN_EVERY 32  /* steps with drafts at most between two without (the cost model's baseline) */
 
 int32_t sched_spec_ngram(const int32_t *tokens, int64_t len, int ngram_min, int ngram_max, int k, int32_t *out) {
   if (ngram_min < 1) ngram_min = 1;
@@ -72,37 +59,12 @@ static int32_t draft_room(const sched_engine_t *e, const sched_eseq_t *q, int32_
   return room < k ? (int32_t)(room > 0 ? room : 0) : k;
 }
 
-/* The draft count (<= k) that maximises the expected gain for q, 0 when no
- * count gains anything. */
-static int32_t best_k(const sched_engine_t *e, const sched_eseq_t *q, int32_t k) {
-  const double p = q->spec_backoff ? q->spec_p : SPEC_P_START;
-  double pi = 1, sum = 0, best = 0;
-  int32_t best_k = 0;
-  for (int32_t i = 1; i <= k; i++) {
-    pi *= p;
-    sum += pi;
-    const double gain = sum - e->spec_row_cost * i;
-    if (gain > best) best = gain, best_k = i;
-  }
-  return best_k;
-}
-
-static void pause_seq(sched_eseq_t *q) {
-  q->spec_skip = q->spec_backoff;
-  if (q->spec_backoff < SPEC_PAUSE_MAX) q->spec_backoff *= 2;
-  q->spec_p = SPEC_P_START;
-}
-
 void sched__spec_propose(sched_engine_t *e) {
   const sched_spec_config_t *c = &e->cfg.spec;
   if (c->method == SCHED_SPEC_OFF || e->plan.running.n > c->max_batch) return;
-  if (e->spec_row_cost == 0) e->spec_row_cost = SPEC_ROW_COST;
   /* a step without drafts, now and then, times plain decoding (a draft
    * model proposes whenever it speculates: no other step would) */
-  if (e->spec_since_plain >= (e->spec_t_decode > 0 ? SPEC_PLAIN_EVERY : 1)) {
-    e->spec_since_plain = 0;
-    return;
-  }
+  if (sched_spec_cost_plain_due(&e->spec_cost)) return;
   /* the plan's step 1 also checks the token budget; the logits rows are
    * bounded here */
   int32_t left = e->spec_rows, n = 0;
@@ -111,19 +73,13 @@ void sched__spec_propose(sched_engine_t *e) {
     if (s->spec != 0 || s->len - s->kv.n_tokens != 1 || !q->started) continue;
     if (s->pause && atomic_load(s->pause)) continue; /* the plan skips it: drafts would be dropped */
     if (q->req->p.no_spec) continue;                  /* the request asked for plain decoding */
-    if (q->spec_skip > 0) {
-      q->spec_skip--;
-      continue;
-    }
-    if (q->spec_backoff == 0) {
-      q->spec_backoff = SPEC_PAUSE_FIRST;
-      q->spec_p = SPEC_P_START;
-    }
-    int32_t k = best_k(e, q, draft_room(e, q, c->k < left ? c->k : left));
-    if (k <= 0) {
-      if (draft_room(e, q, 1) > 0) pause_seq(q);
-      continue;
-    }
+    /* a prompt's last chunk of one token runs as a decode; when its token
+     * forks the request's other sequences, it is sampled as any first
+     * token (sample_row), not by verification, which forks nothing */
+    if (sched__forks_next(q)) continue;
+    int32_t k = sched_spec_adapt_k(&e->spec_cost, &q->spec, draft_room(e, q, c->k < left ? c->k : left),
+                                   draft_room(e, q, 1) > 0);
+    if (k <= 0) continue;
     if (c->method == SCHED_SPEC_NGRAM)
       k = sched_spec_ngram(s->tokens, s->len, c->ngram_min, c->ngram_max, k, e->spec_out[n]);
     e->spec_seqs[n] = q;
@@ -152,14 +108,7 @@ void sched__spec_timed(sched_engine_t *e, int64_t t_ns) {
     if (!clean) return; /* it caught up on a prefill */
     t_ns += t_draft;
   }
-  e->spec_since_plain = drafts > 0 ? e->spec_since_plain + 1 : 0;
-  if (drafts == 0) {
-    e->spec_t_decode = e->spec_t_decode ? 0.9 * e->spec_t_decode + 0.1 * (double)t_ns : (double)t_ns;
-  } else if (e->spec_t_decode > 0) {
-    double c = ((double)t_ns - e->spec_t_decode) / ((double)drafts * e->spec_t_decode);
-    c = c < 0.05 ? 0.05 : c > 2 ? 2 : c;
-    e->spec_row_cost = 0.8 * e->spec_row_cost + 0.2 * c;
-  }
+  sched_spec_cost_timed(&e->spec_cost, t_ns, drafts);
 }
 
 void sched__spec_unplanned(sched_engine_t *e) {
@@ -167,14 +116,6 @@ void sched__spec_unplanned(sched_engine_t *e) {
     if (s->spec > 0 && s->planned != e->plan.step) sched_seq_drop_drafts(s);
   for (sched_seq_t *s = e->plan.waiting.head; s; s = s->next) sched_seq_drop_drafts(s);
   sched__draft_sync(e);
-}
-
-/* After a verification round that kept `accepted` of `proposed` drafts:
- * q's acceptance estimate, each draft verified counting once. */
-static void adapt(sched_eseq_t *q, int32_t accepted, int32_t proposed) {
-  for (int32_t i = 0; i < accepted; i++) q->spec_p += (float)(SPEC_P_GAIN * (1 - q->spec_p));
-  if (accepted < proposed) q->spec_p -= (float)(SPEC_P_GAIN * q->spec_p);
-  if (accepted == proposed) q->spec_backoff = SPEC_PAUSE_FIRST; /* it pays again: short pauses */
 }
 
 void sched__spec_verify(sched_engine_t *e, sched_eseq_t *q, const float *rows) {
@@ -207,5 +148,5 @@ void sched__spec_verify(sched_engine_t *e, sched_eseq_t *q, const float *rows) {
   e->spec_draft_tokens += (uint64_t)spec;
   e->spec_accepted += (uint64_t)accepted;
   for (int32_t i = 0; i < accepted; i++) e->spec_per_pos[i]++;
-  adapt(q, accepted, spec);
+  sched_spec_adapt_verified(&q->spec, accepted, spec);
 }

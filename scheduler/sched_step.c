@@ -259,7 +259,7 @@ static void sample_row(sched_engine_t *e, sched_eseq_t *q, const float *row) {
     sched__finish_req(e, r, SCHED_FINISH_LENGTH, NULL);
     return;
   }
-  const int fork = q->index == 0 && r->p.n > 1 && !r->forked;
+  const int fork = sched__forks_next(q);
   samp_result_t res;
   const int rc = sched__sample(e, q, row, &res);
   if (rc != 0) {
@@ -300,7 +300,7 @@ static int plan_device_rows(sched_engine_t *e, int n_logits) {
   e->n_sample_ops = 0;
   for (int k = 0; k < n_logits; k++) {
     sched_eseq_t *q = e->logit_seqs[k];
-    const int fork = q->index == 0 && q->req->p.n > 1 && !q->req->forked;
+    const int fork = sched__forks_next(q);
     /* on the host: prompt rows (prompt_logprobs), rows still masked by
      * min_tokens or by a grammar, prompt scoring, a reasoning's forced close */
     const int host = e->logit_pos[k] >= 0 || q->generated < q->req->p.min_tokens || q->gm || q->req->p.score_only ||

@@ -306,3 +306,37 @@ def test_hybrid_draft_preempted_and_evicted(plain, tmp_path):
         assert proposed > 0 and accepted >= 0.95 * proposed
     finally:
         assert srv.stop() == 0
+
+
+def test_kv_budget_counts_the_kept_states(tmp_path):
+    """The recurrent-state pool (a slot per sequence, speculation's kept states, a scratch) comes out of
+    kv_cache_bytes before the KV cache is sized (as vLLM counts Mamba states in its KV budget): with the same
+    budget, the speculating server has 32 more slots (k 4 x speculative batch 8) and fewer KV blocks, both numbers
+    on /metrics adding up to the budget; a budget the states fill is refused at start, naming the settings."""
+    budget = 1 << 20
+    seen = {}
+    for name, extra in (("plain", ()), ("spec", SPEC)):
+        (tmp_path / name).mkdir()
+        srv = tram_server.start(tmp_path / name, "--max-seqs", "8", "--block-size", "16", "--kv-cache-bytes",
+                                str(budget), *extra, model=HF)
+        try:
+            seen[name] = (int(srv.metric("tram:kv_cache_blocks_total")),
+                          int(srv.metric("tram:recurrent_state_bytes")))
+            assert create(srv, [1, 2, 3, 4] * 5, max_tokens=8)[0]  # it serves
+        finally:
+            assert srv.stop() == 0
+    (blocks_plain, states_plain), (blocks_spec, states_spec) = seen["plain"], seen["spec"]
+    slot = (states_spec - states_plain) // 32
+    assert slot > 0 and states_plain == slot * (8 + 1) and states_spec == slot * (8 + 32 + 1)
+    assert blocks_spec < blocks_plain
+    # one block: K and V of the one full-attention layer, 2 KV heads of 16, 16 tokens, f16 or f32 elements
+    assert any(blocks_plain == (budget - states_plain) // b and blocks_spec == (budget - states_spec) // b
+               for b in (2 * 2 * 16 * 16 * 2, 2 * 2 * 16 * 16 * 4))
+    # 48 sequences fit without speculation; their 48 + 8 x 8 kept + 1 states do not
+    cmd = [str(tram_server.tram_bin()), "serve", "-m", str(HF), "--port", "0", "--threads", "2", "--max-seqs", "48",
+           "--kv-cache-bytes", str(budget), "--speculative", "ngram", "--num-speculative-tokens", "8",
+           "--speculative-max-batch", "8"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=tram_server.clean_env())
+    assert res.returncode != 0
+    out = res.stderr + res.stdout
+    assert "raise kv_cache_bytes, or lower max_seqs, num_speculative_tokens or speculative_max_batch" in out

@@ -8,7 +8,8 @@
  * block, a hit kept only to a block with a snapshot and restored there, a
  * decode keeping only its latest one); speculative verification's kept
  * states (the slot takes the last accepted row's, snapshots at blocks that
- * end among the verified rows). */
+ * end among the verified rows); the split of a memory budget between the
+ * pool and the KV cache (kv_state_budget_rest). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -388,6 +389,34 @@ static void backend_without_gdn_refuses_hybrid(void **state) {
   kern_backend_destroy(be);
 }
 
+static void budget_split(void **state) {
+  (void)state;
+  /* 3 layers of 100 floats: 1,200 bytes a state; 4 slots, 8 kept, 1 scratch */
+  kv_state_config_t sc = {.n_layers = 3, .layer_floats = 100, .n_slots = 4, .n_keep = 8};
+  assert_int_equal(kv_state_slot_bytes(&sc), 1200);
+  assert_int_equal(kv_state_pool_bytes(&sc), 1200 * 13);
+  assert_int_equal(kv_state_budget_rest(&sc, 100000, 1000), 100000 - 15600);
+  assert_int_equal(kv_state_budget_rest(&sc, 15600 + 1000, 1000), 1000); /* exactly one block left */
+  assert_int_equal(kv_state_budget_rest(&sc, 15600 + 999, 1000), 0);    /* not one block */
+  assert_int_equal(kv_state_budget_rest(&sc, 15600, 1), 0);
+  assert_int_equal(kv_state_budget_rest(&sc, 1000, 1), 0); /* the states alone do not fit */
+  /* snapshots have their own budget: they do not count here */
+  sc.n_snaps = 50;
+  sc.n_blocks = 64;
+  assert_int_equal(kv_state_budget_rest(&sc, 100000, 1000), 100000 - 15600);
+  /* no speculation: 5 states */
+  sc.n_keep = 0;
+  assert_int_equal(kv_state_budget_rest(&sc, 100000, 1000), 100000 - 6000);
+  /* the pool kv_state_create makes is as large as counted */
+  kern_backend_t *be = kern_backend_create("cpu", 1);
+  sc.n_keep = 8;
+  kv_state_t *p = kv_state_create(be, &sc);
+  assert_non_null(p);
+  assert_int_equal(p->slot_floats * sizeof(float) * (size_t)(p->n_slots + p->n_keep + 1), kv_state_pool_bytes(&sc));
+  kv_state_destroy(p);
+  kern_backend_destroy(be);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(pool_alloc_reset_copy),
@@ -396,6 +425,7 @@ int main(void) {
       cmocka_unit_test(planner_snapshots_and_restores),
       cmocka_unit_test(planner_verification_takes_kept_states),
       cmocka_unit_test(backend_without_gdn_refuses_hybrid),
+      cmocka_unit_test(budget_split),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,8 +4,12 @@
  * the planner and allocator (planned with q_len = 1 + drafts, its blocks
  * not published before verification, the rollback releasing the blocks
  * only rejected drafts used, publishing only verified tokens, and the free
- * count restored). The engine's verification on the real model is in
- * tests/integration/test_speculative.py. */
+ * count restored), and the adaptive k (sched_spec_adapt.c) driven by
+ * synthetic timings: a cost pushed past where no k gains does not turn
+ * speculation off for good (a sequence out of a pause probes, and the cost
+ * is measured again), while a regime where drafts do not pay still backs
+ * off to a few draft steps in thousands. The engine's verification on the
+ * real model is in tests/integration/test_speculative.py. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +21,7 @@
 #include "cache/kv_alloc.h"
 #include "scheduler/sched_plan.h"
 #include "scheduler/sched_spec.h"
+#include "scheduler/sched_spec_adapt.h"
 
 #define LEN(a) ((int64_t)(sizeof(a) / sizeof *(a)))
 
@@ -124,11 +129,65 @@ static void drafts_never_preempt(void **state) {
   kv_alloc_destroy(a);
 }
 
+/* n decode steps of one sequence as the engine runs them: a step without
+ * drafts when the baseline is due, else the k the policy gives (at most
+ * 4); the step's forward takes 1 ms plus row_cost ms a draft row, and the
+ * drafts are all accepted (accept_all) or all rejected. Returns the
+ * number of steps that carried drafts. */
+static int simulate(sched_spec_cost_t *c, sched_spec_adapt_t *a, int n, double row_cost, int accept_all) {
+  int with_drafts = 0;
+  for (int i = 0; i < n; i++) {
+    const int32_t k = sched_spec_cost_plain_due(c) ? 0 : sched_spec_adapt_k(c, a, 4, 1);
+    sched_spec_cost_timed(c, (int64_t)(1e6 * (1 + row_cost * k)), k);
+    if (k == 0) continue;
+    with_drafts++;
+    sched_spec_adapt_verified(a, accept_all ? k : 0, k);
+  }
+  return with_drafts;
+}
+
+static void noisy_cost_does_not_stop_speculation_for_good(void **state) {
+  (void)state;
+  sched_spec_cost_t c = {0};
+  sched_spec_adapt_t a = {0};
+  /* drafts that are all accepted, but a loaded machine makes each draft
+   * row cost 1.5 steps for a while: no k gains even at p -> 1 */
+  assert_true(simulate(&c, &a, 40, 0.05, 1) > 20); /* it speculates while it pays */
+  simulate(&c, &a, 300, 1.5, 1);
+  assert_true(c.row_cost > 0.8); /* past where best_k is 0 at the optimistic p = 0.8 */
+  /* the noise is gone: a draft row costs 0.05 steps again, and drafts come
+   * back after the current pause (at most 512 steps) */
+  const int back = simulate(&c, &a, 2000, 0.05, 1);
+  assert_true(back > 1000);
+  assert_true(c.row_cost < 0.2);
+}
+
+static void non_paying_speculation_backs_off(void **state) {
+  (void)state;
+  /* every draft rejected, a draft row cheap: after the first rounds only
+   * the probes out of ever longer pauses carry drafts */
+  sched_spec_cost_t c = {0};
+  sched_spec_adapt_t a = {0};
+  const int n = simulate(&c, &a, 8000, 0.3, 0);
+  assert_true(n > 0);
+  assert_true(n < 8000 / 25);
+  /* every draft accepted, but a draft row costs more than a step: the
+   * same (each probe is one draft row) */
+  sched_spec_cost_t c2 = {0};
+  sched_spec_adapt_t a2 = {0};
+  const int m = simulate(&c2, &a2, 8000, 1.5, 1);
+  assert_true(m > 0);
+  assert_true(m < 8000 / 100);
+  print_message("draft steps in 8000: %d (drafts rejected), %d (drafts too dear)\n", n, m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(ngram_proposals),
       cmocka_unit_test(rollback_releases_and_publishes_verified_only),
       cmocka_unit_test(drafts_never_preempt),
+      cmocka_unit_test(noisy_cost_does_not_stop_speculation_for_good),
+      cmocka_unit_test(non_paying_speculation_backs_off),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
