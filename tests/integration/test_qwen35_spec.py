@@ -19,6 +19,7 @@ recurrent states the draft proposer keeps in a pool of its own."""
 import concurrent.futures
 import json
 import pathlib
+import subprocess
 import sys
 
 import numpy as np
