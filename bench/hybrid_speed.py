@@ -37,6 +37,9 @@ def main():
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--ids", type=int, default=96, help="prompt ids drawn from [0, ids)")
     ap.add_argument("--seed", type=int, default=512)
+    ap.add_argument("--repeat", action="store_true",
+                    help="the request of 1 + --tokens sends the prompt of the 1-token request again (on tram a "
+                         "prefix-cache hit: decode after a long context without a second long prefill)")
     ap.add_argument("--once", action="store_true",
                     help="only the request of 1 + --tokens (a long prompt's prefill then comes from the server's log)")
     a = ap.parse_args()
@@ -44,10 +47,12 @@ def main():
     complete(a.url, rng.integers(0, a.ids, 16).tolist(), 2, a.llama)  # warm-up
     prefill = []
     for _ in range(a.reps):
-        t1 = None
+        t1, prompt = None, rng.integers(0, a.ids, a.prompt).tolist()
         if not a.once:
-            t1, _ = complete(a.url, rng.integers(0, a.ids, a.prompt).tolist(), 1, a.llama)
-        tn, out = complete(a.url, rng.integers(0, a.ids, a.prompt).tolist(), 1 + a.tokens, a.llama)
+            t1, _ = complete(a.url, prompt, 1, a.llama)
+            if not a.repeat:
+                prompt = rng.integers(0, a.ids, a.prompt).tolist()
+        tn, out = complete(a.url, prompt, 1 + a.tokens, a.llama)
         assert len(out) == 1 + a.tokens, f"{len(out)} tokens came back"
         if t1 is None:
             print(f"{a.prompt} prompt tokens: {1 + a.tokens} tokens {tn:.2f} s", flush=True)

@@ -431,7 +431,8 @@ static int check_keys(const gguf_ctx_t *g, const char *arch, const char *const *
  * rope.dimension_sections (M-RoPE's split) changes nothing for text, whose
  * three position components are equal. attention.recurrent_layers (one
  * boolean per layer, what llama.cpp's converter writes from layer_types)
- * must be the pattern full_attention_interval gives. */
+ * must be the pattern full_attention_interval gives; an interval of 1 (no
+ * recurrent layer) is refused. */
 static int read_hybrid(const gguf_ctx_t *g, const char *arch, model_hparams_t *hp, char *err, size_t err_len) {
   int inner, nextn;
   int rc = get_int(g, arch, "full_attention_interval", 4, 1, MAX_LAYERS, &hp->full_attn_interval, err, err_len);
@@ -445,6 +446,11 @@ static int read_hybrid(const gguf_ctx_t *g, const char *arch, model_hparams_t *h
   if (nextn > 0) {
     snprintf(err, err_len, "key '%s.nextn_predict_layers' is %d: tram does not run multi-token-prediction layers "
              "(convert without them)", arch, nextn);
+    return -EINVAL;
+  }
+  if (hp->full_attn_interval == 1) { /* nothing recurrent: no state to keep, and not what tram runs as a hybrid */
+    snprintf(err, err_len, "key '%s.full_attention_interval' is 1: every layer is full attention, no layer is "
+             "recurrent (a %s model has Gated DeltaNet layers; tram does not run it without them)", arch, arch);
     return -EINVAL;
   }
   if (hp->ssm_n_v_heads % hp->ssm_n_k_heads != 0 || inner % hp->ssm_n_v_heads != 0 ||

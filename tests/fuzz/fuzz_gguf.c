@@ -8,7 +8,9 @@
  * message, a lookup that does not find what was just listed, a tensor whose
  * sizes disagree with its type, or data outside the input. The model's
  * generation defaults (model_gen_defaults) are read from every file that
- * opens: only values a request may ask come out.
+ * opens: only values a request may ask come out; and its hyper-parameters
+ * as a model load reads them (fuzz_hparams.h: every family's keys, the
+ * hybrids' ssm.* and attention.recurrent_layers included).
  *
  *   make fuzz
  *   build/fuzz/fuzz_gguf -max_total_time=180 tests/fuzz/corpus/fuzz_gguf */
@@ -20,6 +22,7 @@
 #include "kernels/kern_types.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
+#include "tests/fuzz/fuzz_hparams.h"
 
 static volatile uint64_t sink;
 
@@ -121,6 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   samp_gen_defaults_t gen;
   model_gen_defaults(ctx, &gen);
   CHECK(gen.max_tokens >= 0 && samp_params_validate(&gen.samp, 1, NULL, 0) == 0);
+  fuzz_check_hparams(ctx);
   gguf_close(ctx);
   return 0;
 }

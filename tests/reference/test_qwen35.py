@@ -138,11 +138,18 @@ def test_32_sequences_are_their_solo_runs(tool, tmp_path, gguf_path):
     mixed_steps_are_solo(lambda *a, **k: run(tool, tmp_path, *a, **k), gguf_path, 32, 8, 32)
 
 
-def test_mtp_layers_and_bad_keys_are_refused(tool, tmp_path, gguf_path):
-    """A checkpoint with multi-token-prediction layers is refused by name, not run wrong."""
-    out = tmp_path / "mtp.gguf"
+@pytest.mark.parametrize("key, value, message", [
+    ("qwen35.nextn_predict_layers", 1, "multi-token-prediction"),
+    # every layer full attention: no recurrent state (was a SIGFPE sizing the snapshot area at start)
+    ("qwen35.full_attention_interval", 1, "no layer is recurrent"),
+])
+def test_mtp_layers_and_bad_keys_are_refused(tool, tmp_path, gguf_path, key, value, message):
+    """A checkpoint with multi-token-prediction layers, or with no recurrent layer, is refused by name, not run
+    wrong (nor crashed on)."""
+    out = tmp_path / "bad.gguf"
     r, w = open_copy(gguf_path, out)
-    w.add_uint32("qwen35.nextn_predict_layers", 1)
+    w.kv_data[0].pop(key, None)
+    w.add_uint32(key, value)
     for t in r.tensors:
         w.add_tensor(t.name, np.array(t.data).reshape([int(x) for x in reversed(t.shape)]))
     finish(w)
@@ -150,7 +157,7 @@ def test_mtp_layers_and_bad_keys_are_refused(tool, tmp_path, gguf_path):
     (tmp_path / "p.json").write_text(json.dumps(plan))
     res = subprocess.run([str(tool("forward")), str(tmp_path / "p.json")], capture_output=True, text=True)
     assert res.returncode != 0
-    assert "nextn_predict_layers" in res.stderr and "multi-token-prediction" in res.stderr
+    assert key.split(".", 1)[1] in res.stderr and message in res.stderr, res.stderr
 
 
 @pytest.mark.parametrize("change, message", [
@@ -159,6 +166,7 @@ def test_mtp_layers_and_bad_keys_are_refused(tool, tmp_path, gguf_path):
     ({"linear_num_value_heads": 3}, "value heads a multiple of key heads"),
     ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0}}, "rope_parameters type \"yarn\""),
     ({"hidden_act": "gelu"}, "activation \"gelu\""),
+    ({"layer_types": ["full_attention"] * 4}, "no layer is recurrent"),
 ])
 def test_hf_config_faults_are_named(tool, tmp_path, change, message):
     d = tmp_path / "ckpt"
