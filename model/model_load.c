@@ -231,6 +231,9 @@ static int load_tensors(loader_t *ld) {
   model_t *m = ld->m;
   const model_hparams_t *hp = &m->hp;
   int bad = 0;
+  /* untied, token_embd is read by the embedding lookup alone (from the
+   * file's view): lazy, so no backend copy for matmuls is made (kern.h) */
+  m->tok_embd.lazy = !hp->tied_output;
   int rc = load_matrix(ld, "token_embd.weight", hp->n_vocab, hp->dim, &m->tok_embd);
   if (rc == 0) rc = load_vector(ld, "output_norm.weight", hp->dim, &m->output_norm, 1);
   if (rc == 0 && !hp->tied_output) rc = load_matrix(ld, "output.weight", hp->n_vocab, hp->dim, &m->output);
@@ -303,6 +306,7 @@ model_t *model_load_opts(const char *path, kern_backend_t *be, const model_load_
   m->quantize = quantize;
   char msg[512] = "";
   loader_t ld = {.m = m, .err = msg, .err_len = sizeof msg};
+  const int64_t packed0 = be->packed_bytes; /* the backend may hold another model (a draft) */
   int rc = model__hparams_read(g, &m->hp, &m->inv_freq, msg, sizeof msg);
   if (rc == 0 && m->hp.n_expert > 0 && !be->moe_combine) {
     snprintf(msg, sizeof msg, "the %s backend does not run mixture-of-experts models yet (%d experts): use --device cpu",
@@ -353,6 +357,9 @@ model_t *model_load_opts(const char *path, kern_backend_t *be, const model_load_
              hp->expert_ff_dim, hp->n_expert_used,
              hp->moe_gating == MODEL_MOE_TOPK_SOFTMAX ? "a softmax over the top k" :
              hp->expert_norm ? "renormalised" : "as routed", hp->shexp_ff_dim);
+  if (be->packed_bytes > packed0)
+    log_info("model: %.1f MB of weights repacked for the %s backend's kernels",
+             (double)(be->packed_bytes - packed0) / 1e6, be->name);
   if (quantize != KERN_F32)
     log_info("model: %d weight matrices quantized to %s at load (F32/F16/BF16 ones with rows of whole blocks)",
              m->n_quantized, kern_type_name(quantize));
