@@ -37,17 +37,25 @@ def main():
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--ids", type=int, default=96, help="prompt ids drawn from [0, ids)")
     ap.add_argument("--seed", type=int, default=512)
+    ap.add_argument("--once", action="store_true",
+                    help="only the request of 1 + --tokens (a long prompt's prefill then comes from the server's log)")
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
     complete(a.url, rng.integers(0, a.ids, 16).tolist(), 2, a.llama)  # warm-up
     prefill = []
     for _ in range(a.reps):
-        t1, _ = complete(a.url, rng.integers(0, a.ids, a.prompt).tolist(), 1, a.llama)
+        t1 = None
+        if not a.once:
+            t1, _ = complete(a.url, rng.integers(0, a.ids, a.prompt).tolist(), 1, a.llama)
         tn, out = complete(a.url, rng.integers(0, a.ids, a.prompt).tolist(), 1 + a.tokens, a.llama)
         assert len(out) == 1 + a.tokens, f"{len(out)} tokens came back"
+        if t1 is None:
+            print(f"{a.prompt} prompt tokens: {1 + a.tokens} tokens {tn:.2f} s", flush=True)
+            continue
         prefill.append(t1)
         print(f"{a.prompt} prompt tokens: 1 token {t1:.2f} s; {1 + a.tokens} tokens {tn:.2f} s", flush=True)
-    print(f"median prefill + 1 token: {statistics.median(prefill):.2f} s")
+    if prefill:
+        print(f"median prefill + 1 token: {statistics.median(prefill):.2f} s")
 
 
 if __name__ == "__main__":
