@@ -1,5 +1,6 @@
 /* hf/hf_internal.h — what hf/'s files share: hf_open.c (the folder, the
- * files, the tensors), hf_config.c (config.json → keys), hf_tokenizer.c
+ * files, the tensors), hf_config.c (config.json → keys; its RoPE fields:
+ * hf_rope.c), hf_tokenizer.c
  * (tokenizer.json → tokenizer.ggml.* keys), hf_moe.c (the experts),
  * hf_pooling.c (modules.json → the pooling keys). Not for use outside hf/. */
 #ifndef TRAM_HF_INTERNAL_H
@@ -72,6 +73,17 @@ void hf__moe_free(hf_arch_t *a);
 /* A positive finite JSON number into *out; def when v is NULL or JSON null
  * (an error when def <= 0). 0 or -EINVAL naming `what`. */
 int hf__pos_float(const cJSON *v, const char *what, double def, double *out, char *err, size_t err_len);
+
+/* config.json's RoPE fields (hf_rope.c). hf__rope_scaling writes rope_scaling
+ * / rope_parameters (by rope_type) as `<a>.rope.scaling.*` keys, phi3's
+ * LongRoPE factor lists into arch (rot_dim / 2 each); 0 or -EINVAL with err
+ * naming the field. hf__rope_theta_field: rope_theta, top-level or in
+ * rope_parameters (NULL when absent). hf__rope_parameters_flat refuses the
+ * per-layer-type form of rope_parameters; 0 or -EINVAL. */
+int hf__rope_scaling(gguf_build_t *b, const cJSON *cfg, const char *a, hf_arch_t *arch, int rot_dim, char *err,
+                     size_t err_len);
+const cJSON *hf__rope_theta_field(const cJSON *cfg);
+int hf__rope_parameters_flat(const cJSON *cfg, char *err, size_t err_len);
 
 /* layer_types (a JSON array of n_layers "sliding_attention" /
  * "full_attention") as the periodic pattern tram runs: *pattern = p when

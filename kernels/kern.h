@@ -71,7 +71,9 @@ typedef struct kern_weight {
   int lazy;         /* set by the caller before weight_init: the weight may never
                        be used (an expert no token chooses), so the backend may
                        leave its copy to the first weight_use (CPU: the panels,
-                       and the file's pages stay untouched until then) */
+                       and the file's pages stay untouched until then); also a
+                       matrix no matmul reads, whose weight_use never comes (an
+                       untied token_embd: only embed reads it, from the view) */
 } kern_weight_t;
 
 /* Arguments of the three attention kernels (one layer, one batch).
@@ -179,6 +181,10 @@ struct kern_backend {
    * the sequence (public, read-only) */
   int attn_window_granule;
   int attn_sinks; /* 1: the attention kernels honour kern_attn_args_t.sinks (public, read-only) */
+  /* bytes the weights' own-layout copies (kern_weight_t.packed) hold now:
+   * the CPU's repacked panels (kernels/cpu/repack.h), counted as they are
+   * made and released; the CUDA backend counts none (public, read-only) */
+  int64_t packed_bytes;
 
   /* Frees the backend and everything it allocated. */
   void (*destroy)(kern_backend_t *be);

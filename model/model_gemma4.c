@@ -98,6 +98,7 @@ int model__gemma4_load_globals(loader_t *ld) {
   const int64_t P = hp->ple_dim, LP = (int64_t)hp->n_layers * P;
   int rc = full_rope(ld);
   if (rc != 0 || P == 0) return rc;
+  m->pl_embd.lazy = 1; /* read by the embedding lookup alone (from the view): no copy for matmuls (kern.h) */
   rc = model__load_matrix(ld, "per_layer_token_embd.weight", hp->n_vocab, LP, &m->pl_embd);
   if (rc == 0) rc = model__load_matrix(ld, "per_layer_model_proj.weight", LP, hp->dim, &m->pl_proj);
   if (rc == 0) rc = model__load_vector(ld, "per_layer_proj_norm.weight", P, &m->pl_proj_norm, 1);

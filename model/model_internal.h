@@ -1,6 +1,6 @@
 /* model/model_internal.h — the model's private structures, shared by
- * model_hparams.c (metadata), model_load.c (tensors) and model_runner.c (the
- * forward). Not for use outside model/model_*.c. */
+ * model_hparams.c (metadata), model_load.c and model_layers.c (tensors) and
+ * model_runner.c (the forward). Not for use outside model/model_*.c. */
 #ifndef TRAM_MODEL_LLAMA_INTERNAL_H
 #define TRAM_MODEL_LLAMA_INTERNAL_H
 
@@ -106,8 +106,30 @@ int model__load_matrix(loader_t *ld, const char *name, int64_t rows, int64_t col
 int model__load_vector(loader_t *ld, const char *name, int64_t n, float **dst, int required);
 /* The F32 tensor `name` of one element, read on the host into *out. */
 int model__load_scalar(loader_t *ld, const char *name, float *out);
-/* Layer l's router and experts (a sparse layer: model_moe.h) into its moe. */
+/* The F32 tensor `name` of [ne0] (ne1 == 0) or [ne0, ne1] copied into a new
+ * device buffer (*dst; a missing optional one leaves it NULL). 0 or -EINVAL
+ * (or -ENOMEM). */
+int model__load_f32(loader_t *ld, const char *name, int64_t ne0, int64_t ne1, float **dst, int required);
+/* Rows [row0, row0 + rows) of the matrix `name` of total_rows x cols
+ * prepared on the backend (one part of a fused matrix: phi3's attn_qkv and
+ * ffn_up), counted in step_bytes. 0 or -EINVAL. */
+int model__load_rows(loader_t *ld, const char *name, int64_t total_rows, int64_t cols, int64_t row0, int64_t rows,
+                     kern_weight_t *w);
+/* The tensor `name` of shape [ne0] (ne1 == 0), [ne0, ne1] (ne2 == 0) or
+ * [ne0, ne1, ne2], recorded as used; NULL when absent (an error if
+ * required: *bad set) or of another shape (an error: *bad set). */
+const gguf_tensor_t *model__find3(loader_t *ld, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
+                                  int required, int *bad);
+/* rows x cols of `type` at data (the GGUF layout; NULL: a type without a
+ * row size) prepared on the backend as w, quantized first under
+ * --quantize; not counted in step_bytes. 0 or -EINVAL. */
+int model__prepare(loader_t *ld, const char *name, kern_type_t type, const void *data, int64_t rows, int64_t cols,
+                   kern_weight_t *w);
+/* Layer l's router and experts (a sparse layer: model_moe.h) into its moe
+ * (model_layers.c). */
 int model__load_moe(loader_t *ld, int l);
+/* Layer l's tensors, by family (model_layers.c; Gemma 4's: model_gemma4.c). */
+int model__load_layer(loader_t *ld, int l);
 /* The F32 vector `name` of n elements, read on the host into out[n]; a
  * missing optional one leaves out as it is. 0 or -EINVAL. */
 int model__load_host(loader_t *ld, const char *name, int64_t n, float *out, int required);

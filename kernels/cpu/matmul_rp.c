@@ -13,7 +13,9 @@
  * copied, so the resident set holds the panels, not both. Repacking runs
  * on the pool (a few hundred MB/s a core, so a 1 GB model adds about a
  * second to its load). A lazy weight (an expert) is repacked at its first
- * weight_use instead: experts no token chooses are never read.
+ * weight_use instead: experts no token chooses are never read, and an
+ * untied token_embd (lazy too: only the embedding lookup reads it, from
+ * the view) never. be->packed_bytes counts the copies held.
  *
  * Work split. Activation rows form row blocks of at most RP_XBLOCK rows
  * and RP_XBYTES of split blocks (they stay in L2 while every panel passes
@@ -87,6 +89,7 @@ static int rp_pack(kern_backend_t *be, kern_weight_t *w) {
   pack_job_t j = {w->type, w->impl, w->rows, w->cols, dst};
   kern_pool_for(kern_cpu(be)->pool, (w->rows + KERN_CPU_RP_ROWS - 1) / KERN_CPU_RP_ROWS, 0, pack_task, &j);
   w->packed = dst;
+  be->packed_bytes += (int64_t)bytes;
   drop_source(w->impl, (size_t)(w->rows * kern_type_row_bytes(w->type, w->cols)));
 #else
   (void)be, (void)w;
@@ -107,6 +110,9 @@ void kern_cpu__rp_weight_use(kern_backend_t *be, kern_weight_t *w) {
 }
 
 void kern_cpu__rp_weight_release(kern_backend_t *be, kern_weight_t *w) {
+#ifdef KERN_CPU_AVX2
+  if (w->packed) be->packed_bytes -= (int64_t)kern_cpu_rp_bytes(w->type, w->rows, w->cols);
+#endif
   be->free(be, w->packed);
   w->packed = NULL;
 }

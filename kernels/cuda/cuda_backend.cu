@@ -180,6 +180,7 @@ static const kern_backend_t cuda_table = {
     .precision = KERN_PRECISION_EXACT, /* no fast kernels here (kern.h) */
     .attn_window_granule = 0,          /* the kernels' window start is not promised: release no block */
     .attn_sinks = 1, /* learned sinks joined once after the merge (attn_tile.cuh attn_sink_sum) */
+    .packed_bytes = 0, /* counts none (kern.h): device weights are no repacked copies */
     .destroy = cuda_destroy,
 
     .alloc = cuda_alloc,

@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_hf_config.c — libFuzzer target for the config.json reader
- * (hf/hf_config.c, the experts' fields of hf/hf_moe.c, gpt_oss's of
+ * (hf/hf_config.c and its RoPE fields in hf/hf_rope.c, the experts' fields of hf/hf_moe.c, gpt_oss's of
  * hf/hf_gptoss.c, Gemma 4's of hf/hf_gemma4.c) and the
  * hyper-parameter checks it feeds (model/model_hparams.c, model_moe.c).
  *

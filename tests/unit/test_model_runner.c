@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "model/model_graph.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/kern_join.h"
 #include "model/model_internal.h"
 #include "tests/unit/model_tiny.h"
@@ -321,6 +322,67 @@ static void experts_made_ready_when_chosen(void **state) {
   model_destroy(m);
 }
 
+/* ---- lookup-only weights (kern.h: lazy) ------------------------------------ */
+
+/* Bytes of a Q8_0 matrix of rows × cols in 8-row panels (kernels/cpu/repack.h:
+ * the GGUF bytes of whole panels, a ragged last one padded with zero rows):
+ * 34 bytes a 32-element block. */
+static inline int64_t q8_panels(int64_t rows, int64_t cols) { return (rows + 7) / 8 * 8 * (cols / 32 * 34); }
+
+/* An untied token_embd is read by the embedding lookup alone, from the
+ * file's view: the fast CPU backend makes no repacked copy of it, where a
+ * tied one (the output projection too) is repacked for the matmuls. The
+ * backend's packed_bytes counts exactly the other matrices' panels, drops
+ * back to 0 when the model is freed, and the logits are the bits of a
+ * backend that repacks nothing (keep_views). */
+static void untied_embedding_not_repacked(void **state) {
+  (void)state;
+  kern_backend_t *saved = g_be;
+  kern_backend_t *packs =
+      kern_backend_create_opts("cpu", &(kern_backend_opts_t){.n_threads = 2, .precision = KERN_PRECISION_FAST});
+  kern_backend_t *views = kern_backend_create_opts(
+      "cpu", &(kern_backend_opts_t){.n_threads = 2, .precision = KERN_PRECISION_FAST, .keep_views = 1});
+  assert_non_null(packs);
+  assert_non_null(views);
+  /* wq, wk, wv, wo, gate, up, down of one layer */
+  const int64_t layer = q8_panels(HEADS * HEAD_DIM, DIM) + 2 * q8_panels(2 * HEAD_DIM, DIM) +
+                        q8_panels(DIM, HEADS * HEAD_DIM) + 2 * q8_panels(FF, DIM) + q8_panels(DIM, FF);
+  const int32_t toks[] = {3, 7, 11, 2};
+  const int32_t *tp[3] = {toks, NULL, NULL};
+  char err[512];
+  for (int untied = 0; untied <= 1; untied++) {
+    float logits[2][4 * VOCAB];
+    for (int v = 0; v < 2; v++) {
+      g_be = v ? views : packs;
+      const char *path = write_tiny(&(tiny_t){.untied = untied});
+      model_t *m = model_load_opts(path, g_be, &(model_load_opts_t){.quantize = KERN_Q8_0}, err, sizeof err);
+      unlink(path);
+      if (!m) fail_msg("%s", err);
+      assert_int_equal(m->hp.tied_output, !untied);
+      assert_int_equal(m->tok_embd.type, KERN_Q8_0);
+#ifdef KERN_CPU_AVX2
+      /* the output projection (output.weight, or the tied token_embd) and every layer's matrices */
+      assert_int_equal(g_be->packed_bytes, v ? 0 : LAYERS * layer + q8_panels(VOCAB, DIM));
+      assert_true(v || untied ? m->tok_embd.packed == NULL : m->tok_embd.packed != NULL);
+      if (untied) assert_true(v ? m->output.packed == NULL : m->output.packed != NULL);
+#else
+      (void)layer;
+      assert_int_equal(g_be->packed_bytes, 0); /* a portable build repacks nothing */
+#endif
+      rig_t r;
+      rig_init(&r, m, 4, 1);
+      assert_int_equal(rig_step(&r, (int[]){4, 0, 0}, tp, logits[v]), 0);
+      rig_free(&r);
+      model_destroy(m);
+      assert_int_equal(g_be->packed_bytes, 0);
+    }
+    assert_memory_equal(logits[0], logits[1], sizeof logits[0]);
+  }
+  g_be = saved;
+  kern_backend_destroy(packs);
+  kern_backend_destroy(views);
+}
+
 /* ---- joined projections (model/model_join.c) ------------------------------ */
 
 /* The CPU backend given kern.h's weight_join as a simulation: the joined
@@ -449,6 +511,7 @@ int main(void) {
       cmocka_unit_test(moe_never_captured),
       cmocka_unit_test(runner_rejects_bad_input),
       cmocka_unit_test(experts_made_ready_when_chosen),
+      cmocka_unit_test(untied_embedding_not_repacked),
       cmocka_unit_test(joined_projections_same_bits),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
