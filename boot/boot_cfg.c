@@ -14,7 +14,8 @@ boot_opts_t boot_opts_from_cfg(const cfg_t *c) {
               .max_batch_tokens = c->max_batch_tokens,
               .max_seqs = c->max_seqs,
               .step_target_ms = c->step_target_ms,
-              .kv_cache_bytes = c->kv_cache_bytes,
+              /* the default: 0, the engine's own (a hybrid's states then come on top) */
+              .kv_cache_bytes = c->source[CFG_KV_CACHE_BYTES] == CFG_SRC_DEFAULT ? 0 : c->kv_cache_bytes,
               .kv_cache_blocks = c->kv_cache_blocks,
               .state_snapshot_bytes = c->state_snapshot_bytes > 0 ? c->state_snapshot_bytes : -1,
               .block_size = c->block_size,

@@ -114,9 +114,9 @@ const cfg_setting_t cfg_settings[CFG_N_SETTINGS] = {
 
     [CFG_KV_CACHE_BYTES] = {"kv_cache_bytes", CFG_T_SIZE, "Engine", "512M", 0, MiB, 64 * TiB,
                             NULL, "SIZE", 0,
-                            "Memory for the paged KV cache; a hybrid model's recurrent states (one a "
-                            "sequence, and speculation's kept ones) come out of it first. Exclusive with "
-                            "kv_cache_blocks.",
+                            "Memory for the paged KV cache. Set, it is the total for a hybrid model: its "
+                            "recurrent states (one a sequence, and speculation's kept ones) come out of it "
+                            "first; left at the default, they come on top. Exclusive with kv_cache_blocks.",
                             OFF(kv_cache_bytes)},
     [CFG_KV_CACHE_BLOCKS] = {"kv_cache_blocks", CFG_T_INT, "Engine", "0", 0, 0, 1 << 30, NULL,
                              "N", 0,

@@ -85,8 +85,11 @@ typedef struct sched_spec_config {
 typedef struct sched_config {
   int max_batch_tokens;   /* tokens per step at most (>= max_seqs); 0: 256 */
   int max_seqs;           /* sequences running at once at most; 0: 16 */
-  int64_t kv_cache_bytes; /* KV cache budget (used when kv_cache_blocks is 0); 0 with 0 blocks: 512 MiB */
+  int64_t kv_cache_bytes; /* KV cache budget (used when kv_cache_blocks is 0); 0 with 0 blocks: 512 MiB.
+                           * Given (not 0), a hybrid's recurrent states come out of it; the default
+                           * is the KV cache's alone, the states come on top */
   int kv_cache_blocks;    /* KV cache size in blocks; 0: from kv_cache_bytes */
+  int kv_cache_bytes_default; /* set by the engine: kv_cache_bytes was 0 (the default taken) */
   int block_size;         /* tokens per block; 0: 32 */
   int max_model_len;      /* longest sequence (prompt + output); 0: the model's context. Clamped to
                            * the whole cache (logged) */

@@ -36,7 +36,10 @@ static int resolve_config(sched_config_t *c) {
   if (c->max_seqs == 0) c->max_seqs = d.max_seqs;
   if (c->max_batch_tokens == 0) c->max_batch_tokens = d.max_batch_tokens > c->max_seqs ? d.max_batch_tokens : c->max_seqs;
   if (c->block_size == 0) c->block_size = d.block_size;
-  if (c->kv_cache_blocks == 0 && c->kv_cache_bytes == 0) c->kv_cache_bytes = d.kv_cache_bytes;
+  if (c->kv_cache_blocks == 0 && c->kv_cache_bytes == 0) {
+    c->kv_cache_bytes = d.kv_cache_bytes;
+    c->kv_cache_bytes_default = 1; /* a hybrid's states come on top of it */
+  }
   if (c->state_snapshot_bytes == 0) c->state_snapshot_bytes = d.state_snapshot_bytes;
   sched_spec_config_t *sp = &c->spec;
   if (sp->k == 0) sp->k = 4;
@@ -77,22 +80,16 @@ static int release_window(const model_t *m, const kern_backend_t *be) {
   return be->attn_window_granule > 0 ? w : 0;
 }
 
-/* A hybrid model (recurrent layers): its state pool, one slot per
- * running place (max_seqs), and snapshots of states at prefix-cache
- * blocks as many as state_snapshot_bytes holds (at most one per block),
- * dropped with their blocks (the allocator's evict hook). Without room for
- * one snapshot prefix caching is turned off (a hit would skip the
- * recurrent layers' state). Speculative decoding: a kept state per draft
- * row of a step (e->spec_rows), where a verification leaves the state after
- * each row (kv_state.h). 0, or -EINVAL after logging why. Other models: 0,
- * nothing done. */
 /* A hybrid's recurrent states (a slot per sequence, speculation's kept
  * states) come out of kv_cache_bytes before the KV cache is sized from
- * it (when it is sized in bytes); the snapshots have state_snapshot_bytes.
- * -ENOSPC, with a line naming the settings, when no KV block is left. */
+ * it, when the operator gave that budget (a total, as vLLM counts Mamba
+ * states in its KV budget); the default 512M is the KV cache's alone and
+ * the states come on top (as with kv_cache_blocks), so the defaults serve
+ * any size of hybrid. The snapshots have state_snapshot_bytes. -ENOSPC,
+ * with a line naming the settings, when no KV block is left. */
 static int hybrid_budget(sched_engine_t *e, const sched_config_t *c, kv_cache_config_t *kc) {
   kv_state_config_t sc = {.n_slots = c->max_seqs, .n_keep = e->spec_rows};
-  if (kc->num_blocks > 0 || model_state_config(e->m, &sc) != 0) return 0;
+  if (kc->num_blocks > 0 || c->kv_cache_bytes_default || model_state_config(e->m, &sc) != 0) return 0;
   const size_t block = kv_cache_block_bytes(kc, e->be->kv_type);
   const size_t rest = kv_state_budget_rest(&sc, kc->budget_bytes, block);
   if (rest == 0) {
@@ -108,6 +105,15 @@ static int hybrid_budget(sched_engine_t *e, const sched_config_t *c, kv_cache_co
   return 0;
 }
 
+/* A hybrid model (recurrent layers): its state pool, one slot per
+ * running place (max_seqs), and snapshots of states at prefix-cache
+ * blocks as many as state_snapshot_bytes holds (at most one per block),
+ * dropped with their blocks (the allocator's evict hook). Without room for
+ * one snapshot prefix caching is turned off (a hit would skip the
+ * recurrent layers' state). Speculative decoding: a kept state per draft
+ * row of a step (e->spec_rows), where a verification leaves the state after
+ * each row (kv_state.h). 0, or -EINVAL after logging why. Other models: 0,
+ * nothing done. */
 static int hybrid_setup(sched_engine_t *e, sched_config_t *c) {
   kv_state_config_t sc = {.n_slots = c->max_seqs, .n_keep = e->spec_rows};
   if (model_state_config(e->m, &sc) != 0) return 0;
@@ -134,7 +140,7 @@ static int hybrid_setup(sched_engine_t *e, sched_config_t *c) {
            "scratch for %d Gated DeltaNet layers, %.3f MB each, %.1f MB in all%s; %d prefix-cache snapshots "
            "(%.1f MB of state_snapshot_bytes); KV cache %d blocks (%.1f MB)",
            sc.n_slots, sc.n_keep, sc.n_layers, slot_mb, (double)kv_state_pool_bytes(&sc) / 1e6,
-           c->kv_cache_blocks == 0 ? ", taken from kv_cache_bytes" : "", sc.n_snaps, slot_mb * sc.n_snaps,
+           c->kv_cache_blocks == 0 && !c->kv_cache_bytes_default ? ", taken from kv_cache_bytes" : ", beside the KV cache", sc.n_snaps, slot_mb * sc.n_snaps,
            e->cache->num_blocks, (double)e->cache->arena_bytes / 1e6);
   return 0;
 }

@@ -341,3 +341,22 @@ def test_kv_budget_counts_the_kept_states(tmp_path):
     assert res.returncode != 0
     out = res.stderr + res.stdout
     assert "raise kv_cache_bytes, or lower max_seqs, num_speculative_tokens or speculative_max_batch" in out
+
+
+
+def test_default_kv_budget_leaves_the_states_on_top(tmp_path):
+    """kv_cache_bytes left at its default (512M) is the KV cache's alone: the states come on top, so the defaults
+    start any size of hybrid; the same 512M given on the command line is the total, the states out of it."""
+    seen = {}
+    for name, extra in (("default", ()), ("given", ("--kv-cache-bytes", "512M"))):
+        (tmp_path / name).mkdir()
+        srv = tram_server.start(tmp_path / name, "--max-seqs", "8", "--block-size", "16", *extra, *SPEC, model=HF)
+        try:
+            seen[name] = (int(srv.metric("tram:kv_cache_blocks_total")),
+                          int(srv.metric("tram:recurrent_state_bytes")))
+        finally:
+            assert srv.stop() == 0
+    (blocks_default, states), (blocks_given, states_given) = seen["default"], seen["given"]
+    assert states == states_given > 0
+    assert any(blocks_default == (512 << 20) // b and blocks_given == ((512 << 20) - states) // b
+               for b in (2 * 2 * 16 * 16 * 2, 2 * 2 * 16 * 16 * 4))
